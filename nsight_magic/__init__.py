@@ -1,0 +1,43 @@
+"""nsight_magic: profile notebook cells with Nsight Systems / Nsight Compute.
+
+``%load_ext nsight_magic`` registers ``%%nsys``, ``%%ncu`` and ``%%nsight_setup``.
+Everything the magics do is callable from Python: :func:`open_report`, :func:`load_run`,
+:func:`compare`. Imports stay light: IPython and ipywidgets load only when needed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "compare", "load_ipython_extension", "load_run", "open_report"]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Called by ``%load_ext nsight_magic``."""
+    from .magics import register
+
+    register(ipython)
+
+
+def open_report(path: Any) -> Any:
+    """Open an nsys export (.sqlite, parquet dir, or .nsys-rep when nsys is installed) or a
+    ``.ncu-rep``; returns an ``NsysReport`` or ``NcuReport``. Raises ``ReportError`` subclasses."""
+    from .reports import open_report as _open
+
+    return _open(path)
+
+
+def load_run(path: Any) -> Any:
+    """Rebuild a saved run (``NsysRun``/``NcuRun``) from its run directory, offline."""
+    from .runs import load_run as _load
+
+    return _load(path)
+
+
+def compare(run_a: Any, run_b: Any, **kwargs: Any) -> Any:
+    """Kernel and NVTX deltas between two runs or reports (see ``analysis.compare``)."""
+    from .compare import compare as _compare
+
+    return _compare(run_a, run_b, **kwargs)
