@@ -1,0 +1,42 @@
+"""Shared fixtures: paths to the real reports in tests/data (see tests/data/README.md).
+
+The .ncu-rep files are stored xz-compressed (each is ~15-23 MB raw, ~1 MB packed); they are
+unpacked once per session into a temp folder, since ncu_report needs a real file path."""
+
+from __future__ import annotations
+
+import lzma
+import shutil
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    return DATA
+
+
+@pytest.fixture(scope="session")
+def ncu_reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """name -> unpacked .ncu-rep path, e.g. ``ncu_reports["ncu_gemm_metrics"]``."""
+    out = tmp_path_factory.mktemp("ncu")
+    paths = {}
+    for packed in sorted(DATA.glob("*.ncu-rep.xz")):
+        target = out / packed.name[: -len(".xz")]
+        with lzma.open(packed) as src, open(target, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        paths[target.name[: -len(".ncu-rep")]] = target
+    return paths
+
+
+@pytest.fixture(scope="session")
+def nsys_small_sqlite() -> Path:
+    return DATA / "nsys_small.sqlite"
+
+
+@pytest.fixture(scope="session")
+def nsys_small_parquet() -> Path:
+    return DATA / "nsys_small_pq"
