@@ -1,0 +1,43 @@
+# Two commands work on a fresh machine (no GPU needed):
+#   make demo  - set up, then execute notebooks/01_quickstart.ipynb on the bundled real reports
+#                and write build/01_quickstart.html
+#   make test  - set up, then lint and run the tests (GPU tests are skipped; see tests/gpu)
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test lint gpu-test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch is optional for users; the tests ship real tensors/modules, so install the CPU build.
+	$(BIN)/pip install -q torch==2.13.0 || $(BIN)/pip install -q torch
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	mkdir -p build
+	$(BIN)/jupyter nbconvert --to html --execute --ExecutePreprocessor.timeout=600 \
+	  --output-dir build notebooks/01_quickstart.ipynb
+	@echo "wrote build/01_quickstart.html"
+
+lint: setup
+	$(BIN)/ruff check nsight_magic tests benchmarks tools
+	$(BIN)/ruff format --check nsight_magic tests benchmarks tools
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+# On a machine with a GPU and nsys/ncu on PATH (the lent GPU: see tests/gpu/README.md).
+gpu-test:
+	$(PYTHON) -m pytest -q -s -m gpu tests/gpu
+
+bench: setup
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf build nsight-runs .pytest_cache
