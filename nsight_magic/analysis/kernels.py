@@ -1,0 +1,70 @@
+"""Per-kernel-name statistics, the same as ``nsys stats --report cuda_gpu_kern_sum``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["KERNEL_SUMMARY_COLUMNS", "duration_stats", "kernel_summary"]
+
+KERNEL_SUMMARY_COLUMNS = [
+    "name",
+    "instances",
+    "total_ns",
+    "avg_ns",
+    "med_ns",
+    "min_ns",
+    "max_ns",
+    "std_ns",
+    "time_pct",
+]
+
+
+def duration_stats(frame: pd.DataFrame, by: list[str], value: str = "duration_ns") -> pd.DataFrame:
+    """``instances, total_ns, avg_ns, med_ns, min_ns, max_ns, std_ns, time_pct`` of ``value``
+    per group, with nsys's conventions: the median of an even count is the mean of the middle
+    two, the std is the sample std (n - 1) and 0 for one instance, time % is of the grand total.
+    Sorted by total descending, then by the group keys (nsys's order for ties)."""
+    if frame.empty:
+        out = pd.DataFrame({k: frame[k].iloc[:0] for k in by})
+        for col, dtype in [
+            ("instances", np.int64),
+            ("total_ns", np.int64),
+            ("avg_ns", np.float64),
+            ("med_ns", np.float64),
+            ("min_ns", np.int64),
+            ("max_ns", np.int64),
+            ("std_ns", np.float64),
+            ("time_pct", np.float64),
+        ]:
+            out[col] = np.array([], dtype=dtype)
+        return out
+    grouped = frame.groupby(by, sort=False, observed=True)[value]
+    out = grouped.agg(
+        instances="size",
+        total_ns="sum",
+        avg_ns="mean",
+        med_ns="median",
+        min_ns="min",
+        max_ns="max",
+        std_ns="std",
+    ).reset_index()
+    out["std_ns"] = out["std_ns"].fillna(0.0)
+    out["med_ns"] = out["med_ns"].astype(np.float64)
+    grand = out["total_ns"].sum()
+    out["time_pct"] = 100.0 * out["total_ns"] / grand if grand else 0.0
+    for col in ("instances", "total_ns", "min_ns", "max_ns"):
+        out[col] = out[col].astype(np.int64)
+    out = out.sort_values(["total_ns", *by], ascending=[False] + [True] * len(by), kind="stable")
+    return out.reset_index(drop=True)
+
+
+def kernel_summary(kernels: pd.DataFrame, by: str = "name") -> pd.DataFrame:
+    """One row per kernel name: ``name, instances, total_ns, avg_ns, med_ns, min_ns, max_ns,
+    std_ns, time_pct``, sorted by ``total_ns`` descending.
+
+    Equal to ``nsys stats --report cuda_gpu_kern_sum`` (which groups by the demangled name;
+    pass ``by="short_name"`` for its ``:base`` variant). Floats are unrounded; nsys prints
+    one decimal."""
+    stats = duration_stats(kernels, [by])
+    return stats.rename(columns={by: "name"})[KERNEL_SUMMARY_COLUMNS]

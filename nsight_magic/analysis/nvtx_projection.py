@@ -1,0 +1,236 @@
+"""NVTX ranges projected onto the GPU, as ``nsys stats`` reports ``nvtx_gpu_proj_trace`` and
+``nvtx_gpu_proj_sum`` compute them.
+
+nsys's rule (from its report scripts): a GPU operation (kernel, memcpy, memset) belongs to an
+NVTX range when the CUDA API call that launched it (joined on correlationId + process) lies
+inside the range, on the range's own thread. Ranges that end on another thread are left out.
+The projected range runs from the first enclosed operation's start to the last one's end;
+only ranges with at least one operation are reported. ``gpu_ops`` counts distinct launching
+calls; ``children`` counts child ranges (the tightest enclosing range is the parent) that have
+operations themselves.
+
+Done with sorted arrays instead of per-row loops: API calls of one thread run one after
+another, so the ops a range encloses are one contiguous slice of the thread's ops sorted by
+call start, found with two binary searches; slice minima/maxima come from ``reduceat``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .kernels import duration_stats
+
+__all__ = ["PROJECTION_SUMMARY_COLUMNS", "nvtx_gpu_projection", "project_nvtx_to_gpu"]
+
+PROJECTION_SUMMARY_COLUMNS = [
+    "domain",
+    "range",
+    "style",
+    "instances",
+    "proj_total_ns",
+    "range_total_ns",
+    "gpu_ops",
+    "proj_avg_ns",
+    "proj_med_ns",
+    "proj_min_ns",
+    "proj_max_ns",
+    "proj_std_ns",
+    "avg_gpu_ops",
+    "avg_level",
+    "avg_children",
+]
+
+_OP_COLS = ["start_ns", "end_ns", "correlation_id", "pid"]
+
+
+def _gpu_ops(runtime: pd.DataFrame, *ops: pd.DataFrame | None) -> pd.DataFrame:
+    """GPU ops joined to their launching call: ``start_ns, end_ns, corr, pid, tid, r_start,
+    r_end``, sorted by (pid, tid, r_start, corr)."""
+    frames = [f[_OP_COLS] for f in ops if f is not None and len(f)]
+    if not frames or runtime.empty:
+        empty = np.array([], dtype=np.int64)
+        cols = ["start_ns", "end_ns", "corr", "pid", "tid", "r_start", "r_end"]
+        return pd.DataFrame({c: empty for c in cols})
+    gpu = pd.concat(frames, ignore_index=True).rename(columns={"correlation_id": "corr"})
+    calls = runtime[["correlation_id", "pid", "tid", "start_ns", "end_ns"]].rename(
+        columns={"correlation_id": "corr", "start_ns": "r_start", "end_ns": "r_end"}
+    )
+    calls = calls.drop_duplicates(["corr", "pid"])
+    joined = gpu.merge(calls, on=["corr", "pid"], how="inner", sort=False)
+    order = np.lexsort(
+        (
+            joined["corr"].to_numpy(),
+            joined["r_start"].to_numpy(),
+            joined["tid"].to_numpy(),
+            joined["pid"].to_numpy(),
+        )
+    )
+    return joined.iloc[order].reset_index(drop=True)
+
+
+def _segments(pid: np.ndarray, tid: np.ndarray) -> dict[tuple[int, int], tuple[int, int]]:
+    """(pid, tid) -> [lo, hi) of a (pid, tid)-sorted array."""
+    if len(pid) == 0:
+        return {}
+    change = np.r_[True, (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])]
+    starts = np.flatnonzero(change)
+    ends = np.r_[starts[1:], len(pid)]
+    return {(int(pid[s]), int(tid[s])): (int(s), int(e)) for s, e in zip(starts, ends, strict=True)}
+
+
+def _slice_reduce(
+    ufunc: np.ufunc, values: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> np.ndarray:
+    """``ufunc.reduce(values[lo[i]:hi[i]])`` for non-empty slices, in O(len(values) + total
+    slice length): slices are visited sorted by ``lo`` so the gaps between them add up to at
+    most ``len(values)``."""
+    if len(lo) == 0:
+        return np.array([], dtype=values.dtype)
+    order = np.argsort(lo, kind="stable")
+    idx = np.empty(2 * len(lo), dtype=np.int64)
+    idx[0::2], idx[1::2] = lo[order], hi[order]
+    padded = np.r_[values, values[-1:]]  # so hi == len(values) is a valid index
+    red = ufunc.reduceat(padded, idx)[0::2]
+    out = np.empty(len(lo), dtype=values.dtype)
+    out[order] = red
+    return out
+
+
+def _parents(nvtx: pd.DataFrame, level: np.ndarray) -> np.ndarray:
+    """Row of each range's parent (-1 at level 0): the last range before it, in (thread,
+    start, longest first) order, one level up. Ranges nest, so that one encloses it."""
+    n = len(nvtx)
+    parent = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return parent
+    pid, tid = nvtx["pid"].to_numpy(), nvtx["tid"].to_numpy()
+    start, end = nvtx["start_ns"].to_numpy(), nvtx["end_ns"].to_numpy()
+    order = np.lexsort((-end, start, tid, pid))
+    lvl = level[order]
+    for d in range(1, int(lvl.max()) + 1 if n else 0):  # one pass per nesting level
+        up = np.flatnonzero(lvl == d - 1)
+        here = np.flatnonzero(lvl == d)
+        if len(up) == 0 or len(here) == 0:
+            continue
+        k = np.searchsorted(up, here, side="right") - 1
+        ok = k >= 0
+        parent[order[here[ok]]] = order[up[k[ok]]]
+    return parent
+
+
+def project_nvtx_to_gpu(
+    nvtx: pd.DataFrame,
+    runtime: pd.DataFrame,
+    kernels: pd.DataFrame | None,
+    memcpy: pd.DataFrame | None = None,
+    memset: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Per-range projection (nsys's ``nvtx_gpu_proj_trace``).
+
+    Inputs are ``NsysReport`` frames: ``nvtx()``, ``cuda_api()`` and the GPU op frames (each
+    needs ``start_ns, end_ns, correlation_id, pid``). Returns one row per NVTX range with GPU
+    work: ``domain, range, style, start_ns, end_ns, duration_ns, pid, tid, level,
+    proj_start_ns, proj_end_ns, proj_duration_ns, gpu_ops, children, parent`` (``parent`` is
+    the row of the enclosing range in ``nvtx``, -1 at the top; the index is nvtx's row),
+    sorted by projected start, longest first."""
+    same_thread = (nvtx["end_tid"] == nvtx["tid"]).to_numpy() if "end_tid" in nvtx else None
+    ranges = nvtx if same_thread is None else nvtx[same_thread]
+    ranges = ranges.reset_index(names="nvtx_row")
+    n = len(ranges)
+    # Levels among the ranges nsys considers (same-thread ones).
+    from ..nsys.tables import nesting_levels  # local: keeps analysis free of I/O imports
+
+    level = nesting_levels(ranges)
+    parent = _parents(ranges, level)
+
+    ops = _gpu_ops(runtime, kernels, memcpy, memset)
+    lo = np.zeros(n, dtype=np.int64)
+    hi = np.zeros(n, dtype=np.int64)
+    if len(ops) and n:
+        o_pid, o_tid = ops["pid"].to_numpy(), ops["tid"].to_numpy()
+        r_start = ops["r_start"].to_numpy()
+        # Calls of one thread are sequential; the running max guards odd overlaps.
+        r_end = ops["r_end"].to_numpy()
+        segs = _segments(o_pid, o_tid)
+        r_pid, r_tid = ranges["pid"].to_numpy(), ranges["tid"].to_numpy()
+        r_lo, r_hi = ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy()
+        for (p, t), (s, e) in segs.items():  # one pass per thread
+            mine = np.flatnonzero((r_pid == p) & (r_tid == t))
+            if len(mine) == 0:
+                continue
+            ends = np.maximum.accumulate(r_end[s:e])
+            lo[mine] = s + np.searchsorted(r_start[s:e], r_lo[mine], side="left")
+            hi[mine] = s + np.searchsorted(ends, r_hi[mine], side="right")
+    has_ops = hi > lo
+    idx = np.flatnonzero(has_ops)
+    if len(idx):
+        corr = ops["corr"].to_numpy()
+        thread_change = np.r_[True, (ops["pid"].to_numpy()[1:] != ops["pid"].to_numpy()[:-1])]
+        thread_change |= np.r_[True, ops["tid"].to_numpy()[1:] != ops["tid"].to_numpy()[:-1]]
+        first_call = thread_change | np.r_[True, corr[1:] != corr[:-1]]
+        distinct = np.r_[0, np.cumsum(first_call)]
+        p_start = _slice_reduce(np.minimum, ops["start_ns"].to_numpy(), lo[idx], hi[idx])
+        p_end = _slice_reduce(np.maximum, ops["end_ns"].to_numpy(), lo[idx], hi[idx])
+        n_ops = distinct[hi[idx]] - distinct[lo[idx]]
+    else:
+        p_start = p_end = n_ops = np.array([], dtype=np.int64)
+
+    # Children with GPU work, counted on their parent.
+    child_parent = parent[idx]
+    children = np.bincount(child_parent[child_parent >= 0], minlength=n)[idx] if n else idx
+
+    out = ranges.iloc[idx][
+        ["nvtx_row", "domain", "range", "style", "start_ns", "end_ns", "duration_ns", "pid", "tid"]
+    ].copy()
+    out["level"] = level[idx]
+    out["proj_start_ns"] = p_start.astype(np.int64)
+    out["proj_end_ns"] = p_end.astype(np.int64)
+    out["proj_duration_ns"] = out["proj_end_ns"] - out["proj_start_ns"]
+    out["gpu_ops"] = np.asarray(n_ops, dtype=np.int64)
+    out["children"] = np.asarray(children, dtype=np.int64)
+    rows = ranges["nvtx_row"].to_numpy()
+    out["parent"] = np.where(parent[idx] >= 0, rows[np.maximum(parent[idx], 0)], -1)
+    out = out.sort_values(["proj_start_ns", "proj_duration_ns"], ascending=[True, False])
+    return out.set_index("nvtx_row").rename_axis(None)
+
+
+def nvtx_gpu_projection(trace: pd.DataFrame) -> pd.DataFrame:
+    """Per (domain, range, style) summary of :func:`project_nvtx_to_gpu` (nsys's
+    ``nvtx_gpu_proj_sum``; its "Range" column is ``domain:range``): ``domain, range, style,
+    instances, proj_total_ns, range_total_ns, gpu_ops, proj_avg_ns, proj_med_ns, proj_min_ns,
+    proj_max_ns, proj_std_ns, avg_gpu_ops, avg_level, avg_children``, sorted by
+    ``proj_total_ns`` descending, then by "domain:range"."""
+    keys = ["domain", "range", "style"]
+    stats = duration_stats(trace, keys, value="proj_duration_ns")
+    stats = stats.drop(columns="time_pct").rename(
+        columns={
+            "total_ns": "proj_total_ns",
+            "avg_ns": "proj_avg_ns",
+            "med_ns": "proj_med_ns",
+            "min_ns": "proj_min_ns",
+            "max_ns": "proj_max_ns",
+            "std_ns": "proj_std_ns",
+        }
+    )
+    extra = (
+        trace.groupby(keys, sort=False, observed=True)
+        .agg(
+            range_total_ns=("duration_ns", "sum"),
+            gpu_ops=("gpu_ops", "sum"),
+            avg_gpu_ops=("gpu_ops", "mean"),
+            avg_level=("level", "mean"),
+            avg_children=("children", "mean"),
+        )
+        .reset_index()
+    )
+    out = stats.merge(extra, on=keys, how="left")
+    for col in ("range_total_ns", "gpu_ops"):
+        out[col] = out[col].astype(np.int64)
+    for col in ("avg_gpu_ops", "avg_level", "avg_children"):
+        out[col] = out[col].astype(np.float64)
+    label = out["domain"].astype(str) + ":" + out["range"].astype(str)
+    out = out.assign(_label=label).sort_values(
+        ["proj_total_ns", "_label"], ascending=[False, True], kind="stable"
+    )
+    return out.drop(columns="_label").reset_index(drop=True)[PROJECTION_SUMMARY_COLUMNS]
