@@ -1,0 +1,260 @@
+"""Run a profiler argv in its own process group, stream its output, and stop it for sure.
+
+``run`` never takes a shell string. The child gets a new session (so the notebook's SIGINT
+does not hit it half-way, and so the whole group - profiler, app, its workers - can be signalled
+at once). Stopping escalates SIGINT -> SIGTERM -> SIGKILL with short grace periods (nsys writes
+its report on SIGINT, so that comes first), then reaps the child and checks ``/proc`` that no
+member of the group is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import CounterPermissionError, ProfileInterrupted, ProfilerError, ProfileTimeout
+
+LineCallback = Callable[[str], None]
+
+COUNTER_PERMISSION_HELP = (
+    "The GPU driver does not let this user read performance counters (ERR_NVGPUCTRPERM). "
+    "Fix: run as root, or allow all users with the kernel module option "
+    "`options nvidia NVreg_RestrictProfilingToAdminUsers=0` (in /etc/modprobe.d/, then reload "
+    "the driver or reboot), or in a container add `--cap-add SYS_ADMIN`. "
+    "See https://developer.nvidia.com/ERR_NVGPUCTRPERM"
+)
+
+
+@dataclass
+class RunResult:
+    """What happened to one profiler process. ``outcome``: exited | timeout | interrupted |
+    cancelled. ``signals`` lists what was sent to the group, in order."""
+
+    argv: list[str]
+    log_path: str
+    returncode: int | None = None
+    outcome: str = "exited"
+    wall_s: float = 0.0
+    signals: list[str] = field(default_factory=list)
+    leftovers_killed: list[int] = field(default_factory=list)
+    pgid: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) pids whose process group is ``pgid``, read from /proc."""
+    members = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # no procfs: fall back to "is anyone there"
+        try:
+            os.killpg(pgid, 0)
+            return [pgid]
+        except (ProcessLookupError, PermissionError):
+            return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        # comm may hold spaces/parens: the fields after the last ')' are fixed
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry))
+    return members
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _wait_group_gone(proc: subprocess.Popen[bytes], pgid: int, grace_s: float) -> bool:
+    """Reap the child while waiting; True once no live member of the group remains."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        proc.poll()
+        if not group_members(pgid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+
+
+def stop_group(
+    proc: subprocess.Popen[bytes], pgid: int, grace_s: Sequence[float] = (5.0, 3.0)
+) -> list[str]:
+    """SIGINT, then SIGTERM, then SIGKILL to the whole group; returns the signals sent."""
+    sent = []
+    for sig, grace in ((signal.SIGINT, grace_s[0]), (signal.SIGTERM, grace_s[1])):
+        if not group_members(pgid):
+            break
+        _signal_group(pgid, sig)
+        sent.append(sig.name)
+        if _wait_group_gone(proc, pgid, grace):
+            break
+    else:
+        if group_members(pgid):
+            _signal_group(pgid, signal.SIGKILL)
+            sent.append("SIGKILL")
+            _wait_group_gone(proc, pgid, 5.0)
+    proc.wait()  # always reap
+    return sent
+
+
+class _Reader(threading.Thread):
+    """Copy the child's output to the log file and hand complete lines to the callback.
+    Lines end at ``\\n`` or ``\\r`` (nsys redraws its bars with ``\\r``)."""
+
+    def __init__(self, stream: Any, log: Any, on_line: LineCallback | None) -> None:
+        super().__init__(daemon=True)
+        self.stream, self.log, self.on_line = stream, log, on_line
+        self.callback_errors: list[BaseException] = []
+
+    def run(self) -> None:
+        pending = b""
+        fd = self.stream.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.log.write(chunk)
+            self.log.flush()
+            pending += chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                self._emit(line)
+        if pending:
+            self._emit(pending)
+
+    def _emit(self, raw: bytes) -> None:
+        if self.on_line is None:
+            return
+        try:
+            self.on_line(raw.decode(errors="replace"))
+        except BaseException as exc:  # a broken display must not stop the log copy
+            self.callback_errors.append(exc)
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    log_path: str | Path,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    timeout: float | None = None,
+    cancel: threading.Event | None = None,
+    on_line: LineCallback | None = None,
+    grace_s: Sequence[float] = (5.0, 3.0),
+) -> RunResult:
+    """Run ``argv`` to completion. Returns the RunResult when it exits on its own (any exit
+    code); raises ProfileTimeout / ProfileInterrupted (``.result`` attached) after stopping the
+    whole group on timeout, ``cancel.set()`` or KeyboardInterrupt."""
+    if isinstance(argv, str | bytes):
+        raise TypeError("argv must be a list of strings, not a shell string")
+    argv = [os.fspath(a) for a in argv]
+    result = RunResult(argv=argv, log_path=str(log_path))
+    t0 = time.monotonic()
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            start_new_session=True,
+        )
+        pgid = result.pgid = proc.pid  # new session: the child leads its own group
+        reader = _Reader(proc.stdout, log, on_line)
+        reader.start()
+        deadline = None if timeout is None else t0 + timeout
+        try:
+            while proc.poll() is None:
+                if cancel is not None and cancel.is_set():
+                    result.outcome = "cancelled"
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    result.outcome = "timeout"
+                    break
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=0.05)
+        except KeyboardInterrupt:
+            result.outcome = "interrupted"
+        finally:
+            if result.outcome != "exited":
+                result.signals = stop_group(proc, pgid, grace_s)
+            else:
+                # the profiler is gone; workers it left behind must not outlive the run
+                result.leftovers_killed = group_members(pgid)
+                if result.leftovers_killed:
+                    result.signals = stop_group(proc, pgid, (0.5, 0.5))
+            proc.wait()
+            reader.join(timeout=5.0)
+            with contextlib.suppress(OSError):
+                proc.stdout.close()  # type: ignore[union-attr]
+            result.returncode = proc.returncode
+            result.wall_s = time.monotonic() - t0
+    if result.outcome == "timeout":
+        err: Exception = ProfileTimeout(
+            f"The run exceeded its {timeout:g} s timeout and was stopped "
+            f"({' -> '.join(result.signals) or 'already exited'}); log: {log_path}"
+        )
+    elif result.outcome in ("interrupted", "cancelled"):
+        err = ProfileInterrupted(
+            f"The run was {result.outcome} and its processes were stopped "
+            f"({' -> '.join(result.signals) or 'already exited'}); log: {log_path}"
+        )
+    else:
+        return result
+    err.result = result  # type: ignore[attr-defined]
+    raise err
+
+
+def error_lines(log_text: str, limit: int = 20) -> list[str]:
+    """The profiler's ERROR lines (ncu ``==ERROR==``, nsys ``Error:``/``ERROR``)."""
+    out = []
+    for line in log_text.replace("\r", "\n").splitlines():
+        s = line.strip()
+        if "==ERROR==" in s or s.startswith(("ERROR", "Error:", "error:", "FATAL")):
+            out.append(s)
+    return out[:limit]
+
+
+def read_log(path: str | Path) -> str:
+    try:
+        return Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def raise_for_profiler(result: RunResult, tool: str = "profiler") -> None:
+    """Raise CounterPermissionError when the log shows ERR_NVGPUCTRPERM, ProfilerError on a
+    non-zero exit; otherwise return."""
+    text = read_log(result.log_path)
+    if "ERR_NVGPUCTRPERM" in text:
+        raise CounterPermissionError(f"{COUNTER_PERMISSION_HELP} Log: {result.log_path}")
+    if result.returncode not in (0, None):
+        errors = error_lines(text)
+        tail = [ln for ln in text.replace("\r", "\n").splitlines() if ln.strip()][-10:]
+        shown = "\n  ".join(errors or tail) or "(no output)"
+        raise ProfilerError(
+            f"{tool} exited with code {result.returncode}.\n  {shown}\n"
+            f"argv: {result.argv}\nlog: {result.log_path}"
+        )
