@@ -1,0 +1,58 @@
+"""Charts -> PNG/SVG with vl-convert (no browser, no kernel), for the static ``text/html`` form.
+Rendering fails soft: a missing or broken vl-convert yields a "chart omitted" note, never an
+exception, because a shared notebook should still show its tables."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+from typing import Any
+
+from .tables import esc
+
+
+@functools.lru_cache(maxsize=64)
+def _png_from_spec(spec_json: str, scale: float) -> bytes:
+    import vl_convert as vlc
+
+    return vlc.vegalite_to_png(json.loads(spec_json), scale=scale)
+
+
+@functools.lru_cache(maxsize=64)
+def _svg_from_spec(spec_json: str) -> str:
+    import vl_convert as vlc
+
+    return vlc.vegalite_to_svg(json.loads(spec_json))
+
+
+def _spec(chart: Any) -> str:
+    # Sorted JSON is the cache key: the same chart (same data) renders once per process.
+    return json.dumps(chart.to_dict(), sort_keys=True, default=str)
+
+
+def chart_png(chart: Any, scale: float = 1.0) -> bytes | None:
+    """PNG bytes of an altair chart, or None when it cannot be rendered here."""
+    try:
+        return _png_from_spec(_spec(chart), scale)
+    except Exception:
+        return None
+
+
+def chart_svg(chart: Any) -> str | None:
+    try:
+        return _svg_from_spec(_spec(chart))
+    except Exception:
+        return None
+
+
+def png_data_uri(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def chart_img_html(chart: Any, alt: str = "chart", scale: float = 1.0) -> str:
+    """``<img>`` with the chart as a PNG data URI, or a one-line note when rendering failed."""
+    png = chart_png(chart, scale=scale) if chart is not None else None
+    if png is None:
+        return f'<div style="font-size:12px;color:#999">({esc(alt)}: chart omitted)</div>'
+    return f'<img alt="{esc(alt)}" src="{png_data_uri(png)}"/>'
