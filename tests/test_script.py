@@ -1,0 +1,150 @@
+"""build_script: generated scripts really run with plain python (nvtx is a no-op without a
+profiler). To see the NVTX structure, some tests put a recording ``nvtx`` module first on the
+child's PYTHONPATH: it logs each range push/pop instead of talking to a profiler."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nsight_magic.errors import CellSyntaxError
+from nsight_magic.script import build_script, shorten, statement_labels
+
+RECORDING_NVTX = """
+import contextlib, json, os
+LOG = os.environ["NVTX_LOG"]
+
+@contextlib.contextmanager
+def annotate(message=None, domain=None, **kw):
+    with open(LOG, "a") as f:
+        f.write(json.dumps(["push", domain, message]) + "\\n")
+    try:
+        yield
+    finally:
+        with open(LOG, "a") as f:
+            f.write(json.dumps(["pop", domain, message]) + "\\n")
+"""
+
+
+def run_script(
+    tmp_path: Path, text: str, *, record_nvtx: bool = False
+) -> tuple[subprocess.CompletedProcess[str], dict, list]:
+    script = tmp_path / "script.py"
+    script.write_text(text)
+    env = dict(os.environ)
+    if record_nvtx:
+        (tmp_path / "fake_site").mkdir(exist_ok=True)
+        (tmp_path / "fake_site" / "nvtx.py").write_text(RECORDING_NVTX)
+        env["PYTHONPATH"] = str(tmp_path / "fake_site")
+        env["NVTX_LOG"] = str(tmp_path / "nvtx.log")
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "status.json")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    status = json.loads((tmp_path / "status.json").read_text())
+    events = []
+    if record_nvtx and (tmp_path / "nvtx.log").exists():
+        events = [json.loads(x) for x in (tmp_path / "nvtx.log").read_text().splitlines()]
+    return proc, status, events
+
+
+def test_labels_are_line_and_shortened_source() -> None:
+    cell = "x = 1\n\nfor i in range(3):\n    x += i\ny = '" + "a" * 100 + "'\n"
+    labels = statement_labels(cell)
+    assert labels[0] == "L1: x = 1"
+    assert labels[1] == "L3: for i in range(3): ..."
+    assert labels[2].startswith("L5: y = 'aaa") and labels[2].endswith("...")
+    assert len(labels[2]) <= len("L5: ") + 60
+    assert shorten("a\n   b") == "a b"
+
+
+def test_syntax_error_names_the_cell_line() -> None:
+    with pytest.raises(CellSyntaxError) as info:
+        build_script("x = 1\ny = (2,\nz = 3 +\n")
+    assert info.value.lineno is not None and info.value.lineno >= 2
+    assert "line" in str(info.value)
+    assert isinstance(info.value, SyntaxError)
+
+
+def test_setup_cell_syntax_error_is_reported_too() -> None:
+    with pytest.raises(CellSyntaxError, match="setup cell 1"):
+        build_script("x = 1", setup_cells=["def f(:\n  pass"])
+
+
+def test_ranges_nest_per_statement_inside_cell_and_warmup_outside(tmp_path: Path) -> None:
+    cell = "calls.append(len(calls))\ntotal = sum(calls)\nprint('total', total)\n"
+    text = build_script(cell, setup_cells=["calls = []"], warmup=2, gate="ncu")
+    proc, status, events = run_script(tmp_path, text, record_nvtx=True)
+    assert proc.returncode == 0, proc.stderr
+    assert status["status"] == "ok" and status["phase"] == "done" and status["nvtx"] is True
+    assert proc.stdout.splitlines() == ["total 0", "total 1", "total 3"]  # 2 warm-ups + 1
+    assert all(e[1] == "nsight_magic" for e in events)
+    names = [(e[0], e[2]) for e in events]
+    # warm-up: one outer range holding two passes over the statements
+    assert names[0] == ("push", "warmup")
+    end_warm = names.index(("pop", "warmup"))
+    cell_part = names[end_warm + 1 :]
+    assert cell_part[0] == ("push", "cell") and cell_part[-1] == ("pop", "cell")
+    assert cell_part[1:-1] == [
+        ("push", "L1: calls.append(len(calls))"),
+        ("pop", "L1: calls.append(len(calls))"),
+        ("push", "L2: total = sum(calls)"),
+        ("pop", "L2: total = sum(calls)"),
+        ("push", "L3: print('total', total)"),
+        ("pop", "L3: print('total', total)"),
+    ]
+    assert ("push", "cell") not in names[:end_warm]
+
+
+def test_user_exception_is_reported_in_cell_coordinates(tmp_path: Path) -> None:
+    cell = "def f(v):\n    return 1 / v\n\nx = 3\ny = f(x - 3)\n"
+    proc, status, _ = run_script(tmp_path, build_script(cell, cell_name="my cell"))
+    assert proc.returncode == 1
+    assert status["status"] == "error" and status["phase"] == "cell"
+    assert status["exc_type"] == "ZeroDivisionError"
+    tb = status["traceback"]
+    assert 'File "<nsight_magic my cell>", line 5, in <module>' in tb
+    assert 'File "<nsight_magic my cell>", line 2, in f' in tb
+    assert "y = f(x - 3)" in tb and "return 1 / v" in tb  # cell source, from linecache
+    assert "script.py" not in tb
+    assert "ZeroDivisionError" in proc.stderr  # the cell's stderr shows it too
+
+
+def test_cell_state_functions_classes_future_import(tmp_path: Path) -> None:
+    cell = (
+        "from __future__ import annotations\n"
+        "class A:\n    def m(self) -> Undefined:\n        return helper()\n"
+        "def helper():\n    return [k * base for k in range(3)]\n"
+        "print(A().m())\n"
+    )
+    proc, status, _ = run_script(tmp_path, build_script(cell, setup_cells=["base = 10"]))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[0, 10, 20]" and status["status"] == "ok"
+
+
+def test_nsys_gate_without_gpu_is_recorded_as_none(tmp_path: Path) -> None:
+    # torch is CPU-only here and no libcudart is installed: the gate must not crash.
+    proc, status, _ = run_script(tmp_path, build_script("import torch\nx = torch.ones(2) * 2"))
+    assert proc.returncode == 0, proc.stderr
+    assert status["gate"] == "nsys" and status["gate_kind"] == "none"
+    assert status["cell_s"] >= 0
+
+
+def test_exit_inside_cell_is_an_error_not_success(tmp_path: Path) -> None:
+    proc, status, _ = run_script(tmp_path, build_script("import sys\nsys.exit(4)"))
+    assert proc.returncode == 1 and status["exc_type"] == "SystemExit"
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError):
+        build_script("x = 1", gate="perf")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        build_script("x = 1", warmup=-1)
