@@ -1,0 +1,86 @@
+"""``.nsys-rep`` -> ``.sqlite`` / parquet dir, through ``nsys export`` (argv lists only)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Literal
+
+from ..errors import CorruptReportError, ToolNotFoundError
+
+__all__ = ["ExportKind", "export_argv", "export_report", "find_nsys", "sibling_export"]
+
+ExportKind = Literal["sqlite", "parquetdir"]
+
+
+def export_argv(nsys: str | Path, rep: str | Path, out: str | Path, kind: ExportKind) -> list[str]:
+    """``nsys export --type KIND --force-overwrite=true -o OUT REP`` as an argv list."""
+    return [str(nsys), "export", "--type", kind, "--force-overwrite=true", "-o", str(out), str(rep)]
+
+
+def _is_export(path: Path) -> bool:
+    if path.is_file():
+        return path.suffix == ".sqlite" and path.stat().st_size > 0
+    return path.is_dir() and any(path.glob("*.parquet"))
+
+
+def sibling_export(rep: str | Path, fresh_only: bool = True) -> Path | None:
+    """An export already next to ``rep`` (``X.sqlite``, or a parquet dir ``X_pq`` /
+    ``X_parquet`` / ``X``); with ``fresh_only`` only one not older than ``rep``."""
+    rep = Path(rep)
+    stem = rep.with_suffix("")
+    candidates = [stem.with_suffix(".sqlite"), Path(f"{stem}_pq"), Path(f"{stem}_parquet"), stem]
+    rep_mtime = rep.stat().st_mtime if rep.exists() else 0.0
+    for cand in candidates:
+        if not _is_export(cand):
+            continue
+        # 1 s slack: copies and checkouts keep coarse mtimes.
+        if not fresh_only or cand.stat().st_mtime + 1 >= rep_mtime:
+            return cand
+    return None
+
+
+def find_nsys() -> Path:
+    """nsys from ``$NSYS`` or PATH; ToolNotFoundError when neither has it."""
+    env = os.environ.get("NSYS")
+    if env and Path(env).is_file():
+        return Path(env)
+    found = shutil.which("nsys")
+    if found:
+        return Path(found)
+    raise ToolNotFoundError(
+        "nsys (Nsight Systems) is not installed here, so the .nsys-rep cannot be read; install "
+        "Nsight Systems (or set $NSYS), or run `nsys export --type sqlite` where it is installed "
+        "and open the .sqlite."
+    )
+
+
+def export_report(
+    rep: str | Path,
+    kind: ExportKind = "sqlite",
+    out: str | Path | None = None,
+    nsys: str | Path | None = None,
+    timeout_s: float = 900.0,
+) -> Path:
+    """Export ``rep`` with nsys and return the output path (default: next to ``rep``)."""
+    rep = Path(rep)
+    if out is None:
+        out = rep.with_suffix(".sqlite") if kind == "sqlite" else Path(f"{rep.with_suffix('')}_pq")
+    out = Path(out)
+    argv = export_argv(nsys if nsys is not None else find_nsys(), rep, out, kind)
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise CorruptReportError(
+            f"`nsys export` of {rep} ran past {timeout_s:.0f} s; export it by hand with "
+            f"{' '.join(argv)}"
+        ) from exc
+    if proc.returncode != 0 or not out.exists():
+        tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-5:]
+        raise CorruptReportError(
+            f"`nsys export` could not read {rep} (exit {proc.returncode}: {' | '.join(tail)}); "
+            "check that the file is a complete .nsys-rep from this nsys version or newer."
+        )
+    return out

@@ -1,0 +1,211 @@
+"""``NsysReport``: the frames of one Nsight Systems export, loaded once, plus its summaries."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..analysis import gaps as _gaps
+from ..analysis.kernels import kernel_summary
+from ..analysis.memory import copies_by_kind, memory_size_summary, memory_time_summary
+from ..analysis.nvtx_projection import nvtx_gpu_projection, project_nvtx_to_gpu
+from ..analysis.timeline import timeline_frame
+from ..errors import CorruptReportError, ReportError, ReportNotFoundError, ToolNotFoundError
+from . import tables
+from .export import export_report, find_nsys, sibling_export
+
+__all__ = ["NsysReport"]
+
+T = TypeVar("T")
+NSYS_REP_SUFFIXES = (".nsys-rep", ".qdrep")
+
+
+class NsysReport:
+    """Frames of an nsys export (column contracts in ARCHITECTURE.md).
+
+    ``NsysReport.open(path)`` takes a ``.sqlite`` export, a parquet dir, or a ``.nsys-rep``
+    (an export next to it is used; otherwise nsys exports one). Each frame is read on first
+    use and cached; callers get the cached object, so copy before mutating."""
+
+    def __init__(self, source: tables.ExportSource, rep_path: Path | None = None) -> None:
+        self.source = source
+        self.path = source.path
+        self.rep_path = rep_path
+        self._cache: dict[str, Any] = {}
+
+    # --- opening ------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | Path) -> NsysReport:
+        path = Path(path)
+        if not path.exists():
+            raise ReportNotFoundError(f"{path} does not exist; check the path or the run folder.")
+        rep_path = None
+        if path.is_file() and path.suffix in NSYS_REP_SUFFIXES:
+            rep_path = path
+            path = cls._export_for(path)
+        return cls(tables.open_export(path), rep_path)
+
+    @staticmethod
+    def _export_for(rep: Path) -> Path:
+        """A fresh sibling export, else a new one from nsys, else (no nsys) a stale sibling."""
+        fresh = sibling_export(rep)
+        if fresh is not None:
+            return fresh
+        try:
+            nsys = find_nsys()
+        except ToolNotFoundError:
+            stale = sibling_export(rep, fresh_only=False)
+            if stale is not None:
+                return stale
+            raise
+        return export_report(rep, nsys=nsys)
+
+    def __repr__(self) -> str:
+        return f"NsysReport({str(self.rep_path or self.path)!r})"
+
+    def _cached(self, key: str, load: Callable[[], T]) -> T:
+        if key not in self._cache:
+            try:
+                self._cache[key] = load()
+            except ReportError:
+                raise
+            except (
+                sqlite3.Error,
+                pa.ArrowException,
+                ValueError,
+                KeyError,
+                IndexError,
+                OverflowError,
+                TypeError,
+            ) as exc:  # damaged content in a readable file
+                raise CorruptReportError(
+                    f"{self.path} has a damaged {key} table ({type(exc).__name__}: {exc}); "
+                    "export the .nsys-rep again."
+                ) from exc
+        return self._cache[key]
+
+    # --- event tables -------------------------------------------------------------------------
+    def meta(self) -> dict[str, str]:
+        """META_DATA_EXPORT (schema and nsys versions, export parameters)."""
+        return self._cached("meta", lambda: tables.export_meta(self.source))
+
+    def _strings(self) -> pd.Series:
+        return self._cached("strings", lambda: tables.load_string_ids(self.source))
+
+    def cuda_api(self) -> pd.DataFrame:
+        return self._cached("cuda_api", lambda: tables.load_cuda_api(self.source, self._strings()))
+
+    def kernels(self) -> pd.DataFrame:
+        return self._cached(
+            "kernels",
+            lambda: tables.load_kernels(self.source, self._strings(), self.cuda_api()),
+        )
+
+    def nvtx(self) -> pd.DataFrame:
+        return self._cached("nvtx", lambda: tables.load_nvtx(self.source, self._strings()))
+
+    def memcpy(self) -> pd.DataFrame:
+        return self._cached("memcpy", lambda: tables.load_memcpy(self.source))
+
+    def memset(self) -> pd.DataFrame:
+        return self._cached("memset", lambda: tables.load_memset(self.source))
+
+    def gpus(self) -> list[dict[str, object]]:
+        """One dict per GPU in TARGET_INFO_GPU (see ``tables.load_gpu_info``)."""
+        return self._cached("gpus", lambda: tables.load_gpu_info(self.source))
+
+    def gpu_info(self) -> dict[str, object]:
+        """The GPU that ran the most kernels (or the first GPU): ``name, sm_count,
+        sm_clock_max_hz, memory_bytes, memory_bandwidth_bytes_per_s, ...``; {} if none."""
+        gpus = self.gpus()
+        if not gpus:
+            return {}
+        k = self.kernels()
+        if len(k):
+            busiest = int(k["device_id"].value_counts().idxmax())
+            for g in gpus:
+                if g["device_id"] == busiest:
+                    return dict(g)
+        return dict(gpus[0])
+
+    # --- summaries ----------------------------------------------------------------------------
+    def kernel_summary(self) -> pd.DataFrame:
+        """= ``nsys stats --report cuda_gpu_kern_sum``."""
+        return self._cached("kernel_summary", lambda: kernel_summary(self.kernels()))
+
+    def nvtx_gpu_trace(self) -> pd.DataFrame:
+        """= ``nvtx_gpu_proj_trace``: per range, its projection onto the GPU."""
+        return self._cached(
+            "nvtx_gpu_trace",
+            lambda: project_nvtx_to_gpu(
+                self.nvtx(), self.cuda_api(), self.kernels(), self.memcpy(), self.memset()
+            ),
+        )
+
+    def nvtx_gpu_projection(self) -> pd.DataFrame:
+        """= ``nsys stats --report nvtx_gpu_proj_sum``."""
+        return self._cached(
+            "nvtx_gpu_projection", lambda: nvtx_gpu_projection(self.nvtx_gpu_trace())
+        )
+
+    def memory_time_summary(self) -> pd.DataFrame:
+        """= ``cuda_gpu_mem_time_sum``."""
+        return memory_time_summary(self.memcpy(), self.memset())
+
+    def memory_size_summary(self) -> pd.DataFrame:
+        """= ``cuda_gpu_mem_size_sum`` (bytes, not MB)."""
+        return memory_size_summary(self.memcpy(), self.memset())
+
+    def copies_by_kind(self) -> pd.DataFrame:
+        return copies_by_kind(self.memcpy())
+
+    def gpu_ops(self) -> pd.DataFrame:
+        """Kernels, copies and sets in one frame (``device_id, stream_id, start_ns, end_ns,
+        name``)."""
+        return self._cached(
+            "gpu_ops", lambda: _gaps.gpu_ops(self.kernels(), self.memcpy(), self.memset())
+        )
+
+    def capture_window(self) -> tuple[int, int]:
+        """(start_ns, end_ns) spanned by everything recorded: API calls, NVTX ranges, GPU ops.
+        With the cudaProfilerApi gate that is the profiled cell."""
+        starts, ends = [], []
+        for frame in (self.cuda_api(), self.nvtx(), self.gpu_ops()):
+            if len(frame):
+                starts.append(int(frame["start_ns"].min()))
+                ends.append(int(frame["end_ns"].max()))
+        if not starts:
+            return (0, 0)
+        return (min(starts), max(ends))
+
+    def gpu_busy_pct(self, window: tuple[int, int] | None = None) -> float:
+        """Percent of the capture window (or ``window``) with any GPU op running."""
+        return _gaps.busy_pct(self.gpu_ops(), window or self.capture_window())
+
+    def gaps(self, min_gap_ns: int = 0, per_stream: bool = True) -> pd.DataFrame:
+        """Idle gaps per device/stream (``analysis.gaps.gaps``), longest first."""
+        return _gaps.gaps(self.gpu_ops(), min_gap_ns, per_stream)
+
+    def timeline(self, max_rows: int = 5000) -> pd.DataFrame:
+        """Rows for a timeline chart (``analysis.timeline.timeline_frame``)."""
+        return timeline_frame(self.kernels(), self.memcpy(), self.nvtx(), max_rows=max_rows)
+
+    def summary(self) -> dict[str, object]:
+        """Headline numbers for a run's summary line."""
+        lo, hi = self.capture_window()
+        k = self.kernels()
+        return {
+            "gpu": self.gpu_info().get("name", ""),
+            "window_ns": hi - lo,
+            "kernels": len(k),
+            "kernel_time_ns": int(k["duration_ns"].sum()) if len(k) else 0,
+            "memcpy_bytes": int(np.asarray(self.memcpy()["bytes"]).sum()),
+            "gpu_busy_pct": self.gpu_busy_pct(),
+            "nvtx_ranges": len(self.nvtx()),
+        }
