@@ -1,0 +1,180 @@
+"""Locate ``nsys`` / ``ncu`` and check their versions.
+
+Search order: the configured path (``%config NsightMagic.nsys_path``), the environment
+(``NSIGHT_MAGIC_NSYS`` / ``NSIGHT_MAGIC_NCU``), ``PATH``, then the usual install folders
+(newest version first), including the nsys that Nsight Compute bundles under
+``host/target-linux-x64``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from .errors import ToolNotFoundError, ToolVersionError
+
+ToolName = Literal["nsys", "ncu"]
+
+ENV_VARS = {"nsys": "NSIGHT_MAGIC_NSYS", "ncu": "NSIGHT_MAGIC_NCU"}
+# --capture-range-end, parquetdir export, --nvtx-include with domains: all there by these.
+MIN_VERSIONS: dict[str, tuple[int, ...]] = {"nsys": (2023, 1), "ncu": (2023, 1)}
+INSTALL_HINTS = {
+    "nsys": "Install Nsight Systems (https://developer.nvidia.com/nsight-systems, or the "
+    "`nsight-systems-cli` apt package from the CUDA repo)",
+    "ncu": "Install Nsight Compute (https://developer.nvidia.com/nsight-compute, or the CUDA "
+    "toolkit's `cuda-nsight-compute` package)",
+}
+INSTALL_GLOBS: dict[str, tuple[str, ...]] = {
+    "nsys": (
+        "/opt/nvidia/nsight-systems/*/bin/nsys",
+        "/opt/nvidia/nsight-systems-cli/*/bin/nsys",
+        "/usr/local/cuda*/bin/nsys",
+        "/usr/local/cuda*/nsight-systems-*/bin/nsys",
+        "/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys",
+        "/usr/local/cuda*/nsight-compute-*/host/target-linux-x64/nsys",
+    ),
+    "ncu": (
+        "/opt/nvidia/nsight-compute/*/ncu",
+        "/usr/local/cuda*/bin/ncu",
+        "/usr/local/cuda*/nsight-compute-*/ncu",
+    ),
+}
+
+# Paths set through ``%config``; the picker's re-runs read them too.
+_configured: dict[str, str | None] = {"nsys": None, "ncu": None}
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    path: str
+    version: tuple[int, ...] | None = None
+
+    @property
+    def version_text(self) -> str:
+        return ".".join(map(str, self.version)) if self.version else "unknown"
+
+
+def set_configured_path(name: ToolName, path: str | None) -> None:
+    _configured[name] = path or None
+
+
+def _is_exe(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _version_key(path: str) -> list[int]:
+    return [int(x) for x in re.findall(r"\d+", path)]
+
+
+def candidates(name: ToolName, globs: Sequence[str] | None = None) -> list[str]:
+    """Executables in the usual install folders, newest-looking version first per pattern."""
+    found: list[str] = []
+    for pattern in INSTALL_GLOBS[name] if globs is None else globs:
+        for path in sorted(glob.glob(pattern), key=_version_key, reverse=True):
+            if _is_exe(path) and path not in found:
+                found.append(path)
+    return found
+
+
+def _hint(name: str) -> str:
+    return (
+        f"{INSTALL_HINTS[name]}, or point at it with `%config NsightMagic.{name}_path = "
+        f'"/path/to/{name}"` (or the environment variable {ENV_VARS[name]}).'
+    )
+
+
+def find_tool(
+    name: ToolName, configured: str | None = None, *, globs: Sequence[str] | None = None
+) -> str:
+    """Path of the executable; ToolNotFoundError with the install hint when there is none."""
+    if name not in ENV_VARS:
+        raise ValueError(f"unknown tool {name!r}")
+    explicit = [
+        ("configured", configured or _configured.get(name)),
+        (ENV_VARS[name], os.environ.get(ENV_VARS[name])),
+    ]
+    for origin, value in explicit:
+        if value:
+            path = shutil.which(value) if os.sep not in value else value
+            if path and os.path.isdir(path):  # a folder: look for the tool inside
+                path = shutil.which(name, path=f"{path}{os.pathsep}{path}/bin")
+            if path and _is_exe(path):
+                return str(path)
+            raise ToolNotFoundError(f"{name} not found at {value!r} (from {origin}). {_hint(name)}")
+    on_path = shutil.which(name)
+    if on_path:
+        return on_path
+    found = candidates(name, globs)
+    if found:
+        return found[0]
+    raise ToolNotFoundError(f"{name} was not found on PATH or in the usual folders. {_hint(name)}")
+
+
+def parse_version(text: str) -> tuple[int, ...] | None:
+    """``NVIDIA Nsight Systems version 2025.3.1.0`` / ``Version 2025.3.1.0 (build ...)`` ->
+    ``(2025, 3, 1, 0)``."""
+    m = re.search(r"[Vv]ersion\s+(\d+(?:\.\d+)+)", text) or re.search(r"\b(20\d\d(?:\.\d+)+)", text)
+    return tuple(int(x) for x in m.group(1).split(".")) if m else None
+
+
+def tool_version(path: str, timeout: float = 30.0) -> tuple[int, ...] | None:
+    out = subprocess.run(
+        [path, "--version"], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    return parse_version(out.stdout + "\n" + out.stderr)
+
+
+def check_version(
+    name: str, version: tuple[int, ...] | None, minimum: tuple[int, ...] | None = None
+) -> None:
+    minimum = minimum or MIN_VERSIONS[name]
+    if version is not None and version < minimum:
+        raise ToolVersionError(
+            f"{name} {'.'.join(map(str, version))} is older than the "
+            f"{'.'.join(map(str, minimum))} this needs. {_hint(name)}"
+        )
+
+
+def locate(name: ToolName, configured: str | None = None, *, check: bool = True) -> Tool:
+    """Find the tool and (``check``) read and check its version."""
+    path = find_tool(name, configured)
+    version = None
+    if check:
+        version = tool_version(path)
+        check_version(name, version)
+    return Tool(name=name, path=path, version=version)
+
+
+def find_nvidia_smi() -> str | None:
+    return shutil.which("nvidia-smi")
+
+
+def gpu_info() -> list[dict[str, str]]:
+    """GPUs as nvidia-smi reports them (empty when it is missing or fails)."""
+    smi = find_nvidia_smi()
+    if not smi:
+        return []
+    fields = "name,driver_version,memory.total,clocks.max.sm,uuid"
+    try:
+        out = subprocess.run(
+            [smi, f"--query-gpu={fields}", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    keys = fields.split(",")
+    return [
+        dict(zip(keys, (v.strip() for v in line.split(",")), strict=False))
+        for line in out.stdout.splitlines()
+        if line.strip()
+    ]

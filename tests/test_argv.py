@@ -1,0 +1,204 @@
+"""argv builders for nsys/ncu, name escaping, and locating the tools."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nsight_magic import tools
+from nsight_magic.errors import ToolNotFoundError, ToolVersionError
+from nsight_magic.ncu import argv as ncu_argv
+from nsight_magic.nsys import argv as nsys_argv
+
+KERNEL_NAMES = [
+    "operator()",
+    "void f<(int)4>(float *)",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+    "std::array<char *, 3>>(int, T2, T3)",
+    "k[0]+*?.|^$\\",
+    "nvjet_sm90_tst_128x128_64x6_2x1_v_bz_coopA_TNT",
+    "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4",
+    'kernel\'s "quoted" name',
+    "ядро_µ_核",
+    "a{2}b",
+]
+
+
+@pytest.mark.parametrize("name", KERNEL_NAMES)
+def test_exact_kernel_regex_matches_only_the_name(name: str) -> None:
+    rx = ncu_argv.exact_kernel_regex(name)
+    assert rx.startswith("^") and rx.endswith("$")
+    assert re.fullmatch(rx, name)
+    for near in (name + "x", "x" + name, name[:-1], name + " ", name.upper() + "_"):
+        if near != name:
+            assert not re.fullmatch(rx, near), near
+    if "." in name:
+        assert not re.fullmatch(rx, name.replace(".", "x"))
+
+
+@given(st.text(min_size=1, max_size=40))
+def test_exact_kernel_regex_roundtrip_any_text(name: str) -> None:
+    rx = ncu_argv.exact_kernel_regex(name)
+    assert re.fullmatch(rx, name, flags=re.DOTALL)
+    assert not re.fullmatch(rx, name + "a")
+
+
+def test_kernel_name_base_fits_the_name() -> None:
+    assert ncu_argv.kernel_name_base("void f<(int)4>(float *)") == "demangled"
+    assert ncu_argv.kernel_name_base("operator()") == "demangled"
+    assert ncu_argv.kernel_name_base("_Z6kernelPf") == "mangled"
+    assert ncu_argv.kernel_name_base("nvjet_sm90_tst_128x128_64x6_2x1_v_bz_coopA_TNT") == "function"
+    args = ncu_argv.kernel_filter_args("void f<(int)4>(float *)")
+    assert args == [
+        "--kernel-name-base",
+        "demangled",
+        "--kernel-name",
+        r"regex:^void f<\(int\)4>\(float \*\)$",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ranges", "domain", "expected"),
+    [
+        ("cell", "nsight_magic", "nsight_magic@cell/"),
+        ("LLM@prefill", None, r"LLM\@prefill/"),
+        ("a/b", None, r"a\/b/"),
+        (["decode", "decode/step"], None, r"decode/decode\/step/"),
+        ("back\\slash", "my@dom", r"my\@dom@back\\slash/"),
+        ('say "hi" ünï', None, 'say "hi" ünï/'),
+    ],
+)
+def test_nvtx_filter_escaping(ranges: str | list[str], domain: str | None, expected: str) -> None:
+    text = ncu_argv.nvtx_filter(ranges, domain=domain)
+    assert text == expected
+    parsed_domain, parsed_ranges, push_pop = ncu_argv.parse_nvtx_filter(text)
+    assert parsed_domain == domain and push_pop
+    assert parsed_ranges == ([ranges] if isinstance(ranges, str) else ranges)
+
+
+def test_nvtx_start_end_range_has_no_trailing_slash() -> None:
+    assert ncu_argv.nvtx_filter("side-work", push_pop=False) == "side-work"
+    assert ncu_argv.parse_nvtx_filter("side-work") == (None, ["side-work"], False)
+    with pytest.raises(ValueError):
+        ncu_argv.nvtx_filter("")
+
+
+@given(st.text(min_size=1, max_size=20), st.one_of(st.none(), st.text(min_size=1, max_size=10)))
+def test_nvtx_filter_roundtrip_any_text(name: str, domain: str | None) -> None:
+    domain_out, ranges, push_pop = ncu_argv.parse_nvtx_filter(
+        ncu_argv.nvtx_filter(name, domain=domain)
+    )
+    assert (domain_out, ranges, push_pop) == (domain, [name], True)
+
+
+def test_ncu_argv_default_gates_on_the_cell_range() -> None:
+    argv = ncu_argv.profile_argv("/x/ncu", "/r/report", "/r/script.py", python="/py")
+    assert argv == [
+        "/x/ncu", "--target-processes", "all", "--nvtx", "--nvtx-include", "nsight_magic@cell/",
+        "--set", "roofline", "-f", "-o", "/r/report", "/py", "/r/script.py",
+    ]  # fmt: skip
+
+
+def test_ncu_argv_all_options() -> None:
+    argv = ncu_argv.profile_argv(
+        "ncu", "rep", "s.py", python="py", set=None, sections=["SpeedOfLight", "Occupancy"],
+        metrics=["gpu__time_duration.sum", "dram__bytes.sum"], kernel_exact="operator()",
+        launch_skip=2, launch_count=1, nvtx_include=ncu_argv.nvtx_filter("LLM@prefill"),
+        extra_args=["--cache-control", "none"], script_args=["status.json"],
+    )  # fmt: skip
+    assert "--set" not in argv
+    assert argv[argv.index("--nvtx-include") + 1] == r"LLM\@prefill/"
+    assert argv.count("--section") == 2
+    assert argv[argv.index("--metrics") + 1] == "gpu__time_duration.sum,dram__bytes.sum"
+    assert argv[argv.index("--kernel-name") + 1] == r"regex:^operator\(\)$"
+    assert argv[argv.index("--launch-skip") + 1] == "2"
+    assert argv[argv.index("--launch-count") + 1] == "1"
+    assert argv[-5:] == ["--cache-control", "none", "py", "s.py", "status.json"]
+    with pytest.raises(ValueError):
+        ncu_argv.profile_argv("ncu", "r", "s", kernel_regex="a", kernel_exact="a")
+    with pytest.raises(ValueError):
+        ncu_argv.profile_argv("ncu", "r", "s", launch_skip=-1)
+
+
+def test_nsys_argv_shape() -> None:
+    argv = nsys_argv.profile_argv(
+        "/n/nsys", "/r/report", "/r/script.py", python="/py", trace="cuda,nvtx,osrt",
+        extra_args=["--cuda-memory-usage=true"], script_args=["/r/status.json"],
+    )  # fmt: skip
+    assert argv == [
+        "/n/nsys", "profile", "--trace=cuda,nvtx,osrt", "--sample=none", "--cpuctxsw=none",
+        "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
+        "--force-overwrite=true", "-o", "/r/report", "--cuda-memory-usage=true",
+        "/py", "/r/script.py", "/r/status.json",
+    ]  # fmt: skip
+    assert nsys_argv.NSYS_ENV == {"NSYS_NVTX_PROFILER_REGISTER_ONLY": "0"}
+    with pytest.raises(ValueError, match="cudda"):
+        nsys_argv.parse_trace("cudda,nvtx")
+
+
+# --- tools ---------------------------------------------------------------------------------
+def _exe(path: Path) -> Path:
+    """An executable file at ``path``; never run, only found (path search is under test)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_missing_tool_message_says_how_to_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("NSIGHT_MAGIC_NSYS", raising=False)
+    with pytest.raises(ToolNotFoundError) as info:
+        tools.find_tool("nsys", globs=[])
+    msg = str(info.value)
+    assert "Nsight Systems" in msg and '%config NsightMagic.nsys_path = "' in msg
+    assert "NSIGHT_MAGIC_NSYS" in msg
+
+
+def test_configured_path_wins_and_bad_one_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ncu = _exe(tmp_path / "nc" / "ncu")
+    assert tools.find_tool("ncu", str(ncu)) == str(ncu)
+    assert tools.find_tool("ncu", str(tmp_path / "nc")) == str(ncu)  # a folder works too
+    with pytest.raises(ToolNotFoundError, match="from configured"):
+        tools.find_tool("ncu", str(tmp_path / "nope" / "ncu"))
+    monkeypatch.setenv("NSIGHT_MAGIC_NCU", str(ncu))
+    assert tools.find_tool("ncu") == str(ncu)
+
+
+def test_install_dirs_newest_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("NSIGHT_MAGIC_NSYS", raising=False)
+    old = _exe(tmp_path / "nsight-compute" / "2024.1.0" / "host" / "target-linux-x64" / "nsys")
+    new = _exe(tmp_path / "nsight-compute" / "2025.3.1" / "host" / "target-linux-x64" / "nsys")
+    pattern = str(tmp_path / "nsight-compute" / "*" / "host" / "target-linux-x64" / "nsys")
+    assert tools.candidates("nsys", [pattern]) == [str(new), str(old)]
+    assert tools.find_tool("nsys", globs=[pattern]) == str(new)
+    os.chmod(new, 0o644)  # not executable: skipped
+    assert tools.find_tool("nsys", globs=[pattern]) == str(old)
+
+
+def test_parse_and_check_versions() -> None:
+    # the exact strings the 2025.3.1 tools print (tests/data/capture_versions.txt)
+    assert tools.parse_version("NVIDIA Nsight Systems version 2025.3.1.0") == (2025, 3, 1, 0)
+    ncu_text = (
+        "NVIDIA (R) Nsight Compute Command Line Profiler\nCopyright (c) 2018-2025 NVIDIA "
+        "Corporation\nVersion 2025.3.1.0 (build 36398880) (public-release)"
+    )
+    assert tools.parse_version(ncu_text) == (2025, 3, 1, 0)
+    assert tools.parse_version("no digits here") is None
+    tools.check_version("nsys", (2025, 3, 1, 0))
+    with pytest.raises(ToolVersionError, match="older than"):
+        tools.check_version("ncu", (2022, 4, 1))
+
+
+def test_no_nvidia_smi_means_no_gpu_info(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert tools.gpu_info() == []
