@@ -10,6 +10,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from ..analysis.memory import copies_by_kind
 from .tables import shorten
 
 MAX_ROWS = 5000
@@ -130,20 +131,9 @@ def timeline_chart(frame: pd.DataFrame, origin_ns: int | None = None) -> alt.Cha
     )
 
 
-def memcpy_by_kind(memcpy: pd.DataFrame) -> pd.DataFrame:
-    """Copies aggregated per kind: count, bytes, time and effective bandwidth (bytes/time)."""
-    grouped = memcpy.groupby("kind", as_index=False).agg(
-        count=("bytes", "size"), bytes=("bytes", "sum"), total_ns=("duration_ns", "sum")
-    )
-    grouped["bandwidth_gbps"] = grouped["bytes"] / grouped["total_ns"].where(
-        grouped["total_ns"] > 0
-    )
-    return grouped.sort_values("bytes", ascending=False, ignore_index=True)
-
-
 def memcpy_chart(memcpy: pd.DataFrame) -> alt.Chart:
     """Bytes copied per kind (HtoD, DtoH, ...), bandwidth in the tooltip."""
-    by_kind = memcpy_by_kind(memcpy)
+    by_kind = copies_by_kind(memcpy)
     by_kind["mb"] = by_kind["bytes"] / 1e6
     by_kind["time_us"] = by_kind["total_ns"] / 1e3
     return (
@@ -292,6 +282,10 @@ def roofline_chart(roofline: pd.DataFrame) -> alt.LayerChart:
         x_max = 10 ** math.ceil(math.log10(points["arithmetic_intensity"].max()) + 0.5)
     else:
         x_min, x_max = 0.01, 1000.0
+    if ceilings.get("DRAM"):
+        # Start a decade left of the lowest ridge so the DRAM slope shows.
+        ridges = [p / ceilings["DRAM"] for k, p in ceilings.items() if k != "DRAM"]
+        x_min = min([x_min, *(10 ** math.floor(math.log10(r) - 1) for r in ridges)])
     lines = _ceiling_lines(ceilings, x_min, x_max)
     x = alt.X("ai:Q", title="arithmetic intensity (FLOP/byte)", scale=alt.Scale(type="log"))
     y = alt.Y("flops_per_s:Q", title="FLOP/s", scale=alt.Scale(type="log"))

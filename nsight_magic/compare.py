@@ -1,0 +1,126 @@
+"""``compare(a, b)``: what changed between two nsys runs — per kernel name (instances and total
+GPU time, a vs b) and per NVTX range (GPU-projected time). Inputs are ``NsysRun``s,
+``NsysReport``s or paths of nsys exports; the result shows itself as a table + chart."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+def _as_report(obj: Any) -> Any:
+    from .results import NsysRun
+
+    if isinstance(obj, NsysRun):
+        return obj.report
+    if isinstance(obj, (str, Path)):
+        from .reports import open_report
+
+        return open_report(obj)
+    if hasattr(obj, "kernel_summary") and hasattr(obj, "nvtx_gpu_projection"):
+        return obj
+    raise TypeError(
+        f"compare() takes NsysRun, NsysReport or a report path, not {type(obj).__name__}."
+    )
+
+
+def _label(obj: Any, default: str) -> str:
+    name = getattr(obj, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    if isinstance(obj, (str, Path)):
+        return Path(obj).name
+    path = getattr(obj, "path", None)
+    return Path(path).name if path else default
+
+
+def _deltas(a: pd.DataFrame, b: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
+    """Outer join on ``keys``: instances/total per side (0 when absent), delta = b - a and
+    ratio = b / a (NaN when a is 0: new work has no ratio)."""
+    cols = [*keys, "instances", value]
+    merged = a[cols].merge(b[cols], on=keys, how="outer", suffixes=("_a", "_b"))
+    for col in ("instances_a", "instances_b", f"{value}_a", f"{value}_b"):
+        merged[col] = merged[col].fillna(0).astype("int64")
+    merged = merged.rename(columns={f"{value}_a": "total_ns_a", f"{value}_b": "total_ns_b"})
+    merged["delta_ns"] = merged["total_ns_b"] - merged["total_ns_a"]
+    a_total = merged["total_ns_a"].astype(float)
+    merged["ratio"] = merged["total_ns_b"] / a_total.where(a_total > 0, np.nan)
+    order = merged["delta_ns"].abs().sort_values(ascending=False, kind="stable").index
+    return merged.loc[order].reset_index(drop=True)
+
+
+def kernel_deltas(summary_a: pd.DataFrame, summary_b: pd.DataFrame) -> pd.DataFrame:
+    """``name, instances_a, instances_b, total_ns_a, total_ns_b, delta_ns, ratio`` from two
+    ``kernel_summary()`` frames, largest absolute change first."""
+    return _deltas(summary_a, summary_b, ["name"], "total_ns")
+
+
+def nvtx_deltas(projection_a: pd.DataFrame, projection_b: pd.DataFrame) -> pd.DataFrame:
+    """Same columns keyed by ``domain, range`` from two ``nvtx_gpu_projection()`` frames
+    (GPU-projected time)."""
+    return _deltas(projection_a, projection_b, ["domain", "range"], "proj_total_ns")
+
+
+class Comparison:
+    """``kernels`` and ``nvtx`` delta frames; ``chart()``, ``to_html()``, and a rich display."""
+
+    def __init__(self, kernels: pd.DataFrame, nvtx: pd.DataFrame, label_a: str, label_b: str):
+        self.kernels = kernels
+        self.nvtx = nvtx
+        self.label_a = label_a
+        self.label_b = label_b
+        self._html: str | None = None
+
+    def chart(self, n: int = 20) -> Any:
+        from .views.charts import delta_chart
+
+        return delta_chart(self.kernels, "name", n)
+
+    def nvtx_chart(self, n: int = 20) -> Any:
+        from .views.charts import delta_chart, nvtx_label
+
+        frame = self.nvtx.assign(range_label=nvtx_label(self.nvtx))
+        return delta_chart(frame, "range_label", n)
+
+    def to_html(self) -> str:
+        if self._html is None:
+            from .views.compare_view import compare_static_html
+
+            self._html = compare_static_html(self)
+        return self._html
+
+    def widget(self) -> Any:
+        from .views.compare_view import compare_widget
+
+        return compare_widget(self)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None, **kw: Any) -> dict:
+        from .results import WIDGET_MIME, _in_kernel
+
+        data: dict[str, Any] = {"text/plain": repr(self), "text/html": self.to_html()}
+        if _in_kernel():
+            with contextlib.suppress(Exception):  # a broken widget must not hide the findings
+                data[WIDGET_MIME] = self.widget()._repr_mimebundle_()[WIDGET_MIME]
+        return data
+
+    def __repr__(self) -> str:
+        total = int(self.kernels["delta_ns"].sum()) if len(self.kernels) else 0
+        return (
+            f"<Comparison {self.label_a!r} -> {self.label_b!r}: {len(self.kernels)} kernel names,"
+            f" total GPU time delta {total:+,} ns>"
+        )
+
+
+def compare(run_a: Any, run_b: Any, label_a: str | None = None, label_b: str | None = None):
+    """Kernel and NVTX deltas of ``run_b`` against ``run_a`` (delta = b - a)."""
+    report_a, report_b = _as_report(run_a), _as_report(run_b)
+    return Comparison(
+        kernel_deltas(report_a.kernel_summary(), report_b.kernel_summary()),
+        nvtx_deltas(report_a.nvtx_gpu_projection(), report_b.nvtx_gpu_projection()),
+        label_a or _label(run_a, "a"),
+        label_b or _label(run_b, "b"),
+    )

@@ -1,0 +1,186 @@
+"""Result objects the magics return: ``NsysRun`` and ``NcuRun`` hold the report, the run
+directory and its metadata, forward the report's frame methods, and display themselves as an
+ipywidgets view plus a static ``text/html`` form (tables + PNG charts), so an executed notebook
+still shows real findings on GitHub/nbviewer or in nbconvert HTML, where no kernel runs."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def _in_kernel() -> bool:
+    """True inside a Jupyter kernel, where a widget can be shown (not in plain IPython/python)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+class _Run:
+    kind = "run"
+
+    def __init__(
+        self, report: Any, run_dir: str | Path | None = None, meta: dict[str, Any] | None = None
+    ) -> None:
+        self.report = report
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.meta: dict[str, Any] = dict(meta or {})
+        self._html: str | None = None
+
+    @property
+    def name(self) -> str:
+        if self.meta.get("name"):
+            return str(self.meta["name"])
+        if self.run_dir is not None:
+            return self.run_dir.name
+        path = getattr(self.report, "path", None)
+        return Path(path).name if path else self.kind
+
+    # --- display ---------------------------------------------------------------------------
+    def widget(self) -> Any:
+        raise NotImplementedError
+
+    def to_html(self) -> str:
+        """The static form alone: header, top tables, charts as PNG data URIs. Cached: the
+        report does not change, and PNG rendering costs about a second per chart."""
+        if self._html is None:
+            self._html = self._build_html()
+        return self._html
+
+    def _build_html(self) -> str:
+        raise NotImplementedError
+
+    def _repr_mimebundle_(
+        self, include: Any = None, exclude: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        data: dict[str, Any] = {"text/plain": repr(self), "text/html": self.to_html()}
+        if _in_kernel():
+            # The widget is the live view; text/html stays in the same output for readers
+            # without a kernel (frontends pick the richest type they can render).
+            with contextlib.suppress(Exception):  # a broken widget must not hide the findings
+                data[WIDGET_MIME] = self.widget()._repr_mimebundle_()[WIDGET_MIME]
+        if include:
+            data = {k: v for k, v in data.items() if k in include}
+        if exclude:
+            data = {k: v for k, v in data.items() if k not in exclude}
+        return data
+
+
+class NsysRun(_Run):
+    """An Nsight Systems run: ``report`` is an ``NsysReport``; frame methods are forwarded."""
+
+    kind = "nsys"
+
+    def __init__(
+        self, report: Any, run_dir: str | Path | None = None, meta: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(report, run_dir, meta)
+        self.children: list[NcuRun] = []
+
+    def kernels(self) -> pd.DataFrame:
+        return self.report.kernels()
+
+    def nvtx(self) -> pd.DataFrame:
+        return self.report.nvtx()
+
+    def memcpy(self) -> pd.DataFrame:
+        return self.report.memcpy()
+
+    def memset(self) -> pd.DataFrame:
+        return self.report.memset()
+
+    def cuda_api(self) -> pd.DataFrame:
+        return self.report.cuda_api()
+
+    def kernel_summary(self) -> pd.DataFrame:
+        return self.report.kernel_summary()
+
+    def nvtx_gpu_projection(self) -> pd.DataFrame:
+        return self.report.nvtx_gpu_projection()
+
+    def gaps(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
+        return self.report.gaps(*args, **kwargs)
+
+    def gpu_busy_pct(self) -> float:
+        return self.report.gpu_busy_pct()
+
+    def capture_window(self) -> tuple[int, int]:
+        return self.report.capture_window()
+
+    def gpu_info(self) -> dict[str, Any]:
+        return self.report.gpu_info()
+
+    def profile_kernel(self, name: str, **kwargs: Any) -> NcuRun:
+        """Run ncu on kernel ``name`` of this run's script (what the picker's button calls);
+        the child run is kept in ``children``."""
+        from .profile import profile_kernel
+
+        child = profile_kernel(self, name, **kwargs)
+        self.children.append(child)
+        return child
+
+    def widget(self, profile_fn: Any = None) -> Any:
+        from .views.nsys_view import nsys_widget
+
+        return nsys_widget(self, profile_fn=profile_fn)
+
+    def _build_html(self) -> str:
+        from .views.nsys_view import nsys_static_html
+
+        return nsys_static_html(self)
+
+    def __repr__(self) -> str:
+        try:
+            n = len(self.kernels())
+            busy = f", GPU busy {self.gpu_busy_pct():.1f}%"
+        except Exception:
+            n, busy = "?", ""
+        where = f", run_dir={str(self.run_dir)!r}" if self.run_dir else ""
+        return f"<NsysRun {self.name!r}: {n} kernels{busy}{where}>"
+
+
+class NcuRun(_Run):
+    """An Nsight Compute run: ``report`` is an ``NcuReport``; frame methods are forwarded."""
+
+    kind = "ncu"
+
+    def kernels(self) -> pd.DataFrame:
+        return self.report.kernels()
+
+    def metrics(self) -> pd.DataFrame:
+        return self.report.metrics()
+
+    def sol(self) -> pd.DataFrame:
+        return self.report.sol()
+
+    def sections(self, launch: int) -> dict[str, pd.DataFrame]:
+        return self.report.sections(launch)
+
+    def roofline(self) -> pd.DataFrame:
+        return self.report.roofline()
+
+    def widget(self) -> Any:
+        from .views.ncu_view import ncu_widget
+
+        return ncu_widget(self)
+
+    def _build_html(self) -> str:
+        from .views.ncu_view import ncu_static_html
+
+        return ncu_static_html(self)
+
+    def __repr__(self) -> str:
+        try:
+            n = len(self.kernels())
+        except Exception:
+            n = "?"
+        where = f", run_dir={str(self.run_dir)!r}" if self.run_dir else ""
+        return f"<NcuRun {self.name!r}: {n} profiled launches{where}>"

@@ -1,0 +1,103 @@
+"""NsysRun / NcuRun on the real fixtures: forwarded frames, the mimebundle (widget + static
+HTML with PNG charts + text), the static HTML's real findings, and profile_kernel's hand-off."""
+
+from __future__ import annotations
+
+import html
+import sys
+import types
+
+import pytest
+
+from nsight_magic import results
+from nsight_magic.results import WIDGET_MIME, NcuRun, NsysRun
+
+GEMM_64 = (
+    "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4"
+    "_alignc4_execute_kernel__5x_cublas"
+)
+
+
+@pytest.fixture(scope="module")
+def nsys_run(nsys_small_sqlite, tmp_path_factory):
+    report = pytest.importorskip("nsight_magic.nsys.report").NsysReport.open(nsys_small_sqlite)
+    return NsysRun(report, tmp_path_factory.mktemp("run"), {"name": "small"})
+
+
+@pytest.fixture(scope="module")
+def ncu_run(ncu_reports):
+    report = pytest.importorskip("nsight_magic.ncu.report").NcuReport.open(
+        ncu_reports["ncu_gemm_roofline"]
+    )
+    return NcuRun(report, None, {"name": "gemm"})
+
+
+def test_frames_forwarded(nsys_run, data_dir):
+    summary = nsys_run.kernel_summary()
+    assert summary.equals(nsys_run.report.kernel_summary())
+    assert summary["name"].iloc[0] == GEMM_64
+    assert int(summary["total_ns"].iloc[0]) == 30528  # nsys stats cuda_gpu_kern_sum
+    assert len(nsys_run.kernels()) == int(summary["instances"].sum()) == 26
+    assert nsys_run.gpu_info()["name"] == "NVIDIA H200"
+    assert nsys_run.name == "small" and nsys_run.run_dir.is_dir()
+    assert "26 kernels" in repr(nsys_run)
+
+
+def test_static_html_has_real_findings(nsys_run):
+    page = nsys_run.to_html()
+    assert "NVIDIA H200" in page
+    assert html.escape(GEMM_64) in page  # full name (table cell or title tooltip)
+    assert "30.528 us" in page  # top kernel total
+    assert "143.569 ms" in page  # GPU-projected time of the nsight_magic:cell range
+    assert "nsight_magic:L3: for step in range(3): ..." in page
+    assert "HtoD" in page and "DtoH" in page
+    assert page.count("data:image/png;base64,") >= 2  # kernels + NVTX charts at least
+    assert nsys_run.to_html() is page  # cached: PNGs render once
+
+
+def test_mimebundle_outside_kernel_is_static(nsys_run):
+    bundle = nsys_run._repr_mimebundle_()
+    assert WIDGET_MIME not in bundle
+    assert bundle["text/html"] == nsys_run.to_html()
+    assert bundle["text/plain"].startswith("<NsysRun 'small'")
+
+
+def test_mimebundle_in_kernel_has_widget_and_static(nsys_run, monkeypatch):
+    monkeypatch.setattr(results, "_in_kernel", lambda: True)
+    bundle = nsys_run._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "text/html", WIDGET_MIME}
+    assert bundle[WIDGET_MIME]["model_id"]
+    assert "data:image/png;base64," in bundle["text/html"]
+    only = nsys_run._repr_mimebundle_(include={"text/plain"})
+    assert set(only) == {"text/plain"}
+
+
+def test_profile_kernel_calls_profile_and_keeps_child(nsys_run, ncu_run, monkeypatch):
+    calls = []
+
+    def fake_profile_kernel(parent, name, **kw):
+        calls.append((parent, name, kw))
+        return ncu_run
+
+    try:
+        import nsight_magic.profile as profile_mod
+    except ImportError:  # profile.py not written yet: stand in a module with the function
+        profile_mod = types.ModuleType("nsight_magic.profile")
+        monkeypatch.setitem(sys.modules, "nsight_magic.profile", profile_mod)
+    monkeypatch.setattr(profile_mod, "profile_kernel", fake_profile_kernel, raising=False)
+    before = len(nsys_run.children)
+    child = nsys_run.profile_kernel(GEMM_64, set="full", instance=2)
+    assert child is ncu_run
+    assert calls == [(nsys_run, GEMM_64, {"set": "full", "instance": 2})]
+    assert nsys_run.children[before:] == [ncu_run]
+
+
+def test_ncu_run_static_html(ncu_run, data_dir):
+    kernels = ncu_run.kernels()
+    assert len(kernels) == 2
+    page = ncu_run.to_html()
+    assert html.escape(kernels["name"].iloc[0]) in page
+    assert "Roofline" in page
+    assert page.count("data:image/png;base64,") >= 2  # SOL + roofline
+    bundle = ncu_run._repr_mimebundle_()
+    assert bundle["text/plain"].startswith("<NcuRun 'gemm': 2 profiled launches")
