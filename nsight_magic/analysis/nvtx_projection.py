@@ -44,29 +44,39 @@ PROJECTION_SUMMARY_COLUMNS = [
 _OP_COLS = ["start_ns", "end_ns", "correlation_id", "pid"]
 
 
+def _call_key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    # correlationId is 32-bit and pid 24-bit in nsys's GlobalId, so one int64 holds both.
+    return (np.asarray(pid, dtype=np.int64) << 32) | (np.asarray(corr, dtype=np.int64) & 0xFFFFFFFF)
+
+
 def _gpu_ops(runtime: pd.DataFrame, *ops: pd.DataFrame | None) -> pd.DataFrame:
     """GPU ops joined to their launching call: ``start_ns, end_ns, corr, pid, tid, r_start,
-    r_end``, sorted by (pid, tid, r_start, corr)."""
+    r_end``, sorted by (pid, tid, r_start, corr). Ops without a recorded call are dropped,
+    as nsys's inner join does."""
     frames = [f[_OP_COLS] for f in ops if f is not None and len(f)]
+    cols = ["start_ns", "end_ns", "corr", "pid", "tid", "r_start", "r_end"]
     if not frames or runtime.empty:
-        empty = np.array([], dtype=np.int64)
-        cols = ["start_ns", "end_ns", "corr", "pid", "tid", "r_start", "r_end"]
-        return pd.DataFrame({c: empty for c in cols})
-    gpu = pd.concat(frames, ignore_index=True).rename(columns={"correlation_id": "corr"})
-    calls = runtime[["correlation_id", "pid", "tid", "start_ns", "end_ns"]].rename(
-        columns={"correlation_id": "corr", "start_ns": "r_start", "end_ns": "r_end"}
-    )
-    calls = calls.drop_duplicates(["corr", "pid"])
-    joined = gpu.merge(calls, on=["corr", "pid"], how="inner", sort=False)
-    order = np.lexsort(
-        (
-            joined["corr"].to_numpy(),
-            joined["r_start"].to_numpy(),
-            joined["tid"].to_numpy(),
-            joined["pid"].to_numpy(),
-        )
-    )
-    return joined.iloc[order].reset_index(drop=True)
+        return pd.DataFrame({c: np.array([], dtype=np.int64) for c in cols})
+    g_start = np.concatenate([f["start_ns"].to_numpy() for f in frames])
+    g_end = np.concatenate([f["end_ns"].to_numpy() for f in frames])
+    g_corr = np.concatenate([f["correlation_id"].to_numpy() for f in frames])
+    g_pid = np.concatenate([f["pid"].to_numpy() for f in frames])
+    # Join on (pid, correlationId) by binary search; calls are usually already in id order.
+    a_key = _call_key(runtime["pid"].to_numpy(), runtime["correlation_id"].to_numpy())
+    a_order = None if np.all(a_key[1:] >= a_key[:-1]) else np.argsort(a_key, kind="stable")
+    a_sorted = a_key if a_order is None else a_key[a_order]
+    g_key = _call_key(g_pid, g_corr)
+    pos = np.searchsorted(a_sorted, g_key, side="left")
+    pos_ok = np.minimum(pos, len(a_sorted) - 1)
+    found = (pos < len(a_sorted)) & (a_sorted[pos_ok] == g_key) & (g_corr >= 0)
+    row = pos_ok[found] if a_order is None else a_order[pos_ok[found]]
+    tid = runtime["tid"].to_numpy()[row]
+    r_start = runtime["start_ns"].to_numpy()[row]
+    r_end = runtime["end_ns"].to_numpy()[row]
+    g_corr, g_pid = g_corr[found], g_pid[found]
+    order = np.lexsort((g_corr, r_start, tid, g_pid))
+    data = [g_start[found], g_end[found], g_corr, g_pid, tid, r_start, r_end]
+    return pd.DataFrame({c: v[order] for c, v in zip(cols, data, strict=True)})
 
 
 def _segments(pid: np.ndarray, tid: np.ndarray) -> dict[tuple[int, int], tuple[int, int]]:

@@ -272,7 +272,7 @@ def load_cuda_api(src: ExportSource, strings: pd.Series | None = None) -> pd.Dat
     start, end = raw["start"].to_numpy(), raw["end"].to_numpy()
     return _frame(
         {
-            "name": _resolve(strings, raw["nameId"].to_numpy()),
+            "name": _api_names(_resolve(strings, raw["nameId"].to_numpy())),
             "start_ns": start,
             "end_ns": end,
             "duration_ns": end - start,
@@ -282,6 +282,12 @@ def load_cuda_api(src: ExportSource, strings: pd.Series | None = None) -> pd.Dat
             "return_value": raw["returnValue"].to_numpy(),
         }
     )
+
+
+def _api_names(names: np.ndarray) -> np.ndarray:
+    """Drop the 4-digit ABI suffix as ``nsys stats`` does ("cudaMalloc_v3020" -> "cudaMalloc";
+    5-digit ones such as "cudaStreamIsCapturing_v10000" stay, as nsys prints them)."""
+    return pd.Series(names, dtype=object).str.replace(r"_v\d{4}$", "", regex=True).to_numpy()
 
 
 # --- CUPTI_ACTIVITY_KIND_KERNEL -----------------------------------------------------------------

@@ -1,0 +1,136 @@
+"""Memory summaries against `nsys stats`, gaps and busy % on the real report, timeline caps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from nsight_magic.analysis.gaps import busy_intervals, busy_pct
+from nsight_magic.analysis.timeline import TIMELINE_COLUMNS, timeline_frame
+from nsight_magic.nsys.report import NsysReport
+
+
+@pytest.fixture(scope="module")
+def small(nsys_small_sqlite: Path) -> NsysReport:
+    return NsysReport.open(nsys_small_sqlite)
+
+
+def test_memory_time_summary_equals_nsys_stats(small: NsysReport, data_dir: Path) -> None:
+    ours = small.memory_time_summary()
+    ref = pd.read_csv(data_dir / "nsys_stats" / "nsys_small_cuda_gpu_mem_time_sum.csv")
+    assert ours["operation"].tolist() == ref["Operation"].tolist()
+    for col, ref_col in [
+        ("instances", "Count"),
+        ("total_ns", "Total Time (ns)"),
+        ("min_ns", "Min (ns)"),
+        ("max_ns", "Max (ns)"),
+    ]:
+        np.testing.assert_array_equal(ours[col].to_numpy(), ref[ref_col].to_numpy())
+    for col, ref_col in [
+        ("avg_ns", "Avg (ns)"),
+        ("med_ns", "Med (ns)"),
+        ("std_ns", "StdDev (ns)"),
+        ("time_pct", "Time (%)"),
+    ]:
+        np.testing.assert_array_equal(np.round(ours[col].to_numpy(), 1), ref[ref_col].to_numpy())
+
+
+def test_memory_size_summary_equals_nsys_stats(small: NsysReport, data_dir: Path) -> None:
+    ours = small.memory_size_summary()
+    ref = pd.read_csv(data_dir / "nsys_stats" / "nsys_small_cuda_gpu_mem_size_sum.csv")
+    assert ours["operation"].tolist() == ref["Operation"].tolist()
+    np.testing.assert_array_equal(ours["instances"].to_numpy(), ref["Count"].to_numpy())
+    for col, ref_col in [
+        ("total_bytes", "Total (MB)"),
+        ("avg_bytes", "Avg (MB)"),
+        ("med_bytes", "Med (MB)"),
+        ("max_bytes", "Max (MB)"),
+        ("std_bytes", "StdDev (MB)"),
+    ]:
+        # nsys prints MB = 1e6 bytes with three decimals.
+        np.testing.assert_array_equal(
+            np.round(ours[col].to_numpy() / 1e6, 3), ref[ref_col].to_numpy()
+        )
+
+
+def test_copies_by_kind(small: NsysReport) -> None:
+    out = small.copies_by_kind().set_index("kind")
+    assert out.loc["HtoD", "bytes"] == 4194304 and out.loc["HtoD", "total_ns"] == 104640
+    # Pinned H2D runs ~15x faster than the pageable D2H copy in this capture.
+    assert out.loc["HtoD", "bandwidth_gbps"] == pytest.approx(40.08, abs=0.01)
+    assert out.loc["DtoH", "bandwidth_gbps"] == pytest.approx(2.75, abs=0.01)
+
+
+def test_gaps_per_stream(small: NsysReport) -> None:
+    g = small.gaps()
+    ops = small.gpu_ops()
+    assert (g["duration_ns"] > 0).all()
+    assert (g["duration_ns"] == g["end_ns"] - g["start_ns"]).all()
+    assert set(g["stream_id"]) <= set(ops["stream_id"])
+    # Stream 7 has 26 ops (23 kernels, 2 copies, 3 sets - with back-to-back ones merged),
+    # stream 14 has 3 kernels -> 2 gaps.
+    assert (g["stream_id"] == 14).sum() == 2
+    # On each stream, busy time + gaps = first start .. last end.
+    for stream, sub in ops.groupby("stream_id"):
+        s, e = busy_intervals(sub["start_ns"].to_numpy(), sub["end_ns"].to_numpy())
+        gap_total = g.loc[g["stream_id"] == stream, "duration_ns"].sum()
+        assert (e - s).sum() + gap_total == sub["end_ns"].max() - sub["start_ns"].min()
+    # The longest idle gap on the default stream is the decode/step wait, after the GEMM.
+    top = g.iloc[0]
+    assert top["duration_ns"] == 126352719 - 96128295
+    assert top["before"].startswith("sm80_xmma_gemm") and "softmax" in top["after"]
+
+
+def test_gaps_min_gap_and_device_level(small: NsysReport) -> None:
+    assert (small.gaps(min_gap_ns=1_000_000)["duration_ns"] > 1_000_000).all()
+    dev = small.gaps(per_stream=False)
+    assert (dev["stream_id"] == -1).all()
+    # Device-wide idle is never more than one stream's idle.
+    assert dev["duration_ns"].sum() <= small.gaps()["duration_ns"].sum()
+
+
+def test_busy_pct(small: NsysReport) -> None:
+    lo, hi = small.capture_window()
+    assert (lo, hi) == (10317341, 199339614)  # cuProfilerStart .. end of the cell range
+    ops = small.gpu_ops()
+    s, e = busy_intervals(ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
+    assert small.gpu_busy_pct() == pytest.approx(100 * (e - s).sum() / (hi - lo))
+    assert 0.9 < small.gpu_busy_pct() < 1.0  # a tiny workload: the GPU idles >99% of the cell
+    # Over the GPU's own active span it is much busier.
+    assert busy_pct(ops, (int(s[0]), int(e[-1]))) > small.gpu_busy_pct()
+
+
+def test_timeline_small_report_is_one_row_per_event(small: NsysReport) -> None:
+    t = small.timeline()
+    assert list(t.columns) == TIMELINE_COLUMNS
+    assert len(t) == len(small.kernels()) + len(small.memcpy()) + len(small.nvtx())
+    assert (t["count"] == 1).all()
+    assert set(t["lane"]) == {
+        "GPU 0 / stream 7", "GPU 0 / stream 14", "NVTX nsight_magic", "NVTX (default)",
+        "NVTX CCCL",
+    }  # fmt: skip
+
+
+def test_timeline_caps_rows_on_a_big_report(small: NsysReport) -> None:
+    n = 400
+    span = small.capture_window()[1] + 1
+    big = {}
+    for name in ("kernels", "memcpy", "nvtx"):
+        f = getattr(small, name)()
+        copy = np.repeat(np.arange(n, dtype=np.int64), len(f))
+        tiled = pd.DataFrame({c: np.tile(f[c].to_numpy(), n) for c in f.columns})
+        for c in ("start_ns", "end_ns"):
+            tiled[c] = tiled[c].to_numpy() + copy * span
+        big[name] = tiled
+    events = sum(len(f) for f in big.values())
+    assert events == 400 * (26 + 2 + 17)
+    for cap in (5000, 300):
+        t = timeline_frame(big["kernels"], big["memcpy"], big["nvtx"], max_rows=cap)
+        assert len(t) <= cap
+        assert t["count"].sum() == events  # every event is in exactly one row
+        assert t["start_ns"].min() == min(f["start_ns"].min() for f in big.values())
+        assert t["end_ns"].max() == max(f["end_ns"].max() for f in big.values())
+        assert (t["end_ns"] >= t["start_ns"]).all()

@@ -1,0 +1,117 @@
+"""NVTX GPU projection equals `nsys stats --report nvtx_gpu_proj_sum` on the real report, and
+scales exactly when the report is tiled in time (the vectorised path used for big reports)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from nsight_magic.analysis.nvtx_projection import (
+    PROJECTION_SUMMARY_COLUMNS,
+    nvtx_gpu_projection,
+    project_nvtx_to_gpu,
+)
+from nsight_magic.nsys.report import NsysReport
+
+INT_COLS = {
+    "proj_total_ns": "Total Proj Time (ns)",
+    "range_total_ns": "Total Range Time (ns)",
+    "instances": "Range Instances",
+    "proj_min_ns": "Proj Min (ns)",
+    "proj_max_ns": "Proj Max (ns)",
+    "gpu_ops": "Total GPU Ops",
+}
+FLOAT_COLS = {
+    "proj_avg_ns": "Proj Avg (ns)",
+    "proj_med_ns": "Proj Med (ns)",
+    "proj_std_ns": "Proj StdDev (ns)",
+    "avg_gpu_ops": "Avg GPU Ops",
+    "avg_level": "Avg Range Lvl",
+    "avg_children": "Avg Num Child",
+}
+
+
+@pytest.fixture(scope="module")
+def reference(data_dir: Path) -> pd.DataFrame:
+    return pd.read_csv(data_dir / "nsys_stats" / "nsys_small_nvtx_gpu_proj_sum.csv")
+
+
+@pytest.mark.parametrize("export", ["nsys_small.sqlite", "nsys_small_pq"])
+def test_projection_equals_nsys_stats(data_dir: Path, export: str, reference: pd.DataFrame) -> None:
+    ours = NsysReport.open(data_dir / export).nvtx_gpu_projection()
+    assert list(ours.columns) == PROJECTION_SUMMARY_COLUMNS
+    # nsys's Range column is "domain:range"; same rows in the same order.
+    assert (ours["domain"] + ":" + ours["range"]).tolist() == reference["Range"].tolist()
+    assert ours["style"].tolist() == reference["Style"].tolist()
+    for col, ref_col in INT_COLS.items():
+        np.testing.assert_array_equal(ours[col].to_numpy(), reference[ref_col].to_numpy())
+    for col, ref_col in FLOAT_COLS.items():
+        np.testing.assert_array_equal(
+            np.round(ours[col].to_numpy(), 1), reference[ref_col].to_numpy()
+        )
+
+
+def test_trace_rows(nsys_small_sqlite: Path) -> None:
+    rep = NsysReport.open(nsys_small_sqlite)
+    trace = rep.nvtx_gpu_trace()
+    nvtx = rep.nvtx()
+    # L1 (pin_memory on the host) launched nothing, so it has no projected row.
+    assert "L1: h = torch.randn(1 << 20).pin_memory()" not in set(trace["range"])
+    cell = trace[trace["range"] == "cell"].iloc[0]
+    # The cell spans the first copy (H2D) to the last kernel.
+    assert cell["proj_start_ns"] == rep.memcpy()["start_ns"].min() == 55639953
+    assert cell["proj_end_ns"] == rep.kernels()["end_ns"].max() == 199208809
+    assert cell["gpu_ops"] == 26 + 2 + 3 and cell["parent"] == -1
+    # Parents point at nvtx() rows: side-work's parent is "L4: side stream".
+    side = trace[trace["range"] == "side-work"].iloc[0]
+    assert nvtx.loc[side["parent"], "range"] == "L4: side stream"
+    assert trace["proj_start_ns"].is_monotonic_increasing
+    assert (trace["proj_start_ns"] >= trace["start_ns"]).all()
+
+
+def test_cross_thread_start_end_ranges_are_left_out(nsys_small_sqlite: Path) -> None:
+    rep = NsysReport.open(nsys_small_sqlite)
+    nvtx = rep.nvtx().copy()
+    nvtx.loc[nvtx["range"] == "side-work", "end_tid"] = 9999  # ended on another thread
+    trace = project_nvtx_to_gpu(nvtx, rep.cuda_api(), rep.kernels(), rep.memcpy(), rep.memset())
+    assert "side-work" not in set(trace["range"])
+    # The CCCL range moves up one level, under "L4: side stream" directly.
+    assert trace.loc[trace["range"] == "cub::DeviceScan::InclusiveScan", "level"].item() == 2
+
+
+def _tile(frame: pd.DataFrame, n: int, span: int, corr_span: int) -> pd.DataFrame:
+    """``n`` copies of ``frame``, copy i shifted by i*span ns and i*corr_span correlation ids."""
+    copy = np.repeat(np.arange(n, dtype=np.int64), len(frame))
+    out = pd.DataFrame({c: np.tile(frame[c].to_numpy(), n) for c in frame.columns})
+    for c in ("start_ns", "end_ns"):
+        out[c] = out[c].to_numpy() + copy * span
+    if "correlation_id" in out:
+        out["correlation_id"] = out["correlation_id"].to_numpy() + copy * corr_span
+    return out
+
+
+def test_tiled_report_scales_exactly(nsys_small_sqlite: Path) -> None:
+    rep = NsysReport.open(nsys_small_sqlite)
+    n = 2000  # 52k kernels, 34k ranges, 428k API calls
+    span = rep.capture_window()[1] + 1
+    corr_span = int(rep.cuda_api()["correlation_id"].max()) + 1
+    tiled = {
+        name: _tile(getattr(rep, name)(), n, span, corr_span)
+        for name in ("nvtx", "cuda_api", "kernels", "memcpy", "memset")
+    }
+    big = nvtx_gpu_projection(
+        project_nvtx_to_gpu(
+            tiled["nvtx"], tiled["cuda_api"], tiled["kernels"], tiled["memcpy"], tiled["memset"]
+        )
+    )
+    one = rep.nvtx_gpu_projection()
+    assert big[["domain", "range", "style"]].equals(one[["domain", "range", "style"]])
+    for col in ("instances", "proj_total_ns", "range_total_ns", "gpu_ops"):
+        np.testing.assert_array_equal(big[col].to_numpy(), one[col].to_numpy() * n)
+    for col in ("proj_min_ns", "proj_max_ns", "proj_med_ns"):
+        np.testing.assert_array_equal(big[col].to_numpy(), one[col].to_numpy())
+    for col in ("proj_avg_ns", "avg_gpu_ops", "avg_level", "avg_children"):
+        np.testing.assert_allclose(big[col].to_numpy(), one[col].to_numpy(), rtol=1e-12)
