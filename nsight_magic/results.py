@@ -152,6 +152,17 @@ class NcuRun(_Run):
 
     kind = "ncu"
 
+    def __init__(
+        self,
+        report: Any,
+        run_dir: str | Path | None = None,
+        meta: dict[str, Any] | None = None,
+        parent: NsysRun | None = None,
+    ) -> None:
+        super().__init__(report, run_dir, meta)
+        # The nsys run this kernel was picked from: its real-clock times feed MFU.
+        self.parent = parent
+
     def kernels(self) -> pd.DataFrame:
         return self.report.kernels()
 

@@ -180,3 +180,28 @@ def test_sol_chart(gemm_roofline):
     assert len(rows) == 2 * len(sol)
     assert spec["encoding"]["x"]["scale"]["domain"] == [0, 100]
     assert {r["throughput"] for r in rows} == {"Compute (SM)", "Memory"}
+
+
+def test_mfu_chart_shows_peak_used(gemm_roofline, data_dir):
+    from nsight_magic.analysis.mfu import kernel_mfu
+    from nsight_magic.reports import open_report
+
+    nsys_kernels = open_report(data_dir / "nsys_gemm.sqlite").kernels()
+    points = gemm_roofline.roofline()
+    mfu = kernel_mfu(
+        points,
+        kernels=gemm_roofline.kernels(),
+        nsys_kernels=nsys_kernels,
+        gpu_name=gemm_roofline.device()["name"],
+    )
+    spec = charts.mfu_chart(mfu).to_dict()
+    assert spec["mark"]["type"] == "bar"
+    assert "(datasheet H200 bf16 dense)" in spec["title"]["subtitle"]
+    rows = {r["full_name"]: r for r in _rows(spec)}
+    bf16 = points.loc[points["tensor_op_path"].str.contains("bf16"), "name"].item()
+    # MFU = ncu's FLOP count / the nsys (real clock) time of that kernel / the dense peak.
+    nsys_ns = nsys_kernels.loc[nsys_kernels["short_name"] == bf16, "duration_ns"].iloc[0]
+    flops = points.loc[points["name"] == bf16, "flops_total"].item()
+    peak = rows[bf16]["peak_tflops"] * 1e12
+    assert rows[bf16]["mfu_pct"] == pytest.approx(100 * flops / (nsys_ns * 1e-9) / peak)
+    assert 0 < rows[bf16]["mfu_pct"] < 100

@@ -101,3 +101,15 @@ def test_ncu_run_static_html(ncu_run, data_dir):
     assert page.count("data:image/png;base64,") >= 2  # SOL + roofline
     bundle = ncu_run._repr_mimebundle_()
     assert bundle["text/plain"].startswith("<NcuRun 'gemm': 2 profiled launches")
+
+
+def test_ncu_run_with_parent_shows_mfu_on_nsys_time(ncu_reports, data_dir):
+    from nsight_magic.reports import open_report
+
+    parent = NsysRun(open_report(data_dir / "nsys_gemm.sqlite"))
+    run = NcuRun(open_report(ncu_reports["ncu_gemm_roofline"]), parent=parent)
+    page = run.to_html()
+    assert "MFU per kernel" in page and "MFU per NVTX range" in page
+    assert "datasheet H200 bf16 dense" in page
+    assert "nsight_magic:L1: C = A @ B  # bf16 2048x1024x512" in page
+    assert page.count("data:image/png;base64,") == 3  # SOL, roofline, MFU

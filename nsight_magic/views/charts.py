@@ -330,21 +330,20 @@ def mfu_chart(mfu: pd.DataFrame, label: str = "name", n: int = 20) -> alt.Chart:
     """Bars of MFU (percent) per kernel or NVTX range, from ``analysis.mfu``; the peak used
     and where it came from are in the title and the tooltip, since MFU means nothing without."""
     frame = mfu.dropna(subset=["mfu"]).sort_values("mfu", ascending=False).head(n).copy()
-    frame["label"] = _labels(frame[label])
+    frame["bar"] = _labels(frame[label].astype(str))
     frame["mfu_pct"] = 100.0 * frame["mfu"]
     frame["peak_tflops"] = frame["peak_flops"] / 1e12
     pairs = zip(frame["peak_tflops"], frame["peak_source"], strict=True)
     peaks = sorted({f"{p:,.0f} TFLOP/s ({s})" for p, s in pairs})
     title = alt.Title("MFU", subtitle=("peak: " + "; ".join(peaks)) if peaks else "")
-    frame = frame[["label", label, "mfu_pct", "peak_tflops", "peak_source"]].rename(
-        columns={label: "full_name"}
-    )
+    frame = frame.assign(full_name=frame[label].astype(str))
+    frame = frame[["bar", "full_name", "mfu_pct", "peak_tflops", "peak_source"]]
     return (
         alt.Chart(frame, title=title)
         .mark_bar()
         .encode(
             x=alt.X("mfu_pct:Q", title="MFU (% of peak)"),
-            y=alt.Y("label:N", sort="-x", title=None),
+            y=alt.Y("bar:N", sort="-x", title=None),
             tooltip=[
                 alt.Tooltip("full_name:N", title=label),
                 alt.Tooltip("mfu_pct:Q", format=".2f", title="MFU %"),
@@ -360,18 +359,17 @@ def delta_chart(deltas: pd.DataFrame, label: str = "name", n: int = 20) -> alt.C
     """Bars of total-time change (b - a) for the ``n`` largest absolute changes (``compare``)."""
     frame = deltas.reindex(deltas["delta_ns"].abs().sort_values(ascending=False).index).head(n)
     frame = frame.copy()
-    frame["label"] = _labels(frame[label].astype(str))
+    frame["bar"] = _labels(frame[label].astype(str))
     frame["delta_us"] = frame["delta_ns"] / 1e3
     frame["direction"] = np.where(frame["delta_ns"] > 0, "slower (b > a)", "faster (b < a)")
-    frame = frame[["label", label, "delta_us", "ratio", "direction"]].rename(
-        columns={label: "full_name"}
-    )
+    frame = frame.assign(full_name=frame[label].astype(str))
+    frame = frame[["bar", "full_name", "delta_us", "ratio", "direction"]]
     return (
         alt.Chart(frame, title="Change in total GPU time (b - a)")
         .mark_bar()
         .encode(
             x=alt.X("delta_us:Q", title="delta (us)"),
-            y=alt.Y("label:N", sort="-x", title=None),
+            y=alt.Y("bar:N", sort="-x", title=None),
             color=alt.Color(
                 "direction:N",
                 scale=alt.Scale(

@@ -33,8 +33,21 @@ LAUNCH_FORMATS: dict[str, Callable[[Any], str]] = {
     "achieved_occupancy_pct": tables.fmt_pct,
     "sm_clock_hz": lambda v: "" if pd.isna(v) else f"{float(v) / 1e9:.2f} GHz",
 }
-MFU_COLUMNS = {"name": "kernel", "mfu": "MFU", "peak_flops": "peak", "peak_source": "peak source"}
-MFU_FORMATS = {"mfu": lambda v: tables.fmt_pct(100 * v), "peak_flops": tables.fmt_flops}
+MFU_COLUMNS = {
+    "name": "kernel",
+    "label": "NVTX range",
+    "dtype": "dtype",
+    "time_ns": "time",
+    "time_source": "time from",
+    "peak_flops": "peak",
+    "peak_source": "peak source",
+    "mfu": "MFU",
+}
+MFU_FORMATS = {
+    "mfu": lambda v: tables.fmt_pct(100 * v),
+    "peak_flops": tables.fmt_flops,
+    "time_ns": tables.fmt_ns,
+}
 
 
 def launches_frame(run: Any) -> pd.DataFrame:
@@ -47,23 +60,44 @@ def launches_frame(run: Any) -> pd.DataFrame:
     return kernels.merge(sol[extra], on="launch", how="left")
 
 
-def mfu_frame(run: Any) -> pd.DataFrame | None:
-    """Per-kernel MFU from ``analysis.mfu`` (None when the report lacks the FLOP metrics)."""
-    from ..analysis import mfu
+def mfu_frames(run: Any) -> dict[str, pd.DataFrame]:
+    """Per-kernel and per-NVTX-range MFU (``analysis.mfu``) against the datasheet dense peak.
+    With a parent nsys run, times are its real-clock ones (ncu locks clocks). Empty frames
+    when the report lacks FLOP metrics or the GPU has no known peak."""
+    from ..analysis.mfu import kernel_mfu, range_mfu
 
-    frame, _ = _safe(lambda: mfu.ncu_kernel_mfu(run.report))
-    return frame if frame is not None and len(frame) else None
+    parent = getattr(run, "parent", None)
+    out: dict[str, pd.DataFrame] = {"kernels": pd.DataFrame(), "ranges": pd.DataFrame()}
+    points, err = _safe(run.roofline)
+    if err:
+        return out
+    gpu = (_safe(run.report.device)[0] or {}).get("name")
+    nsys_kernels = _safe(parent.kernels)[0] if parent is not None else None
+    kernels, _ = _safe(
+        lambda: kernel_mfu(points, kernels=run.kernels(), nsys_kernels=nsys_kernels, gpu_name=gpu)
+    )
+    projection = _safe(parent.nvtx_gpu_projection)[0] if parent is not None else None
+    ranges, _ = _safe(
+        lambda: range_mfu(points, run.report.nvtx_ranges(), projection=projection, gpu_name=gpu)
+    )
+    if kernels is not None:
+        out["kernels"] = kernels
+    if ranges is not None and len(ranges):
+        out["ranges"] = ranges.assign(label=charts.nvtx_label(ranges))
+    return out
 
 
-def ncu_charts(run: Any) -> dict[str, Any]:
+def ncu_charts(run: Any, mfu: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:
     """name -> chart (or None when the report lacks what the chart needs)."""
     sol, _ = _safe(run.sol)
     roofline, roof_err = _safe(run.roofline)
-    mfu, _ = _safe(lambda: mfu_frame(run))
+    mfu = mfu if mfu is not None else mfu_frames(run)
+    k, r = mfu["kernels"], mfu["ranges"]
     return {
         "sol": _safe(lambda: charts.sol_chart(sol))[0] if sol is not None else None,
         "roofline": _safe(lambda: charts.roofline_chart(roofline))[0] if roof_err is None else None,
-        "mfu": _safe(lambda: charts.mfu_chart(mfu))[0] if mfu is not None else None,
+        "mfu": _safe(lambda: charts.mfu_chart(k, "name"))[0] if len(k) else None,
+        "mfu_ranges": _safe(lambda: charts.mfu_chart(r, "label"))[0] if len(r) else None,
     }
 
 
@@ -94,7 +128,8 @@ def ncu_static_html(run: Any) -> str:
     launches, err = _safe(lambda: launches_frame(run))
     if err:
         return tables.header_html(f"Nsight Compute: {run.name}", {}) + tables.note_html(err)
-    built = ncu_charts(run)
+    mfu = mfu_frames(run)
+    built = ncu_charts(run, mfu)
     parts = [
         tables.header_html(f"Nsight Compute: {run.name}", header_items(run, launches)),
         tables.section_html(
@@ -104,10 +139,12 @@ def ncu_static_html(run: Any) -> str:
     ]
     if built["roofline"] is not None:
         parts.append(tables.section_html("Roofline", chart_img_html(built["roofline"], "roofline")))
-    mfu, _ = _safe(lambda: mfu_frame(run))
-    if mfu is not None:
-        parts.append(tables.section_html("MFU", tables.frame_html(mfu, MFU_COLUMNS, MFU_FORMATS)))
-        parts.append(chart_img_html(built["mfu"], "MFU"))
+    if len(mfu["kernels"]):
+        body = tables.frame_html(mfu["kernels"], MFU_COLUMNS, MFU_FORMATS)
+        parts += [tables.section_html("MFU per kernel", body), chart_img_html(built["mfu"], "MFU")]
+    if len(mfu["ranges"]):
+        body = tables.frame_html(mfu["ranges"], MFU_COLUMNS, MFU_FORMATS)
+        parts.append(tables.section_html("MFU per NVTX range", body))
     return '<div class="nsight-magic ncu">' + "".join(parts) + "</div>"
 
 
@@ -116,7 +153,8 @@ def ncu_widget(run: Any) -> Any:
     import ipywidgets as w
 
     launches = launches_frame(run)
-    built = ncu_charts(run)
+    mfu = mfu_frames(run)
+    built = ncu_charts(run, mfu)
     header = w.HTML(tables.header_html(f"Nsight Compute: {run.name}", header_items(run, launches)))
 
     choices = [
@@ -133,7 +171,11 @@ def ncu_widget(run: Any) -> Any:
             return w.HTML(tables.note_html(missing))
         return chart_output(built[name])
 
-    mfu, _ = _safe(lambda: mfu_frame(run))
+    mfu_parts = [
+        w.HTML(tables.frame_html(mfu[key], MFU_COLUMNS, MFU_FORMATS, 100))
+        for key in ("kernels", "ranges")
+        if len(mfu[key])
+    ]
     pages = {
         "Launches": w.VBox(
             [
@@ -147,8 +189,9 @@ def ncu_widget(run: Any) -> Any:
         ),
         "MFU": w.VBox(
             [
-                w.HTML(tables.frame_html(mfu, MFU_COLUMNS, MFU_FORMATS) if mfu is not None else ""),
-                chart_page("mfu", "No FLOP metrics for MFU in this report."),
+                chart_page("mfu", "No FLOP metrics or no known peak for MFU in this report."),
+                *mfu_parts,
+                *([chart_output(built["mfu_ranges"])] if built["mfu_ranges"] is not None else []),
             ]
         ),
     }
