@@ -69,7 +69,10 @@ def test_metrics_equal_ncu_raw_csv(reports, data_dir, name):
 def test_metric_values_that_matter(reports):
     m = reports["ncu_gemm_metrics"].metrics().set_index(["launch", "metric"])["value"]
     assert m[(0, "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32_sparsity_off.sum")] == 2147483648
-    assert m[(0, "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32_sparsity_off.sum.peak_sustained")] == 540672
+    assert (
+        m[(0, "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32_sparsity_off.sum.peak_sustained")]
+        == 540672
+    )
     assert m[(1, "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum")] == 16908288
     assert m[(0, "gpu__time_duration.sum")] == 9376
 
@@ -129,9 +132,10 @@ def test_sections(reports):
     sections = reports["ncu_small_full"].sections(1)
     sol = sections["GPU Speed Of Light Throughput"].set_index("metric")
     assert list(sections["Launch Statistics"].columns) == ["metric", "value", "unit"]
-    assert sol.at["gpu__time_duration.sum", "value"] == reports["ncu_small_full"].kernels().at[
-        1, "duration_ns"
-    ]
+    assert (
+        sol.at["gpu__time_duration.sum", "value"]
+        == reports["ncu_small_full"].kernels().at[1, "duration_ns"]
+    )
     assert sol.at["gpu__time_duration.sum", "unit"] == "ns"
     assert "SpeedOfLight_RooflineChart" not in sections  # keyed by display name
     assert "GPU Speed Of Light Roofline Chart" in sections

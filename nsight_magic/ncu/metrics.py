@@ -16,9 +16,10 @@ __all__ = [
     "DRAM_CLOCK",
     "DURATION",
     "ROOFLINE_METRICS",
+    "ROOFLINE_PREFIXES",
     "ROOFLINE_SECTIONS",
-    "SM_CLOCK",
     "SMSP_CLOCK",
+    "SM_CLOCK",
     "TENSOR_OP_PATHS",
     "TensorPath",
     "parse_tensor_path",
@@ -59,6 +60,17 @@ ROOFLINE_METRICS: list[str] = [
     *(SASS_PEAK.format(op=op) for op, _ in PEAK_OP.values()),
 ]
 
+# Name prefixes of every metric roofline_points() may read (lets a loader skip the rest).
+ROOFLINE_PREFIXES: tuple[str, ...] = (
+    "gpu__time_duration",
+    "sm__cycles_elapsed",
+    "smsp__cycles_elapsed",
+    "dram__",
+    "smsp__sass_thread_inst_executed_op_",
+    "sm__sass_thread_inst_executed_op_",
+    "sm__ops_path_tensor_",
+)
+
 # Sections that hold everything roofline_points() reads (``--set roofline`` has them all).
 ROOFLINE_SECTIONS: list[str] = [
     "SpeedOfLight_RooflineChart",
@@ -93,7 +105,9 @@ TENSOR_OP_PATHS: dict[str, list[str]] = {
 
 def tensor_metrics(paths: list[str]) -> list[str]:
     """The ``.sum`` count, ``.sum.peak_sustained`` and ``.sum.per_cycle_elapsed`` of each path."""
-    return [f"{p}{s}" for p in paths for s in (".sum", ".sum.peak_sustained", ".sum.per_cycle_elapsed")]
+    return [
+        f"{p}{s}" for p in paths for s in (".sum", ".sum.peak_sustained", ".sum.per_cycle_elapsed")
+    ]
 
 
 def roofline_metrics(compute_capability: str | None = None) -> list[str]:
@@ -140,7 +154,11 @@ class TensorPath:
             return False
         return all(
             a is None or b is None or a == b
-            for a, b in ((self.op, other.op), (self.dst, other.dst), (self.sparsity, other.sparsity))
+            for a, b in (
+                (self.op, other.op),
+                (self.dst, other.dst),
+                (self.sparsity, other.sparsity),
+            )
         )
 
     def dense(self) -> str:

@@ -195,30 +195,42 @@ class NcuReport:
         self._cache["kernels"] = frame
         return frame.copy()
 
-    @_reading
-    def metrics(self) -> pd.DataFrame:
+    def metrics(self, select: Callable[[str], bool] | None = None) -> pd.DataFrame:
         """Long frame ``launch, name, metric, value, unit`` of every numeric metric (string
-        metrics such as ``launch__func_cache_config`` are left out)."""
-        if "metrics" not in self._cache:
-            names = self.kernels()["name"]
-            launches, metric_names, values, units = [], [], [], []
-            for launch, action in enumerate(self._actions):
-                for name, value, unit in self._metric_rows(launch, action.metric_names()):
-                    launches.append(launch)
-                    metric_names.append(name)
-                    values.append(value)
-                    units.append(unit)
-            frame = pd.DataFrame(
-                {
-                    "launch": np.asarray(launches, dtype=np.int64),
-                    "metric": metric_names,
-                    "value": np.asarray(values, dtype=np.float64),
-                    "unit": units,
-                }
-            )
-            frame.insert(1, "name", names.to_numpy()[frame["launch"].to_numpy()])
-            self._cache["metrics"] = frame
-        return self._cache["metrics"].copy()
+        metrics such as ``launch__func_cache_config`` are left out); ``select(name)`` keeps
+        only the metrics it accepts (and reads only those)."""
+        if select is not None and "metrics" not in self._cache:
+            return self._read_metrics(select)
+        frame = self._cache.get("metrics")
+        if frame is None:
+            frame = self._cache["metrics"] = self._read_metrics(None)
+        if select is not None:
+            frame = frame[frame["metric"].map(select).astype(bool)].reset_index(drop=True)
+        return frame.copy()
+
+    @_reading
+    def _read_metrics(self, select: Callable[[str], bool] | None) -> pd.DataFrame:
+        names = self.kernels()["name"]
+        launches, metric_names, values, units = [], [], [], []
+        for launch, action in enumerate(self._actions):
+            wanted = action.metric_names()
+            if select is not None:
+                wanted = [name for name in wanted if select(name)]
+            for name, value, unit in self._metric_rows(launch, wanted):
+                launches.append(launch)
+                metric_names.append(name)
+                values.append(value)
+                units.append(unit)
+        frame = pd.DataFrame(
+            {
+                "launch": np.asarray(launches, dtype=np.int64),
+                "metric": metric_names,
+                "value": np.asarray(values, dtype=np.float64),
+                "unit": units,
+            }
+        )
+        frame.insert(1, "name", names.to_numpy()[frame["launch"].to_numpy()])
+        return frame
 
     @_reading
     def sol(self) -> pd.DataFrame:
@@ -288,11 +300,14 @@ class NcuReport:
         }
 
     def roofline(self) -> pd.DataFrame:
-        """Per-launch roofline points, see :func:`nsight_magic.analysis.roofline.roofline_points`."""
+        """Per-launch roofline points: :func:`..analysis.roofline.roofline_points`."""
         from ..analysis.roofline import roofline_points
 
         if "roofline" not in self._cache:
-            self._cache["roofline"] = roofline_points(self.metrics())
+            # read only the counters the roofline uses: a full-set launch has ~7000 metrics
+            self._cache["roofline"] = roofline_points(
+                self.metrics(select=lambda name: name.startswith(M.ROOFLINE_PREFIXES))
+            )
         return self._cache["roofline"].copy()
 
 

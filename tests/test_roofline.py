@@ -1,0 +1,152 @@
+"""roofline_points() against ncu's section formulas evaluated on ncu's own raw CSV export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from nsight_magic.analysis.roofline import ROOFLINE_COLUMNS, roofline_points
+from nsight_magic.errors import MissingMetricsError
+from nsight_magic.ncu.metrics import ROOFLINE_METRICS, parse_tensor_path
+from nsight_magic.ncu.report import NcuReport
+
+BF16 = "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32_sparsity_off"
+
+
+def raw_numbers(data_dir: Path, name: str) -> pd.DataFrame:
+    """ncu --page raw --csv as numbers (row 0 of the file is units; thousands separators)."""
+    frame = pd.read_csv(data_dir / "ncu_raw" / f"{name}.raw.csv", dtype=str, keep_default_na=False)
+    body = frame.iloc[1:].reset_index(drop=True)
+    return body.apply(lambda col: pd.to_numeric(col.str.replace(",", ""), errors="coerce"))
+
+
+def section_formulas(raw: pd.DataFrame) -> pd.DataFrame:
+    """SpeedOfLight_RooflineChart / Hierarchical{Half,Tensor}RooflineChart, written out."""
+    sass = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum.per_cycle_elapsed"
+    peak = "sm__sass_thread_inst_executed_op_{}_pred_on.sum.peak_sustained"
+    smsp_hz, sm_hz = (
+        raw["smsp__cycles_elapsed.avg.per_second"],
+        raw["sm__cycles_elapsed.avg.per_second"],
+    )
+    return pd.DataFrame(
+        {
+            "flops_fp32": (raw[sass.format("fadd")] + raw[sass.format("fmul")]
+                           + 2 * raw[sass.format("ffma")]) * smsp_hz,
+            "flops_fp64": (raw[sass.format("dadd")] + raw[sass.format("dmul")]
+                           + 2 * raw[sass.format("dfma")]) * smsp_hz,
+            "flops_fp16": (2 * raw[sass.format("hadd")] + 2 * raw[sass.format("hmul")]
+                           + 4 * raw[sass.format("hfma")]) * smsp_hz,
+            "peak_fp32": 2 * raw[peak.format("ffma")] * sm_hz,
+            "peak_fp64": 2 * raw[peak.format("dfma")] * sm_hz,
+            "peak_fp16": 4 * raw[peak.format("hfma")] * sm_hz,
+            "dram_bytes_per_s": raw["dram__bytes.sum.per_second"],
+            "peak_dram_bytes_per_s": raw["dram__bytes.sum.peak_sustained"]
+            * raw["dram__cycles_elapsed.avg.per_second"],
+            "sm_clock_hz": sm_hz,
+            "duration_ns": raw["gpu__time_duration.sum"],
+        }
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def points(ncu_reports: dict[str, Path]) -> dict[str, pd.DataFrame]:
+    return {name: NcuReport.open(path).roofline() for name, path in ncu_reports.items()}
+
+
+@pytest.mark.parametrize("name", ["ncu_small_roofline", "ncu_gemm_roofline", "ncu_small_full"])
+def test_equals_section_formulas_on_raw_csv(points, data_dir, name):
+    ours = points[name]
+    raw = raw_numbers(data_dir, name)
+    expected = section_formulas(raw)
+    assert len(ours) == len(raw)
+    for column in expected:
+        # the CSV keeps 2 decimals of a per-cycle rate: +-0.005 inst/cycle x clock x weight 4
+        tolerance = 0.005 * 4 * raw["smsp__cycles_elapsed.avg.per_second"]
+        np.testing.assert_allclose(ours[column], expected[column], rtol=1e-5, atol=tolerance.max(),
+                                   err_msg=column)  # fmt: skip
+    # tensor: the op path's per-cycle rate x SM clock, ceiling = its dense peak x SM clock
+    hz = raw["sm__cycles_elapsed.avg.per_second"]
+    tensor = ours["flops_tensor"].to_numpy()
+    if name == "ncu_gemm_roofline":
+        assert ours["tensor_op_path"].tolist() == [BF16, ""]
+        np.testing.assert_allclose(
+            tensor[0], raw.at[0, f"{BF16}.sum.per_cycle_elapsed"] * hz[0], rtol=1e-5
+        )
+        np.testing.assert_allclose(ours.at[0, "peak_tensor"], 540672 * hz[0], rtol=1e-9)
+        # the sparse path's ceiling is twice the dense one we use
+        sparse = raw.at[0, "sm__ops_path_tensor_src_bf16_dst_fp32.sum.peak_sustained"]
+        assert sparse == 2 * raw.at[0, f"{BF16}.sum.peak_sustained"] == 1081344
+        assert np.isnan(ours.at[1, "peak_tensor"])  # no tensor work: ncu draws no tensor roofline
+    else:
+        assert (tensor == 0).all() and (ours["tensor_op_path"] == "").all()
+    flops = ours[["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]].sum(axis=1)
+    np.testing.assert_allclose(ours["arithmetic_intensity"], flops / expected["dram_bytes_per_s"],
+                               rtol=1e-4)  # fmt: skip
+    assert list(ours.columns) == ROOFLINE_COLUMNS
+
+
+def test_bf16_gemm_tensor_flops(points):
+    m, n, k = 2048, 1024, 512
+    for name in ["ncu_gemm_metrics", "ncu_gemm_roofline"]:
+        row = points[name].iloc[0]
+        assert row["flop_count_tensor"] == pytest.approx(2 * m * n * k, rel=0.02)
+        assert row["flops_total"] == pytest.approx(2 * m * n * k, rel=0.02)
+    # the --metrics report stores the count itself: exact
+    assert points["ncu_gemm_metrics"].at[0, "flop_count_tensor"] == 2147483648
+
+
+def test_fp32_simt_gemm_flops(points):
+    # 2*M*N*K FFMA FLOPs plus one FFMA per output element for the alpha/beta epilogue
+    m, n, k = 512, 256, 128
+    row = points["ncu_gemm_metrics"].iloc[1]
+    assert row["flop_count_fp32"] == 2 * 16908288 == 2 * m * n * k + 2 * m * n
+    assert row["flop_count_fp32"] == pytest.approx(2 * m * n * k, rel=0.01)
+    rate_based = points["ncu_gemm_roofline"].iloc[1]["flop_count_fp32"]
+    assert rate_based == pytest.approx(2 * m * n * k, rel=0.01)
+    # the small workload's 256^3 sgemm (non split-k launch)
+    assert points["ncu_small_roofline"].at[1, "flop_count_fp32"] == pytest.approx(
+        2 * 256**3, rel=1e-4
+    )
+
+
+def test_metrics_report_counts_give_the_same_rates(points):
+    """--metrics stores .sum counts: rate = count / duration equals ncu's own per_second."""
+    row = points["ncu_gemm_metrics"].iloc[0]
+    assert row["dram_bytes_per_s"] == pytest.approx(337883959044.37, rel=1e-9)
+    assert row["flops_tensor"] == pytest.approx(170999.86 * 1339419148.83, rel=1e-6)
+
+
+def test_missing_metrics_raise_with_the_fix(ncu_reports):
+    long = NcuReport.open(ncu_reports["ncu_gemm_metrics"]).metrics()
+    lacking = long[~long["metric"].str.startswith("dram__bytes")]
+    with pytest.raises(MissingMetricsError) as info:
+        roofline_points(lacking)
+    message = str(info.value)
+    assert "dram__bytes.sum" in message and "--set roofline" in message
+    assert "dram__bytes.sum.peak_sustained" in message
+    # only SOL-style metrics (a --section SpeedOfLight run would look like this)
+    sol_only = long[
+        long["metric"].isin(["gpu__time_duration.sum", "sm__cycles_elapsed.avg.per_second"])
+    ]
+    with pytest.raises(MissingMetricsError, match="smsp__sass_thread_inst_executed_op_ffma"):
+        roofline_points(sol_only)
+
+
+def test_roofline_metrics_list_is_what_the_metrics_report_had(ncu_reports):
+    # every counter ROOFLINE_METRICS asks for exists on H200 (the metrics fixture used them)
+    names = set(NcuReport.open(ncu_reports["ncu_gemm_metrics"]).metrics()["metric"])
+    assert set(ROOFLINE_METRICS) <= names
+
+
+def test_tensor_path_grammar():
+    p = parse_tensor_path(BF16)
+    assert (p.op, p.src, p.dst, p.sparsity) == ("hgmma", "bf16", "fp32", "off")
+    agg = parse_tensor_path("sm__ops_path_tensor_src_bf16_dst_fp32")
+    assert agg.covers(p) and not p.covers(agg)
+    assert parse_tensor_path("sm__ops_path_tensor_src_fp8_sparsity_on").dense() == (
+        "sm__ops_path_tensor_src_fp8_sparsity_off"
+    )
+    assert not parse_tensor_path("sm__ops_path_tensor_src_int8").is_float
