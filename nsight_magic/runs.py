@@ -1,0 +1,184 @@
+"""Run directories: one fresh folder per profiled cell, holding everything needed to redo or
+re-read the run offline::
+
+    nsight-runs/20261122T023048.123456Z-mycell/
+        cell.py  script.py  vars.pkl  argv.json  env.json  meta.json  status.json
+        profiler.log  report.nsys-rep  report.sqlite          (or report.ncu-rep)
+        ncu/20261122T023112.004211Z-<kernel>/ ...             (picker child runs)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import re
+import sys
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .errors import ReportNotFoundError
+
+DEFAULT_ROOT = "nsight-runs"
+META = "meta.json"
+
+
+def utc_stamp(now: datetime | None = None) -> str:
+    now = now or datetime.now(timezone.utc)
+    return now.strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+def slug(name: str, limit: int = 40) -> str:
+    """A file-name-safe version of a run or kernel name."""
+    s = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")
+    return s[:limit] or "run"
+
+
+def new_run_dir(root: str | Path | None = None, name: str = "cell") -> Path:
+    """Create ``<root>/<UTC time>-<name>/`` atomically (``mkdir`` without exist_ok), adding
+    ``-2``, ``-3``... on a clash, so two runs never share a folder."""
+    root = Path(root) if root is not None else Path.cwd() / DEFAULT_ROOT
+    root.mkdir(parents=True, exist_ok=True)
+    base = f"{utc_stamp()}-{slug(name)}"
+    for i in range(1, 10_000):
+        path = root / (base if i == 1 else f"{base}-{i}")
+        try:
+            path.mkdir(exist_ok=False)
+            return path
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"could not create a fresh run folder under {root}")
+
+
+def child_run_dir(parent: str | Path, kernel_name: str) -> Path:
+    """A picker run's folder inside its parent: ``<parent>/ncu/<time>-<kernel>/``."""
+    return new_run_dir(Path(parent) / "ncu", kernel_name)
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    """Write atomically: a reader never sees half a file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2, default=str))
+    os.replace(tmp, path)
+
+
+def read_json(path: str | Path, default: Any = None) -> Any:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return default
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path.lock`` (two picker runs updating one parent meta)."""
+    import fcntl
+
+    with open(path.with_name(path.name + ".lock"), "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def update_meta(run_dir: str | Path, **fields: Any) -> dict[str, Any]:
+    """Merge ``fields`` into meta.json (under a lock) and return the new meta."""
+    path = Path(run_dir) / META
+    with _locked(path):
+        meta = read_json(path, {}) or {}
+        meta.update(fields)
+        write_json(path, meta)
+    return meta
+
+
+def add_child(parent_dir: str | Path, child: dict[str, Any]) -> None:
+    path = Path(parent_dir) / META
+    with _locked(path):
+        meta = read_json(path, {}) or {}
+        meta.setdefault("children", []).append(child)
+        write_json(path, meta)
+
+
+def versions(tool_versions: dict[str, str] | None = None) -> dict[str, Any]:
+    """Versions of what produced the run (python, torch when importable here, nsys/ncu)."""
+    out: dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform()}
+    torch = sys.modules.get("torch")
+    if torch is not None:  # importing torch only to record it would cost seconds
+        out["torch"] = getattr(torch, "__version__", None)
+        out["torch_cuda"] = getattr(getattr(torch, "version", None), "cuda", None)
+    from . import __version__
+
+    out["nsight_magic"] = __version__
+    out.update(tool_versions or {})
+    return out
+
+
+def _report_in(run_dir: Path, meta: dict[str, Any]) -> Path:
+    """The saved report to open: nsys export (.sqlite, parquet dir) before the .nsys-rep."""
+    tool = meta.get("tool")
+    names = []
+    if meta.get("report"):
+        names.append(meta["report"])
+    if tool == "ncu":
+        names += ["report.ncu-rep"]
+    else:
+        names += ["report.sqlite", "report_pq", "report.nsys-rep"]
+    for name in names:
+        path = run_dir / name
+        if path.exists():
+            return path
+    raise ReportNotFoundError(
+        f"{run_dir} holds no report ({', '.join(names)}); status: {meta.get('status', '?')}."
+    )
+
+
+def load_run(path: str | Path) -> Any:
+    """Rebuild ``NsysRun``/``NcuRun`` from a run folder, offline (no profiler needed)."""
+    run_dir = Path(path)
+    if run_dir.is_file() and run_dir.name == META:
+        run_dir = run_dir.parent
+    if not run_dir.is_dir():
+        raise ReportNotFoundError(f"{run_dir} is not a run folder.")
+    meta = read_json(run_dir / META, {}) or {}
+    from .reports import open_report
+    from .results import NcuRun, NsysRun
+
+    report_path = _report_in(run_dir, meta)
+    report = open_report(report_path)
+    tool = meta.get("tool") or ("ncu" if report_path.suffix == ".ncu-rep" else "nsys")
+    cls = NcuRun if tool == "ncu" else NsysRun
+    return cls(report, run_dir, meta)
+
+
+def list_runs(root: str | Path | None = None, *, children: bool = False) -> Any:
+    """A DataFrame of the runs under ``root`` (newest first): run_dir, name, tool, status,
+    started_utc, wall_s, children (count); with ``children`` also the picker runs."""
+    import pandas as pd
+
+    root = Path(root) if root is not None else Path.cwd() / DEFAULT_ROOT
+    rows = []
+    metas = sorted(root.glob(f"*/{META}"))
+    if children:
+        metas += sorted(root.glob(f"*/ncu/*/{META}"))
+    for meta_path in metas:
+        meta = read_json(meta_path, {}) or {}
+        rows.append(
+            {
+                "run_dir": str(meta_path.parent),
+                "name": meta.get("name", meta_path.parent.name),
+                "tool": meta.get("tool"),
+                "status": meta.get("status"),
+                "started_utc": meta.get("started_utc"),
+                "wall_s": (meta.get("timings") or {}).get("total_s"),
+                "children": len(meta.get("children", [])),
+                "parent": meta.get("parent_run"),
+            }
+        )
+    cols = ["run_dir", "name", "tool", "status", "started_utc", "wall_s", "children", "parent"]
+    df = pd.DataFrame(rows, columns=cols)
+    return df.sort_values("started_utc", ascending=False, na_position="last").reset_index(drop=True)

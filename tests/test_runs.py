@@ -1,0 +1,153 @@
+"""Run folders: unique creation under concurrency, records, list_runs, load_run offline on the
+real fixture reports, and profile_* refusing early (no folder) when it cannot run."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from nsight_magic import profile, runs
+from nsight_magic.errors import (
+    CellSyntaxError,
+    ReportNotFoundError,
+    ToolNotFoundError,
+    UnpicklableVariableError,
+)
+
+
+def test_run_dirs_are_unique_under_concurrency(tmp_path: Path) -> None:
+    made: list[Path] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(16)
+
+    def make() -> None:
+        barrier.wait()  # all start in the same instant, as a double-clicked button would
+        for _ in range(5):
+            d = runs.new_run_dir(tmp_path, "same name")
+            with lock:
+                made.append(d)
+
+    threads = [threading.Thread(target=make) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(made) == 80 and len(set(made)) == 80
+    assert all(d.is_dir() and d.parent == tmp_path and "-same_name" in d.name for d in made)
+
+
+def test_same_stamp_gets_a_suffix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runs, "utc_stamp", lambda now=None: "20260101T000000.000000Z")
+    a, b, c = (runs.new_run_dir(tmp_path, "x") for _ in range(3))
+    assert [p.name for p in (a, b, c)] == [
+        "20260101T000000.000000Z-x",
+        "20260101T000000.000000Z-x-2",
+        "20260101T000000.000000Z-x-3",
+    ]
+
+
+def test_child_dir_inside_parent_and_slugged(tmp_path: Path) -> None:
+    parent = runs.new_run_dir(tmp_path, "cell")
+    child = runs.child_run_dir(parent, "void f<(int)4>(float *)")
+    assert child.parent == parent / "ncu" and child.name.endswith("void_f_int_4_float")
+
+
+def test_concurrent_child_records_are_all_kept(tmp_path: Path) -> None:
+    parent = runs.new_run_dir(tmp_path, "cell")
+    runs.write_json(parent / runs.META, {"name": "cell", "children": []})
+    threads = [
+        threading.Thread(target=runs.add_child, args=(parent, {"kernel": f"k{i}"}))
+        for i in range(20)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    meta = runs.read_json(parent / runs.META)
+    assert sorted(c["kernel"] for c in meta["children"]) == sorted(f"k{i}" for i in range(20))
+
+
+def _fake_nsys_run(root: Path, data_dir: Path, name: str = "small") -> Path:
+    """A run folder as profile_nsys leaves it, with the real captured export in it."""
+    d = runs.new_run_dir(root, name)
+    shutil.copy(data_dir / "nsys_small.sqlite", d / "report.sqlite")
+    runs.write_json(
+        d / runs.META,
+        {"name": name, "tool": "nsys", "status": "ok", "report": "report.sqlite",
+         "started_utc": "2026-11-22T02:30:48+00:00", "timings": {"total_s": 12.5}},
+    )  # fmt: skip
+    return d
+
+
+def test_load_run_rebuilds_nsys_run_offline(tmp_path: Path, data_dir: Path) -> None:
+    pytest.importorskip("nsight_magic.results")
+    d = _fake_nsys_run(tmp_path, data_dir)
+    run = runs.load_run(d)
+    assert type(run).__name__ == "NsysRun" and run.run_dir == d
+    assert run.meta["status"] == "ok"
+    kernels = run.kernels()
+    assert len(kernels) > 0 and {"name", "duration_ns"} <= set(kernels.columns)
+    assert runs.load_run(d / runs.META).run_dir == d  # meta.json path works too
+
+
+def test_load_run_ncu_child(tmp_path: Path, data_dir: Path, ncu_reports: dict[str, Path]) -> None:
+    pytest.importorskip("nsight_magic.results")
+    parent = _fake_nsys_run(tmp_path, data_dir)
+    child = runs.child_run_dir(parent, "sm80_xmma_gemm")
+    shutil.copy(ncu_reports["ncu_gemm_metrics"], child / "report.ncu-rep")
+    runs.write_json(child / runs.META, {"tool": "ncu", "status": "ok", "parent_run": str(parent)})
+    run = runs.load_run(child)
+    assert type(run).__name__ == "NcuRun" and len(run.kernels()) == 2
+
+
+def test_load_run_without_report_says_so(tmp_path: Path) -> None:
+    d = runs.new_run_dir(tmp_path, "broken")
+    runs.write_json(d / runs.META, {"tool": "nsys", "status": "timeout"})
+    with pytest.raises(ReportNotFoundError, match="timeout"):
+        runs.load_run(d)
+    with pytest.raises(ReportNotFoundError):
+        runs.load_run(tmp_path / "missing")
+
+
+def test_list_runs(tmp_path: Path, data_dir: Path) -> None:
+    a = _fake_nsys_run(tmp_path, data_dir, "first")
+    runs.add_child(a, {"kernel": "k"})
+    runs.update_meta(a, started_utc="2026-11-22T02:30:48+00:00")
+    b = _fake_nsys_run(tmp_path, data_dir, "second")
+    runs.update_meta(b, started_utc="2026-11-23T00:00:00+00:00")
+    df = runs.list_runs(tmp_path)
+    assert list(df["name"]) == ["second", "first"]
+    assert list(df["children"]) == [0, 1] and set(df["tool"]) == {"nsys"}
+    assert runs.list_runs(tmp_path / "nothing").empty
+
+
+# --- profile_* refuse before creating anything -----------------------------------------
+@pytest.fixture
+def no_tools(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    for var in ("NSIGHT_MAGIC_NSYS", "NSIGHT_MAGIC_NCU"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_profile_refuses_early_and_leaves_no_folder(tmp_path: Path, no_tools: None) -> None:
+    root = tmp_path / "runs"
+    with pytest.raises(CellSyntaxError):
+        profile.profile_nsys("x = (", runs_root=root, setup=False)
+    with pytest.raises(UnpicklableVariableError):
+        profile.profile_ncu(
+            "x = 1", vars="h", user_ns={"h": threading.Lock()}, runs_root=root, setup=False
+        )
+    with pytest.raises(ToolNotFoundError, match="nsys_path"):
+        profile.profile_nsys("x = 1", runs_root=root, setup=False)
+    with pytest.raises(ToolNotFoundError, match="ncu_path"):
+        profile.profile_ncu("x = 1", runs_root=root, setup=False)
+    assert not root.exists()
+
+
+def test_profile_kernel_needs_the_parent_script(tmp_path: Path, data_dir: Path) -> None:
+    d = _fake_nsys_run(tmp_path, data_dir)
+    with pytest.raises(Exception, match=r"no script\.py"):
+        profile.profile_kernel(d, "some_kernel")
