@@ -287,8 +287,10 @@ def roofline_chart(roofline: pd.DataFrame) -> alt.LayerChart:
         ridges = [p / ceilings["DRAM"] for k, p in ceilings.items() if k != "DRAM"]
         x_min = min([x_min, *(10 ** math.floor(math.log10(r) - 1) for r in ridges)])
     lines = _ceiling_lines(ceilings, x_min, x_max)
-    x = alt.X("ai:Q", title="arithmetic intensity (FLOP/byte)", scale=alt.Scale(type="log"))
-    y = alt.Y("flops_per_s:Q", title="FLOP/s", scale=alt.Scale(type="log"))
+    x = alt.X("ai:Q", title="arithmetic intensity (FLOP/byte)", scale=alt.Scale(type="log"),
+              axis=alt.Axis(format="~g"))  # fmt: skip
+    y = alt.Y("flops_per_s:Q", title="FLOP/s", scale=alt.Scale(type="log"),
+              axis=alt.Axis(format="~s", tickCount=8))  # fmt: skip
     roof = (
         alt.Chart(lines)
         .mark_line(strokeDash=[4, 2])
