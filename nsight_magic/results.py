@@ -124,6 +124,8 @@ class NsysRun(_Run):
         from .profile import profile_kernel
 
         child = profile_kernel(self, name, **kwargs)
+        if getattr(child, "parent", True) is None:
+            child.parent = self  # MFU of the child uses this run's real-clock kernel times
         self.children.append(child)
         return child
 

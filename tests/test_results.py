@@ -4,8 +4,6 @@ HTML with PNG charts + text), the static HTML's real findings, and profile_kerne
 from __future__ import annotations
 
 import html
-import sys
-import types
 
 import pytest
 
@@ -74,22 +72,20 @@ def test_mimebundle_in_kernel_has_widget_and_static(nsys_run, monkeypatch):
 
 def test_profile_kernel_calls_profile_and_keeps_child(nsys_run, ncu_run, monkeypatch):
     calls = []
+    child_run = NcuRun(ncu_run.report, None, {"name": "child"})
 
     def fake_profile_kernel(parent, name, **kw):
         calls.append((parent, name, kw))
-        return ncu_run
+        return child_run
 
-    try:
-        import nsight_magic.profile as profile_mod
-    except ImportError:  # profile.py not written yet: stand in a module with the function
-        profile_mod = types.ModuleType("nsight_magic.profile")
-        monkeypatch.setitem(sys.modules, "nsight_magic.profile", profile_mod)
-    monkeypatch.setattr(profile_mod, "profile_kernel", fake_profile_kernel, raising=False)
+    import nsight_magic.profile as profile_mod
+
+    monkeypatch.setattr(profile_mod, "profile_kernel", fake_profile_kernel)
     before = len(nsys_run.children)
     child = nsys_run.profile_kernel(GEMM_64, set="full", instance=2)
-    assert child is ncu_run
+    assert child is child_run and child.parent is nsys_run
     assert calls == [(nsys_run, GEMM_64, {"set": "full", "instance": 2})]
-    assert nsys_run.children[before:] == [ncu_run]
+    assert nsys_run.children[before:] == [child_run]
 
 
 def test_ncu_run_static_html(ncu_run, data_dir):
