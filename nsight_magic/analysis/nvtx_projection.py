@@ -163,12 +163,12 @@ def project_nvtx_to_gpu(
         # Calls of one thread are sequential; the running max guards odd overlaps.
         r_end = ops["r_end"].to_numpy()
         segs = _segments(o_pid, o_tid)
-        r_pid, r_tid = ranges["pid"].to_numpy(), ranges["tid"].to_numpy()
         r_lo, r_hi = ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy()
-        for (p, t), (s, e) in segs.items():  # one pass per thread
-            mine = np.flatnonzero((r_pid == p) & (r_tid == t))
-            if len(mine) == 0:
+        by_thread = ranges.groupby(["pid", "tid"], sort=False).indices
+        for key, mine in by_thread.items():  # one pass per thread
+            if key not in segs:
                 continue
+            s, e = segs[key]
             ends = np.maximum.accumulate(r_end[s:e])
             lo[mine] = s + np.searchsorted(r_start[s:e], r_lo[mine], side="left")
             hi[mine] = s + np.searchsorted(ends, r_hi[mine], side="right")
