@@ -307,9 +307,11 @@ def main():
             traceback=user_traceback(exc),
             total_s=time.perf_counter() - t0,
         )
+        # the parent shows the traceback from the status file (printing it here too
+        # would show it twice); a one-line note keeps a bare `python script.py` honest
         sys.stdout.flush()
-        sys.stderr.write(status["traceback"])
-        sys.stderr.flush()
+        note = "[nsight_magic] the cell raised %s; see %s\\n"
+        sys.stderr.write(note % (type(exc).__name__, STATUS))
         raise SystemExit(1) from None
     write_status(status="ok", phase="done", total_s=time.perf_counter() - t0)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -46,5 +47,6 @@ def test_setup_cell_error_points_at_the_setup_cell(tmp_path: Path) -> None:
         timeout=60,
     )
     assert out.returncode == 1
-    assert 'File "<nsight_magic setup cell 2>", line 2' in out.stderr
-    assert "NameError" in out.stderr
+    status = json.loads((tmp_path / "st.json").read_text())
+    assert status["phase"] == "setup" and status["exc_type"] == "NameError"
+    assert 'File "<nsight_magic setup cell 2>", line 2' in status["traceback"]
