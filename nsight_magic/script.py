@@ -171,7 +171,8 @@ class Gate:
 
     def __init__(self):
         self.kind, self.lib = "none", None
-        if "torch" in sys.modules and self._torch_cuda():
+        # a torch cell gates through torch's own cudart, the one its kernels go through
+        if ("torch" in sys.modules or "torch" in CELL) and self._torch_cuda():
             self.kind = "torch"
             return
         lib = self._find_cudart()
