@@ -20,10 +20,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: setup
-	mkdir -p build
-	$(BIN)/jupyter nbconvert --to html --execute --ExecutePreprocessor.timeout=600 \
-	  --output-dir build notebooks/01_quickstart.ipynb
-	@echo "wrote build/01_quickstart.html"
+	$(BIN)/python tools/run_notebook.py notebooks/01_quickstart.ipynb --html build
 
 lint: setup
 	$(BIN)/ruff check nsight_magic tests benchmarks tools
