@@ -6,6 +6,7 @@ still shows real findings on GitHub/nbviewer or in nbconvert HTML, where no kern
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,26 @@ class NsysRun(_Run):
 
     def gpu_info(self) -> dict[str, Any]:
         return self.report.gpu_info()
+
+    def mfu(
+        self,
+        flops: Mapping[Any, float],
+        *,
+        dtype: str = "bf16",
+        peak_flops: float | None = None,
+    ) -> pd.DataFrame:
+        """MFU per NVTX range from model FLOPs (e.g. ``analysis.mfu.transformer_flops``) over the
+        range's GPU-projected time in this run, against the dense datasheet peak of this run's
+        GPU for ``dtype`` (or ``peak_flops``). See ``analysis.mfu.model_mfu``."""
+        from .analysis.mfu import model_mfu
+
+        return model_mfu(
+            self.nvtx_gpu_projection(),
+            flops,
+            gpu_name=self.gpu_info().get("name"),
+            dtype=dtype,
+            peak_flops=peak_flops,
+        )
 
     def profile_kernel(self, name: str, **kwargs: Any) -> NcuRun:
         """Run ncu on kernel ``name`` of this run's script (what the picker's button calls);

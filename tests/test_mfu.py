@@ -144,3 +144,23 @@ def test_peaks_and_override(monkeypatch):
 def test_launch_dtype(gemm):
     rows = gemm.roofline().to_dict("records")
     assert [launch_dtype(r) for r in rows] == ["bf16", "fp32"]
+
+
+def test_model_mfu_per_range_on_nsys_time(data_dir) -> None:
+    """MFU of the bf16 GEMM statement from model FLOPs (2*M*N*K) over its nsys-projected time,
+    checked by hand against the H200 dense bf16 datasheet peak (989.4 TFLOP/s)."""
+    from nsight_magic.reports import open_report
+    from nsight_magic.results import NsysRun
+
+    run = NsysRun(open_report(data_dir / "nsys_gemm.sqlite"))
+    name = "L1: C = A @ B  # bf16 2048x1024x512"
+    proj = run.nvtx_gpu_projection().set_index("range")
+    t_ns = float(proj.loc[name, "proj_total_ns"])
+    frame = run.mfu({name: 2 * 2048 * 1024 * 512}, dtype="bf16")
+    row = frame.iloc[0]
+    assert row["range"] == name and row["time_source"] == "nsys"
+    assert row["time_ns"] == t_ns
+    assert row["peak_flops"] == pytest.approx(989.4e12, rel=1e-3)
+    assert row["mfu"] == pytest.approx(2147483648 / (t_ns * 1e-9) / 989.4e12, rel=1e-3)
+    with pytest.raises(KeyError, match="no such range"):
+        run.mfu({"no such range": 1.0})

@@ -21,7 +21,7 @@ import pandas as pd
 
 from .gpu_peaks import gpu_key, lookup_peak
 
-__all__ = ["kernel_mfu", "launch_dtype", "range_mfu", "transformer_flops"]
+__all__ = ["kernel_mfu", "launch_dtype", "model_mfu", "range_mfu", "transformer_flops"]
 
 # tensor op-path source type -> gpu_peaks dtype
 _TENSOR_DTYPES = {
@@ -186,6 +186,52 @@ def range_mfu(
                 "mfu": used / (t * 1e-9) / peak,
             }
         )
+    return pd.DataFrame(rows)
+
+
+def model_mfu(
+    projection: pd.DataFrame,
+    flops: Mapping[Any, float],
+    *,
+    gpu_name: str | None = None,
+    dtype: str = "bf16",
+    peak_flops: float | None = None,
+) -> pd.DataFrame:
+    """MFU per NVTX range from model FLOPs alone (no ncu run needed): ``flops`` maps a range
+    (its name, ``(domain, range)`` or ``"domain@range"``) to the FLOPs the model does in it; the
+    time is the range's GPU-projected time from nsys (``nvtx_gpu_projection()``: real clocks).
+
+    Columns: ``domain, range, model_flops, time_ns, time_source, dtype, peak_flops, peak_source,
+    achieved_flops_per_s, mfu``. A range named in ``flops`` that nsys did not see raises
+    ``KeyError`` naming it, rather than silently dropping a phase the user asked about."""
+    peak, peak_source = _peak(gpu_name, dtype, peak_flops)
+    totals = projection.groupby(["domain", "range"], sort=False)["proj_total_ns"].sum()
+    rows = []
+    found: set[Any] = set()
+    for (domain, name), t in totals.items():
+        for key in ((domain, name), name, f"{domain}@{name}" if domain else name):
+            if key in flops:
+                found.add(key)
+                model = float(flops[key])
+                per_s = model / (float(t) * 1e-9) if t > 0 else np.nan
+                rows.append(
+                    {
+                        "domain": domain,
+                        "range": name,
+                        "model_flops": model,
+                        "time_ns": float(t),
+                        "time_source": "nsys",
+                        "dtype": dtype,
+                        "peak_flops": peak,
+                        "peak_source": peak_source,
+                        "achieved_flops_per_s": per_s,
+                        "mfu": per_s / peak,
+                    }
+                )
+                break
+    missing = [k for k in flops if k not in found]
+    if missing:
+        raise KeyError(f"No NVTX range in the nsys report matches {missing!r}.")
     return pd.DataFrame(rows)
 
 
