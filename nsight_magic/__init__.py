@@ -17,8 +17,10 @@ __all__ = ["__version__", "compare", "load_ipython_extension", "load_run", "open
 def load_ipython_extension(ipython: Any) -> None:
     """Called by ``%load_ext nsight_magic``."""
     from .magics import register
+    from .views.static import enable_static_charts
 
     register(ipython)
+    enable_static_charts()  # charts keep a PNG, so saved notebooks show them anywhere
 
 
 def open_report(path: Any) -> Any:

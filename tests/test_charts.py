@@ -205,3 +205,27 @@ def test_mfu_chart_shows_peak_used(gemm_roofline, data_dir):
     peak = rows[bf16]["peak_tflops"] * 1e12
     assert rows[bf16]["mfu_pct"] == pytest.approx(100 * flops / (nsys_ns * 1e-9) / peak)
     assert 0 < rows[bf16]["mfu_pct"] < 100
+
+
+def test_static_chart_renderer_adds_png(data_dir) -> None:
+    """With the extension's renderer, a displayed chart carries Vega-Lite AND a real PNG."""
+    import base64
+
+    import altair as alt
+
+    from nsight_magic.reports import open_report
+    from nsight_magic.views.static import RENDERER, enable_static_charts
+
+    before = alt.renderers.active
+    try:
+        enable_static_charts()
+        assert alt.renderers.active == RENDERER
+        chart = charts.top_kernels_chart(
+            open_report(data_dir / "nsys_small.sqlite").kernel_summary()
+        )
+        bundle = chart._repr_mimebundle_()
+        bundle = bundle[0] if isinstance(bundle, tuple) else bundle
+        assert any(k.startswith("application/vnd.vegalite") for k in bundle)
+        assert base64.b64decode(bundle["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        alt.renderers.enable(before)

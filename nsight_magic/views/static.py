@@ -56,3 +56,35 @@ def chart_img_html(chart: Any, alt: str = "chart", scale: float = 1.0) -> str:
     if png is None:
         return f'<div style="font-size:12px;color:#999">({esc(alt)}: chart omitted)</div>'
     return f'<img alt="{esc(alt)}" src="{png_data_uri(png)}"/>'
+
+
+RENDERER = "nsight_magic"
+
+
+def _render_with_png(spec: dict, **metadata: Any) -> dict[str, Any]:
+    """Altair renderer: the Vega-Lite mimetype (interactive where the front end has Vega, as
+    JupyterLab does) plus a PNG of the same spec, which nbconvert HTML, GitHub and nbviewer show
+    since they run no Vega. No PNG when vl-convert fails: the chart still shows in Jupyter."""
+    import altair as alt
+
+    major = alt.SCHEMA_VERSION.lstrip("v").split(".")[0]
+    bundle: dict[str, Any] = {
+        f"application/vnd.vegalite.v{major}+json": spec,
+        "text/plain": "<altair chart>",
+    }
+    try:
+        png = _png_from_spec(json.dumps(spec, sort_keys=True, default=str), 1.0)
+    except Exception:
+        return bundle
+    bundle["image/png"] = base64.b64encode(png).decode("ascii")
+    return bundle
+
+
+def enable_static_charts() -> None:
+    """Make every altair chart displayed from now on carry a PNG next to its Vega-Lite spec,
+    so an executed notebook shows its charts with no kernel and no JavaScript."""
+    import altair as alt
+
+    if RENDERER not in alt.renderers.names():
+        alt.renderers.register(RENDERER, _render_with_png)
+    alt.renderers.enable(RENDERER)
