@@ -54,7 +54,8 @@ class ProfilerError(NsightMagicError, RuntimeError):
 
 
 class NothingCapturedError(NsightMagicError):
-    """The run finished but recorded no GPU work (no CUDA in the cell, or a filter matched nothing)."""
+    """The run finished but recorded no GPU work (no CUDA in the cell, or no kernel matched
+    the filter)."""
 
 
 class CellSyntaxError(NsightMagicError, SyntaxError):
