@@ -17,6 +17,7 @@ import math
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 # Event tables tiled per copy, with the columns that hold times / correlation ids.
 TILED = {
@@ -83,6 +84,60 @@ def scale_sqlite(src: Path, dst: Path, copies: int) -> dict[str, int]:
         con.close()
 
 
+def scale_parquet(src: Path, dst: Path, copies: int) -> dict[str, int]:
+    """The same tiling on an nsys ``parquetdir`` export: every file of ``src`` is written to
+    ``dst`` with nsys's own schema (types and field metadata kept), event tables repeated."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if copies < 1:
+        raise ValueError("copies must be >= 1")
+    dst.mkdir(parents=True, exist_ok=True)
+    tables = {p.stem: pq.read_table(p) for p in sorted(src.glob("*.parquet"))}
+    present = [t for t in TILED if t in tables and tables[t].num_rows]
+    lo, hi, max_corr = math.inf, -math.inf, 0
+    for name in present:
+        t = tables[name]
+        start = t.column("start").to_numpy()
+        end = t.column("end").to_numpy(zero_copy_only=False)
+        end = (
+            np.where(np.isnan(end.astype("float64")), start, end) if end.dtype.kind == "f" else end
+        )
+        lo, hi = min(lo, int(start.min())), max(hi, int(np.nanmax(end)))
+        corr = TILED[name][2]
+        if corr:
+            max_corr = max(
+                max_corr, int(np.nan_to_num(t.column(corr).to_numpy(zero_copy_only=False)).max())
+            )
+    span = int(hi - lo) + 1000
+    counts = {}
+    for name, table in tables.items():
+        if name in present:
+            start_col, end_col, corr = TILED[name]
+            k = np.repeat(np.arange(copies, dtype=np.int64), table.num_rows)
+            columns = []
+            for field in table.schema:
+                tiled = pa.concat_arrays([table.column(field.name).combine_chunks()] * copies)
+                if field.name in (start_col, end_col):
+                    tiled = _shift(tiled, k * span)
+                elif corr and field.name == corr:
+                    tiled = _shift(tiled, k * (max_corr + 1))
+                columns.append(tiled.cast(field.type))
+            table = pa.Table.from_arrays(columns, schema=table.schema)
+            counts[name] = table.num_rows
+        pq.write_table(table, dst / f"{name}.parquet")
+    return counts
+
+
+def _shift(values: Any, offsets: Any) -> Any:
+    """values + offsets, keeping nulls (a NULL end or correlation id stays NULL)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.add(values.cast(pa.int64()), pa.array(offsets))
+
+
 def copies_for_kernels(src: Path, kernels: int) -> int:
     """How many copies of ``src`` give at least ``kernels`` kernel rows."""
     con = sqlite3.connect(src)
@@ -98,8 +153,13 @@ def main() -> None:
     ap.add_argument("src", type=Path)
     ap.add_argument("dst", type=Path)
     ap.add_argument("--kernels", type=int, required=True, help="at least this many kernel rows")
+    ap.add_argument("--parquet", type=Path, help="also tile this parquetdir export of src")
+    ap.add_argument("--parquet-dst", type=Path, help="where the tiled parquet dir goes")
     args = ap.parse_args()
-    counts = scale_sqlite(args.src, args.dst, copies_for_kernels(args.src, args.kernels))
+    copies = copies_for_kernels(args.src, args.kernels)
+    counts = scale_sqlite(args.src, args.dst, copies)
+    if args.parquet and args.parquet_dst:
+        scale_parquet(args.parquet, args.parquet_dst, copies)
     for table, n in counts.items():
         print(f"{table:40s} {n:>10,d}")
 
