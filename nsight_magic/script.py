@@ -193,10 +193,9 @@ class Gate:
     def _find_cudart():
         names = [ctypes.util.find_library("cudart")]
         names += ["libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"]
-        for base in sys.path:  # pip wheels: nvidia/cuda_runtime/lib
-            d = os.path.join(base, "nvidia", "cuda_runtime", "lib")
-            if os.path.isdir(d):
-                names += [os.path.join(d, n) for n in sorted(os.listdir(d)) if "cudart" in n]
+        import glob
+        for base in sys.path:  # pip wheels: nvidia/cuda_runtime/lib (12.x), nvidia/cu13/lib
+            names += sorted(glob.glob(os.path.join(base, "nvidia", "*", "lib", "libcudart.so*")))
         for name in names:
             if not name:
                 continue
