@@ -3,19 +3,30 @@
 One row per profiled launch, numbered 0.. in report order (ranges, then actions). Frames follow
 the contracts in ARCHITECTURE.md. Everything read is cached: the report is immutable.
 
-Speed: ``IMetric.unit()`` costs ~50 us a call while value/kind cost ~1 us, so units are looked
-up once per metric name for the whole report (a metric's unit does not change between launches).
-Measured on tests/data: ``--set full`` (2243 metrics x 3 launches) -> ``metrics()`` in ~0.1 s,
-i.e. ~5 us per metric value, so 100 launches x 7000 metrics take ~3-4 s.
+Isolation: ``ncu_report`` is never imported in this process. It aborts the whole process (a C++
+``abort()``) on some damaged files, which in a notebook would kill the user's kernel. ``open``
+runs ``python -m nsight_magic.ncu.extract`` in a child that loads the report and saves plain data
+(see ``extract.py``); a crash, timeout or failure of the child becomes a ``CorruptReportError``.
+Every frame is then built from that in-memory data (no cache on disk).
+
+Speed (measured on tests/data, 2-core machine): the child takes ~0.25-0.4 s per fixture (startup
++ ``load_report`` + reading every metric; ``IMetric.unit()`` ~50 us a call is read once per metric
+name); ``metrics()`` of ``--set full`` (2243 metrics x 3 launches) then takes a few ms.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,52 +34,123 @@ import pandas as pd
 from ..errors import (
     CorruptReportError,
     EmptyReportError,
-    ReportError,
     ReportNotFoundError,
     ToolNotFoundError,
 )
+from . import extract as X
 from . import metrics as M
 
 __all__ = ["NcuReport"]
 
 _MAGIC = b"NVR\x00"  # first bytes of every .ncu-rep ncu 2023-2025 writes
-# ncu_report.IMetric.ValueKind: FLOAT=3, DOUBLE=4, UINT32=5, UINT64=6 are numbers; 2 is a string.
-_NUMERIC_KINDS = frozenset({3, 4, 5, 6})
-_STRING_KIND = 2
-
-_F = TypeVar("_F", bound=Callable[..., Any])
+EXTRACT_TIMEOUT_S = 120.0  # plus 1 s per 50 MB of report (see _timeout)
 
 
-def _reading(method: _F) -> _F:
-    """Turn anything ncu_report raises while reading into a CorruptReportError."""
+class _PlainUnpickler(pickle.Unpickler):
+    """Builtin containers and scalars only: the child's output never needs a class."""
 
-    @functools.wraps(method)
-    def wrapper(self: NcuReport, *args: Any, **kwargs: Any) -> Any:
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"unexpected object {module}.{name} in the extracted data")
+
+
+def _timeout(size: int) -> float:
+    return EXTRACT_TIMEOUT_S + size / 50e6
+
+
+def _extract(path: Path, timeout: float) -> dict[str, Any]:
+    """Run the extraction child on ``path``; its data, or the typed error for what went wrong."""
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    # so the child finds this very package even if it was put on sys.path at runtime
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), package_root) if p)
+    with tempfile.TemporaryDirectory(prefix="nsight-magic-ncu-") as tmp:  # private (0700)
+        out = Path(tmp) / "extract.pkl"
+        argv = [sys.executable, "-m", "nsight_magic.ncu.extract", str(path.resolve()), str(out)]
         try:
-            return method(self, *args, **kwargs)
-        except ReportError:
-            raise
+            proc = subprocess.run(
+                argv,
+                cwd=tmp,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise CorruptReportError(
+                f"{path}: ncu_report did not finish reading it within {timeout:.0f} s; the file "
+                "is damaged or unusually large (pass a larger timeout= to NcuReport.open)."
+            ) from exc
+        except OSError as exc:
+            raise CorruptReportError(
+                f"{path}: cannot start a Python child to read it ({exc})."
+            ) from exc
+        stderr = proc.stderr.decode(errors="replace").strip()
+        detail = stderr.splitlines()[-1] if stderr else ""
+        if proc.returncode < 0:
+            try:
+                sig = signal.Signals(-proc.returncode).name
+            except ValueError:
+                sig = f"signal {-proc.returncode}"
+            raise CorruptReportError(
+                f"{path} is damaged: ncu_report crashed reading it ({sig}); re-run %%ncu."
+            )
+        if proc.returncode == X.EXIT_NO_MODULE:
+            raise ToolNotFoundError(
+                f"The ncu_report module is missing ({detail}); install it with "
+                "`pip install ncu-report`."
+            )
+        if proc.returncode != 0:
+            raise CorruptReportError(
+                f"{path}: ncu_report cannot read it ({detail or f'exit {proc.returncode}'})."
+            )
+        try:
+            with open(out, "rb") as fh:
+                data = _PlainUnpickler(fh).load()
         except Exception as exc:
-            raise CorruptReportError(f"{self.path}: cannot read the report ({exc}).") from exc
+            raise CorruptReportError(
+                f"{path}: the data read from it could not be loaded back ({exc})."
+            ) from exc
+    if not _valid(data):
+        raise CorruptReportError(f"{path}: the data read from it is not in the expected layout.")
+    return data
 
-    return wrapper  # type: ignore[return-value]
+
+def _valid(data: Any) -> bool:
+    if not isinstance(data, dict) or data.get("format") != X.FORMAT:
+        return False
+    launches, units = data.get("launches"), data.get("units")
+    if not isinstance(launches, list) or not isinstance(units, dict):
+        return False
+    keys = {"function", "demangled", "mangled", "metrics", "sections", "nvtx"}
+    return all(
+        isinstance(launch, dict)
+        and keys <= launch.keys()
+        and isinstance(launch["metrics"], dict)
+        and isinstance(launch["sections"], list)
+        and isinstance(launch["nvtx"], list)
+        for launch in launches
+    )
 
 
 class NcuReport:
     """A loaded Nsight Compute report. Use :meth:`open`."""
 
-    def __init__(self, path: Path, context: Any, actions: list[Any]) -> None:
+    def __init__(self, path: Path, data: dict[str, Any]) -> None:
         self.path = path
-        self._context = context
-        self._actions = actions
-        self._units: dict[str, str] = {}
+        self._launches: list[dict[str, Any]] = data["launches"]
+        self._units: dict[str, str] = data["units"]
         self._cache: dict[str, Any] = {}
 
     # --- loading ----------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path) -> NcuReport:
-        """Load ``path``. Raises ReportNotFoundError, EmptyReportError (0 bytes) or
-        CorruptReportError (not a .ncu-rep, truncated, or no profiled launch in it)."""
+    def open(cls, path: str | Path, *, timeout: float | None = None) -> NcuReport:
+        """Load ``path`` (read by ``ncu_report`` in a child process, see the module docstring).
+        Raises ReportNotFoundError, EmptyReportError (0 bytes) or CorruptReportError (not a
+        .ncu-rep, truncated, damaged enough to crash ncu_report, or no profiled launch in it);
+        ToolNotFoundError when ``ncu_report`` is not installed. ``timeout`` (s) bounds the
+        child; default 120 s + 1 s per 50 MB."""
         path = Path(path)
         if not path.exists():
             raise ReportNotFoundError(f"{path} does not exist; check the path or re-run %%ncu.")
@@ -79,75 +161,48 @@ class NcuReport:
             raise EmptyReportError(
                 f"{path} is empty (0 bytes): ncu stopped before writing it; re-run %%ncu."
             )
-        with open(path, "rb") as fh:
-            head = fh.read(len(_MAGIC))
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(len(_MAGIC))
+        except OSError as exc:
+            raise CorruptReportError(f"{path} cannot be read ({exc}).") from exc
         if head != _MAGIC:
             raise CorruptReportError(f"{path} is not an Nsight Compute report (.ncu-rep).")
-        try:
-            import ncu_report
-        except ImportError as exc:  # pragma: no cover - a declared dependency
-            raise ToolNotFoundError(
-                "The ncu_report module is missing; install it with `pip install ncu-report`."
-            ) from exc
-        try:
-            context = ncu_report.load_report(str(path))
-            actions = [
-                rng.action_by_idx(i)
-                for rng in (context.range_by_idx(r) for r in range(context.num_ranges()))
-                for i in range(rng.num_actions())
-            ]
-        except Exception as exc:
-            raise CorruptReportError(f"{path}: ncu_report cannot read it ({exc}).") from exc
-        if not actions:
+        data = _extract(path, _timeout(size) if timeout is None else timeout)
+        if not data["launches"]:
             # ncu_report "loads" garbage and truncated files as a report with 0 ranges.
             raise CorruptReportError(
                 f"{path} holds no profiled kernel: the file is truncated or damaged; re-run %%ncu."
             )
-        return cls(path, context, actions)
+        return cls(path, data)
 
     def __len__(self) -> int:
-        return len(self._actions)
+        return len(self._launches)
 
     def __repr__(self) -> str:
         return f"NcuReport({str(self.path)!r}, launches={len(self)})"
 
     # --- low-level access -------------------------------------------------------------------
-    def _unit(self, action: Any, name: str) -> str:
-        unit = self._units.get(name)
-        if unit is None:
-            unit = self._units[name] = action.metric_by_name(name).unit() or ""
-        return unit
-
     def _value(self, launch: int, name: str) -> Any:
         """A metric's value (float, or str for string metrics), or None when absent."""
-        metric = self._actions[launch].metric_by_name(name)
-        if metric is None:
-            return None
-        kind = metric.kind()
-        if kind in _NUMERIC_KINDS:
-            return metric.as_double()
-        if kind == _STRING_KIND:
-            return metric.as_string()
-        return None
+        return self._launches[launch]["metrics"].get(name)
 
     def _number(self, launch: int, name: str) -> float:
         value = self._value(launch, name)
         return float(value) if isinstance(value, float) else math.nan
 
     def _metric_rows(self, launch: int, names: Iterable[str]) -> list[tuple[str, float, str]]:
-        action = self._actions[launch]
+        metrics = self._launches[launch]["metrics"]
         rows = []
         for name in names:
-            metric = action.metric_by_name(name)
+            value = metrics.get(name)
             # Instanced metrics (PM sampling, per-SM) keep their aggregate value; the
             # per-instance series is left out of the long frame.
-            if metric is None or metric.kind() not in _NUMERIC_KINDS:
-                continue
-            rows.append((name, metric.as_double(), self._unit(action, name)))
+            if isinstance(value, float):
+                rows.append((name, value, self._units.get(name, "")))
         return rows
 
     # --- frames -----------------------------------------------------------------------------
-    @_reading
     def kernels(self) -> pd.DataFrame:
         """One row per launch: ``launch, name, demangled, mangled, duration_ns, grid, block,
         registers_per_thread, shared_mem_bytes, sm_clock_hz, device_id, stream_id, nvtx,
@@ -157,10 +212,8 @@ class NcuReport:
         ncu_report does not expose it."""
         if "kernels" in self._cache:
             return self._cache["kernels"].copy()
-        import ncu_report
-
         rows = []
-        for launch, action in enumerate(self._actions):
+        for launch, data in enumerate(self._launches):
             num = functools.partial(self._number, launch)
 
             def dims(prefix: str, num: Callable[[str], float] = num) -> str:
@@ -170,9 +223,9 @@ class NcuReport:
             rows.append(
                 {
                     "launch": launch,
-                    "name": action.name(ncu_report.IAction.NameBase_FUNCTION),
-                    "demangled": action.name(ncu_report.IAction.NameBase_DEMANGLED),
-                    "mangled": action.name(ncu_report.IAction.NameBase_MANGLED),
+                    "name": data["function"],
+                    "demangled": data["demangled"],
+                    "mangled": data["mangled"],
                     "duration_ns": num(M.DURATION),
                     "grid": dims("launch__grid_dim"),
                     "block": dims("launch__block_dim"),
@@ -182,7 +235,7 @@ class NcuReport:
                     "sm_clock_hz": num(M.SM_CLOCK),
                     "device_id": num("launch__device_id"),
                     "stream_id": num("launch__stream_id"),
-                    "nvtx": _nvtx_path(action),
+                    "nvtx": _nvtx_path(data["nvtx"]),
                     "process_id": pd.NA,
                 }
             )
@@ -208,12 +261,11 @@ class NcuReport:
             frame = frame[frame["metric"].map(select).astype(bool)].reset_index(drop=True)
         return frame.copy()
 
-    @_reading
     def _read_metrics(self, select: Callable[[str], bool] | None) -> pd.DataFrame:
         names = self.kernels()["name"]
         launches, metric_names, values, units = [], [], [], []
-        for launch, action in enumerate(self._actions):
-            wanted = action.metric_names()
+        for launch, data in enumerate(self._launches):
+            wanted: Iterable[str] = data["metrics"]
             if select is not None:
                 wanted = [name for name in wanted if select(name)]
             for name, value, unit in self._metric_rows(launch, wanted):
@@ -232,7 +284,6 @@ class NcuReport:
         frame.insert(1, "name", names.to_numpy()[frame["launch"].to_numpy()])
         return frame
 
-    @_reading
     def sol(self) -> pd.DataFrame:
         """``launch, name, duration_ns, compute_sol_pct, memory_sol_pct, achieved_occupancy_pct,
         theoretical_occupancy_pct``: the Speed Of Light and Occupancy headline numbers."""
@@ -252,39 +303,25 @@ class NcuReport:
         """Section display name -> ``metric, value, unit`` of that section's header and body
         metrics for one launch; a body's ``breakdown:``/``group:`` entries (ncu's lists of
         metric names) are expanded into the metrics they list."""
-        if not 0 <= launch < len(self._actions):
-            raise KeyError(f"launch {launch} is not in this report (0..{len(self._actions) - 1})")
-        return self._sections(launch)
+        if not 0 <= launch < len(self._launches):
+            raise KeyError(f"launch {launch} is not in this report (0..{len(self._launches) - 1})")
+        columns = ["metric", "value", "unit"]
+        return {
+            name: pd.DataFrame(self._metric_rows(launch, names), columns=columns)
+            for name, names in self._launches[launch]["sections"]
+        }
 
-    @_reading
-    def _sections(self, launch: int) -> dict[str, pd.DataFrame]:
-        action = self._actions[launch]
-        out: dict[str, pd.DataFrame] = {}
-        for section in action.sections():
-            names: list[str] = []
-            for metric in (*section.header_metrics(), *section.body_metrics()):
-                name = metric.name()
-                if metric.kind() == _STRING_KIND and name.startswith(("breakdown:", "group:")):
-                    names.extend(n for n in metric.as_string().split(",") if n)
-                else:
-                    names.append(name)
-            rows = self._metric_rows(launch, dict.fromkeys(names))
-            out[section.name()] = pd.DataFrame(rows, columns=["metric", "value", "unit"])
-        return out
-
-    @_reading
     def nvtx_ranges(self) -> pd.DataFrame:
         """Long frame ``launch, domain, range, style, level``: every NVTX range open around
         each launch (``domain`` "" for the default domain; level 0 = outermost push/pop)."""
         rows = []
-        for launch, action in enumerate(self._actions):
-            for domain, style, level, name in _nvtx_entries(action):
+        for launch, data in enumerate(self._launches):
+            for domain, style, level, name in data["nvtx"]:
                 rows.append((launch, domain, name, style, level))
         return pd.DataFrame(rows, columns=["launch", "domain", "range", "style", "level"]).astype(
             {"launch": np.int64, "level": np.int64}
         )
 
-    @_reading
     def device(self) -> dict[str, Any]:
         """``name`` (e.g. "NVIDIA H200"), ``compute_capability`` ("9.0"), ``sm_count``,
         ``sm_clock_max_hz`` of the GPU of the first launch."""
@@ -318,26 +355,10 @@ def _integers(values: pd.Series) -> pd.Series:
     return values.round().astype(np.int64)
 
 
-def _nvtx_entries(action: Any) -> list[tuple[str, str, int, str]]:
-    """(domain, style, level, range) for the ranges open around one launch."""
-    state = action.nvtx_state()
-    if state is None:
-        return []
-    entries = []
-    for domain_id in state.domains():
-        domain = state.domain_by_id(domain_id)
-        dname = domain.name()
-        dname = "" if dname == "<default domain>" else dname
-        for level, name in enumerate(domain.push_pop_ranges()):
-            entries.append((dname, "PushPop", level, name))
-        for name in domain.start_end_ranges():
-            entries.append((dname, "StartEnd", 0, name))
-    return entries
-
-
-def _nvtx_path(action: Any) -> str:
+def _nvtx_path(entries: Iterable[tuple[str, str, int, str]]) -> str:
+    """``domain@outer/inner`` per domain of the push/pop ranges, domains joined by ``; ``."""
     paths: dict[str, list[str]] = {}
-    for domain, style, _level, name in _nvtx_entries(action):
+    for domain, style, _level, name in entries:
         if style == "PushPop":
             paths.setdefault(domain, []).append(name)
     return "; ".join(
