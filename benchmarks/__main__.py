@@ -1,0 +1,37 @@
+"""``python -m benchmarks [ingest|weight|gpu|all]``: each prints its ratios, measured in one run.
+
+ingest (P1) and weight (P2) run anywhere; gpu (P3, P4) needs a GPU with nsys and ncu.
+``all`` runs ingest and weight, and gpu when nsys and ncu are on PATH.
+"""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import sys
+from datetime import datetime, timezone
+
+
+def main() -> None:
+    what = sys.argv[1] if len(sys.argv) > 1 else "all"
+    rest = sys.argv[2:]
+    print(
+        f"nsight_magic benchmarks, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
+        f"{platform.node()}, {platform.processor() or platform.machine()}"
+    )
+    if what in ("ingest", "all"):
+        from . import ingest
+
+        ingest.main(rest if what == "ingest" else [])
+    if what in ("weight", "all"):
+        from . import weight
+
+        weight.main(rest if what == "weight" else [])
+    if what == "gpu" or (what == "all" and shutil.which("nsys") and shutil.which("ncu")):
+        from . import gpu
+
+        gpu.main(rest if what == "gpu" else [])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""P3 drill-down cost and P4 magic overhead, on a machine with a GPU, nsys and ncu.
+
+Workload: a 2-layer ``nn.TransformerEncoder`` (d_model 256, batch 16 x 128 tokens) forward pass,
+built by a setup cell (outside the capture), profiled as a notebook cell would be.
+
+- P4: wall time of ``profile_nsys`` (what ``%%nsys`` runs: script, nsys profile, export, load) vs
+  the bare ``nsys profile`` of the same script with the same argv (read back from argv.json), and vs
+  ``nsys profile`` with its default options. Target: <= 1.1x + 1 s.
+- P3: the picker's ``profile_kernel(top kernel)`` (ncu on one kernel, roofline set; and full set)
+  vs ``ncu --set full`` over the whole cell (``profile_ncu(cell, set="full")``). Target: >= 10x
+  less wall time.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+SETUP = """
+import torch
+torch.manual_seed(0)
+layer = torch.nn.TransformerEncoderLayer(d_model=256, nhead=4, batch_first=True)
+model = torch.nn.TransformerEncoder(layer, num_layers=2).cuda().eval()
+x = torch.randn(16, 128, 256, device="cuda")
+"""
+CELL = """
+with torch.no_grad():
+    y = model(x)
+torch.cuda.synchronize()
+"""
+
+
+def _timed(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> float:
+    import os
+
+    t0 = time.perf_counter()
+    subprocess.run(
+        argv, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, check=True
+    )
+    return time.perf_counter() - t0
+
+
+def overhead(root: Path, repeats: int = 2) -> dict:
+    from nsight_magic.profile import profile_nsys
+
+    magic, same, default = [], [], []
+    run = None
+    for i in range(repeats):
+        t0 = time.perf_counter()
+        run = profile_nsys(CELL, setup=[SETUP], name=f"p4-{i}", runs_root=root)
+        magic.append(time.perf_counter() - t0)
+        argv = json.loads((run.run_dir / "argv.json").read_text())
+        argv = argv["argv"] if isinstance(argv, dict) else argv
+        bare = root / f"bare-{i}"
+        argv = [a if not a.endswith("report") else str(bare) for a in argv]
+        env = {"NSYS_NVTX_PROFILER_REGISTER_ONLY": "0"}
+        same.append(_timed(argv, root, env))
+        script = run.run_dir / "script.py"
+        nsys = shutil.which("nsys") or "nsys"
+        default.append(
+            _timed([nsys, "profile", "-f", "true", "-o", str(root / f"default-{i}"),
+                    "python3", str(script), str(root / f"status-{i}.json")], root, env)
+        )  # fmt: skip
+    best = {"magic_s": min(magic), "bare_same_argv_s": min(same), "bare_default_s": min(default)}
+    best["timings"] = run.meta.get("timings", {}) if run else {}
+    limit = 1.1 * best["bare_same_argv_s"] + 1.0
+    verdict = "met" if best["magic_s"] <= limit else "MISSED"
+    print(
+        f"P4 %%nsys {best['magic_s']:.2f} s vs bare nsys profile (same argv) "
+        f"{best['bare_same_argv_s']:.2f} s = {best['magic_s'] / best['bare_same_argv_s']:.2f}x "
+        f"(target <= 1.1x + 1 s = {limit:.2f} s: {verdict}); "
+        f"nsys defaults {best['bare_default_s']:.2f} s; our phases {best['timings']}",
+        flush=True,
+    )
+    return best
+
+
+def drilldown(root: Path) -> dict:
+    from nsight_magic.profile import profile_kernel, profile_ncu, profile_nsys
+
+    parent = profile_nsys(CELL, setup=[SETUP], name="p3-parent", runs_root=root)
+    top = parent.kernel_summary()["name"].iloc[0]
+    t0 = time.perf_counter()
+    pick = profile_kernel(parent, top, set="roofline")
+    pick_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    pick_full = profile_kernel(parent, top, set="full")
+    pick_full_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    whole = profile_ncu(CELL, setup=[SETUP], set="full", name="p3-full", runs_root=root)
+    full_s = time.perf_counter() - t0
+    picked = set(pick.kernels()["demangled"]) | set(pick.kernels()["name"])
+    out = {
+        "top_kernel": top,
+        "kernels_in_cell": int(parent.kernel_summary()["instances"].sum()),
+        "pick_roofline_s": pick_s,
+        "pick_full_s": pick_full_s,
+        "cell_full_s": full_s,
+        "cell_full_launches": len(whole.kernels()),
+        "picked_is_top": top in picked,
+        "pick_launches": len(pick.kernels()),
+        "pick_full_launches": len(pick_full.kernels()),
+    }
+    print(
+        f"P3 picker ncu on the top kernel: {pick_s:.1f} s (roofline), {pick_full_s:.1f} s (full) "
+        f"vs ncu --set full over the whole cell ({out['cell_full_launches']} launches): "
+        f"{full_s:.1f} s -> {full_s / pick_s:.1f}x / {full_s / pick_full_s:.1f}x less wall time "
+        f"(target >= 10x); picked kernel is the top one: {out['picked_is_top']}",
+        flush=True,
+    )
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks gpu", description=__doc__)
+    ap.add_argument("--root", type=Path, default=None, help="run folders go here")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    root = args.root or Path(tempfile.mkdtemp(prefix="nsight-gpu-bench-"))
+    root.mkdir(parents=True, exist_ok=True)
+    result = {"p4": overhead(root), "p3": drilldown(root)}
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1, default=str))
