@@ -108,6 +108,11 @@ def timeline_chart(frame: pd.DataFrame, origin_ns: int | None = None) -> alt.Cha
     frame["start_ms"] = (frame["start_ns"] - origin_ns) / 1e6
     frame["end_ms"] = (frame["end_ns"] - origin_ns) / 1e6
     frame["duration_us"] = (frame["end_ns"] - frame["start_ns"]) / 1e3
+    # The chart's data is saved inline with the notebook: short names and rounded floats keep a
+    # 5000-bar timeline to a few hundred kB (the full names stay in the Kernels table).
+    frame["name"] = frame["name"].astype(str).map(lambda n: shorten(n, 80))
+    frame[["start_ms", "end_ms"]] = frame[["start_ms", "end_ms"]].round(6)
+    frame["duration_us"] = frame["duration_us"].round(3)
     lanes = list(dict.fromkeys(frame["lane"].astype(str)))
     frame = frame[["lane", "name", "count", "start_ms", "end_ms", "duration_us"]]
     return (

@@ -157,12 +157,17 @@ def gaps_html(run: Any, max_rows: int = 10) -> str:
     )
 
 
+# Bars in the timeline: more than a 640 px chart can tell apart, few enough that the inline
+# chart data keeps a saved notebook small (benchmarks/weight.py: P2).
+TIMELINE_ROWS = 1000
+
+
 def timeline_chart(run: Any) -> Any:
     from ..analysis.timeline import timeline_frame
 
     memcpy, _ = _safe(run.memcpy)
     nvtx, _ = _safe(run.nvtx)
-    frame = timeline_frame(run.kernels(), memcpy, nvtx, max_rows=charts.MAX_ROWS)
+    frame = timeline_frame(run.kernels(), memcpy, nvtx, max_rows=TIMELINE_ROWS)
     window, _ = _safe(run.capture_window)
     return charts.timeline_chart(frame, origin_ns=window[0] if window else None)
 
