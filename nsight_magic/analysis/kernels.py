@@ -26,7 +26,7 @@ def duration_stats(frame: pd.DataFrame, by: list[str], value: str = "duration_ns
     two, the std is the sample std (n - 1) and 0 for one instance, time % is of the grand total.
     Sorted by total descending, then by the group keys (nsys's order for ties)."""
     if frame.empty:
-        out = pd.DataFrame({k: frame[k].iloc[:0] for k in by})
+        out = pd.DataFrame({k: _as_text(frame[k].iloc[:0]) for k in by})
         for col, dtype in [
             ("instances", np.int64),
             ("total_ns", np.int64),
@@ -49,6 +49,8 @@ def duration_stats(frame: pd.DataFrame, by: list[str], value: str = "duration_ns
         max_ns="max",
         std_ns="std",
     ).reset_index()
+    for k in by:  # Categorical keys (codes, e.g. kernel names) leave as plain text
+        out[k] = _as_text(out[k])
     out["std_ns"] = out["std_ns"].fillna(0.0)
     out["med_ns"] = out["med_ns"].astype(np.float64)
     grand = out["total_ns"].sum()
@@ -59,10 +61,18 @@ def duration_stats(frame: pd.DataFrame, by: list[str], value: str = "duration_ns
     return out.reset_index(drop=True)
 
 
+def _as_text(col: pd.Series) -> pd.Series:
+    """A Categorical column as its categories' dtype (e.g. str); others unchanged."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.astype(col.cat.categories.dtype)
+    return col
+
+
 def kernel_summary(kernels: pd.DataFrame, by: str = "name") -> pd.DataFrame:
     """One row per kernel name: ``name, instances, total_ns, avg_ns, med_ns, min_ns, max_ns,
     std_ns, time_pct``, sorted by ``total_ns`` descending.
 
+    ``name`` may be a Categorical (as ``NsysReport`` passes it, to group 1M kernels by code).
     Equal to ``nsys stats --report cuda_gpu_kern_sum`` (which groups by the demangled name;
     pass ``by="short_name"`` for its ``:base`` variant). Floats are unrounded; nsys prints
     one decimal."""

@@ -49,14 +49,14 @@ def _call_key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
     return (np.asarray(pid, dtype=np.int64) << 32) | (np.asarray(corr, dtype=np.int64) & 0xFFFFFFFF)
 
 
-def _gpu_ops(runtime: pd.DataFrame, *ops: pd.DataFrame | None) -> pd.DataFrame:
-    """GPU ops joined to their launching call: ``start_ns, end_ns, corr, pid, tid, r_start,
-    r_end``, sorted by (pid, tid, r_start, corr). Ops without a recorded call are dropped,
-    as nsys's inner join does."""
-    frames = [f[_OP_COLS] for f in ops if f is not None and len(f)]
+def _gpu_ops(runtime: pd.DataFrame, *ops: pd.DataFrame | None) -> dict[str, np.ndarray]:
+    """GPU ops joined to their launching call: arrays ``start_ns, end_ns, corr, pid, tid,
+    r_start, r_end``, sorted by (pid, tid, r_start, corr). Ops without a recorded call are
+    dropped, as nsys's inner join does."""
+    frames = [f for f in ops if f is not None and len(f)]
     cols = ["start_ns", "end_ns", "corr", "pid", "tid", "r_start", "r_end"]
     if not frames or runtime.empty:
-        return pd.DataFrame({c: np.array([], dtype=np.int64) for c in cols})
+        return {c: np.array([], dtype=np.int64) for c in cols}
     g_start = np.concatenate([f["start_ns"].to_numpy() for f in frames])
     g_end = np.concatenate([f["end_ns"].to_numpy() for f in frames])
     g_corr = np.concatenate([f["correlation_id"].to_numpy() for f in frames])
@@ -74,9 +74,12 @@ def _gpu_ops(runtime: pd.DataFrame, *ops: pd.DataFrame | None) -> pd.DataFrame:
     r_start = runtime["start_ns"].to_numpy()[row]
     r_end = runtime["end_ns"].to_numpy()[row]
     g_corr, g_pid = g_corr[found], g_pid[found]
-    order = np.lexsort((g_corr, r_start, tid, g_pid))
+    if len(tid) and min(g_pid.min(), tid.min()) >= 0 and max(g_pid.max(), tid.max()) < 1 << 24:
+        order = np.lexsort((g_corr, r_start, (g_pid.astype(np.int64) << 24) | tid))
+    else:
+        order = np.lexsort((g_corr, r_start, tid, g_pid))
     data = [g_start[found], g_end[found], g_corr, g_pid, tid, r_start, r_end]
-    return pd.DataFrame({c: v[order] for c, v in zip(cols, data, strict=True)})
+    return {c: np.asarray(v[order], dtype=np.int64) for c, v in zip(cols, data, strict=True)}
 
 
 def _segments(pid: np.ndarray, tid: np.ndarray) -> dict[tuple[int, int], tuple[int, int]]:
@@ -107,16 +110,18 @@ def _slice_reduce(
     return out
 
 
-def _parents(nvtx: pd.DataFrame, level: np.ndarray) -> np.ndarray:
+def _parents(nvtx: pd.DataFrame, level: np.ndarray, order: np.ndarray | None = None) -> np.ndarray:
     """Row of each range's parent (-1 at level 0): the last range before it, in (thread,
-    start, longest first) order, one level up. Ranges nest, so that one encloses it."""
+    start, longest first) order (``order``, computed when not given), one level up. Ranges
+    nest, so that one encloses it."""
     n = len(nvtx)
     parent = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return parent
-    pid, tid = nvtx["pid"].to_numpy(), nvtx["tid"].to_numpy()
-    start, end = nvtx["start_ns"].to_numpy(), nvtx["end_ns"].to_numpy()
-    order = np.lexsort((-end, start, tid, pid))
+    if order is None:
+        from ..nsys.tables import thread_order  # local: keeps analysis free of I/O imports
+
+        order = thread_order(nvtx)
     lvl = level[order]
     for d in range(1, int(lvl.max()) + 1 if n else 0):  # one pass per nesting level
         up = np.flatnonzero(lvl == d - 1)
@@ -129,6 +134,9 @@ def _parents(nvtx: pd.DataFrame, level: np.ndarray) -> np.ndarray:
     return parent
 
 
+_TRACE_COLS = ["domain", "range", "style", "start_ns", "end_ns", "duration_ns", "pid", "tid"]
+
+
 def project_nvtx_to_gpu(
     nvtx: pd.DataFrame,
     runtime: pd.DataFrame,
@@ -138,50 +146,56 @@ def project_nvtx_to_gpu(
 ) -> pd.DataFrame:
     """Per-range projection (nsys's ``nvtx_gpu_proj_trace``).
 
-    Inputs are ``NsysReport`` frames: ``nvtx()``, ``cuda_api()`` and the GPU op frames (each
-    needs ``start_ns, end_ns, correlation_id, pid``). Returns one row per NVTX range with GPU
-    work: ``domain, range, style, start_ns, end_ns, duration_ns, pid, tid, level,
+    Inputs are ``NsysReport`` frames: ``nvtx()``, ``cuda_api()`` (or just the calls that
+    launched GPU ops: ``start_ns, end_ns, correlation_id, pid, tid``) and the GPU op frames
+    (each needs ``start_ns, end_ns, correlation_id, pid``). Returns one row per NVTX range
+    with GPU work: ``domain, range, style, start_ns, end_ns, duration_ns, pid, tid, level,
     proj_start_ns, proj_end_ns, proj_duration_ns, gpu_ops, children, parent`` (``parent`` is
     the row of the enclosing range in ``nvtx``, -1 at the top; the index is nvtx's row),
     sorted by projected start, longest first."""
-    same_thread = (nvtx["end_tid"] == nvtx["tid"]).to_numpy() if "end_tid" in nvtx else None
-    ranges = nvtx if same_thread is None else nvtx[same_thread]
-    ranges = ranges.reset_index(names="nvtx_row")
-    n = len(ranges)
-    # Levels among the ranges nsys considers (same-thread ones).
-    from ..nsys.tables import nesting_levels  # local: keeps analysis free of I/O imports
+    from ..nsys.tables import nesting_levels, thread_order  # local: analysis does no I/O
 
-    level = nesting_levels(ranges)
-    parent = _parents(ranges, level)
+    # The ranges nsys considers (same-thread ones), as integer arrays; texts are taken
+    # for the output rows only.
+    if "end_tid" in nvtx:
+        sel = np.flatnonzero((nvtx["end_tid"] == nvtx["tid"]).to_numpy())
+    else:
+        sel = np.arange(len(nvtx))
+    ranges = pd.DataFrame(
+        {c: nvtx[c].to_numpy()[sel] for c in ("pid", "tid", "start_ns", "end_ns")}
+    )
+    n = len(ranges)
+    order = thread_order(ranges) if n else np.zeros(0, dtype=np.int64)
+    level = nesting_levels(ranges, order)  # levels among these ranges
+    parent = _parents(ranges, level, order)
 
     ops = _gpu_ops(runtime, kernels, memcpy, memset)
     lo = np.zeros(n, dtype=np.int64)
     hi = np.zeros(n, dtype=np.int64)
-    if len(ops) and n:
-        o_pid, o_tid = ops["pid"].to_numpy(), ops["tid"].to_numpy()
-        r_start = ops["r_start"].to_numpy()
+    if len(ops["pid"]) and n:
+        r_start = ops["r_start"]
         # Calls of one thread are sequential; the running max guards odd overlaps.
-        r_end = ops["r_end"].to_numpy()
-        segs = _segments(o_pid, o_tid)
+        r_end = ops["r_end"]
+        segs = _segments(ops["pid"], ops["tid"])
+        pid, tid = ranges["pid"].to_numpy(), ranges["tid"].to_numpy()
         r_lo, r_hi = ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy()
-        by_thread = ranges.groupby(["pid", "tid"], sort=False).indices
-        for key, mine in by_thread.items():  # one pass per thread
+        for key, (a, b) in _segments(pid[order], tid[order]).items():  # one pass per thread
             if key not in segs:
                 continue
+            mine = order[a:b]
             s, e = segs[key]
             ends = np.maximum.accumulate(r_end[s:e])
             lo[mine] = s + np.searchsorted(r_start[s:e], r_lo[mine], side="left")
             hi[mine] = s + np.searchsorted(ends, r_hi[mine], side="right")
-    has_ops = hi > lo
-    idx = np.flatnonzero(has_ops)
+    idx = np.flatnonzero(hi > lo)
     if len(idx):
-        corr = ops["corr"].to_numpy()
-        thread_change = np.r_[True, (ops["pid"].to_numpy()[1:] != ops["pid"].to_numpy()[:-1])]
-        thread_change |= np.r_[True, ops["tid"].to_numpy()[1:] != ops["tid"].to_numpy()[:-1]]
-        first_call = thread_change | np.r_[True, corr[1:] != corr[:-1]]
+        corr, o_pid, o_tid = ops["corr"], ops["pid"], ops["tid"]
+        first_call = np.r_[
+            True, (o_pid[1:] != o_pid[:-1]) | (o_tid[1:] != o_tid[:-1]) | (corr[1:] != corr[:-1])
+        ]
         distinct = np.r_[0, np.cumsum(first_call)]
-        p_start = _slice_reduce(np.minimum, ops["start_ns"].to_numpy(), lo[idx], hi[idx])
-        p_end = _slice_reduce(np.maximum, ops["end_ns"].to_numpy(), lo[idx], hi[idx])
+        p_start = _slice_reduce(np.minimum, ops["start_ns"], lo[idx], hi[idx])
+        p_end = _slice_reduce(np.maximum, ops["end_ns"], lo[idx], hi[idx])
         n_ops = distinct[hi[idx]] - distinct[lo[idx]]
     else:
         p_start = p_end = n_ops = np.array([], dtype=np.int64)
@@ -190,16 +204,15 @@ def project_nvtx_to_gpu(
     child_parent = parent[idx]
     children = np.bincount(child_parent[child_parent >= 0], minlength=n)[idx] if n else idx
 
-    out = ranges.iloc[idx][
-        ["nvtx_row", "domain", "range", "style", "start_ns", "end_ns", "duration_ns", "pid", "tid"]
-    ].copy()
+    rows = nvtx.index.to_numpy()[sel]
+    out = nvtx[_TRACE_COLS].iloc[sel[idx]]
+    out.insert(0, "nvtx_row", rows[idx])
     out["level"] = level[idx]
     out["proj_start_ns"] = p_start.astype(np.int64)
     out["proj_end_ns"] = p_end.astype(np.int64)
     out["proj_duration_ns"] = out["proj_end_ns"] - out["proj_start_ns"]
     out["gpu_ops"] = np.asarray(n_ops, dtype=np.int64)
     out["children"] = np.asarray(children, dtype=np.int64)
-    rows = ranges["nvtx_row"].to_numpy()
     out["parent"] = np.where(parent[idx] >= 0, rows[np.maximum(parent[idx], 0)], -1)
     out = out.sort_values(["proj_start_ns", "proj_duration_ns"], ascending=[True, False])
     return out.set_index("nvtx_row").rename_axis(None)

@@ -95,8 +95,8 @@ class NsysReport:
         """META_DATA_EXPORT (schema and nsys versions, export parameters)."""
         return self._cached("meta", lambda: tables.export_meta(self.source))
 
-    def _strings(self) -> pd.Series:
-        return self._cached("strings", lambda: tables.load_string_ids(self.source))
+    def _strings(self) -> tables.StringTable:
+        return self._cached("strings", lambda: tables.load_string_table(self.source))
 
     def cuda_api(self) -> pd.DataFrame:
         return self._cached("cuda_api", lambda: tables.load_cuda_api(self.source, self._strings()))
@@ -104,8 +104,27 @@ class NsysReport:
     def kernels(self) -> pd.DataFrame:
         return self._cached(
             "kernels",
-            lambda: tables.load_kernels(self.source, self._strings(), self.cuda_api()),
+            lambda: tables.load_kernels(self.source, self._strings(), self._launches()),
         )
+
+    def _kernel_core(self) -> pd.DataFrame:
+        """Kernels as the summaries need them (name as a Categorical; no per-row strings)."""
+        return self._cached(
+            "kernel_core", lambda: tables.load_kernel_core(self.source, self._strings())
+        )
+
+    def _launches(self) -> pd.DataFrame:
+        """The runtime calls that launched a kernel, copy or memset (all ``cuda_api()`` rows
+        the joins use), without reading the whole API table's names."""
+        if "cuda_api" in self._cache:
+            return self.cuda_api()
+
+        def load() -> pd.DataFrame:
+            ops = (self._kernel_core(), self.memcpy(), self.memset())
+            corr = np.concatenate([f["correlation_id"].to_numpy() for f in ops])
+            return tables.load_launches(self.source, corr)
+
+        return self._cached("launches", load)
 
     def nvtx(self) -> pd.DataFrame:
         return self._cached("nvtx", lambda: tables.load_nvtx(self.source, self._strings()))
@@ -126,7 +145,7 @@ class NsysReport:
         gpus = self.gpus()
         if not gpus:
             return {}
-        k = self.kernels()
+        k = self._kernel_core()
         if len(k):
             busiest = int(k["device_id"].value_counts().idxmax())
             for g in gpus:
@@ -137,14 +156,18 @@ class NsysReport:
     # --- summaries ----------------------------------------------------------------------------
     def kernel_summary(self) -> pd.DataFrame:
         """= ``nsys stats --report cuda_gpu_kern_sum``."""
-        return self._cached("kernel_summary", lambda: kernel_summary(self.kernels()))
+        kernels = self._cache.get("kernels")
+        return self._cached(
+            "kernel_summary",
+            lambda: kernel_summary(self._kernel_core() if kernels is None else kernels),
+        )
 
     def nvtx_gpu_trace(self) -> pd.DataFrame:
         """= ``nvtx_gpu_proj_trace``: per range, its projection onto the GPU."""
         return self._cached(
             "nvtx_gpu_trace",
             lambda: project_nvtx_to_gpu(
-                self.nvtx(), self.cuda_api(), self.kernels(), self.memcpy(), self.memset()
+                self.nvtx(), self._launches(), self._kernel_core(), self.memcpy(), self.memset()
             ),
         )
 
@@ -176,13 +199,35 @@ class NsysReport:
         """(start_ns, end_ns) spanned by everything recorded: API calls, NVTX ranges, GPU ops.
         With the cudaProfilerApi gate that is the profiled cell."""
         starts, ends = [], []
-        for frame in (self.cuda_api(), self.nvtx(), self.gpu_ops()):
-            if len(frame):
-                starts.append(int(frame["start_ns"].min()))
-                ends.append(int(frame["end_ns"].max()))
+        spans = [self._api_span(), *(self._span(f) for f in (self.nvtx(), self._kernel_core()))]
+        spans += [self._span(f) for f in (self.memcpy(), self.memset())]
+        for span in spans:
+            if span is not None:
+                starts.append(span[0])
+                ends.append(span[1])
         if not starts:
             return (0, 0)
         return (min(starts), max(ends))
+
+    @staticmethod
+    def _span(frame: pd.DataFrame) -> tuple[int, int] | None:
+        if not len(frame):
+            return None
+        return int(frame["start_ns"].min()), int(frame["end_ns"].max())
+
+    def _api_span(self) -> tuple[int, int] | None:
+        """(first start, last end) of the API calls, from two columns only."""
+        if "cuda_api" in self._cache:
+            return self._span(self.cuda_api())
+
+        def load() -> tuple[int, int] | None:
+            spec: tables.Spec = {"start": "i", "end": "i"}
+            cols = self.source.read_columns("CUPTI_ACTIVITY_KIND_RUNTIME", spec)
+            if not len(cols["start"]):
+                return None
+            return int(cols["start"].min()), int(cols["end"].max())  # type: ignore[union-attr]
+
+        return self._cached("api_span", load)
 
     def gpu_busy_pct(self, window: tuple[int, int] | None = None) -> float:
         """Percent of the capture window (or ``window``) with any GPU op running."""
@@ -199,7 +244,7 @@ class NsysReport:
     def summary(self) -> dict[str, object]:
         """Headline numbers for a run's summary line."""
         lo, hi = self.capture_window()
-        k = self.kernels()
+        k = self._kernel_core()
         return {
             "gpu": self.gpu_info().get("name", ""),
             "window_ns": hi - lo,
