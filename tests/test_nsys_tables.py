@@ -9,11 +9,15 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
+from nsight_magic.analysis.nvtx_projection import project_nvtx_to_gpu
 from nsight_magic.errors import CorruptReportError, UnsupportedReportError
 from nsight_magic.nsys import tables
 from nsight_magic.nsys.report import NsysReport
+
+DATA_SQLITE = Path(__file__).parent / "data" / "nsys_small.sqlite"
 
 FRAMES = ["kernels", "nvtx", "memcpy", "memset", "cuda_api"]
 
@@ -159,3 +163,119 @@ def test_not_sqlite_is_corrupt(tmp_path: Path) -> None:
 def test_frames_are_cached(small: NsysReport) -> None:
     assert small.kernels() is small.kernels()
     assert small.nvtx_gpu_projection() is small.nvtx_gpu_projection()
+
+
+# --- the scale readers (Arrow columns, launching calls only, names by code) ---------------------
+@pytest.fixture(params=["sqlite", "parquet"])
+def export_path(request: pytest.FixtureRequest, nsys_small_sqlite: Path, nsys_small_parquet: Path):
+    return nsys_small_sqlite if request.param == "sqlite" else nsys_small_parquet
+
+
+@pytest.mark.parametrize(
+    "frame", [*FRAMES, "kernel_summary", "nvtx_gpu_trace", "nvtx_gpu_projection"]
+)
+def test_adbc_and_sqlite3_readers_give_equal_frames(frame: str, nsys_small_sqlite: Path) -> None:
+    fast = NsysReport.open(nsys_small_sqlite)
+    plain = NsysReport.open(nsys_small_sqlite)
+    plain.source.use_adbc = False  # the stdlib fallback, used when adbc is not installed
+    assert fast.source.use_adbc
+    pd.testing.assert_frame_equal(getattr(fast, frame)(), getattr(plain, frame)())
+
+
+def test_launches_are_the_cuda_api_rows_that_launched_gpu_ops(export_path: Path) -> None:
+    rep = NsysReport.open(export_path)
+    corr = np.concatenate(
+        [f()["correlation_id"].to_numpy() for f in (rep.kernels, rep.memcpy, rep.memset)]
+    )
+    launches = tables.load_launches(rep.source, corr)
+    api = rep.cuda_api()
+    want = api[api["correlation_id"].isin(corr)][list(launches.columns)].reset_index(drop=True)
+    assert len(launches) >= 26 + 2 + 3
+    pd.testing.assert_frame_equal(launches, want)
+
+
+def test_kernel_summary_and_projection_need_no_full_frames(export_path: Path) -> None:
+    rep = NsysReport.open(export_path)
+    summary, trace = rep.kernel_summary(), rep.nvtx_gpu_trace()
+    assert "kernels" not in rep._cache and "cuda_api" not in rep._cache
+    full = NsysReport.open(export_path)
+    from nsight_magic.analysis.kernels import kernel_summary
+
+    pd.testing.assert_frame_equal(summary, kernel_summary(full.kernels()))
+    pd.testing.assert_frame_equal(
+        trace,
+        project_nvtx_to_gpu(
+            full.nvtx(), full.cuda_api(), full.kernels(), full.memcpy(), full.memset()
+        ),
+    )
+    # The narrow kernel frame is the full one's columns, same rows and order.
+    core = rep._kernel_core()
+    k = full.kernels()
+    for col in core.columns:
+        np.testing.assert_array_equal(core[col].astype(k[col].dtype).to_numpy(), k[col].to_numpy())
+
+
+def test_string_table_lookups() -> None:
+    values = pa.array(["cudaMalloc_v3020", "b", "b", "cudaStreamIsCapturing_v10000"])
+    for ids in (np.array([3, 7, 8, 9]), np.array([3, 7, 8, 10**12])):  # dense / sparse ids
+        table = tables.StringTable.from_columns(ids, values)
+        look = np.array([ids[0], -1, ids[3], 12345, ids[1], ids[0]])
+        assert table.take(look).to_pylist() == [
+            "cudaMalloc_v3020", "", "cudaStreamIsCapturing_v10000", "", "b", "cudaMalloc_v3020",
+        ]  # fmt: skip
+        calls: list[str] = []
+
+        def clean(name: str, calls: list[str] = calls) -> str:
+            calls.append(name)
+            return tables._api_name(name)
+
+        cleaned = table.take(look, clean).to_pylist()
+        assert cleaned == ["cudaMalloc", "", "cudaStreamIsCapturing_v10000", "", "b", "cudaMalloc"]
+        assert sorted(calls) == sorted(set(calls))  # once per distinct text
+        cat = table.categorical(np.array([ids[1], ids[2], ids[0], -1]))
+        assert list(cat.astype(str)) == ["b", "b", "cudaMalloc_v3020", ""]
+        assert cat.codes[0] == cat.codes[1]  # equal texts, different ids: one group
+    series = tables.load_string_ids(tables.open_export(DATA_SQLITE))
+    from_series = tables.StringTable.coerce(series)
+    pd.testing.assert_series_equal(from_series.series(), series)
+    with pytest.raises(ValueError, match="duplicate"):
+        tables.StringTable.from_columns(np.array([1, 1]), pa.array(["a", "b"]))
+
+
+def test_isin_ids_matches_numpy() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        values = rng.integers(-5, 80, 500)
+        wanted = rng.integers(-1, 60, rng.integers(0, 30))
+        np.testing.assert_array_equal(tables._isin_ids(values, wanted), np.isin(values, wanted))
+    big = np.array([-1, 1 << 40, 5, -(1 << 40)])
+    np.testing.assert_array_equal(
+        tables._isin_ids(big, np.array([5, 1 << 40])), [False, True, True, False]
+    )
+
+
+@pytest.mark.parametrize("row", [1, 20])  # the reader's type comes from the first rows
+def test_text_in_an_integer_column_is_corrupt(tmp_path: Path, row: int) -> None:
+    db = tmp_path / "bad_int.sqlite"
+    shutil.copy(DATA_SQLITE, db)
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'abc' WHERE rowid = {row}")
+    for use_adbc in (True, False):
+        rep = NsysReport.open(db)
+        rep.source.use_adbc = use_adbc
+        with pytest.raises(CorruptReportError):
+            rep.kernel_summary()
+
+
+def test_tiled_report_sqlite_and_parquet_agree(tmp_path: Path) -> None:
+    """1,000+ kernels tiled by benchmarks/scale.py: both exports give the same frames."""
+    from benchmarks.scale import copies_for_kernels, scale_parquet, scale_sqlite
+
+    copies = copies_for_kernels(DATA_SQLITE, 1000)
+    scale_sqlite(DATA_SQLITE, tmp_path / "k.sqlite", copies)
+    scale_parquet(DATA_SQLITE.parent / "nsys_small_pq", tmp_path / "k_pq", copies)
+    a, b = NsysReport.open(tmp_path / "k.sqlite"), NsysReport.open(tmp_path / "k_pq")
+    for frame in ("kernel_summary", "nvtx_gpu_projection", "kernels", "nvtx", "cuda_api"):
+        pd.testing.assert_frame_equal(getattr(a, frame)(), getattr(b, frame)())
+    assert a.kernel_summary()["instances"].sum() == len(a.kernels()) >= 1000
+    assert a.capture_window() == b.capture_window()
