@@ -219,3 +219,15 @@ def test_nvtx_and_names_round_trip(ncu_reports, tmp_path):
         ("nsight_magic", "PushPop", 1, "L1: C = A @ B  # bf16 2048x1024x512"),
     ]
     assert launch["mangled"].startswith("_Z") or launch["mangled"] == launch["function"]
+
+
+def test_sections_fall_back_to_raw_metric_families() -> None:
+    """Nsight Compute 2025.3's own ncu_report has no IAction.sections() (seen on the GPU
+    machine); the extraction then groups metrics by family instead of failing."""
+    from nsight_magic.ncu.extract import raw_metric_families
+
+    metrics = {"dram__bytes.sum": 1.0, "gpu__time_duration.sum": 2.0, "dram__cycles.avg": 3.0}
+    assert raw_metric_families(metrics) == [
+        ("Raw metrics: dram", ["dram__bytes.sum", "dram__cycles.avg"]),
+        ("Raw metrics: gpu", ["gpu__time_duration.sum"]),
+    ]

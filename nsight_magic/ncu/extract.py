@@ -100,7 +100,12 @@ def _launch(ncu_report: Any, action: Any, names: dict[str, str], units: dict[str
     for name in action.metric_names():
         add(name)
     sections = []
-    for section in action.sections():
+    # IAction.sections() is newer than some ncu_report modules (Nsight Compute 2025.3's own
+    # extras/python lacks it): without it, sections are the raw metric families, as ncu's raw
+    # page groups them ("dram", "sm", "launch", ...).
+    if not hasattr(action, "sections"):
+        sections = raw_metric_families(metrics)
+    for section in action.sections() if hasattr(action, "sections") else ():
         listed: list[str] = []
         for metric in (*section.header_metrics(), *section.body_metrics()):
             name = metric.name()
@@ -129,6 +134,15 @@ def _launch(ncu_report: Any, action: Any, names: dict[str, str], units: dict[str
         "sections": sections,
         "nvtx": _nvtx_entries(action),
     }
+
+
+def raw_metric_families(metrics: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """Sections for an ncu_report without ``IAction.sections()``: one per metric family
+    (the part before ``__``), as ncu's raw page groups them."""
+    families: dict[str, list[str]] = {}
+    for name in metrics:
+        families.setdefault(name.split("__", 1)[0], []).append(name)
+    return [(f"Raw metrics: {family}", names) for family, names in sorted(families.items())]
 
 
 def _nvtx_entries(action: Any) -> list[tuple[str, str, int, str]]:
