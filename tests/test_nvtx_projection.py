@@ -115,3 +115,74 @@ def test_tiled_report_scales_exactly(nsys_small_sqlite: Path) -> None:
         np.testing.assert_array_equal(big[col].to_numpy(), one[col].to_numpy())
     for col in ("proj_avg_ns", "avg_gpu_ops", "avg_level", "avg_children"):
         np.testing.assert_allclose(big[col].to_numpy(), one[col].to_numpy(), rtol=1e-12)
+
+
+def _gpu_ops_reference(runtime: pd.DataFrame, *ops: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The plain version of the join: first call per (pid, corr) in runtime order, then a
+    stable lexsort by (pid, tid, call start, corr)."""
+    frames = [f for f in ops if len(f)]
+    cat = {c: np.concatenate([f[c].to_numpy() for f in frames]) for c in frames[0].columns}
+    first = runtime.drop_duplicates(["pid", "correlation_id"])
+    calls = {
+        (p, c): i
+        for i, p, c in zip(first.index, first["pid"], first["correlation_id"], strict=True)
+    }
+    keep = [
+        i
+        for i, (p, c) in enumerate(zip(cat["pid"], cat["correlation_id"], strict=True))
+        if (p, c) in calls
+    ]
+    keep = np.array([i for i in keep if cat["correlation_id"][i] >= 0], dtype=np.int64)
+    row = np.array([calls[(cat["pid"][i], cat["correlation_id"][i])] for i in keep], np.int64)
+    tid, r_start = runtime["tid"].to_numpy()[row], runtime["start_ns"].to_numpy()[row]
+    corr, pid = cat["correlation_id"][keep], cat["pid"][keep]
+    order = np.lexsort((corr, r_start, tid, pid))
+    return {
+        "start_ns": cat["start_ns"][keep][order],
+        "corr": corr[order],
+        "pid": pid[order],
+        "tid": tid[order],
+        "r_start": r_start[order],
+        "r_end": runtime["end_ns"].to_numpy()[row][order],
+    }
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_gpu_ops_join_and_order_match_the_plain_version(seed: int) -> None:
+    from nsight_magic.analysis.nvtx_projection import _gpu_ops
+
+    rng = np.random.default_rng(seed)
+    n_calls = int(rng.integers(1, 60))
+    big_ids = seed % 5 == 0  # pids/tids beyond 24 bits: the general path
+    start = np.sort(rng.integers(0, 40 if seed % 3 == 0 else 10_000, n_calls))  # ties or not
+    if seed % 4 == 0:
+        start = rng.permutation(start)  # not sorted by start
+    runtime = pd.DataFrame(
+        {
+            "start_ns": start,
+            "end_ns": start + rng.integers(0, 50, n_calls),
+            "correlation_id": rng.integers(-1, 30, n_calls),  # duplicates, NULLs
+            "pid": rng.integers(1, 3, n_calls) + (1 << 30 if big_ids else 0),
+            "tid": rng.integers(1, 4, n_calls),
+        }
+    )
+    ops = []
+    for _ in range(2):
+        n = int(rng.integers(0, 40))
+        s = rng.integers(0, 10_000, n)
+        ops.append(
+            pd.DataFrame(
+                {
+                    "start_ns": s,
+                    "end_ns": s + 5,
+                    "correlation_id": rng.integers(-1, 35, n),
+                    "pid": rng.integers(1, 3, n) + (1 << 30 if big_ids else 0),
+                }
+            )
+        )
+    if not any(len(o) for o in ops):
+        return
+    got = _gpu_ops(runtime, *ops)
+    want = _gpu_ops_reference(runtime, *ops)
+    for col, values in want.items():
+        np.testing.assert_array_equal(got[col], values, err_msg=col)

@@ -69,17 +69,49 @@ def _gpu_ops(runtime: pd.DataFrame, *ops: pd.DataFrame | None) -> dict[str, np.n
     pos = np.searchsorted(a_sorted, g_key, side="left")
     pos_ok = np.minimum(pos, len(a_sorted) - 1)
     found = (pos < len(a_sorted)) & (a_sorted[pos_ok] == g_key) & (g_corr >= 0)
-    row = pos_ok[found] if a_order is None else a_order[pos_ok[found]]
-    tid = runtime["tid"].to_numpy()[row]
-    r_start = runtime["start_ns"].to_numpy()[row]
-    r_end = runtime["end_ns"].to_numpy()[row]
-    g_corr, g_pid = g_corr[found], g_pid[found]
-    if len(tid) and min(g_pid.min(), tid.min()) >= 0 and max(g_pid.max(), tid.max()) < 1 << 24:
-        order = np.lexsort((g_corr, r_start, (g_pid.astype(np.int64) << 24) | tid))
-    else:
-        order = np.lexsort((g_corr, r_start, tid, g_pid))
-    data = [g_start[found], g_end[found], g_corr, g_pid, tid, r_start, r_end]
-    return {c: np.asarray(v[order], dtype=np.int64) for c, v in zip(cols, data, strict=True)}
+    keep = np.flatnonzero(found)
+    row = pos_ok[keep] if a_order is None else a_order[pos_ok[keep]]
+    a_tid = runtime["tid"].to_numpy()
+    a_start = runtime["start_ns"].to_numpy()
+    order = _call_order(row, g_pid[keep], a_tid[row], a_start, g_corr[keep])
+    keep, row = keep[order], row[order]  # one gather per column below
+    return {
+        "start_ns": g_start[keep],
+        "end_ns": g_end[keep],
+        "corr": g_corr[keep],
+        "pid": g_pid[keep],
+        "tid": a_tid[row],
+        "r_start": a_start[row],
+        "r_end": runtime["end_ns"].to_numpy()[row],
+    }
+
+
+def _call_order(
+    row: np.ndarray, o_pid: np.ndarray, o_tid: np.ndarray, start: np.ndarray, o_corr: np.ndarray
+) -> np.ndarray:
+    """Stable order of ops by (pid, tid, call start, corr); ``row`` is each op's call in the
+    ``start``-sorted calls, ``o_*`` are per op.
+
+    Calls come sorted by start, so when no two calls of a thread share a start, sorting by
+    (thread, row) is that order: one int64 key, mostly ascending already (fast for timsort)."""
+    small = (
+        len(row) and min(o_pid.min(), o_tid.min()) >= 0 and max(o_pid.max(), o_tid.max()) < 1 << 24
+    )
+    if small and len(start) and bool(np.all(start[1:] >= start[:-1])):
+        thread = (o_pid.astype(np.int64) << 24) | o_tid
+        codes, inverse = np.unique(thread, return_inverse=True)
+        if len(codes) * (len(start) + 1) < 1 << 62:
+            key = inverse.astype(np.int64).ravel() * (len(start) + 1) + row
+            order = np.argsort(key, kind="stable")
+            k, s, r = key[order], start[row[order]], row[order]
+            # Ties in start between different calls of one thread: order those by corr.
+            tie = (k[1:] // (len(start) + 1) == k[:-1] // (len(start) + 1)) & (s[1:] == s[:-1])
+            if not bool(np.any(tie & (r[1:] != r[:-1]))):
+                return order
+    if small:
+        thread = (o_pid.astype(np.int64) << 24) | o_tid
+        return np.lexsort((o_corr, start[row], thread))
+    return np.lexsort((o_corr, start[row], o_tid, o_pid))
 
 
 def _segments(pid: np.ndarray, tid: np.ndarray) -> dict[tuple[int, int], tuple[int, int]]:

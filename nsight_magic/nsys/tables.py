@@ -547,11 +547,11 @@ def _isin_ids(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     lo, hi = int(wanted.min()), int(wanted.max())
     if lo < -1 or hi >= max(1 << 24, 16 * (len(values) + len(wanted))):
         return np.isin(values, wanted)
-    # Slot i + 1 holds id i (slot 0: NULL, -1); the last slot, also reached as index -1, stays
-    # False for every id out of range.
-    bitmap = np.zeros(hi + 3, dtype=bool)
-    bitmap[wanted + 1] = True
-    return bitmap[np.clip(values + 1, -1, hi + 2)]
+    # Slot i + 2 holds id i (slot 1: NULL, -1); ids out of range clip to the first or the last
+    # slot, which stay False.
+    bitmap = np.zeros(hi + 4, dtype=bool)
+    bitmap[wanted + 2] = True
+    return np.take(bitmap, values + 2, mode="clip")
 
 
 # --- CUPTI_ACTIVITY_KIND_KERNEL -----------------------------------------------------------------
