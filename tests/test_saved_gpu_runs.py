@@ -1,0 +1,53 @@
+"""The run folders that notebooks 02 and 03 wrote on the lent H200 (committed under
+notebooks/runs/) reload offline, with no GPU and no Nsight tools, and say what the notebooks say."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import nsight_magic
+
+RUNS = Path(__file__).resolve().parent.parent / "notebooks" / "runs"
+
+
+def _run(study: str, name: str) -> Path:
+    found = sorted((RUNS / study).glob(f"*-{name}"))
+    if not found:
+        pytest.skip(f"no saved {study}/{name} run")
+    return found[-1]
+
+
+def test_llm_prefill_run_and_its_picker_child_reload() -> None:
+    prefill = nsight_magic.load_run(_run("02_llm_drilldown", "prefill"))
+    assert type(prefill).__name__ == "NsysRun"
+    assert prefill.gpu_info()["name"] == "NVIDIA H200"
+    summary = prefill.kernel_summary()
+    top = summary["name"].iloc[0]
+    assert top.startswith("nvjet_sm90")  # a Hopper bf16 GEMM is the prefill's top kernel
+    # The picker's child run: ncu profiled exactly the kernel that was picked.
+    child_dir = next((prefill.run_dir / "ncu").iterdir())
+    child = nsight_magic.load_run(child_dir)
+    assert type(child).__name__ == "NcuRun"
+    assert list(child.kernels()["name"]) == [top]
+    point = child.roofline().iloc[0]
+    assert point["tensor_op_path"].endswith("bf16_dst_fp32_sparsity_off")
+    assert 0 < point["flops_tensor"] <= point["peak_tensor"]
+
+
+def test_llm_decode_run_has_statement_ranges() -> None:
+    decode = nsight_magic.load_run(_run("02_llm_drilldown", "decode"))
+    proj = decode.nvtx_gpu_projection()
+    stmts = set(proj.loc[proj["domain"] == "nsight_magic", "range"])
+    assert "cell" in stmts
+    assert any(s.startswith("L4: for step in range(NEW)") for s in stmts)
+    assert int(decode.kernel_summary()["instances"].sum()) == len(decode.kernels())
+
+
+def test_compare_runs_reload_and_show_the_speedup() -> None:
+    before = nsight_magic.load_run(_run("03_compare", "before"))
+    after = nsight_magic.load_run(_run("03_compare", "after"))
+    cmp = nsight_magic.compare(before, after)
+    assert cmp.kernels["total_ns_a"].sum() > 10 * cmp.kernels["total_ns_b"].sum()
+    assert any("flash" in n for n in after.kernel_summary()["name"])

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The GPU work of this project, in stages, on the lent GPU machine (device tool, carry .device):
+#     source .device/env.sh && bash tools/gpu_session.sh tests notebooks bench-gpu bench-ingest
+# Each stage logs to $OUT (what comes back); see tests/gpu, notebooks/, benchmarks/README.md.
+set -uo pipefail
+out="${OUT:-/tmp/gpu-out}"; mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$out/gpu.txt"
+for stage in "$@"; do
+  echo "=== $stage $(date -u +%H:%M:%S)"
+  case "$stage" in
+    tests)
+      python3 -m pytest -q -s -m gpu tests/gpu -p no:cacheprovider 2>&1 | tee "$out/gpu_tests.log" ;;
+    notebooks|nb02|nb03)
+      case "$stage" in nb02) nbs=(02_llm_drilldown) ;; nb03) nbs=(03_compare) ;;
+                       *) nbs=(02_llm_drilldown 03_compare) ;; esac
+      for nb in "${nbs[@]}"; do
+        rm -rf "notebooks/runs/$nb"
+        (cd notebooks && python3 ../tools/run_notebook.py "$nb.ipynb" --inplace --timeout 900)
+      done 2>&1 | tee "$out/notebooks.log"
+      tar cJf "$out/$stage.tar.xz" notebooks/*.ipynb notebooks/runs ;;
+    bench-gpu)
+      python3 -m benchmarks gpu --json "$out/bench_gpu.json" 2>&1 | tee "$out/bench_gpu.log" ;;
+    bench-ingest)
+      python3 -m benchmarks ingest --workdir /tmp/bench --json "$out/bench_ingest.json" 2>&1 \
+        | tee "$out/bench_ingest.log" ;;
+    *) echo "unknown stage $stage" ;;
+  esac
+done
