@@ -1,7 +1,8 @@
 """P3 drill-down cost and P4 magic overhead, on a machine with a GPU, nsys and ncu.
 
-Workload: a 2-layer ``nn.TransformerEncoder`` (d_model 256, batch 16 x 128 tokens) forward pass,
-built by a setup cell (outside the capture), profiled as a notebook cell would be.
+Workload: an ``nn.TransformerEncoder`` (d_model 256, batch 16 x 128 tokens; 2 layers, or as many
+as ``--layers`` says) forward pass, built by a setup cell (outside the capture), profiled as a
+notebook cell would be.
 
 - P4: wall time of ``profile_nsys`` (what ``%%nsys`` runs: script, nsys profile, export, load) vs
   the bare ``nsys profile`` of the same script with the same argv (read back from argv.json), and vs
@@ -24,7 +25,7 @@ SETUP = """
 import torch
 torch.manual_seed(0)
 layer = torch.nn.TransformerEncoderLayer(d_model=256, nhead=4, batch_first=True)
-model = torch.nn.TransformerEncoder(layer, num_layers=2).cuda().eval()
+model = torch.nn.TransformerEncoder(layer, num_layers={layers}).cuda().eval()
 x = torch.randn(16, 128, 256, device="cuda")
 """
 CELL = """
@@ -44,14 +45,16 @@ def _timed(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> flo
     return time.perf_counter() - t0
 
 
-def overhead(root: Path, repeats: int = 2) -> dict:
+def overhead(root: Path, repeats: int = 2, layers: int = 2) -> dict:
     from nsight_magic.profile import profile_nsys
 
     magic, same, default = [], [], []
     run = None
     for i in range(repeats):
         t0 = time.perf_counter()
-        run = profile_nsys(CELL, setup=[SETUP], name=f"p4-{i}", runs_root=root)
+        run = profile_nsys(
+            CELL, setup=[SETUP.format(layers=layers)], name=f"p4-{i}", runs_root=root
+        )
         magic.append(time.perf_counter() - t0)
         argv = json.loads((run.run_dir / "argv.json").read_text())
         argv = argv["argv"] if isinstance(argv, dict) else argv
@@ -79,10 +82,11 @@ def overhead(root: Path, repeats: int = 2) -> dict:
     return best
 
 
-def drilldown(root: Path) -> dict:
+def drilldown(root: Path, layers: int = 2) -> dict:
     from nsight_magic.profile import profile_kernel, profile_ncu, profile_nsys
 
-    parent = profile_nsys(CELL, setup=[SETUP], name="p3-parent", runs_root=root)
+    setup = SETUP.format(layers=layers)
+    parent = profile_nsys(CELL, setup=[setup], name="p3-parent", runs_root=root)
     top = parent.kernel_summary()["name"].iloc[0]
     t0 = time.perf_counter()
     pick = profile_kernel(parent, top, set="roofline")
@@ -91,10 +95,11 @@ def drilldown(root: Path) -> dict:
     pick_full = profile_kernel(parent, top, set="full")
     pick_full_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    whole = profile_ncu(CELL, setup=[SETUP], set="full", name="p3-full", runs_root=root)
+    whole = profile_ncu(CELL, setup=[setup], set="full", name="p3-full", runs_root=root)
     full_s = time.perf_counter() - t0
     picked = set(pick.kernels()["demangled"]) | set(pick.kernels()["name"])
     out = {
+        "layers": layers,
         "top_kernel": top,
         "kernels_in_cell": int(parent.kernel_summary()["instances"].sum()),
         "pick_roofline_s": pick_s,
@@ -106,7 +111,8 @@ def drilldown(root: Path) -> dict:
         "pick_full_launches": len(pick_full.kernels()),
     }
     print(
-        f"P3 picker ncu on the top kernel: {pick_s:.1f} s (roofline), {pick_full_s:.1f} s (full) "
+        f"P3 ({layers}-layer encoder) picker ncu on the top kernel: {pick_s:.1f} s (roofline), "
+        f"{pick_full_s:.1f} s (full) "
         f"vs ncu --set full over the whole cell ({out['cell_full_launches']} launches): "
         f"{full_s:.1f} s -> {full_s / pick_s:.1f}x / {full_s / pick_full_s:.1f}x less wall time "
         f"(target >= 10x); picked kernel is the top one: {out['picked_is_top']}",
@@ -121,9 +127,15 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks gpu", description=__doc__)
     ap.add_argument("--root", type=Path, default=None, help="run folders go here")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--layers", default="2", help="encoder depths for P3, e.g. 2,8")
+    ap.add_argument("--only", choices=["p3", "p4"], default=None)
     args = ap.parse_args(argv)
     root = args.root or Path(tempfile.mkdtemp(prefix="nsight-gpu-bench-"))
     root.mkdir(parents=True, exist_ok=True)
-    result = {"p4": overhead(root), "p3": drilldown(root)}
+    result: dict = {}
+    if args.only in (None, "p4"):
+        result["p4"] = overhead(root)
+    if args.only in (None, "p3"):
+        result["p3"] = [drilldown(root, int(n)) for n in args.layers.split(",")]
     if args.json:
         args.json.write_text(json.dumps(result, indent=1, default=str))

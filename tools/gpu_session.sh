@@ -20,6 +20,9 @@ for stage in "$@"; do
       tar cJf "$out/$stage.tar.xz" notebooks/*.ipynb notebooks/runs ;;
     bench-gpu)
       python3 -m benchmarks gpu --json "$out/bench_gpu.json" 2>&1 | tee "$out/bench_gpu.log" ;;
+    bench-p3-deep)  # the drill-down on a deeper cell (more launches for ncu --set full)
+      python3 -m benchmarks gpu --only p3 --layers 8 --json "$out/bench_p3_deep.json" 2>&1 \
+        | tee "$out/bench_p3_deep.log" ;;
     bench-ingest)
       python3 -m benchmarks ingest --workdir /tmp/bench --json "$out/bench_ingest.json" 2>&1 \
         | tee "$out/bench_ingest.log" ;;
