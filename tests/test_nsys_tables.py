@@ -279,3 +279,17 @@ def test_tiled_report_sqlite_and_parquet_agree(tmp_path: Path) -> None:
         pd.testing.assert_frame_equal(getattr(a, frame)(), getattr(b, frame)())
     assert a.kernel_summary()["instances"].sum() == len(a.kernels()) >= 1000
     assert a.capture_window() == b.capture_window()
+
+
+def test_parquet_row_groups_are_filtered_one_by_one(tmp_path: Path, nsys_small_parquet: Path):
+    """Big parquet tables come in row groups; the launch filter runs per group."""
+    import pyarrow.parquet as pq
+
+    pq_dir = tmp_path / "pq"
+    shutil.copytree(nsys_small_parquet, pq_dir)
+    path = pq_dir / "CUPTI_ACTIVITY_KIND_RUNTIME.parquet"
+    pq.write_table(pq.read_table(path), path, row_group_size=50)
+    assert pq.ParquetFile(path).num_row_groups > 3
+    split, whole = NsysReport.open(pq_dir), NsysReport.open(nsys_small_parquet)
+    for frame in ("_launches", "kernels", "nvtx_gpu_trace", "nvtx_gpu_projection", "cuda_api"):
+        pd.testing.assert_frame_equal(getattr(split, frame)(), getattr(whole, frame)())

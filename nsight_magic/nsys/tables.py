@@ -193,6 +193,13 @@ class ExportSource:
             wanted = list(dict.fromkeys([*wanted, where[0]]))
         # ParquetFile, not read_table: no pyarrow.dataset import (~0.25 s) and pre-buffered I/O.
         with pq.ParquetFile(self.path / f"{table}.parquet", pre_buffer=True) as pf:
+            if keep and pf.num_row_groups > 1:
+                # Filter row group by row group: only the kept rows stay in memory.
+                parts = [
+                    _from_arrow(pf.read_row_group(i, columns=wanted), spec, present, keep)
+                    for i in range(pf.num_row_groups)
+                ]
+                return _concat_columns(parts, spec)
             data = pf.read(columns=wanted)
         if where:
             wcol = data[where[0]]
@@ -205,6 +212,16 @@ class ExportSource:
             with contextlib.suppress(*_READ_ERRORS):
                 self._arrow_conn.close()
             self._arrow_conn = None
+
+
+def _concat_columns(parts: list[Columns], spec: Spec) -> Columns:
+    out: Columns = {}
+    for col, kind in spec.items():
+        if kind == "s":
+            out[col] = pa.concat_arrays([p[col] for p in parts])  # type: ignore[misc]
+        else:
+            out[col] = np.concatenate([p[col] for p in parts])  # type: ignore[misc]
+    return out
 
 
 def _from_arrow(data: pa.Table, spec: Spec, present: frozenset[str], keep: _Keep) -> Columns:
@@ -524,7 +541,7 @@ def load_launches(src: ExportSource, correlation_ids: np.ndarray) -> pd.DataFram
     filters them with a bitmap: no names, no per-row objects."""
     spec: Spec = {"start": "i", "end": "i", "globalTid": "i", "correlationId": "i"}
     wanted = np.asarray(correlation_ids, dtype=np.int64)
-    keep = ("correlationId", lambda corr: _isin_ids(corr, wanted))
+    keep = ("correlationId", _id_set(wanted))
     raw = _sort_columns(src.read_columns("CUPTI_ACTIVITY_KIND_RUNTIME", spec, keep=keep))
     pid, tid = split_global_id(raw["globalTid"])
     start, end = raw["start"], raw["end"]
@@ -540,18 +557,26 @@ def load_launches(src: ExportSource, correlation_ids: np.ndarray) -> pd.DataFram
     )
 
 
-def _isin_ids(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """``np.isin(values, wanted)`` for int ids, with a bitmap when the ids are small."""
-    if len(wanted) == 0 or len(values) == 0:
-        return np.zeros(len(values), dtype=bool)
+def _id_set(wanted: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """A vectorised membership test for int ids, ``np.isin(values, wanted)``, built once (a
+    bitmap when the ids are small, as correlation ids are) and applied to many chunks."""
+    wanted = np.asarray(wanted, dtype=np.int64)
+    if len(wanted) == 0:
+        return lambda values: np.zeros(len(values), dtype=bool)
     lo, hi = int(wanted.min()), int(wanted.max())
-    if lo < -1 or hi >= max(1 << 24, 16 * (len(values) + len(wanted))):
-        return np.isin(values, wanted)
+    if lo < -1 or hi >= max(1 << 24, 64 * len(wanted)):
+        ids = np.unique(wanted)
+        return lambda values: np.isin(values, ids)
     # Slot i + 2 holds id i (slot 1: NULL, -1); ids out of range clip to the first or the last
     # slot, which stay False.
     bitmap = np.zeros(hi + 4, dtype=bool)
     bitmap[wanted + 2] = True
-    return np.take(bitmap, values + 2, mode="clip")
+    return lambda values: np.take(bitmap, np.asarray(values, np.int64) + 2, mode="clip")
+
+
+def _isin_ids(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """``np.isin(values, wanted)`` for int ids (see :func:`_id_set`)."""
+    return _id_set(wanted)(values)
 
 
 # --- CUPTI_ACTIVITY_KIND_KERNEL -----------------------------------------------------------------
