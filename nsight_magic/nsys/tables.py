@@ -155,11 +155,19 @@ class ExportSource:
         if self.use_adbc:
             cur = self._adbc().cursor()
             try:
+                if keep is None:
+                    cur.execute(sql)
+                    return _from_arrow(cur.fetch_arrow_table(), spec, frozenset(spec), None)
+                # Stream in batches and filter each: only the kept rows stay in memory.
+                cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": "65536"})
                 cur.execute(sql)
-                data = cur.fetch_arrow_table()
+                parts = [
+                    _from_arrow(pa.Table.from_batches([b]), spec, frozenset(spec), keep)
+                    for b in cur.fetch_record_batch()
+                ]
+                return _concat_columns(parts, spec)
             finally:
                 cur.close()
-            return _from_arrow(data, spec, frozenset(spec), keep)
         assert self._conn is not None
         rows = self._conn.execute(sql).fetchall()
         cols = list(zip(*rows, strict=True)) if rows else [() for _ in spec]
@@ -215,6 +223,8 @@ class ExportSource:
 
 
 def _concat_columns(parts: list[Columns], spec: Spec) -> Columns:
+    if not parts:
+        return _empty_columns(spec)
     out: Columns = {}
     for col, kind in spec.items():
         if kind == "s":
