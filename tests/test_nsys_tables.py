@@ -293,3 +293,14 @@ def test_parquet_row_groups_are_filtered_one_by_one(tmp_path: Path, nsys_small_p
     split, whole = NsysReport.open(pq_dir), NsysReport.open(nsys_small_parquet)
     for frame in ("_launches", "kernels", "nvtx_gpu_trace", "nvtx_gpu_projection", "cuda_api"):
         pd.testing.assert_frame_equal(getattr(split, frame)(), getattr(whole, frame)())
+
+
+def test_paths_with_uri_characters(tmp_path: Path) -> None:
+    odd = tmp_path / "a dir#1?x" / "re port%20.sqlite"
+    odd.parent.mkdir()
+    shutil.copy(DATA_SQLITE, odd)
+    for use_adbc in (True, False):
+        rep = NsysReport.open(odd)
+        rep.source.use_adbc = use_adbc
+        assert len(rep.kernels()) == 26 and len(rep.kernel_summary()) > 0
+    assert sorted(p.name for p in odd.parent.iterdir()) == ["re port%20.sqlite"]  # read-only

@@ -182,7 +182,7 @@ class ExportSource:
 
     def _adbc(self) -> Any:
         if self._arrow_conn is None:
-            conn = _adbc.connect(f"{self.path.resolve().as_uri()}?mode=ro")
+            conn = _adbc.connect(_ro_uri(self.path))
             cur = conn.cursor()
             try:
                 for pragma in _SQLITE_PRAGMAS:
@@ -316,6 +316,11 @@ def _empty(spec: Spec) -> pd.DataFrame:
     return _frame(_empty_columns(spec))
 
 
+def _ro_uri(path: Path) -> str:
+    """Read-only SQLite URI; the path percent-encoded, so spaces, '#', '?' and '%' are safe."""
+    return f"{path.resolve().as_uri()}?mode=ro"
+
+
 def _corrupt(path: Path, exc: BaseException) -> CorruptReportError:
     return CorruptReportError(
         f"{path} is not a readable Nsight Systems export ({type(exc).__name__}: {exc}); "
@@ -349,7 +354,9 @@ def open_export(path: str | Path) -> ExportSource:
                 "a .nsys-rep."
             )
         try:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            conn = sqlite3.connect(_ro_uri(path), uri=True, check_same_thread=False)
+            for pragma in _SQLITE_PRAGMAS:
+                conn.execute(pragma).fetchall()
             rows = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
         except sqlite3.Error as exc:
             raise _corrupt(path, exc) from exc
