@@ -26,7 +26,7 @@ def duration_stats(frame: pd.DataFrame, by: list[str], value: str = "duration_ns
     two, the std is the sample std (n - 1) and 0 for one instance, time % is of the grand total.
     Sorted by total descending, then by the group keys (nsys's order for ties)."""
     if frame.empty:
-        out = pd.DataFrame({k: _as_text(frame[k].iloc[:0]) for k in by})
+        out = pd.DataFrame({k: as_text(frame[k].iloc[:0]) for k in by})
         for col, dtype in [
             ("instances", np.int64),
             ("total_ns", np.int64),
@@ -50,7 +50,7 @@ def duration_stats(frame: pd.DataFrame, by: list[str], value: str = "duration_ns
         std_ns="std",
     ).reset_index()
     for k in by:  # Categorical keys (codes, e.g. kernel names) leave as plain text
-        out[k] = _as_text(out[k])
+        out[k] = as_text(out[k])
     out["std_ns"] = out["std_ns"].fillna(0.0)
     out["med_ns"] = out["med_ns"].astype(np.float64)
     grand = out["total_ns"].sum()
@@ -61,7 +61,7 @@ def duration_stats(frame: pd.DataFrame, by: list[str], value: str = "duration_ns
     return out.reset_index(drop=True)
 
 
-def _as_text(col: pd.Series) -> pd.Series:
+def as_text(col: pd.Series) -> pd.Series:
     """A Categorical column as its categories' dtype (e.g. str); others unchanged."""
     if isinstance(col.dtype, pd.CategoricalDtype):
         return col.astype(col.cat.categories.dtype)

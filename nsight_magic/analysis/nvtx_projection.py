@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .kernels import duration_stats
+from .kernels import as_text, duration_stats
 
 __all__ = ["PROJECTION_SUMMARY_COLUMNS", "nvtx_gpu_projection", "project_nvtx_to_gpu"]
 
@@ -99,9 +99,9 @@ def _call_order(
     )
     if small and len(start) and bool(np.all(start[1:] >= start[:-1])):
         thread = (o_pid.astype(np.int64) << 24) | o_tid
-        codes, inverse = np.unique(thread, return_inverse=True)
+        inverse, codes = pd.factorize(thread, sort=True)  # hashing: no 1M-element sort
         if len(codes) * (len(start) + 1) < 1 << 62:
-            key = inverse.astype(np.int64).ravel() * (len(start) + 1) + row
+            key = inverse.astype(np.int64) * (len(start) + 1) + row
             order = np.argsort(key, kind="stable")
             k, s, r = key[order], start[row[order]], row[order]
             # Ties in start between different calls of one thread: order those by corr.
@@ -257,6 +257,8 @@ def nvtx_gpu_projection(trace: pd.DataFrame) -> pd.DataFrame:
     proj_max_ns, proj_std_ns, avg_gpu_ops, avg_level, avg_children``, sorted by
     ``proj_total_ns`` descending, then by "domain:range"."""
     keys = ["domain", "range", "style"]
+    # Factorize the texts once for both groupbys (they come back as text).
+    trace = trace.assign(**{k: pd.Categorical(trace[k]) for k in keys})
     stats = duration_stats(trace, keys, value="proj_duration_ns")
     stats = stats.drop(columns="time_pct").rename(
         columns={
@@ -279,6 +281,8 @@ def nvtx_gpu_projection(trace: pd.DataFrame) -> pd.DataFrame:
         )
         .reset_index()
     )
+    for k in keys:
+        extra[k] = as_text(extra[k])
     out = stats.merge(extra, on=keys, how="left")
     for col in ("range_total_ns", "gpu_ops"):
         out[col] = out[col].astype(np.int64)
