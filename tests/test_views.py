@@ -24,7 +24,15 @@ def ncu_run(ncu_reports):
 
 
 def _outputs_chart(out: w.Output) -> bool:
-    return any("Chart(...)" in o["data"].get("text/plain", "") for o in out.outputs)
+    """The Output holds an altair chart: its repr (default renderer) or, once the extension is
+    loaded (static charts), the Vega-Lite mimetype with a PNG beside it."""
+    for o in out.outputs:
+        data = o.get("data", {})
+        if "Chart(...)" in data.get("text/plain", ""):
+            return True
+        if any(k.startswith("application/vnd.vegalite") for k in data) and "image/png" in data:
+            return True
+    return False
 
 
 def test_nsys_widget_tree(nsys_run):
