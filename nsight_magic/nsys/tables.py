@@ -81,8 +81,6 @@ _READ_ERRORS = (
     TypeError,
     *_ADBC_ERRORS,
 )
-# Memory-map the export: scanning big tables then costs no read() copies (read-only use).
-_SQLITE_PRAGMAS = ("PRAGMA mmap_size = 17179869184",)
 
 Columns = dict[str, "np.ndarray | pa.Array"]
 
@@ -182,15 +180,7 @@ class ExportSource:
 
     def _adbc(self) -> Any:
         if self._arrow_conn is None:
-            conn = _adbc.connect(_ro_uri(self.path))
-            cur = conn.cursor()
-            try:
-                for pragma in _SQLITE_PRAGMAS:
-                    cur.execute(pragma)
-                    cur.fetchall()
-            finally:
-                cur.close()
-            self._arrow_conn = conn
+            self._arrow_conn = _adbc.connect(_ro_uri(self.path))
         return self._arrow_conn
 
     def _read_parquet(
@@ -355,8 +345,6 @@ def open_export(path: str | Path) -> ExportSource:
             )
         try:
             conn = sqlite3.connect(_ro_uri(path), uri=True, check_same_thread=False)
-            for pragma in _SQLITE_PRAGMAS:
-                conn.execute(pragma).fetchall()
             rows = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
         except sqlite3.Error as exc:
             raise _corrupt(path, exc) from exc
