@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from nsight_magic.compare import Comparison, compare, kernel_deltas
+from nsight_magic.comparison import Comparison, compare, kernel_deltas
 
 
 @pytest.fixture(scope="module")

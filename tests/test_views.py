@@ -90,7 +90,7 @@ def test_ncu_widget_tree_and_sections(ncu_run):
 
 
 def test_compare_widget(nsys_run, data_dir):
-    from nsight_magic.compare import compare
+    from nsight_magic.comparison import compare
 
     cmp = compare(nsys_run, data_dir / "nsys_gemm.sqlite")
     view = cmp.widget()
