@@ -64,7 +64,12 @@ def _child(code: str, path: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+NSYS_STATS_TIMEOUT_S = 240
+
+
 def _nsys_stats(path: Path, workdir: Path) -> dict | None:
+    """Wall time of ``nsys stats`` on ``path``; past the time limit it is killed and the limit is
+    reported as a lower bound (``timed_out``)."""
     nsys = shutil.which("nsys")
     if nsys is None:
         return None
@@ -81,8 +86,13 @@ def _nsys_stats(path: Path, workdir: Path) -> dict | None:
         str(path),
     ]
     t0 = time.perf_counter()
-    subprocess.run(argv, capture_output=True, text=True, check=True)
-    return {"s": time.perf_counter() - t0}
+    try:
+        subprocess.run(
+            argv, capture_output=True, text=True, check=True, timeout=NSYS_STATS_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired:
+        return {"s": float(NSYS_STATS_TIMEOUT_S), "timed_out": True}
+    return {"s": time.perf_counter() - t0, "timed_out": False}
 
 
 def build_inputs(workdir: Path, sizes: dict[str, int]) -> dict[str, dict[str, Path]]:
@@ -116,6 +126,7 @@ def run(workdir: Path | None = None, sizes: dict[str, int] | None = None) -> lis
         row["sql_s"] = sql["s"]
         stats = _nsys_stats(paths["sqlite"], workdir)
         row["nsys_stats_s"] = stats["s"] if stats else None
+        row["nsys_stats_timed_out"] = bool(stats and stats["timed_out"])
         rows.append(row)
         _print_row(row)
     return rows
@@ -136,7 +147,8 @@ def _print_row(row: dict) -> None:
         f" ({row['ours_parquet_rss_mb']:5.0f} MB) [cold, with imports: sqlite"
         f" {row['ours_sqlite_cold_s']:.2f} s, parquet {row['ours_parquet_cold_s']:.2f} s]"
         f" | plain SQL kern sum {row['sql_s']:6.2f} s"
-        f" | nsys stats {stats if stats is None else round(stats, 2)} s -> nsys/ours {ratio}",
+        f" | nsys stats {'>' if row['nsys_stats_timed_out'] else ''}"
+        f"{stats if stats is None else round(stats, 2)} s -> nsys/ours {ratio}",
         flush=True,
     )
 
