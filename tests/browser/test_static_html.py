@@ -1,0 +1,136 @@
+"""The static HTML copies of executed notebooks, as a reader with no kernel and no network sees
+them: opened from file:// in headless Chromium, every request off the file refused.
+
+01_quickstart is executed here on the CPU (tools/run_notebook.py: bundled real reports); 02 and
+03 were executed on an H200 and are committed with their outputs, so they are only converted
+(``run_notebook.to_html``), never re-executed. Each page must show the nsys view's static form:
+kernel table rows with the report's real kernel names, the Timeline section, PNG charts that
+decoded (naturalWidth > 0), and no "chart omitted" / CDN-script fallbacks."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import REPO, failed, require
+
+pytestmark = pytest.mark.browser
+
+NOTEBOOKS = REPO / "notebooks"
+# notebook -> (nsys views it shows, kernel names that must be in its first kernel table,
+#              at least this many chart images)
+EXPECTED = {
+    "01_quickstart": (["Nsight Systems: nsys_small"], ["sm80_xmma_gemm_f32f32"], 7),
+    "02_llm_drilldown": (["Nsight Systems: prefill", "Nsight Systems: decode"], ["nvjet_sm90"], 9),
+    "03_compare": (["Nsight Systems: before", "Nsight Systems: after"], ["sm80_xmma_gemm"], 7),
+}
+NSIGHT_CHARTS = ["top kernels", "NVTX ranges", "timeline"]
+
+
+def _run_notebook() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "run_notebook", REPO / "tools" / "run_notebook.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def html_files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+    """name -> static HTML file: 01 executed now, 02/03 converted from their committed outputs."""
+    require("nbclient")
+    require("nbconvert")
+    import nbformat
+
+    rn = _run_notebook()
+    out = tmp_path_factory.mktemp("static_html")
+    kernel_tmp = out / "kernel_tmp"  # the quickstart unpacks an .ncu-rep into a mkdtemp()
+    kernel_tmp.mkdir()
+    files = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TMPDIR", str(kernel_tmp))
+        executed = rn.execute(NOTEBOOKS / "01_quickstart.ipynb", timeout=300)
+    files["01_quickstart"] = out / "01_quickstart.html"
+    files["01_quickstart"].write_text(rn.to_html(executed), encoding="utf-8")
+    for name in ("02_llm_drilldown", "03_compare"):
+        nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+        assert any(c.get("outputs") for c in nb.cells), f"{name} is committed without outputs"
+        files[name] = out / f"{name}.html"
+        files[name].write_text(rn.to_html(nb), encoding="utf-8")
+    yield files
+
+
+@pytest.fixture
+def offline_page(
+    request: pytest.FixtureRequest, browser: Any, screenshots: Path
+) -> Iterator[tuple[Any, list[str]]]:
+    """A page that may load file: and data: URLs only; the refused URLs are listed."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    refused: list[str] = []
+
+    def only_files(route: Any) -> None:
+        if route.request.url.startswith(("file:", "data:")):
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_files)
+    page = context.new_page()
+    try:
+        yield page, refused
+        if failed(request):
+            page.screenshot(path=str(screenshots / f"static_failure_{request.node.name}.png"))
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_static_html_reads_offline(
+    name: str, html_files: dict[str, Path], offline_page: tuple[Any, list[str]], screenshots: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    page, refused = offline_page
+    titles, kernel_names, min_images = EXPECTED[name]
+    page.set_default_timeout(15_000)
+    page.goto(html_files[name].as_uri(), wait_until="load")
+
+    views = page.locator(".nsight-magic.nsys")
+    expect(views).to_have_count(len(titles))
+    for view, title in zip(views.all(), titles, strict=True):
+        expect(view).to_contain_text(title)
+        expect(view.locator("h4", has_text="Timeline")).to_be_visible()
+        for alt in NSIGHT_CHARTS:
+            expect(view.locator(f"img[alt='{alt}']")).to_be_visible()
+    first = views.first
+    kernel_table = first.locator("h4:has-text('Kernels') + table")
+    expect(kernel_table).to_be_visible()
+    assert kernel_table.locator("tbody tr, tr:has(td)").count() >= 3
+    for kernel in kernel_names:
+        expect(kernel_table.locator("td", has_text=kernel).first).to_be_visible()
+
+    # Every image decoded: PNG data URIs, nothing fetched.
+    images = page.locator(".jp-OutputArea-output img")
+    sizes = images.evaluate_all(
+        "els => els.map(e => [e.alt, e.complete, e.naturalWidth, e.naturalHeight])"
+    )
+    assert len(sizes) >= min_images, sizes
+    broken = [s for s in sizes if not (s[1] and s[2] > 0 and s[3] > 0)]
+    assert not broken, f"images that did not decode: {broken}"
+
+    # No fallback a reader would see instead of a finding.
+    for text in ("chart omitted", "Error loading script", "Error displaying widget"):
+        expect(page.get_by_text(text)).to_have_count(0)
+    assert page.locator("script[src*='vega']").count() == 0
+    # The only requests off the file are nbconvert's page chrome (require.js, MathJax).
+    assert all(("require" in u or "mathjax" in u.lower()) for u in refused), refused
+
+    first.scroll_into_view_if_needed()
+    first.screenshot(path=str(screenshots / f"static_{name}.png"))
+    page.screenshot(path=str(screenshots / f"static_{name}_page.png"), full_page=True)
