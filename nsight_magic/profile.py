@@ -508,7 +508,15 @@ def profile_kernel(
     ``instance`` = which launch of it inside the cell, 0-based). The child run lives in
     ``<parent>/ncu/<time>-<kernel>/`` and is listed in the parent's meta.json."""
     t0 = time.perf_counter()
-    parent_dir = Path(getattr(parent_run, "run_dir", None) or parent_run)
+    if isinstance(parent_run, (str, os.PathLike)):
+        parent_dir = Path(parent_run)
+    elif getattr(parent_run, "run_dir", None) is not None:
+        parent_dir = Path(parent_run.run_dir)
+    else:  # a run opened from a report file: there is no saved cell to re-run
+        raise NsightMagicError(
+            "This run was opened from a report file, not profiled here, so there is no saved "
+            "cell to re-run under ncu; profile the cell with %%nsys first, or use %%ncu."
+        )
     script = parent_dir / "script.py"
     if not script.exists():
         raise NsightMagicError(

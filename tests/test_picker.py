@@ -141,3 +141,10 @@ def test_failure_shown_as_one_line(nsys_run):
         picker.status.value
     )
     assert "more lines" not in picker.status.value
+
+
+def test_range_filter_starts_on_all_kernels(nsys_run):
+    """The dropdown shows "(all kernels)" at first, not a blank (ipywidgets blanks a None value)."""
+    picker = KernelPicker(nsys_run, profile_fn=lambda *a, **k: None)
+    assert picker.range_filter.label == "(all kernels)"
+    assert len(picker.ranked()) == len(nsys_run.kernel_summary())

@@ -151,3 +151,16 @@ def test_profile_kernel_needs_the_parent_script(tmp_path: Path, data_dir: Path) 
     d = _fake_nsys_run(tmp_path, data_dir)
     with pytest.raises(Exception, match=r"no script\.py"):
         profile.profile_kernel(d, "some_kernel")
+
+
+def test_profile_kernel_on_a_run_opened_from_a_file_says_why(data_dir: Path) -> None:
+    """The quickstart's picker: a run with no run folder gets one clear sentence, not a
+    TypeError (seen in the JupyterLab browser test)."""
+    from nsight_magic.errors import NsightMagicError
+    from nsight_magic.profile import profile_kernel
+    from nsight_magic.reports import open_report
+    from nsight_magic.results import NsysRun
+
+    run = NsysRun(open_report(data_dir / "nsys_small.sqlite"))
+    with pytest.raises(NsightMagicError, match="opened from a report file"):
+        profile_kernel(run, run.kernel_summary()["name"].iloc[0])

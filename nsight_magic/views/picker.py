@@ -50,6 +50,11 @@ def _default_render(ncu_run: Any) -> Any:
     return ncu_run.widget()
 
 
+# The "no filter" choice. Not None: ipywidgets reads a None value as "nothing selected" and
+# shows a blank dropdown (seen in the JupyterLab browser test).
+ALL_KERNELS = "(all kernels)"
+
+
 class KernelPicker:
     """Widgets: ``range_filter``, ``kernel``, ``ncu_set``, ``instance``, ``count``,
     ``profile_button``, ``cancel_button``, ``status``, ``result``; ``widget`` is the whole.
@@ -75,7 +80,7 @@ class KernelPicker:
         self._kernels = run.kernels()
 
         self.range_filter = w.Dropdown(
-            options=self._range_options(), value=None, description="NVTX range"
+            options=self._range_options(), value=ALL_KERNELS, description="NVTX range"
         )
         self.kernel = w.Select(options=[], rows=10, description="kernel",
                                layout=w.Layout(width="95%"))  # fmt: skip
@@ -115,7 +120,7 @@ class KernelPicker:
 
     # --- choices -----------------------------------------------------------------------------
     def _range_options(self) -> list[tuple[str, Any]]:
-        options: list[tuple[str, Any]] = [("(all kernels)", None)]
+        options: list[tuple[str, Any]] = [("(all kernels)", ALL_KERNELS)]
         try:
             nvtx = self.run.nvtx()
         except Exception:
@@ -129,7 +134,7 @@ class KernelPicker:
     def ranked(self) -> pd.DataFrame:
         """The kernels listed now: ranked, within the chosen NVTX range if any."""
         kernels = self._kernels
-        if self.range_filter.value is not None:
+        if self.range_filter.value != ALL_KERNELS:
             domain, name = self.range_filter.value
             kernels = kernels_in_range(kernels, self.run.cuda_api(), self.run.nvtx(), domain, name)
         return rank_kernels(kernels)

@@ -62,9 +62,10 @@ RENDERER = "nsight_magic"
 
 
 def _render_with_png(spec: dict, **metadata: Any) -> dict[str, Any]:
-    """Altair renderer: the Vega-Lite mimetype (interactive where the front end has Vega, as
-    JupyterLab does) plus a PNG of the same spec, which nbconvert HTML, GitHub and nbviewer show
-    since they run no Vega. No PNG when vl-convert fails: the chart still shows in Jupyter."""
+    """Altair renderer: the Vega-Lite mimetype (interactive where the front end renders this
+    Vega-Lite version; JupyterLab 4.6 renders up to v5 and altair 6 writes v6, so Lab shows the
+    PNG) plus a PNG of the same spec, which nbconvert HTML, GitHub and nbviewer show since they
+    run no Vega. Either way nothing is fetched from a CDN."""
     import altair as alt
 
     major = alt.SCHEMA_VERSION.lstrip("v").split(".")[0]

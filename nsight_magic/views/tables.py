@@ -69,7 +69,9 @@ def esc(value: Any) -> str:
 
 
 _TABLE = "border-collapse:collapse;font-size:12px;font-family:monospace;margin:4px 0"
+# Numbers keep value and unit on one line ("30.528 us"), even in a narrow widget.
 _CELL = "border:1px solid #ddd;padding:2px 6px;text-align:{align}"
+_NUM_CELL = _CELL + ";white-space:nowrap"
 
 
 def frame_html(
@@ -102,7 +104,8 @@ def frame_html(
                 title = f' title="{esc(value)}"' if text != value else ""
             else:
                 text, align, title = fmt_num(value), "right", ""
-            cells.append(f'<td style="{_CELL.format(align=align)}"{title}>{esc(text)}</td>')
+            style = (_NUM_CELL if align == "right" else _CELL).format(align=align)
+            cells.append(f'<td style="{style}"{title}>{esc(text)}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     more = ""
     if len(frame) > max_rows:
