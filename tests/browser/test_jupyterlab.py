@@ -333,6 +333,8 @@ def test_picker_reacts_to_profile(ran: Ran, screenshots: Path) -> None:
     expect(button).to_be_enabled()
     text = failed.inner_text().strip()
     assert "\n" not in text, text
+    # The quickstart's run was opened from a file: the one line must say so (no TypeError).
+    assert "opened from a report file" in text, text
 
     nsys.locator(".jupyter-widget-tab").scroll_into_view_if_needed()
     nsys.evaluate("e => e.scrollIntoView({block: 'start'})")
