@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
+from stats_reference import assert_duration_summary_equal
 
 from nsight_magic.analysis.kernels import KERNEL_SUMMARY_COLUMNS, kernel_summary
 from nsight_magic.nsys.report import NsysReport
@@ -25,20 +25,7 @@ def test_kernel_summary_equals_nsys_stats(data_dir: Path, export: str, csv: str)
     ref = pd.read_csv(data_dir / "nsys_stats" / csv)
     assert list(ours.columns) == KERNEL_SUMMARY_COLUMNS
     assert ours["name"].tolist() == ref["Name"].tolist()  # same names, same order
-    for col, ref_col in [
-        ("instances", "Instances"),
-        ("total_ns", "Total Time (ns)"),
-        ("min_ns", "Min (ns)"),
-        ("max_ns", "Max (ns)"),
-    ]:
-        np.testing.assert_array_equal(ours[col].to_numpy(), ref[ref_col].to_numpy())
-    for col, ref_col in [
-        ("avg_ns", "Avg (ns)"),
-        ("med_ns", "Med (ns)"),
-        ("std_ns", "StdDev (ns)"),
-        ("time_pct", "Time (%)"),
-    ]:
-        np.testing.assert_array_equal(np.round(ours[col].to_numpy(), 1), ref[ref_col].to_numpy())
+    assert_duration_summary_equal(ours, ref, count="Instances")
 
 
 def test_kernel_summary_by_short_name(nsys_small_sqlite: Path) -> None:
