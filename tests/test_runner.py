@@ -111,15 +111,24 @@ def test_cancel_event_escalates_to_sigkill(tmp_path: Path) -> None:
 
 
 def test_keyboard_interrupt_stops_group_with_sigint_first(tmp_path: Path) -> None:
-    # A polite child (default SIGINT handling) stops at the first signal.
-    code = "import time\nprint('up', flush=True)\ntime.sleep(60)"
+    # A polite child (default SIGINT handling) stops at the first signal. Both sides set the
+    # default handler explicitly: a shell starts background jobs with SIGINT ignored, and an
+    # ignored SIGINT is inherited across exec (seen when the suite ran as a background job).
+    code = (
+        "import signal, time\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "print('up', flush=True)\ntime.sleep(60)"
+    )
 
     def on_line(line: str) -> None:
         if line == "up":  # deliver Ctrl-C to the notebook's main thread
             os.kill(os.getpid(), signal.SIGINT)
 
-    with pytest.raises(ProfileInterrupted) as info:
-        runner.run([PY, "-c", code], log_path=tmp_path / "log", on_line=on_line, grace_s=GRACE)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(ProfileInterrupted) as info:
+            runner.run([PY, "-c", code], log_path=tmp_path / "log", on_line=on_line, grace_s=GRACE)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     res = info.value.result  # type: ignore[attr-defined]
     assert res.outcome == "interrupted" and res.signals == ["SIGINT"]
     assert runner.group_members(res.pgid) == []
