@@ -110,7 +110,7 @@ def test_damaged_parquet_table_is_corrupt(tmp_path: Path, data_dir: Path) -> Non
 
 def test_rep_without_export_needs_nsys(tmp_path: Path, data_dir: Path, monkeypatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no nsys on PATH
-    monkeypatch.delenv("NSYS", raising=False)
+    monkeypatch.delenv("NSIGHT_MAGIC_NSYS", raising=False)
     rep = tmp_path / "alone.nsys-rep"
     shutil.copy(data_dir / "nsys_small.nsys-rep", rep)
     with pytest.raises(ToolNotFoundError, match="Nsight Systems"):

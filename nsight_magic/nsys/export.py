@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Literal
@@ -43,18 +41,17 @@ def sibling_export(rep: str | Path, fresh_only: bool = True) -> Path | None:
 
 
 def find_nsys() -> Path:
-    """nsys from ``$NSYS`` or PATH; ToolNotFoundError when neither has it."""
-    env = os.environ.get("NSYS")
-    if env and Path(env).is_file():
-        return Path(env)
-    found = shutil.which("nsys")
-    if found:
-        return Path(found)
-    raise ToolNotFoundError(
-        "nsys (Nsight Systems) is not installed here, so the .nsys-rep cannot be read; install "
-        "Nsight Systems (or set $NSYS), or run `nsys export --type sqlite` where it is installed "
-        "and open the .sqlite."
-    )
+    """nsys as ``tools.find_tool`` finds it (``%config`` path, $NSIGHT_MAGIC_NSYS, PATH, the
+    usual install folders); ToolNotFoundError saying what to do with the .nsys-rep otherwise."""
+    from ..tools import find_tool
+
+    try:
+        return Path(find_tool("nsys"))
+    except ToolNotFoundError as exc:
+        raise ToolNotFoundError(
+            f"{exc} Without nsys a .nsys-rep cannot be read: run `nsys export --type sqlite` "
+            "where it is installed and open the .sqlite."
+        ) from None
 
 
 def export_report(
