@@ -145,3 +145,26 @@ def test_timeout_stops_everything(tmp_path: Path) -> None:
     assert runner.group_members(res.pgid) == []
     d = next(tmp_path.iterdir())
     assert runs.read_json(d / "meta.json")["status"] == "timeout"
+
+
+def test_vars_ship_cuda_tensor_and_module(ip) -> None:  # type: ignore[no-untyped-def]
+    """--vars: a CUDA tensor and a CUDA module built in the notebook arrive in the profiled
+    script on the GPU with their dtype, and the cell's kernels run on them."""
+    ip.run_cell(
+        "import torch\n"
+        "w = torch.randn(512, 512, device='cuda', dtype=torch.float16)\n"
+        "lin = torch.nn.Linear(512, 256).cuda().half()\n"
+        "torch.cuda.synchronize()\n"
+    )
+    cell = (
+        "assert w.is_cuda and w.dtype == torch.float16, (w.device, w.dtype)\n"
+        "assert next(lin.parameters()).is_cuda\n"
+        "y = lin(w @ w)\n"
+        "torch.cuda.synchronize()\n"
+    )
+    run = ip.run_cell_magic("nsys", "--vars w,lin --no-setup --name vars", cell)
+    assert run is not None, "the magic printed an error (see captured stderr)"
+    names = _names(run)
+    print(f"\n--vars w,lin: {len(names)} kernels: {[n[:60] for n in names]}")
+    assert len(names) >= 2  # the fp16 matmul and the linear layer
+    assert not [n for n in names if "distribution" in n], "randn ran in the notebook only"
