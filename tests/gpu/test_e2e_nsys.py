@@ -156,7 +156,8 @@ def test_vars_ship_cuda_tensor_and_module(ip) -> None:  # type: ignore[no-untype
         "lin = torch.nn.Linear(512, 256).cuda().half()\n"
         "torch.cuda.synchronize()\n"
     )
-    cell = (
+    cell = (  # --vars ships values, not imports: the cell imports what it names
+        "import torch\n"
         "assert w.is_cuda and w.dtype == torch.float16, (w.device, w.dtype)\n"
         "assert next(lin.parameters()).is_cuda\n"
         "y = lin(w @ w)\n"
