@@ -302,10 +302,6 @@ def _frame(columns: Mapping[str, np.ndarray | pa.Array | pd.Series]) -> pd.DataF
     return pd.DataFrame(data)
 
 
-def _empty(spec: Spec) -> pd.DataFrame:
-    return _frame(_empty_columns(spec))
-
-
 def _ro_uri(path: Path) -> str:
     """Read-only SQLite URI; the path percent-encoded, so spaces, '#', '?' and '%' are safe."""
     return f"{path.resolve().as_uri()}?mode=ro"
@@ -535,10 +531,6 @@ def _api_name(name: str) -> str:
     return _API_SUFFIX.sub("", name)
 
 
-def _api_names(names: np.ndarray) -> np.ndarray:
-    return np.asarray([_api_name(str(n)) for n in names], dtype=object)
-
-
 def load_launches(src: ExportSource, correlation_ids: np.ndarray) -> pd.DataFrame:
     """The runtime calls whose correlationId is in ``correlation_ids`` (those that launched
     the GPU ops at hand): ``start_ns, end_ns, correlation_id, pid, tid``, sorted by start like
@@ -577,11 +569,6 @@ def _id_set(wanted: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     bitmap = np.zeros(hi + 4, dtype=bool)
     bitmap[wanted + 2] = True
     return lambda values: np.take(bitmap, np.asarray(values, np.int64) + 2, mode="clip")
-
-
-def _isin_ids(values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """``np.isin(values, wanted)`` for int ids (see :func:`_id_set`)."""
-    return _id_set(wanted)(values)
 
 
 # --- CUPTI_ACTIVITY_KIND_KERNEL -----------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Charts -> PNG/SVG with vl-convert (no browser, no kernel), for the static ``text/html`` form.
+"""Charts -> PNG with vl-convert (no browser, no kernel), for the static ``text/html`` form.
 Rendering fails soft: a missing or broken vl-convert yields a "chart omitted" note, never an
 exception, because a shared notebook should still show its tables."""
 
@@ -19,13 +19,6 @@ def _png_from_spec(spec_json: str, scale: float) -> bytes:
     return vlc.vegalite_to_png(json.loads(spec_json), scale=scale)
 
 
-@functools.lru_cache(maxsize=64)
-def _svg_from_spec(spec_json: str) -> str:
-    import vl_convert as vlc
-
-    return vlc.vegalite_to_svg(json.loads(spec_json))
-
-
 def _spec(chart: Any) -> str:
     # Sorted JSON is the cache key: the same chart (same data) renders once per process.
     return json.dumps(chart.to_dict(), sort_keys=True, default=str)
@@ -35,13 +28,6 @@ def chart_png(chart: Any, scale: float = 1.0) -> bytes | None:
     """PNG bytes of an altair chart, or None when it cannot be rendered here."""
     try:
         return _png_from_spec(_spec(chart), scale)
-    except Exception:
-        return None
-
-
-def chart_svg(chart: Any) -> str | None:
-    try:
-        return _svg_from_spec(_spec(chart))
     except Exception:
         return None
 
