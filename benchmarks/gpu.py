@@ -46,7 +46,7 @@ def _timed(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> flo
 
 
 def overhead(root: Path, repeats: int = 2, layers: int = 2) -> dict:
-    from nsight_magic.profile import profile_nsys
+    from nsight_magic.session.pipeline import profile_nsys
 
     magic, same, default = [], [], []
     run = None
@@ -83,7 +83,7 @@ def overhead(root: Path, repeats: int = 2, layers: int = 2) -> dict:
 
 
 def drilldown(root: Path, layers: int = 2) -> dict:
-    from nsight_magic.profile import profile_kernel, profile_ncu, profile_nsys
+    from nsight_magic.session.pipeline import profile_kernel, profile_ncu, profile_nsys
 
     setup = SETUP.format(layers=layers)
     parent = profile_nsys(CELL, setup=[setup], name="p3-parent", runs_root=root)

@@ -42,7 +42,7 @@ _OURS = """
 import time
 t_start = time.perf_counter()
 import json, sys
-from nsight_magic.nsys.report import NsysReport
+from nsight_magic.reports.nsys.report import NsysReport
 t0 = time.perf_counter()
 r = NsysReport.open(sys.argv[1])
 summary = r.kernel_summary()

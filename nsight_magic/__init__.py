@@ -39,7 +39,7 @@ def load_run(path: Any) -> Any:
 
 
 def compare(run_a: Any, run_b: Any, **kwargs: Any) -> Any:
-    """Kernel and NVTX deltas between two runs or reports (see ``nsight_magic.comparison``)."""
-    from .comparison import compare as _compare
+    """Kernel and NVTX deltas between two runs or reports (``nsight_magic.results.comparison``)."""
+    from .results.comparison import compare as _compare
 
     return _compare(run_a, run_b, **kwargs)

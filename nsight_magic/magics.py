@@ -19,7 +19,7 @@ from traitlets import Unicode
 from . import tools
 from .errors import CellFailedError, NsightMagicError
 from .progress import Progress
-from .setup_cells import REGISTRY
+from .session.history import REGISTRY
 
 _NOT_RETURNED = (
     "The cell runs in a separate process: variables it assigns and results it computes are "
@@ -170,8 +170,8 @@ class NsightMagic(Magics):
         Only the cell is captured (cudaProfilerStart/Stop around it); setup cells and
         warm-up runs are not. Every run gets a folder under ./nsight-runs/."""
         args, extra = self._parse(self.nsys, line)
-        from .nsys.argv import parse_trace
-        from .profile import profile_nsys
+        from .profilers.nsys import parse_trace
+        from .session.pipeline import profile_nsys
 
         try:
             parse_trace(args.trace)
@@ -228,7 +228,7 @@ class NsightMagic(Magics):
         for flag in ("launch_skip", "launch_count"):
             if getattr(args, flag) is not None and getattr(args, flag) < 0:
                 raise UsageError(f"--{flag.replace('_', '-')} must be >= 0")
-        from .profile import profile_ncu
+        from .session.pipeline import profile_ncu
 
         tools.set_configured_path("ncu", self.ncu_path or None)
         kwargs = self._common_kwargs(args, extra)

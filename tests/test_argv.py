@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from nsight_magic import tools
 from nsight_magic.errors import ToolNotFoundError, ToolVersionError
-from nsight_magic.ncu import argv as ncu_argv
-from nsight_magic.nsys import argv as nsys_argv
+from nsight_magic.profilers import ncu as ncu_argv
+from nsight_magic.profilers import nsys as nsys_argv
 
 KERNEL_NAMES = [
     "operator()",

@@ -8,7 +8,7 @@ import pytest
 
 from nsight_magic.analysis.kernels import kernel_summary
 from nsight_magic.analysis.nvtx_projection import nvtx_gpu_projection, project_nvtx_to_gpu
-from nsight_magic.nsys import tables
+from nsight_magic.reports.nsys import tables
 from nsight_magic.views import charts, static
 
 
@@ -125,7 +125,7 @@ def test_png_and_fail_soft(small):
 # --- ncu charts: need the NcuReport of ncu/report.py --------------------------------------
 @pytest.fixture(scope="module")
 def gemm_roofline(ncu_reports):
-    report_mod = pytest.importorskip("nsight_magic.ncu.report")
+    report_mod = pytest.importorskip("nsight_magic.reports.ncu.report")
     return report_mod.NcuReport.open(ncu_reports["ncu_gemm_roofline"])
 
 

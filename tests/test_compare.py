@@ -5,12 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from nsight_magic.comparison import Comparison, compare, kernel_deltas
+from nsight_magic.results.comparison import Comparison, compare, kernel_deltas
 
 
 @pytest.fixture(scope="module")
 def reports(data_dir):
-    report_mod = pytest.importorskip("nsight_magic.nsys.report")
+    report_mod = pytest.importorskip("nsight_magic.reports.nsys.report")
     return (
         report_mod.NsysReport.open(data_dir / "nsys_small.sqlite"),
         report_mod.NsysReport.open(data_dir / "nsys_gemm.sqlite"),

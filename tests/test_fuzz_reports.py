@@ -7,7 +7,7 @@ repeatable; set NSIGHT_MAGIC_FUZZ_SCALE=10 to run ten times more locally.
 
 Measured on the 2-core dev machine (whole file 7.4 min): sqlite 7,000 in 154 s (~22 ms a case),
 parquet 2,000 in ~136 s (~68 ms: mutate one file, load, restore it), ncu 1,000 in 130 s (~130 ms):
-every ``.ncu-rep`` is read by ``ncu_report`` in a child process (``nsight_magic.ncu.extract``,
+every ``.ncu-rep`` is read by ``ncu_report`` in a child process (``reports.ncu.extract``,
 ~0.2 s when the file loads; it is what turns ncu_report's C++ aborts on some mutations into a
 CorruptReportError instead of killing pytest), so the ncu part is kept to ~2 min and the sqlite part
 carries the rest of the 10,000."""

@@ -10,7 +10,7 @@ import pytest
 from stats_reference import assert_duration_summary_equal
 
 from nsight_magic.analysis.kernels import KERNEL_SUMMARY_COLUMNS, kernel_summary
-from nsight_magic.nsys.report import NsysReport
+from nsight_magic.reports.nsys.report import NsysReport
 
 CASES = [
     ("nsys_small.sqlite", "nsys_small_cuda_gpu_kern_sum.csv"),

@@ -8,7 +8,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from nsight_magic.setup_cells import REGISTRY
+from nsight_magic.session.history import REGISTRY
 
 
 @pytest.fixture(scope="module")

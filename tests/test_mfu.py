@@ -11,7 +11,7 @@ import pytest
 from nsight_magic.analysis import gpu_peaks
 from nsight_magic.analysis.gpu_peaks import gpu_key, lookup_peak, set_peak
 from nsight_magic.analysis.mfu import kernel_mfu, launch_dtype, range_mfu, transformer_flops
-from nsight_magic.ncu.report import NcuReport
+from nsight_magic.reports.ncu.report import NcuReport
 
 H200_BF16 = 989.5e12  # H200 datasheet: BF16 1,979 TFLOPS with sparsity -> 989.5 dense
 H200_FP32 = 67e12

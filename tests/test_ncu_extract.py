@@ -1,5 +1,5 @@
-"""``ncu_report`` runs only in a child (nsight_magic.ncu.extract): a report that crashes it gives a
-typed error and this process lives on; the child's data equals ncu's raw CSV export."""
+"""``ncu_report`` runs only in a child (``reports.ncu.extract``): a report that crashes it gives
+a typed error and this process lives on; the child's data equals ncu's raw CSV export."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 
 from nsight_magic.errors import CorruptReportError, ReportError, ToolNotFoundError
-from nsight_magic.ncu import extract as X
-from nsight_magic.ncu import report as R
-from nsight_magic.ncu.report import NcuReport
+from nsight_magic.reports.ncu import extract as X
+from nsight_magic.reports.ncu import report as R
+from nsight_magic.reports.ncu.report import NcuReport
 
 NAMES = ["ncu_small_roofline", "ncu_small_full", "ncu_gemm_metrics", "ncu_gemm_roofline"]
 
@@ -29,7 +29,7 @@ ABORTING_FLIPS = [153, 197]
 
 
 def run_extract(path: Path, out: Path, **kwargs) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "nsight_magic.ncu.extract", str(path), str(out)]
+    argv = [sys.executable, "-m", "nsight_magic.reports.ncu.extract", str(path), str(out)]
     return subprocess.run(argv, capture_output=True, timeout=120, check=False, **kwargs)
 
 
@@ -149,9 +149,9 @@ def test_temp_dir_is_removed(ncu_reports, tmp_path, monkeypatch):
 # --- the child --------------------------------------------------------------------------------
 def test_child_stays_light(ncu_reports, tmp_path):
     code = (
-        "import sys\nfrom nsight_magic.ncu import extract\n"
+        "import sys\nfrom nsight_magic.reports.ncu import extract\n"
         "assert extract.main(sys.argv[1:]) == 0\n"
-        "print(sorted(m for m in ('pandas', 'numpy', 'nsight_magic.ncu.report') "
+        "print(sorted(m for m in ('pandas', 'numpy', 'nsight_magic.reports.ncu.report') "
         "if m in sys.modules))\n"
     )
     argv = [sys.executable, "-c", code, str(ncu_reports["ncu_gemm_metrics"]), "out.pkl"]
@@ -162,7 +162,7 @@ def test_child_stays_light(ncu_reports, tmp_path):
 
 def test_usage():
     proc = subprocess.run(
-        [sys.executable, "-m", "nsight_magic.ncu.extract"], capture_output=True, check=False
+        [sys.executable, "-m", "nsight_magic.reports.ncu.extract"], capture_output=True, check=False
     )
     assert proc.returncode == X.EXIT_USAGE
 
@@ -224,7 +224,7 @@ def test_nvtx_and_names_round_trip(ncu_reports, tmp_path):
 def test_sections_fall_back_to_raw_metric_families() -> None:
     """Nsight Compute 2025.3's own ncu_report has no IAction.sections() (seen on the GPU
     machine); the extraction then groups metrics by family instead of failing."""
-    from nsight_magic.ncu.extract import raw_metric_families
+    from nsight_magic.reports.ncu.extract import raw_metric_families
 
     metrics = {"dram__bytes.sum": 1.0, "gpu__time_duration.sum": 2.0, "dram__cycles.avg": 3.0}
     assert raw_metric_families(metrics) == [

@@ -15,7 +15,7 @@ from nsight_magic.errors import (
     ReportError,
     ReportNotFoundError,
 )
-from nsight_magic.ncu.report import NcuReport
+from nsight_magic.reports.ncu.report import NcuReport
 
 NAMES = ["ncu_small_roofline", "ncu_small_full", "ncu_gemm_metrics", "ncu_gemm_roofline"]
 

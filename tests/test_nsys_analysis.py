@@ -11,7 +11,7 @@ from stats_reference import assert_duration_summary_equal
 
 from nsight_magic.analysis.gaps import busy_intervals, busy_pct
 from nsight_magic.analysis.timeline import TIMELINE_COLUMNS, timeline_frame
-from nsight_magic.nsys.report import NsysReport
+from nsight_magic.reports.nsys.report import NsysReport
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ import pytest
 
 from nsight_magic.analysis.nvtx_projection import project_nvtx_to_gpu
 from nsight_magic.errors import CorruptReportError, UnsupportedReportError
-from nsight_magic.nsys import tables
-from nsight_magic.nsys.report import NsysReport
+from nsight_magic.reports.nsys import tables
+from nsight_magic.reports.nsys.report import NsysReport
 
 DATA_SQLITE = Path(__file__).parent / "data" / "nsys_small.sqlite"
 

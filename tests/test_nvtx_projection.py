@@ -14,7 +14,7 @@ from nsight_magic.analysis.nvtx_projection import (
     nvtx_gpu_projection,
     project_nvtx_to_gpu,
 )
-from nsight_magic.nsys.report import NsysReport
+from nsight_magic.reports.nsys.report import NsysReport
 
 INT_COLS = {
     "proj_total_ns": "Total Proj Time (ns)",

@@ -15,9 +15,9 @@ from nsight_magic.errors import (
     ToolNotFoundError,
     UnsupportedReportError,
 )
-from nsight_magic.nsys.export import export_argv, sibling_export
-from nsight_magic.nsys.report import NsysReport
 from nsight_magic.reports import open_report, report_kind
+from nsight_magic.reports.nsys.export import export_argv, sibling_export
+from nsight_magic.reports.nsys.report import NsysReport
 
 
 def test_opens_sqlite_parquet_and_rep(data_dir: Path) -> None:

@@ -18,13 +18,15 @@ SOFTMAX = (
 
 @pytest.fixture(scope="module")
 def nsys_run(nsys_small_sqlite):
-    report = pytest.importorskip("nsight_magic.nsys.report").NsysReport.open(nsys_small_sqlite)
+    report = pytest.importorskip("nsight_magic.reports.nsys.report").NsysReport.open(
+        nsys_small_sqlite
+    )
     return NsysRun(report, meta={"name": "small"})
 
 
 @pytest.fixture(scope="module")
 def ncu_run(ncu_reports):
-    report = pytest.importorskip("nsight_magic.ncu.report").NcuReport.open(
+    report = pytest.importorskip("nsight_magic.reports.ncu.report").NcuReport.open(
         ncu_reports["ncu_small_roofline"]
     )
     return NcuRun(report, meta={"name": "picked"})

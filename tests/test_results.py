@@ -7,8 +7,8 @@ import html
 
 import pytest
 
-from nsight_magic import results
 from nsight_magic.results import WIDGET_MIME, NcuRun, NsysRun
+from nsight_magic.results import runs as results
 
 GEMM_64 = (
     "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4"
@@ -18,13 +18,15 @@ GEMM_64 = (
 
 @pytest.fixture(scope="module")
 def nsys_run(nsys_small_sqlite, tmp_path_factory):
-    report = pytest.importorskip("nsight_magic.nsys.report").NsysReport.open(nsys_small_sqlite)
+    report = pytest.importorskip("nsight_magic.reports.nsys.report").NsysReport.open(
+        nsys_small_sqlite
+    )
     return NsysRun(report, tmp_path_factory.mktemp("run"), {"name": "small"})
 
 
 @pytest.fixture(scope="module")
 def ncu_run(ncu_reports):
-    report = pytest.importorskip("nsight_magic.ncu.report").NcuReport.open(
+    report = pytest.importorskip("nsight_magic.reports.ncu.report").NcuReport.open(
         ncu_reports["ncu_gemm_roofline"]
     )
     return NcuRun(report, None, {"name": "gemm"})
@@ -61,7 +63,7 @@ def test_mimebundle_outside_kernel_is_static(nsys_run):
 
 
 def test_mimebundle_in_kernel_has_widget_and_static(nsys_run, monkeypatch):
-    monkeypatch.setattr(results, "_in_kernel", lambda: True)
+    monkeypatch.setattr(results, "in_kernel", lambda: True)
     bundle = nsys_run._repr_mimebundle_()
     assert set(bundle) == {"text/plain", "text/html", WIDGET_MIME}
     assert bundle[WIDGET_MIME]["model_id"]
@@ -78,7 +80,7 @@ def test_profile_kernel_calls_profile_and_keeps_child(nsys_run, ncu_run, monkeyp
         calls.append((parent, name, kw))
         return child_run
 
-    import nsight_magic.profile as profile_mod
+    import nsight_magic.session.pipeline as profile_mod
 
     monkeypatch.setattr(profile_mod, "profile_kernel", fake_profile_kernel)
     before = len(nsys_run.children)

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from nsight_magic.analysis.ncu_metrics import ROOFLINE_METRICS, parse_tensor_path
 from nsight_magic.analysis.roofline import ROOFLINE_COLUMNS, roofline_points
 from nsight_magic.errors import MissingMetricsError
-from nsight_magic.ncu.metrics import ROOFLINE_METRICS, parse_tensor_path
-from nsight_magic.ncu.report import NcuReport
+from nsight_magic.reports.ncu.report import NcuReport
 
 BF16 = "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32_sparsity_off"
 

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from nsight_magic import profile, runs
+from nsight_magic import runs
 from nsight_magic.errors import (
     CellSyntaxError,
     ReportNotFoundError,
     ToolNotFoundError,
     UnpicklableVariableError,
 )
+from nsight_magic.session import pipeline as profile
 
 
 def test_run_dirs_are_unique_under_concurrency(tmp_path: Path) -> None:
@@ -157,9 +158,9 @@ def test_profile_kernel_on_a_run_opened_from_a_file_says_why(data_dir: Path) -> 
     """The quickstart's picker: a run with no run folder gets one clear sentence, not a
     TypeError (seen in the JupyterLab browser test)."""
     from nsight_magic.errors import NsightMagicError
-    from nsight_magic.profile import profile_kernel
     from nsight_magic.reports import open_report
     from nsight_magic.results import NsysRun
+    from nsight_magic.session.pipeline import profile_kernel
 
     run = NsysRun(open_report(data_dir / "nsys_small.sqlite"))
     with pytest.raises(NsightMagicError, match="opened from a report file"):

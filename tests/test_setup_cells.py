@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from nsight_magic.script import build_script
-from nsight_magic.setup_cells import SetupRegistry
+from nsight_magic.session.history import SetupRegistry
 
 
 def test_registry_order_replace_and_clear() -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from nsight_magic import shipping
 from nsight_magic.errors import NsightMagicError, UnpicklableVariableError
 from nsight_magic.script import build_script
+from nsight_magic.session import variables as shipping
 
 
 def notebook_ns() -> dict:

@@ -11,13 +11,15 @@ from nsight_magic.views import ncu_view, nsys_view
 
 @pytest.fixture(scope="module")
 def nsys_run(nsys_small_sqlite, tmp_path_factory):
-    report = pytest.importorskip("nsight_magic.nsys.report").NsysReport.open(nsys_small_sqlite)
+    report = pytest.importorskip("nsight_magic.reports.nsys.report").NsysReport.open(
+        nsys_small_sqlite
+    )
     return NsysRun(report, tmp_path_factory.mktemp("nsys-run"), {"name": "small"})
 
 
 @pytest.fixture(scope="module")
 def ncu_run(ncu_reports):
-    report = pytest.importorskip("nsight_magic.ncu.report").NcuReport.open(
+    report = pytest.importorskip("nsight_magic.reports.ncu.report").NcuReport.open(
         ncu_reports["ncu_small_full"]
     )
     return NcuRun(report, meta={"name": "full"})
@@ -90,7 +92,7 @@ def test_ncu_widget_tree_and_sections(ncu_run):
 
 
 def test_compare_widget(nsys_run, data_dir):
-    from nsight_magic.comparison import compare
+    from nsight_magic.results.comparison import compare
 
     cmp = compare(nsys_run, data_dir / "nsys_gemm.sqlite")
     view = cmp.widget()

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .kernels import as_text, duration_stats
+from .nvtx_nesting import nesting_levels, thread_order
 
 __all__ = ["PROJECTION_SUMMARY_COLUMNS", "nvtx_gpu_projection", "project_nvtx_to_gpu"]
 
@@ -151,8 +152,6 @@ def _parents(nvtx: pd.DataFrame, level: np.ndarray, order: np.ndarray | None = N
     if n == 0:
         return parent
     if order is None:
-        from ..nsys.tables import thread_order  # local: keeps analysis free of I/O imports
-
         order = thread_order(nvtx)
     lvl = level[order]
     for d in range(1, int(lvl.max()) + 1 if n else 0):  # one pass per nesting level
@@ -185,8 +184,6 @@ def project_nvtx_to_gpu(
     proj_start_ns, proj_end_ns, proj_duration_ns, gpu_ops, children, parent`` (``parent`` is
     the row of the enclosing range in ``nvtx``, -1 at the top; the index is nvtx's row),
     sorted by projected start, longest first."""
-    from ..nsys.tables import nesting_levels, thread_order  # local: analysis does no I/O
-
     # The ranges nsys considers (same-thread ones), as integer arrays; texts are taken
     # for the output rows only.
     if "end_tid" in nvtx:

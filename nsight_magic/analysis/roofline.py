@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MissingMetricsError
-from ..ncu import metrics as M
+from . import ncu_metrics as M
 
 __all__ = ["ROOFLINE_COLUMNS", "roofline_points"]
 

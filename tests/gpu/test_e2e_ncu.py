@@ -11,7 +11,7 @@ import pytest
 
 from nsight_magic import runner, runs, tools
 from nsight_magic.errors import ToolNotFoundError
-from nsight_magic.ncu import argv as ncu_argv
+from nsight_magic.profilers import ncu as ncu_argv
 
 torch = pytest.importorskip("torch")
 
@@ -42,7 +42,7 @@ CELL = (
 
 
 def test_picker_profiles_exactly_the_chosen_kernel(tmp_path: Path) -> None:
-    from nsight_magic.profile import profile_kernel, profile_nsys
+    from nsight_magic.session.pipeline import profile_kernel, profile_nsys
 
     run = profile_nsys(CELL, runs_root=tmp_path, setup=False, name="picker")
     summary = run.kernel_summary()
@@ -78,7 +78,7 @@ def test_picker_profiles_exactly_the_chosen_kernel(tmp_path: Path) -> None:
 
 def test_ncu_nvtx_filter_with_at_sign(tmp_path: Path) -> None:
     """A range *named* 'LLM@prefill' in the default domain: escaped, it selects its kernel."""
-    from nsight_magic.profile import profile_ncu
+    from nsight_magic.session.pipeline import profile_ncu
 
     cell = (
         "import torch, nvtx\nx = torch.randn(1 << 20, device='cuda')\n"

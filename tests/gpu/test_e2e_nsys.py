@@ -11,7 +11,7 @@ import pytest
 
 from nsight_magic import runner, runs, tools
 from nsight_magic.errors import CellFailedError, ProfileTimeout, ToolNotFoundError
-from nsight_magic.setup_cells import REGISTRY
+from nsight_magic.session.history import REGISTRY
 
 torch = pytest.importorskip("torch")
 
@@ -117,7 +117,7 @@ def test_transformer_forward_only(ip) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_cell_error_keeps_partial_report(tmp_path: Path) -> None:
-    from nsight_magic.profile import profile_nsys
+    from nsight_magic.session.pipeline import profile_nsys
 
     cell = (
         "import torch\nx = torch.randn(1024, device='cuda')\ny = torch.sin(x)\n"
@@ -134,7 +134,7 @@ def test_cell_error_keeps_partial_report(tmp_path: Path) -> None:
 
 
 def test_timeout_stops_everything(tmp_path: Path) -> None:
-    from nsight_magic.profile import profile_nsys
+    from nsight_magic.session.pipeline import profile_nsys
 
     cell = "import torch, time\nx = torch.ones(4, device='cuda') * 2\ntime.sleep(120)\n"
     t0 = time.perf_counter()

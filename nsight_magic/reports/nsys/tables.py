@@ -25,7 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import CorruptReportError, EmptyReportError, UnsupportedReportError
+from ...analysis.nvtx_nesting import nesting_levels
+from ...errors import CorruptReportError, EmptyReportError, UnsupportedReportError
 
 __all__ = [
     "SUPPORTED_SCHEMA_MAJOR",
@@ -901,53 +902,6 @@ def _domain_codes(
     rows = pd.Series(np.arange(len(dom_pid)), index=first)[~first.duplicated()]
     found = rows.reindex(pd.MultiIndex.from_arrays([pid, domain_id]))
     return found.fillna(-1).to_numpy(dtype=np.int64)
-
-
-def thread_order(nvtx: pd.DataFrame) -> np.ndarray:
-    """Row order of NVTX ranges by (pid, tid, start, longest first)."""
-    pid, tid = nvtx["pid"].to_numpy(), nvtx["tid"].to_numpy()
-    start, end = nvtx["start_ns"].to_numpy(), nvtx["end_ns"].to_numpy()
-    if len(pid) and min(pid.min(), tid.min()) >= 0 and max(pid.max(), tid.max()) < 1 << 24:
-        return np.lexsort((-end, start, (pid.astype(np.int64) << 24) | tid))  # 24-bit ids
-    return np.lexsort((-end, start, tid, pid))
-
-
-def nesting_levels(nvtx: pd.DataFrame, order: np.ndarray | None = None) -> np.ndarray:
-    """Depth of each range among the ranges of its (pid, tid): how many enclose it.
-
-    Ranges of one thread nest (push/pop always; start/end in practice), so after sorting by
-    (thread, start, longest first) the ranges enclosing one are those started before it that
-    have not ended by its start: depth = rank in thread - ranges of the thread ended by then.
-    ``order`` is :func:`thread_order` of ``nvtx`` when the caller has it already."""
-    n = len(nvtx)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    pid, tid = nvtx["pid"].to_numpy(), nvtx["tid"].to_numpy()
-    start, end = nvtx["start_ns"].to_numpy(), nvtx["end_ns"].to_numpy()
-    order = thread_order(nvtx) if order is None else order
-    thread = _group_ids(pid[order], tid[order])
-    first = np.r_[0, np.flatnonzero(np.diff(thread)) + 1]
-    sizes = np.diff(np.r_[first, n])
-    rank = np.arange(n) - np.repeat(first, sizes)
-    # Count, per thread, ends <= this start: search the thread's sorted ends.
-    s_start, s_end = start[order], end[order]
-    done = np.empty(n, dtype=np.int64)
-    for lo, size in zip(first, sizes, strict=True):  # one pass per thread, not per row
-        seg = np.sort(s_end[lo : lo + size])
-        done[lo : lo + size] = np.searchsorted(seg, s_start[lo : lo + size], side="right")
-    # A zero-length range ending at its own start counts itself; never below 0.
-    depth = np.maximum(rank - done, 0)
-    out = np.empty(n, dtype=np.int64)
-    out[order] = depth
-    return out
-
-
-def _group_ids(*keys: np.ndarray) -> np.ndarray:
-    """Dense ids of consecutive equal key tuples (keys already sorted)."""
-    change = np.zeros(len(keys[0]), dtype=bool)
-    for k in keys:
-        change[1:] |= k[1:] != k[:-1]
-    return np.cumsum(change)
 
 
 # --- TARGET_INFO_GPU / TARGET_INFO_CUDA_DEVICE --------------------------------------------------

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import NsightMagicError, UnpicklableVariableError
+from ..errors import NsightMagicError, UnpicklableVariableError
 
 
 def parse_names(spec: str | Iterable[str]) -> list[str]:

@@ -13,12 +13,12 @@ import pandas as pd
 
 
 def _as_report(obj: Any) -> Any:
-    from .results import NsysRun
+    from .runs import NsysRun
 
     if isinstance(obj, NsysRun):
         return obj.report
     if isinstance(obj, (str, Path)):
-        from .reports import open_report
+        from ..reports import open_report
 
         return open_report(obj)
     if hasattr(obj, "kernel_summary") and hasattr(obj, "nvtx_gpu_projection"):
@@ -76,33 +76,33 @@ class Comparison:
         self._html: str | None = None
 
     def chart(self, n: int = 20) -> Any:
-        from .views.charts import delta_chart
+        from ..views.charts import delta_chart
 
         return delta_chart(self.kernels, "name", n)
 
     def nvtx_chart(self, n: int = 20) -> Any:
-        from .views.charts import delta_chart, nvtx_label
+        from ..views.charts import delta_chart, nvtx_label
 
         frame = self.nvtx.assign(range_label=nvtx_label(self.nvtx))
         return delta_chart(frame, "range_label", n)
 
     def to_html(self) -> str:
         if self._html is None:
-            from .views.compare_view import compare_static_html
+            from ..views.compare_view import compare_static_html
 
             self._html = compare_static_html(self)
         return self._html
 
     def widget(self) -> Any:
-        from .views.compare_view import compare_widget
+        from ..views.compare_view import compare_widget
 
         return compare_widget(self)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None, **kw: Any) -> dict:
-        from .results import WIDGET_MIME, _in_kernel
+        from .runs import WIDGET_MIME, in_kernel
 
         data: dict[str, Any] = {"text/plain": repr(self), "text/html": self.to_html()}
-        if _in_kernel():
+        if in_kernel():
             with contextlib.suppress(Exception):  # a broken widget must not hide the findings
                 data[WIDGET_MIME] = self.widget()._repr_mimebundle_()[WIDGET_MIME]
         return data

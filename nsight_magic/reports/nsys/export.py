@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 from typing import Literal
 
-from ..errors import CorruptReportError, ToolNotFoundError
+from ...errors import CorruptReportError, ToolNotFoundError
 
 __all__ = ["ExportKind", "export_argv", "export_report", "find_nsys", "sibling_export"]
 
@@ -43,7 +43,7 @@ def sibling_export(rep: str | Path, fresh_only: bool = True) -> Path | None:
 def find_nsys() -> Path:
     """nsys as ``tools.find_tool`` finds it (``%config`` path, $NSIGHT_MAGIC_NSYS, PATH, the
     usual install folders); ToolNotFoundError saying what to do with the .nsys-rep otherwise."""
-    from ..tools import find_tool
+    from ...tools import find_tool
 
     try:
         return Path(find_tool("nsys"))

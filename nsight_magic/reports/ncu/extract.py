@@ -1,8 +1,9 @@
 """Read a ``.ncu-rep`` with NVIDIA's ``ncu_report`` in a CHILD process and save it as plain data.
 
-``python -m nsight_magic.ncu.extract REPORT OUT`` loads REPORT and pickles (protocol 5) one dict of
-builtins only (dict/list/tuple/str/float/int/None) to OUT, written to ``OUT.part`` first and then
-renamed, so OUT exists only when complete. ``NcuReport.open`` runs this and reads OUT back.
+``python -m nsight_magic.reports.ncu.extract REPORT OUT`` loads REPORT and pickles (protocol 5)
+one dict of builtins only (dict/list/tuple/str/float/int/None) to OUT, written to ``OUT.part``
+first and then renamed, so OUT exists only when complete. ``NcuReport.open`` runs this and
+reads OUT back.
 
 Why a child: ``ncu_report`` is native code that calls ``abort()`` on some damaged files, which
 would take the user's Jupyter kernel down with it. Here the crash only kills the child, and the
@@ -33,6 +34,7 @@ import sys
 from typing import Any
 
 FORMAT = 1
+MODULE = "nsight_magic.reports.ncu.extract"  # run as ``python -m MODULE REPORT OUT``
 EXIT_USAGE = 2
 EXIT_NO_MODULE = 3
 EXIT_UNREADABLE = 4
@@ -164,7 +166,7 @@ def _nvtx_entries(action: Any) -> list[tuple[str, str, int, str]]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m nsight_magic.ncu.extract REPORT OUT", file=sys.stderr)
+        print("usage: python -m nsight_magic.reports.ncu.extract REPORT OUT", file=sys.stderr)
         return EXIT_USAGE
     report, out = argv
     try:  # a crash must not leave a multi-GB core file behind

@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..analysis import gaps as _gaps
-from ..analysis.kernels import kernel_summary
-from ..analysis.memory import copies_by_kind, memory_size_summary, memory_time_summary
-from ..analysis.nvtx_projection import nvtx_gpu_projection, project_nvtx_to_gpu
-from ..analysis.timeline import timeline_frame
-from ..errors import CorruptReportError, ReportError, ReportNotFoundError, ToolNotFoundError
+from ...analysis import gaps as _gaps
+from ...analysis.kernels import kernel_summary
+from ...analysis.memory import copies_by_kind, memory_size_summary, memory_time_summary
+from ...analysis.nvtx_projection import nvtx_gpu_projection, project_nvtx_to_gpu
+from ...analysis.timeline import timeline_frame
+from ...errors import CorruptReportError, ReportError, ReportNotFoundError, ToolNotFoundError
 from . import tables
 from .export import export_report, find_nsys, sibling_export
 

@@ -5,9 +5,9 @@ the contracts in ARCHITECTURE.md. Everything read is cached: the report is immut
 
 Isolation: ``ncu_report`` is never imported in this process. It aborts the whole process (a C++
 ``abort()``) on some damaged files, which in a notebook would kill the user's kernel. ``open``
-runs ``python -m nsight_magic.ncu.extract`` in a child that loads the report and saves plain data
-(see ``extract.py``); a crash, timeout or failure of the child becomes a ``CorruptReportError``.
-Every frame is then built from that in-memory data (no cache on disk).
+runs ``python -m nsight_magic.reports.ncu.extract`` in a child that loads the report and saves
+plain data (see ``extract.py``); a crash, timeout or failure of the child becomes a
+``CorruptReportError``. Every frame is then built from that in-memory data (no cache on disk).
 
 Speed (measured on tests/data, 2-core machine): the child takes ~0.25-0.4 s per fixture (startup
 + ``load_report`` + reading every metric; ``IMetric.unit()`` ~50 us a call is read once per metric
@@ -31,14 +31,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import (
+import nsight_magic
+
+from ...analysis import ncu_metrics as M
+from ...errors import (
     CorruptReportError,
     EmptyReportError,
     ReportNotFoundError,
     ToolNotFoundError,
 )
 from . import extract as X
-from . import metrics as M
 
 __all__ = ["NcuReport"]
 
@@ -59,13 +61,19 @@ def _timeout(size: int) -> float:
 
 def _extract(path: Path, timeout: float) -> dict[str, Any]:
     """Run the extraction child on ``path``; its data, or the typed error for what went wrong."""
-    package_root = str(Path(__file__).resolve().parents[2])
+    package_root = str(Path(nsight_magic.__file__).resolve().parent.parent)
     env = dict(os.environ)
     # so the child finds this very package even if it was put on sys.path at runtime
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), package_root) if p)
     with tempfile.TemporaryDirectory(prefix="nsight-magic-ncu-") as tmp:  # private (0700)
         out = Path(tmp) / "extract.pkl"
-        argv = [sys.executable, "-m", "nsight_magic.ncu.extract", str(path.resolve()), str(out)]
+        argv = [
+            sys.executable,
+            "-m",
+            X.MODULE,
+            str(path.resolve()),
+            str(out),
+        ]
         try:
             proc = subprocess.run(
                 argv,
@@ -338,7 +346,7 @@ class NcuReport:
 
     def roofline(self) -> pd.DataFrame:
         """Per-launch roofline points: :func:`..analysis.roofline.roofline_points`."""
-        from ..analysis.roofline import roofline_points
+        from ...analysis.roofline import roofline_points
 
         if "roofline" not in self._cache:
             # read only the counters the roofline uses: a full-set launch has ~7000 metrics

@@ -16,8 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import runner, runs, tools
-from .errors import (
+from .. import runner, runs, tools
+from ..errors import (
     CellFailedError,
     CorruptReportError,
     NothingCapturedError,
@@ -25,12 +25,12 @@ from .errors import (
     ProfileInterrupted,
     ProfileTimeout,
 )
-from .ncu import argv as ncu_argv
-from .nsys import argv as nsys_argv
-from .progress import Progress, ProgressParser, is_profiler_line
-from .script import build_script
-from .setup_cells import REGISTRY
-from .shipping import pack_vars, parse_names, write_vars
+from ..profilers import ncu as ncu_argv
+from ..profilers import nsys as nsys_argv
+from ..progress import Progress, ProgressParser, is_profiler_line
+from ..script import build_script
+from .history import REGISTRY
+from .variables import pack_vars, parse_names, write_vars
 
 ProgressCallback = Callable[[Progress], None]
 OutputCallback = Callable[[str], None]
@@ -221,7 +221,7 @@ def _base_meta(
 def _export_nsys(rep: Path, nsys: str | Path, lines: _Lines) -> Path:
     """The .nsys-rep as a parquet dir (columnar: 1M kernels load 3.4x faster than from SQLite,
     benchmarks/README.md), or as SQLite where this nsys cannot write parquet."""
-    from .nsys.export import export_report
+    from ..reports.nsys.export import export_report
 
     lines.phase("exporting", "nsys export --type parquetdir")
     try:
@@ -297,8 +297,8 @@ def profile_nsys(
         meta["timings"]["export_s"] = time.perf_counter() - t2
         lines.phase("loading")
         t3 = time.perf_counter()
-        from .reports import open_report
-        from .results import NsysRun
+        from ..reports import open_report
+        from ..results import NsysRun
 
         report = open_report(exported)
         meta["timings"]["load_s"] = time.perf_counter() - t3
@@ -346,8 +346,8 @@ def profile_nsys(
 def _load_ncu(run_dir: Path, meta: dict[str, Any], lines: _Lines) -> Any:
     lines.phase("loading")
     t = time.perf_counter()
-    from .ncu.report import NcuReport
-    from .results import NcuRun
+    from ..reports.ncu.report import NcuReport
+    from ..results import NcuRun
 
     report = NcuReport.open(run_dir / "report.ncu-rep")
     meta.setdefault("timings", {})["load_s"] = time.perf_counter() - t

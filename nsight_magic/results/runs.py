@@ -15,7 +15,7 @@ import pandas as pd
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
-def _in_kernel() -> bool:
+def in_kernel() -> bool:
     """True inside a Jupyter kernel, where a widget can be shown (not in plain IPython/python)."""
     try:
         from IPython import get_ipython
@@ -63,7 +63,7 @@ class _Run:
         self, include: Any = None, exclude: Any = None, **kwargs: Any
     ) -> dict[str, Any]:
         data: dict[str, Any] = {"text/plain": repr(self), "text/html": self.to_html()}
-        if _in_kernel():
+        if in_kernel():
             # The widget is the live view; text/html stays in the same output for readers
             # without a kernel (frontends pick the richest type they can render).
             with contextlib.suppress(Exception):  # a broken widget must not hide the findings
@@ -129,7 +129,7 @@ class NsysRun(_Run):
         """MFU per NVTX range from model FLOPs (e.g. ``analysis.mfu.transformer_flops``) over the
         range's GPU-projected time in this run, against the dense datasheet peak of this run's
         GPU for ``dtype`` (or ``peak_flops``). See ``analysis.mfu.model_mfu``."""
-        from .analysis.mfu import model_mfu
+        from ..analysis.mfu import model_mfu
 
         return model_mfu(
             self.nvtx_gpu_projection(),
@@ -142,7 +142,7 @@ class NsysRun(_Run):
     def profile_kernel(self, name: str, **kwargs: Any) -> NcuRun:
         """Run ncu on kernel ``name`` of this run's script (what the picker's button calls);
         the child run is kept in ``children``."""
-        from .profile import profile_kernel
+        from ..session.pipeline import profile_kernel
 
         child = profile_kernel(self, name, **kwargs)
         if getattr(child, "parent", True) is None:
@@ -151,12 +151,12 @@ class NsysRun(_Run):
         return child
 
     def widget(self, profile_fn: Any = None) -> Any:
-        from .views.nsys_view import nsys_widget
+        from ..views.nsys_view import nsys_widget
 
         return nsys_widget(self, profile_fn=profile_fn)
 
     def _build_html(self) -> str:
-        from .views.nsys_view import nsys_static_html
+        from ..views.nsys_view import nsys_static_html
 
         return nsys_static_html(self)
 
@@ -202,12 +202,12 @@ class NcuRun(_Run):
         return self.report.roofline()
 
     def widget(self) -> Any:
-        from .views.ncu_view import ncu_widget
+        from ..views.ncu_view import ncu_widget
 
         return ncu_widget(self)
 
     def _build_html(self) -> str:
-        from .views.ncu_view import ncu_static_html
+        from ..views.ncu_view import ncu_static_html
 
         return ncu_static_html(self)
 

@@ -1,0 +1,6 @@
+"""What a profile gives back: run objects holding a report, its run folder and metadata, that
+display themselves as widgets plus a static form (``NsysRun``, ``NcuRun``), and ``Comparison``."""
+
+from .runs import WIDGET_MIME, NcuRun, NsysRun, in_kernel
+
+__all__ = ["WIDGET_MIME", "NcuRun", "NsysRun", "in_kernel"]
