@@ -17,11 +17,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from .errors import CellSyntaxError
-
-NVTX_DOMAIN = "nsight_magic"
-CELL_RANGE = "cell"
-WARMUP_RANGE = "warmup"
-LABEL_WIDTH = 60
+from .nvtx_names import CELL_RANGE, NVTX_DOMAIN, WARMUP_RANGE, statement_label
 
 Gate = Literal["nsys", "ncu"]
 
@@ -44,23 +40,13 @@ def cell_filename(cell_name: str) -> str:
     return f"<nsight_magic {cell_name}>"
 
 
-def shorten(text: str, width: int = LABEL_WIDTH) -> str:
-    """One line, at most ``width`` characters, with an ellipsis when cut."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 3].rstrip() + "..."
-
-
 def statement_labels(cell: str, tree: ast.Module | None = None) -> list[str]:
     """``"L{line}: {source}"`` per top-level statement: the names of the per-statement ranges."""
     tree = tree if tree is not None else ast.parse(cell)
-    labels = []
-    for stmt in tree.body:
-        src = ast.get_source_segment(cell, stmt) or ""
-        # a compound statement's label is its header line, as a reader scans it
-        lines = src.splitlines() or [""]
-        first = lines[0] + (" ..." if len(lines) > 1 else "")
-        labels.append(f"L{stmt.lineno}: {shorten(first)}")
-    return labels
+    # a compound statement's label is its header line, as a reader scans it
+    return [
+        statement_label(stmt.lineno, ast.get_source_segment(cell, stmt) or "") for stmt in tree.body
+    ]
 
 
 def build_script(

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from nsight_magic.errors import CellSyntaxError
-from nsight_magic.script import build_script, shorten, statement_labels
+from nsight_magic.nvtx_names import shorten_label as shorten
+from nsight_magic.script import build_script, statement_labels
 
 RECORDING_NVTX = """
 import contextlib, json, os

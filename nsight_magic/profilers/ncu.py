@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ..script import CELL_RANGE, NVTX_DOMAIN
+from ..nvtx_names import CELL_RANGE, NVTX_DOMAIN
 
 CELL_FILTER = f"{NVTX_DOMAIN}@{CELL_RANGE}/"
 REGEX_SPECIAL = frozenset("\\^$.|?*+()[]{}")

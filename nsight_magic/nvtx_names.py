@@ -1,0 +1,37 @@
+"""The NVTX ranges nsight_magic puts around a profiled cell, named in one place.
+
+A profiled cell runs inside the range ``cell`` of the domain ``nsight_magic``, each top-level
+statement inside its own range ``L<line>: <source>``, and warm-up runs inside ``warmup``. The
+script generator writes these names; the analysis reads them back (statement order, the cell's
+own ranges versus the user's), and ncu's filters select them. Stdlib only: a leaf module.
+"""
+
+from __future__ import annotations
+
+import re
+
+NVTX_DOMAIN = "nsight_magic"
+CELL_RANGE = "cell"
+WARMUP_RANGE = "warmup"
+LABEL_WIDTH = 60  # a statement label keeps its head: what a reader scans for
+
+_STATEMENT = re.compile(r"^L(\d+): ")
+
+
+def shorten_label(text: str, width: int = LABEL_WIDTH) -> str:
+    """One line, at most ``width`` characters, with "..." when cut."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 3].rstrip() + "..."
+
+
+def statement_label(lineno: int, source: str) -> str:
+    """``L{line}: {first line of the statement}`` (" ..." marks a compound statement)."""
+    lines = source.splitlines() or [""]
+    first = lines[0] + (" ..." if len(lines) > 1 else "")
+    return f"L{lineno}: {shorten_label(first)}"
+
+
+def statement_line(label: str) -> int | None:
+    """The cell line a statement label names, or None when ``label`` is not one."""
+    m = _STATEMENT.match(label)
+    return int(m.group(1)) if m else None
