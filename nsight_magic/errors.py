@@ -3,9 +3,20 @@ without a traceback (see ``magics.py``) and library users can catch by type."""
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class NsightMagicError(Exception):
     """Base class of every error this package raises on purpose."""
+
+    def one_line(self) -> str:
+        """``TypeName: message`` as the magics print it."""
+        return f"{type(self).__name__}: {self}"
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows when a magic raises this: the message, no traceback of our
+        internals (the cell still fails, so Run All and nbclient stop there)."""
+        return f"nsight_magic: {self.one_line()}".splitlines()
 
 
 # --- reports -------------------------------------------------------------------------------
@@ -53,6 +64,11 @@ class ProfilerError(NsightMagicError, RuntimeError):
     """The profiler exited non-zero; the message holds its ERROR lines, argv and log path."""
 
 
+class ProfilerOptionError(NsightMagicError, ValueError):
+    """An option the profiler would refuse (e.g. an ncu set it does not have); raised before
+    anything starts."""
+
+
 class NothingCapturedError(NsightMagicError):
     """The run finished but recorded no GPU work (no CUDA in the cell, or no kernel matched
     the filter)."""
@@ -63,16 +79,54 @@ class CellSyntaxError(NsightMagicError, SyntaxError):
 
 
 class CellFailedError(NsightMagicError):
-    """The profiled cell raised; carries the traceback in cell line numbers."""
+    """The profiled cell raised. ``traceback`` is the user's traceback in cell line numbers,
+    ``exc_type`` the exception's class name, ``run`` the partial result when a report exists."""
+
+    def __init__(
+        self, message: str, *, traceback: str = "", exc_type: str = "", run: Any = None
+    ) -> None:
+        super().__init__(message)
+        self.traceback = traceback
+        self.exc_type = exc_type
+        self.run = run
 
 
-class ProfileInterrupted(NsightMagicError, KeyboardInterrupt):
-    """The user interrupted the run; the profiler's process group was stopped."""
+class _Stopped(NsightMagicError):
+    """A run that was stopped from outside; ``result`` is the runner's record of the process
+    (``runner.RunResult``) or None when a warm worker was stopped, ``run`` the partial result."""
+
+    def __init__(self, message: str, *, result: Any = None, run: Any = None) -> None:
+        super().__init__(message)
+        self.result = result
+        self.run = run
 
 
-class ProfileTimeout(NsightMagicError, TimeoutError):
-    """The run exceeded --timeout; the profiler's process group was stopped."""
+class ProfileInterrupted(_Stopped, KeyboardInterrupt):
+    """The user interrupted the run; the profiled processes were stopped."""
+
+
+class ProfileTimeout(_Stopped, TimeoutError):
+    """The run exceeded --timeout; the profiled processes were stopped."""
+
+
+class WorkerDiedError(NsightMagicError):
+    """The warm profiling worker exited while running a cell (crash, kill, broken CUDA context).
+    ``run`` is the partial result when the profiler still wrote a report; the next cell starts
+    a new worker."""
+
+    def __init__(self, message: str, *, run: Any = None) -> None:
+        super().__init__(message)
+        self.run = run
 
 
 class UnpicklableVariableError(NsightMagicError, TypeError):
     """A --vars variable cannot be shipped to the profiled script."""
+
+
+class MissingVariableError(NsightMagicError, NameError):
+    """The cell reads notebook variables the profiling process cannot get (too large for
+    automatic shipping, or unpicklable); ``names`` lists them and the message gives the fix."""
+
+    def __init__(self, message: str, *, names: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.names = list(names or [])

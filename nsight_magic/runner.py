@@ -211,20 +211,20 @@ def run(
                 proc.stdout.close()  # type: ignore[union-attr]
             result.returncode = proc.returncode
             result.wall_s = time.monotonic() - t0
+    stopped = " -> ".join(result.signals) or "already exited"
     if result.outcome == "timeout":
-        err: Exception = ProfileTimeout(
-            f"The run exceeded its {timeout:g} s timeout and was stopped "
-            f"({' -> '.join(result.signals) or 'already exited'}); log: {log_path}"
+        raise ProfileTimeout(
+            f"The run exceeded its {timeout:g} s timeout and was stopped ({stopped}); "
+            f"log: {log_path}",
+            result=result,
         )
-    elif result.outcome in ("interrupted", "cancelled"):
-        err = ProfileInterrupted(
-            f"The run was {result.outcome} and its processes were stopped "
-            f"({' -> '.join(result.signals) or 'already exited'}); log: {log_path}"
+    if result.outcome in ("interrupted", "cancelled"):
+        raise ProfileInterrupted(
+            f"The run was {result.outcome} and its processes were stopped ({stopped}); "
+            f"log: {log_path}",
+            result=result,
         )
-    else:
-        return result
-    err.result = result  # type: ignore[attr-defined]
-    raise err
+    return result
 
 
 def error_lines(log_text: str, limit: int = 20) -> list[str]:

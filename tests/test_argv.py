@@ -100,18 +100,20 @@ def test_nvtx_filter_roundtrip_any_text(name: str, domain: str | None) -> None:
 def test_ncu_argv_default_gates_on_the_cell_range() -> None:
     argv = ncu_argv.profile_argv("/x/ncu", "/r/report", "/r/script.py", python="/py")
     assert argv == [
-        "/x/ncu", "--target-processes", "all", "--nvtx", "--nvtx-include", "nsight_magic@cell/",
-        "--set", "roofline", "-f", "-o", "/r/report", "/py", "/r/script.py",
+        "/x/ncu", "--target-processes", "all", "--nvtx", "--set", "roofline",
+        "--nvtx-include", "nsight_magic@cell/", "-f", "-o", "/r/report", "/py", "/r/script.py",
     ]  # fmt: skip
 
 
 def test_ncu_argv_all_options() -> None:
-    argv = ncu_argv.profile_argv(
-        "ncu", "rep", "s.py", python="py", set=None, sections=["SpeedOfLight", "Occupancy"],
-        metrics=["gpu__time_duration.sum", "dram__bytes.sum"], kernel_exact="operator()",
-        launch_skip=2, launch_count=1, nvtx_include=ncu_argv.nvtx_filter("LLM@prefill"),
-        extra_args=["--cache-control", "none"], script_args=["status.json"],
+    options = ncu_argv.NcuOptions(
+        set=None, sections=("SpeedOfLight", "Occupancy"),
+        metrics=("gpu__time_duration.sum", "dram__bytes.sum"), kernel_exact="operator()",
+        launch_skip=2, launch_count=1, nvtx_include=(ncu_argv.nvtx_filter("LLM@prefill"),),
+        extra_args=("--cache-control", "none"),
     )  # fmt: skip
+    argv = ncu_argv.profile_argv("ncu", "rep", "s.py", python="py", options=options,
+                                 script_args=["status.json"])  # fmt: skip
     assert "--set" not in argv
     assert argv[argv.index("--nvtx-include") + 1] == r"LLM\@prefill/"
     assert argv.count("--section") == 2
@@ -121,22 +123,26 @@ def test_ncu_argv_all_options() -> None:
     assert argv[argv.index("--launch-count") + 1] == "1"
     assert argv[-5:] == ["--cache-control", "none", "py", "s.py", "status.json"]
     with pytest.raises(ValueError):
-        ncu_argv.profile_argv("ncu", "r", "s", kernel_regex="a", kernel_exact="a")
+        ncu_argv.NcuOptions(kernel_regex="a", kernel_exact="a")
     with pytest.raises(ValueError):
-        ncu_argv.profile_argv("ncu", "r", "s", launch_skip=-1)
+        ncu_argv.NcuOptions(launch_skip=-1)
 
 
 def test_nsys_argv_shape() -> None:
-    argv = nsys_argv.profile_argv(
-        "/n/nsys", "/r/report", "/r/script.py", python="/py", trace="cuda,nvtx,osrt",
-        extra_args=["--cuda-memory-usage=true"], script_args=["/r/status.json"],
-    )  # fmt: skip
+    options = nsys_argv.NsysOptions(trace=("cuda", "nvtx", "osrt"),
+                                    extra_args=("--cuda-memory-usage=true",))  # fmt: skip
+    argv = nsys_argv.profile_argv("/n/nsys", "/r/report", "/r/script.py", python="/py",
+                                  options=options, script_args=["/r/status.json"])  # fmt: skip
     assert argv == [
-        "/n/nsys", "profile", "--trace=cuda,nvtx,osrt", "--sample=none", "--cpuctxsw=none",
+        "/n/nsys", "profile", "--trace=cuda,nvtx,osrt", "--cuda-graph-trace=node",
+        "--sample=none", "--cpuctxsw=none",
         "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
         "--force-overwrite=true", "-o", "/r/report", "--cuda-memory-usage=true",
         "/py", "/r/script.py", "/r/status.json",
     ]  # fmt: skip
+    ops = nsys_argv.NsysOptions(cuda_graph_trace="graph", pytorch="autograd-shapes-nvtx")
+    assert ops.collect_args() == ["--trace=cuda,nvtx", "--cuda-graph-trace=graph",
+                                  "--pytorch=autograd-shapes-nvtx"]  # fmt: skip
     assert nsys_argv.NSYS_ENV == {"NSYS_NVTX_PROFILER_REGISTER_ONLY": "0"}
     with pytest.raises(ValueError, match="cudda"):
         nsys_argv.parse_trace("cudda,nvtx")

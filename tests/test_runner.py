@@ -74,7 +74,7 @@ def test_shell_string_is_refused(tmp_path: Path) -> None:
 def test_timeout_escalates_to_sigterm_and_leaves_no_orphan(tmp_path: Path) -> None:
     with pytest.raises(ProfileTimeout) as info:
         runner.run([PY, "-c", STUBBORN], log_path=tmp_path / "log", timeout=1.5, grace_s=GRACE)
-    res = info.value.result  # type: ignore[attr-defined]
+    res = info.value.result
     assert res.outcome == "timeout"
     assert res.signals == ["SIGINT", "SIGTERM"]  # SIGINT was ignored by both
     assert runner.group_members(res.pgid) == []
@@ -102,7 +102,7 @@ def test_cancel_event_escalates_to_sigkill(tmp_path: Path) -> None:
             on_line=on_line,
             grace_s=GRACE,
         )
-    res = info.value.result  # type: ignore[attr-defined]
+    res = info.value.result
     assert seen.is_set() and res.outcome == "cancelled"
     assert res.signals == ["SIGINT", "SIGTERM", "SIGKILL"]
     assert res.returncode == -signal.SIGKILL
@@ -129,7 +129,7 @@ def test_keyboard_interrupt_stops_group_with_sigint_first(tmp_path: Path) -> Non
             runner.run([PY, "-c", code], log_path=tmp_path / "log", on_line=on_line, grace_s=GRACE)
     finally:
         signal.signal(signal.SIGINT, previous)
-    res = info.value.result  # type: ignore[attr-defined]
+    res = info.value.result
     assert res.outcome == "interrupted" and res.signals == ["SIGINT"]
     assert runner.group_members(res.pgid) == []
     assert isinstance(info.value, KeyboardInterrupt)  # still an interrupt for the caller

@@ -15,8 +15,9 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from ..nvtx_names import CELL_RANGE, NVTX_DOMAIN
+from ..nvtx_names import CELL_RANGE, NVTX_DOMAIN, statement_line
 
 CELL_FILTER = f"{NVTX_DOMAIN}@{CELL_RANGE}/"
 REGEX_SPECIAL = frozenset("\\^$.|?*+()[]{}")
@@ -101,53 +102,165 @@ def parse_nvtx_filter(text: str) -> tuple[str | None, list[str], bool]:
     return domain, tokens, push_pop
 
 
+@dataclass(frozen=True)
+class NcuOptions:
+    """What ncu collects (``set``, ``sections``, ``metrics``) and which launches it profiles.
+
+    ``kernel_exact`` is a kernel name (escaped and anchored here); ``kernel_regex`` the user's own
+    regex, passed as is. ``nvtx_include``/``nvtx_exclude`` are ncu NVTX filter expressions,
+    already spelled for ncu (default: the cell's own range); ``launch_skip``/``launch_count``
+    count matching launches only, from the start of the run (fresh) or of the attach (warm)."""
+
+    set: str | None = "roofline"
+    sections: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
+    kernel_regex: str | None = None
+    kernel_exact: str | None = None
+    launch_skip: int | None = None
+    launch_count: int | None = None
+    nvtx_include: tuple[str, ...] = (CELL_FILTER,)
+    nvtx_exclude: tuple[str, ...] = ()
+    extra_args: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kernel_regex and self.kernel_exact:
+            raise ValueError("give kernel_regex or kernel_exact, not both")
+        for flag, value in (
+            ("--launch-skip", self.launch_skip),
+            ("--launch-count", self.launch_count),
+        ):
+            if value is not None and int(value) < 0:
+                raise ValueError(f"{flag} must be >= 0")
+
+    def collect_args(self) -> list[str]:
+        """What to measure: ``--set``, ``--section``..., ``--metrics``."""
+        args = ["--set", self.set] if self.set else []
+        for section in self.sections:
+            args += ["--section", section]
+        if self.metrics:
+            args += ["--metrics", ",".join(self.metrics)]
+        return args
+
+    def filter_args(self) -> list[str]:
+        """Which launches: NVTX includes, kernel name, skip/count (no ``--nvtx``: attach mode
+        refuses it; it goes on the launching command)."""
+        args: list[str] = []
+        for expression in self.nvtx_include:
+            args += ["--nvtx-include", expression]
+        for expression in self.nvtx_exclude:
+            args += ["--nvtx-exclude", expression]
+        if self.kernel_exact:
+            args += kernel_filter_args(self.kernel_exact)
+        elif self.kernel_regex:
+            args += ["--kernel-name", "regex:" + self.kernel_regex]
+        for flag, value in (
+            ("--launch-skip", self.launch_skip),
+            ("--launch-count", self.launch_count),
+        ):
+            if value is not None:
+                args += [flag, str(int(value))]
+        return args
+
+    def describe_filter(self) -> str:
+        """The filter in words, for "nothing matched" messages."""
+        args = self.filter_args()
+        parts = [f"{args[i]} {args[i + 1]!r}" for i in range(0, len(args), 2)
+                 if args[i] != "--kernel-name-base"]  # fmt: skip
+        return "the filter " + " ".join(parts) if parts else "any kernel"
+
+
 def profile_argv(
     ncu: str | os.PathLike[str],
     report_base: str | os.PathLike[str],
     script: str | os.PathLike[str],
     *,
     python: str = sys.executable,
-    set: str | None = "roofline",
-    sections: Sequence[str] = (),
-    metrics: Sequence[str] = (),
-    kernel_regex: str | None = None,
-    kernel_exact: str | None = None,
-    launch_skip: int | None = None,
-    launch_count: int | None = None,
-    nvtx_include: str | None = CELL_FILTER,
-    extra_args: Sequence[str] = (),
+    options: NcuOptions | None = None,
     script_args: Sequence[str] = (),
+    launcher: Sequence[str] = (),
 ) -> list[str]:
-    """``ncu --target-processes all [--nvtx --nvtx-include F] [--set S] ... -f -o REPORT
-    [extra] python script``. ``kernel_exact`` is a name (escaped and anchored here);
-    ``kernel_regex`` is the user's own regex, passed as is."""
-    if kernel_regex and kernel_exact:
-        raise ValueError("give kernel_regex or kernel_exact, not both")
-    argv = [os.fspath(ncu), "--target-processes", "all"]
-    if nvtx_include:
-        argv += ["--nvtx", "--nvtx-include", nvtx_include]
-    if set:
-        argv += ["--set", set]
-    for section in sections:
-        argv += ["--section", section]
-    if metrics:
-        argv += ["--metrics", ",".join(metrics)]
-    if kernel_exact:
-        argv += kernel_filter_args(kernel_exact)
-    elif kernel_regex:
-        argv += ["--kernel-name", "regex:" + kernel_regex]
-    for flag, value in (("--launch-skip", launch_skip), ("--launch-count", launch_count)):
-        if value is not None:
-            if int(value) < 0:
-                raise ValueError(f"{flag} must be >= 0")
-            argv += [flag, str(int(value))]
-    argv += [
+    """``ncu --target-processes all --nvtx [filters] [collect] -f -o REPORT [extra] [launcher]
+    python script`` for a fresh run."""
+    options = options or NcuOptions()
+    return [
+        os.fspath(ncu),
+        "--target-processes",
+        "all",
+        "--nvtx",
+        *options.collect_args(),
+        *options.filter_args(),
         "-f",
         "-o",
         os.fspath(report_base),
-        *extra_args,
+        *options.extra_args,
+        *launcher,
         python,
         os.fspath(script),
         *script_args,
     ]
-    return argv
+
+
+def launch_argv(ncu: str | os.PathLike[str], port: int, command: Sequence[str]) -> list[str]:
+    """``ncu --mode launch`` of a warm worker: it runs with ncu's injection and stops at its
+    first CUDA call until a tool attaches (measured: tools/probes/session_probe*.py)."""
+    return [os.fspath(ncu), "--mode", "launch", "--port", str(port), "--target-processes", "all",
+            "--nvtx", *command]  # fmt: skip
+
+
+def attach_argv(
+    ncu: str | os.PathLike[str], port: int, report_base: str | os.PathLike[str], options: NcuOptions
+) -> list[str]:
+    """``ncu --mode attach`` to the warm worker on ``port``: profiles what ``options`` select
+    while attached; the report is complete once the launches ran (the CLI itself stays
+    connected until it is sent SIGINT)."""
+    return [
+        os.fspath(ncu),
+        "--mode",
+        "attach",
+        "--hostname",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *options.collect_args(),
+        *options.filter_args(),
+        "-f",
+        "-o",
+        os.fspath(report_base),
+        *options.extra_args,
+    ]
+
+
+# An attach that selects no launch: releases a worker held at its first CUDA call.
+RELEASE = NcuOptions(set=None, kernel_regex="^$", nvtx_include=())
+
+
+def listed_identifiers(text: str) -> frozenset[str]:
+    """The identifiers of ``ncu --list-sets`` / ``--list-sections`` output: the first word of
+    each table row (rows wrapped onto more lines continue indented)."""
+    names = set()
+    body = False
+    for line in text.splitlines():
+        if line.startswith("Identifier"):
+            body = True
+            continue
+        if not body or not line.strip() or line.startswith(("-", " ", "\t")):
+            continue
+        names.add(line.split()[0])
+    return frozenset(names)
+
+
+def parse_range_spec(spec: str) -> tuple[str | None, str]:
+    """A range as the NVTX tab (and ``nsys stats``) writes it -> (domain, name): "DOMAIN:RANGE",
+    ":RANGE" for the default domain (domain ""), or "RANGE" alone (domain None: not said). A
+    statement label ("L3: y = f(x)") names a range of the cell's own domain."""
+    spec = spec.strip()
+    if not spec:
+        raise ValueError("the range name is empty")
+    if statement_line(spec) is not None:
+        return NVTX_DOMAIN, spec
+    domain, sep, name = spec.partition(":")
+    if not sep:
+        return None, spec
+    if not name:
+        raise ValueError("no range name after 'DOMAIN:'")
+    return domain, name
