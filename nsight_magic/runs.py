@@ -15,12 +15,10 @@ import os
 import platform
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
-
-from .errors import ReportNotFoundError
+from typing import Any, Literal, TypedDict
 
 DEFAULT_ROOT = "nsight-runs"
 META = "meta.json"
@@ -56,6 +54,49 @@ def new_run_dir(root: str | Path | None = None, name: str = "cell") -> Path:
 def child_run_dir(parent: str | Path, kernel_name: str) -> Path:
     """A picker run's folder inside its parent: ``<parent>/ncu/<time>-<kernel>/``."""
     return new_run_dir(Path(parent) / "ncu", kernel_name)
+
+
+class CellStatus(TypedDict, total=False):
+    """What the profiled process says about the cell (``status.json``, or a warm worker's
+    reply). Written by the generated script (``script.template.STATUS_KEYS``), read here."""
+
+    status: Literal["running", "ok", "error", "interrupted"]
+    phase: str  # setup | vars | warmup | cell | done
+    gate: str  # how the cell was gated: cudaProfilerApi (nsys) or nvtx (ncu)
+    gate_kind: str  # torch | cudart | none | nvtx
+    warmup: int
+    nvtx: bool  # the nvtx module was importable (ranges exist)
+    exc_type: str
+    exc_message: str
+    traceback: str  # the user's traceback in cell line numbers
+    cell_s: float
+    total_s: float
+    ranges: list[list[str]]  # NVTX ranges the cell opened: [domain, name, style]
+    history_errors: list[dict[str, str]]  # earlier cells that raised when replayed
+    worker_broken: str | None  # a sticky CUDA error left the worker unusable
+
+
+_STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
+    "status": str, "phase": str, "gate": str, "gate_kind": str, "warmup": int, "nvtx": bool,
+    "exc_type": str, "exc_message": str, "traceback": str, "cell_s": (int, float),
+    "total_s": (int, float), "ranges": list, "history_errors": list,
+    "worker_broken": (str, type(None)),
+}  # fmt: skip
+
+
+def cell_status(data: Mapping[str, Any] | None) -> CellStatus:
+    """The known status fields of ``data`` with the right types (others dropped): a
+    half-written or foreign file never becomes a KeyError further on."""
+    out: dict[str, Any] = {}
+    for key, types in _STATUS_TYPES.items():
+        value = (data or {}).get(key)
+        if value is not None and isinstance(value, types):
+            out[key] = value
+    return out  # type: ignore[return-value]
+
+
+def read_cell_status(run_dir: str | Path) -> CellStatus:
+    return cell_status(read_json(Path(run_dir) / "status.json", {}))
 
 
 def write_json(path: str | Path, obj: Any) -> None:
@@ -116,43 +157,6 @@ def versions(tool_versions: dict[str, str] | None = None) -> dict[str, Any]:
     out["nsight_magic"] = __version__
     out.update(tool_versions or {})
     return out
-
-
-def _report_in(run_dir: Path, meta: dict[str, Any]) -> Path:
-    """The saved report to open: nsys export (.sqlite, parquet dir) before the .nsys-rep."""
-    tool = meta.get("tool")
-    names = []
-    if meta.get("report"):
-        names.append(meta["report"])
-    if tool == "ncu":
-        names += ["report.ncu-rep"]
-    else:
-        names += ["report.sqlite", "report_pq", "report.nsys-rep"]
-    for name in names:
-        path = run_dir / name
-        if path.exists():
-            return path
-    raise ReportNotFoundError(
-        f"{run_dir} holds no report ({', '.join(names)}); status: {meta.get('status', '?')}."
-    )
-
-
-def load_run(path: str | Path) -> Any:
-    """Rebuild ``NsysRun``/``NcuRun`` from a run folder, offline (no profiler needed)."""
-    run_dir = Path(path)
-    if run_dir.is_file() and run_dir.name == META:
-        run_dir = run_dir.parent
-    if not run_dir.is_dir():
-        raise ReportNotFoundError(f"{run_dir} is not a run folder.")
-    meta = read_json(run_dir / META, {}) or {}
-    from .reports import open_report
-    from .results import NcuRun, NsysRun
-
-    report_path = _report_in(run_dir, meta)
-    report = open_report(report_path)
-    tool = meta.get("tool") or ("ncu" if report_path.suffix == ".ncu-rep" else "nsys")
-    cls = NcuRun if tool == "ncu" else NsysRun
-    return cls(report, run_dir, meta)
 
 
 def list_runs(root: str | Path | None = None, *, children: bool = False) -> Any:

@@ -11,10 +11,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from session_support import script_for as build_script
 
 from nsight_magic.errors import CellSyntaxError
 from nsight_magic.nvtx_names import shorten_label as shorten
-from nsight_magic.script import build_script, statement_labels
+from nsight_magic.script import prepare_cell
+
+
+def statement_labels(cell: str) -> list[str]:
+    return list(prepare_cell(cell).labels)
+
 
 RECORDING_NVTX = """
 import contextlib, json, os
@@ -135,7 +141,7 @@ def test_nsys_gate_without_gpu_is_recorded_as_none(tmp_path: Path) -> None:
     # torch is CPU-only here and no libcudart is installed: the gate must not crash.
     proc, status, _ = run_script(tmp_path, build_script("import torch\nx = torch.ones(2) * 2"))
     assert proc.returncode == 0, proc.stderr
-    assert status["gate"] == "nsys" and status["gate_kind"] == "none"
+    assert status["gate"] == "cudaProfilerApi" and status["gate_kind"] == "none"
     assert status["cell_s"] >= 0
 
 
@@ -146,7 +152,7 @@ def test_exit_inside_cell_is_an_error_not_success(tmp_path: Path) -> None:
 
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError):
-        build_script("x = 1", gate="perf")  # type: ignore[arg-type]
+        build_script("x = 1", gate="perf")
     with pytest.raises(ValueError):
         build_script("x = 1", warmup=-1)
 

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nsight_magic.script import build_script
+from session_support import script_for as build_script
+
 from nsight_magic.session.history import SetupRegistry
 
 

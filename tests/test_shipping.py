@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from session_support import script_for as build_script
 
 from nsight_magic.errors import NsightMagicError, UnpicklableVariableError
-from nsight_magic.script import build_script
 from nsight_magic.session import variables as shipping
 
 
@@ -46,7 +46,7 @@ def test_vars_reach_the_script_with_dtypes_and_classes(tmp_path: Path) -> None:
         "print(cfg['steps'], cfg['fn'](4), cfg['lam'](1))\n"
     )
     script = tmp_path / "script.py"
-    script.write_text(build_script(cell, setup_cells=["import torch"], vars_file="vars.pkl"))
+    script.write_text(build_script(cell, setup_cells=["import torch"]))
     out = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd="/"
     )

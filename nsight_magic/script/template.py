@@ -1,79 +1,69 @@
-"""Cell text -> a self-contained Python script that the profiler runs.
+"""A prepared cell -> the Python script a profiled process runs.
 
-The script re-creates the notebook state it is told about (setup cells, shipped ``--vars``),
-optionally warms up, then runs the cell once more as the captured run: inside
-``nvtx.annotate("cell", domain="nsight_magic")`` with one range per top-level statement,
-gated for nsys with cudaProfilerStart/Stop. It writes a JSON status file so the parent can
-report the user's exception in cell coordinates.
+One script serves both ways of running a cell:
 
-The script must run with any interpreter the user picks (``--python``), so it imports
-nothing from this package: the per-statement split is done inside the script with ``ast``.
+- fresh (``%%nsys --fresh``, the cold picker): ``python script.py [status.json]`` replays the
+  script's ``HISTORY`` (setup cells; for a warm run also the cells the worker had run), loads the
+  shipped variables, warms up, runs the cell once more gated, and writes a status file;
+- warm: the session worker imports the file and calls ``run_history(ns, entries)``,
+  ``prepare(ns)``, ``warmup(ns)`` and ``capture(ns)`` on its persistent namespace.
+
+The captured run is wrapped in ``nvtx.annotate("cell", domain="nsight_magic")`` with one range
+per top-level statement; for nsys it is gated with cudaProfilerStart/Stop. The script must run
+with any interpreter the user picks (``--python``), so it imports nothing from this package;
+``STATUS_KEYS`` (the status file's keys) is checked against ``runs.CellStatus`` by a test.
 """
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
-from .errors import CellSyntaxError
-from .nvtx_names import CELL_RANGE, NVTX_DOMAIN, WARMUP_RANGE, statement_label
+from ..nvtx_names import CELL_RANGE, NVTX_DOMAIN, WARMUP_RANGE
+from .cell import PreparedCell
 
-Gate = Literal["nsys", "ncu"]
-
-
-def parse_cell(cell: str, *, cell_name: str = "cell") -> ast.Module:
-    """Parse the cell; a SyntaxError becomes CellSyntaxError naming the cell line."""
-    try:
-        return ast.parse(cell, filename=cell_filename(cell_name))
-    except SyntaxError as exc:
-        line = (exc.text or "").rstrip("\n")
-        msg = f"{cell_name} does not parse: {exc.msg} (line {exc.lineno}): {line.strip()}"
-        err = CellSyntaxError(msg)
-        err.lineno, err.offset, err.text = exc.lineno, exc.offset, exc.text
-        err.filename = cell_filename(cell_name)
-        raise err from None
+Gate = Literal["cudaProfilerApi", "nvtx"]
+STATUS_KEYS = frozenset(
+    {"status", "phase", "gate", "gate_kind", "warmup", "nvtx", "exc_type", "exc_message",
+     "traceback", "cell_s", "total_s", "ranges", "history_errors"}
+)  # fmt: skip
 
 
-def cell_filename(cell_name: str) -> str:
-    """The pseudo filename tracebacks show for the cell (registered in linecache)."""
-    return f"<nsight_magic {cell_name}>"
-
-
-def statement_labels(cell: str, tree: ast.Module | None = None) -> list[str]:
-    """``"L{line}: {source}"`` per top-level statement: the names of the per-statement ranges."""
-    tree = tree if tree is not None else ast.parse(cell)
-    # a compound statement's label is its header line, as a reader scans it
-    return [
-        statement_label(stmt.lineno, ast.get_source_segment(cell, stmt) or "") for stmt in tree.body
-    ]
+def history_entry(
+    kind: str, name: str, cell: PreparedCell, vars_file: str | None = None
+) -> dict[str, Any]:
+    """One replayable step (a setup cell, or a cell a warm worker ran) as the script reads it."""
+    return {
+        "kind": kind,
+        "name": name,
+        "source": cell.source,
+        "code": cell.code,
+        "filename": cell.filename,
+        "vars_file": vars_file,
+        "needs_ipython": cell.needs_ipython,
+    }
 
 
 def build_script(
-    cell: str,
+    cell: PreparedCell,
     *,
-    setup_cells: Sequence[str] = (),
-    vars_file: str | None = None,
+    history: Sequence[Mapping[str, Any]] = (),
     warmup: int = 0,
-    gate: Gate = "nsys",
-    cell_name: str = "cell",
+    gate: Gate = "cudaProfilerApi",
 ) -> str:
-    """Return the script text. Raises CellSyntaxError (for the cell or a setup cell) before
-    anything runs. ``vars_file`` is resolved relative to the script's own folder."""
-    if gate not in ("nsys", "ncu"):
-        raise ValueError(f"gate must be 'nsys' or 'ncu', not {gate!r}")
+    """The script text for ``cell``. ``history`` is replayed first when the script runs on its
+    own (``history_entry`` dicts); ``vars.pkl`` next to the script is loaded when present."""
+    if gate not in ("cudaProfilerApi", "nvtx"):
+        raise ValueError(f"gate must be 'cudaProfilerApi' or 'nvtx', not {gate!r}")
     if warmup < 0:
         raise ValueError("warmup must be >= 0")
-    tree = parse_cell(cell, cell_name=cell_name)
-    for i, setup in enumerate(setup_cells):
-        parse_cell(setup, cell_name=f"setup cell {i + 1}")
-    labels = statement_labels(cell, tree)
     return _TEMPLATE.format(
-        cell=repr(cell),
-        cell_file=repr(cell_filename(cell_name)),
-        labels=repr(labels),
-        setups=repr(list(setup_cells)),
-        vars_file=repr(vars_file),
+        cell=repr(cell.source),
+        code=repr(cell.code),
+        cell_file=repr(cell.filename),
+        labels=repr(list(cell.labels)),
+        needs_ipython=repr(cell.needs_ipython),
+        history=repr([dict(entry) for entry in history]),
         warmup=int(warmup),
         gate=repr(gate),
         domain=repr(NVTX_DOMAIN),
@@ -86,45 +76,41 @@ def build_script(
 _TEMPLATE = '''\
 # Generated by nsight_magic: runs one notebook cell under a profiler. Safe to re-run:
 #   python script.py [status.json]
+# A warm nsight_magic worker imports this file and calls prepare/warmup/capture instead.
 import __future__
 import ast
 import contextlib
 import ctypes
 import ctypes.util
+import glob
 import json
 import linecache
 import os
+import pickle
 import sys
 import time
 import traceback
 
 CELL = {cell}
+CODE = {code}
 CELL_FILE = {cell_file}
 LABELS = {labels}
-SETUP_CELLS = {setups}
-VARS_FILE = {vars_file}
+NEEDS_IPYTHON = {needs_ipython}
+HISTORY = {history}
 WARMUP = {warmup}
 GATE = {gate}
 DOMAIN = {domain}
+CELL_RANGE = {cell_range}
+WARMUP_RANGE = {warmup_range}
 HERE = os.path.dirname(os.path.abspath(__file__))
-STATUS = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "status.json")
-status = {{"status": "running", "phase": "start", "gate": GATE, "warmup": WARMUP}}
-
-
-def write_status(**kw):
-    status.update(kw)
-    tmp = STATUS + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(status, f)
-    os.replace(tmp, STATUS)  # the parent never reads a half-written file
-
+VARS_FILE = os.path.join(HERE, "vars.pkl")
 
 try:
     import nvtx
     annotate = nvtx.annotate
-    status["nvtx"] = True
+    HAVE_NVTX = True
 except ImportError:  # ranges are then missing; the parent warns (ncu needs them to gate)
-    status["nvtx"] = False
+    HAVE_NVTX = False
 
     @contextlib.contextmanager
     def annotate(*a, **k):
@@ -136,9 +122,10 @@ def register(filename, text):
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
 
 
-def compile_statements(text, filename):
+def compile_statements(code, filename, source):
     """One code object per top-level statement, keeping cell line numbers."""
-    tree = ast.parse(text, filename)
+    register(filename, source)
+    tree = ast.parse(code, filename)
     flags = 0
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":
@@ -151,14 +138,70 @@ def compile_statements(text, filename):
     ]
 
 
-class Gate:
-    """cudaProfilerStart/Stop for nsys --capture-range=cudaProfilerApi. torch when the cell
-    state already uses it, else cudart through ctypes (CuPy/Triton/numba cells), else torch."""
+def use_ipython(ns):
+    """Magics and ! commands run through an IPython shell whose namespace is ``ns``."""
+    if callable(ns.get("get_ipython")):
+        return
+    from IPython.core.interactiveshell import InteractiveShell
+    shell = InteractiveShell.instance(user_ns=ns)
+    ns["get_ipython"] = lambda: shell
 
-    def __init__(self):
+
+def load_vars(ns, path):
+    with open(path, "rb") as f:
+        entries = pickle.load(f)
+    for name, (kind, blob) in entries.items():
+        if kind == "torch":
+            import io
+            import torch
+            # no map_location: a cuda tensor comes back on cuda, as in the notebook
+            ns[name] = torch.load(io.BytesIO(blob), weights_only=False)
+        else:
+            ns[name] = pickle.loads(blob)
+
+
+def user_traceback(exc):
+    """The exception as the notebook would show it: frames of this script dropped."""
+    tb = exc.__traceback__
+    here = os.path.abspath(__file__)
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) == here:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def run_history(ns, entries, stop_on_error=False):
+    """Replay setup cells / earlier cells, ungated. In a warm worker a failing step does not
+    stop the others: its error is returned (the user sees it as a warning); a script run on
+    its own stops at it (``stop_on_error``), as the notebook's setup would have."""
+    errors = []
+    for entry in entries:
+        try:
+            if entry.get("vars_file") and os.path.exists(entry["vars_file"]):
+                load_vars(ns, entry["vars_file"])
+            if entry.get("needs_ipython"):
+                use_ipython(ns)
+            for code in compile_statements(entry["code"], entry["filename"], entry["source"]):
+                exec(code, ns)
+        except Exception as exc:
+            if stop_on_error:
+                raise
+            errors.append({{"name": entry.get("name", ""), "exc_type": type(exc).__name__,
+                           "exc_message": str(exc)}})
+    return errors
+
+
+class Gate:
+    """cudaProfilerStart/Stop for nsys (--capture-range=cudaProfilerApi): through torch when the
+    cell state uses it, else cudart through ctypes (CuPy/Triton/numba cells), else torch. For
+    ncu the cell's NVTX range is the gate, so ``kind`` is "nvtx" and start/stop only sync."""
+
+    def __init__(self, mode):
         self.kind, self.lib = "none", None
+        if mode == "nvtx":
+            self.kind = "nvtx"
+            return
         # a torch cell gates through torch's own cudart, the one its kernels go through
-        if ("torch" in sys.modules or "torch" in CELL) and self._torch_cuda():
+        if ("torch" in sys.modules or "torch" in CODE) and self._torch_cuda():
             self.kind = "torch"
             return
         lib = self._find_cudart()
@@ -179,7 +222,6 @@ class Gate:
     def _find_cudart():
         names = [ctypes.util.find_library("cudart")]
         names += ["libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"]
-        import glob
         for base in sys.path:  # pip wheels: nvidia/cuda_runtime/lib (12.x), nvidia/cu13/lib
             names += sorted(glob.glob(os.path.join(base, "nvidia", "*", "lib", "libcudart.so*")))
         for name in names:
@@ -195,9 +237,10 @@ class Gate:
         return None
 
     def sync(self):
-        if self.kind == "torch":
+        if self.kind == "torch" or (self.kind == "nvtx" and "torch" in sys.modules):
             import torch
-            torch.cuda.synchronize()
+            if torch.cuda.is_initialized():
+                torch.cuda.synchronize()
         elif self.kind == "cudart":
             self.lib.cudaDeviceSynchronize()
 
@@ -218,89 +261,154 @@ class Gate:
             self.lib.cudaProfilerStop()
 
 
-def user_traceback(exc):
-    """The exception as the notebook would show it: frames of this script dropped."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
-        tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb))
+class RangeRecorder:
+    """Notes the NVTX ranges the cell opens (nvtx package and torch.cuda.nvtx), so that a filter
+    that matched nothing can be answered with the ranges the cell really has."""
+
+    def __init__(self):
+        self.seen = {{}}
+        self.undo = []
+
+    def note(self, message, domain, style):
+        name = getattr(domain, "name", domain) or ""
+        if name != DOMAIN and message is not None:
+            self.seen.setdefault((str(name), str(message), style), None)
+
+    def wrap(self, owner, attr, style, pick):
+        original = getattr(owner, attr, None)
+        if original is None:
+            return
+        recorder = self
+
+        def wrapper(*args, **kwargs):
+            with contextlib.suppress(Exception):
+                recorder.note(*pick(args, kwargs), style)
+            return original(*args, **kwargs)
+
+        setattr(owner, attr, wrapper)
+        self.undo.append((owner, attr, original))
+
+    def __enter__(self):
+        def arg(a, k, name, i, default=None):
+            return k.get(name, a[i] if len(a) > i else default)
+
+        with contextlib.suppress(Exception):
+            if HAVE_NVTX:
+                self.wrap(nvtx, "push_range", "PushPop",
+                          lambda a, k: (arg(a, k, "message", 0), arg(a, k, "domain", 2)))
+                self.wrap(nvtx, "start_range", "StartEnd",
+                          lambda a, k: (arg(a, k, "message", 0), arg(a, k, "domain", 2)))
+                # annotate keeps its arguments as init_args = (message, color, domain, ...)
+                self.wrap(nvtx.annotate, "__enter__", "PushPop",
+                          lambda a, k: (a[0].init_args[0], a[0].init_args[2]))
+            if "torch" in sys.modules:
+                import torch.cuda.nvtx as tnvtx
+                self.wrap(tnvtx, "range_push", "PushPop", lambda a, k: (arg(a, k, "msg", 0), ""))
+                self.wrap(tnvtx, "range_start", "StartEnd", lambda a, k: (arg(a, k, "msg", 0), ""))
+        return self
+
+    def __exit__(self, *exc):
+        for owner, attr, original in reversed(self.undo):
+            setattr(owner, attr, original)
+        self.undo.clear()
+        return False
+
+    def ranges(self):
+        return [list(key) for key in self.seen]
 
 
-def load_vars(ns):
-    path = VARS_FILE if os.path.isabs(VARS_FILE) else os.path.join(HERE, VARS_FILE)
-    import pickle
-    with open(path, "rb") as f:
-        entries = pickle.load(f)
-    for name, (kind, blob) in entries.items():
-        if kind == "torch":
-            import io
-            import torch
-            # no map_location: a cuda tensor comes back on cuda, as in the notebook
-            ns[name] = torch.load(io.BytesIO(blob), weights_only=False)
-        else:
-            ns[name] = pickle.loads(blob)
+_CODES = []
 
 
-def run_cell(codes, ns):
-    for label, code in zip(LABELS, codes):
+def prepare(ns):
+    """Compile the cell, load shipped variables, give IPython syntax its shell."""
+    _CODES[:] = compile_statements(CODE, CELL_FILE, CELL)
+    if os.path.exists(VARS_FILE):
+        load_vars(ns, VARS_FILE)
+    if NEEDS_IPYTHON:
+        use_ipython(ns)
+
+
+def run_statements(ns):
+    for label, code in zip(LABELS, _CODES):
         with annotate(label, domain=DOMAIN):
             exec(code, ns)
 
 
-def main():
-    ns = {{"__name__": "__main__", "__builtins__": __builtins__}}
-    t0 = time.perf_counter()
+def warmup(ns):
+    if WARMUP:
+        with annotate(WARMUP_RANGE, domain=DOMAIN):
+            for _ in range(WARMUP):
+                run_statements(ns)
+
+
+def capture(ns):
+    """The gated, NVTX-wrapped run of the cell; returns the status fields. A cell that raises
+    still stops the gate (the partial report is complete) and reports in cell coordinates."""
+    gate = Gate(GATE)
+    out = {{"gate": GATE, "gate_kind": gate.kind, "nvtx": HAVE_NVTX, "status": "ok"}}
+    recorder = RangeRecorder()
+    t1 = time.perf_counter()
     try:
-        write_status(phase="setup")
-        if VARS_FILE:
-            write_status(phase="vars")
-            load_vars(ns)
-        for i, text in enumerate(SETUP_CELLS):
-            write_status(phase="setup")
-            name = "<nsight_magic setup cell %d>" % (i + 1)
-            register(name, text)
-            for code in compile_statements(text, name):
-                exec(code, ns)
-        register(CELL_FILE, CELL)
-        codes = compile_statements(CELL, CELL_FILE)
-        gate = Gate() if GATE == "nsys" else None
-        status["gate_kind"] = gate.kind if gate else "nvtx"
-        if WARMUP:
-            write_status(phase="warmup")
-            with annotate({warmup_range}, domain=DOMAIN):
-                for _ in range(WARMUP):
-                    run_cell(codes, ns)
-        write_status(phase="cell")
-        t1 = time.perf_counter()
-        if gate:
+        with recorder:
             gate.start()
-        try:
-            with annotate({cell_range}, domain=DOMAIN):
-                run_cell(codes, ns)
-        finally:
-            # stop even when the cell raised, so the partial report is complete
-            if gate:
+            try:
+                with annotate(CELL_RANGE, domain=DOMAIN):
+                    run_statements(ns)
+            finally:
                 try:
                     gate.stop()
                 except Exception:
                     pass
-            status["cell_s"] = time.perf_counter() - t1
     except BaseException as exc:
-        write_status(
-            status="interrupted" if isinstance(exc, KeyboardInterrupt) else "error",
-            exc_type=type(exc).__name__,
-            exc_message=str(exc),
-            traceback=user_traceback(exc),
-            total_s=time.perf_counter() - t0,
-        )
-        # the parent shows the traceback from the status file (printing it here too
-        # would show it twice); a one-line note keeps a bare `python script.py` honest
-        sys.stdout.flush()
-        note = "[nsight_magic] the cell raised %s; see %s\\n"
-        sys.stderr.write(note % (type(exc).__name__, STATUS))
+        out.update(status="interrupted" if isinstance(exc, KeyboardInterrupt) else "error",
+                   exc_type=type(exc).__name__, exc_message=str(exc),
+                   traceback=user_traceback(exc))
+    out["cell_s"] = time.perf_counter() - t1
+    out["ranges"] = recorder.ranges()
+    return out
+
+
+def main():
+    status_path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "status.json")
+    status = {{"status": "running", "phase": "start", "gate": GATE, "warmup": WARMUP}}
+
+    def write_status(**kw):
+        status.update(kw)
+        tmp = status_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(status, f)
+        os.replace(tmp, status_path)  # the parent never reads a half-written file
+
+    ns = {{"__name__": "__main__", "__builtins__": __builtins__}}
+    t0 = time.perf_counter()
+    try:
+        write_status(phase="setup")
+        run_history(ns, HISTORY, stop_on_error=True)
+        write_status(phase="vars")
+        prepare(ns)
+        write_status(phase="warmup")
+        warmup(ns)
+        write_status(phase="cell")
+    except BaseException as exc:
+        write_status(status="interrupted" if isinstance(exc, KeyboardInterrupt) else "error",
+                     exc_type=type(exc).__name__, exc_message=str(exc),
+                     traceback=user_traceback(exc), total_s=time.perf_counter() - t0)
+        sys.stderr.write("[nsight_magic] %s raised %s; see %s\\n"
+                         % (status["phase"], type(exc).__name__, status_path))
         raise SystemExit(1) from None
-    write_status(status="ok", phase="done", total_s=time.perf_counter() - t0)
+    result = capture(ns)
+    write_status(phase="cell" if result["status"] != "ok" else "done",
+                 total_s=time.perf_counter() - t0, **result)
+    if result["status"] != "ok":
+        # the parent shows the traceback from the status file (printing it here too would
+        # show it twice); a one-line note keeps a bare `python script.py` honest
+        sys.stdout.flush()
+        sys.stderr.write("[nsight_magic] the cell raised %s; see %s\\n"
+                         % (result["exc_type"], status_path))
+        raise SystemExit(1)
 
 
-main()
+if __name__ == "__main__":
+    main()
 '''
