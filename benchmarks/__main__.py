@@ -1,7 +1,8 @@
 """``python -m benchmarks [ingest|weight|gpu|all]``: each prints its ratios, measured in one run.
 
-ingest (P1) and weight (P2) run anywhere; gpu (P3, P4) needs a GPU with nsys and ncu.
-``all`` runs ingest and weight, and gpu when nsys and ncu are on PATH.
+ingest (P1) and weight (P2) run anywhere; gpu (P3, P4) and session (P5, P6) need a GPU with nsys
+and ncu (session also transformers). ``all`` runs ingest and weight, and gpu and session when
+nsys and ncu are on PATH.
 """
 
 from __future__ import annotations
@@ -27,10 +28,15 @@ def main() -> None:
         from . import weight
 
         weight.main(rest if what == "weight" else [])
-    if what == "gpu" or (what == "all" and shutil.which("nsys") and shutil.which("ncu")):
+    on_gpu = what == "all" and shutil.which("nsys") and shutil.which("ncu")
+    if what == "gpu" or on_gpu:
         from . import gpu
 
         gpu.main(rest if what == "gpu" else [])
+    if what == "session" or on_gpu:
+        from . import session
+
+        session.main(rest if what == "session" else [])
 
 
 if __name__ == "__main__":

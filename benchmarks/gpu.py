@@ -4,12 +4,12 @@ Workload: an ``nn.TransformerEncoder`` (d_model 256, batch 16 x 128 tokens; 2 la
 as ``--layers`` says) forward pass, built by a setup cell (outside the capture), profiled as a
 notebook cell would be.
 
-- P4: wall time of ``profile_nsys`` (what ``%%nsys`` runs: script, nsys profile, export, load) vs
-  the bare ``nsys profile`` of the same script with the same argv (read back from argv.json), and vs
+- P4: wall time of ``%%nsys --fresh`` (script, nsys profile, export, load) vs the bare
+  ``nsys profile`` of the same script with the same argv (read back from argv.json), and vs
   ``nsys profile`` with its default options. Target: <= 1.1x + 1 s.
-- P3: the picker's ``profile_kernel(top kernel)`` (ncu on one kernel, roofline set; and full set)
-  vs ``ncu --set full`` over the whole cell (``profile_ncu(cell, set="full")``). Target: >= 10x
-  less wall time.
+- P3: the cold picker (``profile_kernel(top kernel, fresh=True)``: ncu on one kernel of the saved
+  script; roofline set, and full set) vs ``%%ncu --fresh --set full`` over the whole cell.
+  Target: >= 10x less wall time. The warm session's figures are P5/P6 (``benchmarks/session.py``).
 """
 
 from __future__ import annotations
@@ -45,16 +45,32 @@ def _timed(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> flo
     return time.perf_counter() - t0
 
 
-def overhead(root: Path, repeats: int = 2, layers: int = 2) -> dict:
-    from nsight_magic.session.pipeline import profile_nsys
+def _session(layers: int):  # type: ignore[no-untyped-def]
+    from nsight_magic.script import prepare_cell
+    from nsight_magic.session.history import SetupRegistry
+    from nsight_magic.session.manager import SessionManager
 
+    manager = SessionManager(setup=SetupRegistry())
+    setup = SETUP.format(layers=layers)
+    manager.record_setup(setup, "model", prepare_cell(setup))
+    return manager
+
+
+def _fresh(manager, backend, root: Path, name: str):  # type: ignore[no-untyped-def]
+    from nsight_magic.session.spec import CellRequest
+
+    return manager.profile(CellRequest(cell=CELL, name=name, runs_root=root, fresh=True), backend)
+
+
+def overhead(root: Path, repeats: int = 2, layers: int = 2) -> dict:
+    from nsight_magic.session.backends import NsysBackend
+
+    manager = _session(layers)
     magic, same, default = [], [], []
     run = None
     for i in range(repeats):
         t0 = time.perf_counter()
-        run = profile_nsys(
-            CELL, setup=[SETUP.format(layers=layers)], name=f"p4-{i}", runs_root=root
-        )
+        run = _fresh(manager, NsysBackend(), root, f"p4-{i}")
         magic.append(time.perf_counter() - t0)
         argv = json.loads((run.run_dir / "argv.json").read_text())
         argv = argv["argv"] if isinstance(argv, dict) else argv
@@ -83,19 +99,20 @@ def overhead(root: Path, repeats: int = 2, layers: int = 2) -> dict:
 
 
 def drilldown(root: Path, layers: int = 2) -> dict:
-    from nsight_magic.session.pipeline import profile_kernel, profile_ncu, profile_nsys
+    from nsight_magic.profilers.ncu import NcuOptions
+    from nsight_magic.session.backends import NcuBackend, NsysBackend
 
-    setup = SETUP.format(layers=layers)
-    parent = profile_nsys(CELL, setup=[setup], name="p3-parent", runs_root=root)
+    manager = _session(layers)
+    parent = _fresh(manager, NsysBackend(), root, "p3-parent")
     top = parent.kernel_summary()["name"].iloc[0]
     t0 = time.perf_counter()
-    pick = profile_kernel(parent, top, set="roofline")
+    pick = parent.profile_kernel(top, set="roofline", fresh=True)
     pick_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    pick_full = profile_kernel(parent, top, set="full")
+    pick_full = parent.profile_kernel(top, set="full", fresh=True)
     pick_full_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    whole = profile_ncu(CELL, setup=[setup], set="full", name="p3-full", runs_root=root)
+    whole = _fresh(manager, NcuBackend(NcuOptions(set="full")), root, "p3-full")
     full_s = time.perf_counter() - t0
     picked = set(pick.kernels()["demangled"]) | set(pick.kernels()["name"])
     out = {

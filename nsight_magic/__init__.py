@@ -1,17 +1,51 @@
 """nsight_magic: profile notebook cells with Nsight Systems / Nsight Compute.
 
-``%load_ext nsight_magic`` registers ``%%nsys``, ``%%ncu`` and ``%%nsight_setup``.
-Everything the magics do is callable from Python: :func:`open_report`, :func:`load_run`,
-:func:`compare`. Imports stay light: IPython and ipywidgets load only when needed.
+``%load_ext nsight_magic`` registers ``%%nsys``, ``%%ncu``, ``%%nsight_setup`` and
+``%nsight_session``. Everything the magics do is callable from Python: :func:`open_report`,
+:func:`load_run`, :func:`compare`, :func:`last_run`, and the MFU helpers
+(``nsight_magic.transformer_flops`` ...). Imports stay light: pandas, IPython and ipywidgets
+load only when a function needs them (the profiling worker imports this package too).
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-__all__ = ["__version__", "compare", "load_ipython_extension", "load_run", "open_report"]
+# Public names served lazily: name -> (module, attribute).
+_LAZY = {
+    "transformer_flops": ("nsight_magic.analysis.mfu", "transformer_flops"),
+    "model_mfu": ("nsight_magic.analysis.mfu", "model_mfu"),
+    "kernel_mfu": ("nsight_magic.analysis.mfu", "kernel_mfu"),
+    "range_mfu": ("nsight_magic.analysis.mfu", "range_mfu"),
+    "set_peak": ("nsight_magic.analysis.gpu_peaks", "set_peak"),
+    "lookup_peak": ("nsight_magic.analysis.gpu_peaks", "lookup_peak"),
+    "NsysRun": ("nsight_magic.results", "NsysRun"),
+    "NcuRun": ("nsight_magic.results", "NcuRun"),
+}
+
+__all__ = [
+    "__version__",
+    "compare",
+    "last_run",
+    "load_ipython_extension",
+    "load_run",
+    "open_report",
+    *sorted(_LAZY),
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attribute = _LAZY[name]
+        return getattr(importlib.import_module(module), attribute)
+    raise AttributeError(f"module 'nsight_magic' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -23,6 +57,13 @@ def load_ipython_extension(ipython: Any) -> None:
     enable_static_charts()  # charts keep a PNG, so saved notebooks show them anywhere
 
 
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext nsight_magic``: stop the profiling workers."""
+    from .session.manager import MANAGER
+
+    MANAGER.stop()
+
+
 def open_report(path: Any) -> Any:
     """Open an nsys export (.sqlite, parquet dir, or .nsys-rep when nsys is installed) or a
     ``.ncu-rep``; returns an ``NsysReport`` or ``NcuReport``. Raises ``ReportError`` subclasses."""
@@ -32,10 +73,20 @@ def open_report(path: Any) -> Any:
 
 
 def load_run(path: Any) -> Any:
-    """Rebuild a saved run (``NsysRun``/``NcuRun``) from its run directory, offline."""
-    from .runs import load_run as _load
+    """Rebuild a saved run (``NsysRun``/``NcuRun``) from its run directory, offline; its kernel
+    picker re-runs the saved cell (cold) when asked."""
+    from .results import load_run as _load
+    from .session.manager import MANAGER
 
-    return _load(path)
+    return _load(path, profiler=MANAGER)
+
+
+def last_run() -> Any:
+    """The result of the last ``%%nsys``/``%%ncu`` cell, also when it failed with a partial
+    report (None before the first)."""
+    from .magics import last_run as _last
+
+    return _last()
 
 
 def compare(run_a: Any, run_b: Any, **kwargs: Any) -> Any:

@@ -1,31 +1,51 @@
-"""``%%nsys``, ``%%ncu``, ``%%nsight_setup``: parse the line, call ``profile.py``, display.
+"""``%%nsys``, ``%%ncu``, ``%%nsight_setup``, ``%nsight_session``: parse the line, call the
+session, display. Everything they do is callable from Python (``nsight_magic.session``).
 
-Configurable (``%config NsightMagic.nsys_path = "/opt/.../nsys"``): ``nsys_path``,
-``ncu_path``, ``runs_dir``. Errors the user can fix print one message, no traceback.
+Configurable (``%config NsightMagic.<name> = …``): ``nsys_path``, ``ncu_path``, ``runs_dir``,
+``auto_vars``, ``auto_vars_max_bytes``. Bad flags raise UsageError (one line); a profile that
+fails raises its typed error, shown as one line (IPython's ``_render_traceback_``), so the cell
+fails and Run All stops, while the partial result is shown and kept in ``-o VAR`` and
+``nsight_magic.last_run()``.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.text import dedent
-from traitlets import Unicode
+from traitlets import Bool, Int, Unicode
 
 from . import tools
-from .errors import CellFailedError, NsightMagicError
+from .errors import NsightMagicError
+from .profilers import ncu as ncu_argv
+from .profilers import nsys as nsys_argv
 from .progress import Progress
-from .session.history import REGISTRY
+from .script import prepare_cell
+from .session.backends import NcuBackend, NsysBackend
+from .session.manager import MANAGER, SessionStatus
+from .session.spec import CellRequest, Notebook, RunCallbacks
+from .session.variables import DEFAULT_AUTO_MAX_BYTES, human_bytes, parse_names
 
-_NOT_RETURNED = (
-    "The cell runs in a separate process: variables it assigns and results it computes are "
-    "NOT sent back to the notebook. Use --vars to send notebook variables in, and "
-    "%%nsight_setup cells for imports/models the profiled cell needs."
+_STATE_NOTE = (
+    "The cell runs in a warm worker process that keeps its state between profiled cells (like "
+    "a second kernel): names the cell reads that the notebook has are sent automatically "
+    "(up to auto_vars_max_bytes; --vars forces), but what the cell assigns is NOT sent back to "
+    "the notebook. --fresh runs it in a new process with only the %%nsight_setup cells."
 )
+_PYTORCH = {"off": None, "ops": "autograd-nvtx", "shapes": "autograd-shapes-nvtx"}
+_LAST: dict[str, Any] = {}
+
+
+def last_run() -> Any:
+    """The result of the last profiled cell, also when it failed with a partial report."""
+    return _LAST.get("run")
 
 
 def _common(func: Any) -> Any:
@@ -36,15 +56,19 @@ def _common(func: Any) -> Any:
             argument("--warmup", type=int, default=0, metavar="N",
                      help="Run the cell N times before the captured run (not profiled)."),
             argument("--vars", default="", metavar="a,b",
-                     help="Notebook variables to send into the profiled script (pickled; "
-                     "torch tensors/modules keep dtype and device)."),
+                     help="Notebook variables to send whatever their size (torch tensors and "
+                     "modules keep dtype and device)."),
             argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                     help="Environment variable for the profiled process (repeatable)."),
+                     help="Environment variable for the profiled process (repeatable; a "
+                     "change starts a new worker)."),
             argument("--python", default=None, help="Python interpreter to run the cell with."),
             argument("--timeout", type=float, default=None, metavar="SECONDS",
-                     help="Stop the profiler (and everything it started) after this long."),
+                     help="Stop the cell (and, if it does not stop, its worker) after this."),
+            argument("--fresh", action="store_true",
+                     help="Run in a new process with only the %%%%nsight_setup cells (clean "
+                     "state, as a script would), not in the warm worker."),
             argument("--no-setup", action="store_true",
-                     help="Do not replay the %%%%nsight_setup cells."),
+                     help="Do not run the %%%%nsight_setup cells for this cell."),
             argument("--var", "-o", default=None, metavar="NAME",
                      help="Also store the result object in this notebook variable."),
         ]
@@ -90,6 +114,38 @@ class _ProgressView:
         print(line, flush=True)
 
 
+def format_status(statuses: list[SessionStatus], notebook_gpu: dict[str, Any]) -> str:
+    """``%nsight_session`` as text: one paragraph per worker, then the notebook's own GPU use."""
+    if not statuses:
+        lines = ["No profiling worker is running; the next %%nsys / %%ncu cell starts one."]
+    else:
+        lines = []
+    for s in statuses:
+        state = "running" if s.alive else "stopped"
+        lines.append(f"{s.tool} worker: {state}, pid {s.pid}, up {s.uptime_s:,.0f} s, "
+                     f"{s.cells} cell(s) profiled, {s.replayed} history step(s) run")  # fmt: skip
+        for device, mem in sorted(s.cuda_memory.items()):
+            lines.append(f"  GPU {device}: torch holds {human_bytes(mem['reserved_bytes'])} "
+                         f"({human_bytes(mem['allocated_bytes'])} in tensors)")  # fmt: skip
+        if s.gpu_memory_mib is not None:
+            lines.append(f"  nvidia-smi: the worker process uses {s.gpu_memory_mib:,.0f} MiB")
+        lines.append(f"  launched as: {' '.join(s.launch_argv[:6])} ...")
+    for device, mem in sorted(notebook_gpu.items()):
+        lines.append(f"notebook GPU {device}: torch holds {human_bytes(mem['reserved_bytes'])} "
+                     "(a model built in %%nsight_setup lives here AND in each worker; "
+                     "%%nsight_setup --worker-only builds it in the workers only)")  # fmt: skip
+    return "\n".join(lines)
+
+
+def _notebook_gpu_memory() -> dict[str, Any]:
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return {}
+    return {str(d): {"reserved_bytes": int(torch.cuda.memory_reserved(d)),
+                     "allocated_bytes": int(torch.cuda.memory_allocated(d))}
+            for d in range(torch.cuda.device_count())}  # fmt: skip
+
+
 @magics_class
 class NsightMagic(Magics):
     """Nsight profiling magics; also a traitlets Configurable for ``%config``."""
@@ -99,7 +155,14 @@ class NsightMagic(Magics):
     runs_dir = Unicode(
         "", help="Folder for run folders (default: ./nsight-runs in the notebook's folder)."
     ).tag(config=True)
+    auto_vars = Bool(True, help="Send notebook variables a profiled cell reads to its worker.").tag(
+        config=True
+    )
+    auto_vars_max_bytes = Int(
+        DEFAULT_AUTO_MAX_BYTES, help="Largest variable sent automatically (bytes)."
+    ).tag(config=True)
 
+    # --- parsing ------------------------------------------------------------------------------
     def _parse(self, magic: Any, line: str) -> tuple[Any, list[str]]:
         ours, extra = _split_extra(line)
         args = magic.parser.parse_args(ours)  # MagicArgumentParser: errors are UsageError
@@ -112,44 +175,74 @@ class NsightMagic(Magics):
                 raise UsageError(f"--env {item!r}: expected KEY=VALUE")
         if args.var is not None and not args.var.isidentifier():
             raise UsageError(f"--var {args.var!r} is not a valid variable name")
+        try:
+            args.vars = tuple(parse_names(args.vars))
+        except NsightMagicError as exc:
+            raise UsageError(str(exc)) from None
+        tools.set_configured_path("nsys", self.nsys_path or None)
+        tools.set_configured_path("ncu", self.ncu_path or None)
         return args, extra
 
-    def _common_kwargs(self, args: Any, extra: list[str]) -> dict[str, Any]:
-        view = _ProgressView()
-        return {
-            "user_ns": self.shell.user_ns if self.shell else {},
-            "name": args.name,
-            "warmup": args.warmup,
-            "vars": args.vars,
-            "env": args.env,
-            "python": args.python or sys.executable,
-            "timeout": args.timeout,
-            "extra_args": extra,
-            "setup": not args.no_setup,
-            "runs_root": self.runs_dir or None,
-            "progress": view.progress,
-            "output": view.output,
-        }
+    def _request(self, args: Any, cell: str) -> CellRequest:
+        env = dict(item.split("=", 1) for item in args.env)
+        return CellRequest(
+            cell=cell,
+            name=args.name or "cell",
+            warmup=args.warmup,
+            vars=args.vars,
+            env=env,
+            python=args.python or sys.executable,
+            timeout=args.timeout,
+            setup=not args.no_setup,
+            fresh=args.fresh,
+            runs_root=Path(self.runs_dir) if self.runs_dir else None,
+            cwd=os.getcwd(),
+        )
+
+    def _notebook(self) -> Notebook:
+        shell = self.shell
+        return Notebook(
+            user_ns=shell.user_ns if shell is not None else {},
+            hidden=frozenset(getattr(shell, "user_ns_hidden", {}) or {}),
+            auto_vars=self.auto_vars,
+            auto_vars_max_bytes=self.auto_vars_max_bytes,
+        )
 
     def _deliver(self, args: Any, call: Any) -> Any:
-        """Run ``call``; typed errors print one message, the result is returned for display."""
+        """Run ``call``: the result is returned for display and stored; a typed error is
+        re-raised (IPython shows it in one line) after showing what was captured."""
+        from IPython.display import display
+
         try:
             run = call()
-        except CellFailedError as exc:
-            print(f"nsight_magic: {exc}", file=sys.stderr)
-            run = getattr(exc, "run", None)
-            if run is None:
-                return None
         except NsightMagicError as exc:
-            print(f"nsight_magic: {type(exc).__name__}: {exc}", file=sys.stderr)
-            return None
-        if args.var and self.shell is not None:
-            self.shell.user_ns[args.var] = run
+            partial = getattr(exc, "run", None)
+            if partial is not None:
+                self._store(args, partial)
+                display(partial)
+            raise
+        self._store(args, run)
         return run
 
+    def _store(self, args: Any, run: Any) -> None:
+        _LAST["run"] = run
+        if args.var and self.shell is not None:
+            self.shell.user_ns[args.var] = run
+
+    def _callbacks(self) -> RunCallbacks:
+        view = _ProgressView()
+        return RunCallbacks(progress=view.progress, output=view.output)
+
+    # --- magics -------------------------------------------------------------------------------
     @magic_arguments()
     @_common
     @argument("--trace", default="cuda,nvtx", help="APIs to trace (nsys --trace).")
+    @argument("--cuda-graph-trace", choices=["node", "graph"], default="node",
+              help="node (default): the kernels of CUDA graph launches are in the kernel table; "
+              "graph: one item per graph launch (less overhead, no kernels).")  # fmt: skip
+    @argument("--pytorch", choices=sorted(_PYTORCH), default="off",
+              help="Record PyTorch's aten op ranges (ops; shapes: with input shapes), for "
+              "'which op launched this kernel'.")  # fmt: skip
     @cell_magic
     def nsys(self, line: str, cell: str) -> Any:
         """Profile this cell with Nsight Systems and show its kernels, NVTX ranges, copies,
@@ -158,31 +251,37 @@ class NsightMagic(Magics):
         Usage::
 
             %%nsys [--name NAME] [--warmup N] [--vars a,b] [--trace cuda,nvtx,osrt]
+                   [--cuda-graph-trace node|graph] [--pytorch off|ops|shapes] [--fresh]
                    [--env KEY=VALUE] [--python PY] [--timeout S] [--no-setup] [-o VAR]
-                   [-- extra nsys profile arguments]
+                   [-- extra nsys arguments]
 
         Example::
 
-            %%nsys --warmup 1 --vars model,x -o run
+            %%nsys --warmup 1 -o run
             y = model(x)
             torch.cuda.synchronize()
 
         Only the cell is captured (cudaProfilerStart/Stop around it); setup cells and
         warm-up runs are not. Every run gets a folder under ./nsight-runs/."""
         args, extra = self._parse(self.nsys, line)
-        from .profilers.nsys import parse_trace
-        from .session.pipeline import profile_nsys
-
         try:
-            parse_trace(args.trace)
+            trace = nsys_argv.parse_trace(args.trace)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        tools.set_configured_path("nsys", self.nsys_path or None)
-        kwargs = self._common_kwargs(args, extra)
+        options = nsys_argv.NsysOptions(
+            trace=trace,
+            cuda_graph_trace=args.cuda_graph_trace,
+            pytorch=_PYTORCH[args.pytorch],  # type: ignore[arg-type]
+            extra_args=tuple(extra),
+        )
+        request = self._request(args, cell)
         return self._deliver(
             args,
-            lambda: profile_nsys(
-                cell, trace=args.trace, nsys_path=self.nsys_path or None, **kwargs
+            lambda: MANAGER.profile(
+                request,
+                NsysBackend(options),
+                notebook=self._notebook(),
+                callbacks=self._callbacks(),
             ),
         )
 
@@ -204,8 +303,9 @@ class NsightMagic(Magics):
         "--nvtx",
         default=None,
         metavar="RANGE",
-        help="Only kernels inside this push/pop NVTX range (default domain; the name "
-        "is escaped for ncu, so 'LLM@prefill' or 'a/b' work as written).",
+        help="Only kernels inside this NVTX range, as the NVTX tab shows it: "
+        "DOMAIN:RANGE (':RANGE' for the default domain) or RANGE; spelled and escaped "
+        "for ncu ('LLM:LLM@prefill' works as written).",
     )
     @cell_magic
     def ncu(self, line: str, cell: str) -> Any:  # fmt: skip
@@ -228,24 +328,27 @@ class NsightMagic(Magics):
         for flag in ("launch_skip", "launch_count"):
             if getattr(args, flag) is not None and getattr(args, flag) < 0:
                 raise UsageError(f"--{flag.replace('_', '-')} must be >= 0")
-        from .session.pipeline import profile_ncu
-
-        tools.set_configured_path("ncu", self.ncu_path or None)
-        kwargs = self._common_kwargs(args, extra)
-        metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+        nvtx_include: tuple[str, ...] = (ncu_argv.CELL_FILTER,)
+        if args.nvtx:
+            try:
+                nvtx_include = (MANAGER.ncu_range_filter(args.nvtx, cell),)
+            except ValueError as exc:
+                raise UsageError(f"--nvtx {args.nvtx!r}: {exc}") from None
+        options = ncu_argv.NcuOptions(
+            set=None if args.set_ in ("none", "") else args.set_,
+            sections=tuple(args.section),
+            metrics=tuple(m.strip() for m in args.metrics.split(",") if m.strip()),
+            kernel_regex=args.kernel,
+            launch_skip=args.launch_skip,
+            launch_count=args.launch_count,
+            nvtx_include=nvtx_include,
+            extra_args=tuple(extra),
+        )
+        request = self._request(args, cell)
         return self._deliver(
             args,
-            lambda: profile_ncu(
-                cell,
-                set=None if args.set_ in ("none", "") else args.set_,
-                sections=args.section,
-                metrics=metrics,
-                kernel=args.kernel,
-                launch_skip=args.launch_skip,
-                launch_count=args.launch_count,
-                nvtx=args.nvtx,
-                ncu_path=self.ncu_path or None,
-                **kwargs,
+            lambda: MANAGER.profile(
+                request, NcuBackend(options), notebook=self._notebook(), callbacks=self._callbacks()
             ),
         )
 
@@ -253,15 +356,19 @@ class NsightMagic(Magics):
     @argument("--list", action="store_true", help="Show the recorded setup cells.")
     @argument("--clear", action="store_true", help="Forget all recorded setup cells.")
     @argument("--name", default="", help="Name; re-running a named setup cell replaces it.")
+    @argument("--worker-only", action="store_true",
+              help="Do not run the cell in the notebook: only the profiling workers build "
+              "what it defines (one copy of a model on the GPU, not two).")  # fmt: skip
     @line_cell_magic
     def nsight_setup(self, line: str, cell: str | None = None) -> None:
-        """Run this cell in the notebook as usual AND record it, so every later %%nsys /
-        %%ncu script runs it first (outside the capture): imports, model, data.
+        """Run this cell in the notebook as usual AND record it: every profiling worker runs
+        it once (a new worker replays it), fresh runs run it first (outside the capture):
+        imports, model, data.
 
         Usage::
 
-            %%nsight_setup [--name NAME]      (cell: run it here and record it)
-            %nsight_setup --list | --clear   (line: show or forget the records)
+            %%nsight_setup [--name NAME] [--worker-only]   (cell: run it here and record it)
+            %nsight_setup --list | --clear                (line: show or forget the records)
 
         Example::
 
@@ -270,22 +377,52 @@ class NsightMagic(Magics):
             model = torch.nn.Linear(1024, 1024).cuda()"""
         args = self.nsight_setup.parser.parse_args(_split_extra(line)[0])
         if args.clear:
-            n = REGISTRY.clear()
-            print(f"Cleared {n} setup cell(s).")
+            n = MANAGER.clear_setup()
+            print(f"Cleared {n} setup cell(s); running workers keep what they built.")
         if args.list:
-            print(REGISTRY.describe())
+            print(MANAGER.setup.describe())
         if not cell or not cell.strip():
             return None
-        result = self.shell.run_cell(cell, store_history=False) if self.shell else None
-        if result is not None and not result.success:
-            print("nsight_magic: the setup cell failed, so it was not recorded.", file=sys.stderr)
-            return None
-        REGISTRY.add(cell, name=args.name)
+        try:
+            prepared = prepare_cell(cell, cell_name=f"setup cell {args.name or ''}".strip())
+        except NsightMagicError as exc:
+            raise UsageError(str(exc)) from None
+        if not args.worker_only and self.shell is not None:
+            result = self.shell.run_cell(cell, store_history=False)
+            if not result.success:  # its traceback is shown already
+                raise NsightMagicError("the setup cell failed, so it was not recorded.")
+        MANAGER.record_setup(cell, args.name, prepared)
         return None
+
+    @magic_arguments()
+    @argument("action", nargs="?", default="status", choices=["status", "restart", "stop"])
+    @argument("tool", nargs="?", default=None, choices=["nsys", "ncu"])
+    @line_magic
+    def nsight_session(self, line: str) -> None:
+        """The profiling workers: ``status`` (pid, uptime, cells, GPU memory), ``restart`` or
+        ``stop`` (both, or the named one). A restarted worker replays the setup cells and the
+        profiled cells on its next cell.
+
+        Usage::
+
+            %nsight_session [status|restart|stop] [nsys|ncu]"""
+        try:
+            args = self.nsight_session.parser.parse_args(_split_extra(line)[0])
+        except SystemExit:  # pragma: no cover - MagicArgumentParser raises UsageError
+            raise UsageError("usage: %nsight_session [status|restart|stop] [nsys|ncu]") from None
+        if args.action == "status":
+            print(format_status(MANAGER.status(), _notebook_gpu_memory()))
+            return
+        stopped = MANAGER.stop(args.tool)
+        what = " and ".join(stopped) or "no"
+        verb = (
+            "restarted: the next cell starts a new one" if args.action == "restart" else "stopped"
+        )
+        print(f"{what} worker {verb}.")
 
 
 for _magic in (NsightMagic.nsys, NsightMagic.ncu):
-    _magic.__doc__ = dedent(_magic.__doc__ or "") + "\n\n" + textwrap.fill(_NOT_RETURNED, 80)
+    _magic.__doc__ = dedent(_magic.__doc__ or "") + "\n\n" + textwrap.fill(_STATE_NOTE, 80)
 
 
 def register(ip: Any) -> NsightMagic:
@@ -295,3 +432,6 @@ def register(ip: Any) -> NsightMagic:
     if magics not in ip.configurables:
         ip.configurables.append(magics)
     return magics
+
+
+__all__ = ["NsightMagic", "last_run", "register"]

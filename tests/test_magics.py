@@ -8,7 +8,9 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
+from nsight_magic.errors import CellSyntaxError, ToolNotFoundError, UnpicklableVariableError
 from nsight_magic.session.history import REGISTRY
+from nsight_magic.session.manager import MANAGER
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +37,9 @@ def runs_dir(ip: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPat
         monkeypatch.delenv(var, raising=False)
     ip.run_line_magic("config", 'NsightMagic.nsys_path = ""')
     ip.run_line_magic("config", 'NsightMagic.ncu_path = ""')
-    REGISTRY.clear()
+    MANAGER.clear_setup()
     yield root
-    REGISTRY.clear()
+    MANAGER.clear_setup()
 
 
 def test_magics_registered_with_real_help(ip: InteractiveShell) -> None:
@@ -71,14 +73,22 @@ def test_bad_flag_is_usage_error_and_leaves_no_run_dir(
     assert not runs_dir.exists() or not any(runs_dir.iterdir())
 
 
-def test_missing_nsys_prints_one_clear_message(
+def _failed_cell(ip: InteractiveShell, capsys: pytest.CaptureFixture[str], cell: str):
+    """Run ``cell``: it must FAIL (so Run All / nbclient stop) and show one plain message."""
+    capsys.readouterr()
+    result = ip.run_cell(cell)
+    assert not result.success, "a failed profile must fail the cell"
+    shown = capsys.readouterr()
+    return result.error_in_exec, (shown.out + shown.err).strip()
+
+
+def test_missing_nsys_fails_the_cell_with_one_clear_line(
     ip: InteractiveShell, runs_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = ip.run_cell_magic("nsys", "--name t", "x = 1")
-    assert out is None
-    err = capsys.readouterr().err
-    assert "ToolNotFoundError" in err and '%config NsightMagic.nsys_path = "' in err
-    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    error, shown = _failed_cell(ip, capsys, "%%nsys --name t\nx = 1")
+    assert isinstance(error, ToolNotFoundError)
+    assert shown.startswith("nsight_magic: ToolNotFoundError:") and len(shown.splitlines()) == 1
+    assert '%config NsightMagic.nsys_path = "' in shown and "Traceback" not in shown
     assert not runs_dir.exists() or not any(runs_dir.iterdir())
     # the shell still works afterwards
     assert ip.run_cell("y = 2 + 2").success and ip.user_ns["y"] == 4
@@ -88,26 +98,29 @@ def test_configured_path_is_used_and_named(
     ip: InteractiveShell, runs_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ip.run_line_magic("config", 'NsightMagic.ncu_path = "/opt/nowhere/ncu"')
-    ip.run_cell_magic("ncu", "--kernel gemm", "x = 1")
-    err = capsys.readouterr().err
-    assert "/opt/nowhere/ncu" in err and "from configured" in err
+    error, shown = _failed_cell(ip, capsys, "%%ncu --kernel gemm\nx = 1")
+    assert isinstance(error, ToolNotFoundError)
+    assert "/opt/nowhere/ncu" in shown and "from configured" in shown
 
 
 def test_syntax_error_in_cell_reported_before_tool_lookup(
     ip: InteractiveShell, runs_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    ip.run_cell_magic("nsys", "", "x = (1,\ny = 2 +\n")
-    err = capsys.readouterr().err
-    assert "CellSyntaxError" in err and "line" in err
+    error, shown = _failed_cell(ip, capsys, "%%nsys\nx = (1,\ny = 2 +\n")
+    assert isinstance(error, CellSyntaxError)  # before nsys is looked for (none here)
+    assert "<nsight_magic cell>" in shown and "line 1" in shown
+    error, shown = _failed_cell(ip, capsys, "%%nsys\n   \n")
+    assert isinstance(error, CellSyntaxError) and "empty" in shown
+    assert not runs_dir.exists() or not any(runs_dir.iterdir())
 
 
 def test_unpicklable_var_is_named(
     ip: InteractiveShell, runs_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ip.run_cell("import threading; lock = threading.Lock()")
-    ip.run_cell_magic("nsys", "--vars lock", "x = 1")
-    err = capsys.readouterr().err
-    assert "UnpicklableVariableError" in err and "'lock'" in err and "%%nsight_setup" in err
+    error, shown = _failed_cell(ip, capsys, "%%nsys --vars lock\nx = 1")
+    assert isinstance(error, UnpicklableVariableError)  # before nsys is looked for
+    assert "'lock'" in shown and "%%nsight_setup" in shown and len(shown.splitlines()) == 1
     assert not runs_dir.exists() or not any(runs_dir.iterdir())
 
 
@@ -119,15 +132,24 @@ def test_nsight_setup_runs_in_notebook_and_records(
     ip.run_cell_magic("nsight_setup", "", "import math")
     ip.run_cell_magic("nsight_setup", "--name data", "setup_value = 7")  # replaces
     assert REGISTRY.sources() == ["setup_value = 7", "import math"]
+    # every worker runs them once: they are in the session history, in order
+    kinds = [(e.kind, e.cell.source) for e in MANAGER.history.entries()][-3:]
+    assert kinds == [("setup", "setup_value = 41 + 1"), ("setup", "import math"),
+                     ("setup", "setup_value = 7")]  # fmt: skip
+    # --worker-only: recorded for the workers, not run here
+    ip.run_cell_magic("nsight_setup", "--worker-only --name big", "worker_only_value = 1")
+    assert "worker_only_value" not in ip.user_ns
+    assert MANAGER.history.entries()[-1].cell.source == "worker_only_value = 1"
     capsys.readouterr()
     ip.run_line_magic("nsight_setup", "--list")
     listed = capsys.readouterr().out
     assert "[1] (data)" in listed and "import math" in listed
-    # a failing setup cell is not recorded
-    ip.run_cell_magic("nsight_setup", "", "raise ValueError('boom')")
-    assert len(REGISTRY) == 2
+    # a failing setup cell is not recorded, and fails its cell (Run All stops there)
+    result = ip.run_cell("%%nsight_setup\nraise ValueError('boom')")
+    assert not result.success and len(REGISTRY) == 3
     ip.run_line_magic("nsight_setup", "--clear")
-    assert len(REGISTRY) == 0 and "Cleared 2" in capsys.readouterr().out
+    assert len(REGISTRY) == 0 and "Cleared 3" in capsys.readouterr().out
+    assert not [e for e in MANAGER.history.entries() if e.kind == "setup"]
 
 
 def test_config_traits_roundtrip(ip: InteractiveShell, runs_dir: Path) -> None:

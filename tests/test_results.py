@@ -72,22 +72,30 @@ def test_mimebundle_in_kernel_has_widget_and_static(nsys_run, monkeypatch):
     assert set(only) == {"text/plain"}
 
 
-def test_profile_kernel_calls_profile_and_keeps_child(nsys_run, ncu_run, monkeypatch):
+def test_profile_kernel_goes_to_the_profiler_handed_in_and_keeps_child(nsys_run, ncu_run):
+    """Results never import the session: the run's KernelProfiler (the notebook's session)
+    re-runs the cell; the run keeps the child and links it back for MFU."""
     calls = []
     child_run = NcuRun(ncu_run.report, None, {"name": "child"})
 
-    def fake_profile_kernel(parent, name, **kw):
-        calls.append((parent, name, kw))
-        return child_run
+    class Recorder:
+        def profile_kernel(self, parent, name, **kw):
+            calls.append(("kernel", parent, name, kw))
+            return child_run
 
-    import nsight_magic.session.pipeline as profile_mod
+        def profile_range(self, parent, domain, name, style="PushPop", **kw):
+            calls.append(("range", parent, (domain, name, style), kw))
+            return child_run
 
-    monkeypatch.setattr(profile_mod, "profile_kernel", fake_profile_kernel)
+    nsys_run.profiler = Recorder()
     before = len(nsys_run.children)
     child = nsys_run.profile_kernel(GEMM_64, set="full", instance=2)
     assert child is child_run and child.parent is nsys_run
-    assert calls == [(nsys_run, GEMM_64, {"set": "full", "instance": 2})]
+    assert calls == [("kernel", nsys_run, GEMM_64, {"set": "full", "instance": 2})]
     assert nsys_run.children[before:] == [child_run]
+    nsys_run.profile_range("LLM", "LLM@prefill", set="basic")
+    assert calls[-1] == ("range", nsys_run, ("LLM", "LLM@prefill", "PushPop"), {"set": "basic"})
+    nsys_run.profiler = None
 
 
 def test_ncu_run_static_html(ncu_run, data_dir):

@@ -12,11 +12,16 @@ import pytest
 from nsight_magic import runs
 from nsight_magic.errors import (
     CellSyntaxError,
+    NsightMagicError,
     ReportNotFoundError,
     ToolNotFoundError,
     UnpicklableVariableError,
 )
-from nsight_magic.session import pipeline as profile
+from nsight_magic.results import load_run
+from nsight_magic.session.backends import NcuBackend, NsysBackend
+from nsight_magic.session.history import SetupRegistry
+from nsight_magic.session.manager import SessionManager
+from nsight_magic.session.spec import CellRequest, Notebook
 
 
 def test_run_dirs_are_unique_under_concurrency(tmp_path: Path) -> None:
@@ -86,12 +91,12 @@ def _fake_nsys_run(root: Path, data_dir: Path, name: str = "small") -> Path:
 def test_load_run_rebuilds_nsys_run_offline(tmp_path: Path, data_dir: Path) -> None:
     pytest.importorskip("nsight_magic.results")
     d = _fake_nsys_run(tmp_path, data_dir)
-    run = runs.load_run(d)
+    run = load_run(d)
     assert type(run).__name__ == "NsysRun" and run.run_dir == d
     assert run.meta["status"] == "ok"
     kernels = run.kernels()
     assert len(kernels) > 0 and {"name", "duration_ns"} <= set(kernels.columns)
-    assert runs.load_run(d / runs.META).run_dir == d  # meta.json path works too
+    assert load_run(d / runs.META).run_dir == d  # meta.json path works too
 
 
 def test_load_run_ncu_child(tmp_path: Path, data_dir: Path, ncu_reports: dict[str, Path]) -> None:
@@ -100,7 +105,7 @@ def test_load_run_ncu_child(tmp_path: Path, data_dir: Path, ncu_reports: dict[st
     child = runs.child_run_dir(parent, "sm80_xmma_gemm")
     shutil.copy(ncu_reports["ncu_gemm_metrics"], child / "report.ncu-rep")
     runs.write_json(child / runs.META, {"tool": "ncu", "status": "ok", "parent_run": str(parent)})
-    run = runs.load_run(child)
+    run = load_run(child)
     assert type(run).__name__ == "NcuRun" and len(run.kernels()) == 2
 
 
@@ -108,9 +113,9 @@ def test_load_run_without_report_says_so(tmp_path: Path) -> None:
     d = runs.new_run_dir(tmp_path, "broken")
     runs.write_json(d / runs.META, {"tool": "nsys", "status": "timeout"})
     with pytest.raises(ReportNotFoundError, match="timeout"):
-        runs.load_run(d)
+        load_run(d)
     with pytest.raises(ReportNotFoundError):
-        runs.load_run(tmp_path / "missing")
+        load_run(tmp_path / "missing")
 
 
 def test_list_runs(tmp_path: Path, data_dir: Path) -> None:
@@ -134,34 +139,37 @@ def no_tools(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_profile_refuses_early_and_leaves_no_folder(tmp_path: Path, no_tools: None) -> None:
+    manager = SessionManager(setup=SetupRegistry())
     root = tmp_path / "runs"
+
+    def profile(cell: str, backend, **kw):
+        return manager.profile(CellRequest(cell=cell, runs_root=root, **kw), backend,
+                               notebook=Notebook(user_ns={"h": threading.Lock()}))  # fmt: skip
+
     with pytest.raises(CellSyntaxError):
-        profile.profile_nsys("x = (", runs_root=root, setup=False)
+        profile("x = (", NsysBackend())
     with pytest.raises(UnpicklableVariableError):
-        profile.profile_ncu(
-            "x = 1", vars="h", user_ns={"h": threading.Lock()}, runs_root=root, setup=False
-        )
+        profile("x = 1", NcuBackend(), vars=("h",))
     with pytest.raises(ToolNotFoundError, match="nsys_path"):
-        profile.profile_nsys("x = 1", runs_root=root, setup=False)
+        profile("x = 1", NsysBackend())
     with pytest.raises(ToolNotFoundError, match="ncu_path"):
-        profile.profile_ncu("x = 1", runs_root=root, setup=False)
-    assert not root.exists()
+        profile("x = 1", NcuBackend(), fresh=True)
+    assert not root.exists() and manager.status() == []
 
 
 def test_profile_kernel_needs_the_parent_script(tmp_path: Path, data_dir: Path) -> None:
     d = _fake_nsys_run(tmp_path, data_dir)
-    with pytest.raises(Exception, match=r"no script\.py"):
-        profile.profile_kernel(d, "some_kernel")
+    run = load_run(d, profiler=SessionManager(setup=SetupRegistry()))
+    with pytest.raises(NsightMagicError, match=r"no saved cell"):
+        run.profile_kernel("some_kernel")
 
 
 def test_profile_kernel_on_a_run_opened_from_a_file_says_why(data_dir: Path) -> None:
     """The quickstart's picker: a run with no run folder gets one clear sentence, not a
     TypeError (seen in the JupyterLab browser test)."""
-    from nsight_magic.errors import NsightMagicError
     from nsight_magic.reports import open_report
     from nsight_magic.results import NsysRun
-    from nsight_magic.session.pipeline import profile_kernel
 
-    run = NsysRun(open_report(data_dir / "nsys_small.sqlite"))
+    run = NsysRun(open_report(data_dir / "nsys_small.sqlite"), profiler=SessionManager())
     with pytest.raises(NsightMagicError, match="opened from a report file"):
-        profile_kernel(run, run.kernel_summary()["name"].iloc[0])
+        run.profile_kernel(run.kernel_summary()["name"].iloc[0])

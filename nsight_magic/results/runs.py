@@ -12,6 +12,9 @@ from typing import Any
 
 import pandas as pd
 
+from ..errors import NsightMagicError
+from .protocols import KernelProfiler
+
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
@@ -81,10 +84,16 @@ class NsysRun(_Run):
     kind = "nsys"
 
     def __init__(
-        self, report: Any, run_dir: str | Path | None = None, meta: dict[str, Any] | None = None
+        self,
+        report: Any,
+        run_dir: str | Path | None = None,
+        meta: dict[str, Any] | None = None,
+        profiler: KernelProfiler | None = None,
     ) -> None:
         super().__init__(report, run_dir, meta)
         self.children: list[NcuRun] = []
+        # who re-runs this run's cell under ncu (the picker); None for a bare report
+        self.profiler = profiler
 
     def kernels(self) -> pd.DataFrame:
         return self.report.kernels()
@@ -140,11 +149,32 @@ class NsysRun(_Run):
         )
 
     def profile_kernel(self, name: str, **kwargs: Any) -> NcuRun:
-        """Run ncu on kernel ``name`` of this run's script (what the picker's button calls);
-        the child run is kept in ``children``."""
-        from ..session.pipeline import profile_kernel
+        """Run ncu on kernel ``name`` of this run's cell (what the picker's button calls):
+        ``instance`` (0-based launch within the cell), ``count``, ``set``, ``sections``,
+        ``metrics``, ``fresh``. The child run is kept in ``children``."""
+        return self._adopt(self._profiler().profile_kernel(self, name, **kwargs))
 
-        child = profile_kernel(self, name, **kwargs)
+    def profile_range(
+        self, domain: str, name: str, style: str = "PushPop", **kwargs: Any
+    ) -> NcuRun:
+        """Run ncu on every kernel inside the NVTX range ``domain:name`` of this run's cell
+        (the NVTX tab's "profile this range"); the child run is kept in ``children``."""
+        return self._adopt(self._profiler().profile_range(self, domain, name, style, **kwargs))
+
+    def _profiler(self) -> KernelProfiler:
+        if self.run_dir is None:
+            raise NsightMagicError(
+                "This run was opened from a report file, not profiled here, so there is no "
+                "saved cell to re-run under ncu; profile the cell with %%nsys first, or use %%ncu."
+            )
+        if self.profiler is None:
+            raise NsightMagicError(
+                "This run has no profiler to re-run its cell: open it with "
+                "nsight_magic.load_run(...) or profile the cell with %%nsys."
+            )
+        return self.profiler
+
+    def _adopt(self, child: NcuRun) -> NcuRun:
         if getattr(child, "parent", True) is None:
             child.parent = self  # MFU of the child uses this run's real-clock kernel times
         self.children.append(child)

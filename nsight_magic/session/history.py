@@ -1,10 +1,102 @@
-"""The setup cells recorded by ``%%nsight_setup``; every profiled script replays them, in
-order, before the cell and outside the capture (imports, model construction, data)."""
+"""What a profiling worker must have run before a cell: the ``%%nsight_setup`` cells and the
+profiled cells that completed, in notebook order.
+
+A warm worker runs each entry once; a worker started later (the ncu worker on the first
+drill-down, a new worker after a crash) replays the entries it has not run, so its state follows
+the notebook's. Fresh runs (``--fresh``) replay the setup cells only: ``SetupRegistry`` keeps
+those, replacing a named setup cell when it is re-run.
+"""
 
 from __future__ import annotations
 
+import itertools
 import threading
-from dataclasses import dataclass
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..script import PreparedCell, history_entry, prepare_cell
+
+EntryKind = Literal["setup", "cell"]
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One replayable step. ``id`` orders entries; ``run_dir`` is the cell's run folder."""
+
+    id: int
+    kind: EntryKind
+    name: str
+    cell: PreparedCell
+    vars_file: Path | None = None
+    run_dir: Path | None = None
+
+    def payload(self) -> dict[str, Any]:
+        """What the worker (or a standalone script) needs to replay it."""
+        entry = history_entry(self.kind, self.name, self.cell, str(self.vars_file or "") or None)
+        # a unique file name: tracebacks of a replayed cell show that cell's lines
+        entry["filename"] = f"<nsight_magic {self.kind} {self.id}: {self.name}>"
+        return entry
+
+
+@dataclass
+class History:
+    """Append-only, thread-safe (the picker runs in a thread)."""
+
+    _entries: list[HistoryEntry] = field(default_factory=list)
+    _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(
+        self,
+        kind: EntryKind,
+        name: str,
+        cell: PreparedCell,
+        *,
+        vars_file: Path | None = None,
+        run_dir: Path | None = None,
+    ) -> HistoryEntry:
+        with self._lock:
+            entry = HistoryEntry(next(self._ids), kind, name, cell, vars_file, run_dir)
+            self._entries.append(entry)
+        return entry
+
+    def entries(self) -> list[HistoryEntry]:
+        with self._lock:
+            return list(self._entries)
+
+    def pending(
+        self, done: Collection[int], *, before: int | None = None, setup: bool = True
+    ) -> list[HistoryEntry]:
+        """Entries not in ``done``, in order, up to (not including) id ``before``; without
+        setup cells when ``setup`` is False (``--no-setup``)."""
+        return [
+            e
+            for e in self.entries()
+            if e.id not in done
+            and (before is None or e.id < before)
+            and (setup or e.kind != "setup")
+        ]
+
+    def drop_setup(self) -> int:
+        """Forget the setup cells (``%nsight_setup --clear``): workers started later do not run
+        them; workers that ran them keep what they built."""
+        with self._lock:
+            before = len(self._entries)
+            self._entries = [e for e in self._entries if e.kind != "setup"]
+            return before - len(self._entries)
+
+    def find_run(self, run_dir: Path) -> HistoryEntry | None:
+        """The entry of the cell that ran in ``run_dir``, if this notebook ran it."""
+        resolved = Path(run_dir).resolve()
+        for entry in self.entries():
+            if entry.run_dir is not None and entry.run_dir.resolve() == resolved:
+                return entry
+        return None
+
+    def __len__(self) -> int:
+        return len(self.entries())
 
 
 @dataclass(frozen=True)
@@ -14,8 +106,9 @@ class SetupCell:
 
 
 class SetupRegistry:
-    """Ordered, thread-safe list of setup cells. Recording a cell with a name that is already
-    there replaces it in place (re-running a setup cell must not duplicate it)."""
+    """Ordered, thread-safe list of setup cells for fresh runs. Recording a cell with a name
+    that is already there replaces it in place (re-running a setup cell must not duplicate
+    it); an unnamed cell with the same source likewise."""
 
     def __init__(self) -> None:
         self._cells: list[SetupCell] = []
@@ -37,6 +130,13 @@ class SetupRegistry:
 
     def sources(self) -> list[str]:
         return [c.source for c in self.list()]
+
+    def prepared(self) -> list[tuple[str, PreparedCell]]:
+        """(name, prepared cell) of each setup cell, for a fresh script's history."""
+        return [
+            (c.name or f"setup {i}", prepare_cell(c.source, cell_name=f"setup cell {i}"))
+            for i, c in enumerate(self.list(), 1)
+        ]
 
     def clear(self) -> int:
         with self._lock:

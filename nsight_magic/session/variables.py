@@ -1,20 +1,29 @@
-"""Ship named notebook variables into the profiled script (``--vars a,b``).
+"""Notebook variables into the profiled process: ``--vars a,b``, and automatically the names a
+cell reads that the worker lacks but the notebook has.
 
-One pickle file maps name -> (kind, blob). Torch tensors and modules go through
-``torch.save`` (dtype and device kept: a cuda tensor loads back on cuda); everything else
-through cloudpickle, which also carries classes and functions defined in the notebook.
-The script's loader (in ``script.py``) needs only pickle, plus torch for torch entries.
+One pickle file (``vars.pkl`` in the run folder) maps name -> (kind, blob). Torch tensors and
+modules go through ``torch.save`` (dtype and device kept: a cuda tensor loads back on cuda);
+everything else through cloudpickle, which also carries classes and functions defined in the
+notebook, and modules by name (an ``import`` in the notebook reaches the worker as an import).
+The script's loader needs only pickle, plus torch for torch entries.
+
+Automatic shipping is bounded by a size limit (``%config NsightMagic.auto_vars_max_bytes``): a
+large model belongs in a ``%%nsight_setup`` cell that the worker runs itself. A name the worker
+defined itself (a setup cell, an earlier profiled cell) is never overwritten from the notebook.
 """
 
 from __future__ import annotations
 
 import io
 import pickle
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import NsightMagicError, UnpicklableVariableError
+from ..errors import MissingVariableError, NsightMagicError, UnpicklableVariableError
+
+DEFAULT_AUTO_MAX_BYTES = 256 << 20
 
 
 def parse_names(spec: str | Iterable[str]) -> list[str]:
@@ -69,6 +78,19 @@ def serialize(name: str, obj: Any) -> tuple[str, bytes]:
         ) from exc
 
 
+def serialize_explicit(
+    names: Iterable[str], user_ns: Mapping[str, Any]
+) -> dict[str, tuple[str, bytes]]:
+    """``--vars``: each named variable serialized, or the error naming it (before anything
+    starts, so a mistake leaves nothing behind)."""
+    entries: dict[str, tuple[str, bytes]] = {}
+    for name in names:
+        if name not in user_ns:
+            raise NsightMagicError(f"--vars: {name!r} is not defined in the notebook.")
+        entries[name] = serialize(name, user_ns[name])
+    return entries
+
+
 def pack_vars(names: Iterable[str], user_ns: Mapping[str, Any]) -> bytes:
     """Serialize the named variables of ``user_ns`` into one blob (nothing written yet, so a
     failure leaves no run folder behind)."""
@@ -99,3 +121,107 @@ def load_vars(path: str | Path) -> dict[str, Any]:
         else:
             out[name] = pickle.loads(blob)
     return out
+
+
+def fingerprint(obj: Any) -> tuple[int, int]:
+    """Identity plus, for tensors, the in-place version counter: a changed fingerprint means the
+    notebook's value is not the one the worker got."""
+    return id(obj), int(getattr(obj, "_version", 0) or 0)
+
+
+def estimated_bytes(obj: Any) -> int | None:
+    """Size without serializing when it is cheap to know (tensors, modules, arrays)."""
+    if _is_torch(obj):
+        import torch
+
+        if isinstance(obj, torch.Tensor):
+            return int(obj.numel() * obj.element_size())
+        return sum(int(t.numel() * t.element_size()) for t in (*obj.parameters(), *obj.buffers()))
+    nbytes = getattr(obj, "nbytes", None)
+    return int(nbytes) if isinstance(nbytes, int) else None
+
+
+def human_bytes(n: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{int(n)} B"
+
+
+@dataclass
+class ShippingPlan:
+    """``entries``: name -> (kind, blob) to send; ``held_back``: name -> why it was not sent."""
+
+    entries: dict[str, tuple[str, bytes]] = field(default_factory=dict)
+    fingerprints: dict[str, tuple[int, int]] = field(default_factory=dict)
+    held_back: dict[str, str] = field(default_factory=dict)
+
+    def blob(self) -> bytes | None:
+        if not self.entries:
+            return None
+        return pickle.dumps(self.entries, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def check(self) -> None:
+        """MissingVariableError naming every variable the cell reads but cannot get."""
+        if not self.held_back:
+            return
+        lines = [f"  {name}: {why}" for name, why in sorted(self.held_back.items())]
+        names = ",".join(sorted(self.held_back))
+        raise MissingVariableError(
+            "The cell reads notebook variables the profiling worker does not have:\n"
+            + "\n".join(lines)
+            + f"\nFix: pass --vars {names} to send them anyway, or create them in a "
+            "%%nsight_setup cell so the worker builds them itself.",
+            names=sorted(self.held_back),
+        )
+
+
+def plan_shipping(
+    reads: Collection[str],
+    user_ns: Mapping[str, Any],
+    *,
+    hidden: Collection[str] = (),
+    worker_names: Collection[str] = (),
+    shipped: Mapping[str, tuple[int, int]] | None = None,
+    explicit: Mapping[str, tuple[str, bytes]] | None = None,
+    max_bytes: int = DEFAULT_AUTO_MAX_BYTES,
+) -> ShippingPlan:
+    """What to send for one cell. ``explicit`` (``--vars``, already serialized by
+    ``serialize_explicit`` before anything started) always goes, whatever its size;
+    other names the cell ``reads`` go when the notebook has them (not IPython's own ``hidden``
+    names), the worker does not (or has an older copy we sent: ``shipped`` fingerprints), and
+    they serialize to at most ``max_bytes``."""
+    plan = ShippingPlan()
+    shipped = shipped or {}
+    explicit = dict(explicit or {})
+    for name, entry in explicit.items():
+        plan.entries[name] = entry
+        plan.fingerprints[name] = fingerprint(user_ns[name])
+    for name in sorted(set(reads) - set(explicit)):
+        if name not in user_ns or name in hidden or name.startswith("_"):
+            continue
+        obj = user_ns[name]
+        if name in worker_names and (name not in shipped or shipped[name] == fingerprint(obj)):
+            continue  # the worker's own value, or the copy we sent is still current
+        size = estimated_bytes(obj)
+        if size is not None and size > max_bytes:
+            plan.held_back[name] = _too_big(obj, size, max_bytes)
+            continue
+        try:
+            kind, blob = serialize(name, obj)
+        except UnpicklableVariableError as exc:
+            plan.held_back[name] = f"{type(obj).__name__} cannot be pickled ({exc.__cause__})"
+            continue
+        if len(blob) > max_bytes:
+            plan.held_back[name] = _too_big(obj, len(blob), max_bytes)
+            continue
+        plan.entries[name] = (kind, blob)
+        plan.fingerprints[name] = fingerprint(obj)
+    return plan
+
+
+def _too_big(obj: Any, size: int, limit: int) -> str:
+    return (
+        f"{type(obj).__name__} of {human_bytes(size)}, over auto_vars_max_bytes "
+        f"({human_bytes(limit)})"
+    )

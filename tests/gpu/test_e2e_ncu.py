@@ -1,33 +1,23 @@
-"""Picker and %%ncu end to end on a GPU (run: pytest -m gpu -s tests/gpu).
+"""The picker, %%ncu and NVTX-range drill-downs end to end on a GPU (pytest -m gpu -s tests/gpu).
 
 Skipped unless nsys and ncu are found and torch sees CUDA. Prints what it finds."""
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
-from nsight_magic import runner, runs, tools
-from nsight_magic.errors import ToolNotFoundError
-from nsight_magic.profilers import ncu as ncu_argv
+from nsight_magic import runs
+from nsight_magic.errors import NothingCapturedError
+from nsight_magic.session.manager import MANAGER
 
-torch = pytest.importorskip("torch")
-
-
-def _have(name: str) -> bool:
-    try:
-        tools.find_tool(name)  # type: ignore[arg-type]
-        return True
-    except ToolNotFoundError:
-        return False
-
+from .conftest import cuda, have, magic
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not (_have("nsys") and _have("ncu")), reason="nsys/ncu not found"),
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"),
+    pytest.mark.skipif(not (have("nsys") and have("ncu")), reason="nsys/ncu not found"),
+    pytest.mark.skipif(not cuda(), reason="no CUDA device"),
 ]
 
 CELL = (
@@ -40,54 +30,65 @@ CELL = (
     "torch.cuda.synchronize()\n"
 )
 
+LLM = (
+    "import torch, nvtx\n"
+    "x = torch.randn(1 << 20, device='cuda')\n"
+    "y = torch.cos(x)\n"
+    "gen = nvtx.start_range('generate', domain='LLM')\n"
+    "with nvtx.annotate('LLM@prefill', domain='LLM'):\n    z = torch.sin(x)\n"
+    "with nvtx.annotate('decode', domain='LLM'):\n    w = torch.exp(x)\n"
+    "nvtx.end_range(gen)\n"
+    "torch.cuda.synchronize()\n"
+)
 
-def test_picker_profiles_exactly_the_chosen_kernel(tmp_path: Path) -> None:
-    from nsight_magic.session.pipeline import profile_kernel, profile_nsys
 
-    run = profile_nsys(CELL, runs_root=tmp_path, setup=False, name="picker")
+def test_picker_in_a_warm_session(ip) -> None:  # type: ignore[no-untyped-def]
+    run = magic(ip, "nsys", "--name picker", CELL)
+    assert not isinstance(run, Exception), run
     summary = run.kernel_summary()
-    print("\n" + summary[["name", "instances", "total_ns"]].to_string())
     top = str(summary["name"].iloc[0])
-    instance = min(1, int(summary["instances"].iloc[0]) - 1)  # a later launch when there is one
-    t0 = time.perf_counter()
-    child = profile_kernel(run, top, instance=instance)
-    picker_s = time.perf_counter() - t0
-    k = child.kernels()
-    print(f"picked {top!r}\nncu rows: {k[['name', 'demangled']].to_dict('records')}")
-    assert len(k) == 1
-    assert str(k["name"].iloc[0]) in top
-    print(f"demangled names equal: {str(k['demangled'].iloc[0]) == top}")
-    assert child.run_dir.parent == run.run_dir / "ncu"
-    parent_meta = runs.read_json(run.run_dir / "meta.json")
-    assert parent_meta["children"][0]["kernel"] == top and child.meta["wall_s"] > 0
-
-    # the alternative: ncu --set full over the whole cell
-    full_dir = tmp_path / "full"
-    full_dir.mkdir()
-    argv = ncu_argv.profile_argv(
-        tools.find_tool("ncu"), full_dir / "report", run.run_dir / "script.py", set="full",
-        script_args=[str(full_dir / "status.json")],
-    )  # fmt: skip
-    t0 = time.perf_counter()
-    res = runner.run(argv, log_path=full_dir / "profiler.log", timeout=580)
-    full_s = time.perf_counter() - t0
-    runner.raise_for_profiler(res, "ncu")
-    print(f"picker (roofline, 1 kernel): {picker_s:.1f}s; ncu --set full, whole cell: "
-          f"{full_s:.1f}s; ratio full/picker = {full_s / picker_s:.1f}x")  # fmt: skip
+    instance = min(1, int(summary["instances"].iloc[0]) - 1)
+    walls = []
+    for set_ in ("roofline", "roofline", "full"):
+        t0 = time.perf_counter()
+        child = run.profile_kernel(top, instance=instance, set=set_)
+        walls.append(time.perf_counter() - t0)
+        k = child.kernels()
+        assert len(k) == 1 and str(k["name"].iloc[0]) in top
+        assert child.meta["mode"] == "warm" and child.parent is run
+        assert child.run_dir.parent == run.run_dir / "ncu"
+    print(f"\npicked {top[:60]!r}: first {walls[0]:.1f} s (ncu worker start), then "
+          f"{walls[1]:.1f} s (roofline), {walls[2]:.1f} s (full)")  # fmt: skip
+    assert walls[1] < walls[0]
+    meta = runs.read_json(run.run_dir / "meta.json")
+    assert [c["mode"] for c in meta["children"]] == ["warm", "warm", "warm"]
+    # the cold re-run of the saved script still works
+    cold = run.profile_kernel(top, instance=instance, fresh=True)
+    assert cold.meta["mode"] == "fresh" and len(cold.kernels()) == 1
 
 
-def test_ncu_nvtx_filter_with_at_sign(tmp_path: Path) -> None:
-    """A range *named* 'LLM@prefill' in the default domain: escaped, it selects its kernel."""
-    from nsight_magic.session.pipeline import profile_ncu
+def test_ncu_cells_and_nvtx_ranges_in_any_domain(ip) -> None:  # type: ignore[no-untyped-def]
+    whole = magic(ip, "ncu", "--set basic --name whole", LLM)
+    assert not isinstance(whole, Exception), whole
+    assert len(whole.kernels()) >= 4 and whole.meta["mode"] == "warm"
+    only = magic(ip, "ncu", "--set basic --nvtx LLM:LLM@prefill", LLM)
+    assert not isinstance(only, Exception), only
+    names = list(only.kernels()["demangled"])
+    print(f"\n--nvtx LLM:LLM@prefill -> {only.meta['options']['nvtx_include']}: {names}")
+    assert len(names) == 1 and "sin" in names[0].lower()
+    # a range that does not exist: the message lists the ranges the cell has
+    err = magic(ip, "ncu", "--set basic --nvtx nope", LLM)
+    assert isinstance(err, NothingCapturedError), err
+    assert "LLM:LLM@prefill" in str(err) and "LLM:generate (StartEnd)" in str(err)
 
-    cell = (
-        "import torch, nvtx\nx = torch.randn(1 << 20, device='cuda')\n"
-        "y = torch.cos(x)\n"
-        "with nvtx.annotate('LLM@prefill'):\n    z = torch.sin(x)\n"
-        "torch.cuda.synchronize()\n"
-    )
-    run = profile_ncu(cell, runs_root=tmp_path, setup=False, set=None,
-                      metrics=["gpu__time_duration.sum"], nvtx="LLM@prefill")  # fmt: skip
-    k = run.kernels()
-    print(f"\n--nvtx-include {run.meta['nvtx_include']!r}: {list(k['demangled'])}")
-    assert len(k) == 1 and "sin" in str(k["demangled"].iloc[0]).lower()
+
+def test_profile_range_from_an_nsys_run(ip) -> None:  # type: ignore[no-untyped-def]
+    run = magic(ip, "nsys", "--name ranges", LLM)
+    assert not isinstance(run, Exception), run
+    child = run.profile_range("LLM", "LLM@prefill", "PushPop", set="basic")
+    assert [n for n in child.kernels()["demangled"] if "sin" in n.lower()]
+    start_end = run.profile_range("LLM", "generate", "StartEnd", set="basic")
+    print(f"\nStartEnd 'generate': {list(start_end.kernels()['demangled'])}")
+    assert len(start_end.kernels()) == 2  # sin and exp ran inside it
+    statuses = {s.tool for s in MANAGER.status()}
+    assert statuses == {"nsys", "ncu"}

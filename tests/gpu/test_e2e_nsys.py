@@ -4,47 +4,31 @@ Skipped unless nsys is found and torch sees CUDA. Prints what it finds."""
 
 from __future__ import annotations
 
+import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
-from nsight_magic import runner, runs, tools
-from nsight_magic.errors import CellFailedError, ProfileTimeout, ToolNotFoundError
-from nsight_magic.session.history import REGISTRY
+import nsight_magic
+from nsight_magic import runs, tools
+from nsight_magic.errors import CellFailedError, ProfileTimeout, WorkerDiedError
+from nsight_magic.session.manager import MANAGER
 
-torch = pytest.importorskip("torch")
-
-
-def _have_nsys() -> bool:
-    try:
-        tools.find_tool("nsys")
-        return True
-    except ToolNotFoundError:
-        return False
-
+from .conftest import cuda, have, magic
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not _have_nsys(), reason="nsys not found"),
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"),
+    pytest.mark.skipif(not have("nsys"), reason="nsys not found"),
+    pytest.mark.skipif(not cuda(), reason="no CUDA device"),
 ]
-
-
-@pytest.fixture
-def ip(tmp_path: Path):  # type: ignore[no-untyped-def]
-    from IPython.core.interactiveshell import InteractiveShell
-
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "nsight_magic")
-    shell.run_line_magic("config", f'NsightMagic.runs_dir = "{tmp_path / "runs"}"')
-    REGISTRY.clear()
-    yield shell
-    REGISTRY.clear()
 
 
 def _names(run) -> list[str]:  # type: ignore[no-untyped-def]
     return list(run.kernels()["name"])
+
+
+def _worker_pid(tool: str = "nsys") -> int | None:
+    return next((s.pid for s in MANAGER.status() if s.tool == tool and s.alive), None)
 
 
 def test_nsys_cell_only_kernels_captured(ip) -> None:  # type: ignore[no-untyped-def]
@@ -58,13 +42,12 @@ def test_nsys_cell_only_kernels_captured(ip) -> None:  # type: ignore[no-untyped
     )
     cell = "y = torch.sin(x)\nc = a @ a\ntorch.cuda.synchronize()\n"
     t0 = time.perf_counter()
-    run = ip.run_cell_magic("nsys", "--warmup 2 --name sin_gemm -o r", cell)
+    run = magic(ip, "nsys", "--warmup 2 --name sin_gemm -o r", cell)
     wall = time.perf_counter() - t0
-    assert run is not None, "the magic printed an error (see captured stderr)"
-    assert ip.user_ns["r"] is run
+    assert not isinstance(run, Exception), run
+    assert ip.user_ns["r"] is run and nsight_magic.last_run() is run
     names = _names(run)
-    print(f"\n%%nsys wall {wall:.1f}s; kernels: {names}")
-    print(run.kernel_summary()[["name", "instances", "total_ns"]].to_string())
+    print(f"\n%%nsys wall {wall:.1f}s (first cell: worker start); kernels: {names}")
     sin = [n for n in names if "sin" in n.lower()]
     gemm = [n for n in names if any(k in n.lower() for k in ("gemm", "nvjet", "xmma", "cutlass"))]
     assert len(sin) == 1, "sin kernel once: the two warm-up runs are outside the capture"
@@ -72,100 +55,162 @@ def test_nsys_cell_only_kernels_captured(ip) -> None:  # type: ignore[no-untyped
     assert not [n for n in names if "scan" in n.lower() or "sort" in n.lower()], "setup leaked"
     nvtx = run.nvtx()
     mine = nvtx[nvtx["domain"] == "nsight_magic"]
-    print(mine[["range", "level", "duration_ns"]].to_string())
     assert "cell" in set(mine["range"]) and "warmup" not in set(mine["range"])
     assert {"L1: y = torch.sin(x)", "L2: c = a @ a"} <= set(mine["range"])
-    # the run folder has everything a later load_run needs
     d = run.run_dir
-    for f in ("cell.py", "script.py", "argv.json", "env.json", "meta.json", "profiler.log"):
+    for f in ("cell.py", "script.py", "env.json", "meta.json", "profiler.log", "status.json"):
         assert (d / f).exists(), f
     meta = runs.read_json(d / "meta.json")
-    assert meta["status"] == "ok" and meta["cell_status"]["gate_kind"] == "torch"
-    again = runs.load_run(d)
+    assert meta["status"] == "ok" and meta["mode"] == "warm"
+    assert meta["cell_status"]["gate_kind"] == "torch"
+    again = nsight_magic.load_run(d)
     assert sorted(_names(again)) == sorted(names)
 
 
-def test_transformer_forward_only(ip) -> None:  # type: ignore[no-untyped-def]
-    ip.run_cell_magic(
-        "nsight_setup",
-        "--name model",
+def test_warm_session_keeps_state_and_matches_nsys_stats(ip, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ip.run_cell_magic("nsight_setup", "--name model", (
         "import torch\nfrom torch import nn\n"
         "layer = nn.TransformerEncoderLayer(d_model=256, nhead=8, batch_first=True)\n"
         "model = nn.TransformerEncoder(layer, num_layers=2).cuda().eval()\n"
-        "x = torch.randn(8, 128, 256, device='cuda')\n"
-        "torch.cuda.synchronize()\n",
-    )
-    cell = "with torch.no_grad():\n    out = model(x)\ntorch.cuda.synchronize()\n"
-    run = ip.run_cell_magic("nsys", "--name transformer", cell)
-    assert run is not None
-    k = run.kernels()
-    print(f"\ntransformer forward: {len(k)} kernels, {k['name'].nunique()} distinct")
-    print(run.kernel_summary()[["name", "instances", "total_ns"]].head(10).to_string())
-    assert len(k) > 5
-    # randn (distribution kernels) ran in setup only
-    assert not k["name"].str.contains("distribution").any(), "setup kernels leaked"
-    nvtx = run.nvtx()
-    cell_rows = nvtx[(nvtx["domain"] == "nsight_magic") & (nvtx["range"] == "cell")]
-    assert len(cell_rows) == 1
-    start, end = int(cell_rows["start_ns"].iloc[0]), int(cell_rows["end_ns"].iloc[0])
-    inside = (k["start_ns"] >= start) & (k["end_ns"] <= end)
-    print(f"cell range {(end - start) / 1e6:.2f} ms holds {int(inside.sum())}/{len(k)} kernels")
-    assert inside.all()
-    proj = run.nvtx_gpu_projection()
-    row = proj[(proj["domain"] == "nsight_magic") & (proj["range"] == "cell")]
-    assert int(row["gpu_ops"].iloc[0]) >= len(k)
+        "x = torch.randn(8, 128, 256, device='cuda')\ntorch.cuda.synchronize()\n"
+    ))  # fmt: skip
+    t0 = time.perf_counter()
+    first = magic(ip, "nsys", "--name first", "with torch.no_grad():\n    h = model(x)\n")
+    first_s = time.perf_counter() - t0
+    pid = _worker_pid()
+    t0 = time.perf_counter()
+    # uses h, defined by the previous profiled cell: it lives in the worker
+    second = magic(ip, "nsys", "--name second", "with torch.no_grad():\n    h2 = model(h)\n")
+    second_s = time.perf_counter() - t0
+    assert not isinstance(first, Exception) and not isinstance(second, Exception), (first, second)
+    print(f"\nfirst cell {first_s:.1f} s (worker start), second {second_s:.1f} s, "
+          f"worker {pid}; timings {second.meta['timings']}")  # fmt: skip
+    assert _worker_pid() == pid and second.meta["worker"]["pid"] == pid
+    assert second_s < 15, "a warm cell costs its own time plus the profiler's (~3 s)"
+    assert len(second.kernels()) > 5
+    # our summaries still equal nsys stats on the warm-session report
+    rep = second.run_dir / "report.nsys-rep"
+    out = tmp_path / "stats"
+    subprocess.run([tools.find_tool("nsys"), "stats", "--force-export=true", "--format", "csv",
+                    "--report", "cuda_gpu_kern_sum,nvtx_gpu_proj_sum", "-o", str(out), str(rep)],
+                   check=True, capture_output=True, timeout=300)  # fmt: skip
+    import pandas as pd
+    from stats_reference import assert_duration_summary_equal
+
+    ref = pd.read_csv(f"{out}_cuda_gpu_kern_sum.csv")
+    ours = second.kernel_summary()
+    assert list(ours["name"]) == list(ref["Name"])
+    assert_duration_summary_equal(ours, ref, "Instances")
+    proj = pd.read_csv(f"{out}_nvtx_gpu_proj_sum.csv")
+    mine = second.nvtx_gpu_projection()
+    assert sorted(mine["proj_total_ns"]) == sorted(proj["Total Proj Time (ns)"])
 
 
-def test_cell_error_keeps_partial_report(tmp_path: Path) -> None:
-    from nsight_magic.session.pipeline import profile_nsys
+def test_ipython_syntax_and_notebook_variables(ip) -> None:  # type: ignore[no-untyped-def]
+    ip.run_cell("import torch\nplain = torch.randn(256, 256, device='cuda')")
+    cell = "%time y = plain @ plain\n!nvidia-smi -L\ntorch.cuda.synchronize()\n"
+    run = magic(ip, "nsys", "--name syntax", cell)
+    assert not isinstance(run, Exception), run
+    assert run.meta["shipped_vars"] == ["plain", "torch"]
+    assert any("gemm" in n.lower() or "nvjet" in n.lower() for n in _names(run))
+    labels = set(run.nvtx()["range"])
+    assert {"L1: %time y = plain @ plain", "L2: !nvidia-smi -L"} <= labels
 
+
+def test_cell_error_keeps_partial_report_and_fails_the_cell(ip) -> None:  # type: ignore[no-untyped-def]
     cell = (
         "import torch\nx = torch.randn(1024, device='cuda')\ny = torch.sin(x)\n"
         "raise ValueError('boom')\n"
     )
-    with pytest.raises(CellFailedError) as info:
-        profile_nsys(cell, runs_root=tmp_path, setup=False)
-    err = info.value
+    err = magic(ip, "nsys", "-o partial", cell)
+    assert isinstance(err, CellFailedError), err
     print("\n" + str(err))
-    assert 'File "<nsight_magic cell>", line 4' in err.traceback  # type: ignore[attr-defined]
-    partial = err.run  # type: ignore[attr-defined]
+    assert 'File "<nsight_magic cell>", line 4' in err.traceback
+    partial = err.run
     assert partial is not None and any("sin" in n.lower() for n in _names(partial))
     assert partial.meta["status"] == "cell_failed"
+    assert ip.user_ns["partial"] is partial and nsight_magic.last_run() is partial
 
 
-def test_timeout_stops_everything(tmp_path: Path) -> None:
-    from nsight_magic.session.pipeline import profile_nsys
-
-    cell = "import torch, time\nx = torch.ones(4, device='cuda') * 2\ntime.sleep(120)\n"
+def test_timeout_stops_the_cell_and_the_worker_lives(ip) -> None:  # type: ignore[no-untyped-def]
+    magic(ip, "nsys", "", "import torch\nx = torch.ones(4, device='cuda') * 2\n")
+    pid = _worker_pid()
     t0 = time.perf_counter()
-    with pytest.raises(ProfileTimeout) as info:
-        profile_nsys(cell, runs_root=tmp_path, setup=False, timeout=20)
-    res = info.value.result  # type: ignore[attr-defined]
-    print(f"\ntimeout after {time.perf_counter() - t0:.1f}s, signals {res.signals}")
-    assert runner.group_members(res.pgid) == []
-    d = next(tmp_path.iterdir())
-    assert runs.read_json(d / "meta.json")["status"] == "timeout"
+    err = magic(ip, "nsys", "--timeout 10", "import time\ny = x * 3\ntime.sleep(120)\n")
+    print(f"\ntimeout after {time.perf_counter() - t0:.1f}s: {err}")
+    assert isinstance(err, ProfileTimeout)
+    assert err.run is not None, "the cell's report up to the stop is kept"
+    again = magic(ip, "nsys", "", "z = x * 4\n")
+    assert not isinstance(again, Exception) and _worker_pid() == pid
 
 
-def test_vars_ship_cuda_tensor_and_module(ip) -> None:  # type: ignore[no-untyped-def]
-    """--vars: a CUDA tensor and a CUDA module built in the notebook arrive in the profiled
-    script on the GPU with their dtype, and the cell's kernels run on them."""
+def test_crash_and_broken_cuda_context_restart_the_worker(ip) -> None:  # type: ignore[no-untyped-def]
+    magic(ip, "nsys", "", "import torch\nkeep = torch.arange(8, device='cuda')\n")
+    pid = _worker_pid()
+    err = magic(ip, "nsys", "", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    assert isinstance(err, WorkerDiedError), err
+    run = magic(ip, "nsys", "", "total = keep.sum()\ntorch.cuda.synchronize()\n")
+    assert not isinstance(run, Exception), run
+    assert _worker_pid() != pid and run.meta["replayed"], "history replayed into a new worker"
+    pid = _worker_pid()
+    # a device-side assert leaves the CUDA context unusable: the worker says so and exits
+    err = magic(ip, "nsys", "", "bad = keep[torch.tensor([100], device='cuda')]\n"
+                                "torch.cuda.synchronize()\n")  # fmt: skip
+    assert isinstance(err, CellFailedError), err
+    after = magic(ip, "nsys", "", "ok = keep * 2\ntorch.cuda.synchronize()\n")
+    assert not isinstance(after, Exception), after
+    assert _worker_pid() != pid
+
+
+def test_cuda_graph_replays_are_kernels_not_nothing(ip) -> None:  # type: ignore[no-untyped-def]
+    ip.run_cell_magic("nsight_setup", "", (
+        "import torch\nm = torch.nn.Linear(1024, 1024).cuda().half()\n"
+        "sx = torch.randn(64, 1024, device='cuda', dtype=torch.half)\n"
+        "s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())\n"
+        "with torch.cuda.stream(s), torch.no_grad():\n    [m(sx) for _ in range(3)]\n"
+        "torch.cuda.current_stream().wait_stream(s)\ng = torch.cuda.CUDAGraph()\n"
+        "with torch.cuda.graph(g), torch.no_grad():\n    sy = m(sx)\n"
+    ))  # fmt: skip
+    run = magic(ip, "nsys", "", "for _ in range(5):\n    g.replay()\ntorch.cuda.synchronize()\n")
+    assert not isinstance(run, Exception), run
+    k = run.kernels()
+    print(f"\ngraph replays: {len(k)} kernels: {sorted(set(k['name']))[:4]}")
+    assert len(k) >= 5
+    if "graph_node_id" in k:
+        assert (k["graph_node_id"] >= 0).all()
+    graph = magic(ip, "nsys", "--cuda-graph-trace graph", "g.replay()\ntorch.cuda.synchronize()\n")
+    assert not isinstance(graph, Exception), graph  # graph launches are GPU work, not "nothing"
+
+
+def test_pytorch_op_ranges(ip) -> None:  # type: ignore[no-untyped-def]
+    run = magic(ip, "nsys", "--pytorch shapes", (
+        "import torch\nlin = torch.nn.Linear(512, 512).cuda()\n"
+        "x = torch.randn(64, 512, device='cuda')\n"
+        "y = torch.relu(lin(x))\ntorch.cuda.synchronize()\n"
+    ))  # fmt: skip
+    assert not isinstance(run, Exception), run
+    aten = [r for r in run.nvtx()["range"] if "aten::" in r]
+    print(f"\n{len(aten)} aten ranges, e.g. {aten[:3]}")
+    assert any("aten::addmm" in r or "aten::linear" in r for r in aten)
+
+
+def test_fresh_run_and_vars(ip) -> None:  # type: ignore[no-untyped-def]
     ip.run_cell(
         "import torch\n"
         "w = torch.randn(512, 512, device='cuda', dtype=torch.float16)\n"
         "lin = torch.nn.Linear(512, 256).cuda().half()\n"
-        "torch.cuda.synchronize()\n"
     )
-    cell = (  # --vars ships values, not imports: the cell imports what it names
+    cell = (
         "import torch\n"
         "assert w.is_cuda and w.dtype == torch.float16, (w.device, w.dtype)\n"
-        "assert next(lin.parameters()).is_cuda\n"
-        "y = lin(w @ w)\n"
-        "torch.cuda.synchronize()\n"
+        "y = lin(w @ w)\ntorch.cuda.synchronize()\n"
     )
-    run = ip.run_cell_magic("nsys", "--vars w,lin --no-setup --name vars", cell)
-    assert run is not None, "the magic printed an error (see captured stderr)"
-    names = _names(run)
-    print(f"\n--vars w,lin: {len(names)} kernels: {[n[:60] for n in names]}")
-    assert len(names) >= 2  # the fp16 matmul and the linear layer
-    assert not [n for n in names if "distribution" in n], "randn ran in the notebook only"
+    run = magic(ip, "nsys", "--fresh --vars w,lin --name vars", cell)
+    assert not isinstance(run, Exception), run
+    assert run.meta["mode"] == "fresh" and len(_names(run)) >= 2
+    assert not [n for n in _names(run) if "distribution" in n], "randn ran in the notebook only"
+    t0 = time.perf_counter()
+    err = magic(ip, "nsys", "--fresh --timeout 20", "import torch, time\n"
+                "x = torch.ones(4, device='cuda')\ntime.sleep(120)\n")  # fmt: skip
+    print(f"\nfresh timeout after {time.perf_counter() - t0:.1f}s")
+    assert isinstance(err, ProfileTimeout)

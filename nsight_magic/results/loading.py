@@ -1,0 +1,47 @@
+"""Rebuild a run object from its run folder, offline (no profiler, no GPU needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import ReportNotFoundError
+from ..reports import open_report
+from ..runs import META, read_json
+from .protocols import KernelProfiler
+from .runs import NcuRun, NsysRun
+
+
+def _report_in(run_dir: Path, meta: dict[str, Any]) -> Path:
+    """The saved report to open: nsys export (.sqlite, parquet dir) before the .nsys-rep."""
+    tool = meta.get("tool")
+    names = []
+    if meta.get("report"):
+        names.append(meta["report"])
+    if tool == "ncu":
+        names += ["report.ncu-rep"]
+    else:
+        names += ["report.sqlite", "report_pq", "report.nsys-rep"]
+    for name in names:
+        path = run_dir / name
+        if path.exists():
+            return path
+    raise ReportNotFoundError(
+        f"{run_dir} holds no report ({', '.join(names)}); status: {meta.get('status', '?')}."
+    )
+
+
+def load_run(path: str | Path, profiler: KernelProfiler | None = None) -> Any:
+    """Rebuild ``NsysRun``/``NcuRun`` from a run folder, offline (no profiler needed)."""
+    run_dir = Path(path)
+    if run_dir.is_file() and run_dir.name == META:
+        run_dir = run_dir.parent
+    if not run_dir.is_dir():
+        raise ReportNotFoundError(f"{run_dir} is not a run folder.")
+    meta = read_json(run_dir / META, {}) or {}
+    report_path = _report_in(run_dir, meta)
+    report = open_report(report_path)
+    tool = meta.get("tool") or ("ncu" if report_path.suffix == ".ncu-rep" else "nsys")
+    if tool == "ncu":
+        return NcuRun(report, run_dir, meta)
+    return NsysRun(report, run_dir, meta, profiler=profiler)

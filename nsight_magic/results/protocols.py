@@ -1,0 +1,22 @@
+"""What results need from the layers above them, as Protocols: results never import the session.
+
+A run that can be drilled into gets a ``KernelProfiler`` handed in (the notebook's session
+manager); the picker's Profile button and the NVTX tab's "profile this range" call it."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class KernelProfiler(Protocol):
+    def profile_kernel(
+        self, parent: Any, kernel: str, *, instance: int = 0, count: int = 1, **kwargs: Any
+    ) -> Any:
+        """ncu on launch ``instance`` of ``kernel`` in the cell ``parent`` ran -> ``NcuRun``."""
+        ...
+
+    def profile_range(
+        self, parent: Any, domain: str, name: str, style: str = "PushPop", **kwargs: Any
+    ) -> Any:
+        """ncu on the kernels inside the NVTX range ``domain:name`` of that cell -> ``NcuRun``."""
+        ...

@@ -1,0 +1,397 @@
+"""The two profilers behind one interface. What differs between an nsys and an ncu run is the
+argv, how the cell is gated, how a warm worker is launched and each capture begun and ended,
+and how the report is read and checked; the pipeline does the rest the same way for both.
+
+nsys: fresh runs are ``nsys profile --capture-range=cudaProfilerApi``; a warm worker runs under
+``nsys launch`` and each cell under ``nsys start --capture-range=cudaProfilerApi
+--capture-range-end=stop`` (the report is written when the worker's cudaProfilerStop returns).
+ncu: fresh runs are ``ncu --nvtx --nvtx-include nsight_magic@cell/ …``; a warm worker runs under
+``ncu --mode launch`` and each capture is one ``ncu --mode attach`` with that run's filters,
+stopped with SIGINT once the cell is done (measured: tools/probes/session_probe2.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import random
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from .. import runner, tools
+from ..errors import (
+    CorruptReportError,
+    NothingCapturedError,
+    ProfilerError,
+    ProfilerOptionError,
+)
+from ..profilers import ncu as ncu_argv
+from ..profilers import nsys as nsys_argv
+from ..profilers.env import clean_env
+from ..script import Gate
+from ..tools import Tool, ToolName
+from .spec import CellRequest
+from .worker_process import Launch, WorkerProcess
+
+ATTACH_CONNECT_TIMEOUT_S = 60.0
+_versions: dict[str, tuple[int, ...] | None] = {}
+_versions_lock = threading.Lock()
+
+
+def locate_tool(name: ToolName) -> Tool:
+    """Find the tool and check its version once per path (``--version`` costs a second)."""
+    path = tools.find_tool(name)
+    with _versions_lock:
+        if path not in _versions:
+            version = tools.tool_version(path)
+            tools.check_version(name, version)
+            _versions[path] = version
+    return Tool(name=name, path=path, version=_versions[path])
+
+
+CLI_TIMEOUT_S = 120.0
+
+
+@dataclass
+class WarmState:
+    """Per-worker facts a backend keeps: the nsys session name, the ncu port."""
+
+    name: str = ""
+    port: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Backend(Protocol):
+    tool: ToolName
+    gate: Gate
+
+    def options_meta(self) -> dict[str, Any]: ...
+    def locate(self) -> Tool: ...
+    def validate(self, tool: Tool) -> None: ...
+    def launch_key(self, request: CellRequest) -> tuple[Any, ...]: ...
+    def fresh_argv(self, tool: Tool, run_dir: Path, request: CellRequest) -> list[str]: ...
+    def process_env(self, request: CellRequest) -> dict[str, str]: ...
+    def launch(self, tool: Tool, request: CellRequest, state: WarmState) -> Launch: ...
+    def after_start(self, tool: Tool, state: WarmState, worker: WorkerProcess) -> None: ...
+    def begin_capture(self, tool: Tool, state: WarmState, run_dir: Path) -> Any: ...
+    def end_capture(self, tool: Tool, state: WarmState, handle: Any, run_dir: Path) -> None: ...
+    def report_path(self, run_dir: Path) -> Path: ...
+    def load(self, tool: Tool, run_dir: Path) -> Any: ...
+    def check_captured(self, report: Any, status: dict[str, Any], run_dir: Path) -> None: ...
+    def result(self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any,
+               profiler: Any) -> Any: ...  # fmt: skip
+
+
+def _log(run_dir: Path, text: str) -> None:
+    with open(run_dir / "profiler.log", "a", errors="replace") as f:
+        f.write(text if text.endswith("\n") else text + "\n")
+
+
+def run_cli(
+    argv: list[str], run_dir: Path, timeout: float = CLI_TIMEOUT_S
+) -> subprocess.CompletedProcess[str]:
+    """A short profiler CLI command (no injection variables), its output appended to the run's
+    profiler.log; ProfilerError when it cannot run at all."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              env=clean_env(), check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ProfilerError(f"{' '.join(argv[:2])} failed to run ({exc}); argv: {argv}") from exc
+    _log(run_dir, f"$ {' '.join(argv)}\n{done.stdout}{done.stderr}[exit {done.returncode}]")
+    return done
+
+
+def _ranges_hint(status: dict[str, Any]) -> str:
+    ranges = status.get("ranges") or []
+    if not ranges:
+        return " The cell opened no NVTX range of its own."
+    shown = ", ".join(
+        f"{domain or '(default domain)'}:{name} ({style})" for domain, name, style in ranges[:12]
+    )
+    more = f" and {len(ranges) - 12} more" if len(ranges) > 12 else ""
+    return f" The cell opened these NVTX ranges: {shown}{more}."
+
+
+class NsysBackend:
+    tool: ToolName = "nsys"
+    gate: Gate = "cudaProfilerApi"
+
+    def __init__(self, options: nsys_argv.NsysOptions | None = None) -> None:
+        self.options = options or nsys_argv.NsysOptions()
+
+    def options_meta(self) -> dict[str, Any]:
+        o = self.options
+        return {"trace": list(o.trace), "cuda_graph_trace": o.cuda_graph_trace,
+                "pytorch": o.pytorch, "extra_args": list(o.extra_args)}  # fmt: skip
+
+    def locate(self) -> Tool:
+        return locate_tool("nsys")
+
+    def validate(self, tool: Tool) -> None:
+        return None  # trace names are checked when the options are parsed
+
+    def result(
+        self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any, profiler: Any
+    ) -> Any:
+        from ..results import NsysRun
+
+        return NsysRun(report, run_dir, meta, profiler=profiler)
+
+    def launch_key(self, request: CellRequest) -> tuple[Any, ...]:
+        # nsys fixes what it traces at launch: another trace choice needs another worker
+        return ("nsys", request.python, tuple(sorted(request.env.items())), self.options)
+
+    def process_env(self, request: CellRequest) -> dict[str, str]:
+        return clean_env({**nsys_argv.NSYS_ENV, "PYTHONUNBUFFERED": "1", **request.env})
+
+    def fresh_argv(self, tool: Tool, run_dir: Path, request: CellRequest) -> list[str]:
+        return nsys_argv.profile_argv(tool.path, run_dir / "report", run_dir / "script.py",
+                                      python=request.python, options=self.options,
+                                      script_args=[str(run_dir / "status.json")])  # fmt: skip
+
+    def launch(self, tool: Tool, request: CellRequest, state: WarmState) -> Launch:
+        def wrap(command: list[str]) -> list[str]:
+            return nsys_argv.launch_argv(tool.path, state.name, command, self.options)
+
+        return Launch(wrap, self.process_env(request), request.cwd, request.python)
+
+    def after_start(self, tool: Tool, state: WarmState, worker: WorkerProcess) -> None:
+        return None
+
+    def begin_capture(self, tool: Tool, state: WarmState, run_dir: Path) -> Any:
+        argv = nsys_argv.start_argv(tool.path, state.name, run_dir / "report")
+        done = run_cli(argv, run_dir)
+        if done.returncode != 0:
+            raise ProfilerError(
+                f"nsys start failed (exit {done.returncode}): "
+                f"{(done.stderr or done.stdout).strip()[-500:]}\nargv: {argv}"
+            )
+        return argv
+
+    def end_capture(self, tool: Tool, state: WarmState, handle: Any, run_dir: Path) -> None:
+        if not self.report_path(run_dir).exists():
+            # the gate never opened (no CUDA in the cell): disarm the waiting collection so the
+            # next cell's ``nsys start`` is accepted
+            run_cli(nsys_argv.session_argv(tool.path, "cancel", state.name), run_dir)
+
+    def report_path(self, run_dir: Path) -> Path:
+        return run_dir / "report.nsys-rep"
+
+    def load(self, tool: Tool, run_dir: Path) -> Any:
+        """The .nsys-rep exported as a parquet dir (columnar: 1M kernels load 3.4x faster than
+        from SQLite, benchmarks/README.md), or as SQLite where this nsys cannot write parquet."""
+        from ..reports import open_report
+        from ..reports.nsys.export import export_report
+
+        rep = self.report_path(run_dir)
+        try:
+            exported = export_report(rep, "parquetdir", out=run_dir / "report_pq", nsys=tool.path)
+        except CorruptReportError:
+            exported = export_report(rep, "sqlite", nsys=tool.path)
+        return open_report(exported)
+
+    def check_captured(self, report: Any, status: dict[str, Any], run_dir: Path) -> None:
+        if report is None:
+            why = (
+                "the cell found no CUDA device (torch.cuda unavailable and no libcudart), so "
+                "the capture range never started"
+                if status.get("gate_kind") == "none"
+                else "the cell ran no CUDA work, so nsys wrote no report"
+            )
+            raise NothingCapturedError(
+                f"Nothing was captured: {why}. Log: {run_dir / 'profiler.log'}"
+            )
+        work = report.gpu_work() if hasattr(report, "gpu_work") else None
+        empty = (not work.has_gpu_work) if work is not None else (
+            report.kernels().empty and report.memcpy().empty and report.memset().empty
+        )  # fmt: skip
+        if empty:
+            raise NothingCapturedError(
+                "Nothing was captured: the report holds no kernels, CUDA graph launches, copies "
+                f"or memsets from the cell. Report: {run_dir}"
+            )
+
+
+def free_port_base(span: int = 64, tries: int = 50) -> int:
+    """A base port with ``span`` free ports after it on 127.0.0.1 (ncu's target listens from the
+    base up, one port per profiled process), away from ncu's default 49152 so two notebooks on
+    one machine never attach to each other's worker."""
+    for _ in range(tries):
+        base = random.randrange(20000, 48000, span)
+        probes = []
+        try:
+            for port in (base, base + 1, base + span - 1):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                probes.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in probes:
+                s.close()
+    raise ProfilerError("No free port range for Nsight Compute's attach was found.")
+
+
+class NcuBackend:
+    tool: ToolName = "ncu"
+    gate: Gate = "nvtx"
+
+    def __init__(self, options: ncu_argv.NcuOptions | None = None) -> None:
+        self.options = options or ncu_argv.NcuOptions()
+
+    def options_meta(self) -> dict[str, Any]:
+        o = self.options
+        return {"set": o.set, "sections": list(o.sections), "metrics": list(o.metrics),
+                "kernel": o.kernel_exact or o.kernel_regex, "launch_skip": o.launch_skip,
+                "launch_count": o.launch_count, "nvtx_include": list(o.nvtx_include),
+                "nvtx_exclude": list(o.nvtx_exclude), "extra_args": list(o.extra_args)}  # fmt: skip
+
+    def locate(self) -> Tool:
+        return locate_tool("ncu")
+
+    def result(
+        self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any, profiler: Any
+    ) -> Any:
+        from ..results import NcuRun
+
+        return NcuRun(report, run_dir, meta, parent=parent)
+
+    def validate(self, tool: Tool) -> None:
+        """``--set``/``--section`` against what this ncu knows, before anything starts (ncu's
+        own error would come after a run folder and a worker)."""
+        known = ncu_catalog(tool.path)
+        for kind, wanted in (("set", [self.options.set] if self.options.set else []),
+                             ("section", list(self.options.sections))):  # fmt: skip
+            have = known.get(kind)
+            bad = [w for w in wanted if have and w not in have]
+            if bad:
+                raise ProfilerOptionError(
+                    f"--{kind} {', '.join(bad)}: this ncu has no such {kind}; it knows "
+                    f"{', '.join(sorted(have or ()))}."
+                )
+
+    def launch_key(self, request: CellRequest) -> tuple[Any, ...]:
+        # ncu takes its filters per attach: only the interpreter and environment are fixed
+        return ("ncu", request.python, tuple(sorted(request.env.items())))
+
+    def process_env(self, request: CellRequest) -> dict[str, str]:
+        return clean_env({"PYTHONUNBUFFERED": "1", **request.env})
+
+    def fresh_argv(self, tool: Tool, run_dir: Path, request: CellRequest) -> list[str]:
+        return ncu_argv.profile_argv(tool.path, run_dir / "report", run_dir / "script.py",
+                                     python=request.python, options=self.options,
+                                     script_args=[str(run_dir / "status.json")])  # fmt: skip
+
+    def launch(self, tool: Tool, request: CellRequest, state: WarmState) -> Launch:
+        state.port = free_port_base()
+
+        def wrap(command: list[str]) -> list[str]:
+            return ncu_argv.launch_argv(tool.path, state.port, command)
+
+        return Launch(wrap, self.process_env(request), request.cwd, request.python)
+
+    def after_start(self, tool: Tool, state: WarmState, worker: WorkerProcess) -> None:
+        """Under ``ncu --mode launch`` the worker stops at its first CUDA call until a tool
+        attaches: attach once selecting nothing, make that first call, detach."""
+        with tempfile.TemporaryDirectory(prefix="nsm-ncu-") as tmp:
+            log = Path(tmp) / "release.log"
+            argv = ncu_argv.attach_argv(tool.path, state.port, Path(tmp) / "release",
+                                        ncu_argv.RELEASE)  # fmt: skip
+            proc = _attach(argv, log)
+            try:
+                reply = worker.request({"op": "cuda_init"}, timeout=120)
+                state.extra["cuda_init"] = reply.data
+            finally:
+                _detach(proc)
+
+    def begin_capture(self, tool: Tool, state: WarmState, run_dir: Path) -> Any:
+        argv = ncu_argv.attach_argv(tool.path, state.port, run_dir / "report", self.options)
+        _log(run_dir, f"$ {' '.join(argv)}")
+        return _attach(argv, run_dir / "profiler.log")
+
+    def end_capture(self, tool: Tool, state: WarmState, handle: Any, run_dir: Path) -> None:
+        _detach(handle)
+
+    def report_path(self, run_dir: Path) -> Path:
+        return run_dir / "report.ncu-rep"
+
+    def load(self, tool: Tool, run_dir: Path) -> Any:
+        from ..reports.ncu.report import NcuReport
+
+        return NcuReport.open(self.report_path(run_dir))
+
+    def check_captured(self, report: Any, status: dict[str, Any], run_dir: Path) -> None:
+        log = runner.read_log(run_dir / "profiler.log")
+        if report is None or "No kernels were profiled" in log or len(report) == 0:
+            hint = (
+                " (the script could not import nvtx, so no range exists)"
+                if not status.get("nvtx", True)
+                else _ranges_hint(status)
+            )
+            raise NothingCapturedError(
+                f"Nothing was captured: no kernel launch matched "
+                f"{self.options.describe_filter()}.{hint} Log: {run_dir / 'profiler.log'}"
+            )
+
+
+@functools.lru_cache(maxsize=8)
+def ncu_catalog(ncu: str) -> dict[str, frozenset[str]]:
+    """{"set": ..., "section": ...} as ``ncu --list-sets`` / ``--list-sections`` print them,
+    asked once per ncu; empty sets when ncu cannot say (then nothing is refused here)."""
+    out = {}
+    for kind, flag in (("set", "--list-sets"), ("section", "--list-sections")):
+        try:
+            text = subprocess.run([ncu, flag], capture_output=True, text=True, timeout=60,
+                                  env=clean_env(), check=False).stdout  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            text = ""
+        out[kind] = ncu_argv.listed_identifiers(text)
+    return out
+
+
+def _attach(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """Start an ``ncu --mode attach`` and wait until it is connected to the worker."""
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=clean_env(),
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + ATTACH_CONNECT_TIMEOUT_S
+    while time.monotonic() < deadline:
+        text = runner.read_log(log)
+        if "==PROF== Connected" in text:
+            return proc
+        if proc.poll() is not None:
+            errors = runner.error_lines(text) or text.strip().splitlines()[-5:]
+            raise ProfilerError(
+                f"ncu could not attach to the profiling worker (exit {proc.returncode}): "
+                f"{' | '.join(errors)}\nargv: {argv}\nlog: {log}"
+            )
+        time.sleep(0.05)
+    _detach(proc)
+    raise ProfilerError(f"ncu did not attach within {ATTACH_CONNECT_TIMEOUT_S:.0f} s. log: {log}")
+
+
+def _detach(proc: subprocess.Popen[bytes]) -> None:
+    """End an attach: SIGINT (it writes nothing more: the report is complete once the launches
+    ran), escalating if it lingers."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            runner.stop_group(proc, proc.pid, (2.0, 2.0))

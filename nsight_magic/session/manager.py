@@ -1,0 +1,307 @@
+"""The profiling session of one notebook kernel: its history, one warm worker per profiler, and
+the drill-downs (kernel picker, NVTX range) that results ask for.
+
+``MANAGER`` is the session the magics use. A worker starts on the first profiled cell that
+needs it and is reused while its launch options match; ``restart``/``stop`` end it (the next
+cell starts a new one, which replays the history). At interpreter exit every worker is stopped;
+if the kernel dies instead, each worker notices and exits by itself (``worker.watch_parent``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import itertools
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import runs, tools
+from ..errors import NsightMagicError
+from ..nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
+from ..profilers import ncu as ncu_argv
+from ..profilers.nsys import session_argv
+from ..script import PreparedCell
+from .backends import Backend, NcuBackend, WarmState
+from .fresh import FreshExecutor
+from .history import REGISTRY, History, SetupRegistry
+from .pipeline import RunContext, now_utc, profile_cell
+from .spec import CellRequest, Notebook, RunCallbacks
+from .warm import WarmExecutor, WarmSession
+from .worker_process import WorkerProcess
+
+
+@dataclass
+class SessionStatus:
+    """What ``%nsight_session`` shows for one worker."""
+
+    tool: str
+    alive: bool
+    pid: int | None
+    uptime_s: float
+    cells: int
+    replayed: int
+    launch_argv: list[str] = field(default_factory=list)
+    cuda_memory: dict[str, Any] = field(default_factory=dict)
+    gpu_memory_mib: float | None = None  # what nvidia-smi says the worker process holds
+
+
+class SessionManager:
+    def __init__(self, setup: SetupRegistry = REGISTRY) -> None:
+        self.history = History()
+        self.setup = setup
+        self._sessions: dict[str, WarmSession] = {}
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+
+    # --- setup cells ------------------------------------------------------------------------
+    def record_setup(self, source: str, name: str, cell: PreparedCell) -> None:
+        """A ``%%nsight_setup`` cell: fresh runs replay it (``setup``), workers run it once."""
+        self.setup.add(source, name=name)
+        self.history.add("setup", name or "setup", cell)
+
+    def clear_setup(self) -> int:
+        self.history.drop_setup()
+        return self.setup.clear()
+
+    # --- workers ----------------------------------------------------------------------------
+    def _session(self, backend: Backend, ctx: RunContext) -> WarmSession:
+        """The live worker for this tool and launch options, started when there is none."""
+        key = backend.launch_key(ctx.request)
+        with self._lock:
+            current = self._sessions.get(backend.tool)
+            if current is not None and current.key == key and current.alive():
+                return current
+            if current is not None:
+                why = (
+                    "its launch options changed" if current.alive() else "it was no longer running"
+                )
+                ctx.lines.note(f"starting a new {backend.tool} worker ({why}).")
+                current.worker.stop()
+                del self._sessions[backend.tool]
+            state = WarmState(name=f"nsight-magic-{os.getpid()}-{next(self._ids)}")
+            worker = WorkerProcess(backend.launch(ctx.tool, ctx.request, state))
+            ctx.lines.phase("starting", f"the {backend.tool} worker")
+            worker.start(on_line=ctx.lines, cancel=ctx.callbacks.cancel)
+            try:
+                backend.after_start(ctx.tool, state, worker)
+            except BaseException:
+                worker.kill()
+                raise
+            session = WarmSession(backend.tool, key, worker, state, now_utc())
+            self._sessions[backend.tool] = session
+            return session
+
+    def stop(self, tool: str | None = None) -> list[str]:
+        """Stop the worker of ``tool`` (both when None); returns which were stopped."""
+        with self._lock:
+            chosen = [t for t in list(self._sessions) if tool in (None, t)]
+            sessions = [self._sessions.pop(t) for t in chosen]
+        for session in sessions:
+            with contextlib.suppress(Exception):
+                session.worker.stop()
+            if session.tool == "nsys":  # the session name must not linger in nsys's daemon
+                with contextlib.suppress(Exception):
+                    argv = session_argv(tools.find_tool("nsys"), "shutdown", session.state.name)
+                    subprocess.run(argv, capture_output=True, timeout=30, check=False)
+        return chosen
+
+    def status(self) -> list[SessionStatus]:
+        out = []
+        with self._lock:
+            sessions = list(self._sessions.values())
+        smi = _gpu_memory_by_pid()
+        for s in sessions:
+            memory: dict[str, Any] = {}
+            if s.alive() and s.lock.acquire(timeout=0.5):  # a busy worker is not asked
+                try:
+                    memory = s.worker.request({"op": "status"}, timeout=10).data.get(
+                        "cuda_memory", {}
+                    )
+                except NsightMagicError:
+                    pass
+                finally:
+                    s.lock.release()
+            out.append(
+                SessionStatus(
+                    tool=s.tool,
+                    alive=s.alive(),
+                    pid=s.worker.pid,
+                    uptime_s=time.monotonic() - s.worker.started_at,
+                    cells=s.cells,
+                    replayed=len(s.executed),
+                    launch_argv=list(s.worker.argv),
+                    cuda_memory=memory,
+                    gpu_memory_mib=smi.get(s.worker.pid or -1),
+                )
+            )
+        return out
+
+    def shutdown(self) -> None:
+        self.stop()
+
+    # --- profiling --------------------------------------------------------------------------
+    def profile(
+        self,
+        request: CellRequest,
+        backend: Backend,
+        *,
+        notebook: Notebook | None = None,
+        callbacks: RunCallbacks | None = None,
+        parent: Any = None,
+        before: int | None = None,
+        run_dir: Path | None = None,
+        meta: dict[str, Any] | None = None,
+        script: Path | None = None,
+    ) -> Any:
+        """Profile ``request`` with ``backend``: in the warm worker, or fresh when
+        ``request.fresh`` (or a saved ``script`` is re-run cold). Returns an ``NsysRun`` /
+        ``NcuRun``; raises the typed errors of ``errors.py``."""
+        captured: dict[str, RunContext] = {}
+
+        def make_result(report: Any, ctx: RunContext) -> Any:
+            captured["ctx"] = ctx
+            return self._result(report, ctx, parent)
+
+        executor: FreshExecutor | WarmExecutor
+        if request.fresh or script is not None:
+            executor = FreshExecutor(self.setup.prepared() if script is None else (), script)
+        else:
+            executor = WarmExecutor(lambda ctx: self._session(backend, ctx), self.history, before)
+        run = profile_cell(request, backend, executor, make_result, notebook=notebook,
+                           callbacks=callbacks, run_dir=run_dir, meta=meta)  # fmt: skip
+        if isinstance(executor, WarmExecutor) and executor.session is not None:
+            self._remember(executor.session, captured["ctx"], before, run)
+        return run
+
+    def _remember(
+        self, session: WarmSession, ctx: RunContext, before: int | None, run: Any
+    ) -> None:
+        """A warm cell that completed joins the history (a re-run of an earlier one does not:
+        it is that entry, now run by this worker too)."""
+        if before is not None:
+            session.executed.append(before)
+            return
+        vars_file = ctx.run_dir / "vars.pkl"
+        entry = self.history.add("cell", ctx.request.name, ctx.cell,
+                                 vars_file=vars_file if vars_file.exists() else None,
+                                 run_dir=ctx.run_dir)  # fmt: skip
+        session.executed.append(entry.id)
+        run.meta = runs.update_meta(ctx.run_dir, history_id=entry.id)
+
+    def _result(self, report: Any, ctx: RunContext, parent: Any) -> Any:
+        return ctx.backend.result(report, ctx.run_dir, ctx.meta, parent=parent, profiler=self)
+
+    def ncu_range_filter(self, spec: str, cell: str) -> str:
+        """``%%ncu --nvtx SPEC`` spelled for ncu. The domain comes from SPEC ("DOMAIN:RANGE");
+        a bare RANGE is taken from the default domain. Push/pop ranges (``nvtx.annotate``) are
+        assumed; when nothing matches, the run's message lists the ranges the cell opened."""
+        domain, name = ncu_argv.parse_range_spec(spec)
+        return ncu_argv.nvtx_filter(name, domain=domain or None)
+
+    # --- drill-downs (results.KernelProfiler) -----------------------------------------------
+    def profile_kernel(self, parent: Any, kernel: str, *, instance: int = 0, count: int = 1,
+                       **kwargs: Any) -> Any:  # fmt: skip
+        """ncu on launch ``instance`` (0-based, within the cell) of ``kernel`` (exact name) of
+        the cell ``parent`` ran: in the warm ncu worker when this notebook ran that cell, else
+        a cold re-run of the parent's saved script. The child run lives in the parent's
+        folder (``ncu/<time>-<kernel>/``) and is listed in its meta.json."""
+        options = dict(kernel_exact=kernel, launch_skip=instance, launch_count=count)
+        return self._drill(parent, kernel, options, {"kernel": kernel, "instance": instance,
+                                                     "count": count}, **kwargs)  # fmt: skip
+
+    def profile_range(self, parent: Any, domain: str, name: str, style: str = "PushPop",
+                      **kwargs: Any) -> Any:  # fmt: skip
+        """ncu on every kernel launched inside the NVTX range ``domain:name`` of the cell
+        ``parent`` ran (warm-up runs excluded)."""
+        expression = ncu_argv.nvtx_filter(name, domain=domain or None, push_pop=style == "PushPop")
+        options = dict(nvtx_include=(expression,),
+                       nvtx_exclude=(f"{NVTX_DOMAIN}@{WARMUP_RANGE}/",))  # fmt: skip
+        label = f"{domain}:{name}"
+        return self._drill(parent, label, options, {"nvtx_range": label, "style": style}, **kwargs)
+
+    def _drill(
+        self,
+        parent: Any,
+        label: str,
+        filters: dict[str, Any],
+        record: dict[str, Any],
+        *,
+        set: str | None = "roofline",
+        sections: tuple[str, ...] = (),
+        metrics: tuple[str, ...] = (),
+        fresh: bool = False,
+        timeout: float | None = None,
+        progress: Any = None,
+        output: Any = None,
+        cancel: threading.Event | None = None,
+    ) -> Any:
+        parent_dir = getattr(parent, "run_dir", None)
+        if parent_dir is None:
+            raise NsightMagicError(
+                "This run was opened from a report file, not profiled here, so there is no saved "
+                "cell to re-run under ncu; profile the cell with %%nsys first, or use %%ncu."
+            )
+        parent_dir = Path(parent_dir)
+        if not (parent_dir / "script.py").exists() or not (parent_dir / "cell.py").exists():
+            raise NsightMagicError(
+                f"{parent_dir} has no saved cell (script.py, cell.py), so it cannot be re-run; "
+                "profile the cell again."
+            )
+        parent_meta = runs.read_json(parent_dir / runs.META, {}) or {}
+        entry = self.history.find_run(parent_dir)
+        cold = fresh or entry is None
+        request = CellRequest(
+            cell=(parent_dir / "cell.py").read_text(),
+            name=str(parent_meta.get("name") or "cell"),
+            warmup=int(parent_meta.get("warmup") or 0),
+            python=str(parent_meta.get("python") or sys.executable),
+            cwd=str(parent_meta.get("cwd") or os.getcwd()),
+            env=runs.read_json(parent_dir / "env.json", {}) or {},
+            timeout=timeout,
+            fresh=cold,
+        )
+        backend = NcuBackend(ncu_argv.NcuOptions(set=set, sections=tuple(sections),
+                                                 metrics=tuple(metrics), **filters))  # fmt: skip
+        backend.locate()  # a missing ncu is reported before a child folder exists
+        run_dir = runs.child_run_dir(parent_dir, label)
+        meta = {"name": f"{request.name}:{label}", "parent_run": str(parent_dir), **record}
+        callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)
+        t0 = time.perf_counter()
+        try:
+            return self.profile(request, backend, callbacks=callbacks, parent=parent,
+                                before=None if cold else entry.id, run_dir=run_dir, meta=meta,
+                                script=parent_dir / "script.py" if cold else None)  # fmt: skip
+        finally:
+            runs.add_child(parent_dir, {"run_dir": str(run_dir.relative_to(parent_dir)),
+                                        **record, "set": set, "mode": "fresh" if cold else "warm",
+                                        "wall_s": time.perf_counter() - t0,
+                                        "started_utc": now_utc()})  # fmt: skip
+
+
+def _gpu_memory_by_pid() -> dict[int, float]:
+    """MiB of GPU memory per process, as nvidia-smi reports it ({} without nvidia-smi)."""
+    smi = tools.find_nvidia_smi()
+    if not smi:
+        return {}
+    try:
+        out = subprocess.run([smi, "--query-compute-apps=pid,used_memory",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                             timeout=15, check=False).stdout  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    memory: dict[int, float] = {}
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        with contextlib.suppress(ValueError, IndexError):
+            memory[int(parts[0])] = memory.get(int(parts[0]), 0.0) + float(parts[1])
+    return memory
+
+
+MANAGER = SessionManager()
+atexit.register(MANAGER.shutdown)

@@ -1,0 +1,56 @@
+"""The typed request one profiled cell makes, whichever profiler runs it."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..progress import Progress
+
+ProgressCallback = Callable[[Progress], None]
+OutputCallback = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class CellRequest:
+    """One cell to profile. ``vars`` are sent explicitly (``--vars``); ``fresh`` runs it in a
+    new process with only the setup cells (no warm worker); ``setup`` False skips the setup
+    cells (``--no-setup``); ``env`` goes to the profiled process (a change of ``env`` or
+    ``python`` needs a new worker)."""
+
+    cell: str
+    name: str = "cell"
+    warmup: int = 0
+    vars: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    python: str = sys.executable
+    timeout: float | None = None
+    setup: bool = True
+    fresh: bool = False
+    runs_root: Path | None = None
+    cwd: str = field(default_factory=os.getcwd)
+
+
+@dataclass
+class RunCallbacks:
+    """Where a run reports: a progress state, the cell's own output lines, a cancel flag."""
+
+    progress: ProgressCallback | None = None
+    output: OutputCallback | None = None
+    cancel: threading.Event | None = None
+
+
+@dataclass
+class Notebook:
+    """What the run may read from the notebook: its namespace (for shipping variables) and
+    the names IPython put there itself (never shipped)."""
+
+    user_ns: Mapping[str, Any] = field(default_factory=dict)
+    hidden: frozenset[str] = frozenset()
+    auto_vars: bool = True
+    auto_vars_max_bytes: int = 256 << 20

@@ -1,0 +1,185 @@
+"""Warm runs: the cell in a long-lived worker that keeps its namespace between cells.
+
+For one cell the worker is asked, in order: load the run's script; replay the history entries it
+has not run (setup cells, cells that ran in the other worker); take the shipped variables and
+warm up; then, with the capture begun (``nsys start`` / ``ncu --mode attach``), run the gated
+cell. Each step is a request the notebook can interrupt (see ``worker_process``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import runs
+from ..errors import WorkerDiedError
+from ..script import build_script
+from ..tools import ToolName
+from .backends import WarmState
+from .history import History, HistoryEntry
+from .pipeline import Outcome, RunContext
+from .variables import plan_shipping, write_vars
+from .worker_process import Reply, WorkerProcess
+
+
+@dataclass
+class WarmSession:
+    """One live worker and what it has: the history entries it ran, the variables we sent
+    (with the notebook values' fingerprints), the names in its namespace."""
+
+    tool: ToolName
+    key: tuple[Any, ...]
+    worker: WorkerProcess
+    state: WarmState
+    started_utc: str
+    executed: list[int] = field(default_factory=list)  # history ids, in the order run
+    shipped: dict[str, tuple[int, int]] = field(default_factory=dict)
+    names: frozenset[str] = frozenset()
+    cells: int = 0
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def alive(self) -> bool:
+        return self.worker.alive()
+
+
+class WarmExecutor:
+    """Run a cell in the session ``get_session`` gives (it starts a worker when none is alive:
+    only once the cell parsed and the run folder exists). ``before``: replay only history
+    entries older than this id (a re-run of an earlier cell, e.g. the picker's)."""
+
+    mode = "warm"
+
+    def __init__(
+        self,
+        get_session: Callable[[RunContext], WarmSession],
+        history: History,
+        before: int | None = None,
+    ) -> None:
+        self.get_session = get_session
+        self.history = history
+        self.before = before
+        self.pending: list[HistoryEntry] = []
+        self.session: WarmSession | None = None
+
+    def _ask(self, ctx: RunContext, message: dict[str, Any]) -> Reply:
+        assert self.session is not None
+        reply = self.session.worker.request(
+            message, timeout=ctx.remaining(), cancel=ctx.callbacks.cancel, on_line=ctx.lines
+        )
+        timings = ctx.meta["timings"]
+        key = f"{message['op']}_s"
+        timings[key] = timings.get(key, 0.0) + reply.wall_s
+        if reply.data.get("worker_broken"):
+            ctx.lines.note(
+                f"the {self.session.tool} worker's CUDA context is broken "
+                f"({reply.data['worker_broken']}); it exits and the next cell starts a new one."
+            )
+        return reply
+
+    def execute(self, ctx: RunContext) -> Outcome:
+        request, run_dir = ctx.request, ctx.run_dir
+        ctx.lines.log = run_dir / "profiler.log"
+        t0 = time.perf_counter()
+        s = self.session = self.get_session(ctx)
+        ctx.meta["timings"]["worker_start_s"] = time.perf_counter() - t0
+        with s.lock:
+            self.pending = self.history.pending(s.executed, before=self.before, setup=request.setup)
+            ran_before = [e for e in self.history.entries() if e.id in s.executed]
+            # the script alone reproduces this state: what the worker had run, then the cell
+            replay = [e.payload() for e in ran_before + self.pending]
+            script = build_script(
+                ctx.cell, history=replay, warmup=request.warmup, gate=ctx.backend.gate
+            )
+            (run_dir / "script.py").write_text(script)
+            ctx.meta["worker"] = {
+                "pid": s.worker.pid,
+                "started_utc": s.started_utc,
+                "cells_before": s.cells,
+                "launch_argv": s.worker.argv,
+            }
+            runs.write_json(run_dir / "env.json", dict(request.env))
+            runs.write_json(run_dir / runs.META, ctx.meta)
+            try:
+                return self._run(ctx)
+            except WorkerDiedError as died:
+                return Outcome(runs.read_cell_status(run_dir), died=died)
+
+    def _run(self, ctx: RunContext) -> Outcome:
+        s, run_dir = self.session, ctx.run_dir
+        assert s is not None
+        reply = self._ask(ctx, {"op": "load", "script": str(run_dir / "script.py")})
+        if reply.stopped or not reply.data.get("ok"):
+            return self._not_run(ctx, reply, "load")
+        if self.pending:
+            ctx.lines.phase(
+                "replaying", f"{len(self.pending)} earlier cell(s) in the {s.tool} worker"
+            )
+            payload = [e.payload() for e in self.pending]
+            reply = self._ask(ctx, {"op": "history", "entries": payload})
+            if reply.stopped or not reply.data.get("ok"):
+                return self._not_run(ctx, reply, "setup")
+            s.executed += [e.id for e in self.pending]
+            s.names = frozenset(reply.data.get("names", ()))
+            for error in reply.data.get("errors", []):
+                ctx.lines.note(f"replaying {error['name']!r} in the {s.tool} worker raised "
+                               f"{error['exc_type']}: {error['exc_message']}")  # fmt: skip
+            ctx.meta["replayed"] = [e.name for e in self.pending]
+        self._ship(ctx)
+        ctx.lines.phase("running")
+        reply = self._ask(ctx, {"op": "prepare"})
+        if reply.stopped or reply.data.get("status") != "ok":
+            return self._not_run(ctx, reply, reply.data.get("phase", "vars"))
+        s.names = frozenset(reply.data.get("names", ()))
+        t0 = time.perf_counter()
+        handle = ctx.backend.begin_capture(ctx.tool, s.state, run_dir)
+        ctx.meta["timings"]["begin_capture_s"] = time.perf_counter() - t0
+        ctx.meta["capture_argv"] = (
+            handle if isinstance(handle, list) else getattr(handle, "args", None)
+        )
+        try:
+            ctx.lines.phase("capturing")
+            reply = self._ask(ctx, {"op": "capture"})
+        finally:
+            t0 = time.perf_counter()
+            ctx.backend.end_capture(ctx.tool, s.state, handle, run_dir)
+            ctx.meta["timings"]["end_capture_s"] = time.perf_counter() - t0
+        s.cells += 1
+        s.names = frozenset(reply.data.get("names", s.names))
+        status = runs.cell_status(reply.data)
+        runs.write_json(run_dir / "status.json", dict(status))
+        return Outcome(status, reply.stopped)
+
+    def _ship(self, ctx: RunContext) -> None:
+        s, nb = self.session, ctx.notebook
+        assert s is not None
+        reads = ctx.cell.names_read if nb.auto_vars else frozenset()
+        plan = plan_shipping(
+            reads,
+            nb.user_ns,
+            hidden=nb.hidden,
+            worker_names=s.names,
+            shipped=s.shipped,
+            explicit=ctx.explicit_vars,
+            max_bytes=nb.auto_vars_max_bytes,
+        )
+        plan.check()
+        blob = plan.blob()
+        if blob is not None:
+            write_vars(ctx.run_dir / "vars.pkl", blob)
+        s.shipped.update(plan.fingerprints)
+        ctx.meta["shipped_vars"] = sorted(plan.entries)
+
+    def _not_run(self, ctx: RunContext, reply: Reply, phase: str) -> Outcome:
+        """A step before the capture failed or was stopped: the cell never ran gated."""
+        data = dict(reply.data)
+        if not data.get("status"):
+            data.update(status="interrupted" if reply.stopped else "error",
+                        exc_type="WorkerError", exc_message=str(data.get("error", "")).strip(),
+                        traceback=str(data.get("error", "")))  # fmt: skip
+        data.setdefault("phase", phase)
+        status = runs.cell_status(data)
+        runs.write_json(ctx.run_dir / "status.json", dict(status))
+        return Outcome(status, reply.stopped)

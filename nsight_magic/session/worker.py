@@ -1,0 +1,261 @@
+"""The session worker: one long-lived Python process per profiler that runs notebook cells in a
+single persistent namespace, so a profiled cell costs its own time plus the profiler's.
+
+    python -m nsight_magic.session.worker --socket PATH --parent PID [--parent-start TICKS]
+
+It runs under ``nsys launch`` or ``ncu --mode launch`` (or bare, for tests), connects back to the
+notebook over a Unix socket and serves one request at a time (``protocol.py``). Each cell comes
+as the run folder's generated ``script.py``: the worker imports it and calls its hooks
+(``run_history``, ``prepare``, ``warmup``, ``capture``), so a warm run executes the very code a
+fresh run would. Stdlib only; nothing from the notebook side is imported here.
+
+Lifetime: the worker exits when the notebook process is gone (a watchdog thread polls its pid and
+start time: a killed kernel leaves no orphan), when asked, or after a cell leaves the CUDA
+context broken (a sticky CUDA error): the next cell then starts a new worker. SIGINT interrupts
+the running cell; the worker itself keeps serving.
+"""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import contextlib
+import ctypes
+import os
+import runpy
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+from nsight_magic.session import protocol
+
+EXIT_PARENT_GONE = 70
+WATCH_INTERVAL_S = 0.5
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat (start time in clock ticks): a pid plus this names one
+    process, even after the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return int(fields[19]) if len(fields) > 19 else None
+
+
+def parent_alive(pid: int, start_ticks: int | None) -> bool:
+    if os.path.isdir("/proc"):
+        ticks = process_start_ticks(pid)
+        return ticks is not None and (start_ticks is None or ticks == start_ticks)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def watch_parent(pid: int, start_ticks: int | None) -> None:
+    """Exit the whole process as soon as the notebook is gone (no cleanup can run there)."""
+    while parent_alive(pid, start_ticks):
+        time.sleep(WATCH_INTERVAL_S)
+    sys.stderr.write("[nsight_magic worker] the notebook process is gone; exiting\n")
+    sys.stderr.flush()
+    os._exit(EXIT_PARENT_GONE)
+
+
+def cuda_broken() -> str | None:
+    """A sticky CUDA error (device-side assert, illegal address) leaves the context unusable:
+    every later call fails. Out-of-memory does not. None when the context is fine or unused."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        if not torch.cuda.is_initialized():
+            return None
+        torch.cuda.synchronize()
+    except Exception as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return None if "out of memory" in text.lower() else f"{type(exc).__name__}: {text}"
+    return None
+
+
+def cuda_memory() -> dict[str, Any]:
+    """What torch's caching allocator holds on each device (no CUDA call when torch never
+    initialised CUDA: asking would create a context)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return {}
+    out = {}
+    for device in range(torch.cuda.device_count()):
+        out[str(device)] = {
+            "allocated_bytes": int(torch.cuda.memory_allocated(device)),
+            "reserved_bytes": int(torch.cuda.memory_reserved(device)),
+        }
+    return out
+
+
+class Worker:
+    """The namespace and the current cell's script module, and the request handlers."""
+
+    def __init__(self) -> None:
+        self.ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+        self.module: dict[str, Any] | None = None
+        self.started = time.time()
+        self.cells = 0
+
+    def names(self) -> list[str]:
+        return sorted(k for k in self.ns if not (k.startswith("__") and k.endswith("__")))
+
+    def handle(self, op: str, msg: dict[str, Any]) -> dict[str, Any]:
+        handler = getattr(self, f"op_{op}", None)
+        if handler is None:
+            return {"ok": False, "error": f"unknown op {op!r}"}
+        return handler(msg)
+
+    def _hook(self, name: str) -> Any:
+        if self.module is None:
+            raise RuntimeError("no cell script loaded")
+        return self.module[name]
+
+    def op_load(self, msg: dict[str, Any]) -> dict[str, Any]:
+        # run_name keeps the script's ``main()`` from running: we call its hooks instead
+        self.module = runpy.run_path(msg["script"], run_name="nsight_magic_cell")
+        return {"ok": True}
+
+    def op_history(self, msg: dict[str, Any]) -> dict[str, Any]:
+        errors = self._hook("run_history")(self.ns, msg.get("entries", []))
+        return {"ok": True, "errors": errors, "names": self.names()}
+
+    def op_prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Shipped variables, then warm-up runs (outside any capture)."""
+        phase = "vars"
+        try:
+            self._hook("prepare")(self.ns)
+            phase = "warmup"
+            self._hook("warmup")(self.ns)
+        except BaseException as exc:  # the user's code: report it in cell coordinates
+            return {
+                "ok": True,
+                "status": "interrupted" if isinstance(exc, KeyboardInterrupt) else "error",
+                "phase": phase,
+                "exc_type": type(exc).__name__,
+                "exc_message": str(exc),
+                "traceback": self._hook("user_traceback")(exc),
+                "worker_broken": cuda_broken(),
+            }
+        return {"ok": True, "status": "ok", "names": self.names()}
+
+    def op_capture(self, msg: dict[str, Any]) -> dict[str, Any]:
+        status = self._hook("capture")(self.ns)
+        self.cells += 1
+        if status.get("status") != "ok":
+            status["worker_broken"] = cuda_broken()
+        return {"ok": True, **status, "phase": "cell", "names": self.names()}
+
+    def op_cuda_init(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The first CUDA driver call. Under ``ncu --mode launch`` the process stops there until
+        a tool attaches, so the notebook makes it happen while its release-attach waits."""
+        try:
+            rc = ctypes.CDLL("libcuda.so.1").cuInit(0)
+        except OSError as exc:
+            return {"ok": True, "cuda": False, "detail": str(exc)}
+        return {"ok": True, "cuda": rc == 0, "detail": f"cuInit returned {rc}"}
+
+    def op_status(self, msg: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "ok": True,
+            "pid": os.getpid(),
+            "uptime_s": time.time() - self.started,
+            "cells": self.cells,
+            "cuda_memory": cuda_memory(),
+            "names": len(self.names()),
+        }
+
+    def op_exit(self, msg: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": True, "exit": True}
+
+
+def _send(sock: socket.socket, reply: dict[str, Any]) -> None:
+    # a SIGINT in the middle of a reply would leave half a message on the socket
+    with _sigint_blocked():
+        protocol.send(sock, reply)
+
+
+@contextlib.contextmanager
+def _sigint_blocked():  # type: ignore[no-untyped-def]
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def serve(sock: socket.socket, worker: Worker) -> None:
+    while True:
+        try:
+            msg = protocol.recv(sock)
+        except protocol.ConnectionClosed:
+            return
+        except KeyboardInterrupt:  # an interrupt that arrived after the cell had finished
+            continue
+        op = str(msg.get("op", ""))
+        try:
+            reply = worker.handle(op, msg)
+        except KeyboardInterrupt:
+            reply = {"ok": False, "interrupted": True, "error": "interrupted"}
+        except Exception:
+            reply = {"ok": False, "error": traceback.format_exc()}
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            _send(sock, reply)
+        except OSError:
+            return
+        if reply.get("exit") or reply.get("worker_broken"):
+            return
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="nsight_magic.session.worker")
+    parser.add_argument("--socket", required=True)
+    parser.add_argument("--parent", type=int, required=True)
+    parser.add_argument("--parent-start", type=int, default=None)
+    args = parser.parse_args(argv)
+    threading.Thread(
+        target=watch_parent, args=(args.parent, args.parent_start), daemon=True
+    ).start()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(args.socket)
+    worker = Worker()
+    protocol.send(
+        sock,
+        {
+            "op": "hello",
+            "pid": os.getpid(),
+            "python": sys.version.split()[0],
+            "executable": sys.executable,
+            "cwd": os.getcwd(),
+        },
+    )
+    try:
+        serve(sock, worker)
+    finally:
+        with contextlib.suppress(OSError):
+            sock.close()
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

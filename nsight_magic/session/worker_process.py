@@ -1,0 +1,309 @@
+"""The notebook's side of one session worker: start it (under a launcher such as ``nsys launch``),
+talk to it, stop it for sure.
+
+The launcher and the worker run in a new process group (the notebook's Ctrl-C does not hit them
+half-way, and the whole group can be stopped at once). The worker connects back over a Unix
+socket in a private temporary folder; its output (and the launcher's) is pumped by a thread to
+whoever listens for the current request, and kept in a tail for error messages.
+
+Interrupts: Ctrl-C in the notebook, a ``cancel`` event or a timeout send SIGINT to the worker
+alone; the running cell raises KeyboardInterrupt there and the worker answers and keeps serving.
+If it does not answer within the grace period, or a second Ctrl-C comes, the whole group is
+stopped (SIGINT, SIGTERM, SIGKILL) and the worker is gone: the next cell starts a new one.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import runner
+from ..errors import NsightMagicError, WorkerDiedError
+from . import protocol
+from .worker import EXIT_PARENT_GONE, process_start_ticks
+
+LineSink = Callable[[str], None]
+WORKER_MODULE = "nsight_magic.session.worker"
+INTERRUPT_GRACE_S = 5.0
+
+
+class WorkerStartError(NsightMagicError):
+    """The worker (or its launcher) did not come up; the message holds the output tail."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start a worker: ``wrap`` turns the worker's own command into the full argv (e.g.
+    ``nsys launch … <command>``); ``env`` is its whole environment, ``cwd`` its folder."""
+
+    wrap: Callable[[list[str]], list[str]]
+    env: dict[str, str]
+    cwd: str
+    python: str = sys.executable
+
+
+@dataclass
+class Reply:
+    """A worker's answer, and how the request ended: ``stopped`` is "" (answered normally),
+    "interrupted", "cancelled" or "timeout" (answered after SIGINT)."""
+
+    data: dict[str, Any]
+    stopped: str = ""
+    wall_s: float = 0.0
+    output: list[str] = field(default_factory=list)
+
+
+def package_root() -> str:
+    """The folder holding the ``nsight_magic`` package, for the worker's PYTHONPATH."""
+    import nsight_magic
+
+    return str(Path(nsight_magic.__file__).resolve().parent.parent)
+
+
+class WorkerProcess:
+    """One worker. ``start()``, then ``request()`` as often as needed, then ``stop()``."""
+
+    def __init__(self, launch: Launch, startup_timeout: float = 300.0) -> None:
+        self.launch = launch
+        self.startup_timeout = startup_timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.conn: socket.socket | None = None
+        self.pid: int | None = None  # the worker's own pid (the launcher's child)
+        self.hello: dict[str, Any] = {}
+        self.argv: list[str] = []
+        self.started_at = 0.0
+        self.tail: collections.deque[str] = collections.deque(maxlen=200)
+        self._sinks: list[LineSink] = []
+        self._sinks_lock = threading.Lock()
+        self._lock = threading.Lock()  # one request at a time
+        self._dir: str | None = None
+        self._pump: threading.Thread | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    def start(self, on_line: LineSink | None = None, cancel: threading.Event | None = None) -> None:
+        """Start launcher + worker and wait for the worker's hello (``startup_timeout``)."""
+        self._dir = tempfile.mkdtemp(prefix="nsm-")  # private (0700); a short socket path
+        path = os.path.join(self._dir, "s")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(1)
+        command = [self.launch.python, "-m", WORKER_MODULE, "--socket", path, "--parent",
+                   str(os.getpid())]  # fmt: skip
+        ticks = process_start_ticks(os.getpid())
+        if ticks is not None:
+            command += ["--parent-start", str(ticks)]
+        self.argv = self.launch.wrap(command)
+        env = dict(self.launch.env)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root(), env.get("PYTHONPATH")) if p)
+        env["PYTHONUNBUFFERED"] = "1"
+        self.started_at = time.monotonic()
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=self.launch.cwd,
+            start_new_session=True,
+        )
+        self._pump = threading.Thread(target=self._read_output, daemon=True)
+        self._pump.start()
+        try:
+            with self.listening(on_line):
+                self.conn = self._accept(listener, cancel)
+                self.hello = protocol.recv(self.conn)
+            self.pid = int(self.hello["pid"])
+        except BaseException:
+            self.kill()
+            raise
+        finally:
+            listener.close()
+
+    def _accept(self, listener: socket.socket, cancel: threading.Event | None) -> socket.socket:
+        deadline = self.started_at + self.startup_timeout
+        while not protocol.readable(listener, 0.1):
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise WorkerStartError(
+                    f"The profiling worker exited before it started (exit status "
+                    f"{self.proc.returncode}).{self.output_tail()}\nargv: {self.argv}"
+                )
+            if cancel is not None and cancel.is_set():
+                raise WorkerStartError("Starting the profiling worker was cancelled.")
+            if time.monotonic() > deadline:
+                raise WorkerStartError(
+                    f"The profiling worker did not start within {self.startup_timeout:.0f} s."
+                    f"{self.output_tail()}\nargv: {self.argv}"
+                )
+        conn, _ = listener.accept()
+        return conn
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None and self.conn is not None
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """Ask the worker to exit (its launcher then writes nothing and exits), wait, and make
+        sure no process of the group is left."""
+        if self.alive():
+            with contextlib.suppress(Exception):
+                self.request({"op": "exit"}, timeout=timeout)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                assert self.proc is not None
+                self.proc.wait(timeout)
+        self.kill()
+
+    def kill(self) -> None:
+        """Stop every process of the group (SIGINT, SIGTERM, SIGKILL) and clean up."""
+        if self.conn is not None:
+            with contextlib.suppress(OSError):
+                self.conn.close()
+            self.conn = None
+        if self.proc is not None:
+            if runner.group_members(self.proc.pid) or self.proc.poll() is None:
+                runner.stop_group(self.proc, self.proc.pid, (2.0, 2.0))
+            with contextlib.suppress(Exception):
+                self.proc.wait(5)
+        if self._pump is not None:
+            self._pump.join(timeout=5.0)
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def exit_description(self) -> str:
+        """How the worker ended, in words (for the message after a crash)."""
+        if self.proc is None or self.proc.returncode is None:
+            return "it stopped answering"
+        code = self.proc.returncode
+        if code == EXIT_PARENT_GONE:
+            return "it saw the notebook process gone"
+        if code < 0 or code > 128:
+            number = -code if code < 0 else code - 128
+            try:
+                return f"it was killed by {signal.Signals(number).name}"
+            except ValueError:
+                return f"it exited with status {code}"
+        return f"it exited with status {code}"
+
+    # --- output -------------------------------------------------------------------------------
+    def _read_output(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        pending = b""
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            pending += chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            *lines, pending = pending.split(b"\n")
+            for raw in lines:
+                self._emit(raw.decode(errors="replace"))
+        if pending:
+            self._emit(pending.decode(errors="replace"))
+
+    def _emit(self, line: str) -> None:
+        self.tail.append(line)
+        with self._sinks_lock:
+            sinks = list(self._sinks)
+        for sink in sinks:
+            with contextlib.suppress(Exception):  # a broken display must not stop the pump
+                sink(line)
+
+    @contextlib.contextmanager
+    def listening(self, sink: LineSink | None):  # type: ignore[no-untyped-def]
+        """Hand the output lines to ``sink`` while the block runs."""
+        if sink is None:
+            yield
+            return
+        with self._sinks_lock:
+            self._sinks.append(sink)
+        try:
+            yield
+        finally:
+            time.sleep(0.05)  # lines the worker printed just before replying
+            with self._sinks_lock:
+                self._sinks.remove(sink)
+
+    def output_tail(self, n: int = 15) -> str:
+        lines = [ln for ln in list(self.tail)[-n:] if ln.strip()]
+        return ("\nLast output:\n  " + "\n  ".join(lines)) if lines else ""
+
+    # --- requests -----------------------------------------------------------------------------
+    def request(
+        self,
+        message: dict[str, Any],
+        *,
+        timeout: float | None = None,
+        cancel: threading.Event | None = None,
+        on_line: LineSink | None = None,
+        grace_s: float = INTERRUPT_GRACE_S,
+    ) -> Reply:
+        """Send ``message`` and wait for the answer. Ctrl-C, ``cancel`` or ``timeout`` interrupt
+        the worker (see the module docstring); WorkerDiedError when it is gone."""
+        with self._lock, self.listening(on_line):
+            if not self.alive():
+                raise WorkerDiedError(
+                    f"The profiling worker is not running ({self.exit_description()})."
+                )
+            assert self.conn is not None
+            t0 = time.monotonic()
+            protocol.send(self.conn, message)
+            deadline = None if timeout is None else t0 + timeout
+            stopped = ""
+            stop_deadline = 0.0
+            while True:
+                try:
+                    if protocol.readable(self.conn, 0.05):
+                        data = protocol.recv(self.conn)
+                        return Reply(data, stopped, time.monotonic() - t0)
+                    if self.proc is not None and self.proc.poll() is not None:
+                        raise protocol.ConnectionClosed("the worker's launcher exited")
+                    now = time.monotonic()
+                    if stopped and now > stop_deadline:
+                        self.kill()
+                        raise WorkerDiedError(
+                            f"The worker did not stop within {grace_s:g} s after being "
+                            f"{stopped} and was killed; the next cell starts a new worker."
+                        )
+                    if not stopped and deadline is not None and now > deadline:
+                        stopped, stop_deadline = "timeout", self._interrupt(grace_s)
+                    elif not stopped and cancel is not None and cancel.is_set():
+                        stopped, stop_deadline = "cancelled", self._interrupt(grace_s)
+                except KeyboardInterrupt:
+                    if stopped:  # a second Ctrl-C: stop everything now
+                        self.kill()
+                        raise WorkerDiedError(
+                            "Interrupted twice: the worker was stopped; the next cell starts a "
+                            "new worker."
+                        ) from None
+                    stopped, stop_deadline = "interrupted", self._interrupt(grace_s)
+                except (protocol.ConnectionClosed, OSError):
+                    with contextlib.suppress(Exception):
+                        assert self.proc is not None
+                        self.proc.wait(5)
+                    description = self.exit_description()
+                    self.kill()
+                    raise WorkerDiedError(
+                        f"The profiling worker died ({description}).{self.output_tail()}"
+                    ) from None
+
+    def _interrupt(self, grace_s: float) -> float:
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.pid, signal.SIGINT)
+        return time.monotonic() + grace_s

@@ -1,0 +1,93 @@
+"""A backend that runs the real session worker with no profiler (this machine has none), so the
+worker, the session manager and the pipeline are tested for real on the CPU: the "report" of a
+run is the cell status the worker answered."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nsight_magic import runs
+from nsight_magic.profilers.env import clean_env
+from nsight_magic.script import build_script, history_entry, prepare_cell
+from nsight_magic.session.backends import WarmState
+from nsight_magic.session.spec import CellRequest
+from nsight_magic.session.worker_process import Launch, WorkerProcess
+from nsight_magic.tools import Tool
+
+
+def script_for(cell: str, setup_cells=(), cell_name: str = "cell", gate="nsys", **kw) -> str:
+    """The script a fresh run writes for ``cell`` after ``setup_cells`` (sources)."""
+    history = [
+        history_entry("setup", f"setup {i}", prepare_cell(src, cell_name=f"setup cell {i}"))
+        for i, src in enumerate(setup_cells, 1)
+    ]
+    gates = {"nsys": "cudaProfilerApi", "ncu": "nvtx"}
+    return build_script(prepare_cell(cell, cell_name=cell_name), history=history,
+                        gate=gates.get(gate, gate), **kw)  # fmt: skip
+
+
+@dataclass
+class BareRun:
+    report: runs.CellStatus
+    run_dir: Path
+    meta: dict[str, Any]
+
+
+class BareBackend:
+    """``tool`` names the session slot ("nsys" or "ncu"), so two bare backends make two
+    workers, as the two profilers do."""
+
+    gate = "cudaProfilerApi"
+
+    def __init__(self, tool: str = "nsys") -> None:
+        self.tool = tool  # type: ignore[assignment]
+        self.captures = 0
+
+    def options_meta(self) -> dict[str, Any]:
+        return {"bare": True}
+
+    def locate(self) -> Tool:
+        return Tool(name=self.tool, path=sys.executable)  # type: ignore[arg-type]
+
+    def validate(self, tool: Tool) -> None:
+        return None
+
+    def launch_key(self, request: CellRequest) -> tuple[Any, ...]:
+        return ("bare", self.tool, request.python, tuple(sorted(request.env.items())))
+
+    def process_env(self, request: CellRequest) -> dict[str, str]:
+        return clean_env({"PYTHONUNBUFFERED": "1", **request.env})
+
+    def fresh_argv(self, tool: Tool, run_dir: Path, request: CellRequest) -> list[str]:
+        return [request.python, str(run_dir / "script.py"), str(run_dir / "status.json")]
+
+    def launch(self, tool: Tool, request: CellRequest, state: WarmState) -> Launch:
+        return Launch(lambda command: command, self.process_env(request), request.cwd,
+                      request.python)  # fmt: skip
+
+    def after_start(self, tool: Tool, state: WarmState, worker: WorkerProcess) -> None:
+        return None
+
+    def begin_capture(self, tool: Tool, state: WarmState, run_dir: Path) -> Any:
+        self.captures += 1
+        return ["bare-capture"]
+
+    def end_capture(self, tool: Tool, state: WarmState, handle: Any, run_dir: Path) -> None:
+        return None
+
+    def report_path(self, run_dir: Path) -> Path:
+        return run_dir / "status.json"
+
+    def load(self, tool: Tool, run_dir: Path) -> Any:
+        return runs.read_cell_status(run_dir)
+
+    def check_captured(self, report: Any, status: dict[str, Any], run_dir: Path) -> None:
+        return None
+
+    def result(
+        self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any, profiler: Any
+    ) -> BareRun:
+        return BareRun(report, run_dir, meta)

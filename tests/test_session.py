@@ -1,0 +1,283 @@
+"""The warm session for real on the CPU: the worker process (no profiler), the manager and the
+pipeline. State persists between cells, IPython syntax runs, notebook variables are shipped (or
+named with the fix), and interrupts, timeouts, crashes and a dead notebook leave no orphan."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from session_support import BareBackend
+
+from nsight_magic import runner
+from nsight_magic.errors import (
+    CellFailedError,
+    CellSyntaxError,
+    MissingVariableError,
+    ProfileInterrupted,
+    ProfileTimeout,
+    WorkerDiedError,
+)
+from nsight_magic.script import prepare_cell
+from nsight_magic.session import worker_process
+from nsight_magic.session.history import SetupRegistry
+from nsight_magic.session.manager import SessionManager
+from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def manager():
+    m = SessionManager(setup=SetupRegistry())
+    yield m
+    m.stop()
+
+
+@pytest.fixture
+def run(manager: SessionManager, tmp_path: Path):
+    """run(cell, **request fields) -> (result, output lines) in the bare nsys-slot worker."""
+
+    def _run(cell: str, *, backend=None, ns=None, max_bytes=1 << 20, cancel=None, **kw):
+        out: list[str] = []
+        request = CellRequest(cell=textwrap.dedent(cell), runs_root=tmp_path / "runs",
+                              cwd=str(tmp_path), **kw)  # fmt: skip
+        result = manager.profile(
+            request,
+            backend or BareBackend(),
+            notebook=Notebook(user_ns=ns or {}, auto_vars_max_bytes=max_bytes),
+            callbacks=RunCallbacks(output=out.append, cancel=cancel),
+        )
+        return result, out
+
+    return _run
+
+
+def _pid(manager: SessionManager, tool: str = "nsys") -> int:
+    (status,) = [s for s in manager.status() if s.tool == tool]
+    assert status.pid is not None
+    return status.pid
+
+
+def test_state_persists_between_cells_in_one_worker(run, manager) -> None:
+    first, _ = run("x = 41\nimport math")
+    pid = _pid(manager)
+    second, out = run("y = x + 1\nprint('y is', y, math.sqrt(16))")
+    assert second.report["status"] == "ok" and "y is 42 4.0" in out
+    assert _pid(manager) == pid == first.meta["worker"]["pid"] == second.meta["worker"]["pid"]
+    assert second.meta["mode"] == "warm" and second.meta["worker"]["cells_before"] == 1
+    # the run folder has the standalone script: it replays the first cell, then this one
+    script = (second.run_dir / "script.py").read_text()
+    assert "x = 41" in script and "y = x + 1" in script
+    done = subprocess.run([sys.executable, str(second.run_dir / "script.py"),
+                           str(second.run_dir / "again.json")], capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0 and "y is 42 4.0" in done.stdout
+
+
+def test_ipython_syntax_runs_as_in_the_notebook(run) -> None:
+    result, out = run("x = 3\n%time y = x * 2\n!echo from-a-shell\nassert y == 6\n")
+    assert result.report["status"] == "ok", result.report
+    assert "from-a-shell" in out and any("Wall time" in line for line in out)
+    labels = prepare_cell("x = 3\n%time y = x * 2\n!echo from-a-shell\n").labels
+    assert labels == ("L1: x = 3", "L2: %time y = x * 2", "L3: !echo from-a-shell")
+
+
+def test_a_syntax_error_costs_nothing(run, manager, tmp_path) -> None:
+    with pytest.raises(CellSyntaxError, match="line 2"):
+        run("x = 1\ny = (")
+    with pytest.raises(CellSyntaxError, match="empty"):
+        run("   \n\t\n")
+    assert manager.status() == [] and not (tmp_path / "runs").exists()
+
+
+def test_notebook_variables_are_shipped_and_kept_current(run, manager) -> None:
+    torch = pytest.importorskip("torch")
+    ns = {"plain": 5, "t": torch.arange(4, dtype=torch.float16), "torch": torch}
+    result, out = run("print('got', plain * 2, t.dtype == torch.float16, t.tolist())", ns=ns)
+    assert result.report["status"] == "ok" and "got 10 True [0.0, 1.0, 2.0, 3.0]" in out
+    assert result.meta["shipped_vars"] == ["plain", "t", "torch"]
+    # unchanged values are not sent again; a changed one is
+    again, _ = run("print(plain)", ns=ns)
+    assert again.meta["shipped_vars"] == []
+    ns["plain"] = 6
+    changed, out = run("print('now', plain)", ns=ns)
+    assert changed.meta["shipped_vars"] == ["plain"] and "now 6" in out
+    # a name the worker defined itself is never overwritten from the notebook
+    run("own = 'worker'")
+    kept, out = run("print(own)", ns={"own": "notebook"})
+    assert kept.meta["shipped_vars"] == [] and "worker" in out
+
+
+def test_a_variable_too_large_to_ship_is_named_with_the_fix(run, tmp_path) -> None:
+    ns = {"big": bytes(2 << 20), "small": 1}
+    with pytest.raises(MissingVariableError) as info:
+        run("n = len(big) + small", ns=ns, max_bytes=1 << 20)
+    message = str(info.value)
+    assert "big" in message and "auto_vars_max_bytes" in message and "--vars big" in message
+    assert "%%nsight_setup" in message and info.value.names == ["big"]
+    assert not list((tmp_path / "runs").glob("*")), "no run folder for a cell that never ran"
+    # --vars sends it anyway
+    result, out = run("print(len(big))", ns=ns, max_bytes=1 << 20, vars=("big",))
+    assert result.report["status"] == "ok" and str(2 << 20) in out
+
+
+def test_unknown_name_fails_the_cell_in_cell_coordinates(run) -> None:
+    with pytest.raises(CellFailedError) as info:
+        run("a = 1\nb = not_defined_anywhere + a\n")
+    err = info.value
+    assert err.exc_type == "NameError" and 'File "<nsight_magic cell>", line 2' in err.traceback
+    assert err.run is not None and err.run.meta["status"] == "cell_failed"
+
+
+def test_setup_cells_run_once_per_worker_and_warmup_is_outside(run, manager) -> None:
+    manager.record_setup("calls = []", "calls", prepare_cell("calls = []"))
+    run("calls.append('cell')", warmup=2)
+    _, out = run("print(len(calls))")
+    assert "3" in out  # two warm-up runs and the captured run; the setup cell ran once
+
+
+def test_interrupt_stops_the_cell_and_the_worker_lives_on(run, manager) -> None:
+    run("x = 1")
+    pid = _pid(manager)
+    cancel = threading.Event()
+    threading.Timer(1.0, cancel.set).start()
+    t0 = time.perf_counter()
+    with pytest.raises(ProfileInterrupted) as info:
+        run("import time\nwhile True:\n    time.sleep(0.01)\n", cancel=cancel)
+    assert time.perf_counter() - t0 < 10
+    assert info.value.run is not None and info.value.run.report["status"] == "interrupted"
+    _, out = run("print('still', x)")
+    assert "still 1" in out and _pid(manager) == pid
+
+
+def test_ctrl_c_in_the_notebook_interrupts_the_cell(run, manager) -> None:
+    run("x = 1")
+    pid = _pid(manager)
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)  # pytest may run us without
+    try:
+        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(ProfileInterrupted):
+            run("import time\ntime.sleep(60)\n")
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert _pid(manager) == pid and run("print(x)")[1] == ["1"]
+
+
+def test_timeout_stops_the_cell(run, manager) -> None:
+    run("x = 1")
+    pid = _pid(manager)
+    with pytest.raises(ProfileTimeout, match="1 s timeout"):
+        run("import time\ntime.sleep(60)\n", timeout=1.0)
+    assert _pid(manager) == pid
+
+
+def test_a_worker_that_ignores_interrupts_is_killed(run, manager, monkeypatch) -> None:
+    monkeypatch.setattr(worker_process, "INTERRUPT_GRACE_S", 1.0)
+    run("x = 1")
+    pid = _pid(manager)
+    cell = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)\n"
+    with pytest.raises(WorkerDiedError, match="did not stop"):
+        run(cell, timeout=1.0)
+    assert not _alive(pid)
+    # the next cell starts a new worker, which replays what the old one had run
+    _, out = run("print('x =', x)")
+    assert "x = 1" in out and _pid(manager) != pid
+
+
+def test_a_crashed_worker_is_restarted_and_replays_the_history(run, manager) -> None:
+    run("x = 7")
+    pid = _pid(manager)
+    with pytest.raises(WorkerDiedError, match="SIGKILL"):
+        run("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    assert not _alive(pid)
+    result, out = run("print('x is', x)")
+    assert "x is 7" in out and _pid(manager) != pid
+    assert result.meta["replayed"] == ["cell"]
+
+
+def test_the_second_profiler_gets_its_own_worker_and_the_history(run, manager) -> None:
+    manager.record_setup("base = 10", "base", prepare_cell("base = 10"))
+    run("extra = base + 1")
+    result, out = run("print(base + extra)", backend=BareBackend("ncu"))
+    assert "21" in out and result.meta["replayed"] == ["base", "cell"]
+    assert {s.tool for s in manager.status()} == {"nsys", "ncu"}
+    assert _pid(manager, "nsys") != _pid(manager, "ncu")
+
+
+def test_fresh_runs_get_only_the_setup_cells(run, manager) -> None:
+    manager.record_setup("base = 10", "base", prepare_cell("base = 10"))
+    run("warm_only = 1")
+    result, out = run("print(base, 'warm_only' in globals())", fresh=True)
+    assert result.meta["mode"] == "fresh" and "10 False" in out
+    with pytest.raises(CellFailedError, match="NameError"):
+        run("print(base)", fresh=True, setup=False)
+
+
+def test_an_env_change_starts_a_new_worker(run, manager) -> None:
+    run("import os\nprint(os.environ.get('NSM_TEST'))", env={"NSM_TEST": "a"})
+    pid = _pid(manager)
+    _, out = run("import os\nprint(os.environ.get('NSM_TEST'))", env={"NSM_TEST": "b"})
+    assert out[-1] == "b" and _pid(manager) != pid and not _alive(pid)
+
+
+def test_stop_and_status(run, manager) -> None:
+    run("x = 1")
+    (status,) = manager.status()
+    assert status.alive and status.cells == 1 and status.tool == "nsys"
+    pid = status.pid
+    assert manager.stop() == ["nsys"]
+    assert manager.status() == [] and not _alive(pid)
+
+
+ORPHAN = r"""
+import sys, textwrap
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from session_support import BareBackend
+from nsight_magic.session.manager import SessionManager
+from nsight_magic.session.spec import CellRequest
+m = SessionManager()
+m.profile(CellRequest(cell="x = 1", runs_root=Path(sys.argv[2])), BareBackend())
+print("worker", m.status()[0].pid, flush=True)
+import time
+time.sleep(120)
+"""
+
+
+def test_a_dead_notebook_leaves_no_worker(tmp_path: Path) -> None:
+    root = str(Path(__file__).resolve().parent)
+    notebook = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN, root, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert notebook.stdout is not None
+        line = notebook.stdout.readline()
+        worker = int(line.split()[1])
+        assert _alive(worker)
+        os.kill(notebook.pid, signal.SIGKILL)  # no cleanup can run: the kernel died
+        notebook.wait(10)
+        deadline = time.monotonic() + 10
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(worker), "the worker outlived the notebook"
+        assert runner.group_members(worker) == []
+    finally:
+        if notebook.poll() is None:
+            notebook.kill()
