@@ -395,23 +395,29 @@ class NsightMagic(Magics):
         return None
 
     @magic_arguments()
-    @argument("action", nargs="?", default="status", choices=["status", "restart", "stop"])
+    @argument("action", nargs="?", default="status",
+              choices=["status", "restart", "stop", "reset"])  # fmt: skip
     @argument("tool", nargs="?", default=None, choices=["nsys", "ncu"])
     @line_magic
     def nsight_session(self, line: str) -> None:
         """The profiling workers: ``status`` (pid, uptime, cells, GPU memory), ``restart`` or
-        ``stop`` (both, or the named one). A restarted worker replays the setup cells and the
-        profiled cells on its next cell.
+        ``stop`` (both, or the named one): a restarted worker replays the setup cells and the
+        profiled cells on its next cell; ``reset`` stops both and forgets the profiled cells
+        (the setup cells stay).
 
         Usage::
 
-            %nsight_session [status|restart|stop] [nsys|ncu]"""
+            %nsight_session [status|restart|stop|reset] [nsys|ncu]"""
         try:
             args = self.nsight_session.parser.parse_args(_split_extra(line)[0])
         except SystemExit:  # pragma: no cover - MagicArgumentParser raises UsageError
             raise UsageError("usage: %nsight_session [status|restart|stop] [nsys|ncu]") from None
         if args.action == "status":
             print(format_status(MANAGER.status(), _notebook_gpu_memory()))
+            return
+        if args.action == "reset":
+            MANAGER.reset()
+            print("Workers stopped and profiled cells forgotten; setup cells kept.")
             return
         stopped = MANAGER.stop(args.tool)
         what = " and ".join(stopped) or "no"

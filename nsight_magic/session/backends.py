@@ -300,18 +300,26 @@ class NcuBackend:
         return Launch(wrap, self.process_env(request), request.cwd, request.python)
 
     def after_start(self, tool: Tool, state: WarmState, worker: WorkerProcess) -> None:
-        """Under ``ncu --mode launch`` the worker stops at its first CUDA call until a tool
-        attaches: attach once selecting nothing, make that first call, detach."""
+        """Under ``ncu --mode launch`` the worker's ncu side only listens once the worker is
+        inside its first CUDA call, where it then waits for a tool: ask the worker to make that
+        call, attach (selecting nothing) as soon as it listens, and detach once it returns."""
+        reply: dict[str, Any] = {}
+
+        def first_cuda_call() -> None:
+            with contextlib.suppress(Exception):  # a dead worker is reported by the next request
+                reply.update(worker.request({"op": "cuda_init"}, timeout=180).data)
+
+        thread = threading.Thread(target=first_cuda_call, daemon=True)
+        thread.start()
         with tempfile.TemporaryDirectory(prefix="nsm-ncu-") as tmp:
-            log = Path(tmp) / "release.log"
             argv = ncu_argv.attach_argv(tool.path, state.port, Path(tmp) / "release",
                                         ncu_argv.RELEASE)  # fmt: skip
-            proc = _attach(argv, log)
+            proc = _attach(argv, Path(tmp) / "release.log", retry_s=120.0)
             try:
-                reply = worker.request({"op": "cuda_init"}, timeout=120)
-                state.extra["cuda_init"] = reply.data
+                thread.join(180)
             finally:
                 _detach(proc)
+        state.extra["cuda_init"] = reply
 
     def begin_capture(self, tool: Tool, state: WarmState, run_dir: Path) -> Any:
         argv = ncu_argv.attach_argv(tool.path, state.port, run_dir / "report", self.options)
@@ -358,31 +366,37 @@ def ncu_catalog(ncu: str) -> dict[str, frozenset[str]]:
     return out
 
 
-def _attach(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
-    """Start an ``ncu --mode attach`` and wait until it is connected to the worker."""
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=clean_env(),
-            start_new_session=True,
-        )
-    deadline = time.monotonic() + ATTACH_CONNECT_TIMEOUT_S
-    while time.monotonic() < deadline:
-        text = runner.read_log(log)
-        if "==PROF== Connected" in text:
-            return proc
-        if proc.poll() is not None:
-            errors = runner.error_lines(text) or text.strip().splitlines()[-5:]
+def _attach(argv: list[str], log: Path, retry_s: float = 0.0) -> subprocess.Popen[bytes]:
+    """Start an ``ncu --mode attach`` and wait until it is connected to the worker; while
+    ``retry_s`` lasts, "No attachable process found" (not listening yet) is tried again."""
+    deadline = time.monotonic() + max(retry_s, ATTACH_CONNECT_TIMEOUT_S)
+    retry_until = time.monotonic() + retry_s
+    while True:
+        start = len(runner.read_log(log))
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, env=clean_env(),
+                                    start_new_session=True)  # fmt: skip
+        while time.monotonic() < deadline:
+            text = runner.read_log(log)[start:]
+            if "==PROF== Connected" in text:
+                return proc
+            if proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        else:
+            _detach(proc)
             raise ProfilerError(
-                f"ncu could not attach to the profiling worker (exit {proc.returncode}): "
-                f"{' | '.join(errors)}\nargv: {argv}\nlog: {log}"
+                f"ncu did not attach within {ATTACH_CONNECT_TIMEOUT_S:.0f} s. log: {log}"
             )
-        time.sleep(0.05)
-    _detach(proc)
-    raise ProfilerError(f"ncu did not attach within {ATTACH_CONNECT_TIMEOUT_S:.0f} s. log: {log}")
+        if "No attachable process" in text and time.monotonic() < retry_until:
+            time.sleep(0.25)
+            continue
+        errors = runner.error_lines(text) or text.strip().splitlines()[-5:]
+        raise ProfilerError(
+            f"ncu could not attach to the profiling worker (exit {proc.returncode}): "
+            f"{' | '.join(errors)}\nargv: {argv}\nlog: {log}"
+        )
 
 
 def _detach(proc: subprocess.Popen[bytes]) -> None:

@@ -87,6 +87,13 @@ class History:
             self._entries = [e for e in self._entries if e.kind != "setup"]
             return before - len(self._entries)
 
+    def drop_cells(self) -> int:
+        """Forget the profiled cells (``%nsight_session reset``); setup cells stay."""
+        with self._lock:
+            before = len(self._entries)
+            self._entries = [e for e in self._entries if e.kind == "setup"]
+            return before - len(self._entries)
+
     def find_run(self, run_dir: Path) -> HistoryEntry | None:
         """The entry of the cell that ran in ``run_dir``, if this notebook ran it."""
         resolved = Path(run_dir).resolve()

@@ -111,6 +111,13 @@ class SessionManager:
                     subprocess.run(argv, capture_output=True, timeout=30, check=False)
         return chosen
 
+    def reset(self) -> list[str]:
+        """Stop the workers and forget the profiled cells (setup cells stay): the next cell
+        starts a worker that runs only the setup cells."""
+        stopped = self.stop()
+        self.history.drop_cells()
+        return stopped
+
     def status(self) -> list[SessionStatus]:
         out = []
         with self._lock:

@@ -39,10 +39,11 @@ class WarmSession:
     shipped: dict[str, tuple[int, int]] = field(default_factory=dict)
     names: frozenset[str] = frozenset()
     cells: int = 0
+    broken: str = ""  # why the worker cannot be used again (a sticky CUDA error)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     def alive(self) -> bool:
-        return self.worker.alive()
+        return not self.broken and self.worker.alive()
 
 
 class WarmExecutor:
@@ -73,6 +74,7 @@ class WarmExecutor:
         key = f"{message['op']}_s"
         timings[key] = timings.get(key, 0.0) + reply.wall_s
         if reply.data.get("worker_broken"):
+            self.session.broken = str(reply.data["worker_broken"])
             ctx.lines.note(
                 f"the {self.session.tool} worker's CUDA context is broken "
                 f"({reply.data['worker_broken']}); it exits and the next cell starts a new one."

@@ -44,6 +44,16 @@ class WorkerStartError(NsightMagicError):
     """The worker (or its launcher) did not come up; the message holds the output tail."""
 
 
+def _pid_alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2 :].split()[:1] != ["Z"]
+
+
 @dataclass(frozen=True)
 class Launch:
     """How to start a worker: ``wrap`` turns the worker's own command into the full argv (e.g.
@@ -152,7 +162,11 @@ class WorkerProcess:
         return conn
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None and self.conn is not None
+        """The launcher runs, the socket is open and the worker process itself is there (a
+        worker can exit while nsys launch still writes its report)."""
+        if self.proc is None or self.proc.poll() is not None or self.conn is None:
+            return False
+        return self.pid is None or _pid_alive(self.pid)
 
     def stop(self, timeout: float = 20.0) -> None:
         """Ask the worker to exit (its launcher then writes nothing and exits), wait, and make
@@ -176,6 +190,10 @@ class WorkerProcess:
                 runner.stop_group(self.proc, self.proc.pid, (2.0, 2.0))
             with contextlib.suppress(Exception):
                 self.proc.wait(5)
+        if self.pid is not None and _pid_alive(self.pid):
+            # a launcher may run its child in a group of its own: end the worker by pid too
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.pid, signal.SIGKILL)
         if self._pump is not None:
             self._pump.join(timeout=5.0)
         if self._dir is not None:
@@ -262,7 +280,14 @@ class WorkerProcess:
                 )
             assert self.conn is not None
             t0 = time.monotonic()
-            protocol.send(self.conn, message)
+            try:
+                protocol.send(self.conn, message)
+            except OSError:  # it exited between two requests
+                description = self.exit_description()
+                self.kill()
+                raise WorkerDiedError(
+                    f"The profiling worker is gone ({description}).{self.output_tail()}"
+                ) from None
             deadline = None if timeout is None else t0 + timeout
             stopped = ""
             stop_deadline = 0.0

@@ -37,10 +37,10 @@ def ip(tmp_path: Path):  # type: ignore[no-untyped-def]
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "nsight_magic")
     shell.run_line_magic("config", f'NsightMagic.runs_dir = "{tmp_path / "runs"}"')
-    MANAGER.stop()
+    MANAGER.reset()
     MANAGER.clear_setup()
     yield shell
-    MANAGER.stop()
+    MANAGER.reset()
     MANAGER.clear_setup()
 
 
