@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from nsight_magic import precisions
+from nsight_magic.analysis import ncu_metrics as M
 from nsight_magic.analysis.ncu_metrics import ROOFLINE_METRICS, parse_tensor_path
 from nsight_magic.analysis.roofline import ROOFLINE_COLUMNS, roofline_points
 from nsight_magic.errors import MissingMetricsError
@@ -133,6 +135,35 @@ def test_missing_metrics_raise_with_the_fix(ncu_reports):
     ]
     with pytest.raises(MissingMetricsError, match="smsp__sass_thread_inst_executed_op_ffma"):
         roofline_points(sol_only)
+
+
+
+def test_missing_metrics_fix_yields_tensor_flops():
+    """Following the hint must give tensor FLOPs: on sm_90 it lists the tensor op paths (the
+    --metrics list without them leaves flops_tensor NaN); elsewhere it says --set roofline."""
+    lacking = pd.DataFrame(
+        {"launch": [0], "name": ["k"], "metric": [M.DURATION], "value": [1000.0], "unit": ["ns"]}
+    )
+    with pytest.raises(MissingMetricsError) as info:
+        roofline_points(lacking, "9.0")
+    listed = str(info.value).split("--metrics ", 1)[1].rstrip(".").split(",")
+    assert f"{BF16}.sum" in listed and f"{BF16}.sum.peak_sustained" in listed
+    assert set(ROOFLINE_METRICS) <= set(listed)
+    with pytest.raises(MissingMetricsError) as info:
+        roofline_points(lacking, "12.0")
+    assert "with --metrics" not in str(info.value) and "with --set roofline" in str(info.value)
+    assert "compute capability 12.0" in str(info.value)
+
+
+def test_precision_table_drives_the_columns():
+    """One precision table: the roofline's columns and SASS weights come from it."""
+    for p in precisions.ROOFLINE_PRECISIONS:
+        assert {p.flops_column, p.peak_column, p.count_column} <= set(ROOFLINE_COLUMNS)
+    assert dict(precisions.FP16.flop_weights) == {"hadd": 2, "hmul": 2, "hfma": 4}
+    assert precisions.PEAK_COLUMNS["peak_tensor"] == "Tensor"
+    assert precisions.FLOP_COLUMNS["flops_fp32"] == "peak_fp32"
+    assert precisions.tensor_dtype(parse_tensor_path(BF16).src) == "bf16"
+    assert precisions.tensor_dtype("fp64") == "fp64_tensor"
 
 
 def test_roofline_metrics_list_is_what_the_metrics_report_had(ncu_reports):
