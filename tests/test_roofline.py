@@ -137,7 +137,6 @@ def test_missing_metrics_raise_with_the_fix(ncu_reports):
         roofline_points(sol_only)
 
 
-
 def test_missing_metrics_fix_yields_tensor_flops():
     """Following the hint must give tensor FLOPs: on sm_90 it lists the tensor op paths (the
     --metrics list without them leaves flops_tensor NaN); elsewhere it says --set roofline."""
