@@ -76,3 +76,22 @@ class ProfileTimeout(NsightMagicError, TimeoutError):
 
 class UnpicklableVariableError(NsightMagicError, TypeError):
     """A --vars variable cannot be shipped to the profiled script."""
+
+
+# --- NVTX range selection ----------------------------------------------------------------
+class NvtxRangeError(NsightMagicError, LookupError):
+    """An NVTX range spec (``RANGE`` or ``DOMAIN:RANGE``) does not name exactly one range;
+    ``matches`` holds the ``domain:range (style)`` labels it matched, or the report's own."""
+
+    def __init__(self, message: str, matches: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.matches = list(matches or [])
+
+
+class NvtxRangeNotFoundError(NvtxRangeError):
+    """No range matches; the message lists the ranges the report has."""
+
+
+class AmbiguousNvtxRangeError(NvtxRangeError):
+    """Several ranges match (one name in several domains, or both styles); the message lists
+    them as ``DOMAIN:RANGE`` so the user can pick one."""
