@@ -199,10 +199,11 @@ def kernel_utilisation(
     out["model_flops"] = np.nan
     out["model_flops_source"] = ""
     if nvtx is not None and len(nvtx):
-        derived = launch_model_flops(nvtx).set_index("launch")
-        mine = out["launch"].map(derived["model_flops"])
-        out["model_flops"] = mine.to_numpy(dtype=float)
-        out["model_flops_source"] = out["launch"].map(derived["model_flops_source"]).fillna("")
+        derived = launch_model_flops(nvtx)
+        flops_of = dict(zip(derived["launch"], derived["model_flops"], strict=True))
+        source_of = dict(zip(derived["launch"], derived["model_flops_source"], strict=True))
+        out["model_flops"] = [flops_of.get(launch, np.nan) for launch in out["launch"]]
+        out["model_flops_source"] = [source_of.get(launch, "") for launch in out["launch"]]
     for launch, flops in (model_flops or {}).items():
         at = out["launch"] == launch
         out.loc[at, "model_flops"] = float(flops)
