@@ -264,3 +264,32 @@ def test_transformer_flops():
     assert causal == 2 * 7e9 + 2 * 32 * 4096 * 4096
     with pytest.raises(ValueError):
         transformer_flops(n, 1, n_layers=32)
+
+
+def test_range_mfu_from_the_gemm_ops_inside(data_dir: Path) -> None:
+    """nsys alone: the GEMM op calls inside each NVTX range give its model FLOPs.
+
+    The tiny LM (tools/fixtures/llm_workloads.py): 2 layers, d=256, bias-free linears qkv
+    256->768, out 256->256, up 256->1024, down 1024->256, head 256->1024 on the last token.
+    Prefill: 2x32 = 64 tokens, per layer 2*64*(256*768 + 256*256 + 256*1024 + 1024*256)
+    = 2*64*786432 = 100663296, two layers 201326592, head 2*2*256*1024 = 1048576:
+    202375168 FLOPs in 9 GEMM calls. Decode: 4 steps of 2 tokens, per step
+    2 * 2*2*786432 + 1048576 = 7340032: 29360128 in 36 calls. (Attention runs in cuDNN's
+    fused kernel, not an aten GEMM op, so it adds nothing.)"""
+    run_report = NsysReport.open(data_dir / "nsys_ops.sqlite")
+    out = model_mfu(
+        run_report.nvtx_gpu_projection(), nvtx=run_report.nvtx(), gpu_name="NVIDIA H100 80GB HBM3"
+    ).set_index(["domain", "range"])
+    prefill = out.loc[("LLM", "LLM@prefill")]
+    assert prefill["model_flops"] == 202375168
+    assert prefill["model_flops_source"] == "derived: 9 GEMM op calls"
+    decode = out.loc[("LLM", "decode")]
+    assert decode["model_flops"] == 29360128 == 4 * 7340032
+    assert out.loc[("nsight_magic", "cell"), "model_flops"] == 202375168 + 29360128
+    # MFU = FLOPs / projected time / 989.43 TFLOP/s (H100 SXM bf16)
+    proj = run_report.nvtx_gpu_projection().set_index(["domain", "range"])
+    t_ns = proj.loc[("LLM", "LLM@prefill"), "proj_total_ns"]  # 7214218 ns
+    assert prefill["time_ns"] == t_ns == 7214218
+    assert prefill["mfu"] == pytest.approx(202375168 / 7214218e-9 / H100_BF16)
+    with pytest.raises(ValueError, match="flops="):
+        model_mfu(run_report.nvtx_gpu_projection(), gpu_name="NVIDIA H100 80GB HBM3")

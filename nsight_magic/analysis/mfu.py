@@ -36,7 +36,7 @@ from .gpu_peaks import Peak, peak
 from .model_flops import gemm_flops, transformer_flops
 from .names import short_names
 from .ncu_metrics import metrics_hint, parse_tensor_path
-from .torch_ops import parse_op_range, parse_shapes
+from .torch_ops import parse_op_range, parse_shapes, range_model_flops
 
 __all__ = [
     "KERNEL_COLUMNS",
@@ -338,21 +338,34 @@ def mfu_frames(
 
 def model_mfu(
     projection: pd.DataFrame,
-    flops: Mapping[Any, float],
+    flops: Mapping[Any, float] | None = None,
     *,
+    nvtx: pd.DataFrame | None = None,
     gpu_name: str | None = None,
     dtype: str = "bf16",
     peak_flops: float | None = None,
 ) -> pd.DataFrame:
-    """MFU per NVTX range from model FLOPs alone (no ncu run needed): ``flops`` maps a range
-    (its name, ``(domain, range)``, ``"domain:range"`` or ``"domain@range"``) to the FLOPs the
-    model does in it; the time is the range's GPU-projected time from nsys
-    (``nvtx_gpu_projection()``: real clocks).
+    """MFU per NVTX range from model FLOPs alone (no ncu run needed), over the range's
+    GPU-projected time from nsys (``nvtx_gpu_projection()``: real clocks).
 
-    Columns: ``domain, range, model_flops, time_ns, time_source, dtype, peak_flops, peak_source,
-    achieved_flops_per_s, mfu``. A range named in ``flops`` that nsys did not see raises
-    ``KeyError`` naming it, rather than silently dropping a phase the user asked about."""
+    Model FLOPs: ``flops`` maps a range (its name, ``(domain, range)``, ``"domain:range"`` or
+    ``"domain@range"``) to the FLOPs the model does in it -> "given"; without ``flops``, the
+    GEMM op calls inside each range of ``nvtx`` (``torch_ops.range_model_flops``, nsys
+    ``--pytorch=autograd-shapes-nvtx``) -> "derived: N GEMM op calls", for every range that
+    holds some. Columns: ``domain, range, model_flops, model_flops_source, time_ns,
+    time_source, dtype, peak_flops, peak_source, achieved_flops_per_s, mfu``. A range named in
+    ``flops`` that nsys did not see raises ``KeyError`` naming it, rather than silently
+    dropping a phase the user asked about."""
     pk = _peak(gpu_name, dtype, peak_flops)
+    sources: dict[Any, str] = {}
+    if flops is None:
+        if nvtx is None:
+            raise ValueError("model_mfu needs flops= or the nvtx() frame to derive them from.")
+        derived = range_model_flops(nvtx)
+        keys = list(zip(derived["domain"], derived["range"], strict=True))
+        flops = dict(zip(keys, derived["model_flops"], strict=True))
+        calls = derived["gemm_calls"]
+        sources = {k: f"derived: {n} GEMM op calls" for k, n in zip(keys, calls, strict=True)}
     totals = projection.groupby(["domain", "range"], sort=False)["proj_total_ns"].sum()
     rows = []
     found: set[Any] = set()
@@ -369,6 +382,7 @@ def model_mfu(
                 "domain": domain,
                 "range": name,
                 "model_flops": model,
+                "model_flops_source": sources.get(key, "given"),
                 "time_ns": float(t),
                 "time_source": "nsys",
                 "dtype": dtype,
@@ -379,7 +393,7 @@ def model_mfu(
             }
         )
     missing = [k for k in flops if k not in found]
-    if missing:
+    if missing and not sources:
         raise KeyError(f"No NVTX range in the nsys report matches {missing!r}.")
     return pd.DataFrame(rows)
 

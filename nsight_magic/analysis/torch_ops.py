@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .attribution import innermost_enclosing, launch_calls
-from .model_flops import gemm_flops
+from .attribution import Calls, enclosed_calls, innermost_enclosing, launch_calls
+from .model_flops import GEMM_OPS, gemm_flops
+from .nvtx_nesting import nesting_levels
 
 __all__ = [
     "KERNEL_OP_COLUMNS",
@@ -32,6 +33,7 @@ __all__ = [
     "op_summary",
     "parse_op_range",
     "parse_shapes",
+    "range_model_flops",
 ]
 
 _HEAD = re.compile(r"^(?P<op>[A-Za-z_]\w*(?:::[A-Za-z_][\w.]*)+)(?P<rest>(?:, .*)?)$", re.S)
@@ -233,3 +235,43 @@ def op_summary(
         out[col] = out[col].astype(np.int64)
     out = out.sort_values(["gpu_time_ns", "op", "shapes"], ascending=[False, True, True])
     return out.reset_index(drop=True)[OP_SUMMARY_COLUMNS]
+
+
+def range_model_flops(nvtx: pd.DataFrame) -> pd.DataFrame:
+    """Model FLOPs of the GEMM op calls inside each NVTX range that is not itself an op's:
+    ``domain, range, model_flops, gemm_calls`` (ranges without GEMM calls left out), summed
+    over the range's instances. A call belongs to a range on its thread that encloses it; only
+    the outermost GEMM call of a nest counts (``aten::linear`` > ``aten::matmul`` > ``aten::mm``
+    is one multiply). Other ops (attention kernels, elementwise) add nothing: this is the
+    matmul part of a model's FLOPs, which is most of a transformer's."""
+    ops = op_ranges(nvtx)
+    pairs = ops.loc[ops["op"].isin(GEMM_OPS), ["op", "shapes"]].drop_duplicates()
+    per_call = {(o, sh): gemm_flops(o, parse_shapes(sh)) for o, sh in pairs.itertuples(index=False)}
+    flops = np.array(
+        [per_call.get((o, sh)) or np.nan for o, sh in zip(ops["op"], ops["shapes"], strict=True)]
+    )
+    gemm = ops.loc[~np.isnan(flops)].assign(_flops=flops[~np.isnan(flops)])
+    outer = gemm.loc[nesting_levels(gemm) == 0] if len(gemm) else gemm
+    outer = outer.sort_values(["pid", "tid", "start_ns"], kind="stable")
+    calls = Calls(
+        outer["pid"].to_numpy(np.int64),
+        outer["tid"].to_numpy(np.int64),
+        outer["start_ns"].to_numpy(np.int64),
+        outer["end_ns"].to_numpy(np.int64),
+        np.arange(len(outer)),
+    )
+    user = nvtx.drop(index=ops.index)
+    if "end_tid" in user:
+        user = user[user["end_tid"] == user["tid"]]
+    lo, hi = enclosed_calls(calls, user)
+    total = np.r_[0.0, np.cumsum(outer["_flops"].to_numpy())]
+    frame = pd.DataFrame(
+        {
+            "domain": user["domain"].to_numpy(),
+            "range": user["range"].to_numpy(),
+            "model_flops": total[hi] - total[lo],
+            "gemm_calls": hi - lo,
+        }
+    )
+    out = frame.groupby(["domain", "range"], sort=False, as_index=False).sum()
+    return out[out["gemm_calls"] > 0].reset_index(drop=True)

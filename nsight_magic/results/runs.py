@@ -169,17 +169,19 @@ class NsysRun(_Run):
 
     def mfu(
         self,
-        flops: Mapping[Any, float],
+        flops: Mapping[Any, float] | None = None,
         *,
         dtype: str = "bf16",
         peak_flops: float | None = None,
     ) -> pd.DataFrame:
-        """MFU per NVTX range from model FLOPs (e.g. ``analysis.model_flops.transformer_flops``)
-        over the range's GPU-projected time in this run, against the derived dense peak of this
-        run's GPU for ``dtype`` (or ``peak_flops``). See ``analysis.mfu.model_mfu``."""
+        """MFU per NVTX range from model FLOPs (e.g. ``analysis.model_flops.transformer_flops``;
+        without ``flops``, the 2*M*N*K of the PyTorch GEMM op ranges inside each range) over
+        the range's GPU-projected time in this run, against the derived dense peak of this run's
+        GPU for ``dtype`` (or ``peak_flops``). See ``analysis.mfu.model_mfu``."""
         return utilisation.model_mfu(
             self.nvtx_gpu_projection(),
             flops,
+            nvtx=self.nvtx(),
             gpu_name=self.gpu_info().get("name"),
             dtype=dtype,
             peak_flops=peak_flops,
