@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nsight_magic.analysis.names import short_kernel_name, short_names
 
@@ -64,3 +66,14 @@ def test_short_names_of_repeated_rows_and_hash_fallback():
     assert labels[10] == labels[12] != labels[11]
     assert labels[10].startswith("k<1> #") and labels[11].startswith("k<1> #")
     assert short_names(pd.Series([a]))[0] == "k<1>"  # the same name alone: no suffix
+
+
+@settings(max_examples=200, derandomize=True, deadline=None, database=None)
+@given(st.lists(st.text(alphabet="<>()[]{}:,# ak_019-", max_size=30), max_size=40))
+def test_any_names_give_unique_labels(names):
+    """Damaged or adversarial names (unbalanced brackets, a literal equal to another's tagged
+    form) never raise and never share a label."""
+    series = pd.Series(names, dtype=object)
+    labels = short_names(series)
+    assert labels.groupby(series.to_numpy()).nunique().le(1).all()  # one label per name
+    assert labels.nunique() == series.nunique()

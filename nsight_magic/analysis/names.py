@@ -158,8 +158,24 @@ def _tags(names: list[str]) -> dict[str, str]:
     return tags
 
 
-def _hash(name: str) -> str:
-    return hashlib.blake2s(name.encode(), digest_size=2).hexdigest()
+def _hash(name: str, size: int = 2) -> str:
+    return hashlib.blake2s(name.encode(), digest_size=size).hexdigest()
+
+
+def _make_unique(label: dict[str, str]) -> None:
+    """Suffix ``#hash`` of the full name to every label that two distinct names share (also
+    across short forms, e.g. a literal name equal to another's tagged form), longer hashes
+    until none clash."""
+    base = dict(label)
+    for size in (2, 4, 8, 32):
+        counts: dict[str, int] = {}
+        for text in label.values():
+            counts[text] = counts.get(text, 0) + 1
+        clashing = [full for full, text in label.items() if counts[text] > 1]
+        if not clashing:
+            return
+        for full in clashing:
+            label[full] = f"{base[full]} #{_hash(full, size)}"
 
 
 def short_names(names: pd.Series) -> pd.Series:
@@ -180,10 +196,5 @@ def short_names(names: pd.Series) -> pd.Series:
         tags = _tags(members)
         for full in members:
             label[full] = f"{s} [{tags[full]}]" if tags[full] else s
-        counts: dict[str, int] = {}
-        for full in members:
-            counts[label[full]] = counts.get(label[full], 0) + 1
-        for full in members:
-            if counts[label[full]] > 1:
-                label[full] = f"{label[full]} #{_hash(full)}"
+    _make_unique(label)
     return pd.Series(values.map(label).to_numpy(), index=names.index, name="short_name")
