@@ -130,3 +130,22 @@ class MissingVariableError(NsightMagicError, NameError):
     def __init__(self, message: str, *, names: list[str] | None = None) -> None:
         super().__init__(message)
         self.names = list(names or [])
+
+
+# --- NVTX range selection ----------------------------------------------------------------
+class NvtxRangeError(NsightMagicError, LookupError):
+    """An NVTX range spec (``RANGE`` or ``DOMAIN:RANGE``) does not name exactly one range;
+    ``matches`` holds the ``domain:range (style)`` labels it matched, or the report's own."""
+
+    def __init__(self, message: str, matches: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.matches = list(matches or [])
+
+
+class NvtxRangeNotFoundError(NvtxRangeError):
+    """No range matches; the message lists the ranges the report has."""
+
+
+class AmbiguousNvtxRangeError(NvtxRangeError):
+    """Several ranges match (one name in several domains, or both styles); the message lists
+    them as ``DOMAIN:RANGE`` so the user can pick one."""

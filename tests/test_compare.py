@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from nsight_magic.results.comparison import Comparison, compare, kernel_deltas
+from nsight_magic.analysis.compare import kernel_deltas
+from nsight_magic.results.comparison import Comparison, compare
 
 
 @pytest.fixture(scope="module")

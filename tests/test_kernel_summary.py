@@ -26,6 +26,10 @@ def test_kernel_summary_equals_nsys_stats(data_dir: Path, export: str, csv: str)
     assert list(ours.columns) == KERNEL_SUMMARY_COLUMNS
     assert ours["name"].tolist() == ref["Name"].tolist()  # same names, same order
     assert_duration_summary_equal(ours, ref, count="Instances")
+    assert (
+        ours["short_name"].is_unique
+        and (ours["short_name"].str.len() <= ours["name"].str.len()).all()
+    )
 
 
 def test_kernel_summary_by_short_name(nsys_small_sqlite: Path) -> None:

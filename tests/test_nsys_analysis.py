@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -94,12 +95,61 @@ def test_busy_pct(small: NsysReport) -> None:
 def test_timeline_small_report_is_one_row_per_event(small: NsysReport) -> None:
     t = small.timeline()
     assert list(t.columns) == TIMELINE_COLUMNS
-    assert len(t) == len(small.kernels()) + len(small.memcpy()) + len(small.nvtx())
+    ops = len(small.kernels()) + len(small.memcpy()) + len(small.memset())
+    assert len(t) == ops + len(small.nvtx())
     assert (t["count"] == 1).all()
-    assert set(t["lane"]) == {
-        "GPU 0 / stream 7", "GPU 0 / stream 14", "NVTX nsight_magic", "NVTX (default)",
-        "NVTX CCCL",
+    # the cell's statements on top, then the user's NVTX domains, then the GPU streams
+    assert list(dict.fromkeys(t["lane"])) == [
+        "cell statements", "NVTX (default)", "NVTX CCCL", "GPU 0 / stream 7", "GPU 0 / stream 14",
+    ]  # fmt: skip
+    assert set(t.loc[t["lane"] == "cell statements", "kind"]) == {"statement"}
+    assert t.groupby("kind").size().to_dict() == {
+        "kernel": 26, "memcpy": 2, "memset": 3, "nvtx": 11, "statement": 6,
     }  # fmt: skip
+    # nested NVTX ranges keep their depth; kernels get short names
+    assert t.loc[t["name"] == "decode/step", "level"].min() > 0
+    softmax = t[t["name"].str.contains("softmax_warp_forward")]
+    assert (softmax["short_name"] == "softmax_warp_forward<9, 0, 0>").all()
+
+
+def test_timeline_window_shows_real_kernels(data_dir: Path) -> None:
+    """The LLM report has 517 kernels: capped at 200 rows they are binned; a window around one
+    decode step holds fewer than 200 events, so each is its own row with its real times."""
+    llm = NsysReport.open(data_dir / "nsys_llm.sqlite")
+    kernels, nvtx = llm.kernels(), llm.nvtx()
+    whole = timeline_frame(kernels, llm.memcpy(), nvtx, max_rows=200, memset=llm.memset())
+    assert len(whole) <= 200 and (whole["count"] > 1).any()
+    step = nvtx[nvtx["range"] == "decode_step"].iloc[1]
+    window = (int(step["start_ns"]), int(step["end_ns"]))
+    zoom = timeline_frame(kernels, llm.memcpy(), nvtx, window=window, max_rows=200)
+    assert (zoom["count"] == 1).all()
+    gpu = zoom[zoom["kind"] == "kernel"]
+    inside = kernels[(kernels["start_ns"] < window[1]) & (kernels["end_ns"] > window[0])]
+    assert len(gpu) == len(inside) > 50
+    assert sorted(gpu["start_ns"]) == sorted(inside["start_ns"])
+    # ranges that began before the window (cell, decode, generate) are kept whole
+    cell = zoom[zoom["name"] == "cell"]
+    assert len(cell) == 1 and cell["start_ns"].item() < window[0]
+    assert set(zoom["lane"]) >= {"cell statements", "NVTX LLM", "NVTX (default)"}
+    empty = timeline_frame(kernels, window=(0, 1))
+    assert empty.empty and list(empty.columns) == TIMELINE_COLUMNS
+
+
+def test_timeline_marks_cuda_graph_kernels(data_dir: Path) -> None:
+    path = data_dir / "nsys_graphs_node.sqlite"
+    kernels = NsysReport.open(path).kernels()
+    # graphNodeId straight from the export (NULL for kernels launched outside a graph)
+    with sqlite3.connect(path) as db:
+        nodes = pd.read_sql_query(
+            "SELECT correlationId AS correlation_id, start AS start_ns, graphNodeId "
+            "FROM CUPTI_ACTIVITY_KIND_KERNEL",
+            db,
+        )
+    kernels = kernels.merge(nodes, on=["correlation_id", "start_ns"])
+    kernels["graph_node_id"] = kernels["graphNodeId"].fillna(-1).astype("int64")
+    t = timeline_frame(kernels)
+    # 5 replays x 3 MLP kernels as graph nodes, then 2 ordinary kernels (nsys_stats trace)
+    assert t["kind"].value_counts().to_dict() == {"graph kernel": 15, "kernel": 2}
 
 
 def test_timeline_caps_rows_on_a_big_report(small: NsysReport) -> None:
@@ -122,3 +172,8 @@ def test_timeline_caps_rows_on_a_big_report(small: NsysReport) -> None:
         assert t["start_ns"].min() == min(f["start_ns"].min() for f in big.values())
         assert t["end_ns"].max() == max(f["end_ns"].max() for f in big.values())
         assert (t["end_ns"] >= t["start_ns"]).all()
+    # zoomed into copies 200-201: only what overlaps is re-binned, and it fits one per row
+    window = (200 * span, 202 * span)
+    zoom = timeline_frame(big["kernels"], big["memcpy"], big["nvtx"], window, max_rows=300)
+    assert (zoom["count"] == 1).all() and len(zoom) == 2 * (26 + 2 + 17)
+    assert zoom["start_ns"].min() >= window[0] and zoom["end_ns"].max() <= window[1]

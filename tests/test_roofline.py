@@ -8,8 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from nsight_magic import precisions
+from nsight_magic.analysis import ncu_metrics as M
 from nsight_magic.analysis.ncu_metrics import ROOFLINE_METRICS, parse_tensor_path
 from nsight_magic.analysis.roofline import ROOFLINE_COLUMNS, roofline_points
+from nsight_magic.analysis.roofline_bounds import BOUND_COLUMNS, roofline_bounds, roofline_ceilings
 from nsight_magic.errors import MissingMetricsError
 from nsight_magic.reports.ncu.report import NcuReport
 
@@ -135,6 +138,34 @@ def test_missing_metrics_raise_with_the_fix(ncu_reports):
         roofline_points(sol_only)
 
 
+def test_missing_metrics_fix_yields_tensor_flops():
+    """Following the hint must give tensor FLOPs: on sm_90 it lists the tensor op paths (the
+    --metrics list without them leaves flops_tensor NaN); elsewhere it says --set roofline."""
+    lacking = pd.DataFrame(
+        {"launch": [0], "name": ["k"], "metric": [M.DURATION], "value": [1000.0], "unit": ["ns"]}
+    )
+    with pytest.raises(MissingMetricsError) as info:
+        roofline_points(lacking, "9.0")
+    listed = str(info.value).split("--metrics ", 1)[1].rstrip(".").split(",")
+    assert f"{BF16}.sum" in listed and f"{BF16}.sum.peak_sustained" in listed
+    assert set(ROOFLINE_METRICS) <= set(listed)
+    with pytest.raises(MissingMetricsError) as info:
+        roofline_points(lacking, "12.0")
+    assert "with --metrics" not in str(info.value) and "with --set roofline" in str(info.value)
+    assert "compute capability 12.0" in str(info.value)
+
+
+def test_precision_table_drives_the_columns():
+    """One precision table: the roofline's columns and SASS weights come from it."""
+    for p in precisions.ROOFLINE_PRECISIONS:
+        assert {p.flops_column, p.peak_column, p.count_column} <= set(ROOFLINE_COLUMNS)
+    assert dict(precisions.FP16.flop_weights) == {"hadd": 2, "hmul": 2, "hfma": 4}
+    assert precisions.PEAK_COLUMNS["peak_tensor"] == "Tensor"
+    assert precisions.FLOP_COLUMNS["flops_fp32"] == "peak_fp32"
+    assert precisions.tensor_dtype(parse_tensor_path(BF16).src) == "bf16"
+    assert precisions.tensor_dtype("fp64") == "fp64_tensor"
+
+
 def test_roofline_metrics_list_is_what_the_metrics_report_had(ncu_reports):
     # every counter ROOFLINE_METRICS asks for exists on H200 (the metrics fixture used them)
     names = set(NcuReport.open(ncu_reports["ncu_gemm_metrics"]).metrics()["metric"])
@@ -150,3 +181,74 @@ def test_tensor_path_grammar():
         "sm__ops_path_tensor_src_fp8_sparsity_off"
     )
     assert not parse_tensor_path("sm__ops_path_tensor_src_int8").is_float
+
+
+def test_bounds_memory_pct_is_ncus_own_dram_throughput(points, data_dir):
+    """Memory-bound launches: bound_pct = DRAM bytes/s / (peak_sustained x DRAM clock), which is
+    ncu's own gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed (20.10 and 4.15 here)."""
+    bounds = roofline_bounds(points["ncu_small_roofline"])
+    raw = raw_numbers(data_dir, "ncu_small_roofline")
+    assert list(bounds.columns) == BOUND_COLUMNS
+    assert bounds["bound"].tolist() == ["memory", "compute", "memory"]
+    ncu_pct = raw["gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"]
+    for launch in (0, 2):
+        assert bounds.at[launch, "bound_pct"] == pytest.approx(ncu_pct[launch], abs=0.005)
+    # launch 0, x + 2x over 1M floats: AI 0.4993 FLOP/byte, far left of the FP32 ridge
+    # (50.05 TFLOP/s / 4.787 TB/s = 10.46 FLOP/byte): the DRAM roof binds
+    assert bounds.at[0, "verdict"] == "memory-bound, 20% of DRAM peak"
+    assert bounds.at[0, "pct_of_ceiling"] == pytest.approx(bounds.at[0, "bound_pct"])
+    assert bounds["plottable"].all() and (bounds["precision"] == "FP32").all()
+
+
+def test_bounds_compute_pct_is_the_precisions_own_peak(points):
+    """The bf16 GEMM: AI 677.9 FLOP/byte is right of the tensor ridge (151.2), so the tensor
+    roof binds; bound_pct = tensor FLOP/s / tensor peak at the launch's clock."""
+    roof = points["ncu_gemm_roofline"]
+    bounds = roofline_bounds(roof)
+    gemm = bounds.iloc[0]
+    assert gemm["precision"] == "Tensor" and gemm["bound"] == "compute"
+    expected = 100 * roof.at[0, "flops_tensor"] / roof.at[0, "peak_tensor"]
+    assert gemm["bound_pct"] == pytest.approx(expected)  # 32.06%
+    assert gemm["verdict"] == "compute-bound, 32% of Tensor peak"
+    assert gemm["ceiling_flops_per_s"] == roof.at[0, "peak_tensor"]
+    assert gemm["short_name"] == "nvjet_sm90_tst_128x128_64x6_2x1_v_bz_NNT"
+    # fp32 SIMT GEMM: compute-bound on FP32; bound_pct counts FP32 FLOPs only, while
+    # pct_of_ceiling counts all (it also ran a few half-precision FLOPs)
+    simt = bounds.iloc[1]
+    assert simt["precision"] == "FP32" and simt["bound"] == "compute"
+    assert simt["bound_pct"] == pytest.approx(
+        100 * roof.at[1, "flops_fp32"] / roof.at[1, "peak_fp32"]
+    )
+    assert simt["pct_of_ceiling"] > simt["bound_pct"]
+
+
+def test_bounds_without_flops_or_traffic():
+    rows = pd.DataFrame(
+        {
+            "launch": [0, 1],
+            "name": ["copy", "idle"],
+            "duration_ns": [1000, 1000],
+            "flops_fp32": [0.0, 0.0],
+            "peak_fp32": [50e12, 50e12],
+            "arithmetic_intensity": [0.0, np.nan],
+            "dram_bytes_per_s": [2e12, 0.0],
+            "peak_dram_bytes_per_s": [4e12, 4e12],
+        }
+    )
+    bounds = roofline_bounds(rows)
+    assert bounds["verdict"].tolist() == ["no FLOPs, 50% of DRAM peak", "no FLOPs or DRAM traffic"]
+    assert bounds["bound"].tolist() == ["memory", ""]
+    assert not bounds["plottable"].any() and (bounds["precision"] == "none").all()
+
+
+def test_ceilings_with_ridge_points(points):
+    ceilings = roofline_ceilings(points["ncu_gemm_roofline"]).set_index("ceiling")
+    assert list(ceilings.index) == ["tensor", "fp16", "fp32", "fp64", "dram"]
+    assert ceilings.at["dram", "kind"] == "memory" and ceilings.at["dram", "unit"] == "byte/s"
+    tensor = ceilings.loc["tensor"]
+    # the tensor ceiling of the only tensor launch: 540672 FLOP/cycle x its SM clock
+    assert tensor["peak"] == points["ncu_gemm_roofline"].at[0, "peak_tensor"]
+    assert tensor["ridge_ai"] == pytest.approx(tensor["peak"] / ceilings.at["dram", "peak"])
+    assert roofline_ceilings(points["ncu_small_roofline"])["label"].tolist() == [
+        "FP16", "FP32", "FP64", "DRAM",
+    ]  # fmt: skip

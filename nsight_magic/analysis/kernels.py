@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .names import short_names
+
 __all__ = ["KERNEL_SUMMARY_COLUMNS", "duration_stats", "kernel_summary"]
 
 KERNEL_SUMMARY_COLUMNS = [
@@ -17,6 +19,7 @@ KERNEL_SUMMARY_COLUMNS = [
     "max_ns",
     "std_ns",
     "time_pct",
+    "short_name",
 ]
 
 
@@ -70,11 +73,13 @@ def as_text(col: pd.Series) -> pd.Series:
 
 def kernel_summary(kernels: pd.DataFrame, by: str = "name") -> pd.DataFrame:
     """One row per kernel name: ``name, instances, total_ns, avg_ns, med_ns, min_ns, max_ns,
-    std_ns, time_pct``, sorted by ``total_ns`` descending.
+    std_ns, time_pct, short_name``, sorted by ``total_ns`` descending.
 
     ``name`` may be a Categorical (as ``NsysReport`` passes it, to group 1M kernels by code).
     Equal to ``nsys stats --report cuda_gpu_kern_sum`` (which groups by the demangled name;
     pass ``by="short_name"`` for its ``:base`` variant). Floats are unrounded; nsys prints
-    one decimal."""
-    stats = duration_stats(kernels, [by])
-    return stats.rename(columns={by: "name"})[KERNEL_SUMMARY_COLUMNS]
+    one decimal. ``short_name`` (last column) is ``names.short_names`` of ``name``: readable
+    and unique per name."""
+    stats = duration_stats(kernels, [by]).rename(columns={by: "name"})
+    stats["short_name"] = short_names(stats["name"])
+    return stats[KERNEL_SUMMARY_COLUMNS]

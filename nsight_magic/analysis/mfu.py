@@ -1,13 +1,24 @@
-"""Model/hardware FLOPs utilisation per kernel and per NVTX range.
+"""Hardware and model FLOPs utilisation (HFU, MFU) per kernel, NVTX range and PyTorch op.
 
-    utilisation = FLOPs / time / dense peak FLOP/s
+    utilisation = FLOPs / time / dense peak FLOP/s of the data type
 
-- FLOPs: hardware FLOPs counted by ncu (``roofline_points(...)["flops_total"]``) -> HFU, or model
-  FLOPs the user gives (``flops=``, e.g. from :func:`transformer_flops`) -> MFU.
-- time: from an nsys kernel table / NVTX GPU projection when given (real clocks: ncu locks
-  clocks and flushes caches, so its durations run long), else ncu's own duration.
-- peak: the datasheet dense figure for the GPU and data type (:mod:`.gpu_peaks`) or ``peak_flops=``.
-Every output row says which it used: ``time_source``, ``flops_source``, ``peak_source``.
+- HFU counts the FLOPs the hardware executed, as Nsight Compute measures them
+  (``roofline_points(...)["flops_total"]``). Tensor cores compute whole tiles, so a GEMM whose
+  sizes are not tile multiples executes more FLOPs than its math needs: HFU >= MFU.
+- MFU counts model FLOPs only: given by the user (``flops=``), or derived where the math is
+  known: a GEMM op's 2*M*N*K from the PyTorch op range around the launch
+  (``model_flops.gemm_flops``; in ncu reports the launch's NVTX stack holds it when
+  ``emit_nvtx(record_shapes=True)`` was on, in nsys reports ``--pytorch=autograd-shapes-nvtx``).
+  Where no model FLOPs are known ``mfu`` is NaN, never the hardware count.
+- Op FLOPs belong to the op: an ``aten::addmm`` may launch a GEMM and a split-K reduction, and
+  no kernel alone does the op's math. A kernel gets its op's FLOPs only when it is the op's
+  only profiled launch; ranges and ops always get the FLOPs of the ops inside them.
+- time: nsys kernel times / NVTX projections when given (real clocks: ncu locks clocks and
+  flushes caches, so its durations run long), else ncu's own duration.
+- peak: ``gpu_peaks.peak`` (derived from SMs x clock x per-SM rate) or ``peak_flops=``.
+
+Every frame says which it used: ``time_source``, ``model_flops_source``, ``peak_flops``,
+``peak_source``.
 """
 
 from __future__ import annotations
@@ -19,39 +30,63 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .gpu_peaks import gpu_key, lookup_peak
+from ..errors import MissingMetricsError
+from ..precisions import SIMT_PRECISIONS, TENSOR, tensor_dtype
+from .gpu_peaks import Peak, peak
+from .model_flops import gemm_flops, transformer_flops
+from .names import short_names
+from .ncu_metrics import metrics_hint, parse_tensor_path
+from .torch_ops import parse_op_range, parse_shapes, range_model_flops
 
-__all__ = ["kernel_mfu", "launch_dtype", "model_mfu", "range_mfu", "transformer_flops"]
-
-# tensor op-path source type -> gpu_peaks dtype
-_TENSOR_DTYPES = {
-    "bf16": "bf16",
-    "fp16": "fp16",
-    "tf32": "tf32",
-    "fp8": "fp8",
-    "fp64": "fp64_tensor",
-}
+__all__ = [
+    "KERNEL_COLUMNS",
+    "RANGE_COLUMNS",
+    "kernel_mfu",
+    "kernel_utilisation",
+    "launch_dtype",
+    "launch_model_flops",
+    "mfu_frames",
+    "model_mfu",
+    "op_mfu",
+    "range_mfu",
+    "range_utilisation",
+    "require_flop_counts",
+    "transformer_flops",
+]
 
 
 def launch_dtype(point: Mapping[str, Any]) -> str:
-    """The data type whose peak applies to one roofline point: the tensor op path's source type
-    when tensor cores did the work, else the SIMT precision with the most FLOPs."""
-    path = str(point.get("tensor_op_path") or "")
-    counts = {p: point.get(f"flop_count_{p}", 0.0) for p in ("fp32", "fp64", "fp16", "tensor")}
-    counts = {p: (0.0 if pd.isna(v) else float(v)) for p, v in counts.items()}
-    if path and counts["tensor"] >= max(counts["fp32"], counts["fp64"], counts["fp16"]):
-        src = path.split("src_", 1)[1].split("_dst", 1)[0].split("_sparsity", 1)[0]
-        return _TENSOR_DTYPES.get(src, src)
-    simt = max(("fp32", "fp64", "fp16"), key=lambda p: counts[p])
-    return simt
+    """The peak data type that applies to one roofline point: the tensor op path's source type
+    when tensor cores did most of the work, else the SIMT precision with the most FLOPs
+    (``precisions.PEAK_DTYPES``; half precision on the SIMT pipe is "fp16_simt")."""
+    counts = {p.key: point.get(p.count_column, 0.0) for p in (*SIMT_PRECISIONS, TENSOR)}
+    counts = {k: (0.0 if pd.isna(v) else float(v)) for k, v in counts.items()}
+    path = parse_tensor_path(str(point.get("tensor_op_path") or ""))
+    if path is not None and counts["tensor"] >= max(counts[p.key] for p in SIMT_PRECISIONS):
+        return tensor_dtype(path.src)
+    simt = max(SIMT_PRECISIONS, key=lambda p: counts[p.key])
+    return simt.peak_dtype or simt.key
 
 
-def _peak(gpu_name: str | None, dtype: str, peak_flops: float | None) -> tuple[float, str]:
+def _peak(gpu_name: str | None, dtype: str, peak_flops: float | None) -> Peak:
     if peak_flops is not None:
-        return float(peak_flops), "user"
+        return Peak(float(peak_flops), "user (peak_flops=)")
     if not gpu_name:
         raise LookupError("No GPU name to look a peak up for; pass gpu_name= or peak_flops=.")
-    return lookup_peak(gpu_name, dtype), f"datasheet {gpu_key(gpu_name) or gpu_name} {dtype} dense"
+    return peak(gpu_name, dtype)
+
+
+def require_flop_counts(points: pd.DataFrame, compute_capability: str | None = None) -> None:
+    """Raise MissingMetricsError, with a fix that yields them, when a launch lacks the FLOP
+    counts HFU needs (a ``--metrics`` run without the tensor op paths leaves them NaN)."""
+    lacking = [
+        p.count_column for p in (*SIMT_PRECISIONS, TENSOR) if points[p.count_column].isna().any()
+    ]
+    if lacking:
+        raise MissingMetricsError(
+            f"The report has no FLOP counts for {', '.join(lacking)} (the tensor pipe needs "
+            f"the sm__ops_path_tensor_* metrics); {metrics_hint(compute_capability)}."
+        )
 
 
 def _nsys_times(
@@ -85,51 +120,131 @@ def _nsys_times(
     return times
 
 
-def kernel_mfu(
+def _launch_ops(nvtx: pd.DataFrame) -> pd.DataFrame:
+    """Per launch, the innermost PyTorch op range around it: ``launch, op_key, op, flops,
+    label`` (``op_key`` = domain + text: one op call; ``flops`` NaN unless a GEMM)."""
+    rows = []
+    for launch, domain, text, level in nvtx[["launch", "domain", "range", "level"]].itertuples(
+        index=False
+    ):
+        parsed = parse_op_range(str(text))
+        if parsed is not None:
+            rows.append((launch, level, f"{domain}\x00{text}", parsed.op, parsed.shapes))
+    frame = pd.DataFrame(rows, columns=["launch", "level", "op_key", "op", "shapes"])
+    frame = frame.sort_values(["launch", "level"]).drop_duplicates("launch", keep="last")
+    pairs = zip(frame["op"], frame["shapes"], strict=True)
+    flops = [gemm_flops(op, parse_shapes(shapes)) for op, shapes in pairs]
+    frame["flops"] = [np.nan if f is None else f for f in flops]
+    frame["label"] = frame["op"] + " " + frame["shapes"]
+    return frame.drop(columns="level").reset_index(drop=True)
+
+
+def launch_model_flops(nvtx: pd.DataFrame) -> pd.DataFrame:
+    """Model FLOPs of each ncu launch from the PyTorch op range around it (``NcuReport
+    .nvtx_ranges()``): ``launch, model_flops, model_flops_source``. A GEMM op's 2*M*N*K goes
+    to its launch when that launch is the op call's only profiled one; otherwise (a split-K
+    reduction beside the GEMM, or a non-GEMM op) the launch gets NaN and the reason."""
+    ops = _launch_ops(nvtx)
+    shared = ops.groupby("op_key")["launch"].transform("size")
+    source = np.where(
+        ops["flops"].isna(),
+        "no model FLOPs known for " + ops["op"],
+        np.where(
+            shared > 1,
+            ops["label"] + ": FLOPs of an op with " + shared.astype(str) + " launches",
+            "derived: 2*M*N*K of " + ops["label"],
+        ),
+    )
+    return pd.DataFrame(
+        {
+            "launch": ops["launch"].to_numpy(),
+            "model_flops": np.where(shared > 1, np.nan, ops["flops"]),
+            "model_flops_source": source,
+        }
+    )
+
+
+KERNEL_COLUMNS = [
+    "launch", "name", "short_name", "dtype", "hw_flops", "model_flops", "model_flops_source",
+    "time_ns", "time_source", "hw_flops_per_s", "model_flops_per_s", "peak_flops",
+    "peak_source", "hfu", "mfu",
+]  # fmt: skip
+
+
+def kernel_utilisation(
     points: pd.DataFrame,
     *,
     kernels: pd.DataFrame | None = None,
+    nvtx: pd.DataFrame | None = None,
     nsys_kernels: pd.DataFrame | None = None,
+    model_flops: Mapping[int, float] | None = None,
     gpu_name: str | None = None,
     dtype: str | None = None,
     peak_flops: float | None = None,
 ) -> pd.DataFrame:
-    """Per launch: ``launch, name, dtype, flops, time_ns, time_source, achieved_flops_per_s,
-    peak_flops, peak_source, mfu`` (a fraction; hardware FLOPs, so this is also the HFU).
+    """Per ncu launch: ``launch, name, short_name, dtype, hw_flops, model_flops,
+    model_flops_source, time_ns, time_source, hw_flops_per_s, model_flops_per_s, peak_flops,
+    peak_source, hfu, mfu`` (fractions).
 
-    ``points``: :func:`~nsight_magic.analysis.roofline.roofline_points`; ``kernels``: the ncu
-    ``kernels()`` frame (its mangled names match nsys exactly); ``nsys_kernels``: an nsys
-    ``kernels()`` frame of the same workload for real-clock times. ``dtype``/``peak_flops``
-    override the inferred data type / the datasheet peak."""
-    out = points[["launch", "name"]].copy()
+    ``points``: ``roofline_points``; ``kernels``: ncu ``kernels()`` (its mangled names match
+    nsys's); ``nvtx``: ncu ``nvtx_ranges()`` (PyTorch op ranges give model FLOPs, see
+    :func:`launch_model_flops`); ``nsys_kernels``: an nsys ``kernels()`` frame of the same
+    workload for real-clock times; ``model_flops``: launch -> FLOPs given by the user (source
+    "given", wins over derived). ``dtype``/``peak_flops`` override the inferred data type /
+    the derived peak."""
+    out = points[["launch", "name"]].copy().reset_index(drop=True)
+    out["short_name"] = short_names(out["name"]).to_numpy()
     out["dtype"] = [dtype or launch_dtype(row) for row in points.to_dict("records")]
-    out["flops"] = points["flops_total"].astype(float)
-    ncu_ns = points["duration_ns"].astype(float)
+    out["hw_flops"] = points["flops_total"].astype(float).to_numpy()
+    out["model_flops"] = np.nan
+    out["model_flops_source"] = ""
+    if nvtx is not None and len(nvtx):
+        derived = launch_model_flops(nvtx)
+        flops_of = dict(zip(derived["launch"], derived["model_flops"], strict=True))
+        source_of = dict(zip(derived["launch"], derived["model_flops_source"], strict=True))
+        out["model_flops"] = [flops_of.get(launch, np.nan) for launch in out["launch"]]
+        out["model_flops_source"] = [source_of.get(launch, "") for launch in out["launch"]]
+    for launch, flops in (model_flops or {}).items():
+        at = out["launch"] == launch
+        out.loc[at, "model_flops"] = float(flops)
+        out.loc[at, "model_flops_source"] = "given"
+    ncu_ns = points["duration_ns"].astype(float).reset_index(drop=True)
     if nsys_kernels is not None:
-        nsys_ns = pd.Series(_nsys_times(points, kernels, nsys_kernels), index=points.index)
+        nsys_ns = pd.Series(_nsys_times(points, kernels, nsys_kernels))
         out["time_ns"] = nsys_ns.fillna(ncu_ns)
         out["time_source"] = np.where(nsys_ns.notna(), "nsys", "ncu")
     else:
         out["time_ns"] = ncu_ns
         out["time_source"] = "ncu"
-    out["achieved_flops_per_s"] = out["flops"] / (out["time_ns"] * 1e-9)
+    seconds = out["time_ns"] * 1e-9
+    out["hw_flops_per_s"] = out["hw_flops"] / seconds
+    out["model_flops_per_s"] = out["model_flops"] / seconds
     peaks = [_peak(gpu_name, d, peak_flops) for d in out["dtype"]]
-    out["peak_flops"] = [p for p, _ in peaks]
-    out["peak_source"] = [s for _, s in peaks]
-    out["mfu"] = out["achieved_flops_per_s"] / out["peak_flops"]
-    return out.reset_index(drop=True)
+    out["peak_flops"] = [p.flops_per_s for p in peaks]
+    out["peak_source"] = [p.source for p in peaks]
+    out["hfu"] = out["hw_flops_per_s"] / out["peak_flops"]
+    out["mfu"] = out["model_flops_per_s"] / out["peak_flops"]
+    return out[KERNEL_COLUMNS]
 
 
 def _lookup(mapping: Mapping[Any, float] | None, domain: str, name: str) -> float | None:
+    """A value keyed by range name, ``(domain, range)``, ``"domain:range"`` (as nsys stats
+    prints it) or ``"domain@range"`` (as ncu's filters write it)."""
     if not mapping:
         return None
-    for key in ((domain, name), name, f"{domain}@{name}" if domain else name):
+    for key in ((domain, name), name, f"{domain}:{name}", f"{domain}@{name}" if domain else name):
         if key in mapping:
             return float(mapping[key])
     return None
 
 
-def range_mfu(
+RANGE_COLUMNS = [
+    "domain", "range", "label", "launches", "dtype", "hw_flops", "model_flops",
+    "model_flops_source", "time_ns", "time_source", "peak_flops", "peak_source", "hfu", "mfu",
+]  # fmt: skip
+
+
+def range_utilisation(
     points: pd.DataFrame,
     nvtx: pd.DataFrame,
     *,
@@ -140,16 +255,20 @@ def range_mfu(
     dtype: str | None = None,
     peak_flops: float | None = None,
 ) -> pd.DataFrame:
-    """Per NVTX range: ``domain, range, launches, hw_flops, model_flops, flops_source, time_ns,
-    time_source, dtype, peak_flops, peak_source, hfu, mfu``.
+    """Per NVTX range of the ncu launches (PyTorch op ranges left out: see :func:`op_mfu`):
+    ``domain, range, label ("domain:range"), launches, dtype, hw_flops, model_flops,
+    model_flops_source, time_ns, time_source, peak_flops, peak_source, hfu, mfu``.
 
-    ``nvtx``: ``NcuReport.nvtx_ranges()`` (launch, domain, range); hardware FLOPs of a range are
-    the summed ``flops_total`` of the profiled launches inside it. Time: ``time_ns`` (keyed by
-    range name, ``(domain, range)`` or ``"domain@range"``) -> "given", else the nsys
-    ``nvtx_gpu_projection()`` frame's ``proj_total_ns`` -> "nsys", else the launches' summed ncu
-    durations -> "ncu". ``flops`` gives model FLOPs per range (same keys): ``mfu`` uses them,
-    else the hardware FLOPs (``flops_source`` says which); ``hfu`` always uses hardware FLOPs."""
-    merged = nvtx[["launch", "domain", "range"]].drop_duplicates().merge(points, on="launch")
+    ``nvtx``: ``NcuReport.nvtx_ranges()``; hardware FLOPs are the summed ``flops_total`` of
+    the profiled launches inside. Model FLOPs: ``flops`` (keyed by range name, ``(domain,
+    range)``, ``"domain:range"`` or ``"domain@range"``) -> "given", else the GEMM op calls
+    inside the range, each counted once -> "derived" (GEMMs only: other ops add none), else
+    NaN. Time: ``time_ns`` (same keys) -> "given", else the nsys ``nvtx_gpu_projection()``'s
+    ``proj_total_ns`` -> "nsys", else the launches' summed ncu durations -> "ncu"."""
+    ranges = nvtx[["launch", "domain", "range"]].drop_duplicates()
+    ranges = ranges[ranges["range"].map(lambda t: parse_op_range(str(t)) is None)]
+    merged = ranges.merge(points, on="launch")
+    ops = _launch_ops(nvtx) if len(nvtx) else pd.DataFrame(columns=["launch", "op_key", "flops"])
     proj: dict[tuple[str, str], float] = {}
     if projection is not None:
         totals = projection.groupby(["domain", "range"], sort=False)["proj_total_ns"].sum()
@@ -157,102 +276,152 @@ def range_mfu(
     rows = []
     for (domain, name), group in merged.groupby(["domain", "range"], sort=False):
         hw = float(group["flops_total"].sum(skipna=False))
-        given = _lookup(time_ns, domain, name)
-        if given is not None:
-            t, source = given, "given"
+        given_time = _lookup(time_ns, domain, name)
+        if given_time is not None:
+            t, t_source = given_time, "given"
         elif (domain, name) in proj:
-            t, source = proj[(domain, name)], "nsys"
+            t, t_source = proj[(domain, name)], "nsys"
         else:
-            t, source = float(group["duration_ns"].sum()), "ncu"
-        model = _lookup(flops, domain, name)
+            t, t_source = float(group["duration_ns"].sum()), "ncu"
+        model, m_source = _lookup(flops, domain, name), "given"
+        if model is None:
+            inside = ops[ops["launch"].isin(group["launch"])].drop_duplicates("op_key")
+            gemms = inside["flops"].dropna()
+            model = float(gemms.sum()) if len(gemms) else np.nan
+            m_source = f"derived: {len(gemms)} GEMM op call(s)" if len(gemms) else ""
         top = group.loc[group["flops_total"].fillna(0).idxmax()]
         range_dtype = dtype or launch_dtype(top.to_dict())
-        peak, peak_source = _peak(gpu_name, range_dtype, peak_flops)
-        used = model if model is not None else hw
+        pk = _peak(gpu_name, range_dtype, peak_flops)
+        # utilisation = FLOPs / seconds / peak: one factor for hardware and model FLOPs
+        per_flop = 1.0 / (t * 1e-9) / pk.flops_per_s if t > 0 else np.nan
         rows.append(
             {
                 "domain": domain,
                 "range": name,
+                "label": f"{domain}:{name}",
                 "launches": int(group["launch"].nunique()),
-                "hw_flops": hw,
-                "model_flops": np.nan if model is None else model,
-                "flops_source": "model" if model is not None else "hardware",
-                "time_ns": t,
-                "time_source": source,
                 "dtype": range_dtype,
-                "peak_flops": peak,
-                "peak_source": peak_source,
-                "hfu": hw / (t * 1e-9) / peak,
-                "mfu": used / (t * 1e-9) / peak,
+                "hw_flops": hw,
+                "model_flops": model,
+                "model_flops_source": m_source,
+                "time_ns": t,
+                "time_source": t_source,
+                "peak_flops": pk.flops_per_s,
+                "peak_source": pk.source,
+                "hfu": hw * per_flop,
+                "mfu": model * per_flop,
             }
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=RANGE_COLUMNS)
+
+
+def mfu_frames(
+    points: pd.DataFrame,
+    ncu_kernels: pd.DataFrame,
+    *,
+    nvtx: pd.DataFrame | None = None,
+    nsys_kernels: pd.DataFrame | None = None,
+    projection: pd.DataFrame | None = None,
+    gpu_name: str | None = None,
+) -> dict[str, pd.DataFrame]:
+    """What the ncu view shows: ``{"kernels": kernel_utilisation(...), "ranges":
+    range_utilisation(...)}`` with a parent nsys run's kernels/projection for real-clock times
+    when given ("ranges" is empty without NVTX ranges)."""
+    kernels = kernel_utilisation(
+        points, kernels=ncu_kernels, nvtx=nvtx, nsys_kernels=nsys_kernels, gpu_name=gpu_name
+    )
+    ranges = pd.DataFrame(columns=RANGE_COLUMNS)
+    if nvtx is not None and len(nvtx):
+        ranges = range_utilisation(points, nvtx, projection=projection, gpu_name=gpu_name)
+    return {"kernels": kernels, "ranges": ranges}
 
 
 def model_mfu(
     projection: pd.DataFrame,
-    flops: Mapping[Any, float],
+    flops: Mapping[Any, float] | None = None,
+    *,
+    nvtx: pd.DataFrame | None = None,
+    gpu_name: str | None = None,
+    dtype: str = "bf16",
+    peak_flops: float | None = None,
+) -> pd.DataFrame:
+    """MFU per NVTX range from model FLOPs alone (no ncu run needed), over the range's
+    GPU-projected time from nsys (``nvtx_gpu_projection()``: real clocks).
+
+    Model FLOPs: ``flops`` maps a range (its name, ``(domain, range)``, ``"domain:range"`` or
+    ``"domain@range"``) to the FLOPs the model does in it -> "given"; without ``flops``, the
+    GEMM op calls inside each range of ``nvtx`` (``torch_ops.range_model_flops``, nsys
+    ``--pytorch=autograd-shapes-nvtx``) -> "derived: N GEMM op calls", for every range that
+    holds some. Columns: ``domain, range, model_flops, model_flops_source, time_ns,
+    time_source, dtype, peak_flops, peak_source, achieved_flops_per_s, mfu``. A range named in
+    ``flops`` that nsys did not see raises ``KeyError`` naming it, rather than silently
+    dropping a phase the user asked about."""
+    pk = _peak(gpu_name, dtype, peak_flops)
+    sources: dict[Any, str] = {}
+    if flops is None:
+        if nvtx is None:
+            raise ValueError("model_mfu needs flops= or the nvtx() frame to derive them from.")
+        derived = range_model_flops(nvtx)
+        keys = list(zip(derived["domain"], derived["range"], strict=True))
+        flops = dict(zip(keys, derived["model_flops"], strict=True))
+        calls = derived["gemm_calls"]
+        sources = {k: f"derived: {n} GEMM op calls" for k, n in zip(keys, calls, strict=True)}
+    totals = projection.groupby(["domain", "range"], sort=False)["proj_total_ns"].sum()
+    rows = []
+    found: set[Any] = set()
+    for (domain, name), t in totals.items():
+        keys = [(domain, name), name, f"{domain}:{name}", f"{domain}@{name}" if domain else name]
+        key = next((k for k in keys if k in flops), None)
+        if key is None:
+            continue
+        found.add(key)
+        model = float(flops[key])
+        per_s = model / (float(t) * 1e-9) if t > 0 else np.nan
+        rows.append(
+            {
+                "domain": domain,
+                "range": name,
+                "model_flops": model,
+                "model_flops_source": sources.get(key, "given"),
+                "time_ns": float(t),
+                "time_source": "nsys",
+                "dtype": dtype,
+                "peak_flops": pk.flops_per_s,
+                "peak_source": pk.source,
+                "achieved_flops_per_s": per_s,
+                "mfu": per_s / pk.flops_per_s,
+            }
+        )
+    missing = [k for k in flops if k not in found]
+    if missing and not sources:
+        raise KeyError(f"No NVTX range in the nsys report matches {missing!r}.")
+    return pd.DataFrame(rows)
+
+
+def op_mfu(
+    summary: pd.DataFrame,
     *,
     gpu_name: str | None = None,
     dtype: str = "bf16",
     peak_flops: float | None = None,
 ) -> pd.DataFrame:
-    """MFU per NVTX range from model FLOPs alone (no ncu run needed): ``flops`` maps a range
-    (its name, ``(domain, range)`` or ``"domain@range"``) to the FLOPs the model does in it; the
-    time is the range's GPU-projected time from nsys (``nvtx_gpu_projection()``: real clocks).
-
-    Columns: ``domain, range, model_flops, time_ns, time_source, dtype, peak_flops, peak_source,
-    achieved_flops_per_s, mfu``. A range named in ``flops`` that nsys did not see raises
-    ``KeyError`` naming it, rather than silently dropping a phase the user asked about."""
-    peak, peak_source = _peak(gpu_name, dtype, peak_flops)
-    totals = projection.groupby(["domain", "range"], sort=False)["proj_total_ns"].sum()
-    rows = []
-    found: set[Any] = set()
-    for (domain, name), t in totals.items():
-        for key in ((domain, name), name, f"{domain}@{name}" if domain else name):
-            if key in flops:
-                found.add(key)
-                model = float(flops[key])
-                per_s = model / (float(t) * 1e-9) if t > 0 else np.nan
-                rows.append(
-                    {
-                        "domain": domain,
-                        "range": name,
-                        "model_flops": model,
-                        "time_ns": float(t),
-                        "time_source": "nsys",
-                        "dtype": dtype,
-                        "peak_flops": peak,
-                        "peak_source": peak_source,
-                        "achieved_flops_per_s": per_s,
-                        "mfu": per_s / peak,
-                    }
-                )
-                break
-    missing = [k for k in flops if k not in found]
-    if missing:
-        raise KeyError(f"No NVTX range in the nsys report matches {missing!r}.")
-    return pd.DataFrame(rows)
+    """MFU per PyTorch GEMM op (nsys, real clocks): the rows of ``torch_ops.op_summary`` with
+    model FLOPs, ``op, shapes, calls, model_flops, gpu_time_ns, time_source, dtype, peak_flops,
+    peak_source, achieved_flops_per_s, mfu``, best first. The op ranges do not record the data
+    type, so ``dtype`` (default bf16) names the peak to use."""
+    pk = _peak(gpu_name, dtype, peak_flops)
+    rows = summary[summary["model_flops"].notna()]
+    out = rows[["op", "shapes", "calls", "model_flops", "gpu_time_ns"]].copy()
+    out["time_source"] = "nsys"
+    out["dtype"] = dtype
+    out["peak_flops"] = pk.flops_per_s
+    out["peak_source"] = pk.source
+    seconds = out["gpu_time_ns"].where(out["gpu_time_ns"] > 0) * 1e-9
+    out["achieved_flops_per_s"] = out["model_flops"] / seconds
+    out["mfu"] = out["achieved_flops_per_s"] / pk.flops_per_s
+    return out.sort_values("mfu", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def transformer_flops(
-    n_params: float,
-    tokens: float,
-    *,
-    n_layers: int | None = None,
-    seq_len: int | None = None,
-    d_model: int | None = None,
-    training: bool = False,
-    causal: bool = False,
-) -> float:
-    """Model FLOPs of a dense transformer over ``tokens`` tokens (PaLM, Chowdhery et al. 2022,
-    appendix B): per token 2N forward (6N with backward), plus self-attention 4·L·T·d forward
-    (12·L·H·Q·T with backward) when ``n_layers``, ``seq_len`` and ``d_model`` are given.
-    ``causal=True`` halves the attention term (only half the score matrix is computed)."""
-    per_token = 2.0 * n_params
-    if n_layers is not None and seq_len is not None and d_model is not None:
-        attention = 4.0 * n_layers * seq_len * d_model
-        per_token += attention / 2 if causal else attention
-    elif any(v is not None for v in (n_layers, seq_len, d_model)):
-        raise ValueError("The attention term needs all of n_layers, seq_len and d_model.")
-    return per_token * (3.0 if training else 1.0) * tokens
+# Names the ncu view imported before the HFU/MFU split; views move to mfu_frames.
+kernel_mfu = kernel_utilisation
+range_mfu = range_utilisation

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import pandas as pd
+from ..precisions import SIMT_PRECISIONS
 
 __all__ = [
     "DRAM_BYTES",
@@ -22,10 +22,10 @@ __all__ = [
     "SM_CLOCK",
     "TENSOR_OP_PATHS",
     "TensorPath",
+    "metrics_hint",
     "parse_tensor_path",
     "roofline_metrics",
     "tensor_metrics",
-    "wide",
 ]
 
 DURATION = "gpu__time_duration.sum"  # ns
@@ -35,16 +35,10 @@ SM_CYCLES = "sm__cycles_elapsed.avg"
 DRAM_CLOCK = "dram__cycles_elapsed.avg.per_second"
 DRAM_BYTES = "dram__bytes.sum"
 
-# SASS thread-instruction counters; FLOPs per instruction as the section's derived metrics say
-# (FFMA/DFMA x2; half-precision HADD2/HMUL2 x2 and HFMA2 x4).
+# SASS thread-instruction counters; the FLOPs each instruction does are the precisions' weights
+# (``nsight_magic.precisions``: FFMA/DFMA x2; half-precision HADD2/HMUL2 x2 and HFMA2 x4).
 SASS = "smsp__sass_thread_inst_executed_op_{op}_pred_on"
 SASS_PEAK = "sm__sass_thread_inst_executed_op_{op}_pred_on.sum.peak_sustained"
-FLOP_WEIGHTS: dict[str, dict[str, int]] = {
-    "fp32": {"fadd": 1, "fmul": 1, "ffma": 2},
-    "fp64": {"dadd": 1, "dmul": 1, "dfma": 2},
-    "fp16": {"hadd": 2, "hmul": 2, "hfma": 4},
-}
-PEAK_OP = {"fp32": ("ffma", 2), "fp64": ("dfma", 2), "fp16": ("hfma", 4)}
 
 # What a ``--metrics`` run needs for roofline_points() (counts, so no rates are required);
 # tensor op paths differ per architecture: add roofline_metrics(cc) / tensor_metrics(...).
@@ -56,8 +50,8 @@ ROOFLINE_METRICS: list[str] = [
     DRAM_CLOCK,
     DRAM_BYTES,
     "dram__bytes.sum.peak_sustained",
-    *(f"{SASS.format(op=op)}.sum" for w in FLOP_WEIGHTS.values() for op in w),
-    *(SASS_PEAK.format(op=op) for op, _ in PEAK_OP.values()),
+    *(f"{SASS.format(op=op)}.sum" for p in SIMT_PRECISIONS for op in p.flop_weights),
+    *(SASS_PEAK.format(op=p.peak_op[0]) for p in SIMT_PRECISIONS if p.peak_op),
 ]
 
 # Name prefixes of every metric roofline_points() may read (lets a loader skip the rest).
@@ -116,6 +110,22 @@ def roofline_metrics(compute_capability: str | None = None) -> list[str]:
     For an architecture not listed, add ``--section SpeedOfLight_HierarchicalTensorRooflineChart``
     instead: asking ncu for a metric the GPU lacks fails the whole run."""
     return ROOFLINE_METRICS + tensor_metrics(TENSOR_OP_PATHS.get(compute_capability or "", []))
+
+
+def metrics_hint(compute_capability: str | None = None) -> str:
+    """How to re-run %%ncu so the report holds every FLOP count, tensor pipe included: the
+    ``--metrics`` list for an architecture whose tensor op paths are known, else the roofline
+    set (a ``--metrics`` list without the tensor paths gives no tensor FLOPs at all)."""
+    if (compute_capability or "") in TENSOR_OP_PATHS:
+        listed = ",".join(roofline_metrics(compute_capability))
+        return f"re-run %%ncu with --set roofline, or with --metrics {listed}"
+    known = ", ".join(sorted(TENSOR_OP_PATHS))
+    arch = f"compute capability {compute_capability}" if compute_capability else "this GPU"
+    return (
+        f"re-run %%ncu with --set roofline (the tensor op-path metrics of {arch} are not "
+        f"listed here, only of {known}, and a --metrics list without them counts no tensor "
+        "FLOPs)"
+    )
 
 
 @dataclass(frozen=True)
@@ -183,10 +193,3 @@ def parse_tensor_path(base: str) -> TensorPath | None:
     if not m:
         return None
     return TensorPath(name=base, **m.groupdict())
-
-
-def wide(metrics_long: pd.DataFrame) -> pd.DataFrame:
-    """launch x metric table of values from a long ``launch, name, metric, value, unit`` frame."""
-    return metrics_long.pivot_table(
-        index="launch", columns="metric", values="value", aggfunc="first", sort=True
-    )

@@ -1,4 +1,4 @@
-"""Nesting of NVTX ranges per thread: row order, depth and (in ``nvtx_projection``) parents.
+"""Nesting of NVTX ranges per thread: row order, depth and parents.
 
 Pure functions over an ``nvtx()`` frame (``pid, tid, start_ns, end_ns``); the loaders use them to
 fill ``level`` and the projection to find parents, the way nsys's own reports nest ranges."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["nesting_levels", "thread_order"]
+__all__ = ["nesting_levels", "parent_rows", "thread_order"]
 
 
 def thread_order(nvtx: pd.DataFrame) -> np.ndarray:
@@ -48,6 +48,30 @@ def nesting_levels(nvtx: pd.DataFrame, order: np.ndarray | None = None) -> np.nd
     out = np.empty(n, dtype=np.int64)
     out[order] = depth
     return out
+
+
+def parent_rows(
+    nvtx: pd.DataFrame, level: np.ndarray, order: np.ndarray | None = None
+) -> np.ndarray:
+    """Position of each range's parent (-1 at level 0): the last range before it, in (thread,
+    start, longest first) order (``order``, computed when not given), one level up
+    (``level`` = :func:`nesting_levels`). Ranges nest, so that one encloses it."""
+    n = len(nvtx)
+    parent = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return parent
+    if order is None:
+        order = thread_order(nvtx)
+    lvl = level[order]
+    for d in range(1, int(lvl.max()) + 1 if n else 0):  # one pass per nesting level
+        up = np.flatnonzero(lvl == d - 1)
+        here = np.flatnonzero(lvl == d)
+        if len(up) == 0 or len(here) == 0:
+            continue
+        k = np.searchsorted(up, here, side="right") - 1
+        ok = k >= 0
+        parent[order[here[ok]]] = order[up[k[ok]]]
+    return parent
 
 
 def _group_ids(*keys: np.ndarray) -> np.ndarray:

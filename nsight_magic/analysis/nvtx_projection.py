@@ -11,7 +11,8 @@ operations themselves.
 
 Done with sorted arrays instead of per-row loops: API calls of one thread run one after
 another, so the ops a range encloses are one contiguous slice of the thread's ops sorted by
-call start, found with two binary searches; slice minima/maxima come from ``reduceat``.
+call start, found with two binary searches (``attribution.enclosed_calls``, the one place
+that rule is written); slice minima/maxima come from ``reduceat``.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .attribution import Calls, enclosed_calls
 from .kernels import as_text, duration_stats
-from .nvtx_nesting import nesting_levels, thread_order
+from .nvtx_nesting import nesting_levels, parent_rows, thread_order
 
 __all__ = ["PROJECTION_SUMMARY_COLUMNS", "nvtx_gpu_projection", "project_nvtx_to_gpu"]
 
@@ -115,16 +117,6 @@ def _call_order(
     return np.lexsort((o_corr, start[row], o_tid, o_pid))
 
 
-def _segments(pid: np.ndarray, tid: np.ndarray) -> dict[tuple[int, int], tuple[int, int]]:
-    """(pid, tid) -> [lo, hi) of a (pid, tid)-sorted array."""
-    if len(pid) == 0:
-        return {}
-    change = np.r_[True, (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])]
-    starts = np.flatnonzero(change)
-    ends = np.r_[starts[1:], len(pid)]
-    return {(int(pid[s]), int(tid[s])): (int(s), int(e)) for s, e in zip(starts, ends, strict=True)}
-
-
 def _slice_reduce(
     ufunc: np.ufunc, values: np.ndarray, lo: np.ndarray, hi: np.ndarray
 ) -> np.ndarray:
@@ -141,28 +133,6 @@ def _slice_reduce(
     out = np.empty(len(lo), dtype=values.dtype)
     out[order] = red
     return out
-
-
-def _parents(nvtx: pd.DataFrame, level: np.ndarray, order: np.ndarray | None = None) -> np.ndarray:
-    """Row of each range's parent (-1 at level 0): the last range before it, in (thread,
-    start, longest first) order (``order``, computed when not given), one level up. Ranges
-    nest, so that one encloses it."""
-    n = len(nvtx)
-    parent = np.full(n, -1, dtype=np.int64)
-    if n == 0:
-        return parent
-    if order is None:
-        order = thread_order(nvtx)
-    lvl = level[order]
-    for d in range(1, int(lvl.max()) + 1 if n else 0):  # one pass per nesting level
-        up = np.flatnonzero(lvl == d - 1)
-        here = np.flatnonzero(lvl == d)
-        if len(up) == 0 or len(here) == 0:
-            continue
-        k = np.searchsorted(up, here, side="right") - 1
-        ok = k >= 0
-        parent[order[here[ok]]] = order[up[k[ok]]]
-    return parent
 
 
 _TRACE_COLS = ["domain", "range", "style", "start_ns", "end_ns", "duration_ns", "pid", "tid"]
@@ -196,26 +166,11 @@ def project_nvtx_to_gpu(
     n = len(ranges)
     order = thread_order(ranges) if n else np.zeros(0, dtype=np.int64)
     level = nesting_levels(ranges, order)  # levels among these ranges
-    parent = _parents(ranges, level, order)
+    parent = parent_rows(ranges, level, order)
 
     ops = _gpu_ops(runtime, kernels, memcpy, memset)
-    lo = np.zeros(n, dtype=np.int64)
-    hi = np.zeros(n, dtype=np.int64)
-    if len(ops["pid"]) and n:
-        r_start = ops["r_start"]
-        # Calls of one thread are sequential; the running max guards odd overlaps.
-        r_end = ops["r_end"]
-        segs = _segments(ops["pid"], ops["tid"])
-        pid, tid = ranges["pid"].to_numpy(), ranges["tid"].to_numpy()
-        r_lo, r_hi = ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy()
-        for key, (a, b) in _segments(pid[order], tid[order]).items():  # one pass per thread
-            if key not in segs:
-                continue
-            mine = order[a:b]
-            s, e = segs[key]
-            ends = np.maximum.accumulate(r_end[s:e])
-            lo[mine] = s + np.searchsorted(r_start[s:e], r_lo[mine], side="left")
-            hi[mine] = s + np.searchsorted(ends, r_hi[mine], side="right")
+    calls = Calls(ops["pid"], ops["tid"], ops["r_start"], ops["r_end"], np.arange(len(ops["pid"])))
+    lo, hi = enclosed_calls(calls, ranges, order)
     idx = np.flatnonzero(hi > lo)
     if len(idx):
         corr, o_pid, o_tid = ops["corr"], ops["pid"], ops["tid"]

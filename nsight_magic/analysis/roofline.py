@@ -28,32 +28,27 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MissingMetricsError
+from ..precisions import SIMT_PRECISIONS, TENSOR, Precision
 from . import ncu_metrics as M
 
 __all__ = ["ROOFLINE_COLUMNS", "roofline_points"]
+
+# Column order of the frame: FP64, FP32, FP16, then the tensor pipe.
+_PRECISIONS: tuple[Precision, ...] = (*SIMT_PRECISIONS, TENSOR)
 
 ROOFLINE_COLUMNS = [
     "launch",
     "name",
     "duration_ns",
-    "flops_fp64",
-    "flops_fp32",
-    "flops_fp16",
-    "flops_tensor",
+    *(p.flops_column for p in _PRECISIONS),
     "dram_bytes_per_s",
     "arithmetic_intensity",
-    "peak_fp64",
-    "peak_fp32",
-    "peak_fp16",
-    "peak_tensor",
+    *(p.peak_column for p in _PRECISIONS),
     "peak_dram_bytes_per_s",
     "sm_clock_hz",
     "tensor_op_path",
-    # hardware FLOP counts per launch (FLOP, not FLOP/s) for MFU
-    "flop_count_fp64",
-    "flop_count_fp32",
-    "flop_count_fp16",
-    "flop_count_tensor",
+    # hardware FLOP counts per launch (FLOP, not FLOP/s) for HFU
+    *(p.count_column for p in _PRECISIONS),
     "flops_total",
     "dram_bytes",
 ]
@@ -80,11 +75,11 @@ class _Launch:
             value = self.get(cycles) / self.duration_s
         return value
 
-    def sass(self, precision: str, clock: float) -> tuple[float, float, list[str]]:
+    def sass(self, precision: Precision, clock: float) -> tuple[float, float, list[str]]:
         """(FLOP/s, FLOP, missing) of one precision's SASS FP instructions."""
         rate = count = 0.0
         missing = []
-        for op, weight in M.FLOP_WEIGHTS[precision].items():
+        for op, weight in precision.flop_weights.items():
             base = M.SASS.format(op=op)
             per_cycle, total = self.get(f"{base}.sum.per_cycle_elapsed"), self.get(f"{base}.sum")
             if not math.isnan(per_cycle) and not math.isnan(clock):
@@ -101,11 +96,17 @@ class _Launch:
             return math.nan, math.nan, missing
         return rate, count, []
 
-    def peak(self, precision: str, sm_clock: float) -> tuple[float, list[str]]:
-        op, weight = M.PEAK_OP[precision]
+    def peak(self, precision: Precision, sm_clock: float) -> tuple[float, list[str]]:
+        if precision.peak_op is None:  # the tensor pipe: its ceiling comes from the op path
+            return math.nan, []
+        op, weight = precision.peak_op
         name = M.SASS_PEAK.format(op=op)
         value = self.get(name)
         return weight * value * sm_clock, [name] if math.isnan(value) else []
+
+
+# FP16 SIMT counters are optional: ``--set detailed`` has FP32/FP64 but no half-precision ones.
+_REQUIRED = {"fp64", "fp32"}
 
 
 def _tensor(launch: _Launch, sm_clock: float) -> dict[str, float | str]:
@@ -178,17 +179,17 @@ def _point(launch_id: int, name: str, values: Mapping[str, float]) -> tuple[dict
     row["duration_ns"] = values.get(M.DURATION, math.nan)
     row["sm_clock_hz"] = sm_clock
 
-    for precision, required in (("fp64", True), ("fp32", True), ("fp16", False)):
+    for precision in SIMT_PRECISIONS:
         rate, count, lacking = launch.sass(precision, smsp_clock)
         peak, lacking_peak = launch.peak(precision, sm_clock)
-        if required:
+        if precision.key in _REQUIRED:
             missing += lacking + lacking_peak
-        row[f"flops_{precision}"], row[f"flop_count_{precision}"] = rate, count
-        row[f"peak_{precision}"] = peak
+        row[precision.flops_column], row[precision.count_column] = rate, count
+        row[precision.peak_column] = peak
 
     tensor = _tensor(launch, sm_clock)
-    row["flops_tensor"], row["flop_count_tensor"] = tensor["rate"], tensor["count"]
-    row["peak_tensor"], row["tensor_op_path"] = tensor["peak"], tensor["path"]
+    row[TENSOR.flops_column], row[TENSOR.count_column] = tensor["rate"], tensor["count"]
+    row[TENSOR.peak_column], row["tensor_op_path"] = tensor["peak"], tensor["path"]
 
     dram_rate, dram_bytes = launch.get("dram__bytes.sum.per_second"), launch.get(M.DRAM_BYTES)
     if math.isnan(dram_rate):
@@ -210,7 +211,9 @@ def _point(launch_id: int, name: str, values: Mapping[str, float]) -> tuple[dict
     return row, missing
 
 
-def roofline_points(metrics_long: pd.DataFrame) -> pd.DataFrame:
+def roofline_points(
+    metrics_long: pd.DataFrame, compute_capability: str | None = None
+) -> pd.DataFrame:
     """One row per launch of a long ``launch, name, metric, value, unit`` frame (``NcuReport
     .metrics()``): achieved FLOP/s per precision (``flops_fp64/fp32/fp16/tensor``), DRAM bytes/s,
     ``arithmetic_intensity`` (all FLOP/s over DRAM bytes/s; NaN without DRAM traffic), the
@@ -219,7 +222,8 @@ def roofline_points(metrics_long: pd.DataFrame) -> pd.DataFrame:
 
     FP16 and tensor columns are NaN when the report has no such metrics (``--set detailed``);
     ``flops_total`` is then NaN too rather than an undercount. Raises MissingMetricsError when
-    the FP32/FP64/DRAM/clock metrics the roofline needs are absent."""
+    the FP32/FP64/DRAM/clock metrics the roofline needs are absent; its fix names the metrics
+    of ``compute_capability`` ("9.0", from ``NcuReport.device()``) when known."""
     if metrics_long.empty:
         return pd.DataFrame({c: [] for c in ROOFLINE_COLUMNS})
     rows, missing = [], set()
@@ -232,19 +236,15 @@ def roofline_points(metrics_long: pd.DataFrame) -> pd.DataFrame:
     if missing:
         listed = ", ".join(sorted(missing))
         raise MissingMetricsError(
-            f"The report lacks metrics the roofline needs: {listed}. Re-run %%ncu with "
-            f"--set roofline, or add --metrics {','.join(M.ROOFLINE_METRICS)}."
+            f"The report lacks metrics the roofline needs: {listed}; "
+            f"{M.metrics_hint(compute_capability)}."
         )
     frame = pd.DataFrame(rows)
-    flops = frame[["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]].sum(
-        axis=1, skipna=False
-    )
+    flops = frame[[p.flops_column for p in _PRECISIONS]].sum(axis=1, skipna=False)
     with np.errstate(divide="ignore", invalid="ignore"):
         frame["arithmetic_intensity"] = np.where(
             frame["dram_bytes_per_s"] > 0, flops / frame["dram_bytes_per_s"], np.nan
         )
-    frame["flops_total"] = frame[
-        ["flop_count_fp64", "flop_count_fp32", "flop_count_fp16", "flop_count_tensor"]
-    ].sum(axis=1, skipna=False)
+    frame["flops_total"] = frame[[p.count_column for p in _PRECISIONS]].sum(axis=1, skipna=False)
     frame["duration_ns"] = frame["duration_ns"].round().astype(np.int64)
     return frame[ROOFLINE_COLUMNS]

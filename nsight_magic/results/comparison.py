@@ -8,8 +8,9 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
+
+from ..analysis.compare import kernel_deltas, nvtx_deltas
 
 
 def _as_report(obj: Any) -> Any:
@@ -36,33 +37,6 @@ def _label(obj: Any, default: str) -> str:
         return Path(obj).name
     path = getattr(obj, "path", None)
     return Path(path).name if path else default
-
-
-def _deltas(a: pd.DataFrame, b: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
-    """Outer join on ``keys``: instances/total per side (0 when absent), delta = b - a and
-    ratio = b / a (NaN when a is 0: new work has no ratio)."""
-    cols = [*keys, "instances", value]
-    merged = a[cols].merge(b[cols], on=keys, how="outer", suffixes=("_a", "_b"))
-    for col in ("instances_a", "instances_b", f"{value}_a", f"{value}_b"):
-        merged[col] = merged[col].fillna(0).astype("int64")
-    merged = merged.rename(columns={f"{value}_a": "total_ns_a", f"{value}_b": "total_ns_b"})
-    merged["delta_ns"] = merged["total_ns_b"] - merged["total_ns_a"]
-    a_total = merged["total_ns_a"].astype(float)
-    merged["ratio"] = merged["total_ns_b"] / a_total.where(a_total > 0, np.nan)
-    order = merged["delta_ns"].abs().sort_values(ascending=False, kind="stable").index
-    return merged.loc[order].reset_index(drop=True)
-
-
-def kernel_deltas(summary_a: pd.DataFrame, summary_b: pd.DataFrame) -> pd.DataFrame:
-    """``name, instances_a, instances_b, total_ns_a, total_ns_b, delta_ns, ratio`` from two
-    ``kernel_summary()`` frames, largest absolute change first."""
-    return _deltas(summary_a, summary_b, ["name"], "total_ns")
-
-
-def nvtx_deltas(projection_a: pd.DataFrame, projection_b: pd.DataFrame) -> pd.DataFrame:
-    """Same columns keyed by ``domain, range`` from two ``nvtx_gpu_projection()`` frames
-    (GPU-projected time)."""
-    return _deltas(projection_a, projection_b, ["domain", "range"], "proj_total_ns")
 
 
 class Comparison:

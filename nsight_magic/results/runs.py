@@ -12,6 +12,9 @@ from typing import Any
 
 import pandas as pd
 
+from ..analysis import attribution, range_spec, statements, torch_ops
+from ..analysis import mfu as utilisation
+from ..analysis import roofline_bounds as bounds
 from ..errors import NsightMagicError
 from .protocols import KernelProfiler
 
@@ -128,21 +131,65 @@ class NsysRun(_Run):
     def gpu_info(self) -> dict[str, Any]:
         return self.report.gpu_info()
 
+    def copies_by_kind(self) -> pd.DataFrame:
+        return self.report.copies_by_kind()
+
+    def timeline(self, window: tuple[int, int] | None = None, max_rows: int = 5000) -> pd.DataFrame:
+        """Timeline rows of the events overlapping ``window`` (all when None), at most
+        ``max_rows`` (``analysis.timeline.timeline_frame``)."""
+        return self.report.timeline(max_rows=max_rows, window=window)
+
+    def ordered_projection(self) -> pd.DataFrame:
+        """The NVTX projection in reading order: cell, statements by line, then the user's
+        ranges (``analysis.statements.ordered_projection``)."""
+        return statements.ordered_projection(self.nvtx_gpu_projection())
+
+    def resolve_nvtx_range(self, spec: str) -> range_spec.NvtxRange:
+        """The range ``spec`` (``RANGE`` or ``DOMAIN:RANGE``) names in this run."""
+        return range_spec.resolve_nvtx_range(self.nvtx(), spec)
+
+    def kernels_in_range(self, domain: str, range: str) -> pd.DataFrame:
+        """Kernels launched inside NVTX range ``domain``/``range`` (nsys's attribution rule,
+        ``analysis.attribution.kernels_in_range``)."""
+        return attribution.kernels_in_range(
+            self.kernels(), self.cuda_api(), self.nvtx(), domain, range
+        )
+
+    def kernel_ops(self) -> pd.DataFrame:
+        """The PyTorch op that launched each kernel (``analysis.torch_ops.kernel_ops``)."""
+        return torch_ops.kernel_ops(self.kernels(), self.cuda_api(), self.nvtx())
+
+    def op_summary(self) -> pd.DataFrame:
+        """PyTorch ops by GPU time (``analysis.torch_ops.op_summary``); needs a run captured
+        with ``--pytorch=autograd-shapes-nvtx`` (empty otherwise)."""
+        kernels = self.kernels()
+        return torch_ops.op_summary(self.report.nvtx_gpu_trace(), kernels, self.kernel_ops())
+
+    def op_mfu(self, *, dtype: str = "bf16", peak_flops: float | None = None) -> pd.DataFrame:
+        """MFU per PyTorch GEMM op from its shapes' 2*M*N*K over its projected GPU time
+        (``analysis.mfu.op_mfu``); op ranges do not record the data type: ``dtype``."""
+        return utilisation.op_mfu(
+            self.op_summary(),
+            gpu_name=self.gpu_info().get("name"),
+            dtype=dtype,
+            peak_flops=peak_flops,
+        )
+
     def mfu(
         self,
-        flops: Mapping[Any, float],
+        flops: Mapping[Any, float] | None = None,
         *,
         dtype: str = "bf16",
         peak_flops: float | None = None,
     ) -> pd.DataFrame:
-        """MFU per NVTX range from model FLOPs (e.g. ``analysis.mfu.transformer_flops``) over the
-        range's GPU-projected time in this run, against the dense datasheet peak of this run's
+        """MFU per NVTX range from model FLOPs (e.g. ``analysis.model_flops.transformer_flops``;
+        without ``flops``, the 2*M*N*K of the PyTorch GEMM op ranges inside each range) over
+        the range's GPU-projected time in this run, against the derived dense peak of this run's
         GPU for ``dtype`` (or ``peak_flops``). See ``analysis.mfu.model_mfu``."""
-        from ..analysis.mfu import model_mfu
-
-        return model_mfu(
+        return utilisation.model_mfu(
             self.nvtx_gpu_projection(),
             flops,
+            nvtx=self.nvtx(),
             gpu_name=self.gpu_info().get("name"),
             dtype=dtype,
             peak_flops=peak_flops,
@@ -230,6 +277,93 @@ class NcuRun(_Run):
 
     def roofline(self) -> pd.DataFrame:
         return self.report.roofline()
+
+    def nvtx_ranges(self) -> pd.DataFrame:
+        return self.report.nvtx_ranges()
+
+    def device(self) -> dict[str, Any]:
+        return self.report.device()
+
+    def roofline_bounds(self) -> pd.DataFrame:
+        """Which roof binds each launch (``analysis.roofline_bounds.roofline_bounds``)."""
+        return bounds.roofline_bounds(self.roofline())
+
+    def roofline_ceilings(self) -> pd.DataFrame:
+        """The roofs to draw (``analysis.roofline_bounds.roofline_ceilings``)."""
+        return bounds.roofline_ceilings(self.roofline())
+
+    def _parent_frames(self) -> dict[str, pd.DataFrame | None]:
+        """The parent nsys run's kernels and projection: real-clock times for HFU/MFU."""
+        if self.parent is None:
+            return {"nsys_kernels": None, "projection": None}
+        return {
+            "nsys_kernels": self.parent.kernels(),
+            "projection": self.parent.nvtx_gpu_projection(),
+        }
+
+    def mfu(
+        self,
+        flops: Mapping[int, float] | None = None,
+        *,
+        dtype: str | None = None,
+        peak_flops: float | None = None,
+    ) -> pd.DataFrame:
+        """HFU and MFU per profiled launch (``analysis.mfu.kernel_utilisation``) against the
+        derived peak of this report's GPU: hardware FLOPs from the report (MissingMetricsError
+        with the fix when it lacks FLOP counts), model FLOPs from ``flops`` (launch -> FLOPs)
+        or the PyTorch op ranges around the launches, times from the parent nsys run if any."""
+        points = self.roofline()
+        device = self.device()
+        utilisation.require_flop_counts(points, device["compute_capability"])
+        return utilisation.kernel_utilisation(
+            points,
+            kernels=self.kernels(),
+            nvtx=self.nvtx_ranges(),
+            nsys_kernels=self._parent_frames()["nsys_kernels"],
+            model_flops=flops,
+            gpu_name=device["name"],
+            dtype=dtype,
+            peak_flops=peak_flops,
+        )
+
+    def hfu(self, *, dtype: str | None = None, peak_flops: float | None = None) -> pd.DataFrame:
+        """:meth:`mfu` without user model FLOPs: the ``hfu`` column is the point."""
+        return self.mfu(dtype=dtype, peak_flops=peak_flops)
+
+    def range_mfu(
+        self,
+        flops: Mapping[Any, float] | None = None,
+        *,
+        time_ns: Mapping[Any, float] | None = None,
+        dtype: str | None = None,
+        peak_flops: float | None = None,
+    ) -> pd.DataFrame:
+        """HFU and MFU per NVTX range (``analysis.mfu.range_utilisation``): ``flops`` / ``time_ns``
+        keyed by range name, ``(domain, range)`` or ``"domain:range"``."""
+        points = self.roofline()
+        device = self.device()
+        utilisation.require_flop_counts(points, device["compute_capability"])
+        return utilisation.range_utilisation(
+            points,
+            self.nvtx_ranges(),
+            projection=self._parent_frames()["projection"],
+            time_ns=time_ns,
+            flops=flops,
+            gpu_name=device["name"],
+            dtype=dtype,
+            peak_flops=peak_flops,
+        )
+
+    def mfu_frames(self) -> dict[str, pd.DataFrame]:
+        """``{"kernels": ..., "ranges": ...}`` for the ncu view (``analysis.mfu.mfu_frames``);
+        FLOP counts NaN rather than an error when the report lacks them."""
+        return utilisation.mfu_frames(
+            self.roofline(),
+            self.kernels(),
+            nvtx=self.nvtx_ranges(),
+            gpu_name=self.device()["name"],
+            **self._parent_frames(),
+        )
 
     def widget(self) -> Any:
         from ..views.ncu_view import ncu_widget

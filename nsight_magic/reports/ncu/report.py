@@ -351,7 +351,8 @@ class NcuReport:
         if "roofline" not in self._cache:
             # read only the counters the roofline uses: a full-set launch has ~7000 metrics
             self._cache["roofline"] = roofline_points(
-                self.metrics(select=lambda name: name.startswith(M.ROOFLINE_PREFIXES))
+                self.metrics(select=lambda name: name.startswith(M.ROOFLINE_PREFIXES)),
+                self.device()["compute_capability"],  # names the metrics to add when some lack
             )
         return self._cache["roofline"].copy()
 

@@ -237,9 +237,12 @@ class NsysReport:
         """Idle gaps per device/stream (``analysis.gaps.gaps``), longest first."""
         return _gaps.gaps(self.gpu_ops(), min_gap_ns, per_stream)
 
-    def timeline(self, max_rows: int = 5000) -> pd.DataFrame:
-        """Rows for a timeline chart (``analysis.timeline.timeline_frame``)."""
-        return timeline_frame(self.kernels(), self.memcpy(), self.nvtx(), max_rows=max_rows)
+    def timeline(self, max_rows: int = 5000, window: tuple[int, int] | None = None) -> pd.DataFrame:
+        """Rows for a timeline chart, of the events overlapping ``window`` (start_ns, end_ns)
+        when given (``analysis.timeline.timeline_frame``)."""
+        return timeline_frame(
+            self.kernels(), self.memcpy(), self.nvtx(), window, max_rows, self.memset()
+        )
 
     def summary(self) -> dict[str, object]:
         """Headline numbers for a run's summary line."""

@@ -1,0 +1,48 @@
+"""What changed between two nsys runs: per kernel name and per NVTX range, a vs b."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .names import short_names
+
+__all__ = ["DELTA_COLUMNS", "duration_deltas", "kernel_deltas", "nvtx_deltas"]
+
+DELTA_COLUMNS = ["instances_a", "instances_b", "total_ns_a", "total_ns_b", "delta_ns", "ratio"]
+
+
+def duration_deltas(a: pd.DataFrame, b: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
+    """Outer join of two summaries on ``keys``: ``instances_a/b`` and ``total_ns_a/b`` (the
+    ``value`` column of each side; 0 where a side lacks the key), ``delta_ns`` = b - a and
+    ``ratio`` = b / a (NaN when a is 0: new work has no ratio); largest absolute change first."""
+    cols = [*keys, "instances", value]
+    merged = a[cols].merge(b[cols], on=keys, how="outer", suffixes=("_a", "_b"))
+    for col in ("instances_a", "instances_b", f"{value}_a", f"{value}_b"):
+        merged[col] = merged[col].fillna(0).astype("int64")
+    merged = merged.rename(columns={f"{value}_a": "total_ns_a", f"{value}_b": "total_ns_b"})
+    merged["delta_ns"] = merged["total_ns_b"] - merged["total_ns_a"]
+    a_total = merged["total_ns_a"].astype(float)
+    merged["ratio"] = merged["total_ns_b"] / a_total.where(a_total > 0, np.nan)
+    order = merged["delta_ns"].abs().sort_values(ascending=False, kind="stable").index
+    return merged.loc[order].reset_index(drop=True)[[*keys, *DELTA_COLUMNS]]
+
+
+def kernel_deltas(summary_a: pd.DataFrame, summary_b: pd.DataFrame) -> pd.DataFrame:
+    """``name, short_name, instances_a, instances_b, total_ns_a, total_ns_b, delta_ns, ratio``
+    from two ``kernel_summary()`` frames, largest absolute change first (``short_name``: see
+    ``analysis.names.short_names``, made unique over both runs' names)."""
+    out = duration_deltas(summary_a, summary_b, ["name"], "total_ns")
+    out.insert(1, "short_name", short_names(out["name"]))
+    return out
+
+
+def nvtx_deltas(projection_a: pd.DataFrame, projection_b: pd.DataFrame) -> pd.DataFrame:
+    """``domain, range, instances_a, ...`` keyed by ``domain, range`` from two
+    ``nvtx_gpu_projection()`` frames (GPU-projected time; instances summed over styles)."""
+    keys = ["domain", "range"]
+    a, b = (
+        p.groupby(keys, as_index=False, sort=False)[["instances", "proj_total_ns"]].sum()
+        for p in (projection_a, projection_b)
+    )
+    return duration_deltas(a, b, keys, "proj_total_ns")

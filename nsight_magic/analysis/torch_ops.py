@@ -1,0 +1,277 @@
+"""PyTorch op ranges: which op launched each kernel, and the ops that cost the most GPU time.
+
+``nsys profile --pytorch=autograd-shapes-nvtx`` (and ``torch.autograd.profiler.emit_nvtx(
+record_shapes=True)``) put one push/pop NVTX range around every ATen op call, in the default
+domain, with text such as::
+
+    aten::addmm, op_id = 61, sizes = [[1024], [64, 1024], [1024, 256], [], []], input_op_ids = ...
+
+(``seq = N`` instead of or before ``op_id`` when autograd records a sequence number). Ops nest:
+``aten::linear`` calls ``aten::matmul`` calls ``aten::mm``, and each range encloses the kernels
+its callees launched.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .attribution import Calls, enclosed_calls, innermost_enclosing, launch_calls
+from .model_flops import GEMM_OPS, gemm_flops
+from .nvtx_nesting import nesting_levels
+
+__all__ = [
+    "KERNEL_OP_COLUMNS",
+    "OP_SUMMARY_COLUMNS",
+    "OpRange",
+    "kernel_ops",
+    "op_ranges",
+    "op_summary",
+    "parse_op_range",
+    "parse_shapes",
+    "range_model_flops",
+]
+
+_HEAD = re.compile(r"^(?P<op>[A-Za-z_]\w*(?:::[A-Za-z_][\w.]*)+)(?P<rest>(?:, .*)?)$", re.S)
+_FIELD = re.compile(r", (?P<key>seq|op_id) = (?P<value>-?\d+)")
+_SIZES = ", sizes = "
+
+
+@dataclass(frozen=True)
+class OpRange:
+    """One op range's text, parsed: ``shapes`` is the ``sizes`` list as PyTorch printed it
+    ("" when not recorded); ``op_id``/``seq`` None when absent."""
+
+    op: str
+    op_id: int | None
+    seq: int | None
+    shapes: str
+
+
+def _bracketed(text: str, start: int) -> str:
+    """The balanced ``[...]`` that begins at ``start``."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == "[":
+            depth += 1
+        elif text[i] == "]":
+            depth -= 1
+            if depth == 0:
+                return text[start : i + 1]
+    return text[start:]
+
+
+def parse_op_range(text: str) -> OpRange | None:
+    """``"aten::mm, op_id = 638, sizes = [[64, 256], [256, 768]], ..."`` -> OpRange("aten::mm",
+    638, None, "[[64, 256], [256, 768]]"); None for a range that is not an op's. A text counts
+    as an op's when it is ``namespace::name`` with PyTorch's fields, or a bare ``aten::`` name."""
+    m = _HEAD.match(text)
+    if m is None:
+        return None
+    op, rest = m.group("op"), m.group("rest")
+    fields = {f.group("key"): int(f.group("value")) for f in _FIELD.finditer(rest)}
+    at = rest.find(_SIZES)
+    shapes = _bracketed(rest, at + len(_SIZES)) if at >= 0 else ""
+    if not fields and not shapes and (rest or not op.startswith("aten::")):
+        return None  # "ns::name, something else" or another namespace: a user's range
+    return OpRange(op, fields.get("op_id"), fields.get("seq"), shapes)
+
+
+def parse_shapes(shapes: str) -> list[object]:
+    """The ``sizes`` text as lists (``"[[64, 256], []]"`` -> ``[[64, 256], []]``); [] when
+    empty or unreadable."""
+    if not shapes:
+        return []
+    try:
+        value = ast.literal_eval(shapes)
+    except (ValueError, SyntaxError):
+        return []
+    return value if isinstance(value, list) else []
+
+
+def op_ranges(nvtx: pd.DataFrame) -> pd.DataFrame:
+    """The op ranges of an ``nvtx()`` frame (same index): its columns plus ``op, op_id, seq,
+    shapes`` (Int64 ids, <NA> when absent). Texts are parsed once per distinct text."""
+    texts = nvtx["range"].astype(str)
+    parsed = {t: parse_op_range(t) for t in pd.unique(texts)}
+    found = {t: p for t, p in parsed.items() if p is not None}
+    keep = texts.isin(list(found)).to_numpy()
+    out = nvtx.loc[keep].copy()
+    rows = [found[t] for t in texts[keep]]
+    out["op"] = pd.Series([r.op for r in rows], index=out.index, dtype=str)
+    out["op_id"] = pd.array([r.op_id for r in rows], dtype="Int64")
+    out["seq"] = pd.array([r.seq for r in rows], dtype="Int64")
+    out["shapes"] = pd.Series([r.shapes for r in rows], index=out.index, dtype=str)
+    return out
+
+
+KERNEL_OP_COLUMNS = ["op", "op_id", "shapes", "op_nvtx_row"]
+
+
+def kernel_ops(kernels: pd.DataFrame, launches: pd.DataFrame, nvtx: pd.DataFrame) -> pd.DataFrame:
+    """The PyTorch op that launched each kernel: ``op, op_id, shapes, op_nvtx_row`` with the
+    index of ``kernels`` (any GPU-op frame with ``pid, correlation_id``). The op is the
+    innermost op range enclosing the kernel's launching call on the same thread (nsys's
+    attribution rule, ``attribution.innermost_enclosing``): for a linear layer that is
+    ``aten::mm``/``aten::addmm``, not ``aten::linear``. ``op_nvtx_row`` is the range's row in
+    ``nvtx`` (its index label); kernels outside every op range get "", <NA>, "", -1."""
+    ops = op_ranges(nvtx)
+    out = pd.DataFrame(
+        {
+            "op": pd.Series("", index=kernels.index, dtype=str),
+            "op_id": pd.array([pd.NA] * len(kernels), dtype="Int64"),
+            "shapes": pd.Series("", index=kernels.index, dtype=str),
+            "op_nvtx_row": np.full(len(kernels), -1, dtype=np.int64),
+        },
+        index=kernels.index,
+    )
+    if ops.empty or kernels.empty:
+        return out
+    calls = launch_calls(kernels, launches)
+    inner = innermost_enclosing(calls, ops)
+    found = inner >= 0
+    rows, which = calls.row[found], inner[found]
+    out.iloc[rows, out.columns.get_loc("op")] = ops["op"].to_numpy()[which]
+    out.iloc[rows, out.columns.get_loc("op_id")] = ops["op_id"].to_numpy()[which]
+    out.iloc[rows, out.columns.get_loc("shapes")] = ops["shapes"].to_numpy()[which]
+    out.iloc[rows, out.columns.get_loc("op_nvtx_row")] = ops.index.to_numpy()[which]
+    return out
+
+
+OP_SUMMARY_COLUMNS = [
+    "op",
+    "shapes",
+    "calls",
+    "top_level_calls",
+    "gpu_ops",
+    "gpu_time_ns",
+    "avg_gpu_time_ns",
+    "cpu_time_ns",
+    "kernels",
+    "kernel_time_ns",
+    "model_flops",
+]
+
+
+def op_summary(
+    trace: pd.DataFrame,
+    kernels: pd.DataFrame | None = None,
+    ops_of_kernels: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """The ops that cost the most GPU time, one row per (op, shapes), most GPU time first.
+
+    ``trace``: the NVTX GPU projection per range (``NsysReport.nvtx_gpu_trace()``, nsys's
+    ``nvtx_gpu_proj_trace``). Columns:
+
+    - ``calls``: op ranges with GPU work; ``top_level_calls``: those not inside another op.
+    - ``gpu_ops`` and ``gpu_time_ns``: summed over the calls as nsys projects each range (an
+      op's time includes its callees': ``aten::linear`` holds its ``aten::mm``'s kernels, so
+      compare ops of one level, e.g. those with ``top_level_calls``, or use ``kernel_time_ns``).
+      ``avg_gpu_time_ns`` per call; ``cpu_time_ns``: summed range (CPU) durations.
+    - ``kernels``, ``kernel_time_ns``: kernels whose innermost op is this one and their summed
+      durations (from ``kernels`` and its :func:`kernel_ops` frame; 0 when not given): no
+      kernel is counted twice across rows.
+    - ``model_flops``: 2*M*N*K per call summed (``model_flops.gemm_flops``) for GEMM ops, NaN
+      for others.
+    """
+    text = trace["range"].astype(str)
+    parsed = {t: parse_op_range(t) for t in pd.unique(text)}
+    found = {t: p for t, p in parsed.items() if p is not None}
+    is_op = text.isin(list(found)).to_numpy()
+    ops = trace.loc[is_op]
+    op = pd.Series([found[t].op for t in text[is_op]], index=ops.index, dtype=str)
+    shapes = pd.Series([found[t].shapes for t in text[is_op]], index=ops.index, dtype=str)
+    nested = ops["parent"].isin(ops.index).to_numpy()
+    frame = pd.DataFrame(
+        {
+            "op": op,
+            "shapes": shapes,
+            "top": ~nested,
+            "gpu_ops": ops["gpu_ops"].to_numpy(np.int64),
+            "gpu_time_ns": ops["proj_duration_ns"].to_numpy(np.int64),
+            "cpu_time_ns": ops["duration_ns"].to_numpy(np.int64),
+        }
+    )
+    keys = ["op", "shapes"]
+    out = (
+        frame.groupby(keys, sort=False)
+        .agg(
+            calls=("gpu_ops", "size"),
+            top_level_calls=("top", "sum"),
+            gpu_ops=("gpu_ops", "sum"),
+            gpu_time_ns=("gpu_time_ns", "sum"),
+            cpu_time_ns=("cpu_time_ns", "sum"),
+        )
+        .reset_index()
+    )
+    out["avg_gpu_time_ns"] = out["gpu_time_ns"] / out["calls"]
+    out["kernels"] = np.int64(0)
+    out["kernel_time_ns"] = np.int64(0)
+    if kernels is not None and ops_of_kernels is not None and len(kernels):
+        own = pd.DataFrame(
+            {
+                "op": ops_of_kernels["op"].to_numpy(),
+                "shapes": ops_of_kernels["shapes"].to_numpy(),
+                "duration_ns": kernels["duration_ns"].to_numpy(np.int64),
+            }
+        )
+        own = (
+            own[own["op"] != ""]
+            .groupby(keys)
+            .agg(k=("duration_ns", "size"), t=("duration_ns", "sum"))
+        )
+        joined = out.join(own, on=keys)
+        out["kernels"] = joined["k"].fillna(0).astype(np.int64).to_numpy()
+        out["kernel_time_ns"] = joined["t"].fillna(0).astype(np.int64).to_numpy()
+    per_call = [
+        gemm_flops(o, parse_shapes(s)) for o, s in zip(out["op"], out["shapes"], strict=True)
+    ]
+    out["model_flops"] = np.array([np.nan if f is None else f for f in per_call]) * out["calls"]
+    for col in ("top_level_calls", "calls", "gpu_ops", "gpu_time_ns", "cpu_time_ns"):
+        out[col] = out[col].astype(np.int64)
+    out = out.sort_values(["gpu_time_ns", "op", "shapes"], ascending=[False, True, True])
+    return out.reset_index(drop=True)[OP_SUMMARY_COLUMNS]
+
+
+def range_model_flops(nvtx: pd.DataFrame) -> pd.DataFrame:
+    """Model FLOPs of the GEMM op calls inside each NVTX range that is not itself an op's:
+    ``domain, range, model_flops, gemm_calls`` (ranges without GEMM calls left out), summed
+    over the range's instances. A call belongs to a range on its thread that encloses it; only
+    the outermost GEMM call of a nest counts (``aten::linear`` > ``aten::matmul`` > ``aten::mm``
+    is one multiply). Other ops (attention kernels, elementwise) add nothing: this is the
+    matmul part of a model's FLOPs, which is most of a transformer's."""
+    ops = op_ranges(nvtx)
+    pairs = ops.loc[ops["op"].isin(GEMM_OPS), ["op", "shapes"]].drop_duplicates()
+    per_call = {(o, sh): gemm_flops(o, parse_shapes(sh)) for o, sh in pairs.itertuples(index=False)}
+    flops = np.array(
+        [per_call.get((o, sh)) or np.nan for o, sh in zip(ops["op"], ops["shapes"], strict=True)]
+    )
+    gemm = ops.loc[~np.isnan(flops)].assign(_flops=flops[~np.isnan(flops)])
+    outer = gemm.loc[nesting_levels(gemm) == 0] if len(gemm) else gemm
+    outer = outer.sort_values(["pid", "tid", "start_ns"], kind="stable")
+    calls = Calls(
+        outer["pid"].to_numpy(np.int64),
+        outer["tid"].to_numpy(np.int64),
+        outer["start_ns"].to_numpy(np.int64),
+        outer["end_ns"].to_numpy(np.int64),
+        np.arange(len(outer)),
+    )
+    user = nvtx.drop(index=ops.index)
+    if "end_tid" in user:
+        user = user[user["end_tid"] == user["tid"]]
+    lo, hi = enclosed_calls(calls, user)
+    total = np.r_[0.0, np.cumsum(outer["_flops"].to_numpy())]
+    frame = pd.DataFrame(
+        {
+            "domain": user["domain"].to_numpy(),
+            "range": user["range"].to_numpy(),
+            "model_flops": total[hi] - total[lo],
+            "gemm_calls": hi - lo,
+        }
+    )
+    out = frame.groupby(["domain", "range"], sort=False, as_index=False).sum()
+    return out[out["gemm_calls"] > 0].reset_index(drop=True)
