@@ -6,11 +6,18 @@ still shows real findings on GitHub/nbviewer or in nbconvert HTML, where no kern
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from ..errors import NsightMagicError
+from ..views.ncu_view import ncu_static_html, ncu_widget
+from ..views.nsys_view import nsys_static_html, nsys_widget
+from . import contracts
+from .frames import NcuFrames, NsysFrames
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -85,6 +92,14 @@ class NsysRun(_Run):
     ) -> None:
         super().__init__(report, run_dir, meta)
         self.children: list[NcuRun] = []
+        # What re-profiles this run's cell (ncu on a kernel or an NVTX range); handed in by the
+        # session that profiled it, None for a run opened from a report file.
+        self.profiler: Any = None
+
+    @functools.cached_property
+    def frames(self) -> NsysFrames:
+        """What the view shows, computed (``results.frames``)."""
+        return NsysFrames(self)
 
     def kernels(self) -> pd.DataFrame:
         return self.report.kernels()
@@ -150,15 +165,38 @@ class NsysRun(_Run):
         self.children.append(child)
         return child
 
-    def widget(self, profile_fn: Any = None) -> Any:
-        from ..views.nsys_view import nsys_widget
+    def profile_range(
+        self, domain: str, range_: str, style: str = "PushPop", **ncu_options: Any
+    ) -> NcuRun:
+        """Run ncu on every kernel launched inside NVTX range ``domain:range_`` of this run's
+        cell (what "Profile this range" calls); the child run is kept in ``children``."""
+        profiler = getattr(self.profiler, "profile_range", None)
+        if profiler is None:
+            raise NsightMagicError(
+                "This run was opened from a report file, not profiled here, so there is no "
+                "saved cell to re-run under ncu; profile the cell with %%nsys first, or use "
+                f"%%ncu --nvtx '{domain}@{range_}'."
+                if self.run_dir is None
+                else "This run has no kernel profiler handed in, so its NVTX ranges cannot be "
+                "re-profiled from here; use %%ncu --nvtx on the cell."
+            )
+        child = profiler(self, domain, range_, style, **ncu_options)
+        self.children.append(child)
+        return child
 
-        return nsys_widget(self, profile_fn=profile_fn)
+    def widget(
+        self,
+        profile_fn: Callable[..., Any] | None = None,
+        profile_range_fn: Callable[..., Any] | None = None,
+    ) -> Any:
+        """The live view; the picker calls ``profile_fn`` (default ``profile_kernel``) and
+        "Profile this range" ``profile_range_fn`` (default ``profile_range``)."""
+        return nsys_widget(
+            self.frames, profile_fn or self.profile_kernel, profile_range_fn or self.profile_range
+        )
 
     def _build_html(self) -> str:
-        from ..views.nsys_view import nsys_static_html
-
-        return nsys_static_html(self)
+        return nsys_static_html(self.frames)
 
     def __repr__(self) -> str:
         try:
@@ -201,15 +239,21 @@ class NcuRun(_Run):
     def roofline(self) -> pd.DataFrame:
         return self.report.roofline()
 
-    def widget(self) -> Any:
-        from ..views.ncu_view import ncu_widget
+    def advice(self) -> pd.DataFrame:
+        """ncu's rule results: ``launch, name, rule, section, title, message, speedup_pct,
+        speedup_type``, largest estimated speedup first (empty when the report has none)."""
+        return contracts.advice(self.report)
 
-        return ncu_widget(self)
+    @functools.cached_property
+    def frames(self) -> NcuFrames:
+        return NcuFrames(self)
+
+    def widget(self, on_pick: Callable[[str], Any] | None = None) -> Any:
+        """The live view; a click on a roofline point calls ``on_pick(kernel name)``."""
+        return ncu_widget(self.frames, on_pick=on_pick)
 
     def _build_html(self) -> str:
-        from ..views.ncu_view import ncu_static_html
-
-        return ncu_static_html(self)
+        return ncu_static_html(self.frames)
 
     def __repr__(self) -> str:
         try:

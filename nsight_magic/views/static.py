@@ -9,7 +9,7 @@ import functools
 import json
 from typing import Any
 
-from .tables import esc
+from .html import esc
 
 
 @functools.lru_cache(maxsize=64)
