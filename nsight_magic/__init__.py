@@ -11,7 +11,18 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "compare", "load_ipython_extension", "load_run", "open_report"]
+__all__ = [
+    "__version__", "compare", "examples", "load_ipython_extension", "load_run", "open_report",
+]  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    # ``nsight_magic.examples.llm()`` in one line, without importing pandas at package import.
+    if name == "examples":
+        import importlib
+
+        return importlib.import_module(".examples", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -27,6 +27,10 @@ FOCUS = "focus"  # variable: the name Python highlights ("" = none)
 BRUSH = "brush"  # interval selection on x: the window a timeline zooms to
 
 _REQUEST = "nsight_magic:vega-bundle"
+EMBED_OPTIONS = {
+    "renderer": "svg",
+    "actions": {"export": True, "source": False, "compiled": False, "editor": False},
+}
 
 # Loads altair's offline JupyterChart module once per page (asked from the kernel, cached on
 # globalThis by altair version), then hands the chart to its ``render``.
@@ -90,6 +94,9 @@ class LiveChart(JupyterChart):
     _esm = _LOADER.replace("__VERSION__", alt.__version__).replace("__REQUEST__", _REQUEST)
 
     def __init__(self, chart: Any, **kwargs: Any) -> None:
+        # SVG: crisp at any zoom, and marks a browser test can find. Export stays in the menu;
+        # "open in the Vega editor" would leave the machine, so it is off.
+        kwargs.setdefault("embed_options", EMBED_OPTIONS)
         super().__init__(chart, **kwargs)
         self._pick_callbacks: list[tuple[str, Callable[[Any], None]]] = []
         self.on_msg(self._answer)

@@ -132,7 +132,7 @@ def roofline_chart(points: pd.DataFrame, ceilings: pd.DataFrame) -> alt.LayerCha
     )
     labels = (
         alt.Chart(data)
-        .mark_text(align="left", dx=7, dy=-7, fontSize=10)
+        .mark_text(align="left", dx=7, dy=-7, fontSize=10, limit=160)  # long names: cut, hover
         .encode(
             x=x,
             y=y,

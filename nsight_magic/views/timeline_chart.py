@@ -41,19 +41,21 @@ def _rows(frame: pd.DataFrame, origin_ns: int) -> tuple[pd.DataFrame, pd.DataFra
     return bars, lookup
 
 
-def _base(frame: pd.DataFrame, origin_ns: int) -> tuple[alt.Chart, list[str]]:
+def _base(frame: pd.DataFrame, origin_ns: int, legend: bool) -> tuple[alt.Chart, list[str]]:
     bars, lookup = _rows(frame, origin_ns)
     lanes = list(dict.fromkeys(bars["lane"]))
     kinds = [k for k in KIND_COLORS if k in set(bars["kind"])] or list(KIND_COLORS)
     chart = alt.Chart(bars).transform_lookup(
         lookup="key", from_=alt.LookupData(data=lookup, key="key", fields=["name"])
     )
-    color = alt.Color(
-        "kind:N",
-        scale=alt.Scale(domain=kinds, range=[KIND_COLORS[k] for k in kinds]),
-        legend=alt.Legend(title=None, orient="top"),
-    )
-    return chart.encode(y=alt.Y("lane:N", sort=lanes, title=None), color=color), lanes
+    scale = alt.Scale(domain=kinds, range=[KIND_COLORS[k] for k in kinds])
+    key = alt.Legend(title=None, orient="top") if legend else None
+    return chart.encode(
+        y=alt.Y("lane:N", sort=lanes, title=None),
+        color=alt.Color("kind:N", scale=scale, legend=key),
+        # The outline keeps sub-pixel bars visible, in the bar's own colour.
+        stroke=alt.Stroke("kind:N", scale=scale, legend=None),
+    ), lanes
 
 
 def timeline_chart(
@@ -66,18 +68,17 @@ def timeline_chart(
     bars pick their kernel on click; the ``focus`` name is highlighted."""
     if origin_ns is None:
         origin_ns = int(frame["start_ns"].min()) if len(frame) else 0
-    base, lanes = _base(frame, origin_ns)
+    base, lanes = _base(frame, origin_ns, legend=True)
     scale = alt.Undefined
     if window_ns is not None:
         lo, hi = ((window_ns[0] - origin_ns) / 1e6, (window_ns[1] - origin_ns) / 1e6)
         scale = alt.Scale(domain=[round(lo, 6), round(hi, 6)], nice=False)
     pick, focus = link_params()
     return (
-        base.mark_bar(strokeWidth=1, cursor="pointer", clip=True)  # stroke: sub-pixel bars show
+        base.mark_bar(strokeWidth=1, cursor="pointer", clip=True)
         .encode(
             x=alt.X("start_ms:Q", title="time into the capture (ms)", scale=scale),
             x2="end_ms:Q",
-            stroke=alt.Stroke("kind:N", legend=None),
             opacity=focus_opacity(0.25),
             tooltip=[
                 alt.Tooltip("name:N", title="name"),
@@ -96,14 +97,13 @@ def timeline_overview(frame: pd.DataFrame, origin_ns: int | None = None) -> alt.
     """The whole capture, small, with an x brush: drag to zoom the timeline to a window."""
     if origin_ns is None:
         origin_ns = int(frame["start_ns"].min()) if len(frame) else 0
-    base, lanes = _base(frame, origin_ns)
+    base, lanes = _base(frame, origin_ns, legend=False)
     brush = alt.selection_interval(name=BRUSH, encodings=["x"])
     return (
         base.mark_bar(strokeWidth=1)
         .encode(
             x=alt.X("start_ms:Q", title="drag to zoom (ms)"),
             x2="end_ms:Q",
-            stroke=alt.Stroke("kind:N", legend=None),
         )
         .add_params(brush)
         .properties(width=WIDTH, height=max(30, 9 * len(lanes)))

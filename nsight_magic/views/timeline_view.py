@@ -42,7 +42,10 @@ class TimelineView:
         self.origin = source.origin_ns()
         self.window: tuple[int, int] | None = None
         frame = source.timeline()
-        self.overview = LiveChart(timeline_overview(frame, self.origin))
+        # The brush reports once the drag ends (a re-read per pixel of the drag would queue up).
+        self.overview = LiveChart(
+            timeline_overview(frame, self.origin), debounce_wait=250, max_wait=False
+        )
         self.detail = LiveChart(timeline_chart(frame, self.origin))
         self.status = w.HTML(html.note_html(_describe(frame, None)))
         self.reset = w.Button(description="Show all", icon="expand", disabled=True)
