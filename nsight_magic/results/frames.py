@@ -97,9 +97,13 @@ class NsysFrames:
         except Exception:  # reports omit empty tables: the timeline just has no such lane
             return None
 
-    def timeline(self, window: tuple[int, int] | None = None) -> pd.DataFrame:
-        """Timeline rows, binned to at most TIMELINE_ROWS (ZOOM_ROWS within a window)."""
-        rows = TIMELINE_ROWS if window is None else ZOOM_ROWS
+    def timeline(
+        self, window: tuple[int, int] | None = None, rows: int | None = None
+    ) -> pd.DataFrame:
+        """Timeline rows, binned to at most ``rows`` (default TIMELINE_ROWS, ZOOM_ROWS within
+        a window)."""
+        if rows is None:
+            rows = TIMELINE_ROWS if window is None else ZOOM_ROWS
         return contracts.timeline_frame(
             self.run.report.kernels(),
             self._optional("memcpy"),

@@ -67,7 +67,7 @@ MFU_FORMATS = {
     "peak_flops": html.fmt_flops,
     "time_ns": html.fmt_ns,
 }
-NO_ROOFLINE = "No roofline: profile with --set roofline (or full)."
+NO_ROOFLINE = "No roofline: {}"
 NO_MFU = "No MFU: the report has no FLOP metrics, or the GPU no known peak."
 
 
@@ -187,7 +187,8 @@ def ncu_static_html(source: NcuSource) -> str:
         html.section_html("Profiled launches", launches_html(source)),
         chart_html(lambda: charts.sol_chart(source.sol()), "speed of light"),
     ]
-    if attempt(source.roofline)[1] is None:
+    roofline_err = attempt(source.roofline)[1]
+    if roofline_err is None:
         parts.append(
             html.section_html(
                 "Roofline",
@@ -195,7 +196,9 @@ def ncu_static_html(source: NcuSource) -> str:
             )
         )
     else:
-        parts.append(html.section_html("Roofline", html.note_html(NO_ROOFLINE)))
+        parts.append(
+            html.section_html("Roofline", html.note_html(NO_ROOFLINE.format(roofline_err)))
+        )
     if _has_mfu(source, "kernels"):
         parts += [
             html.section_html("MFU per kernel", mfu_html(source, "kernels")),
@@ -229,8 +232,9 @@ def ncu_widget(source: NcuSource, on_pick: Callable[[str], Any] | None = None) -
         zip(launches["launch"], launches.get("demangled", launches["name"]), strict=True)
     )
 
-    roofline_page: Any = note_widget(NO_ROOFLINE)
-    if attempt(source.roofline)[1] is None:
+    roofline_err = attempt(source.roofline)[1]
+    roofline_page: Any = note_widget(NO_ROOFLINE.format(roofline_err))
+    if roofline_err is None:
         roofline = chart_widget(lambda: _roofline_chart(source), "roofline")
 
         def on_point(value: Any) -> None:

@@ -40,8 +40,11 @@ class NsysSource(Protocol):
 
     def origin_ns(self) -> int: ...
 
-    def timeline(self, window: tuple[int, int] | None = None) -> pd.DataFrame:
-        """``lane, kind, start_ns, end_ns, name, short_name, count`` (binned, bounded)."""
+    def timeline(
+        self, window: tuple[int, int] | None = None, rows: int | None = None
+    ) -> pd.DataFrame:
+        """``lane, kind, start_ns, end_ns, name, short_name, count``, binned to at most ``rows``
+        (the source's own budget when None)."""
         ...
 
     def nvtx_ranges(self) -> pd.DataFrame:

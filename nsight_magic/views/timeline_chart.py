@@ -8,14 +8,25 @@ tooltips show the full name, clicks pick it, the file stays small (P2)."""
 
 from __future__ import annotations
 
+import math
+
 import altair as alt
 import pandas as pd
 
 from .live import BRUSH, focus_opacity, link_params
 
 MAX_ROWS = 5000
+OVERVIEW_ROWS = 300  # the overview only shows where the work is; the detail shows what it is
 WIDTH = 640
 KIND_COLORS = {"kernel": "#4c78a8", "memcpy": "#f58518", "memset": "#e45756", "nvtx": "#54a24b"}
+
+
+def _decimals(frame: pd.DataFrame) -> int:
+    """Decimals of ms that tell apart a tenth of a pixel of a WIDTH-px axis over this span: the
+    saved notebook holds these numbers as text, and digits below that resolution draw nothing."""
+    span_ms = (frame["end_ns"].max() - frame["start_ns"].min()) / 1e6 if len(frame) else 1.0
+    step = max(float(span_ms), 1e-6) / (WIDTH * 10)
+    return min(max(3, math.ceil(-math.log10(step))), 9)
 
 
 def _rows(frame: pd.DataFrame, origin_ns: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -23,31 +34,32 @@ def _rows(frame: pd.DataFrame, origin_ns: int) -> tuple[pd.DataFrame, pd.DataFra
     frame = frame.head(MAX_ROWS)
     names = pd.Series(pd.unique(frame["name"].astype(str)))
     keys = {name: i for i, name in enumerate(names)}
-    short = frame["short_name"] if "short_name" in frame.columns else frame["name"]
+    digits = _decimals(frame)
     bars = pd.DataFrame(
         {
             "lane": frame["lane"].astype(str).to_numpy(),
             "kind": frame["kind"].astype(str).to_numpy(),
             "key": frame["name"].astype(str).map(keys).to_numpy(),
-            "short": short.astype(str).str.slice(0, 60).to_numpy(),
             "count": frame["count"].to_numpy(),
-            # Rounded: the saved notebook holds these numbers as text.
-            "start_ms": ((frame["start_ns"] - origin_ns) / 1e6).round(6).to_numpy(),
-            "end_ms": ((frame["end_ns"] - origin_ns) / 1e6).round(6).to_numpy(),
+            "start_ms": ((frame["start_ns"] - origin_ns) / 1e6).round(digits).to_numpy(),
+            "end_ms": ((frame["end_ns"] - origin_ns) / 1e6).round(digits).to_numpy(),
         }
     )
-    bars["duration_us"] = ((bars["end_ms"] - bars["start_ms"]) * 1e3).round(3)
     lookup = pd.DataFrame({"key": range(len(names)), "name": names})
     return bars, lookup
 
 
 def _base(frame: pd.DataFrame, origin_ns: int, legend: bool) -> tuple[alt.Chart, list[str]]:
+    """Bars with lanes and colours; the detail (``legend``) also looks its names up."""
     bars, lookup = _rows(frame, origin_ns)
     lanes = list(dict.fromkeys(bars["lane"]))
     kinds = [k for k in KIND_COLORS if k in set(bars["kind"])] or list(KIND_COLORS)
-    chart = alt.Chart(bars).transform_lookup(
-        lookup="key", from_=alt.LookupData(data=lookup, key="key", fields=["name"])
-    )
+    if legend:
+        chart = alt.Chart(bars).transform_lookup(
+            lookup="key", from_=alt.LookupData(data=lookup, key="key", fields=["name"])
+        )
+    else:  # the overview: where the work is, not what it is
+        chart = alt.Chart(bars[["lane", "kind", "start_ms", "end_ms"]])
     scale = alt.Scale(domain=kinds, range=[KIND_COLORS[k] for k in kinds])
     key = alt.Legend(title=None, orient="top") if legend else None
     return chart.encode(
@@ -75,7 +87,8 @@ def timeline_chart(
         scale = alt.Scale(domain=[round(lo, 6), round(hi, 6)], nice=False)
     pick, focus = link_params()
     return (
-        base.mark_bar(strokeWidth=1, cursor="pointer", clip=True)
+        base.transform_calculate(duration_us="(datum.end_ms - datum.start_ms) * 1000")
+        .mark_bar(strokeWidth=1, cursor="pointer", clip=True)
         .encode(
             x=alt.X("start_ms:Q", title="time into the capture (ms)", scale=scale),
             x2="end_ms:Q",
@@ -94,7 +107,8 @@ def timeline_chart(
 
 
 def timeline_overview(frame: pd.DataFrame, origin_ns: int | None = None) -> alt.Chart:
-    """The whole capture, small, with an x brush: drag to zoom the timeline to a window."""
+    """The whole capture, small, with an x brush: drag to zoom the timeline to a window. Give it
+    a coarse frame (``OVERVIEW_ROWS``): it only shows where the work is."""
     if origin_ns is None:
         origin_ns = int(frame["start_ns"].min()) if len(frame) else 0
     base, lanes = _base(frame, origin_ns, legend=False)

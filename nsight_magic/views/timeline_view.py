@@ -14,13 +14,15 @@ import pandas as pd
 from . import html
 from .common import attempt, one_line
 from .live import BRUSH, PICK, LiveChart, picked_name
-from .timeline_chart import timeline_chart, timeline_overview
+from .timeline_chart import OVERVIEW_ROWS, timeline_chart, timeline_overview
 
 
 class TimelineSource(Protocol):
     def origin_ns(self) -> int: ...
 
-    def timeline(self, window: tuple[int, int] | None = None) -> pd.DataFrame: ...
+    def timeline(
+        self, window: tuple[int, int] | None = None, rows: int | None = None
+    ) -> pd.DataFrame: ...
 
 
 def _describe(frame: pd.DataFrame, window: tuple[int, int] | None) -> str:
@@ -42,9 +44,10 @@ class TimelineView:
         self.origin = source.origin_ns()
         self.window: tuple[int, int] | None = None
         frame = source.timeline()
+        overview = source.timeline(None, rows=OVERVIEW_ROWS)
         # The brush reports once the drag ends (a re-read per pixel of the drag would queue up).
         self.overview = LiveChart(
-            timeline_overview(frame, self.origin), debounce_wait=250, max_wait=False
+            timeline_overview(overview, self.origin), debounce_wait=250, max_wait=False
         )
         self.detail = LiveChart(timeline_chart(frame, self.origin))
         self.status = w.HTML(html.note_html(_describe(frame, None)))
