@@ -13,9 +13,11 @@ from typing import Any
 
 import pandas as pd
 
+from ..analysis.mfu import model_mfu
 from ..errors import NsightMagicError
 from ..views.ncu_view import ncu_static_html, ncu_widget
 from ..views.nsys_view import nsys_static_html, nsys_widget
+from ..views.roofline_chart import roofline_chart
 from . import contracts
 from .frames import NcuFrames, NsysFrames
 
@@ -144,8 +146,6 @@ class NsysRun(_Run):
         """MFU per NVTX range from model FLOPs (e.g. ``analysis.mfu.transformer_flops``) over the
         range's GPU-projected time in this run, against the dense datasheet peak of this run's
         GPU for ``dtype`` (or ``peak_flops``). See ``analysis.mfu.model_mfu``."""
-        from ..analysis.mfu import model_mfu
-
         return model_mfu(
             self.nvtx_gpu_projection(),
             flops,
@@ -247,6 +247,10 @@ class NcuRun(_Run):
     @functools.cached_property
     def frames(self) -> NcuFrames:
         return NcuFrames(self)
+
+    def roofline_chart(self) -> Any:
+        """The roofline as an altair chart (ceilings, labelled points, verdicts on hover)."""
+        return roofline_chart(*self.frames.roofline())
 
     def widget(self, on_pick: Callable[[str], Any] | None = None) -> Any:
         """The live view; a click on a roofline point calls ``on_pick(kernel name)``."""

@@ -181,6 +181,8 @@ def nsys_widget(source: NsysSource, profile_fn: ProfileFn, profile_range_fn: Pro
         if timeline is not None:
             timeline.set_focus(name)
 
+    copies, _ = attempt(source.copies)
+    has_copies = copies is not None and len(copies) > 0
     picker.on_change(highlight)
     highlight(picker.kernel.value)
 
@@ -189,10 +191,8 @@ def nsys_widget(source: NsysSource, profile_fn: ProfileFn, profile_range_fn: Pro
         "NVTX": w.VBox([w.HTML(nvtx_html(source, max_rows=100)), nvtx_chart, ranges.widget]),
         "Timeline": timeline.widget if timeline is not None else note_widget(f"no timeline: {err}"),
         "Memory": w.VBox(
-            [
-                w.HTML(memory_html(source)),
-                chart_widget(lambda: charts.memcpy_chart(source.copies()), "chart"),
-            ]
+            [w.HTML(memory_html(source))]
+            + ([chart_widget(lambda: charts.memcpy_chart(copies), "chart")] if has_copies else [])
         ),
         "Gaps": w.VBox([w.HTML(gaps_html(source, max_rows=25))]),
         "Profile a kernel": picker.widget,
