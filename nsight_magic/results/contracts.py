@@ -65,6 +65,8 @@ def _strip_groups(text: str, open_: str, close: str) -> str:
 
 def _short_name(name: Any) -> str:
     text = "" if name is None or (not isinstance(name, str) and pd.isna(name)) else str(name)
+    if text.startswith("["):  # nsys's own labels: "[CUDA memcpy Host-to-Device]", "[CUDA memset]"
+        return text
     bare = _strip_groups(_strip_groups(text, "<", ">"), "(", ")").strip()
     bare = re.sub(r"^(void|const|unsigned|int|float)\s+", "", bare)
     last = re.split(r"::|\s", bare)[-1] if bare else ""

@@ -86,7 +86,12 @@ class NsysFrames:
         return copies_by_kind(self.run.report.memcpy())
 
     def gaps(self, min_gap_ns: int) -> pd.DataFrame:
-        return self.run.report.gaps(min_gap_ns)
+        """Idle stretches + ``before_short, after_short`` (the neighbours' short names)."""
+        gaps = self.run.report.gaps(min_gap_ns)
+        return gaps.assign(
+            before_short=contracts.short_names(gaps["before"].astype(str)),
+            after_short=contracts.short_names(gaps["after"].astype(str)),
+        )
 
     def origin_ns(self) -> int:
         return int(self.run.report.capture_window()[0])

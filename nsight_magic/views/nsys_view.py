@@ -59,9 +59,10 @@ MEMORY_FORMATS = {"bytes": html.fmt_bytes, "total_ns": html.fmt_ns, "bandwidth_g
 GAP_COLUMNS = {
     "stream_id": "stream",
     "duration_ns": "idle",
-    "before": "after kernel/copy",
-    "after": "before kernel/copy",
+    "before_short": "after kernel/copy",
+    "after_short": "before kernel/copy",
 }
+GAP_TITLES = {"before_short": "before", "after_short": "after"}
 
 
 def header_items(source: NsysSource) -> dict[str, Any]:
@@ -128,7 +129,9 @@ def gaps_html(source: NsysSource, max_rows: int = 10) -> str:
         if gaps.empty:
             return head
         top = gaps.sort_values("duration_ns", ascending=False)
-        return head + html.frame_html(top, GAP_COLUMNS, {"duration_ns": html.fmt_ns}, max_rows)
+        return head + html.frame_html(
+            top, GAP_COLUMNS, {"duration_ns": html.fmt_ns}, max_rows, titles=GAP_TITLES
+        )
 
     return table_or_note(build)
 

@@ -10,6 +10,7 @@ decoded (naturalWidth > 0), and no "chart omitted" / CDN-script fallbacks."""
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,8 @@ def html_files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, P
     files = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TMPDIR", str(kernel_tmp))
+        # The kernel imports this checkout's package, whatever the venv has installed.
+        mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.getenv("PYTHONPATH")])))
         executed = rn.execute(NOTEBOOKS / "01_quickstart.ipynb", timeout=300)
     files["01_quickstart"] = out / "01_quickstart.html"
     files["01_quickstart"].write_text(rn.to_html(executed), encoding="utf-8")
