@@ -212,3 +212,16 @@ def test_compare_widget(nsys_run, data_dir):
     kernels, nvtx = tabs.children
     assert isinstance(kernels.children[1], LiveChart) and isinstance(nvtx.children[1], LiveChart)
     assert "softmax_warp_forward" in kernels.children[0].value
+
+
+@pytest.mark.parametrize("na", [None, float("nan"), float("inf"), "pd.NA", "NaT", "text", object()])
+def test_formatters_take_na_and_junk(na):
+    """Every formatter answers "" for what is not a number (a damaged report's cells)."""
+    import pandas as pd
+
+    value = {"pd.NA": pd.NA, "NaT": pd.NaT}.get(na, na) if isinstance(na, str) else na
+    for fmt in (html.fmt_ns, html.fmt_bytes, html.fmt_pct, html.fmt_num, html.fmt_flops,
+                html.fmt_ratio, html.fmt_hz, html.fmt_gbps, html.fmt_signed_ns):  # fmt: skip
+        assert fmt(value) == "", (fmt.__name__, value)
+    assert html.shorten(pd.NA) == "" and html.shorten(None) == ""
+    assert html.fmt_ns(30528) == "30.528 us" and html.fmt_ratio(0.5) == "50.0%"
