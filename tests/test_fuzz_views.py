@@ -176,14 +176,14 @@ def test_ncu_without_duration_says_so_in_one_line(ncu_data: dict[str, Any]) -> N
 def test_damaged_nsys_run_shows_what_it_could_not_as_one_line(
     data_dir: Path, scratch: Path
 ) -> None:
-    """No copies table, names that are HTML, kernels without an end: the run opens, each tab
-    shows what it has, and the damaged parts are one line each, escaped."""
+    """No copies table, names that are HTML, kernels ending before they start: the run opens,
+    each tab shows what it has, and the damaged parts are one line each, escaped."""
     path = scratch / "named.sqlite"
     shutil.copy(data_dir / "nsys_small.sqlite", path)
     with sqlite3.connect(path) as db:
         db.execute(f"DROP TABLE {MEMCPY}")
         db.execute(f"UPDATE StringIds SET value = {NAMES[1]} WHERE id % 3 = 0")
-        db.execute(f"UPDATE {KERNEL} SET end = NULL WHERE rowid % 4 = 0")
+        db.execute(f"UPDATE {KERNEL} SET end = start - 1000 WHERE rowid % 4 = 0")
     run = NsysRun(open_report(path), meta={"name": "damaged"})
     page = run.to_html()
     assert "<script>alert" not in page and "&lt;script&gt;alert(1)" in page
