@@ -31,6 +31,7 @@ __all__ = [
     "compare",
     "last_run",
     "load_ipython_extension",
+    "examples",
     "load_run",
     "open_report",
     *sorted(_LAZY),
@@ -38,6 +39,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    # ``nsight_magic.examples.llm()`` in one line, without importing pandas at package import
+    if name == "examples":
+        return importlib.import_module(".examples", __name__)
     if name in _LAZY:
         module, attribute = _LAZY[name]
         return getattr(importlib.import_module(module), attribute)

@@ -1,35 +1,23 @@
-"""Chart builders on frames from the real fixtures: marks, encodings, row counts, log scales
-and roofline ceilings checked on ``chart.to_dict()`` (nothing is rendered here except one PNG)."""
+"""Chart builders on the frames results hand them (real fixtures): marks, encodings, row counts,
+log scales, roofline ceilings and verdicts, link params; checked on ``chart.to_dict()`` against
+NVIDIA's own ``nsys stats`` / ``ncu --page raw`` output (one PNG is rendered)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from nsight_magic.analysis.kernels import kernel_summary
-from nsight_magic.analysis.nvtx_projection import nvtx_gpu_projection, project_nvtx_to_gpu
-from nsight_magic.reports.nsys import tables
+from nsight_magic.reports import open_report
+from nsight_magic.results import NcuRun, NsysRun
 from nsight_magic.views import charts, static
+from nsight_magic.views.live import FOCUS, PICK
+from nsight_magic.views.roofline_chart import roofline_chart
+from nsight_magic.views.timeline_chart import MAX_ROWS, timeline_chart, timeline_overview
 
 
 @pytest.fixture(scope="module")
 def small(nsys_small_sqlite):
-    src = tables.open_export(nsys_small_sqlite)
-    strings = tables.load_string_ids(src)
-    api = tables.load_cuda_api(src, strings)
-    frames = {
-        "kernels": tables.load_kernels(src, strings, api),
-        "nvtx": tables.load_nvtx(src, strings),
-        "memcpy": tables.load_memcpy(src),
-        "memset": tables.load_memset(src),
-        "cuda_api": api,
-    }
-    frames["summary"] = kernel_summary(frames["kernels"])
-    trace = project_nvtx_to_gpu(
-        frames["nvtx"], api, frames["kernels"], frames["memcpy"], frames["memset"]
-    )
-    frames["projection"] = nvtx_gpu_projection(trace)
-    return frames
+    return NsysRun(open_report(nsys_small_sqlite), meta={"name": "small"}).frames
 
 
 @pytest.fixture(scope="module")
@@ -37,71 +25,103 @@ def stats_kern(data_dir) -> pd.DataFrame:
     return pd.read_csv(data_dir / "nsys_stats" / "nsys_small_cuda_gpu_kern_sum.csv")
 
 
-def _rows(spec: dict) -> list[dict]:
+def _rows(spec: dict, name: str | None = None) -> list[dict]:
+    if name is not None:
+        return spec["datasets"][name]
     (rows,) = spec["datasets"].values()
     return rows
 
 
+def _param_names(spec: dict) -> set[str]:
+    return {p["name"] for p in spec.get("params", [])}
+
+
 def test_top_kernels_chart_matches_nsys_stats(small, stats_kern):
-    spec = charts.top_kernels_chart(small["summary"], n=5).to_dict()
+    spec = charts.top_kernels_chart(small.kernel_table(), n=5).to_dict()
     assert spec["mark"]["type"] == "bar"
     assert spec["encoding"]["x"]["field"] == "total_us"
     assert spec["encoding"]["y"]["sort"] == "-x"
     rows = _rows(spec)
     assert len(rows) == 5
-    # Same top 5 and totals as NVIDIA's own cuda_gpu_kern_sum.
+    # Same top 5 and totals as NVIDIA's own cuda_gpu_kern_sum; full names kept for hover/pick.
     assert [r["name"] for r in rows] == stats_kern["Name"].head(5).tolist()
     assert rows[0]["total_us"] == pytest.approx(30528 / 1e3)
     assert rows[0]["instances"] == 3
+    # Short labels on the axis, unique even where two kernels share a short name.
+    labels = [r["label"] for r in rows]
+    assert len(set(labels)) == 5 and all(len(x) <= charts.LABEL_WIDTH + 3 for x in labels)
+    assert "softmax_warp_forward" in labels
+    # Tooltips carry the full name and the launch config.
+    tips = {t["field"] for t in spec["encoding"]["tooltip"]}
+    assert {"name", "grid", "block", "registers"} <= tips
+    softmax = next(r for r in rows if r["label"] == "softmax_warp_forward")
+    assert softmax["grid"].startswith("(") and softmax["registers"] > 0
+    # Linked: click picks by name, "focus" dims the others.
+    assert _param_names(spec) == {PICK, FOCUS}
+    pick = next(p for p in spec["params"] if p["name"] == PICK)
+    assert pick["select"]["fields"] == ["name"] and pick["select"]["on"] == "click"
+    assert FOCUS in spec["encoding"]["opacity"]["condition"]["test"]
 
 
 def test_nvtx_ranges_chart_projection(small):
-    spec = charts.nvtx_ranges_chart(small["projection"]).to_dict()
-    rows = {r["range_label"]: r for r in _rows(spec)}
-    assert len(rows) == len(small["projection"])
+    spec = charts.nvtx_ranges_chart(small.nvtx_table()).to_dict()
+    rows = {r["name"]: r for r in _rows(spec)}
+    assert len(rows) == len(small.nvtx_table())
     # From nsys_small_nvtx_gpu_proj_sum.csv: the cell range projects to 143.568856 ms.
     assert rows["nsight_magic:cell"]["proj_ms"] == pytest.approx(143.568856)
     assert rows[":LLM@prefill"]["instances"] == 3
     assert rows[":side-work"]["style"] == "StartEnd"
     assert spec["encoding"]["color"]["field"] == "style"
+    assert _param_names(spec) == {PICK, FOCUS}
 
 
-def test_timeline_chart_lanes_and_rows(small):
-    # timeline_frame is another engineer's module; the builder only needs its columns.
-    timeline = pytest.importorskip("nsight_magic.analysis.timeline")
-    frame = timeline.timeline_frame(small["kernels"], small["memcpy"], small["nvtx"])
-    spec = charts.timeline_chart(frame).to_dict()
+def test_timeline_chart_lanes_rows_and_names(small):
+    frame = small.timeline()
+    spec = timeline_chart(frame, small.origin_ns()).to_dict()
     assert spec["mark"]["type"] == "bar"
     assert spec["encoding"]["x2"]["field"] == "end_ms"
-    assert len(_rows(spec)) == len(frame) <= charts.MAX_ROWS
+    (lookup,) = [t for t in spec["transform"] if "lookup" in t]
+    bars = pd.DataFrame(_rows(spec, spec["data"]["name"]))
+    names = pd.DataFrame(_rows(spec, lookup["from"]["data"]["name"]))
+    assert len(bars) == len(frame) <= MAX_ROWS
     assert set(spec["encoding"]["y"]["sort"]) == set(frame["lane"].astype(str))
+    # Each full name rides once in the lookup table; bars carry its key.
+    assert names["name"].is_unique and set(names["name"]) == set(frame["name"])
+    assert bars["key"].max() == len(names) - 1
+    assert (bars["start_ms"] >= 0).all() and (bars["end_ms"] >= bars["start_ms"]).all()
+    # The saved data stays small: no derived or repeated columns (duration is computed in Vega).
+    assert set(bars.columns) == {"lane", "kind", "key", "count", "start_ms", "end_ms"}
+    assert _param_names(spec) == {PICK, FOCUS}
+
+
+def test_timeline_window_fixes_the_x_range(small):
+    lo, hi = small.origin_ns() + 40_000_000, small.origin_ns() + 60_000_000
+    frame = small.timeline((lo, hi))
+    spec = timeline_chart(frame, small.origin_ns(), (lo, hi)).to_dict()
+    assert spec["encoding"]["x"]["scale"]["domain"] == [40.0, 60.0]
+    bars = pd.DataFrame(_rows(spec, spec["data"]["name"]))
+    assert (bars["end_ms"] >= 40.0).all() and (bars["start_ms"] <= 60.0).all()
+    overview = timeline_overview(small.timeline(rows=300), small.origin_ns()).to_dict()
+    brush = overview["params"][0]
+    assert brush["select"] == {"type": "interval", "encodings": ["x"]}
+    assert set(_rows(overview)[0]) == {"lane", "kind", "start_ms", "end_ms"}
 
 
 def test_timeline_chart_caps_rows(small):
-    k = small["kernels"]
-    frame = pd.DataFrame(
-        {
-            "lane": "stream " + k["stream_id"].astype(str),
-            "start_ns": k["start_ns"],
-            "end_ns": k["end_ns"],
-            "name": k["name"],
-            "count": 1,
-        }
-    )
-    big = pd.concat([frame] * 200, ignore_index=True)  # 31 kernels x 200 > 5000 rows
-    rows = _rows(charts.timeline_chart(big).to_dict())
-    assert len(rows) == charts.MAX_ROWS
-    assert min(r["start_ms"] for r in rows) == 0.0
+    frame = small.timeline()
+    big = pd.concat([frame] * (MAX_ROWS // len(frame) + 2), ignore_index=True)
+    spec = timeline_chart(big).to_dict()
+    assert len(_rows(spec, spec["data"]["name"])) == MAX_ROWS
 
 
 def test_memcpy_chart_by_kind(small, data_dir):
-    spec = charts.memcpy_chart(small["memcpy"]).to_dict()
+    spec = charts.memcpy_chart(small.copies()).to_dict()
     rows = {r["kind"]: r for r in _rows(spec)}
     assert set(rows) == {"HtoD", "DtoH"}
     ref = pd.read_csv(data_dir / "nsys_stats" / "nsys_small_cuda_gpu_mem_time_sum.csv")
     d2h = ref.loc[ref["Operation"].str.contains("Device-to-Host"), "Total Time (ns)"].item()
-    assert rows["DtoH"]["total_ns"] == d2h
-    assert rows["HtoD"]["bytes"] == 4194304
+    assert rows["DtoH"]["time_us"] == pytest.approx(d2h / 1e3)
+    assert rows["HtoD"]["mb"] == pytest.approx(4194304 / 1e6)
     assert rows["HtoD"]["bandwidth_gbps"] == pytest.approx(4194304 / 104640)
 
 
@@ -115,18 +135,18 @@ def test_delta_chart_signs():
 
 
 def test_png_and_fail_soft(small):
-    chart = charts.memcpy_chart(small["memcpy"])
+    chart = charts.memcpy_chart(small.copies())
     png = static.chart_png(chart)
     assert png is not None and png[:8] == b"\x89PNG\r\n\x1a\n"
     assert static.chart_img_html(chart).startswith('<img alt="chart" src="data:image/png;base64,')
     assert "chart omitted" in static.chart_img_html(None, "timeline")
 
 
-# --- ncu charts: need the NcuReport of ncu/report.py --------------------------------------
+# --- ncu charts ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def gemm_roofline(ncu_reports):
-    report_mod = pytest.importorskip("nsight_magic.reports.ncu.report")
-    return report_mod.NcuReport.open(ncu_reports["ncu_gemm_roofline"])
+def gemm(ncu_reports, data_dir):
+    parent = NsysRun(open_report(data_dir / "nsys_gemm.sqlite"), meta={"name": "gemm"})
+    return NcuRun(open_report(ncu_reports["ncu_gemm_roofline"]), parent=parent).frames
 
 
 def _raw(data_dir, name: str) -> pd.DataFrame:
@@ -138,43 +158,54 @@ def _num(value: str) -> float:
     return float(str(value).replace(",", ""))
 
 
-def test_roofline_chart_ceilings_from_report(gemm_roofline, data_dir):
-    roof = gemm_roofline.roofline()
-    chart = charts.roofline_chart(roof)
-    spec = chart.to_dict()
-    roof_layer, dots = spec["layer"]
+def test_roofline_chart_ceilings_labels_and_verdicts(gemm, data_dir):
+    points, ceilings = gemm.roofline()
+    spec = roofline_chart(points, ceilings).to_dict()
+    roof_layer, dots, labels = spec["layer"]
     assert roof_layer["mark"]["type"] == "line" and dots["mark"]["type"] == "point"
+    assert labels["mark"]["type"] == "text" and labels["encoding"]["text"]["field"] == "short_name"
     for layer in (roof_layer, dots):
         assert layer["encoding"]["x"]["scale"]["type"] == "log"
         assert layer["encoding"]["y"]["scale"]["type"] == "log"
-    datasets = spec["datasets"]
-    lines = pd.DataFrame(datasets[roof_layer["data"]["name"]])
-    points = pd.DataFrame(datasets[dots["data"]["name"]])
-    assert len(points) == len(roof) == 2
+    lines = pd.DataFrame(spec["datasets"][roof_layer["data"]["name"]])
+    drawn = pd.DataFrame(spec["datasets"][dots["data"]["name"]])
+    assert len(drawn) == len(points) == 2
 
-    # Ceilings = the report's own peak_sustained x its own SM clock (ncu's raw CSV).
+    # Every ceiling is a line of its own in the legend, the DRAM slope included.
+    assert set(lines["ceiling"]) == set(ceilings["ceiling"])
+    assert any(c.startswith("DRAM") for c in lines["ceiling"])
+    # Ceilings = the report's own peak_sustained x its own clock (ncu's raw CSV).
     raw = _raw(data_dir, "ncu_gemm_roofline")
     clock = raw["sm__cycles_elapsed.avg.per_second"].map(_num)
     tensor = raw[
         "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32_sparsity_off.sum.peak_sustained"
     ].map(_num)
-    # Only the bf16 GEMM (row 0) runs on the tensor path, so its clock sets that ceiling.
-    expected_tensor = float(tensor[0] * clock[0])
-    flat = lines[lines["order"] == 2].set_index("ceiling")["flops_per_s"]
-    assert flat["Tensor"] == pytest.approx(expected_tensor, rel=1e-3)
+    expected_tensor = float(tensor[0] * clock[0])  # only the bf16 GEMM runs on tensor cores
+    tensor_line = lines[lines["ceiling"].str.startswith("Tensor")]
+    assert tensor_line["flops_per_s"].tolist() == pytest.approx([expected_tensor] * 2, rel=1e-3)
     dram = raw["dram__bytes.sum.peak_sustained"].map(_num) * raw[
         "dram__cycles_elapsed.avg.per_second"
     ].map(_num)
-    ridge = lines[(lines["ceiling"] == "Tensor") & (lines["order"] == 1)].iloc[0]
-    assert ridge["ai"] == pytest.approx(expected_tensor / float(dram.median()), rel=1e-3)
-    # The bf16 GEMM is a tensor-core kernel; the fp32 sgemm is not.
-    by_name = points.set_index("name")
-    assert by_name.loc[raw["Kernel Name"][0], "precision"] == "Tensor"
-    assert (points["pct_of_ceiling"] > 0).all() and (points["pct_of_ceiling"] <= 100).all()
+    ridge = tensor_line["ai"].min()  # the roof starts where the DRAM slope meets it
+    assert ridge == pytest.approx(expected_tensor / float(dram.median()), rel=1e-3)
+    dram_line = lines[lines["ceiling"].str.startswith("DRAM")].sort_values("order")
+    slope = dram_line["flops_per_s"] / dram_line["ai"]
+    assert slope.tolist() == pytest.approx([float(dram.median())] * 2, rel=1e-3)
+
+    # Points: the verdict per kernel and the full name + launch config on hover.
+    by_name = drawn.set_index("name")
+    bf16 = raw["Kernel Name"][0]
+    assert by_name.loc[bf16, "precision"] == "Tensor"
+    assert by_name.loc[bf16, "verdict"].startswith("compute-bound")
+    assert (drawn["pct_of_ceiling"] > 0).all() and (drawn["pct_of_ceiling"] <= 100).all()
+    tips = {t["field"] for t in dots["encoding"]["tooltip"]}
+    assert {"name", "short_name", "verdict", "grid", "block", "registers"} <= tips
+    pick = next(p for p in spec["params"] if p["name"] == PICK)
+    assert pick["select"]["fields"] == ["name", "launch"]
 
 
-def test_sol_chart(gemm_roofline):
-    sol = gemm_roofline.sol()
+def test_sol_chart(gemm):
+    sol = gemm.sol()
     spec = charts.sol_chart(sol).to_dict()
     rows = _rows(spec)
     assert len(rows) == 2 * len(sol)
@@ -182,22 +213,14 @@ def test_sol_chart(gemm_roofline):
     assert {r["throughput"] for r in rows} == {"Compute (SM)", "Memory"}
 
 
-def test_mfu_chart_shows_peak_used(gemm_roofline, data_dir):
-    from nsight_magic.analysis.mfu import kernel_mfu
-    from nsight_magic.reports import open_report
-
+def test_mfu_chart_shows_peak_used(gemm, data_dir):
     nsys_kernels = open_report(data_dir / "nsys_gemm.sqlite").kernels()
-    points = gemm_roofline.roofline()
-    mfu = kernel_mfu(
-        points,
-        kernels=gemm_roofline.kernels(),
-        nsys_kernels=nsys_kernels,
-        gpu_name=gemm_roofline.device()["name"],
-    )
+    mfu = gemm.mfu()["kernels"]
     spec = charts.mfu_chart(mfu).to_dict()
     assert spec["mark"]["type"] == "bar"
     assert "(datasheet H200 bf16 dense)" in spec["title"]["subtitle"]
     rows = {r["full_name"]: r for r in _rows(spec)}
+    points = gemm.run.report.roofline()
     bf16 = points.loc[points["tensor_op_path"].str.contains("bf16"), "name"].item()
     # MFU = ncu's FLOP count / the nsys (real clock) time of that kernel / the dense peak.
     nsys_ns = nsys_kernels.loc[nsys_kernels["short_name"] == bf16, "duration_ns"].iloc[0]
@@ -207,23 +230,19 @@ def test_mfu_chart_shows_peak_used(gemm_roofline, data_dir):
     assert 0 < rows[bf16]["mfu_pct"] < 100
 
 
-def test_static_chart_renderer_adds_png(data_dir) -> None:
+def test_static_chart_renderer_adds_png(small) -> None:
     """With the extension's renderer, a displayed chart carries Vega-Lite AND a real PNG."""
     import base64
 
     import altair as alt
 
-    from nsight_magic.reports import open_report
     from nsight_magic.views.static import RENDERER, enable_static_charts
 
     before = alt.renderers.active
     try:
         enable_static_charts()
         assert alt.renderers.active == RENDERER
-        chart = charts.top_kernels_chart(
-            open_report(data_dir / "nsys_small.sqlite").kernel_summary()
-        )
-        bundle = chart._repr_mimebundle_()
+        bundle = charts.top_kernels_chart(small.kernel_table())._repr_mimebundle_()
         bundle = bundle[0] if isinstance(bundle, tuple) else bundle
         assert any(k.startswith("application/vnd.vegalite") for k in bundle)
         assert base64.b64decode(bundle["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"

@@ -8,7 +8,8 @@ import threading
 import pytest
 
 from nsight_magic.results import NcuRun, NsysRun
-from nsight_magic.views.picker import KernelPicker, kernels_in_range, rank_kernels
+from nsight_magic.results.contracts import kernels_in_range
+from nsight_magic.views.picker import KernelPicker
 
 SOFTMAX = (
     "void <unnamed>::softmax_warp_forward<float, float, float, (int)9, (bool)0, (bool)0>"
@@ -36,13 +37,13 @@ def test_ranked_like_nsys_stats(nsys_run, data_dir):
     import pandas as pd
 
     ref = pd.read_csv(data_dir / "nsys_stats" / "nsys_small_cuda_gpu_kern_sum.csv")
-    ranked = rank_kernels(nsys_run.kernels())
+    ranked = nsys_run.frames.ranked_kernels()
     assert ranked["name"].tolist() == ref["Name"].tolist()
     assert ranked["total_ns"].tolist() == ref["Total Time (ns)"].tolist()
 
 
 def test_filter_by_nvtx_range(nsys_run):
-    picker = KernelPicker(nsys_run, profile_fn=lambda *a, **k: None)
+    picker = KernelPicker(nsys_run.frames, profile_fn=lambda *a, **k: None)
     assert len(picker.kernel.options) == 12
     labels = [label for label, _ in picker.range_filter.options]
     assert ":LLM@prefill" in labels and "nsight_magic:cell" in labels
@@ -82,7 +83,7 @@ def test_profile_click_renders_ncu_view_and_ignores_second_click(nsys_run, ncu_r
         assert release.wait(30)
         return ncu_run
 
-    picker = KernelPicker(nsys_run, profile_fn=profile_fn)
+    picker = KernelPicker(nsys_run.frames, profile_fn=profile_fn)
     picker.kernel.value = SOFTMAX
     assert picker.instance.max == 2  # 3 launches of softmax in the run
     picker.ncu_set.value = "full"
@@ -108,7 +109,7 @@ def test_profile_click_renders_ncu_view_and_ignores_second_click(nsys_run, ncu_r
     assert picker.last_result is ncu_run and picker.last_error is None
     (view,) = picker.result.children
     tabs = view.children[1]
-    assert tabs.titles == ("Launches", "Sections", "Roofline", "MFU")
+    assert tabs.titles == ("Advice", "Launches", "Sections", "Roofline", "MFU")
     assert "Nsight Compute: picked" in view.children[0].value
     assert not picker.profile_button.disabled and picker.cancel_button.disabled
 
@@ -121,7 +122,7 @@ def test_cancel_sets_event_and_error_is_one_line(nsys_run):
         assert cancel.wait(30)
         raise KeyboardInterrupt("profile interrupted\nlog tail ...")
 
-    picker = KernelPicker(nsys_run, profile_fn=profile_fn)
+    picker = KernelPicker(nsys_run.frames, profile_fn=profile_fn)
     picker.profile_button.click()
     assert started.wait(30)
     picker.cancel_button.click()
@@ -136,7 +137,7 @@ def test_failure_shown_as_one_line(nsys_run):
     def profile_fn(name, **opts):
         raise RuntimeError("ncu exited with code 1: ERR_NVGPUCTRPERM\nmore lines")
 
-    picker = KernelPicker(nsys_run, profile_fn=profile_fn)
+    picker = KernelPicker(nsys_run.frames, profile_fn=profile_fn)
     picker.profile_button.click()
     picker.thread.join(30)
     assert "profile failed: RuntimeError: ncu exited with code 1: ERR_NVGPUCTRPERM" in (
@@ -147,6 +148,20 @@ def test_failure_shown_as_one_line(nsys_run):
 
 def test_range_filter_starts_on_all_kernels(nsys_run):
     """The dropdown shows "(all kernels)" at first, not a blank (ipywidgets blanks a None value)."""
-    picker = KernelPicker(nsys_run, profile_fn=lambda *a, **k: None)
+    picker = KernelPicker(nsys_run.frames, profile_fn=lambda *a, **k: None)
     assert picker.range_filter.label == "(all kernels)"
     assert len(picker.ranked()) == len(nsys_run.kernel_summary())
+
+
+def test_kernel_list_shows_short_names_distinguishable(nsys_run):
+    """Short names in the list; where several kernels share one, the head of the full name
+    follows, so no two entries read the same; the full name of the choice shows below."""
+    picker = KernelPicker(nsys_run.frames, profile_fn=lambda *a, **k: None)
+    labels = [label for label, _ in picker.kernel.options]
+    assert len(set(labels)) == len(labels)
+    softmax = next(label for label, value in picker.kernel.options if value == SOFTMAX)
+    assert softmax.endswith("softmax_warp_forward")  # unique short name: no suffix
+    shared = [label for label in labels if "vectorized_elementwise_kernel  [" in label]
+    assert len(shared) == 6  # 6 distinct at::native elementwise kernels ran here
+    picker.kernel.value = SOFTMAX
+    assert "softmax_warp_forward&lt;float" in picker.full_name.value

@@ -119,3 +119,43 @@ def test_ncu_run_with_parent_shows_mfu_on_nsys_time(ncu_reports, data_dir):
     assert "datasheet H200 bf16 dense" in page
     assert "nsight_magic:L1: C = A @ B  # bf16 2048x1024x512" in page
     assert page.count("data:image/png;base64,") == 3  # SOL, roofline, MFU
+
+
+def test_ncu_run_advice_and_roofline_chart(ncu_run):
+    advice = ncu_run.advice()
+    assert list(advice.columns)[:8] == [
+        "launch", "name", "rule", "section", "title", "message", "speedup_pct", "speedup_type",
+    ]  # fmt: skip
+    assert advice["speedup_pct"].is_monotonic_decreasing or advice.empty
+    spec = ncu_run.roofline_chart().to_dict()
+    assert [layer["mark"]["type"] for layer in spec["layer"]] == ["line", "point", "text"]
+
+
+def test_examples_open_in_one_line(tmp_path, monkeypatch):
+    """The bundled runs: real reports (H200), each one call; unpacked copies are temporary."""
+    import tempfile
+
+    import nsight_magic
+    from nsight_magic import examples
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(examples, "_unpacked", None)
+    run = nsight_magic.examples.llm()
+    assert isinstance(run, NsysRun) and len(run.kernels()) == 86
+    assert run.gpu_info()["name"] == "NVIDIA H200"
+    assert run.kernel_summary()["name"].iloc[0].startswith("nvjet_sm90_tst_256x128")
+    kernel = examples.llm_kernel()
+    assert isinstance(kernel, NcuRun) and isinstance(kernel.parent, NsysRun)
+    assert kernel.frames.roofline()[0]["verdict"].iloc[0].startswith("compute-bound")
+    assert kernel.frames.mfu()["kernels"]["time_source"].iloc[0] == "nsys"
+    # The .ncu-rep was unpacked into a folder that is already gone; the SQLite exports live in
+    # one folder for the process (nsys reports read tables on demand).
+    (session,) = [p for p in tmp_path.iterdir()]
+    assert session.name.startswith("nsight-magic-examples-")
+    assert sorted(p.name for p in session.iterdir()) == ["llm_prefill.sqlite"]
+    cmp = examples.compare()
+    assert (cmp.label_a, cmp.label_b) == ("attention naive", "attention sdpa")
+    assert cmp.kernels["delta_ns"].sum() < 0  # fused bf16 SDPA is faster
+    assert set(examples.available()) >= {"tour", "llm_prefill", "llm_kernel", "attention_sdpa"}
+    with pytest.raises(ValueError, match="prefill"):
+        examples.llm("train")

@@ -11,16 +11,18 @@ from typing import Any
 import pandas as pd
 
 from ..analysis.compare import kernel_deltas, nvtx_deltas
+from ..reports import open_report
+from ..views import charts
+from ..views.compare_view import compare_static_html, compare_widget
+from . import contracts
+from .frames import nvtx_label
+from .runs import WIDGET_MIME, NsysRun, in_kernel
 
 
 def _as_report(obj: Any) -> Any:
-    from .runs import NsysRun
-
     if isinstance(obj, NsysRun):
         return obj.report
     if isinstance(obj, (str, Path)):
-        from ..reports import open_report
-
         return open_report(obj)
     if hasattr(obj, "kernel_summary") and hasattr(obj, "nvtx_gpu_projection"):
         return obj
@@ -43,38 +45,28 @@ class Comparison:
     """``kernels`` and ``nvtx`` delta frames; ``chart()``, ``to_html()``, and a rich display."""
 
     def __init__(self, kernels: pd.DataFrame, nvtx: pd.DataFrame, label_a: str, label_b: str):
-        self.kernels = kernels
-        self.nvtx = nvtx
+        # What the views show next to the numbers: short kernel names, "domain:range" labels.
+        self.kernels = kernels.assign(short_name=contracts.short_names(kernels["name"]))
+        self.nvtx = nvtx.assign(label=nvtx_label(nvtx))
         self.label_a = label_a
         self.label_b = label_b
         self._html: str | None = None
 
     def chart(self, n: int = 20) -> Any:
-        from ..views.charts import delta_chart
-
-        return delta_chart(self.kernels, "name", n)
+        return charts.delta_chart(self.kernels, "name", n)
 
     def nvtx_chart(self, n: int = 20) -> Any:
-        from ..views.charts import delta_chart, nvtx_label
-
-        frame = self.nvtx.assign(range_label=nvtx_label(self.nvtx))
-        return delta_chart(frame, "range_label", n)
+        return charts.delta_chart(self.nvtx, "label", n)
 
     def to_html(self) -> str:
         if self._html is None:
-            from ..views.compare_view import compare_static_html
-
             self._html = compare_static_html(self)
         return self._html
 
     def widget(self) -> Any:
-        from ..views.compare_view import compare_widget
-
         return compare_widget(self)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None, **kw: Any) -> dict:
-        from .runs import WIDGET_MIME, in_kernel
-
         data: dict[str, Any] = {"text/plain": repr(self), "text/html": self.to_html()}
         if in_kernel():
             with contextlib.suppress(Exception):  # a broken widget must not hide the findings

@@ -6,7 +6,8 @@ still shows real findings on GitHub/nbviewer or in nbconvert HTML, where no kern
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,11 @@ from ..analysis import attribution, range_spec, statements, torch_ops
 from ..analysis import mfu as utilisation
 from ..analysis import roofline_bounds as bounds
 from ..errors import NsightMagicError
+from ..views.ncu_view import ncu_static_html, ncu_widget
+from ..views.nsys_view import nsys_static_html, nsys_widget
+from ..views.roofline_chart import roofline_chart
+from . import contracts
+from .frames import NcuFrames, NsysFrames
 from .protocols import KernelProfiler
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -95,8 +101,14 @@ class NsysRun(_Run):
     ) -> None:
         super().__init__(report, run_dir, meta)
         self.children: list[NcuRun] = []
-        # who re-runs this run's cell under ncu (the picker); None for a bare report
+        # what re-profiles this run's cell (ncu on a kernel or an NVTX range); handed in by
+        # the session that profiled it, None for a run opened from a report file
         self.profiler = profiler
+
+    @functools.cached_property
+    def frames(self) -> NsysFrames:
+        """What the view shows, computed (``results.frames``)."""
+        return NsysFrames(self)
 
     def kernels(self) -> pd.DataFrame:
         return self.report.kernels()
@@ -227,15 +239,19 @@ class NsysRun(_Run):
         self.children.append(child)
         return child
 
-    def widget(self, profile_fn: Any = None) -> Any:
-        from ..views.nsys_view import nsys_widget
-
-        return nsys_widget(self, profile_fn=profile_fn)
+    def widget(
+        self,
+        profile_fn: Callable[..., Any] | None = None,
+        profile_range_fn: Callable[..., Any] | None = None,
+    ) -> Any:
+        """The live view; the picker calls ``profile_fn`` (default ``profile_kernel``) and
+        "Profile this range" ``profile_range_fn`` (default ``profile_range``)."""
+        return nsys_widget(
+            self.frames, profile_fn or self.profile_kernel, profile_range_fn or self.profile_range
+        )
 
     def _build_html(self) -> str:
-        from ..views.nsys_view import nsys_static_html
-
-        return nsys_static_html(self)
+        return nsys_static_html(self.frames)
 
     def __repr__(self) -> str:
         try:
@@ -365,15 +381,25 @@ class NcuRun(_Run):
             **self._parent_frames(),
         )
 
-    def widget(self) -> Any:
-        from ..views.ncu_view import ncu_widget
+    def advice(self) -> pd.DataFrame:
+        """ncu's rule results: ``launch, name, rule, section, title, message, speedup_pct,
+        speedup_type``, largest estimated speedup first (empty when the report has none)."""
+        return contracts.advice(self.report)
 
-        return ncu_widget(self)
+    @functools.cached_property
+    def frames(self) -> NcuFrames:
+        return NcuFrames(self)
+
+    def roofline_chart(self) -> Any:
+        """The roofline as an altair chart (ceilings, labelled points, verdicts on hover)."""
+        return roofline_chart(*self.frames.roofline())
+
+    def widget(self, on_pick: Callable[[str], Any] | None = None) -> Any:
+        """The live view; a click on a roofline point calls ``on_pick(kernel name)``."""
+        return ncu_widget(self.frames, on_pick=on_pick)
 
     def _build_html(self) -> str:
-        from ..views.ncu_view import ncu_static_html
-
-        return ncu_static_html(self)
+        return ncu_static_html(self.frames)
 
     def __repr__(self) -> str:
         try:

@@ -1,148 +1,119 @@
-"""Altair chart builders. Each takes the frames of the column contracts in ARCHITECTURE.md and
-returns an unrendered chart (never displayed here) of at most ``MAX_ROWS`` data rows: frames
-are aggregated or cut to the top N first, so the spec stays small enough to embed."""
+"""Altair bar-chart builders. Each takes a frame whose columns results hand over (names below),
+returns an unrendered chart (never displayed here) of at most ``MAX_ROWS`` rows and derives no
+numbers: only units for axes (ns -> us) and labels. Bars carry the full ``name`` for the tooltip
+and, where a mark stands for a kernel or range, the ``pick``/``focus`` link params (``live``)."""
 
 from __future__ import annotations
 
-import math
+from collections.abc import Iterable
 
 import altair as alt
-import numpy as np
 import pandas as pd
 
-from ..analysis.memory import copies_by_kind
-from .tables import shorten
+from .html import shorten
+from .live import focus_opacity, link_params
 
 MAX_ROWS = 5000
 LABEL_WIDTH = 60
-
-# Precision ceilings of the roofline: column of the report's peak -> legend label.
-PEAK_COLUMNS = {
-    "peak_tensor": "Tensor",
-    "peak_fp16": "FP16",
-    "peak_fp32": "FP32",
-    "peak_fp64": "FP64",
-}
-FLOP_COLUMNS = {
-    "flops_tensor": "peak_tensor",
-    "flops_fp16": "peak_fp16",
-    "flops_fp32": "peak_fp32",
-    "flops_fp64": "peak_fp64",
-}
+WIDTH = 420
 
 
-def _labels(names: pd.Series, width: int = LABEL_WIDTH) -> pd.Series:
-    """Short axis labels that stay unique (two long templates can share a prefix)."""
+def unique_labels(names: Iterable[object], width: int = LABEL_WIDTH) -> list[str]:
+    """Axis labels cut to ``width`` that stay unique ("#2" on a repeat): several kernels can
+    share a short name, and a categorical axis would merge their bars."""
     out, seen = [], {}
-    for name in names.astype(str):
+    for name in names:
         label = shorten(name, width)
         n = seen.get(label, 0)
         seen[label] = n + 1
         out.append(label if n == 0 else f"{label} #{n + 1}")
-    return pd.Series(out, index=names.index)
+    return out
+
+
+def _short(frame: pd.DataFrame) -> pd.Series:
+    return frame["short_name"] if "short_name" in frame.columns else frame["name"]
+
+
+def _launch_config_tooltips(frame: pd.DataFrame) -> list[alt.Tooltip]:
+    """grid / block / registers when the frame has them (how the kernel was launched)."""
+    tips = []
+    for col, title in (("grid", "grid"), ("block", "block"), ("registers", "registers")):
+        if col in frame.columns:
+            tips.append(alt.Tooltip(f"{col}:N", title=title))
+    return tips
 
 
 def top_kernels_chart(summary: pd.DataFrame, n: int = 15) -> alt.Chart:
-    """Horizontal bars of total GPU time for the top ``n`` kernels of ``kernel_summary()``."""
+    """Bars of total GPU time for the top ``n`` kernels: ``name, short_name, instances,
+    total_ns, avg_ns, time_pct`` (+ ``grid, block, registers``). Click picks the kernel."""
     top = summary.sort_values("total_ns", ascending=False).head(n).copy()
-    top["label"] = _labels(top["name"])
-    top["total_us"] = top["total_ns"] / 1e3
-    top["avg_us"] = top["avg_ns"] / 1e3
-    top = top[["label", "name", "instances", "total_us", "avg_us", "time_pct"]]
+    top["label"] = unique_labels(_short(top))
+    top["total_us"] = (top["total_ns"] / 1e3).round(3)
+    top["avg_us"] = (top["avg_ns"] / 1e3).round(3)
+    keep = ["label", "name", "instances", "total_us", "avg_us", "time_pct"]
+    keep += [c for c in ("grid", "block", "registers") if c in top.columns]
+    pick, focus = link_params()
     return (
-        alt.Chart(top, title=f"Top {len(top)} kernels by total GPU time")
-        .mark_bar()
+        alt.Chart(top[keep], title=f"Top {len(top)} kernels by total GPU time")
+        .mark_bar(cursor="pointer")
         .encode(
             x=alt.X("total_us:Q", title="total GPU time (us)"),
             y=alt.Y("label:N", sort="-x", title=None),
+            opacity=focus_opacity(),
             tooltip=[
                 alt.Tooltip("name:N", title="kernel"),
                 alt.Tooltip("instances:Q"),
                 alt.Tooltip("total_us:Q", format=",.1f", title="total (us)"),
                 alt.Tooltip("avg_us:Q", format=",.2f", title="avg (us)"),
                 alt.Tooltip("time_pct:Q", format=".1f", title="time %"),
+                *_launch_config_tooltips(top),
             ],
         )
-        .properties(width=420)
+        .add_params(pick, focus)
+        .properties(width=WIDTH)
     )
 
 
-def nvtx_label(frame: pd.DataFrame) -> pd.Series:
-    """``domain:range`` as nsys stats writes it (":range" for the default domain)."""
-    return frame["domain"].fillna("").astype(str) + ":" + frame["range"].astype(str)
-
-
 def nvtx_ranges_chart(projection: pd.DataFrame, n: int = 20) -> alt.Chart:
-    """Bars of GPU-projected time per NVTX range (``nvtx_gpu_projection()``), with the CPU
-    range time in the tooltip: the gap between the two is where the GPU sat idle."""
+    """Bars of GPU-projected time per NVTX range: ``label`` ("domain:range"), ``style,
+    instances, proj_total_ns, range_total_ns, gpu_ops``; the CPU range time is in the tooltip
+    (the gap between the two is GPU idle). Click picks the range (``name`` = its label)."""
     top = projection.sort_values("proj_total_ns", ascending=False).head(n).copy()
-    top["range_label"] = _labels(nvtx_label(top))
-    top["proj_ms"] = top["proj_total_ns"] / 1e6
-    top["range_ms"] = top["range_total_ns"] / 1e6
-    top = top[["range_label", "style", "instances", "proj_ms", "range_ms", "gpu_ops"]]
+    top["name"] = top["label"].astype(str)
+    top["bar"] = unique_labels(top["name"])
+    top["proj_ms"] = (top["proj_total_ns"] / 1e6).round(6)
+    top["range_ms"] = (top["range_total_ns"] / 1e6).round(6)
+    top = top[["bar", "name", "style", "instances", "proj_ms", "range_ms", "gpu_ops"]]
+    pick, focus = link_params()
     return (
         alt.Chart(top, title="NVTX ranges: GPU-projected time")
-        .mark_bar()
+        .mark_bar(cursor="pointer")
         .encode(
             x=alt.X("proj_ms:Q", title="GPU-projected time (ms)"),
-            y=alt.Y("range_label:N", sort="-x", title=None),
+            y=alt.Y("bar:N", sort="-x", title=None),
             color=alt.Color("style:N", title="style"),
+            opacity=focus_opacity(),
             tooltip=[
-                alt.Tooltip("range_label:N", title="range"),
+                alt.Tooltip("name:N", title="range"),
                 alt.Tooltip("instances:Q"),
                 alt.Tooltip("proj_ms:Q", format=",.3f", title="GPU time (ms)"),
                 alt.Tooltip("range_ms:Q", format=",.3f", title="CPU range time (ms)"),
                 alt.Tooltip("gpu_ops:Q", title="GPU ops"),
             ],
         )
-        .properties(width=420)
+        .add_params(pick, focus)
+        .properties(width=WIDTH)
     )
 
 
-def timeline_chart(frame: pd.DataFrame, origin_ns: int | None = None) -> alt.Chart:
-    """Gantt of ``timeline_frame()`` rows (lanes: GPU streams and NVTX ranges). Times are ms
-    from ``origin_ns`` (default: the first event) so the axis reads as time into the cell."""
-    frame = frame.head(MAX_ROWS).copy()
-    if origin_ns is None:
-        origin_ns = int(frame["start_ns"].min()) if len(frame) else 0
-    frame["start_ms"] = (frame["start_ns"] - origin_ns) / 1e6
-    frame["end_ms"] = (frame["end_ns"] - origin_ns) / 1e6
-    frame["duration_us"] = (frame["end_ns"] - frame["start_ns"]) / 1e3
-    # The chart's data is saved inline with the notebook: short names and rounded floats keep a
-    # 5000-bar timeline to a few hundred kB (the full names stay in the Kernels table).
-    frame["name"] = frame["name"].astype(str).map(lambda n: shorten(n, 80))
-    frame[["start_ms", "end_ms"]] = frame[["start_ms", "end_ms"]].round(6)
-    frame["duration_us"] = frame["duration_us"].round(3)
-    lanes = list(dict.fromkeys(frame["lane"].astype(str)))
-    frame = frame[["lane", "name", "count", "start_ms", "end_ms", "duration_us"]]
+def memcpy_chart(by_kind: pd.DataFrame) -> alt.Chart:
+    """Bytes copied per kind: ``kind, count, bytes, total_ns, bandwidth_gbps``."""
+    frame = by_kind.copy()
+    frame["mb"] = frame["bytes"] / 1e6
+    frame["time_us"] = frame["total_ns"] / 1e3
+    frame = frame[["kind", "count", "mb", "time_us", "bandwidth_gbps"]]
     return (
-        alt.Chart(frame, title="Timeline")
-        .mark_bar(strokeWidth=1)  # the stroke keeps sub-pixel kernels visible
-        .encode(
-            x=alt.X("start_ms:Q", title="time (ms)"),
-            x2="end_ms:Q",
-            y=alt.Y("lane:N", sort=lanes, title=None),
-            color=alt.Color("lane:N", legend=None),
-            stroke=alt.Stroke("lane:N", legend=None),
-            tooltip=[
-                alt.Tooltip("lane:N"),
-                alt.Tooltip("name:N"),
-                alt.Tooltip("count:Q", title="events"),
-                alt.Tooltip("start_ms:Q", format=",.3f", title="start (ms)"),
-                alt.Tooltip("duration_us:Q", format=",.2f", title="duration (us)"),
-            ],
-        )
-        .properties(width=640, height=max(60, 22 * len(lanes)))
-    )
-
-
-def memcpy_chart(memcpy: pd.DataFrame) -> alt.Chart:
-    """Bytes copied per kind (HtoD, DtoH, ...), bandwidth in the tooltip."""
-    by_kind = copies_by_kind(memcpy)
-    by_kind["mb"] = by_kind["bytes"] / 1e6
-    by_kind["time_us"] = by_kind["total_ns"] / 1e3
-    return (
-        alt.Chart(by_kind, title="Memory copies by kind")
+        alt.Chart(frame, title="Memory copies by kind")
         .mark_bar()
         .encode(
             x=alt.X("mb:Q", title="MB copied"),
@@ -156,23 +127,23 @@ def memcpy_chart(memcpy: pd.DataFrame) -> alt.Chart:
                 alt.Tooltip("bandwidth_gbps:Q", format=",.2f", title="GB/s"),
             ],
         )
-        .properties(width=420)
+        .properties(width=WIDTH)
     )
 
 
-def _launch_labels(frame: pd.DataFrame) -> pd.Series:
-    # One bar per launch: the launch index keeps repeated kernels apart.
-    return (
-        frame["launch"].astype(str)
-        + ": "
-        + frame["name"].astype(str).map(lambda s: shorten(s, LABEL_WIDTH))
-    )
+def launch_labels(frame: pd.DataFrame) -> list[str]:
+    """ "<launch>: <short name>": one bar per launch keeps repeated kernels apart."""
+    return [
+        f"{launch}: {shorten(s, LABEL_WIDTH)}"
+        for launch, s in zip(frame["launch"], _short(frame), strict=True)
+    ]
 
 
 def sol_chart(sol: pd.DataFrame) -> alt.Chart:
-    """Compute vs memory speed of light (% of peak) per launch, from ``NcuReport.sol()``."""
+    """Compute vs memory speed of light (% of peak) per launch: ``launch, name, short_name,
+    duration_ns, compute_sol_pct, memory_sol_pct``."""
     frame = sol.head(MAX_ROWS // 2).copy()
-    frame["kernel"] = _launch_labels(frame)
+    frame["kernel"] = launch_labels(frame)
     long = frame.melt(
         id_vars=["kernel", "name", "duration_ns"],
         value_vars=["compute_sol_pct", "memory_sol_pct"],
@@ -182,7 +153,7 @@ def sol_chart(sol: pd.DataFrame) -> alt.Chart:
     long["throughput"] = long["throughput"].map(
         {"compute_sol_pct": "Compute (SM)", "memory_sol_pct": "Memory"}
     )
-    long["duration_us"] = long["duration_ns"] / 1e3
+    long["duration_us"] = pd.to_numeric(long["duration_ns"], errors="coerce") / 1e3
     long = long.drop(columns="duration_ns")
     return (
         alt.Chart(long, title="Speed of light (% of peak)")
@@ -199,145 +170,16 @@ def sol_chart(sol: pd.DataFrame) -> alt.Chart:
                 alt.Tooltip("duration_us:Q", format=",.2f", title="duration (us)"),
             ],
         )
-        .properties(width=420)
-    )
-
-
-def roofline_ceilings(roofline: pd.DataFrame) -> dict[str, float]:
-    """Ceilings from the report's own peaks (peak_sustained x the report's clock, already in
-    the frame): label -> FLOP/s, plus "DRAM" -> bytes/s. Launches can run at different locked
-    clocks, so the drawn lines use the median over launches; points use their own peaks."""
-    ceilings: dict[str, float] = {}
-    for col, label in PEAK_COLUMNS.items():
-        if col in roofline.columns:
-            value = pd.to_numeric(roofline[col], errors="coerce").median()
-            if pd.notna(value) and value > 0:
-                ceilings[label] = float(value)
-    dram = pd.to_numeric(roofline.get("peak_dram_bytes_per_s"), errors="coerce")
-    if dram is not None and pd.notna(dram.median()) and dram.median() > 0:
-        ceilings["DRAM"] = float(dram.median())
-    return ceilings
-
-
-def roofline_points(roofline: pd.DataFrame) -> pd.DataFrame:
-    """One point per launch: achieved FLOP/s (sum over precisions), arithmetic intensity, the
-    dominant precision, and the % of the ceiling that applies at that intensity
-    (min(that precision's peak, AI x DRAM peak), both from the launch's own row)."""
-    frame = roofline.copy()
-    flop_cols = [c for c in FLOP_COLUMNS if c in frame.columns]
-    rates = frame[flop_cols].apply(pd.to_numeric, errors="coerce").fillna(0.0)
-    frame["flops_per_s"] = rates.sum(axis=1)
-    dominant = rates.idxmax(axis=1).where(rates.max(axis=1) > 0)
-    frame["precision"] = dominant.map(lambda c: PEAK_COLUMNS.get(FLOP_COLUMNS.get(c, ""), "none"))
-    # Each launch against its own peaks: launches of one report can run at different clocks.
-    peak_of = {label: col for col, label in PEAK_COLUMNS.items()}
-    compute = pd.Series(np.nan, index=frame.index)
-    for label, col in peak_of.items():
-        if col in frame.columns:
-            mine = frame["precision"] == label
-            compute[mine] = pd.to_numeric(frame.loc[mine, col], errors="coerce")
-    ai = pd.to_numeric(frame["arithmetic_intensity"], errors="coerce")
-    dram = frame.get("peak_dram_bytes_per_s", pd.Series(np.nan, index=frame.index))
-    memory = ai * pd.to_numeric(dram, errors="coerce")
-    bound = np.fmin(compute, memory)
-    frame["ceiling_flops_per_s"] = bound
-    frame["pct_of_ceiling"] = 100.0 * frame["flops_per_s"] / bound.where(bound > 0)
-    frame["arithmetic_intensity"] = ai
-    frame["duration_us"] = frame["duration_ns"] / 1e3
-    frame["kernel"] = _launch_labels(frame)
-    keep = ["launch", "kernel", "name", "duration_us", "arithmetic_intensity", "flops_per_s",
-            "precision", "ceiling_flops_per_s", "pct_of_ceiling"]  # fmt: skip
-    # Log axes cannot place zero: kernels with no FLOPs or no DRAM traffic are left out.
-    ok = (frame["flops_per_s"] > 0) & (ai > 0) & np.isfinite(ai)
-    return frame.loc[ok, keep].head(MAX_ROWS).reset_index(drop=True)
-
-
-def _ceiling_lines(ceilings: dict[str, float], x_min: float, x_max: float) -> pd.DataFrame:
-    """Each compute ceiling as a polyline: the DRAM slope up to its ridge point, then flat."""
-    dram = ceilings.get("DRAM")
-    rows = []
-    for label, peak in ceilings.items():
-        if label == "DRAM":
-            continue
-        if dram:
-            ridge = peak / dram
-            lo = min(x_min, ridge)
-            rows += [
-                {"ceiling": label, "order": 0, "ai": lo, "flops_per_s": lo * dram},
-                {"ceiling": label, "order": 1, "ai": ridge, "flops_per_s": peak},
-            ]
-        hi = max(x_max, (peak / dram) if dram else x_max)
-        rows.append({"ceiling": label, "order": 2, "ai": hi, "flops_per_s": peak})
-        if not dram:
-            rows.append({"ceiling": label, "order": 0, "ai": x_min, "flops_per_s": peak})
-    frame = pd.DataFrame(rows, columns=["ceiling", "order", "ai", "flops_per_s"])
-    frame["peak"] = frame["ceiling"].map(ceilings)
-    frame["dram_bytes_per_s"] = dram if dram else np.nan
-    return frame.sort_values(["ceiling", "order"], ignore_index=True)
-
-
-def roofline_chart(roofline: pd.DataFrame) -> alt.LayerChart:
-    """Log-log roofline: ceilings from the report's own peaks (DRAM slope, one flat line per
-    precision) and one point per profiled launch; tooltips give name, time, AI, FLOP/s and %
-    of the ceiling that bounds it."""
-    points = roofline_points(roofline)
-    ceilings = roofline_ceilings(roofline)
-    if len(points):
-        x_min = 10 ** math.floor(math.log10(points["arithmetic_intensity"].min()) - 0.5)
-        x_max = 10 ** math.ceil(math.log10(points["arithmetic_intensity"].max()) + 0.5)
-    else:
-        x_min, x_max = 0.01, 1000.0
-    if ceilings.get("DRAM"):
-        # Start a decade left of the lowest ridge so the DRAM slope shows.
-        ridges = [p / ceilings["DRAM"] for k, p in ceilings.items() if k != "DRAM"]
-        x_min = min([x_min, *(10 ** math.floor(math.log10(r) - 1) for r in ridges)])
-    lines = _ceiling_lines(ceilings, x_min, x_max)
-    x = alt.X("ai:Q", title="arithmetic intensity (FLOP/byte)", scale=alt.Scale(type="log"),
-              axis=alt.Axis(format="~g"))  # fmt: skip
-    y = alt.Y("flops_per_s:Q", title="FLOP/s", scale=alt.Scale(type="log"),
-              axis=alt.Axis(format="~s", tickCount=8))  # fmt: skip
-    roof = (
-        alt.Chart(lines)
-        .mark_line(strokeDash=[4, 2])
-        .encode(
-            x=x,
-            y=y,
-            order="order:Q",
-            color=alt.Color("ceiling:N", title="ceiling"),
-            tooltip=[
-                alt.Tooltip("ceiling:N"),
-                alt.Tooltip("peak:Q", format=".3s", title="peak FLOP/s"),
-                alt.Tooltip("dram_bytes_per_s:Q", format=".3s", title="DRAM B/s"),
-            ],
-        )
-    )
-    dots = (
-        alt.Chart(points.rename(columns={"arithmetic_intensity": "ai"}))
-        .mark_point(filled=True, size=70, color="black")
-        .encode(
-            x=x,
-            y=y,
-            shape=alt.Shape("precision:N", title="kernel precision"),
-            tooltip=[
-                alt.Tooltip("kernel:N"),
-                alt.Tooltip("name:N", title="full name"),
-                alt.Tooltip("duration_us:Q", format=",.2f", title="duration (us)"),
-                alt.Tooltip("ai:Q", format=".3g", title="AI (FLOP/byte)"),
-                alt.Tooltip("flops_per_s:Q", format=".3s", title="FLOP/s"),
-                alt.Tooltip("pct_of_ceiling:Q", format=".1f", title="% of ceiling"),
-            ],
-        )
-    )
-    return alt.layer(roof, dots, title="Roofline (report's own peaks and clock)").properties(
-        width=460, height=320
+        .properties(width=WIDTH)
     )
 
 
 def mfu_chart(mfu: pd.DataFrame, label: str = "name", n: int = 20) -> alt.Chart:
-    """Bars of MFU (percent) per kernel or NVTX range, from ``analysis.mfu``; the peak used
-    and where it came from are in the title and the tooltip, since MFU means nothing without."""
+    """Bars of MFU (percent) per kernel or NVTX range: ``<label>, mfu, peak_flops,
+    peak_source``; the peak used is in the subtitle and tooltip (MFU means nothing without)."""
     frame = mfu.dropna(subset=["mfu"]).sort_values("mfu", ascending=False).head(n).copy()
-    frame["bar"] = _labels(frame[label].astype(str))
+    shown = frame["short_name"] if label == "name" and "short_name" in frame else frame[label]
+    frame["bar"] = unique_labels(shown)
     frame["mfu_pct"] = 100.0 * frame["mfu"]
     frame["peak_tflops"] = frame["peak_flops"] / 1e12
     pairs = zip(frame["peak_tflops"], frame["peak_source"], strict=True)
@@ -358,17 +200,21 @@ def mfu_chart(mfu: pd.DataFrame, label: str = "name", n: int = 20) -> alt.Chart:
                 alt.Tooltip("peak_source:N", title="peak source"),
             ],
         )
-        .properties(width=420)
+        .properties(width=WIDTH)
     )
 
 
 def delta_chart(deltas: pd.DataFrame, label: str = "name", n: int = 20) -> alt.Chart:
-    """Bars of total-time change (b - a) for the ``n`` largest absolute changes (``compare``)."""
+    """Bars of total-time change (b - a) for the ``n`` largest changes: ``<label>, delta_ns,
+    ratio`` (+ ``short_name`` for kernels); green faster, red slower."""
     frame = deltas.reindex(deltas["delta_ns"].abs().sort_values(ascending=False).index).head(n)
     frame = frame.copy()
-    frame["bar"] = _labels(frame[label].astype(str))
+    shown = frame["short_name"] if label == "name" and "short_name" in frame else frame[label]
+    frame["bar"] = unique_labels(shown)
     frame["delta_us"] = frame["delta_ns"] / 1e3
-    frame["direction"] = np.where(frame["delta_ns"] > 0, "slower (b > a)", "faster (b < a)")
+    frame["direction"] = [
+        "slower (b > a)" if d > 0 else "faster (b < a)" for d in frame["delta_ns"]
+    ]
     frame = frame.assign(full_name=frame[label].astype(str))
     frame = frame[["bar", "full_name", "delta_us", "ratio", "direction"]]
     return (
@@ -390,5 +236,5 @@ def delta_chart(deltas: pd.DataFrame, label: str = "name", n: int = 20) -> alt.C
                 alt.Tooltip("ratio:Q", format=".3f", title="b / a"),
             ],
         )
-        .properties(width=420)
+        .properties(width=WIDTH)
     )

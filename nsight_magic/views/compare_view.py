@@ -1,15 +1,15 @@
 """Display of a ``compare()`` result: delta tables (kernels, NVTX) and delta charts, as widgets
-and as static HTML."""
+and as static HTML. The comparison hands over its frames (``protocols.ComparisonSource``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
+import ipywidgets as w
 
-from . import tables
-from .nsys_view import _safe, chart_output
-from .static import chart_img_html
+from . import charts, html
+from .common import chart_html, chart_widget, table_or_note
+from .protocols import ComparisonSource
 
 
 def _columns(label: str, key: str, a: str, b: str) -> dict[str, str]:
@@ -24,61 +24,75 @@ def _columns(label: str, key: str, a: str, b: str) -> dict[str, str]:
     }
 
 
+def _fmt_ratio(value: Any) -> str:
+    v = html.as_float(value)
+    return "new" if v is None else f"{v:.3f}x"
+
+
 FORMATS = {
-    "total_ns_a": tables.fmt_ns,
-    "total_ns_b": tables.fmt_ns,
-    "delta_ns": lambda v: ("+" if v > 0 else "") + tables.fmt_ns(v),
-    "ratio": lambda v: "new" if pd.isna(v) else f"{v:.3f}x",
+    "total_ns_a": html.fmt_ns,
+    "total_ns_b": html.fmt_ns,
+    "delta_ns": html.fmt_signed_ns,
+    "ratio": _fmt_ratio,
 }
 
 
-def _nvtx_frame(cmp: Any) -> pd.DataFrame:
-    from .charts import nvtx_label
-
-    return cmp.nvtx.assign(range_label=nvtx_label(cmp.nvtx))
-
-
-def kernels_table(cmp: Any, max_rows: int = 20) -> str:
-    cols = _columns("kernel", "name", cmp.label_a, cmp.label_b)
-    return tables.frame_html(cmp.kernels, cols, FORMATS, max_rows)
+def kernels_table(cmp: ComparisonSource, max_rows: int = 20) -> str:
+    key = "short_name" if "short_name" in cmp.kernels.columns else "name"
+    cols = _columns("kernel", key, cmp.label_a, cmp.label_b)
+    return table_or_note(
+        lambda: html.frame_html(cmp.kernels, cols, FORMATS, max_rows, titles={key: "name"})
+    )
 
 
-def nvtx_table(cmp: Any, max_rows: int = 20) -> str:
-    cols = _columns("range", "range_label", cmp.label_a, cmp.label_b)
-    return tables.frame_html(_nvtx_frame(cmp), cols, FORMATS, max_rows)
+def nvtx_table(cmp: ComparisonSource, max_rows: int = 20) -> str:
+    cols = _columns("range", "label", cmp.label_a, cmp.label_b)
+    return table_or_note(lambda: html.frame_html(cmp.nvtx, cols, FORMATS, max_rows))
 
 
-def _header(cmp: Any) -> str:
-    a = int(cmp.kernels["total_ns_a"].sum())
-    b = int(cmp.kernels["total_ns_b"].sum())
-    return tables.header_html(
+def _header(cmp: ComparisonSource) -> str:
+    a = html.as_float(cmp.kernels["total_ns_a"].sum()) if len(cmp.kernels) else 0.0
+    b = html.as_float(cmp.kernels["total_ns_b"].sum()) if len(cmp.kernels) else 0.0
+    return html.header_html(
         f"Compare: {cmp.label_a} -> {cmp.label_b}",
         {
-            "kernel time a": tables.fmt_ns(a),
-            "kernel time b": tables.fmt_ns(b),
-            "b / a": f"{b / a:.3f}x" if a else None,
+            "kernel time a": html.fmt_ns(a),
+            "kernel time b": html.fmt_ns(b),
+            "b / a": f"{b / a:.3f}x" if a and b is not None else None,
             "kernel names": f"{len(cmp.kernels):,}",
         },
     )
 
 
-def compare_static_html(cmp: Any) -> str:
-    chart, _ = _safe(cmp.chart)
+def _kernel_chart(cmp: ComparisonSource) -> Any:
+    return charts.delta_chart(cmp.kernels, "name")
+
+
+def _nvtx_chart(cmp: ComparisonSource) -> Any:
+    return charts.delta_chart(cmp.nvtx, "label")
+
+
+def compare_static_html(cmp: ComparisonSource) -> str:
     parts = [
         _header(cmp),
-        tables.section_html("Kernels (largest change first)", kernels_table(cmp)),
-        chart_img_html(chart, "kernel deltas"),
+        html.section_html("Kernels (largest change first)", kernels_table(cmp)),
+        chart_html(lambda: _kernel_chart(cmp), "kernel deltas"),
     ]
     if len(cmp.nvtx):
-        parts.append(tables.section_html("NVTX ranges (GPU-projected)", nvtx_table(cmp)))
+        parts += [
+            html.section_html("NVTX ranges (GPU-projected)", nvtx_table(cmp)),
+            chart_html(lambda: _nvtx_chart(cmp), "NVTX deltas"),
+        ]
     return '<div class="nsight-magic compare">' + "".join(parts) + "</div>"
 
 
-def compare_widget(cmp: Any) -> Any:
-    import ipywidgets as w
-
+def compare_widget(cmp: ComparisonSource) -> Any:
     pages = {
-        "Kernels": w.VBox([w.HTML(kernels_table(cmp, 100)), chart_output(_safe(cmp.chart)[0])]),
-        "NVTX": w.VBox([w.HTML(nvtx_table(cmp, 100)), chart_output(_safe(cmp.nvtx_chart)[0])]),
+        "Kernels": w.VBox(
+            [w.HTML(kernels_table(cmp, 100)), chart_widget(lambda: _kernel_chart(cmp), "chart")]
+        ),
+        "NVTX": w.VBox(
+            [w.HTML(nvtx_table(cmp, 100)), chart_widget(lambda: _nvtx_chart(cmp), "chart")]
+        ),
     }
     return w.VBox([w.HTML(_header(cmp)), w.Tab(children=list(pages.values()), titles=list(pages))])

@@ -1,21 +1,25 @@
-"""The %%ncu view (also what the picker shows after a profile): per-launch table with speed of
-light, SOL chart, section details per launch (dropdown), roofline and MFU charts; plus the
-static HTML form. Frames come from the run; nothing is measured or derived here."""
+"""The %%ncu view (also what the picker shows after a profile): ncu's own advice first (its
+rules, ranked by estimated speedup), then the launches with speed of light, section details per
+launch, the roofline with a verdict per kernel, and MFU; plus the static HTML form in the same
+order. Frames come from an ``NcuSource``; nothing is measured or derived here."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+import ipywidgets as w
 import pandas as pd
 
-from . import charts, tables
-from .nsys_view import _safe, chart_output
-from .static import chart_img_html
+from . import charts, html
+from .common import attempt, chart_html, chart_widget, note_widget, table_or_note
+from .live import PICK, LiveChart, picked
+from .protocols import NcuSource
+from .roofline_chart import roofline_chart
 
 LAUNCH_COLUMNS = {
     "launch": "launch",
-    "name": "kernel",
+    "short_name": "kernel",
     "duration_ns": "duration",
     "compute_sol_pct": "compute SOL",
     "memory_sol_pct": "memory SOL",
@@ -26,173 +30,243 @@ LAUNCH_COLUMNS = {
     "sm_clock_hz": "SM clock",
     "nvtx": "NVTX",
 }
-LAUNCH_FORMATS: dict[str, Callable[[Any], str]] = {
-    "duration_ns": tables.fmt_ns,
-    "compute_sol_pct": tables.fmt_pct,
-    "memory_sol_pct": tables.fmt_pct,
-    "achieved_occupancy_pct": tables.fmt_pct,
-    "sm_clock_hz": lambda v: "" if pd.isna(v) else f"{float(v) / 1e9:.2f} GHz",
+LAUNCH_FORMATS = {
+    "duration_ns": html.fmt_ns,
+    "compute_sol_pct": html.fmt_pct,
+    "memory_sol_pct": html.fmt_pct,
+    "achieved_occupancy_pct": html.fmt_pct,
+    "sm_clock_hz": html.fmt_hz,
+}
+VERDICT_COLUMNS = {
+    "launch": "launch",
+    "short_name": "kernel",
+    "verdict": "bound",
+    "flops_per_s": "achieved",
+    "arithmetic_intensity": "FLOP/byte",
+    "pct_of_ceiling": "% of its ceiling",
+}
+VERDICT_FORMATS = {
+    "flops_per_s": html.fmt_flops,
+    "arithmetic_intensity": html.fmt_num,
+    "pct_of_ceiling": html.fmt_pct,
 }
 MFU_COLUMNS = {
-    "name": "kernel",
+    "short_name": "kernel",
     "label": "NVTX range",
     "dtype": "dtype",
     "time_ns": "time",
     "time_source": "time from",
     "peak_flops": "peak",
     "peak_source": "peak source",
+    "hfu": "HFU",
     "mfu": "MFU",
 }
 MFU_FORMATS = {
-    "mfu": lambda v: tables.fmt_pct(100 * v),
-    "peak_flops": tables.fmt_flops,
-    "time_ns": tables.fmt_ns,
+    "mfu": html.fmt_ratio,
+    "hfu": html.fmt_ratio,
+    "peak_flops": html.fmt_flops,
+    "time_ns": html.fmt_ns,
 }
+NO_ROOFLINE = "No roofline: {}"
+NO_MFU = "No MFU: the report has no FLOP metrics, or the GPU no known peak."
 
 
-def launches_frame(run: Any) -> pd.DataFrame:
-    """kernels() with the SOL columns joined on ``launch``."""
-    kernels = run.kernels()
-    sol, _ = _safe(run.sol)
-    if sol is None or sol.empty:
-        return kernels
-    extra = [c for c in sol.columns if c not in kernels.columns or c == "launch"]
-    return kernels.merge(sol[extra], on="launch", how="left")
-
-
-def mfu_frames(run: Any) -> dict[str, pd.DataFrame]:
-    """Per-kernel and per-NVTX-range MFU (``analysis.mfu``) against the datasheet dense peak.
-    With a parent nsys run, times are its real-clock ones (ncu locks clocks). Empty frames
-    when the report lacks FLOP metrics or the GPU has no known peak."""
-    from ..analysis.mfu import kernel_mfu, range_mfu
-
-    parent = getattr(run, "parent", None)
-    out: dict[str, pd.DataFrame] = {"kernels": pd.DataFrame(), "ranges": pd.DataFrame()}
-    points, err = _safe(run.roofline)
-    if err:
-        return out
-    gpu = (_safe(run.report.device)[0] or {}).get("name")
-    nsys_kernels = _safe(parent.kernels)[0] if parent is not None else None
-    kernels, _ = _safe(
-        lambda: kernel_mfu(points, kernels=run.kernels(), nsys_kernels=nsys_kernels, gpu_name=gpu)
-    )
-    projection = _safe(parent.nvtx_gpu_projection)[0] if parent is not None else None
-    ranges, _ = _safe(
-        lambda: range_mfu(points, run.report.nvtx_ranges(), projection=projection, gpu_name=gpu)
-    )
-    if kernels is not None:
-        out["kernels"] = kernels
-    if ranges is not None and len(ranges):
-        out["ranges"] = ranges.assign(label=charts.nvtx_label(ranges))
-    return out
-
-
-def ncu_charts(run: Any, mfu: dict[str, pd.DataFrame] | None = None) -> dict[str, Any]:
-    """name -> chart (or None when the report lacks what the chart needs)."""
-    sol, _ = _safe(run.sol)
-    roofline, roof_err = _safe(run.roofline)
-    mfu = mfu if mfu is not None else mfu_frames(run)
-    k, r = mfu["kernels"], mfu["ranges"]
-    return {
-        "sol": _safe(lambda: charts.sol_chart(sol))[0] if sol is not None else None,
-        "roofline": _safe(lambda: charts.roofline_chart(roofline))[0] if roof_err is None else None,
-        "mfu": _safe(lambda: charts.mfu_chart(k, "name"))[0] if len(k) else None,
-        "mfu_ranges": _safe(lambda: charts.mfu_chart(r, "label"))[0] if len(r) else None,
-    }
-
-
-def sections_html(run: Any, launch: int) -> str:
-    sections, err = _safe(lambda: run.sections(launch))
-    if err:
-        return tables.note_html(err)
-    if not sections:
-        return tables.note_html("No sections in this launch.")
-    fmt = {"value": tables.fmt_num}
-    return "".join(
-        tables.section_html(name, tables.frame_html(frame, ["metric", "value", "unit"], fmt, 200))
-        for name, frame in sections.items()
+def header_html(source: NcuSource) -> str:
+    info, err = attempt(source.header)
+    if err is not None:
+        return html.header_html(f"Nsight Compute: {source.name}", {}) + html.note_html(err)
+    clock = html.fmt_hz(info.get("sm_clock_hz"))
+    return html.header_html(
+        f"Nsight Compute: {source.name}",
+        {
+            "profiled launches": f"{info.get('launches', 0):,}",
+            "kernels": f"{info.get('kernels', 0):,}",
+            "SM clock (ncu locks it)": clock or None,
+            "run dir": info.get("run_dir"),
+        },
     )
 
 
-def header_items(run: Any, launches: pd.DataFrame) -> dict[str, Any]:
-    clock = launches["sm_clock_hz"].median() if "sm_clock_hz" in launches else None
-    return {
-        "profiled launches": f"{len(launches):,}",
-        "kernels": f"{launches['name'].nunique():,}" if len(launches) else "0",
-        "SM clock (ncu locks it)": f"{clock / 1e9:.2f} GHz" if clock and pd.notna(clock) else None,
-        "run dir": str(run.run_dir) if run.run_dir else None,
-    }
+def advice_html(source: NcuSource, max_rows: int = 12) -> str:
+    """ncu's rule results, largest estimated speedup first: title, speedup, kernel, message."""
+
+    def build() -> str:
+        advice = source.advice()
+        if advice.empty:
+            return html.note_html(
+                "No ncu rule results in this report (profile with --set full or roofline"
+                " for ncu's advice)."
+            )
+        items = []
+        for row in advice.head(max_rows).itertuples(index=False):
+            speedup = html.fmt_pct(getattr(row, "speedup_pct", None))
+            kind = getattr(row, "speedup_type", "") or ""
+            gain = f"est. speedup {speedup} ({kind})" if speedup else "no speedup estimate"
+            where = f"launch {getattr(row, 'launch', '')}: {html.shorten(row.name, 70)}"
+            items.append(
+                f'<li style="margin:3px 0"><b>{html.esc(row.title)}</b> '
+                f'<span style="color:#b35900">{html.esc(gain)}</span> '
+                f'<span style="color:#666" title="{html.esc(row.name)}">{html.esc(where)}'
+                f"</span><br>{html.esc(html.shorten(row.message, 600))}</li>"
+            )
+        more = len(advice) - max_rows
+        tail = html.note_html(f"{more} more rules") if more > 0 else ""
+        return (
+            '<ol style="font-family:sans-serif;font-size:12px;margin:2px 0;padding-left:20px">'
+            + "".join(items)
+            + "</ol>"
+            + tail
+        )
+
+    return table_or_note(build)
 
 
-def ncu_static_html(run: Any) -> str:
-    launches, err = _safe(lambda: launches_frame(run))
-    if err:
-        return tables.header_html(f"Nsight Compute: {run.name}", {}) + tables.note_html(err)
-    mfu = mfu_frames(run)
-    built = ncu_charts(run, mfu)
+def launches_html(source: NcuSource, max_rows: int = 30) -> str:
+    return table_or_note(
+        lambda: html.frame_html(
+            source.launches(),
+            LAUNCH_COLUMNS,
+            LAUNCH_FORMATS,
+            max_rows,
+            titles={"short_name": "demangled"},
+        )
+    )
+
+
+def verdicts_html(source: NcuSource) -> str:
+    def build() -> str:
+        points, _ = source.roofline()
+        return html.frame_html(
+            points, VERDICT_COLUMNS, VERDICT_FORMATS, 50, titles={"short_name": "name"}
+        )
+
+    return table_or_note(build)
+
+
+def mfu_html(source: NcuSource, key: str, max_rows: int = 20) -> str:
+    def build() -> str:
+        frame = source.mfu()[key]
+        if frame.empty:
+            return ""
+        return html.frame_html(
+            frame, MFU_COLUMNS, MFU_FORMATS, max_rows, titles={"short_name": "name"}
+        )
+
+    return table_or_note(build)
+
+
+def sections_html(source: NcuSource, launch: int) -> str:
+    def build() -> str:
+        sections = source.sections(launch)
+        if not sections:
+            return html.note_html("No sections in this launch.")
+        fmt = {"value": html.fmt_num}
+        return "".join(
+            html.section_html(name, html.frame_html(frame, ["metric", "value", "unit"], fmt, 200))
+            for name, frame in sections.items()
+        )
+
+    return table_or_note(build)
+
+
+def _roofline_chart(source: NcuSource) -> Any:
+    return roofline_chart(*source.roofline())
+
+
+def _has_mfu(source: NcuSource, key: str) -> bool:
+    frames, err = attempt(source.mfu)
+    return err is None and len(frames[key]) > 0
+
+
+def ncu_static_html(source: NcuSource) -> str:
     parts = [
-        tables.header_html(f"Nsight Compute: {run.name}", header_items(run, launches)),
-        tables.section_html(
-            "Profiled launches", tables.frame_html(launches, LAUNCH_COLUMNS, LAUNCH_FORMATS, 30)
+        header_html(source),
+        html.section_html(
+            "Advice (ncu rules, largest estimated speedup first)", advice_html(source)
         ),
-        chart_img_html(built["sol"], "speed of light") if built["sol"] is not None else "",
+        html.section_html("Profiled launches", launches_html(source)),
+        chart_html(lambda: charts.sol_chart(source.sol()), "speed of light"),
     ]
-    if built["roofline"] is not None:
-        parts.append(tables.section_html("Roofline", chart_img_html(built["roofline"], "roofline")))
-    if len(mfu["kernels"]):
-        body = tables.frame_html(mfu["kernels"], MFU_COLUMNS, MFU_FORMATS)
-        parts += [tables.section_html("MFU per kernel", body), chart_img_html(built["mfu"], "MFU")]
-    if len(mfu["ranges"]):
-        body = tables.frame_html(mfu["ranges"], MFU_COLUMNS, MFU_FORMATS)
-        parts.append(tables.section_html("MFU per NVTX range", body))
+    roofline_err = attempt(source.roofline)[1]
+    if roofline_err is None:
+        parts.append(
+            html.section_html(
+                "Roofline",
+                chart_html(lambda: _roofline_chart(source), "roofline") + verdicts_html(source),
+            )
+        )
+    else:
+        parts.append(
+            html.section_html("Roofline", html.note_html(NO_ROOFLINE.format(roofline_err)))
+        )
+    if _has_mfu(source, "kernels"):
+        parts += [
+            html.section_html("MFU per kernel", mfu_html(source, "kernels")),
+            chart_html(lambda: charts.mfu_chart(source.mfu()["kernels"], "name"), "MFU"),
+        ]
+    if _has_mfu(source, "ranges"):
+        parts.append(html.section_html("MFU per NVTX range", mfu_html(source, "ranges")))
     return '<div class="nsight-magic ncu">' + "".join(parts) + "</div>"
 
 
-def ncu_widget(run: Any) -> Any:
-    """Header + Tab(Launches, Sections, Roofline, MFU)."""
-    import ipywidgets as w
-
-    launches = launches_frame(run)
-    mfu = mfu_frames(run)
-    built = ncu_charts(run, mfu)
-    header = w.HTML(tables.header_html(f"Nsight Compute: {run.name}", header_items(run, launches)))
-
+def ncu_widget(source: NcuSource, on_pick: Callable[[str], Any] | None = None) -> Any:
+    """Header + Tab(Advice, Launches, Sections, Roofline, MFU). A click on a roofline point
+    shows that launch's sections and calls ``on_pick(full kernel name)`` (the picker)."""
+    launches, err = attempt(source.launches)
+    launches = launches if launches is not None else pd.DataFrame(columns=["launch", "name"])
     choices = [
-        (f"{launch}: {tables.shorten(name, 90)}", int(launch))
+        (f"{launch}: {html.shorten(name, 90)}", int(launch))
         for launch, name in launches[["launch", "name"]].itertuples(index=False)
     ]
-    picker = w.Dropdown(options=choices, description="launch", layout=w.Layout(width="95%"))
-    details = w.HTML(sections_html(run, choices[0][1]) if choices else "")
-    picker.observe(lambda change: setattr(details, "value", sections_html(run, change["new"])),
-                   names="value")  # fmt: skip
+    launch_picker = w.Dropdown(options=choices, description="launch", layout=w.Layout(width="95%"))
+    details = w.HTML(
+        sections_html(source, choices[0][1])
+        if choices
+        else html.note_html(f"No launches: {err}" if err else "No launches in this report.")
+    )
+    launch_picker.observe(
+        lambda change: setattr(details, "value", sections_html(source, change["new"])),
+        names="value",
+    )
+    full_names = dict(
+        zip(launches["launch"], launches.get("demangled", launches["name"]), strict=True)
+    )
 
-    def chart_page(name: str, missing: str) -> Any:
-        if built[name] is None:
-            return w.HTML(tables.note_html(missing))
-        return chart_output(built[name])
+    roofline_err = attempt(source.roofline)[1]
+    roofline_page: Any = note_widget(NO_ROOFLINE.format(roofline_err))
+    if roofline_err is None:
+        roofline = chart_widget(lambda: _roofline_chart(source), "roofline")
 
-    mfu_parts = [
-        w.HTML(tables.frame_html(mfu[key], MFU_COLUMNS, MFU_FORMATS, 100))
-        for key in ("kernels", "ranges")
-        if len(mfu[key])
+        def on_point(value: Any) -> None:
+            point = picked(value)
+            if point.get("launch") in full_names:
+                launch_picker.value = int(point["launch"])
+                if on_pick is not None:
+                    on_pick(str(full_names[point["launch"]]))
+
+        if isinstance(roofline, LiveChart):
+            roofline.on_selection(PICK, on_point)
+        roofline_page = w.VBox([roofline, w.HTML(verdicts_html(source))])
+
+    mfu_parts: list[Any] = [
+        w.HTML(mfu_html(source, key, 100)) for key in ("kernels", "ranges") if _has_mfu(source, key)
     ]
+    if _has_mfu(source, "kernels"):
+        mfu_parts.insert(
+            0, chart_widget(lambda: charts.mfu_chart(source.mfu()["kernels"], "name"), "MFU")
+        )
     pages = {
+        "Advice": w.HTML(advice_html(source)),
         "Launches": w.VBox(
             [
-                w.HTML(tables.frame_html(launches, LAUNCH_COLUMNS, LAUNCH_FORMATS, 200)),
-                chart_page("sol", "No speed-of-light metrics in this report."),
+                w.HTML(launches_html(source, 200)),
+                chart_widget(lambda: charts.sol_chart(source.sol()), "speed of light"),
             ]
         ),
-        "Sections": w.VBox([picker, details]),
-        "Roofline": chart_page(
-            "roofline", "No roofline metrics: profile with --set roofline (or full)."
-        ),
-        "MFU": w.VBox(
-            [
-                chart_page("mfu", "No FLOP metrics or no known peak for MFU in this report."),
-                *mfu_parts,
-                *([chart_output(built["mfu_ranges"])] if built["mfu_ranges"] is not None else []),
-            ]
-        ),
+        "Sections": w.VBox([launch_picker, details]),
+        "Roofline": roofline_page,
+        "MFU": w.VBox(mfu_parts or [note_widget(NO_MFU)]),
     }
-    return w.VBox([header, w.Tab(children=list(pages.values()), titles=list(pages))])
+    return w.VBox(
+        [w.HTML(header_html(source)), w.Tab(children=list(pages.values()), titles=list(pages))]
+    )

@@ -1,69 +1,28 @@
 """The %%nsys view: a header (GPU, captured time, GPU busy %, kernel count, run dir) over tabs
-Kernels / NVTX / Timeline / Memory / Gaps / Profile a kernel, plus the static HTML form of the
-same findings. Frames come from the run; this module only lays them out."""
+Kernels / NVTX / Timeline / Memory / Gaps / Profile a kernel, and the static HTML form of the
+same findings. Frames come from an ``NsysSource``; this module only lays them out, and links the
+charts with the picker: a click on a kernel picks it, the picked kernel is highlighted."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
 from typing import Any
 
-import pandas as pd
+import ipywidgets as w
 
-from ..analysis.memory import copies_by_kind
-from . import charts, tables
-from .static import chart_img_html
+from . import charts, html
+from .common import attempt, chart_html, chart_widget, note_widget, table_or_note
+from .live import PICK, LiveChart, picked_name
+from .picker import KernelPicker
+from .protocols import NsysSource, ProfileFn, ProfileRangeFn
+from .range_profiler import RangeProfiler
+from .timeline_chart import timeline_chart
+from .timeline_view import TimelineView
 
 TOP_N = 15
 MIN_GAP_NS = 10_000  # idle stretches shorter than 10 us are launch latency, not findings
-STATEMENT_DOMAIN = "nsight_magic"
-
-
-def _safe(fn: Callable[[], Any]) -> tuple[Any, str | None]:
-    """Call ``fn``; on failure return the error as one line, so one missing table (reports omit
-    empty ones) leaves the other tabs intact."""
-    try:
-        return fn(), None
-    except Exception as exc:
-        return None, f"{type(exc).__name__}: {exc}"
-
-
-def header_items(run: Any) -> dict[str, Any]:
-    info, _ = _safe(run.gpu_info)
-    window, _ = _safe(run.capture_window)
-    busy, _ = _safe(run.gpu_busy_pct)
-    kernels, _ = _safe(run.kernels)
-    return {
-        "GPU": (info or {}).get("name"),
-        "captured": tables.fmt_ns(window[1] - window[0]) if window else None,
-        "GPU busy": tables.fmt_pct(busy) if busy is not None else None,
-        "kernels": f"{len(kernels):,}" if kernels is not None else None,
-        "run dir": str(run.run_dir) if run.run_dir else None,
-    }
-
-
-def _statement_key(row: pd.Series) -> tuple[int, int, float]:
-    # Statement ranges of the cell ("cell", then "L<n>: ..." by line) before the user's ranges.
-    if row["domain"] != STATEMENT_DOMAIN:
-        return (1, 0, -float(row["proj_total_ns"]))
-    if row["range"] == "cell":
-        return (0, -1, 0.0)
-    m = re.match(r"L(\d+):", str(row["range"]))
-    return (0, int(m.group(1)) if m else 10**9, 0.0)
-
-
-def ordered_projection(projection: pd.DataFrame) -> pd.DataFrame:
-    """NVTX projection with the cell's statement ranges first, in line order, then the rest by
-    GPU time: the statements read as the cell does."""
-    if projection.empty:
-        return projection
-    keys = projection.apply(_statement_key, axis=1)
-    order = sorted(range(len(projection)), key=lambda i: keys.iloc[i])
-    return projection.iloc[order].reset_index(drop=True)
-
 
 KERNEL_COLUMNS = {
-    "name": "kernel",
+    "short_name": "kernel",
     "instances": "instances",
     "total_ns": "total",
     "avg_ns": "avg",
@@ -73,12 +32,12 @@ KERNEL_COLUMNS = {
     "time_pct": "time %",
 }
 KERNEL_FORMATS = {
-    "total_ns": tables.fmt_ns,
-    "avg_ns": tables.fmt_ns,
-    "med_ns": tables.fmt_ns,
-    "min_ns": tables.fmt_ns,
-    "max_ns": tables.fmt_ns,
-    "time_pct": tables.fmt_pct,
+    "total_ns": html.fmt_ns,
+    "avg_ns": html.fmt_ns,
+    "med_ns": html.fmt_ns,
+    "min_ns": html.fmt_ns,
+    "max_ns": html.fmt_ns,
+    "time_pct": html.fmt_pct,
 }
 NVTX_COLUMNS = {
     "label": "range",
@@ -88,7 +47,7 @@ NVTX_COLUMNS = {
     "range_total_ns": "CPU range time",
     "gpu_ops": "GPU ops",
 }
-NVTX_FORMATS = {"proj_total_ns": tables.fmt_ns, "range_total_ns": tables.fmt_ns}
+NVTX_FORMATS = {"proj_total_ns": html.fmt_ns, "range_total_ns": html.fmt_ns}
 MEMORY_COLUMNS = {
     "kind": "kind",
     "count": "copies",
@@ -96,157 +55,154 @@ MEMORY_COLUMNS = {
     "total_ns": "time",
     "bandwidth_gbps": "GB/s",
 }
-MEMORY_FORMATS = {
-    "bytes": tables.fmt_bytes,
-    "total_ns": tables.fmt_ns,
-    "bandwidth_gbps": lambda v: "" if pd.isna(v) else f"{v:,.2f}",
-}
+MEMORY_FORMATS = {"bytes": html.fmt_bytes, "total_ns": html.fmt_ns, "bandwidth_gbps": html.fmt_gbps}
 GAP_COLUMNS = {
     "stream_id": "stream",
     "duration_ns": "idle",
-    "before": "after kernel/copy",
-    "after": "before kernel/copy",
+    "before_short": "after kernel/copy",
+    "after_short": "before kernel/copy",
 }
+GAP_TITLES = {"before_short": "before", "after_short": "after"}
 
 
-def kernels_html(run: Any, max_rows: int = TOP_N) -> str:
-    summary, err = _safe(run.kernel_summary)
-    if err:
-        return tables.note_html(err)
-    return tables.frame_html(summary, KERNEL_COLUMNS, KERNEL_FORMATS, max_rows=max_rows)
-
-
-def nvtx_html(run: Any, max_rows: int = 25) -> str:
-    projection, err = _safe(run.nvtx_gpu_projection)
-    if err:
-        return tables.note_html(err)
-    if projection.empty:
-        return tables.note_html("No NVTX ranges with GPU work.")
-    frame = ordered_projection(projection)
-    frame["label"] = charts.nvtx_label(frame)
-    return tables.frame_html(frame, NVTX_COLUMNS, NVTX_FORMATS, max_rows=max_rows)
-
-
-def memory_html(run: Any) -> str:
-    memcpy, err = _safe(run.memcpy)
-    if err:
-        return tables.note_html(err)
-    if memcpy.empty:
-        return tables.note_html("No memory copies captured.")
-    return tables.frame_html(copies_by_kind(memcpy), MEMORY_COLUMNS, MEMORY_FORMATS)
-
-
-def gap_summary(gaps: pd.DataFrame) -> dict[str, Any]:
+def header_items(source: NsysSource) -> dict[str, Any]:
+    info, _ = attempt(source.header)
+    info = info or {}
+    kernels = info.get("kernels")
     return {
-        f"idle gaps >= {tables.fmt_ns(MIN_GAP_NS)}": f"{len(gaps):,}",
-        "total idle": tables.fmt_ns(int(gaps["duration_ns"].sum())) if len(gaps) else "0 ns",
-        "largest": tables.fmt_ns(int(gaps["duration_ns"].max())) if len(gaps) else None,
+        "GPU": info.get("gpu"),
+        "captured": html.fmt_ns(info.get("captured_ns")) or None,
+        "GPU busy": html.fmt_pct(info.get("busy_pct")) or None,
+        "kernels": f"{kernels:,}" if isinstance(kernels, int) else None,
+        "run dir": info.get("run_dir"),
     }
 
 
-def gaps_html(run: Any, max_rows: int = 10) -> str:
-    gaps, err = _safe(lambda: run.gaps(MIN_GAP_NS))
-    if err:
-        return tables.note_html(err)
-    head = tables.header_html("GPU idle", gap_summary(gaps))
-    if gaps.empty:
-        return head
-    top = gaps.sort_values("duration_ns", ascending=False)
-    return head + tables.frame_html(
-        top, GAP_COLUMNS, {"duration_ns": tables.fmt_ns}, max_rows=max_rows
+def header_html(source: NsysSource) -> str:
+    return html.header_html(f"Nsight Systems: {source.name}", header_items(source))
+
+
+def kernels_html(source: NsysSource, max_rows: int = TOP_N) -> str:
+    return table_or_note(
+        lambda: html.frame_html(
+            source.kernel_table(),
+            KERNEL_COLUMNS,
+            KERNEL_FORMATS,
+            max_rows,
+            titles={"short_name": "name"},
+        )
     )
 
 
-# Bars in the timeline: more than a 640 px chart can tell apart, few enough that the inline
-# chart data keeps a saved notebook small (benchmarks/weight.py: P2).
-TIMELINE_ROWS = 1000
+def nvtx_html(source: NsysSource, max_rows: int = 25) -> str:
+    def build() -> str:
+        frame = source.nvtx_table()
+        if frame.empty:
+            return html.note_html("No NVTX ranges with GPU work.")
+        return html.frame_html(frame, NVTX_COLUMNS, NVTX_FORMATS, max_rows=max_rows)
+
+    return table_or_note(build)
 
 
-def timeline_chart(run: Any) -> Any:
-    from ..analysis.timeline import timeline_frame
+def memory_html(source: NsysSource) -> str:
+    def build() -> str:
+        copies = source.copies()
+        if copies.empty:
+            return html.note_html("No memory copies captured.")
+        return html.frame_html(copies, MEMORY_COLUMNS, MEMORY_FORMATS)
 
-    memcpy, _ = _safe(run.memcpy)
-    nvtx, _ = _safe(run.nvtx)
-    frame = timeline_frame(run.kernels(), memcpy, nvtx, max_rows=TIMELINE_ROWS)
-    window, _ = _safe(run.capture_window)
-    return charts.timeline_chart(frame, origin_ns=window[0] if window else None)
-
-
-def _chart_or_none(build: Callable[[], Any]) -> Any:
-    chart, _ = _safe(build)
-    return chart
+    return table_or_note(build)
 
 
-def nsys_static_html(run: Any) -> str:
+def gaps_html(source: NsysSource, max_rows: int = 10) -> str:
+    def build() -> str:
+        gaps = source.gaps(MIN_GAP_NS)
+        total = gaps["duration_ns"].sum() if len(gaps) else 0
+        head = html.header_html(
+            "GPU idle",
+            {
+                f"idle gaps >= {html.fmt_ns(MIN_GAP_NS)}": f"{len(gaps):,}",
+                "total idle": html.fmt_ns(total) or "0 ns",
+                "largest": html.fmt_ns(gaps["duration_ns"].max()) if len(gaps) else None,
+            },
+        )
+        if gaps.empty:
+            return head
+        top = gaps.sort_values("duration_ns", ascending=False)
+        return head + html.frame_html(
+            top, GAP_COLUMNS, {"duration_ns": html.fmt_ns}, max_rows, titles=GAP_TITLES
+        )
+
+    return table_or_note(build)
+
+
+def nsys_static_html(source: NsysSource) -> str:
     """Everything a reader without a kernel needs: header, top kernels (table + chart), NVTX
     projection (table + chart), timeline, copies and idle gaps."""
-    kernel_chart = _chart_or_none(lambda: charts.top_kernels_chart(run.kernel_summary(), TOP_N))
-    nvtx_chart = _chart_or_none(lambda: charts.nvtx_ranges_chart(run.nvtx_gpu_projection()))
     parts = [
-        tables.header_html(f"Nsight Systems: {run.name}", header_items(run)),
-        tables.section_html("Kernels (by total GPU time)", kernels_html(run)),
-        chart_img_html(kernel_chart, "top kernels"),
-        tables.section_html("NVTX ranges (GPU-projected)", nvtx_html(run)),
-        chart_img_html(nvtx_chart, "NVTX ranges"),
-        tables.section_html(
-            "Timeline", chart_img_html(_chart_or_none(lambda: timeline_chart(run)), "timeline")
+        header_html(source),
+        html.section_html("Kernels (by total GPU time)", kernels_html(source)),
+        chart_html(lambda: charts.top_kernels_chart(source.kernel_table(), TOP_N), "top kernels"),
+        html.section_html("NVTX ranges (GPU-projected)", nvtx_html(source)),
+        chart_html(lambda: charts.nvtx_ranges_chart(source.nvtx_table()), "NVTX ranges"),
+        html.section_html(
+            "Timeline",
+            chart_html(lambda: timeline_chart(source.timeline(), source.origin_ns()), "timeline"),
         ),
-        tables.section_html("Memory copies", memory_html(run)),
-        tables.section_html("Gaps", gaps_html(run)),
+        html.section_html("Memory copies", memory_html(source)),
+        html.section_html("Gaps", gaps_html(source)),
     ]
     return '<div class="nsight-magic nsys">' + "".join(parts) + "</div>"
 
 
-# --- widgets ---------------------------------------------------------------------------------
-def chart_output(chart: Any) -> Any:
-    """An Output widget holding the chart's own (interactive, vega-lite) display data."""
-    import ipywidgets as w
-
-    out = w.Output()
-    if chart is not None:
-        out.append_display_data(chart)
-    return out
+def _on_pick(chart: Any, callback: Any) -> None:
+    """Wire a chart's click selection to ``callback(name)`` (nothing for a failed chart)."""
+    if isinstance(chart, LiveChart):
+        chart.on_selection(PICK, lambda value: _call_with_name(callback, value))
 
 
-def _tab(children: list[Any]) -> Any:
-    import ipywidgets as w
+def _call_with_name(callback: Any, value: Any) -> None:
+    name = picked_name(value)
+    if name is not None:
+        callback(name)
 
-    return w.VBox(children)
 
-
-def nsys_widget(run: Any, profile_fn: Callable[..., Any] | None = None) -> Any:
+def nsys_widget(source: NsysSource, profile_fn: ProfileFn, profile_range_fn: ProfileRangeFn) -> Any:
     """The live view: header + Tab(Kernels, NVTX, Timeline, Memory, Gaps, Profile a kernel)."""
-    import ipywidgets as w
+    picker = KernelPicker(source, profile_fn=profile_fn)
+    ranges = RangeProfiler(source, profile_range_fn, on_pick=picker.select)
 
-    from .picker import KernelPicker
+    kernel_chart = chart_widget(lambda: charts.top_kernels_chart(source.kernel_table()), "chart")
+    nvtx_chart = chart_widget(lambda: charts.nvtx_ranges_chart(source.nvtx_table()), "chart")
+    timeline, err = attempt(lambda: TimelineView(source, on_pick=picker.select))
+    _on_pick(kernel_chart, picker.select)
+    _on_pick(nvtx_chart, ranges.select)
 
-    header = w.HTML(tables.header_html(f"Nsight Systems: {run.name}", header_items(run)))
+    def highlight(name: str | None) -> None:
+        if isinstance(kernel_chart, LiveChart):
+            kernel_chart.set_focus(name)
+        if timeline is not None:
+            timeline.set_focus(name)
+
+    copies, _ = attempt(source.copies)
+    has_copies = copies is not None and len(copies) > 0
+    picker.on_change(highlight)
+    highlight(picker.kernel.value)
+
     pages = {
-        "Kernels": _tab(
-            [
-                w.HTML(kernels_html(run, max_rows=50)),
-                chart_output(
-                    _chart_or_none(lambda: charts.top_kernels_chart(run.kernel_summary()))
-                ),
-            ]
+        "Kernels": w.VBox([w.HTML(kernels_html(source, max_rows=50)), kernel_chart]),
+        "NVTX": w.VBox([w.HTML(nvtx_html(source, max_rows=100)), nvtx_chart, ranges.widget]),
+        "Timeline": timeline.widget if timeline is not None else note_widget(f"no timeline: {err}"),
+        "Memory": w.VBox(
+            [w.HTML(memory_html(source))]
+            + ([chart_widget(lambda: charts.memcpy_chart(copies), "chart")] if has_copies else [])
         ),
-        "NVTX": _tab(
-            [
-                w.HTML(nvtx_html(run, max_rows=100)),
-                chart_output(
-                    _chart_or_none(lambda: charts.nvtx_ranges_chart(run.nvtx_gpu_projection()))
-                ),
-            ]
-        ),
-        "Timeline": _tab([chart_output(_chart_or_none(lambda: timeline_chart(run)))]),
-        "Memory": _tab(
-            [
-                w.HTML(memory_html(run)),
-                chart_output(_chart_or_none(lambda: charts.memcpy_chart(run.memcpy()))),
-            ]
-        ),
-        "Gaps": _tab([w.HTML(gaps_html(run, max_rows=25))]),
-        "Profile a kernel": KernelPicker(run, profile_fn=profile_fn).widget,
+        "Gaps": w.VBox([w.HTML(gaps_html(source, max_rows=25))]),
+        "Profile a kernel": picker.widget,
     }
-    tabs = w.Tab(children=list(pages.values()), titles=list(pages))
-    return w.VBox([header, tabs])
+    view = w.VBox(
+        [w.HTML(header_html(source)), w.Tab(children=list(pages.values()), titles=list(pages))]
+    )
+    # Kept on the view so tests and users can reach the parts (the picker, the timeline).
+    view.picker, view.ranges, view.timeline = picker, ranges, timeline  # type: ignore[attr-defined]
+    return view

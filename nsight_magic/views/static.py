@@ -9,7 +9,9 @@ import functools
 import json
 from typing import Any
 
-from .tables import esc
+import altair as alt
+
+from .html import esc
 
 
 @functools.lru_cache(maxsize=64)
@@ -52,8 +54,6 @@ def _render_with_png(spec: dict, **metadata: Any) -> dict[str, Any]:
     Vega-Lite version; JupyterLab 4.6 renders up to v5 and altair 6 writes v6, so Lab shows the
     PNG) plus a PNG of the same spec, which nbconvert HTML, GitHub and nbviewer show since they
     run no Vega. Either way nothing is fetched from a CDN."""
-    import altair as alt
-
     major = alt.SCHEMA_VERSION.lstrip("v").split(".")[0]
     bundle: dict[str, Any] = {
         f"application/vnd.vegalite.v{major}+json": spec,
@@ -70,8 +70,6 @@ def _render_with_png(spec: dict, **metadata: Any) -> dict[str, Any]:
 def enable_static_charts() -> None:
     """Make every altair chart displayed from now on carry a PNG next to its Vega-Lite spec,
     so an executed notebook shows its charts with no kernel and no JavaScript."""
-    import altair as alt
-
     if RENDERER not in alt.renderers.names():
         alt.renderers.register(RENDERER, _render_with_png)
     alt.renderers.enable(RENDERER)

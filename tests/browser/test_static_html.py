@@ -10,6 +10,7 @@ decoded (naturalWidth > 0), and no "chart omitted" / CDN-script fallbacks."""
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,11 @@ NOTEBOOKS = REPO / "notebooks"
 # notebook -> (nsys views it shows, kernel names that must be in its first kernel table,
 #              at least this many chart images)
 EXPECTED = {
-    "01_quickstart": (["Nsight Systems: nsys_small"], ["sm80_xmma_gemm_f32f32"], 7),
+    "01_quickstart": (
+        ["Nsight Systems: llm prefill", "Nsight Systems: tour"],
+        ["nvjet_sm90_tst_256x128", "vectorized_layer_norm_kernel"],
+        10,
+    ),
     "02_llm_drilldown": (["Nsight Systems: prefill", "Nsight Systems: decode"], ["nvjet_sm90"], 9),
     "03_compare": (["Nsight Systems: before", "Nsight Systems: after"], ["sm80_xmma_gemm"], 7),
 }
@@ -49,11 +54,13 @@ def html_files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, P
 
     rn = _run_notebook()
     out = tmp_path_factory.mktemp("static_html")
-    kernel_tmp = out / "kernel_tmp"  # the quickstart unpacks an .ncu-rep into a mkdtemp()
+    kernel_tmp = out / "kernel_tmp"  # the examples unpack their reports into temp folders
     kernel_tmp.mkdir()
     files = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TMPDIR", str(kernel_tmp))
+        # The kernel imports this checkout's package, whatever the venv has installed.
+        mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.getenv("PYTHONPATH")])))
         executed = rn.execute(NOTEBOOKS / "01_quickstart.ipynb", timeout=300)
     files["01_quickstart"] = out / "01_quickstart.html"
     files["01_quickstart"].write_text(rn.to_html(executed), encoding="utf-8")

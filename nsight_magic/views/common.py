@@ -1,0 +1,55 @@
+"""Pieces every view shares: call a frame/chart source and turn a failure into one line, and a
+chart as a live widget or as a static PNG, either way never raising."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as w
+
+from . import html
+from .live import LiveChart
+from .static import chart_img_html
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` (what a tab shows in place of what failed)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}".rstrip(": ")
+
+
+def attempt(fn: Callable[[], Any]) -> tuple[Any, str | None]:
+    """``(fn(), None)``, or ``(None, one line)`` when it raised: one missing table (reports
+    omit empty ones) or a damaged one leaves every other tab intact."""
+    try:
+        return fn(), None
+    except Exception as exc:
+        return None, one_line(exc)
+
+
+def note_widget(text: str) -> Any:
+    return w.HTML(html.note_html(text))
+
+
+def chart_widget(build: Callable[[], Any], what: str) -> Any:
+    """The chart as a ``LiveChart`` widget, or one line saying why ``what`` is not shown."""
+    chart, err = attempt(build)
+    if err is not None:
+        return note_widget(f"{what} not shown: {err}")
+    widget, err = attempt(lambda: LiveChart(chart))
+    return widget if err is None else note_widget(f"{what} not shown: {err}")
+
+
+def chart_html(build: Callable[[], Any], what: str) -> str:
+    """The chart as a PNG ``<img>`` for the static form, or one line saying why not."""
+    chart, err = attempt(build)
+    if err is not None:
+        return html.note_html(f"{what} not shown: {err}")
+    return chart_img_html(chart, what)
+
+
+def table_or_note(fn: Callable[[], str]) -> str:
+    """An HTML table builder's output, or one line when building it raised."""
+    body, err = attempt(fn)
+    return body if err is None else html.note_html(err)

@@ -1,0 +1,176 @@
+"""Static HTML pieces (header, tables, notes) and the number formatters every view uses. The
+``text/html`` form of results must read on GitHub/nbviewer with no kernel: plain tags, inline
+styles only, everything escaped. Formatters never raise: NA (``pd.NA``, NaN, None, NaT) and
+values that are not numbers come out as "" (views never raise on a damaged report)."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+Formatter = Callable[[Any], str]
+
+
+def as_float(value: Any) -> float | None:
+    """``value`` as a finite float, or None for NA, NaN, inf and anything not a number."""
+    if value is None or isinstance(value, (str, bytes, bool)):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):  # pd.NA, NaT, objects
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _scaled(value: Any, units: Sequence[tuple[str, float, int]], small: str) -> str:
+    v = as_float(value)
+    if v is None:
+        return ""
+    for unit, scale, digits in units:
+        if abs(v) >= scale:
+            return f"{v / scale:,.{digits}f} {unit}"
+    return small.format(v)
+
+
+def fmt_ns(value: Any) -> str:
+    """Nanoseconds in the unit a human reads (ns, us, ms, s)."""
+    return _scaled(value, (("s", 1e9, 3), ("ms", 1e6, 3), ("us", 1e3, 3)), "{:,.0f} ns")
+
+
+def fmt_bytes(value: Any) -> str:
+    return _scaled(value, (("GB", 1e9, 2), ("MB", 1e6, 2), ("kB", 1e3, 2)), "{:,.0f} B")
+
+
+def fmt_flops(value: Any) -> str:
+    units = (("PFLOP/s", 1e15, 2), ("TFLOP/s", 1e12, 2), ("GFLOP/s", 1e9, 2))
+    return _scaled(value, units, "{:,.3g} FLOP/s")
+
+
+def fmt_pct(value: Any) -> str:
+    v = as_float(value)
+    return "" if v is None else f"{v:.1f}%"
+
+
+def fmt_ratio(value: Any) -> str:
+    """A fraction (0.42) as a percent ("42.0%")."""
+    v = as_float(value)
+    return "" if v is None else f"{100.0 * v:.1f}%"
+
+
+def fmt_num(value: Any) -> str:
+    v = as_float(value)
+    if v is None:
+        return ""
+    if not v.is_integer():
+        return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+    return f"{int(v):,}"
+
+
+def fmt_signed_ns(value: Any) -> str:
+    v = as_float(value)
+    return "" if v is None else ("+" if v > 0 else "") + fmt_ns(v)
+
+
+def fmt_hz(value: Any) -> str:
+    v = as_float(value)
+    return "" if v is None else f"{v / 1e9:.2f} GHz"
+
+
+def fmt_gbps(value: Any) -> str:
+    v = as_float(value)
+    return "" if v is None else f"{v:,.2f}"
+
+
+def shorten(text: Any, width: int = 80) -> str:
+    """Cut text to ``width`` characters (a trailing "…" says it was cut). For kernel names,
+    prefer the ``short_name`` column that analysis derives; this only bounds what is left."""
+    text = "" if text is None or (not isinstance(text, str) and pd.isna(text)) else str(text)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+_TABLE = "border-collapse:collapse;font-size:12px;font-family:monospace;margin:4px 0"
+# Numbers keep value and unit on one line ("30.528 us"), even in a narrow widget.
+_CELL = "border:1px solid #ddd;padding:2px 6px;text-align:{align}"
+_NUM_CELL = _CELL + ";white-space:nowrap"
+
+
+def _formatted(formatter: Formatter, value: Any) -> str:
+    # A formatter handed in by a caller may not know every odd value; a cell stays blank then.
+    try:
+        return formatter(value)
+    except Exception:
+        return ""
+
+
+def frame_html(
+    frame: pd.DataFrame,
+    columns: Mapping[str, str] | Sequence[str] | None = None,
+    formats: Mapping[str, Formatter] | None = None,
+    max_rows: int = 20,
+    name_width: int = 90,
+    titles: Mapping[str, str] | None = None,
+) -> str:
+    """A table of the first ``max_rows`` rows. ``columns`` maps frame column -> header; long
+    strings are shortened with the full text in a ``title`` tooltip; ``titles`` maps a shown
+    column to the column whose text the tooltip shows instead (``{"short_name": "name"}``: the
+    short kernel name, the full one on hover)."""
+    if columns is None:
+        columns = list(frame.columns)
+    if not isinstance(columns, Mapping):
+        columns = {c: c for c in columns}
+    columns = {c: h for c, h in columns.items() if c in frame.columns}
+    formats = dict(formats or {})
+    titles = {c: t for c, t in (titles or {}).items() if t in frame.columns}
+    head = "".join(
+        f'<th style="{_CELL.format(align="left")}">{esc(h)}</th>' for h in columns.values()
+    )
+    rows = []
+    for _, row in frame.head(max_rows).iterrows():
+        cells = []
+        for col in columns:
+            value = row[col]
+            if col in formats:
+                text, align, title = _formatted(formats[col], value), "right", ""
+            elif isinstance(value, str):
+                text, align = shorten(value, name_width), "left"
+                full = str(row[titles[col]]) if col in titles else value
+                title = f' title="{esc(full)}"' if text != full else ""
+            else:
+                text, align, title = fmt_num(value), "right", ""
+            style = (_NUM_CELL if align == "right" else _CELL).format(align=align)
+            cells.append(f'<td style="{style}"{title}>{esc(text)}</td>')
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    more = ""
+    if len(frame) > max_rows:
+        more = f'<div style="font-size:11px;color:#666">{len(frame) - max_rows} more rows</div>'
+    return (
+        f'<table style="{_TABLE}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>{more}"
+    )
+
+
+def header_html(title: str, items: Mapping[str, Any]) -> str:
+    """A one-line summary: title plus ``key: value`` pairs (None values are left out)."""
+    parts = " &nbsp;·&nbsp; ".join(
+        f"<b>{esc(k)}</b>: {esc(v)}" for k, v in items.items() if v is not None and v != ""
+    )
+    return (
+        f'<div style="font-family:sans-serif;font-size:13px;margin:4px 0">'
+        f'<span style="font-size:15px;font-weight:bold">{esc(title)}</span><br>{parts}</div>'
+    )
+
+
+def section_html(title: str, body: str) -> str:
+    return f'<h4 style="font-family:sans-serif;margin:10px 0 2px 0">{esc(title)}</h4>{body}'
+
+
+def note_html(text: str) -> str:
+    return f'<div style="font-size:12px;color:#666;font-family:sans-serif">{esc(text)}</div>'
