@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .kernels import as_text
+from .ranks import rank_blocks
 
 __all__ = [
     "COLLECTIVE_COLUMNS",
@@ -272,9 +273,9 @@ def collective_summary(coll: pd.DataFrame, skew: pd.DataFrame | None = None) -> 
     wait = (joined["last_start_ns"] - joined["start_ns"]).clip(lower=0).fillna(0)
     joined["_wait"] = wait.astype(np.int64)
     joined["_last"] = (joined["last_rank"] == joined["rank"]).fillna(False).astype(np.int64)
-    joined["_rank"] = joined["rank"].astype("Int64").fillna(-1).astype(np.int64)
+    joined["rank"] = joined["rank"].astype("Int64").fillna(-1).astype(np.int64)
     out = (
-        joined.groupby(["_rank", "kind"], sort=False)
+        joined.groupby(["rank", "kind"], sort=False)
         .agg(
             instances=("start_ns", "size"),
             total_ns=("duration_ns", "sum"),
@@ -285,12 +286,9 @@ def collective_summary(coll: pd.DataFrame, skew: pd.DataFrame | None = None) -> 
             times_last=("_last", "sum"),
         )
         .reset_index()
+        .sort_values(["total_ns", "kind"], ascending=[False, True], kind="stable")
     )
-    order = np.where(out["_rank"] < 0, np.iinfo(np.int64).max, out["_rank"])
-    out = out.assign(_order=order).sort_values(
-        ["_order", "total_ns", "kind"], ascending=[True, False, True], kind="stable"
-    )
-    out["rank"] = pd.array(np.where(out["_rank"] < 0, None, out["_rank"]), dtype="Int64")
+    out = rank_blocks(out)
     out["bytes"] = pd.array(out["bytes"], dtype="Int64")
     out["kind"] = out["kind"].astype("str")
     for col in ("instances", "total_ns", "max_ns", "wait_ns", "times_last"):

@@ -22,13 +22,14 @@ import pandas as pd
 
 from ..nvtx_names import NVTX_DOMAIN, label_rank
 from .kernels import KERNEL_SUMMARY_COLUMNS, duration_stats
-from .nvtx_projection import PROJECTION_SUMMARY_COLUMNS, nvtx_gpu_projection
+from .nvtx_projection import nvtx_gpu_projection
 from .timeline import TIMELINE_COLUMNS, timeline_frame
 
 __all__ = [
     "RANK_MAP_COLUMNS",
     "add_rank",
     "process_keys",
+    "rank_blocks",
     "rank_kernel_summary",
     "rank_lane",
     "rank_map",
@@ -140,32 +141,26 @@ def rank_kernel_summary(kernels: pd.DataFrame) -> pd.DataFrame:
     per_rank = stats.groupby("rank")["total_ns"].transform("sum").to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
         stats["time_pct"] = np.where(per_rank > 0, 100.0 * stats["total_ns"] / per_rank, 0.0)
-    order = np.where(stats["rank"] < 0, np.iinfo(np.int64).max, stats["rank"])
-    stats = stats.assign(_order=order).sort_values(
-        ["_order", "total_ns", "name"], ascending=[True, False, True], kind="stable"
-    )
-    stats["rank"] = pd.array(np.where(stats["rank"] < 0, None, stats["rank"]), dtype="Int64")
-    return stats[["rank", *KERNEL_SUMMARY_COLUMNS]].reset_index(drop=True)
+    return rank_blocks(stats)[["rank", *KERNEL_SUMMARY_COLUMNS]]
 
 
 def rank_nvtx_projection(trace: pd.DataFrame) -> pd.DataFrame:
     """``rank`` + the ``nvtx_gpu_projection`` columns, one block per rank (ascending, NA last),
     each equal to ``nsys stats --report nvtx_gpu_proj_sum`` on that rank's ranges alone.
     ``trace`` is ``project_nvtx_to_gpu`` output with a ``rank`` column."""
-    rank = trace["rank"].astype("Int64")
-    parts = []
-    for r in [*sorted(rank.dropna().unique().tolist()), None]:
-        sel = rank.isna() if r is None else rank == r
-        sel = sel.to_numpy(dtype=bool)
-        if sel.any():
-            block = nvtx_gpu_projection(trace[sel])
-            block.insert(0, "rank", pd.array([r] * len(block), dtype="Int64"))
-            parts.append(block)
-    if not parts:
-        empty = nvtx_gpu_projection(trace.iloc[:0])
-        empty.insert(0, "rank", pd.array([], dtype="Int64"))
-        return empty
-    return pd.concat(parts, ignore_index=True)[["rank", *PROJECTION_SUMMARY_COLUMNS]]
+    rank = trace["rank"].astype("Int64").fillna(-1).to_numpy(dtype=np.int64)
+    out = nvtx_gpu_projection(trace.assign(rank=rank), by=["rank"])
+    return rank_blocks(out)
+
+
+def rank_blocks(summary: pd.DataFrame) -> pd.DataFrame:
+    """Rows grouped by an int ``rank`` column, ascending, -1 (no rank) last and shown as NA
+    (``Int64``); the order inside a rank is kept."""
+    rank = summary["rank"].to_numpy(dtype=np.int64)
+    order = np.argsort(np.where(rank < 0, np.iinfo(np.int64).max, rank), kind="stable")
+    out = summary.iloc[order].reset_index(drop=True)
+    out["rank"] = pd.array(np.where(out["rank"] < 0, None, out["rank"]), dtype="Int64")
+    return out
 
 
 def rank_lane(frame: pd.DataFrame) -> pd.Series:
