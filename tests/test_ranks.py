@@ -13,7 +13,7 @@ import pytest
 from nsight_magic.analysis import collectives as coll
 from nsight_magic.analysis import ranks
 from nsight_magic.nvtx_names import label_rank, rank_label
-from nsight_magic.reports.nsys import process_info
+from nsight_magic.reports.nsys import process_info, tables
 from nsight_magic.reports.nsys.merge import RankedReport, load_runs
 from nsight_magic.reports.nsys.report import NsysReport
 from tests.stats_reference import assert_duration_summary_equal
@@ -211,8 +211,9 @@ def test_rank_lane_without_rank_names_the_process(report: NsysReport) -> None:
     assert ranks.rank_lane(k).item() == f"pid {k['pid'].item()} / GPU 0 / stream 7"
 
 
-def test_summary_and_busy(run: RankedReport) -> None:
+def test_summary_and_busy(run: RankedReport, report: NsysReport) -> None:
     s = run.summary()
+    assert report.summary().items() <= s.items()  # a drop-in for the one-report summary
     assert s["ranks"] == 2 and s["straggler_rank"] == 1 and s["reports"] == 1
     assert s["nccl_time_ns"] < s["kernel_time_ns"]
     busy = run.rank_busy_pct()
@@ -223,3 +224,18 @@ def test_summary_and_busy(run: RankedReport) -> None:
     gaps = run.gaps(min_gap_ns=100_000)
     assert set(gaps["rank"].dropna()) <= {0, 1} and (gaps["duration_ns"] > 100_000).all()
     assert np.all(np.diff(gaps["duration_ns"].to_numpy()) <= 0)
+
+
+def test_a_fused_generic_kernel_takes_its_kind_from_nccls_range(run: RankedReport, report):
+    """NCCL launches ``ncclDevKernel_Generic*`` for fused/generic work; the kernel name then
+    says nothing and the enclosing NCCL range (``ncclAllGather``) names the collective."""
+    kernels = run.kernels()
+    gather = kernels["name"].str.startswith("ncclDevKernel_AllGather").to_numpy()
+    renamed = kernels.assign(name=np.where(gather, "ncclDevKernel_Generic_1", kernels["name"]))
+    nccl = kernels[coll.is_nccl_kernel(kernels["name"])]
+    launches = tables.load_launches(report.source, nccl["correlation_id"].to_numpy())
+    nvtx = run.nvtx()
+    c = coll.collectives(renamed, launches.assign(report=0), nvtx[nvtx["domain"] == "NCCL"])
+    assert (c.loc[gather[coll.is_nccl_kernel(kernels["name"])], "kind"] == "AllGather").all()
+    same = ["name", "algorithm", "protocol"]  # what the generic name does not say
+    pd.testing.assert_frame_equal(c.drop(columns=same), run.collectives().drop(columns=same))

@@ -29,7 +29,7 @@ from ...analysis import collectives as _coll
 from ...analysis import gaps as _gaps
 from ...analysis import ranks as _ranks
 from ...analysis.kernels import kernel_summary
-from ...analysis.memory import memory_size_summary, memory_time_summary
+from ...analysis.memory import copies_by_kind, memory_size_summary, memory_time_summary
 from ...analysis.nvtx_projection import nvtx_gpu_projection
 from . import process_info, tables
 from .report import NsysReport
@@ -252,6 +252,9 @@ class RankedReport:
     def memory_size_summary(self) -> pd.DataFrame:
         return memory_size_summary(self.memcpy(), self.memset())
 
+    def copies_by_kind(self) -> pd.DataFrame:
+        return copies_by_kind(self.memcpy())
+
     def collectives(self) -> pd.DataFrame:
         """One row per NCCL kernel (``analysis.collectives.collectives``), with ``report``."""
         return self._cached("collectives", self._collectives)
@@ -292,6 +295,11 @@ class RankedReport:
             return (0, 0)
         return (min(s for s, _ in spans), max(e for _, e in spans))
 
+    def gpu_busy_pct(self, window: tuple[int, int] | None = None) -> float:
+        """Percent of the window (default: the merged capture window) in which any rank's GPU
+        ran an op; :meth:`rank_busy_pct` gives it per process."""
+        return _gaps.busy_pct(self.gpu_ops(), window or self.capture_window())
+
     def rank_busy_pct(self) -> pd.DataFrame:
         """``report, pid, rank, busy_pct``: percent of the merged capture window in which each
         process had a GPU op running."""
@@ -324,8 +332,8 @@ class RankedReport:
         return out.sort_values("duration_ns", ascending=False, kind="stable").reset_index(drop=True)
 
     def summary(self) -> dict[str, object]:
-        """Headline numbers: ranks, hosts, window, kernels, kernel and NCCL time, worst skew
-        and the rank most often last into a collective."""
+        """``NsysReport.summary()``'s numbers over all ranks, plus reports, hosts, ranks, NCCL
+        time, the worst skew and the rank most often last into a collective."""
         lo, hi = self.capture_window()
         k = self.kernels()
         coll = self.collectives()
@@ -339,6 +347,9 @@ class RankedReport:
             "window_ns": hi - lo,
             "kernels": len(k),
             "kernel_time_ns": int(k["duration_ns"].sum()) if len(k) else 0,
+            "memcpy_bytes": int(np.asarray(self.memcpy()["bytes"]).sum()),
+            "gpu_busy_pct": self.gpu_busy_pct(),
+            "nvtx_ranges": len(self.nvtx()),
             "nccl_time_ns": int(coll["duration_ns"].sum()) if len(coll) else 0,
             "max_skew_ns": int(skew["skew_ns"].max()) if len(skew) else 0,
             "straggler_rank": int(straggler.iloc[0]) if len(straggler) else None,
