@@ -1,7 +1,10 @@
 """The NVTX ranges nsight_magic puts around a profiled cell, named in one place.
 
 A profiled cell runs inside the range ``cell`` of the domain ``nsight_magic``, each top-level
-statement inside its own range ``L<line>: <source>``, and warm-up runs inside ``warmup``. The
+statement inside its own range ``L<line>: <source>``, and warm-up runs inside ``warmup``. On a
+multi-rank run each rank first opens and closes an empty range ``rank <RANK>`` (a sibling before
+``cell``, so ncu's ``nsight_magic@cell/`` filter is unchanged): the report then says which
+process is which rank. The
 script generator writes these names; the analysis reads them back (statement order, the cell's
 own ranges versus the user's), and ncu's filters select them. Stdlib only: a leaf module.
 """
@@ -16,6 +19,7 @@ WARMUP_RANGE = "warmup"
 LABEL_WIDTH = 60  # a statement label keeps its head: what a reader scans for
 
 _STATEMENT = re.compile(r"^L(\d+): ")
+_RANK = re.compile(r"^rank (\d+)$")
 
 
 def shorten_label(text: str, width: int = LABEL_WIDTH) -> str:
@@ -34,4 +38,15 @@ def statement_label(lineno: int, source: str) -> str:
 def statement_line(label: str) -> int | None:
     """The cell line a statement label names, or None when ``label`` is not one."""
     m = _STATEMENT.match(label)
+    return int(m.group(1)) if m else None
+
+
+def rank_label(rank: int) -> str:
+    """``rank <rank>``: the marker range a rank's cell script emits (and its thread name)."""
+    return f"rank {int(rank)}"
+
+
+def label_rank(label: str) -> int | None:
+    """The rank a ``rank <n>`` marker names, or None when ``label`` is not one."""
+    m = _RANK.match(label)
     return int(m.group(1)) if m else None

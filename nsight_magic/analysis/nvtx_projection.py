@@ -17,6 +17,8 @@ that rule is written); slice minima/maxima come from ``reduceat``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -202,13 +204,15 @@ def project_nvtx_to_gpu(
     return out.set_index("nvtx_row").rename_axis(None)
 
 
-def nvtx_gpu_projection(trace: pd.DataFrame) -> pd.DataFrame:
+def nvtx_gpu_projection(trace: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
     """Per (domain, range, style) summary of :func:`project_nvtx_to_gpu` (nsys's
     ``nvtx_gpu_proj_sum``; its "Range" column is ``domain:range``): ``domain, range, style,
     instances, proj_total_ns, range_total_ns, gpu_ops, proj_avg_ns, proj_med_ns, proj_min_ns,
     proj_max_ns, proj_std_ns, avg_gpu_ops, avg_level, avg_children``, sorted by
-    ``proj_total_ns`` descending, then by "domain:range"."""
-    keys = ["domain", "range", "style"]
+    ``proj_total_ns`` descending, then by "domain:range". ``by``: more group keys (e.g.
+    ``["rank"]``: one summary per rank in one pass), leading the output columns; values must
+    not be NA."""
+    keys = [*by, "domain", "range", "style"]
     # Factorize the texts once for both groupbys (they come back as text).
     trace = trace.assign(**{k: pd.Categorical(trace[k]) for k in keys})
     stats = duration_stats(trace, keys, value="proj_duration_ns")
@@ -244,4 +248,4 @@ def nvtx_gpu_projection(trace: pd.DataFrame) -> pd.DataFrame:
     out = out.assign(_label=label).sort_values(
         ["proj_total_ns", "_label"], ascending=[False, True], kind="stable"
     )
-    return out.drop(columns="_label").reset_index(drop=True)[PROJECTION_SUMMARY_COLUMNS]
+    return out.drop(columns="_label").reset_index(drop=True)[[*by, *PROJECTION_SUMMARY_COLUMNS]]

@@ -1,0 +1,371 @@
+"""Several nsys reports of one multi-process job as one run, with a rank for every process.
+
+``load_runs(sources)`` takes one report per rank, one per node, or one report holding every rank
+(``nsys profile ... torchrun ...``) and returns a :class:`RankedReport`: ``NsysReport``'s frame
+methods over all of them, each frame with two more columns, ``report`` (position of the source
+in ``sources``; ``(report, pid)`` names a process, since pids repeat across nodes) and ``rank``
+(``analysis.ranks``'s rule; nullable), plus per-rank summaries, NCCL collectives and rank skew.
+
+Clocks: a report's times count from its own session start, whose wall-clock time is in
+TARGET_INFO_SESSION_START_TIME; each report is shifted by (its start - the earliest start), so
+merged times count from the earliest session start. On one host this put matched all-reduce
+kernels of two per-rank reports within 2.3 us of each other (tests/data/nsys_2rank_r*); across
+hosts the hosts' clock sync bounds it: ``rank_skew()["end_spread_ns"]`` shows the error.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+from collections.abc import Callable, Iterable, Sequence
+from os import PathLike
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import pandas as pd
+
+from ...analysis import collectives as _coll
+from ...analysis import gaps as _gaps
+from ...analysis import ranks as _ranks
+from ...analysis.kernels import kernel_summary
+from ...analysis.memory import copies_by_kind, memory_size_summary, memory_time_summary
+from ...analysis.nvtx_projection import nvtx_gpu_projection
+from . import process_info, tables
+from .report import NsysReport
+
+__all__ = ["RankedReport", "load_runs"]
+
+T = TypeVar("T")
+Source = str | PathLike[str] | NsysReport
+_TIME_COLUMNS = ("start_ns", "end_ns", "proj_start_ns", "proj_end_ns")
+
+
+def _natural_key(path: str) -> list[Any]:
+    """ "rank10" after "rank9": digits compare as numbers."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", path)]
+
+
+def _expand(sources: Source | Iterable[Source]) -> list[Source]:
+    if isinstance(sources, (str, PathLike, NsysReport)):
+        sources = [sources]
+    out: list[Source] = []
+    for s in sources:
+        text = str(s) if isinstance(s, (str, PathLike)) else ""
+        if text and any(c in text for c in "*?[") and not Path(text).exists():
+            hits = sorted(glob.glob(text), key=_natural_key)
+            if not hits:
+                raise FileNotFoundError(f"no report matches {text!r}")
+            out.extend(hits)
+        else:
+            out.append(s)
+    return out
+
+
+def load_runs(sources: Source | Iterable[Source], align: bool = True) -> RankedReport:
+    """One run from the reports of a multi-process job: paths (a ``.sqlite`` export, a parquet
+    dir or a ``.nsys-rep``; a glob such as ``"run/rank*.sqlite"`` expands in natural order),
+    ``NsysReport`` objects, or runs (objects with a ``.report``). ``align=False`` keeps each
+    report's own clock. Raises ``ValueError`` when two processes claim the same rank (e.g. the
+    same report given twice)."""
+    reports = []
+    for s in _expand(sources):
+        report = getattr(s, "report", s)
+        reports.append(report if isinstance(report, NsysReport) else NsysReport.open(s))
+    if not reports:
+        raise ValueError("load_runs needs at least one report")
+    run = RankedReport(reports, align=align)
+    run.ranks()  # check the rank assignment now, not at the first frame a view asks for
+    return run
+
+
+class RankedReport:
+    """NsysReport's frames over one or more reports, with ``report`` and ``rank`` columns
+    (contracts in the module docstring and ARCHITECTURE.md). Frames are cached; copy before
+    mutating."""
+
+    def __init__(self, reports: Sequence[NsysReport], align: bool = True) -> None:
+        self.reports = list(reports)
+        self.hosts = [process_info.load_hostname(r.source) for r in self.reports]
+        starts = [process_info.load_session_start_utc_ns(r.source) for r in self.reports]
+        self.session_starts_utc_ns = starts
+        self.aligned = align and all(s is not None for s in starts)
+        if self.aligned:
+            first = min(s for s in starts if s is not None)
+            self.offsets_ns = [int(s - first) for s in starts if s is not None]
+        else:
+            self.offsets_ns = [0] * len(self.reports)
+        self._cache: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        names = ", ".join(str(r.rep_path or r.path) for r in self.reports)
+        return f"RankedReport([{names}])"
+
+    def _cached(self, key: str, load: Callable[[], T]) -> T:
+        if key not in self._cache:
+            self._cache[key] = load()
+        return self._cache[key]
+
+    def _shifted(self, i: int, frame: pd.DataFrame) -> pd.DataFrame:
+        """A copy of report ``i``'s frame on the merged clock, with its ``report`` column."""
+        out = frame.reset_index(drop=True)
+        shift = {c: out[c] + self.offsets_ns[i] for c in _TIME_COLUMNS if c in out}
+        return out.assign(**shift, report=np.int64(i))
+
+    def _merged(self, key: str, get: Callable[[NsysReport], pd.DataFrame]) -> pd.DataFrame:
+        def load() -> pd.DataFrame:
+            parts = [self._shifted(i, get(r)) for i, r in enumerate(self.reports)]
+            return _ranks.add_rank(pd.concat(parts, ignore_index=True), self.ranks())
+
+        return self._cached(key, load)
+
+    # --- which process is which rank ----------------------------------------------------------
+    def ranks(self) -> pd.DataFrame:
+        """``report, host, pid, rank, device_id, source``: one row per process with GPU work or
+        a rank marker. Per report, ``analysis.ranks.rank_map``; with several reports and no
+        marker or thread name anywhere, ranks follow the reports' order (``source`` "order":
+        earlier reports' processes first, device order inside a report)."""
+        return self._cached("ranks", self._rank_table)
+
+    def _rank_table(self) -> pd.DataFrame:
+        parts = []
+        for i, r in enumerate(self.reports):
+            names = process_info.load_thread_names(r.source)
+            m = _ranks.rank_map(r.kernels(), r.nvtx(), names)
+            m.insert(0, "host", self.hosts[i])
+            m.insert(0, "report", np.int64(i))
+            parts.append(m)
+        table = pd.concat(parts, ignore_index=True)
+        explicit = table["source"].isin(["nvtx", "thread"]).to_numpy()
+        if len(self.reports) > 1:
+            if explicit.any():  # positions mean nothing next to named ranks: keep names only
+                table.loc[~explicit, "rank"] = pd.NA
+                table.loc[~explicit, "source"] = "none"
+            else:
+                table = self._ranks_by_order(table)
+        named = table["rank"].dropna()
+        dup = named[named.duplicated()].unique().tolist()
+        if dup:
+            who = table[table["rank"].isin(dup)]
+            listed = "; ".join(
+                f"rank {r.rank}: report {r.report} pid {r.pid}" for r in who.itertuples()
+            )
+            raise ValueError(
+                f"two processes claim the same rank ({listed}); pass each rank's report once."
+            )
+        return table
+
+    @staticmethod
+    def _ranks_by_order(table: pd.DataFrame) -> pd.DataFrame:
+        """Ranks from positions: the GPU processes of earlier reports first; inside a report,
+        device order (``rank_map``'s "device" rule), or 0 for its only GPU process."""
+        out = table.copy()
+        gpu = out["device_id"].notna()
+        per_report = gpu.groupby(out["report"])
+        local = out["rank"].astype("Int64").mask(gpu & (per_report.transform("sum") == 1), 0)
+        offset = out["report"].map(per_report.sum().cumsum().shift(fill_value=0))
+        rank = (local + offset.to_numpy()).where(gpu.to_numpy())
+        out["rank"] = rank.astype("Int64")
+        out["source"] = pd.array(np.where(rank.notna(), "order", "none"), dtype="str")
+        return out
+
+    # --- frames -------------------------------------------------------------------------------
+    def kernels(self) -> pd.DataFrame:
+        return self._merged("kernels", lambda r: r.kernels())
+
+    def nvtx(self) -> pd.DataFrame:
+        """``nvtx()`` of every report + ``payload`` (the range's NVTX payload as JSON, "" if
+        none; needs an ``--include-json=true`` export), ``report``, ``rank``."""
+        return self._merged("nvtx", _with_payload)
+
+    def memcpy(self) -> pd.DataFrame:
+        return self._merged("memcpy", lambda r: r.memcpy())
+
+    def memset(self) -> pd.DataFrame:
+        return self._merged("memset", lambda r: r.memset())
+
+    def cuda_api(self) -> pd.DataFrame:
+        return self._merged("cuda_api", lambda r: r.cuda_api())
+
+    def gpus(self) -> list[dict[str, object]]:
+        """Every report's GPUs, each dict with ``report`` and ``host`` added."""
+        return [
+            {**g, "report": i, "host": self.hosts[i]}
+            for i, r in enumerate(self.reports)
+            for g in r.gpus()
+        ]
+
+    def gpu_info(self) -> dict[str, object]:
+        """The busiest GPU of the first report (ranks of one job use one GPU model)."""
+        return self.reports[0].gpu_info()
+
+    def gpu_ops(self) -> pd.DataFrame:
+        """Kernels, copies and sets: ``device_id, stream_id, start_ns, end_ns, name, report,
+        pid, rank``, sorted by start."""
+
+        def load() -> pd.DataFrame:
+            keys = ["device_id", "stream_id", "start_ns", "end_ns", "report", "pid", "rank"]
+            parts = [self.kernels()[[*keys, "name"]]]
+            copies = self.memcpy()
+            if len(copies):
+                parts.append(copies[keys].assign(name="[CUDA memcpy " + copies["kind"] + "]"))
+            if len(self.memset()):
+                parts.append(self.memset()[keys].assign(name="[CUDA memset]"))
+            out = pd.concat(parts, ignore_index=True)
+            out["name"] = out["name"].astype("str")
+            return out.sort_values("start_ns", kind="stable").reset_index(drop=True)
+
+        return self._cached("gpu_ops", load)
+
+    # --- summaries ----------------------------------------------------------------------------
+    def kernel_summary(self) -> pd.DataFrame:
+        """All ranks together (``cuda_gpu_kern_sum`` of one report holding every rank)."""
+        return self._cached("kernel_summary", lambda: kernel_summary(self.kernels()))
+
+    def rank_kernel_summary(self) -> pd.DataFrame:
+        """``rank`` + ``kernel_summary`` columns: each rank's own ``cuda_gpu_kern_sum``."""
+        return self._cached(
+            "rank_kernel_summary", lambda: _ranks.rank_kernel_summary(self.kernels())
+        )
+
+    def nvtx_gpu_trace(self) -> pd.DataFrame:
+        """Each report's ``nvtx_gpu_trace()`` (projected per report: correlation ids are per
+        report) on the merged clock, with ``report`` and ``rank``."""
+        return self._merged("nvtx_gpu_trace", lambda r: r.nvtx_gpu_trace())
+
+    def nvtx_gpu_projection(self) -> pd.DataFrame:
+        """All ranks' ranges together (``nvtx_gpu_proj_sum`` of one report holding every rank)."""
+        return self._cached(
+            "nvtx_gpu_projection", lambda: nvtx_gpu_projection(self.nvtx_gpu_trace())
+        )
+
+    def rank_nvtx_gpu_projection(self) -> pd.DataFrame:
+        """``rank`` + ``nvtx_gpu_projection`` columns: each rank's own ``nvtx_gpu_proj_sum``."""
+        return self._cached(
+            "rank_nvtx_gpu_projection",
+            lambda: _ranks.rank_nvtx_projection(self.nvtx_gpu_trace()),
+        )
+
+    def memory_time_summary(self) -> pd.DataFrame:
+        return memory_time_summary(self.memcpy(), self.memset())
+
+    def memory_size_summary(self) -> pd.DataFrame:
+        return memory_size_summary(self.memcpy(), self.memset())
+
+    def copies_by_kind(self) -> pd.DataFrame:
+        return copies_by_kind(self.memcpy())
+
+    def collectives(self) -> pd.DataFrame:
+        """One row per NCCL kernel (``analysis.collectives.collectives``), with ``report``."""
+        return self._cached("collectives", self._collectives)
+
+    def _collectives(self) -> pd.DataFrame:
+        kernels = self.kernels()
+        nccl = kernels[_coll.is_nccl_kernel(kernels["name"])]
+        launches = []
+        for i, r in enumerate(self.reports):
+            corr = nccl.loc[nccl["report"] == i, "correlation_id"].to_numpy()
+            launches.append(self._shifted(i, tables.load_launches(r.source, corr)))
+        nvtx = self.nvtx()
+        ranges = nvtx[(nvtx["domain"] == _coll.NCCL_DOMAIN).to_numpy()]
+        return _coll.collectives(kernels, pd.concat(launches, ignore_index=True), ranges)
+
+    def collective_summary(self) -> pd.DataFrame:
+        """Per (rank, kind): time, bytes, time waiting for stragglers, times last."""
+        return _coll.collective_summary(self.collectives(), self.rank_skew())
+
+    def rank_skew(self) -> pd.DataFrame:
+        """Per collective instance: spread of the ranks' kernel starts and the straggler."""
+        return self._cached("rank_skew", lambda: _coll.rank_skew(self.collectives()))
+
+    def timeline(self, max_rows: int = 5000) -> pd.DataFrame:
+        """Timeline rows with lanes ``rank r / GPU d / stream s`` and ``rank r / NVTX <domain>``
+        (``analysis.ranks.rank_timeline``)."""
+        return _ranks.rank_timeline(self.kernels(), self.memcpy(), self.nvtx(), max_rows)
+
+    def capture_window(self) -> tuple[int, int]:
+        """(start_ns, end_ns) over every report, on the merged clock."""
+        spans = [
+            (lo + off, hi + off)
+            for r, off in zip(self.reports, self.offsets_ns, strict=True)
+            for lo, hi in [r.capture_window()]
+            if hi > lo
+        ]
+        if not spans:
+            return (0, 0)
+        return (min(s for s, _ in spans), max(e for _, e in spans))
+
+    def gpu_busy_pct(self, window: tuple[int, int] | None = None) -> float:
+        """Percent of the window (default: the merged capture window) in which any rank's GPU
+        ran an op; :meth:`rank_busy_pct` gives it per process."""
+        return _gaps.busy_pct(self.gpu_ops(), window or self.capture_window())
+
+    def rank_busy_pct(self) -> pd.DataFrame:
+        """``report, pid, rank, busy_pct``: percent of the merged capture window in which each
+        process had a GPU op running."""
+        ops = self.gpu_ops()
+        window = self.capture_window()
+        rows = [
+            (rep, pid, rank, _gaps.busy_pct(g, window))
+            for (rep, pid), g in ops.groupby(["report", "pid"], sort=True)
+            for rank in [g["rank"].iloc[0]]
+        ]
+        out = pd.DataFrame(rows, columns=["report", "pid", "rank", "busy_pct"])
+        out["rank"] = pd.array(out["rank"], dtype="Int64")
+        return out
+
+    def gaps(self, min_gap_ns: int = 0, per_stream: bool = True) -> pd.DataFrame:
+        """Each report's ``gaps()`` on the merged clock, with ``report`` and the ``rank`` of the
+        process on that device (NA when several share it)."""
+
+        def per_report(i: int, r: NsysReport) -> pd.DataFrame:
+            g = self._shifted(i, r.gaps(min_gap_ns, per_stream))
+            ranks = self.ranks()
+            mine = ranks[(ranks["report"] == i).to_numpy() & ranks["device_id"].notna()]
+            solo = mine.drop_duplicates("device_id", keep=False)
+            rank_of = dict(zip(solo["device_id"].astype(np.int64), solo["rank"], strict=True))
+            values = [rank_of.get(int(d), pd.NA) for d in g["device_id"]]
+            return g.assign(rank=pd.array(values, dtype="Int64"))
+
+        parts = [per_report(i, r) for i, r in enumerate(self.reports)]
+        out = pd.concat(parts, ignore_index=True)
+        return out.sort_values("duration_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+    def summary(self) -> dict[str, object]:
+        """``NsysReport.summary()``'s numbers over all ranks, plus reports, hosts, ranks, NCCL
+        time, the worst skew and the rank most often last into a collective."""
+        lo, hi = self.capture_window()
+        k = self.kernels()
+        coll = self.collectives()
+        skew = self.rank_skew()
+        straggler = skew["last_rank"].mode() if len(skew) else pd.Series([], dtype=np.int64)
+        return {
+            "gpu": self.gpu_info().get("name", ""),
+            "reports": len(self.reports),
+            "hosts": sorted(set(self.hosts)),
+            "ranks": int(self.ranks()["rank"].notna().sum()),
+            "window_ns": hi - lo,
+            "kernels": len(k),
+            "kernel_time_ns": int(k["duration_ns"].sum()) if len(k) else 0,
+            "memcpy_bytes": int(np.asarray(self.memcpy()["bytes"]).sum()),
+            "gpu_busy_pct": self.gpu_busy_pct(),
+            "nvtx_ranges": len(self.nvtx()),
+            "nccl_time_ns": int(coll["duration_ns"].sum()) if len(coll) else 0,
+            "max_skew_ns": int(skew["skew_ns"].max()) if len(skew) else 0,
+            "straggler_rank": int(straggler.iloc[0]) if len(straggler) else None,
+        }
+
+
+def _with_payload(report: NsysReport) -> pd.DataFrame:
+    """``report.nvtx()`` + ``payload``, joined on (pid, tid, start_ns)."""
+    nvtx = report.nvtx()
+    payloads = process_info.load_nvtx_payloads(report.source)
+    text = np.full(len(nvtx), "", dtype=object)
+    if len(payloads) and len(nvtx):
+        keys = ["pid", "tid", "start_ns"]
+        found = pd.MultiIndex.from_frame(payloads[keys]).get_indexer(
+            pd.MultiIndex.from_frame(nvtx[keys])
+        )
+        hit = found >= 0
+        text[hit] = payloads["payload"].to_numpy(dtype=object)[found[hit]]
+    return nvtx.assign(payload=pd.array(text, dtype="str"))
