@@ -69,6 +69,10 @@ def _common(func: Any) -> Any:
                      "state, as a script would), not in the warm worker."),
             argument("--no-setup", action="store_true",
                      help="Do not run the %%%%nsight_setup cells for this cell."),
+            argument("--nproc", type=int, default=1, metavar="N",
+                     help="Run the cell as N ranks on this host through torchrun (RANK, "
+                     "LOCAL_RANK, WORLD_SIZE set; process group initialised for the cell; "
+                     "setup cells on every rank; a fresh run)."),
             argument("--var", "-o", default=None, metavar="NAME",
                      help="Also store the result object in this notebook variable."),
         ]
@@ -175,6 +179,8 @@ class NsightMagic(Magics):
                 raise UsageError(f"--env {item!r}: expected KEY=VALUE")
         if args.var is not None and not args.var.isidentifier():
             raise UsageError(f"--var {args.var!r} is not a valid variable name")
+        if args.nproc < 1 or getattr(args, "rank", 0) not in range(args.nproc):
+            raise UsageError(f"--nproc must be >= 1 and --rank in 0..{max(args.nproc, 1) - 1}")
         try:
             args.vars = tuple(parse_names(args.vars))
         except NsightMagicError as exc:
@@ -197,6 +203,8 @@ class NsightMagic(Magics):
             fresh=args.fresh,
             runs_root=Path(self.runs_dir) if self.runs_dir else None,
             cwd=os.getcwd(),
+            nproc=args.nproc,
+            rank=getattr(args, "rank", 0),
         )
 
     def _notebook(self) -> Notebook:
@@ -252,6 +260,7 @@ class NsightMagic(Magics):
 
             %%nsys [--name NAME] [--warmup N] [--vars a,b] [--trace cuda,nvtx,osrt]
                    [--cuda-graph-trace node|graph] [--pytorch off|ops|shapes] [--fresh]
+                   [--nproc N]
                    [--env KEY=VALUE] [--python PY] [--timeout S] [--no-setup] [-o VAR]
                    [-- extra nsys arguments]
 
@@ -297,6 +306,13 @@ class NsightMagic(Magics):
     @argument("--section", action="append", default=[], help="ncu section (repeatable).")
     @argument("--metrics", default="", metavar="M1,M2", help="Extra ncu metrics.")
     @argument("--kernel", default=None, metavar="REGEX", help="Only kernels matching REGEX.")
+    @argument(
+        "--rank",
+        type=int,
+        default=0,
+        metavar="R",
+        help="With --nproc: the rank ncu profiles (the others run unprofiled).",
+    )
     @argument("--launch-skip", type=int, default=None, metavar="N")
     @argument("--launch-count", type=int, default=None, metavar="N")
     @argument(
@@ -315,7 +331,7 @@ class NsightMagic(Magics):
 
             %%ncu [--set roofline|basic|detailed|full] [--section S]... [--metrics M,...]
                   [--kernel REGEX] [--launch-skip N] [--launch-count N] [--nvtx RANGE]
-                  [common options as %%nsys] [-- extra ncu arguments]
+                  [--nproc N [--rank R]] [common options as %%nsys] [-- extra ncu arguments]
 
         Example::
 

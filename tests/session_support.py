@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from nsight_magic import runs
-from nsight_magic.profilers.env import clean_env
 from nsight_magic.script import build_script, history_entry, prepare_cell
-from nsight_magic.session.backends import WarmState
+from nsight_magic.session.backends import WarmState, process_env
+from nsight_magic.session.ranks import cell_command
 from nsight_magic.session.spec import CellRequest
 from nsight_magic.session.worker_process import Launch, WorkerProcess
 from nsight_magic.tools import Tool
@@ -59,10 +59,11 @@ class BareBackend:
         return ("bare", self.tool, request.python, tuple(sorted(request.env.items())))
 
     def process_env(self, request: CellRequest) -> dict[str, str]:
-        return clean_env({"PYTHONUNBUFFERED": "1", **request.env})
+        return process_env(request)
 
     def fresh_argv(self, tool: Tool, run_dir: Path, request: CellRequest) -> list[str]:
-        return [request.python, str(run_dir / "script.py"), str(run_dir / "status.json")]
+        return cell_command(request.python, run_dir / "script.py", [str(run_dir / "status.json")],
+                            request.nproc)  # fmt: skip
 
     def launch(self, tool: Tool, request: CellRequest, state: WarmState) -> Launch:
         return Launch(lambda command: command, self.process_env(request), request.cwd,

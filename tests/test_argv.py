@@ -98,7 +98,7 @@ def test_nvtx_filter_roundtrip_any_text(name: str, domain: str | None) -> None:
 
 
 def test_ncu_argv_default_gates_on_the_cell_range() -> None:
-    argv = ncu_argv.profile_argv("/x/ncu", "/r/report", "/r/script.py", python="/py")
+    argv = ncu_argv.profile_argv("/x/ncu", "/r/report", ["/py", "/r/script.py"])
     assert argv == [
         "/x/ncu", "--target-processes", "all", "--nvtx", "--set", "roofline",
         "--nvtx-include", "nsight_magic@cell/", "-f", "-o", "/r/report", "/py", "/r/script.py",
@@ -112,8 +112,7 @@ def test_ncu_argv_all_options() -> None:
         launch_skip=2, launch_count=1, nvtx_include=(ncu_argv.nvtx_filter("LLM@prefill"),),
         extra_args=("--cache-control", "none"),
     )  # fmt: skip
-    argv = ncu_argv.profile_argv("ncu", "rep", "s.py", python="py", options=options,
-                                 script_args=["status.json"])  # fmt: skip
+    argv = ncu_argv.profile_argv("ncu", "rep", ["py", "s.py", "status.json"], options=options)
     assert "--set" not in argv
     assert argv[argv.index("--nvtx-include") + 1] == r"LLM\@prefill/"
     assert argv.count("--section") == 2
@@ -131,8 +130,8 @@ def test_ncu_argv_all_options() -> None:
 def test_nsys_argv_shape() -> None:
     options = nsys_argv.NsysOptions(trace=("cuda", "nvtx", "osrt"),
                                     extra_args=("--cuda-memory-usage=true",))  # fmt: skip
-    argv = nsys_argv.profile_argv("/n/nsys", "/r/report", "/r/script.py", python="/py",
-                                  options=options, script_args=["/r/status.json"])  # fmt: skip
+    argv = nsys_argv.profile_argv("/n/nsys", "/r/report", ["/py", "/r/script.py", "/r/status.json"],
+                                  options=options)  # fmt: skip
     assert argv == [
         "/n/nsys", "profile", "--trace=cuda,nvtx,osrt", "--cuda-graph-trace=node",
         "--sample=none", "--cpuctxsw=none",
@@ -208,3 +207,63 @@ def test_parse_and_check_versions() -> None:
 def test_no_nvidia_smi_means_no_gpu_info(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     assert tools.gpu_info() == []
+
+
+def test_warm_session_argv() -> None:
+    options = nsys_argv.NsysOptions(pytorch="autograd-nvtx")
+    launch = nsys_argv.launch_argv("/n/nsys", "S1", ["/py", "-m", "w"], options)
+    assert launch == [
+        "/n/nsys", "launch", "--session=S1", "--trace=cuda,nvtx", "--cuda-graph-trace=node",
+        "--pytorch=autograd-nvtx", "/py", "-m", "w",
+    ]  # fmt: skip
+    start = nsys_argv.start_argv("/n/nsys", "S1", "/r/report")
+    # collection begins at the worker's cudaProfilerStart and ends, report written, at Stop
+    assert "--capture-range=cudaProfilerApi" in start and "--capture-range-end=stop" in start
+    assert start[:3] == ["/n/nsys", "start", "--session=S1"] and start[-2:] == ["-o", "/r/report"]
+    assert nsys_argv.session_argv("nsys", "cancel", "S1") == ["nsys", "cancel", "--session=S1"]
+    with pytest.raises(ValueError):
+        nsys_argv.session_argv("nsys", "rm -rf", "S1")
+    ncu_launch = ncu_argv.launch_argv("/x/ncu", 30016, ["/py", "-m", "w"])
+    assert ncu_launch[:6] == ["/x/ncu", "--mode", "launch", "--port", "30016", "--target-processes"]
+    opts = ncu_argv.NcuOptions(kernel_exact="k<1>", launch_skip=1, launch_count=1)
+    attach = ncu_argv.attach_argv("/x/ncu", 30016, "/r/report", opts)
+    assert attach[:7] == [
+        "/x/ncu",
+        "--mode",
+        "attach",
+        "--hostname",
+        "127.0.0.1",
+        "--port",
+        "30016",
+    ]
+    assert "--nvtx" not in attach  # attach refuses it: it goes on the launching command
+    assert attach[attach.index("--nvtx-include") + 1] == "nsight_magic@cell/"
+    assert attach[attach.index("--kernel-name") + 1] == r"regex:^k<1>$"
+    assert ncu_argv.RELEASE.filter_args() == ["--kernel-name", "regex:^$"]
+
+
+def test_range_specs_as_the_nvtx_tab_writes_them() -> None:
+    assert ncu_argv.parse_range_spec("LLM:LLM@prefill") == ("LLM", "LLM@prefill")
+    assert ncu_argv.parse_range_spec(":decode") == ("", "decode")
+    assert ncu_argv.parse_range_spec("decode") == (None, "decode")
+    assert ncu_argv.parse_range_spec("L3: y = f(x)") == ("nsight_magic", "L3: y = f(x)")
+    with pytest.raises(ValueError):
+        ncu_argv.parse_range_spec("LLM:")
+
+
+def test_ncu_lists_are_read_from_ncus_own_output(data_dir) -> None:
+    """``ncu --list-sets`` / ``--list-sections`` of ncu 2025.3.1 (tests/data/ncu_lists)."""
+    sets = ncu_argv.listed_identifiers((data_dir / "ncu_lists" / "sets.txt").read_text())
+    assert sets == {"basic", "detailed", "full", "nvlink", "pmsampling", "roofline"}
+    sections = ncu_argv.listed_identifiers((data_dir / "ncu_lists" / "sections.txt").read_text())
+    assert {"SpeedOfLight", "LaunchStats", "SpeedOfLight_RooflineChart"} <= sections
+    assert not any(" " in s for s in sections)
+
+
+def test_profiler_commands_get_no_injection_variables() -> None:
+    from nsight_magic.profilers.env import clean_env
+
+    base = {"LD_PRELOAD": "x.so", "NSYS_X": "1", "QUADD_Y": "1", "CUDA_INJECTION64_PATH": "i",
+            "NVTX_INJECTION64_PATH": "n", "PATH": "/bin", "HOME": "/h"}  # fmt: skip
+    env = clean_env({"NSYS_NVTX_PROFILER_REGISTER_ONLY": "0"}, base=base)
+    assert env == {"PATH": "/bin", "HOME": "/h", "NSYS_NVTX_PROFILER_REGISTER_ONLY": "0"}

@@ -281,3 +281,21 @@ def test_a_dead_notebook_leaves_no_worker(tmp_path: Path) -> None:
     finally:
         if notebook.poll() is None:
             notebook.kill()
+
+
+def test_nproc_runs_the_cell_on_every_rank_with_a_process_group(run, manager) -> None:
+    """torchrun (CPU: gloo) runs the cell script on 2 ranks: each rank has its environment and
+    the process group; a failure on one rank fails the cell and says which."""
+    cell = (
+        "import os, torch, torch.distributed as dist\n"
+        "t = torch.ones(1) * (dist.get_rank() + 1)\n"
+        "dist.all_reduce(t)\n"
+        "print('rank', os.environ['RANK'], 'of', dist.get_world_size(), 'sum', int(t.item()))\n"
+    )
+    result, out = run(cell, nproc=2)
+    assert result.meta["mode"] == "fresh" and result.meta["rank_status"] == {"0": "ok", "1": "ok"}
+    assert {line for line in out if line.startswith("rank")} == {
+        "rank 0 of 2 sum 3", "rank 1 of 2 sum 3"}  # fmt: skip
+    assert manager.status() == []  # several ranks never use the warm worker
+    with pytest.raises(CellFailedError, match=r"\(rank 1\) only rank 1 fails"):
+        run("import os\nassert os.environ['RANK'] == '0', 'only rank 1 fails'\n", nproc=2)

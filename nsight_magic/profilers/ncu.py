@@ -13,7 +13,6 @@ with a backslash.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -172,15 +171,12 @@ class NcuOptions:
 def profile_argv(
     ncu: str | os.PathLike[str],
     report_base: str | os.PathLike[str],
-    script: str | os.PathLike[str],
+    command: Sequence[str] = (),
     *,
-    python: str = sys.executable,
     options: NcuOptions | None = None,
-    script_args: Sequence[str] = (),
-    launcher: Sequence[str] = (),
 ) -> list[str]:
-    """``ncu --target-processes all --nvtx [filters] [collect] -f -o REPORT [extra] [launcher]
-    python script`` for a fresh run."""
+    """``ncu --target-processes all --nvtx [collect] [filters] -f -o REPORT [extra] COMMAND``
+    for a fresh run (COMMAND empty: the prefix a per-rank shim completes)."""
     options = options or NcuOptions()
     return [
         os.fspath(ncu),
@@ -193,10 +189,7 @@ def profile_argv(
         "-o",
         os.fspath(report_base),
         *options.extra_args,
-        *launcher,
-        python,
-        os.fspath(script),
-        *script_args,
+        *[os.fspath(c) for c in command],
     ]
 
 

@@ -12,7 +12,6 @@ written (~3 s), after which ``nsys stop`` is refused ("not allowed in this state
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -86,16 +85,13 @@ def parse_trace(trace: str | Sequence[str]) -> tuple[str, ...]:
 def profile_argv(
     nsys: str | os.PathLike[str],
     report_base: str | os.PathLike[str],
-    script: str | os.PathLike[str],
+    command: Sequence[str],
     *,
-    python: str = sys.executable,
     options: NsysOptions | None = None,
-    script_args: Sequence[str] = (),
-    launcher: Sequence[str] = (),
 ) -> list[str]:
-    """``nsys profile ... -o REPORT_BASE [extra] [launcher] python script [script_args]``.
-    Capture is gated by the script's cudaProfilerStart/Stop; nsys adds ``.nsys-rep`` to
-    REPORT_BASE. ``launcher`` (e.g. torchrun's argv up to the script) runs the script."""
+    """``nsys profile ... -o REPORT_BASE [extra] COMMAND`` (``python script.py status.json``,
+    or torchrun running it on every rank: nsys follows the whole process tree). Capture is
+    gated by the script's cudaProfilerStart/Stop; nsys adds ``.nsys-rep`` to REPORT_BASE."""
     options = options or NsysOptions()
     return [
         os.fspath(nsys),
@@ -107,10 +103,7 @@ def profile_argv(
         "-o",
         os.fspath(report_base),
         *options.extra_args,
-        *launcher,
-        python,
-        os.fspath(script),
-        *script_args,
+        *[os.fspath(c) for c in command],
     ]
 
 

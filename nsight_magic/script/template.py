@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from ..nvtx_names import CELL_RANGE, NVTX_DOMAIN, WARMUP_RANGE
+from ..nvtx_names import CELL_RANGE, NVTX_DOMAIN, WARMUP_RANGE, rank_label
 from .cell import PreparedCell
 
 Gate = Literal["cudaProfilerApi", "nvtx"]
@@ -69,6 +69,7 @@ def build_script(
         domain=repr(NVTX_DOMAIN),
         cell_range=repr(CELL_RANGE),
         warmup_range=repr(WARMUP_RANGE),
+        rank_format=repr(rank_label(0).replace("0", "{}")),
     )
 
 
@@ -102,8 +103,13 @@ GATE = {gate}
 DOMAIN = {domain}
 CELL_RANGE = {cell_range}
 WARMUP_RANGE = {warmup_range}
+RANK_FORMAT = {rank_format}
 HERE = os.path.dirname(os.path.abspath(__file__))
 VARS_FILE = os.path.join(HERE, "vars.pkl")
+# set by torchrun when the cell runs as several ranks (%%nsys --nproc N)
+RANK = int(os.environ.get("RANK", "0"))
+LOCAL_RANK = int(os.environ.get("LOCAL_RANK", "0"))
+WORLD_SIZE = int(os.environ.get("WORLD_SIZE", "1"))
 
 try:
     import nvtx
@@ -317,6 +323,29 @@ class RangeRecorder:
         return [list(key) for key in self.seen]
 
 
+def join_ranks():
+    """Several ranks: name the main thread ``rank R``, bind the rank's GPU and initialise the
+    process group for the cell (NCCL on GPUs, gloo without)."""
+    if WORLD_SIZE <= 1:
+        return
+    with contextlib.suppress(OSError, AttributeError):  # Linux prctl(PR_SET_NAME)
+        ctypes.CDLL(None).prctl(15, (RANK_FORMAT.format(RANK)).encode()[:15], 0, 0, 0)
+    import torch
+    import torch.distributed as dist
+    if torch.cuda.is_available():
+        torch.cuda.set_device(LOCAL_RANK)
+        dist.init_process_group("nccl", device_id=torch.device("cuda", LOCAL_RANK))
+    else:
+        dist.init_process_group("gloo")
+
+
+def leave_ranks():
+    if WORLD_SIZE > 1:
+        import torch.distributed as dist
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
 _CODES = []
 
 
@@ -353,6 +382,9 @@ def capture(ns):
         with recorder:
             gate.start()
             try:
+                if WORLD_SIZE > 1:  # says which process is which rank, before (not around) cell
+                    with annotate(RANK_FORMAT.format(RANK), domain=DOMAIN):
+                        pass
                 with annotate(CELL_RANGE, domain=DOMAIN):
                     run_statements(ns)
             finally:
@@ -371,6 +403,8 @@ def capture(ns):
 
 def main():
     status_path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "status.json")
+    if RANK:  # rank 0 answers for the cell; the others report next to it
+        status_path = status_path[: -len(".json")] + ".rank%d.json" % RANK
     status = {{"status": "running", "phase": "start", "gate": GATE, "warmup": WARMUP}}
 
     def write_status(**kw):
@@ -384,6 +418,7 @@ def main():
     t0 = time.perf_counter()
     try:
         write_status(phase="setup")
+        join_ranks()
         run_history(ns, HISTORY, stop_on_error=True)
         write_status(phase="vars")
         prepare(ns)
@@ -398,6 +433,8 @@ def main():
                          % (status["phase"], type(exc).__name__, status_path))
         raise SystemExit(1) from None
     result = capture(ns)
+    with contextlib.suppress(Exception):
+        leave_ranks()
     write_status(phase="cell" if result["status"] != "ok" else "done",
                  total_s=time.perf_counter() - t0, **result)
     if result["status"] != "ok":

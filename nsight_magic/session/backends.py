@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import random
 import signal
@@ -38,8 +39,9 @@ from ..profilers import nsys as nsys_argv
 from ..profilers.env import clean_env
 from ..script import Gate
 from ..tools import Tool, ToolName
+from .ranks import cell_command, one_rank_command
 from .spec import CellRequest
-from .worker_process import Launch, WorkerProcess
+from .worker_process import Launch, WorkerProcess, package_root
 
 ATTACH_CONNECT_TIMEOUT_S = 60.0
 _versions: dict[str, tuple[int, ...] | None] = {}
@@ -88,6 +90,15 @@ class Backend(Protocol):
     def check_captured(self, report: Any, status: dict[str, Any], run_dir: Path) -> None: ...
     def result(self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any,
                profiler: Any) -> Any: ...  # fmt: skip
+
+
+def process_env(request: CellRequest, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The profiled process's environment: ours plus the user's ``--env``, no injection
+    variables; with several ranks the package is importable (the per-rank shim)."""
+    env = clean_env({**(extra or {}), "PYTHONUNBUFFERED": "1", **request.env})
+    if request.nproc > 1:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root(), env.get("PYTHONPATH")) if p)
+    return env
 
 
 def _log(run_dir: Path, text: str) -> None:
@@ -150,12 +161,13 @@ class NsysBackend:
         return ("nsys", request.python, tuple(sorted(request.env.items())), self.options)
 
     def process_env(self, request: CellRequest) -> dict[str, str]:
-        return clean_env({**nsys_argv.NSYS_ENV, "PYTHONUNBUFFERED": "1", **request.env})
+        return process_env(request, nsys_argv.NSYS_ENV)
 
     def fresh_argv(self, tool: Tool, run_dir: Path, request: CellRequest) -> list[str]:
-        return nsys_argv.profile_argv(tool.path, run_dir / "report", run_dir / "script.py",
-                                      python=request.python, options=self.options,
-                                      script_args=[str(run_dir / "status.json")])  # fmt: skip
+        # nsys follows torchrun's whole process tree: every rank is in the one report
+        command = cell_command(request.python, run_dir / "script.py",
+                               [str(run_dir / "status.json")], request.nproc)  # fmt: skip
+        return nsys_argv.profile_argv(tool.path, run_dir / "report", command, options=self.options)
 
     def launch(self, tool: Tool, request: CellRequest, state: WarmState) -> Launch:
         def wrap(command: list[str]) -> list[str]:
@@ -284,12 +296,20 @@ class NcuBackend:
         return ("ncu", request.python, tuple(sorted(request.env.items())))
 
     def process_env(self, request: CellRequest) -> dict[str, str]:
-        return clean_env({"PYTHONUNBUFFERED": "1", **request.env})
+        return process_env(request)
 
     def fresh_argv(self, tool: Tool, run_dir: Path, request: CellRequest) -> list[str]:
-        return ncu_argv.profile_argv(tool.path, run_dir / "report", run_dir / "script.py",
-                                     python=request.python, options=self.options,
-                                     script_args=[str(run_dir / "status.json")])  # fmt: skip
+        script, status = run_dir / "script.py", [str(run_dir / "status.json")]
+        if request.nproc <= 1:
+            command = cell_command(request.python, script, status)
+            return ncu_argv.profile_argv(
+                tool.path, run_dir / "report", command, options=self.options
+            )
+        # one rank under ncu, its peers bare: ncu replays only that rank's kernels
+        prefix = run_dir / "rank_prefix.json"
+        prefix.write_text(json.dumps(ncu_argv.profile_argv(tool.path, run_dir / "report",
+                                                           options=self.options)))  # fmt: skip
+        return one_rank_command(request.python, script, status, request.nproc, request.rank, prefix)
 
     def launch(self, tool: Tool, request: CellRequest, state: WarmState) -> Launch:
         state.port = free_port_base()

@@ -46,10 +46,30 @@ class FreshExecutor:
             result = exc.result
             stopped = "timeout" if isinstance(exc, ProfileTimeout) else result.outcome
         ctx.meta["runner"] = result.to_dict()
-        status = runs.read_cell_status(run_dir)
+        status = self._rank_status(ctx)
         if not stopped and status.get("status") != "error":
             runner.raise_for_profiler(result, ctx.tool.name)
         return Outcome(status, stopped)
+
+    @staticmethod
+    def _rank_status(ctx: RunContext) -> runs.CellStatus:
+        """Rank 0's status; with several ranks, the first rank that failed speaks for the
+        cell (its message says which rank)."""
+        status = runs.read_cell_status(ctx.run_dir)
+        if ctx.request.nproc <= 1:
+            return status
+        ranks = {0: status}
+        for rank in range(1, ctx.request.nproc):
+            ranks[rank] = runs.cell_status(
+                runs.read_json(ctx.run_dir / f"status.rank{rank}.json", {})
+            )
+        ctx.meta["rank_status"] = {str(r): s.get("status") for r, s in ranks.items()}
+        for rank, each in ranks.items():
+            if each.get("status") not in ("ok", None):
+                failed = dict(each)
+                failed["exc_message"] = f"(rank {rank}) {each.get('exc_message', '')}"
+                return runs.cell_status(failed)
+        return status
 
     def _write_script(self, ctx: RunContext) -> Path:
         request, run_dir = ctx.request, ctx.run_dir

@@ -35,6 +35,16 @@ from .spec import CellRequest, Notebook, RunCallbacks
 from .warm import WarmExecutor, WarmSession
 from .worker_process import WorkerProcess
 
+# ncu on one rank of a torchrun job: the peers run unprofiled; bound it anyway
+MULTI_RANK_TIMEOUT_S = 600.0
+# What ncu can read of an NCCL kernel in one pass (more passes replay it while its peers wait)
+NCCL_SINGLE_PASS = (
+    "gpu__time_duration.sum",
+    "launch__grid_size",
+    "launch__block_size",
+    "launch__registers_per_thread",
+)
+
 
 @dataclass
 class SessionStatus:
@@ -176,7 +186,7 @@ class SessionManager:
             return self._result(report, ctx, parent)
 
         executor: FreshExecutor | WarmExecutor
-        if request.fresh or script is not None:
+        if request.fresh or script is not None or request.nproc > 1:  # ranks: torchrun each time
             executor = FreshExecutor(self.setup.prepared() if script is None else (), script)
         else:
             executor = WarmExecutor(lambda ctx: self._session(backend, ctx), self.history, before)
@@ -217,10 +227,17 @@ class SessionManager:
         """ncu on launch ``instance`` (0-based, within the cell) of ``kernel`` (exact name) of
         the cell ``parent`` ran: in the warm ncu worker when this notebook ran that cell, else
         a cold re-run of the parent's saved script. The child run lives in the parent's
-        folder (``ncu/<time>-<kernel>/``) and is listed in its meta.json."""
+        folder (``ncu/<time>-<kernel>/``) and is listed in its meta.json. For a cell that ran
+        as several ranks, ``rank=R`` names the rank ncu profiles (the others run unprofiled);
+        an NCCL kernel gets single-pass metrics only: replaying a collective on one rank while
+        its peers wait hangs (measured on nvidia-h200-x2, tests/data/README.md)."""
         options = dict(kernel_exact=kernel, launch_skip=instance, launch_count=count)
-        return self._drill(parent, kernel, options, {"kernel": kernel, "instance": instance,
-                                                     "count": count}, **kwargs)  # fmt: skip
+        record = {"kernel": kernel, "instance": instance, "count": count}
+        if "nccl" in kernel.lower():
+            options.update(set=None, sections=(), metrics=NCCL_SINGLE_PASS)
+            record["note"] = "NCCL kernel: single-pass metrics only"
+            kwargs.update(set=None, sections=(), metrics=NCCL_SINGLE_PASS)
+        return self._drill(parent, kernel, options, record, **kwargs)
 
     def profile_range(self, parent: Any, domain: str, name: str, style: str = "PushPop",
                       **kwargs: Any) -> Any:  # fmt: skip
@@ -244,6 +261,7 @@ class SessionManager:
         metrics: tuple[str, ...] = (),
         fresh: bool = False,
         timeout: float | None = None,
+        rank: int = 0,
         progress: Any = None,
         output: Any = None,
         cancel: threading.Event | None = None,
@@ -262,7 +280,10 @@ class SessionManager:
             )
         parent_meta = runs.read_json(parent_dir / runs.META, {}) or {}
         entry = self.history.find_run(parent_dir)
-        cold = fresh or entry is None
+        nproc = int(parent_meta.get("nproc") or 1)
+        cold = fresh or entry is None or nproc > 1
+        if nproc > 1 and timeout is None:
+            timeout = MULTI_RANK_TIMEOUT_S  # a stuck collective must never hang the notebook
         request = CellRequest(
             cell=(parent_dir / "cell.py").read_text(),
             name=str(parent_meta.get("name") or "cell"),
@@ -272,12 +293,17 @@ class SessionManager:
             env=runs.read_json(parent_dir / "env.json", {}) or {},
             timeout=timeout,
             fresh=cold,
+            nproc=nproc,
+            rank=rank,
         )
+        filters = {k: v for k, v in filters.items() if k not in ("set", "sections", "metrics")}
         backend = NcuBackend(ncu_argv.NcuOptions(set=set, sections=tuple(sections),
                                                  metrics=tuple(metrics), **filters))  # fmt: skip
         backend.locate()  # a missing ncu is reported before a child folder exists
         run_dir = runs.child_run_dir(parent_dir, label)
         meta = {"name": f"{request.name}:{label}", "parent_run": str(parent_dir), **record}
+        if nproc > 1:
+            meta["rank"] = rank
         callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)
         t0 = time.perf_counter()
         try:

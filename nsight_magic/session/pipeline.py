@@ -168,6 +168,7 @@ def base_meta(request: CellRequest, tool: tools.Tool, mode: str) -> dict[str, An
         "cwd": request.cwd,
         "python": request.python,
         "warmup": request.warmup,
+        "nproc": request.nproc,
         "vars": list(request.vars),
         "versions": runs.versions({tool.name: tool.version_text, f"{tool.name}_path": tool.path}),
         "gpus": tools.gpu_info(),

@@ -21,7 +21,7 @@ class CellRequest:
     """One cell to profile. ``vars`` are sent explicitly (``--vars``); ``fresh`` runs it in a
     new process with only the setup cells (no warm worker); ``setup`` False skips the setup
     cells (``--no-setup``); ``env`` goes to the profiled process (a change of ``env`` or
-    ``python`` needs a new worker)."""
+    ``python`` needs a new worker); ``nproc`` > 1 runs it as that many ranks (fresh)."""
 
     cell: str
     name: str = "cell"
@@ -34,6 +34,14 @@ class CellRequest:
     fresh: bool = False
     runs_root: Path | None = None
     cwd: str = field(default_factory=os.getcwd)
+    nproc: int = 1  # > 1: torchrun runs the cell on this many ranks (always a fresh run)
+    rank: int = 0  # ncu with nproc > 1: the one rank ncu profiles
+
+    def __post_init__(self) -> None:
+        if self.nproc < 1:
+            raise ValueError("nproc must be >= 1")
+        if not 0 <= self.rank < self.nproc:
+            raise ValueError(f"rank must be in 0..{self.nproc - 1}")
 
 
 @dataclass
