@@ -21,6 +21,7 @@ from nsight_magic.errors import (
     CellFailedError,
     CellSyntaxError,
     MissingVariableError,
+    NsightMagicError,
     ProfileInterrupted,
     ProfileTimeout,
     WorkerDiedError,
@@ -299,3 +300,26 @@ def test_nproc_runs_the_cell_on_every_rank_with_a_process_group(run, manager) ->
     assert manager.status() == []  # several ranks never use the warm worker
     with pytest.raises(CellFailedError, match=r"\(rank 1\) only rank 1 fails"):
         run("import os\nassert os.environ['RANK'] == '0', 'only rank 1 fails'\n", nproc=2)
+
+
+def test_ncu_range_spec_resolved_against_the_cells_nsys_run(manager, data_dir) -> None:
+    """%%ncu --nvtx: once the notebook profiled the cell with nsys, the name is resolved
+    against that run's real ranges (the domain_llm fixture: 'LLM@prefill' in domain LLM,
+    'generate' a start/end range), and spelled for ncu (measured forms: DESIGN.md)."""
+    import weakref
+
+    from nsight_magic.errors import AmbiguousNvtxRangeError, NvtxRangeNotFoundError
+    from nsight_magic.reports import open_report
+    from nsight_magic.results import NsysRun
+
+    run = NsysRun(open_report(data_dir / "nsys_llm.sqlite"))
+    manager._nsys_runs["the cell"] = weakref.ref(run)
+    assert manager.ncu_range_filter("LLM@prefill", "the cell") == r"LLM@LLM\@prefill/"
+    assert manager.ncu_range_filter("LLM:generate", "the cell") == "LLM@generate"
+    assert manager.ncu_range_filter(":sample", "the cell") == "sample/"
+    with pytest.raises(NvtxRangeNotFoundError, match="LLM:decode"):
+        manager.ncu_range_filter("decod", "the cell")
+    assert issubclass(AmbiguousNvtxRangeError, NsightMagicError)
+    # a cell never profiled with nsys: the spec is spelled as written (push/pop assumed)
+    assert manager.ncu_range_filter("LLM:LLM@prefill", "another cell") == r"LLM@LLM\@prefill/"
+    assert manager.ncu_range_filter("decode", "another cell") == "decode/"

@@ -17,11 +17,13 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import runs, tools
+from ..analysis.range_spec import resolve_nvtx_range
 from ..errors import NsightMagicError
 from ..nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
 from ..profilers import ncu as ncu_argv
@@ -66,6 +68,7 @@ class SessionManager:
         self.history = History()
         self.setup = setup
         self._sessions: dict[str, WarmSession] = {}
+        self._nsys_runs: dict[str, weakref.ref[Any]] = {}  # cell text -> its last nsys run
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
 
@@ -192,6 +195,8 @@ class SessionManager:
             executor = WarmExecutor(lambda ctx: self._session(backend, ctx), self.history, before)
         run = profile_cell(request, backend, executor, make_result, notebook=notebook,
                            callbacks=callbacks, run_dir=run_dir, meta=meta)  # fmt: skip
+        if backend.tool == "nsys" and hasattr(run, "nvtx"):  # its ranges answer %%ncu --nvtx
+            self._nsys_runs[request.cell] = weakref.ref(run)
         if isinstance(executor, WarmExecutor) and executor.session is not None:
             self._remember(executor.session, captured["ctx"], before, run)
         return run
@@ -215,11 +220,21 @@ class SessionManager:
         return ctx.backend.result(report, ctx.run_dir, ctx.meta, parent=parent, profiler=self)
 
     def ncu_range_filter(self, spec: str, cell: str) -> str:
-        """``%%ncu --nvtx SPEC`` spelled for ncu. The domain comes from SPEC ("DOMAIN:RANGE");
-        a bare RANGE is taken from the default domain. Push/pop ranges (``nvtx.annotate``) are
-        assumed; when nothing matches, the run's message lists the ranges the cell opened."""
-        domain, name = ncu_argv.parse_range_spec(spec)
-        return ncu_argv.nvtx_filter(name, domain=domain or None)
+        """``%%ncu --nvtx SPEC`` spelled for ncu. When this notebook profiled the same cell with
+        nsys, SPEC is resolved against that run's ranges (any domain, push/pop or start/end;
+        an ambiguous or unknown name is a typed error listing the choices). Otherwise the domain
+        comes from SPEC ("DOMAIN:RANGE", a bare RANGE is the default domain's) and a push/pop
+        range (``nvtx.annotate``) is assumed: if nothing matches, the run's message lists the
+        ranges the cell opened."""
+        known = self._nsys_runs.get(cell)
+        run = known() if known is not None else None
+        if run is not None:
+            found = resolve_nvtx_range(run.nvtx(), spec)
+            domain, name, push_pop = found.domain, found.range, found.style == "PushPop"
+        else:
+            domain, name = ncu_argv.parse_range_spec(spec)
+            push_pop = True
+        return ncu_argv.nvtx_filter(name, domain=domain or None, push_pop=push_pop)
 
     # --- drill-downs (results.KernelProfiler) -----------------------------------------------
     def profile_kernel(self, parent: Any, kernel: str, *, instance: int = 0, count: int = 1,
