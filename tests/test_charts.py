@@ -8,20 +8,20 @@ import pytest
 
 from nsight_magic.analysis.kernels import kernel_summary
 from nsight_magic.analysis.nvtx_projection import nvtx_gpu_projection, project_nvtx_to_gpu
-from nsight_magic.reports.nsys import tables
+from nsight_magic.reports.nsys import cupti, nvtx_events, source, strings
 from nsight_magic.views import charts, static
 
 
 @pytest.fixture(scope="module")
 def small(nsys_small_sqlite):
-    src = tables.open_export(nsys_small_sqlite)
-    strings = tables.load_string_ids(src)
-    api = tables.load_cuda_api(src, strings)
+    src = source.open_export(nsys_small_sqlite)
+    names = strings.load_string_table(src)
+    api = cupti.load_cuda_api(src, names)
     frames = {
-        "kernels": tables.load_kernels(src, strings, api),
-        "nvtx": tables.load_nvtx(src, strings),
-        "memcpy": tables.load_memcpy(src),
-        "memset": tables.load_memset(src),
+        "kernels": cupti.load_kernels(src, names, api),
+        "nvtx": nvtx_events.load_nvtx(src, names),
+        "memcpy": cupti.load_memcpy(src),
+        "memset": cupti.load_memset(src),
         "cuda_api": api,
     }
     frames["summary"] = kernel_summary(frames["kernels"])

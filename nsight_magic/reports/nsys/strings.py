@@ -1,0 +1,130 @@
+"""nsys's string table (StringIds): kernel, API and NVTX names are stored once, rows hold ids.
+
+:class:`StringTable` resolves ids with work done once per distinct id (rows only get integer
+positions and an Arrow ``take``: no per-row Python strings), and says which ids it could not
+resolve, so a report whose string table was lost is caught instead of collapsing every name
+into ""."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ...errors import CorruptReportError
+from .columns import Spec, str_series
+from .source import ExportSource
+
+__all__ = ["StringTable", "load_string_ids", "load_string_table", "require_names"]
+
+_STRING_IDS: Spec = {"id": "i", "value": "s"}
+
+
+@dataclass(frozen=True)
+class StringTable:
+    """StringIds ready for vectorised lookups."""
+
+    ids: np.ndarray  # sorted, unique
+    values: pa.LargeStringArray  # values[i] is the text of ids[i]; one extra "" at the end
+    _direct: np.ndarray | None = field(default=None, repr=False)  # id -> position (small ids)
+
+    @classmethod
+    def from_columns(cls, ids: np.ndarray, values: pa.Array) -> StringTable:
+        ids = np.asarray(ids, dtype=np.int64)
+        order = np.argsort(ids, kind="stable")
+        if len(ids) and np.any(order[1:] != order[:-1] + 1):
+            ids, values = ids[order], values.take(pa.array(order))
+        if len(ids) > 1 and np.any(ids[1:] == ids[:-1]):
+            raise ValueError("StringIds has duplicate ids")
+        n = len(ids)
+        values = pa.concat_arrays(
+            [values.cast(pa.large_string()), pa.array([""], pa.large_string())]
+        )
+        direct = None
+        if n and ids[0] >= 0 and ids[-1] < max(4 * n + 1024, 1 << 16):
+            direct = np.full(int(ids[-1]) + 1, n, dtype=np.int64)
+            direct[ids] = np.arange(n)
+        return cls(ids, values, direct)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def series(self) -> pd.Series:
+        """id -> text, as :func:`load_string_ids` returns it."""
+        return pd.Series(str_series(self.values[:-1]).to_numpy(), index=self.ids, dtype="str")
+
+    def positions(self, ids: np.ndarray) -> np.ndarray:
+        """Index into ``values`` per id; unknown or NULL (-1) ids point at the trailing ""."""
+        ids = np.asarray(ids, dtype=np.int64)
+        n = len(self.ids)
+        if self._direct is not None:
+            ok = (ids >= 0) & (ids < len(self._direct))
+            return np.where(ok, self._direct[np.where(ok, ids, 0)], n)
+        if n == 0:
+            return np.full(len(ids), 0, dtype=np.int64)
+        pos = np.searchsorted(self.ids, ids)
+        hit = pos < n
+        hit[hit] = self.ids[pos[hit]] == ids[hit]
+        return np.where(hit, pos, n)
+
+    def unresolved(self, ids: np.ndarray) -> np.ndarray:
+        """The distinct ids (not NULL, i.e. >= 0) that have no text in the table."""
+        ids = np.asarray(ids, dtype=np.int64)
+        lost = (self.positions(ids) == len(self.ids)) & (ids >= 0)
+        return np.unique(ids[lost])
+
+    def take(self, ids: np.ndarray, transform: Callable[[str], str] | None = None) -> pa.Array:
+        """Texts of ``ids`` ("" when unknown) as an Arrow array; ``transform`` is applied once
+        per distinct text."""
+        pos = self.positions(ids)
+        if transform is None:
+            return self.values.take(pa.array(pos))
+        used = np.flatnonzero(np.bincount(pos, minlength=len(self.values)))
+        texts = [transform(t) for t in self.values.take(pa.array(used)).to_pylist()]
+        lut = np.zeros(len(self.values), dtype=np.int64)
+        lut[used] = np.arange(len(used))
+        return pa.array(texts, pa.large_string()).take(pa.array(lut[pos]))
+
+    def categorical(self, ids: np.ndarray) -> pd.Categorical:
+        """Texts of ``ids`` as a Categorical (sorted distinct texts): equal texts share a code,
+        so grouping by it is grouping by the text, without one string object per row."""
+        pos = self.positions(ids)
+        used = np.flatnonzero(np.bincount(pos, minlength=len(self.values)))
+        texts = self.values.take(pa.array(used)).to_pylist()
+        cats = sorted(set(texts))
+        code_of = {t: i for i, t in enumerate(cats)}
+        lut = np.zeros(len(self.values), dtype=np.int64)
+        lut[used] = [code_of[t] for t in texts]
+        return pd.Categorical.from_codes(lut[pos], categories=pd.Index(cats, dtype="str"))
+
+
+def load_string_table(src: ExportSource) -> StringTable:
+    """StringIds: ``id INTEGER PRIMARY KEY, value TEXT NOT NULL`` as a :class:`StringTable`."""
+    cols = src.read_columns("StringIds", _STRING_IDS)
+    return StringTable.from_columns(cols.ints["id"], cols.texts["value"])
+
+
+def load_string_ids(src: ExportSource) -> pd.Series:
+    """StringIds: ``id INTEGER PRIMARY KEY, value TEXT NOT NULL`` -> Series value indexed by id."""
+    return load_string_table(src).series()
+
+
+def require_names(src: ExportSource, strings: StringTable, ids: np.ndarray, column: str) -> None:
+    """Raise ``CorruptReportError`` when some ids of ``column`` (e.g.
+    ``CUPTI_ACTIVITY_KIND_KERNEL.demangledName``) have no text in StringIds: the report lost
+    (part of) its string table, and those rows would all be named ""."""
+    lost = strings.unresolved(ids)
+    if len(lost) == 0:
+        return
+    ids = np.asarray(ids, dtype=np.int64)
+    rows = int(np.isin(ids, lost).sum())
+    where = "is empty" if len(strings) == 0 else f"lacks {len(lost):,} of the ids it refers to"
+    if not src.has("StringIds"):
+        where = "is missing"
+    raise CorruptReportError(
+        f"{src.path}: its string table (StringIds) {where}, so {rows:,} of {len(ids):,} "
+        f"{column} names cannot be read; export the .nsys-rep again."
+    )
