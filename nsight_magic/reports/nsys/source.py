@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ...errors import CorruptReportError, EmptyReportError, UnsupportedReportError
+from ...errors import CorruptReportError, EmptyReportError, ReportError, UnsupportedReportError
 from ..paths import require_regular_file
 from .columns import Columns, Kind, Spec, null_column, to_frame
 
@@ -86,6 +86,8 @@ class ExportSource:
                 else:
                     schema = pq.read_schema(self._parquet(table))
                     self._columns[table] = frozenset(schema.names)
+            except ReportError:  # raised on purpose, e.g. a table file that is a pipe
+                raise
             except _READ_ERRORS as exc:
                 raise corrupt(self.path, exc) from exc
         return self._columns[table]
@@ -98,6 +100,8 @@ class ExportSource:
             if self._conn is not None:
                 return int(self._conn.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()[0])
             return int(pq.ParquetFile(self._parquet(table)).metadata.num_rows)
+        except ReportError:
+            raise
         except _READ_ERRORS as exc:
             raise corrupt(self.path, exc) from exc
 
@@ -119,6 +123,8 @@ class ExportSource:
             if self.kind == "sqlite":
                 return self._read_sqlite(table, spec, present, where, keep)
             return self._read_parquet(table, spec, present, where, keep)
+        except ReportError:
+            raise
         except _READ_ERRORS as exc:
             raise corrupt(self.path, exc) from exc
 
