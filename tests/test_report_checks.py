@@ -132,6 +132,16 @@ def test_one_lost_kernel_name_is_refused(nsys_small_sqlite, tmp_path):
     assert "CUPTI_ACTIVITY_KIND_KERNEL.demangledName" in str(info.value)
 
 
+def test_blank_kernel_name_is_refused(nsys_small_sqlite, tmp_path):
+    sql = (
+        "UPDATE StringIds SET value = '' WHERE id = "
+        "(SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1)"
+    )
+    rep = NsysReport.open(edited(nsys_small_sqlite, tmp_path / "blank.sqlite", sql))
+    with pytest.raises(CorruptReportError, match="has an empty text for 1 of the ids"):
+        rep.kernels()
+
+
 def test_parquet_export_without_string_table(nsys_small_parquet, tmp_path):
     pq_dir = tmp_path / "pq"
     shutil.copytree(nsys_small_parquet, pq_dir)

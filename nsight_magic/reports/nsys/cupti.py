@@ -218,6 +218,7 @@ def load_kernels(
     ints = sort_by_start(src.read_columns(KERNEL, _KERNEL)).ints
     require_names(src, table, ints["demangledName"], _KERNEL_NAME)
     require_names(src, table, ints["shortName"], f"{KERNEL}.shortName")
+    require_names(src, table, ints["mangledName"], f"{KERNEL}.mangledName")
     pid, _ = split_global_id(ints["globalPid"])
     corr = ints["correlationId"]
     if api is None:

@@ -57,7 +57,7 @@ def load_nvtx(src: ExportSource, strings: StringTable | None = None) -> pd.DataF
         ints["textId"],
         ints["domainId"],
     )
-    require_names(src, table, text_id, "NVTX_EVENTS.textId")
+    require_names(src, table, text_id, "NVTX_EVENTS.textId", blank_ok=True)
     pid, tid = split_global_id(gtid)
     registered = text_id >= 0
     text = raw.texts["text"]

@@ -7,12 +7,14 @@ into ""."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ...errors import CorruptReportError
 from .columns import Spec, str_series
@@ -76,6 +78,17 @@ class StringTable:
         lost = (self.positions(ids) == len(self.ids)) & (ids >= 0)
         return np.unique(ids[lost])
 
+    def blank(self, ids: np.ndarray) -> np.ndarray:
+        """The distinct ids whose text in the table is "" (the trailing "" of unknown ids is
+        not counted: see :meth:`unresolved`)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        pos = self.positions(ids)
+        return np.unique(ids[self._blank[pos] & (pos < len(self.ids))])
+
+    @functools.cached_property
+    def _blank(self) -> np.ndarray:
+        return np.asarray(pc.equal(self.values, "").to_numpy(zero_copy_only=False), dtype=bool)
+
     def take(self, ids: np.ndarray, transform: Callable[[str], str] | None = None) -> pa.Array:
         """Texts of ``ids`` ("" when unknown) as an Arrow array; ``transform`` is applied once
         per distinct text."""
@@ -112,18 +125,29 @@ def load_string_ids(src: ExportSource) -> pd.Series:
     return load_string_table(src).series()
 
 
-def require_names(src: ExportSource, strings: StringTable, ids: np.ndarray, column: str) -> None:
+def require_names(
+    src: ExportSource,
+    strings: StringTable,
+    ids: np.ndarray,
+    column: str,
+    blank_ok: bool = False,
+) -> None:
     """Raise ``CorruptReportError`` when some ids of ``column`` (e.g.
-    ``CUPTI_ACTIVITY_KIND_KERNEL.demangledName``) have no text in StringIds: the report lost
-    (part of) its string table, and those rows would all be named ""."""
+    ``CUPTI_ACTIVITY_KIND_KERNEL.demangledName``) have no text in StringIds, or (unless
+    ``blank_ok``, as for NVTX messages) an empty one: the report lost (part of) its string table,
+    and those rows would all be named ""."""
+    ids = np.asarray(ids, dtype=np.int64)
     lost = strings.unresolved(ids)
+    if len(lost):
+        where = "is empty" if len(strings) == 0 else f"lacks {len(lost):,} of the ids it refers to"
+        if not src.has("StringIds"):
+            where = "is missing"
+    else:
+        lost = np.zeros(0, dtype=np.int64) if blank_ok else strings.blank(ids)
+        where = f"has an empty text for {len(lost):,} of the ids it refers to"
     if len(lost) == 0:
         return
-    ids = np.asarray(ids, dtype=np.int64)
     rows = int(np.isin(ids, lost).sum())
-    where = "is empty" if len(strings) == 0 else f"lacks {len(lost):,} of the ids it refers to"
-    if not src.has("StringIds"):
-        where = "is missing"
     raise CorruptReportError(
         f"{src.path}: its string table (StringIds) {where}, so {rows:,} of {len(ids):,} "
         f"{column} names cannot be read; export the .nsys-rep again."
