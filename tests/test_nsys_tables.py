@@ -19,7 +19,7 @@ from nsight_magic.reports.nsys.report import NsysReport
 
 DATA_SQLITE = Path(__file__).parent / "data" / "nsys_small.sqlite"
 
-FRAMES = ["kernels", "nvtx", "memcpy", "memset", "cuda_api"]
+FRAMES = ["kernels", "nvtx", "memcpy", "memset", "cuda_api", "processes"]
 
 
 @pytest.fixture(scope="module")

@@ -75,11 +75,11 @@ def load_cuda_api(src: ExportSource, strings: StringTable | None = None) -> pd.D
     table = _strings(src, strings)
     raw = sort_by_start(src.read_columns(RUNTIME, _RUNTIME))
     ints = raw.ints
-    require_names(src, table, ints["nameId"], f"{RUNTIME}.nameId")
+    names = require_names(src, table, ints["nameId"], f"{RUNTIME}.nameId")
     pid, tid = split_global_id(ints["globalTid"])
     return to_frame(
         {
-            "name": table.take(ints["nameId"], api_name),
+            "name": table.take(ints["nameId"], api_name, pos=names),
             "start_ns": ints["start"],
             "end_ns": ints["end"],
             "duration_ns": ints["end"] - ints["start"],
@@ -180,14 +180,14 @@ def load_kernel_core(src: ExportSource, strings: StringTable | None = None) -> p
     stream_id, correlation_id, pid``; same rows and order as :func:`load_kernels`."""
     table = _strings(src, strings)
     ints = sort_by_start(src.read_columns(KERNEL, _KERNEL_CORE)).ints
-    require_names(src, table, ints["demangledName"], _KERNEL_NAME)
+    names = require_names(src, table, ints["demangledName"], _KERNEL_NAME)
     pid, _ = split_global_id(ints["globalPid"])
     return pd.DataFrame(
         {
             "start_ns": ints["start"],
             "end_ns": ints["end"],
             "duration_ns": ints["end"] - ints["start"],
-            "name": table.categorical(ints["demangledName"]),
+            "name": table.categorical(ints["demangledName"], pos=names),
             "device_id": ints["deviceId"],
             "stream_id": ints["streamId"],
             "correlation_id": ints["correlationId"],
@@ -216,9 +216,11 @@ def load_kernels(
     kernels are read."""
     table = _strings(src, strings)
     ints = sort_by_start(src.read_columns(KERNEL, _KERNEL)).ints
-    require_names(src, table, ints["demangledName"], _KERNEL_NAME)
-    require_names(src, table, ints["shortName"], f"{KERNEL}.shortName")
-    require_names(src, table, ints["mangledName"], f"{KERNEL}.mangledName")
+    # A mangled name may be missing (NULL), or blank for a kernel with nothing to mangle.
+    names = {
+        col: require_names(src, table, ints[col], f"{KERNEL}.{col}", blank_ok=col == "mangledName")
+        for col in ("demangledName", "shortName", "mangledName")
+    }
     pid, _ = split_global_id(ints["globalPid"])
     corr = ints["correlationId"]
     if api is None:
@@ -228,9 +230,9 @@ def load_kernels(
             "start_ns": ints["start"],
             "end_ns": ints["end"],
             "duration_ns": ints["end"] - ints["start"],
-            "name": table.take(ints["demangledName"]),
-            "short_name": table.take(ints["shortName"]),
-            "mangled_name": table.take(ints["mangledName"]),
+            "name": table.take(ints["demangledName"], pos=names["demangledName"]),
+            "short_name": table.take(ints["shortName"], pos=names["shortName"]),
+            "mangled_name": table.take(ints["mangledName"], pos=names["mangledName"]),
             "device_id": ints["deviceId"],
             "context_id": ints["contextId"],
             "stream_id": ints["streamId"],

@@ -57,12 +57,12 @@ def load_nvtx(src: ExportSource, strings: StringTable | None = None) -> pd.DataF
         ints["textId"],
         ints["domainId"],
     )
-    require_names(src, table, text_id, "NVTX_EVENTS.textId", blank_ok=True)
+    texts = require_names(src, table, text_id, "NVTX_EVENTS.textId", blank_ok=True)
     pid, tid = split_global_id(gtid)
     registered = text_id >= 0
     text = raw.texts["text"]
     if registered.any():
-        text = pc.if_else(pa.array(registered), table.take(text_id), text)
+        text = pc.if_else(pa.array(registered), table.take(text_id, pos=texts), text)
     # Domains are per process: (pid, domainId) -> name; the first creation wins, like nsys.
     is_dom = etype == NVTX_DOMAIN_CREATE
     rng = ~is_dom

@@ -72,27 +72,33 @@ class StringTable:
         hit[hit] = self.ids[pos[hit]] == ids[hit]
         return np.where(hit, pos, n)
 
-    def unresolved(self, ids: np.ndarray) -> np.ndarray:
-        """The distinct ids (not NULL, i.e. >= 0) that have no text in the table."""
+    def unresolved(self, ids: np.ndarray, pos: np.ndarray | None = None) -> np.ndarray:
+        """Mask of the ids (not NULL, i.e. >= 0) that have no text in the table; ``pos`` is
+        :meth:`positions` of ``ids`` when the caller has it."""
         ids = np.asarray(ids, dtype=np.int64)
-        lost = (self.positions(ids) == len(self.ids)) & (ids >= 0)
-        return np.unique(ids[lost])
+        pos = self.positions(ids) if pos is None else pos
+        return (pos == len(self.ids)) & (ids >= 0)
 
-    def blank(self, ids: np.ndarray) -> np.ndarray:
-        """The distinct ids whose text in the table is "" (the trailing "" of unknown ids is
-        not counted: see :meth:`unresolved`)."""
-        ids = np.asarray(ids, dtype=np.int64)
-        pos = self.positions(ids)
-        return np.unique(ids[self._blank[pos] & (pos < len(self.ids))])
+    def blank(self, pos: np.ndarray) -> np.ndarray:
+        """Mask of the positions whose text in the table is "" (the trailing "" that unknown
+        ids point at is not counted: see :meth:`unresolved`)."""
+        return self._blank[pos]
 
     @functools.cached_property
     def _blank(self) -> np.ndarray:
-        return np.asarray(pc.equal(self.values, "").to_numpy(zero_copy_only=False), dtype=bool)
+        blank = np.asarray(pc.equal(self.values, "").to_numpy(zero_copy_only=False), dtype=bool)
+        blank[-1] = False  # the sentinel for unknown ids
+        return blank
 
-    def take(self, ids: np.ndarray, transform: Callable[[str], str] | None = None) -> pa.Array:
+    def take(
+        self,
+        ids: np.ndarray,
+        transform: Callable[[str], str] | None = None,
+        pos: np.ndarray | None = None,
+    ) -> pa.Array:
         """Texts of ``ids`` ("" when unknown) as an Arrow array; ``transform`` is applied once
-        per distinct text."""
-        pos = self.positions(ids)
+        per distinct text; ``pos`` as in :meth:`unresolved`."""
+        pos = self.positions(ids) if pos is None else pos
         if transform is None:
             return self.values.take(pa.array(pos))
         used = np.flatnonzero(np.bincount(pos, minlength=len(self.values)))
@@ -101,10 +107,10 @@ class StringTable:
         lut[used] = np.arange(len(used))
         return pa.array(texts, pa.large_string()).take(pa.array(lut[pos]))
 
-    def categorical(self, ids: np.ndarray) -> pd.Categorical:
+    def categorical(self, ids: np.ndarray, pos: np.ndarray | None = None) -> pd.Categorical:
         """Texts of ``ids`` as a Categorical (sorted distinct texts): equal texts share a code,
         so grouping by it is grouping by the text, without one string object per row."""
-        pos = self.positions(ids)
+        pos = self.positions(ids) if pos is None else pos
         used = np.flatnonzero(np.bincount(pos, minlength=len(self.values)))
         texts = self.values.take(pa.array(used)).to_pylist()
         cats = sorted(set(texts))
@@ -131,24 +137,26 @@ def require_names(
     ids: np.ndarray,
     column: str,
     blank_ok: bool = False,
-) -> None:
-    """Raise ``CorruptReportError`` when some ids of ``column`` (e.g.
-    ``CUPTI_ACTIVITY_KIND_KERNEL.demangledName``) have no text in StringIds, or (unless
-    ``blank_ok``, as for NVTX messages) an empty one: the report lost (part of) its string table,
-    and those rows would all be named ""."""
+) -> np.ndarray:
+    """:meth:`StringTable.positions` of ``ids``, after checking that every id of ``column``
+    (e.g. ``CUPTI_ACTIVITY_KIND_KERNEL.demangledName``) has a text in StringIds, and (unless
+    ``blank_ok``, as for NVTX messages) not an empty one. Otherwise ``CorruptReportError``: the
+    report lost (part of) its string table, and those rows would all be named ""."""
     ids = np.asarray(ids, dtype=np.int64)
-    lost = strings.unresolved(ids)
-    if len(lost):
-        where = "is empty" if len(strings) == 0 else f"lacks {len(lost):,} of the ids it refers to"
+    pos = strings.positions(ids)
+    lost = strings.unresolved(ids, pos)
+    if lost.any():
+        where = "is empty" if len(strings) == 0 else "lacks {n:,} of the ids it refers to"
         if not src.has("StringIds"):
             where = "is missing"
-    else:
-        lost = np.zeros(0, dtype=np.int64) if blank_ok else strings.blank(ids)
-        where = f"has an empty text for {len(lost):,} of the ids it refers to"
-    if len(lost) == 0:
-        return
-    rows = int(np.isin(ids, lost).sum())
+    elif not blank_ok:
+        lost = strings.blank(pos)
+        where = "has an empty text for {n:,} of the ids it refers to"
+    if not lost.any():
+        return pos
+    n = len(np.unique(ids[lost]))
     raise CorruptReportError(
-        f"{src.path}: its string table (StringIds) {where}, so {rows:,} of {len(ids):,} "
-        f"{column} names cannot be read; export the .nsys-rep again."
+        f"{src.path}: its string table (StringIds) {where.format(n=n)}, so "
+        f"{int(lost.sum()):,} of {len(ids):,} {column} names cannot be read; export the "
+        ".nsys-rep again."
     )
