@@ -105,6 +105,21 @@ class ExportSource:
         except _READ_ERRORS as exc:
             raise corrupt(self.path, exc) from exc
 
+    def distinct_ints(self, table: str, column: str) -> np.ndarray:
+        """The distinct values of an int column (NULL as -1), sorted; the database does the
+        work for SQLite (no row reaches Python), pyarrow for parquet."""
+        spec: Spec = {column: "i"}
+        if not self.has(table):
+            return np.zeros(0, dtype=np.int64)
+        if self._conn is None or column not in self.columns_of(table):
+            return np.unique(self.read_columns(table, spec).ints[column])
+        sql = f'SELECT DISTINCT coalesce("{column}", -1) FROM "{table}"'
+        try:
+            rows = self._conn.execute(sql).fetchall()
+            return np.unique(np.asarray([r[0] for r in rows], dtype=np.int64))
+        except _READ_ERRORS as exc:
+            raise corrupt(self.path, exc) from exc
+
     def read(self, table: str, spec: Spec, where: Where | None = None) -> pd.DataFrame:
         """:meth:`read_columns` as a DataFrame."""
         return to_frame(self.read_columns(table, spec, where))

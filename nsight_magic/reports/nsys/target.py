@@ -84,9 +84,8 @@ def load_processes(src: ExportSource) -> pd.DataFrame:
     ``"pid <n>"``."""
     seen = [np.zeros(0, dtype=np.int64)]
     for table, column in _EVENT_PIDS.items():
-        if src.num_rows(table):
-            pid, _ = split_global_id(src.read_columns(table, {column: "i"}).ints[column])
-            seen.append(np.unique(pid))
+        pid, _ = split_global_id(src.distinct_ints(table, column))
+        seen.append(pid)
     pids = np.unique(np.concatenate(seen))
     listed = src.read_columns("PROCESSES", {"pid": "i", "name": "s"})
     names: dict[int, str] = {}
