@@ -16,7 +16,7 @@ from nsight_magic.reports.nsys.merge import RankedReport, load_runs
 from nsight_magic.reports.nsys.report import NsysReport
 from tests.stats_reference import (
     assert_duration_summary_equal,
-    assert_projection_summary_equal,
+    assert_projection_equal,
 )
 
 RANK_FILES = ["nsys_2rank_r0.sqlite", "nsys_2rank_r1.sqlite"]
@@ -53,7 +53,7 @@ def test_each_ranks_kernel_summary_equals_its_own_nsys_stats(run, data_dir, rank
 def test_each_ranks_nvtx_projection_equals_its_own_nsys_stats(run, data_dir, rank) -> None:
     ref = _stats(data_dir, f"nsys_2rank_r{rank}", "nvtx_gpu_proj_sum")
     proj = run.rank_nvtx_gpu_projection()
-    assert_projection_summary_equal(proj[proj["rank"] == rank].reset_index(drop=True), ref)
+    assert_projection_equal(proj[proj["rank"] == rank].reset_index(drop=True), ref)
 
 
 def test_all_ranks_summary_is_the_sum_of_the_ranks(run: RankedReport) -> None:

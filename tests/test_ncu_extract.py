@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from nsight_magic.errors import CorruptReportError, ReportError, ToolNotFoundError
+from nsight_magic.reports.ncu import child
 from nsight_magic.reports.ncu import extract as X
-from nsight_magic.reports.ncu import report as R
 from nsight_magic.reports.ncu.report import NcuReport
 
 NAMES = ["ncu_small_roofline", "ncu_small_full", "ncu_gemm_metrics", "ncu_gemm_roofline"]
@@ -125,15 +125,15 @@ def test_ncu_report_missing(fake_ncu_report):
 
 def test_no_launches_is_corrupt(fake_ncu_report):
     body = "class C:\n    def num_ranges(self): return 0\ndef load_report(p): return C()\n"
-    with pytest.raises(CorruptReportError, match="holds no profiled kernel"):
+    with pytest.raises(CorruptReportError, match="holds no complete profiled kernel"):
         NcuReport.open(fake_ncu_report(body))
 
 
 def test_only_plain_data_is_unpickled(tmp_path):
     with pytest.raises(pickle.UnpicklingError):
-        R._PlainUnpickler(io.BytesIO(pickle.dumps(Path("x")))).load()
+        child.PlainUnpickler(io.BytesIO(pickle.dumps(Path("x")))).load()
     data = {"a": [1.0, "s", (1, None)]}
-    assert R._PlainUnpickler(io.BytesIO(pickle.dumps(data, protocol=5))).load() == data
+    assert child.PlainUnpickler(io.BytesIO(pickle.dumps(data, protocol=5))).load() == data
 
 
 def test_temp_dir_is_removed(ncu_reports, tmp_path, monkeypatch):
@@ -180,7 +180,7 @@ def test_extraction_equals_ncu_raw_csv(ncu_reports, data_dir, tmp_path, name):
     proc = run_extract(ncu_reports[name], out)
     assert proc.returncode == 0, proc.stderr
     with open(out, "rb") as fh:
-        data = R._PlainUnpickler(fh).load()
+        data = child.PlainUnpickler(fh).load()
     assert data["format"] == X.FORMAT
     frame = pd.read_csv(data_dir / "ncu_raw" / f"{name}.raw.csv", dtype=str, keep_default_na=False)
     raw, units = frame.iloc[1:].reset_index(drop=True), frame.iloc[0]
@@ -213,7 +213,7 @@ def test_nvtx_and_names_round_trip(ncu_reports, tmp_path):
     out = tmp_path / "out.pkl"
     assert run_extract(ncu_reports["ncu_gemm_roofline"], out).returncode == 0
     with open(out, "rb") as fh:
-        launch = R._PlainUnpickler(fh).load()["launches"][0]
+        launch = child.PlainUnpickler(fh).load()["launches"][0]
     assert launch["nvtx"] == [
         ("nsight_magic", "PushPop", 0, "cell"),
         ("nsight_magic", "PushPop", 1, "L1: C = A @ B  # bf16 2048x1024x512"),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +13,7 @@ from nsight_magic.errors import (
     EmptyReportError,
     ReportError,
     ReportNotFoundError,
+    UnsupportedReportError,
 )
 from nsight_magic.reports.ncu.report import NcuReport
 
@@ -143,13 +143,9 @@ def test_sections(reports):
         reports["ncu_small_full"].sections(3)
 
 
-def test_loads_fast(ncu_reports):
-    start = time.perf_counter()
-    report = NcuReport.open(ncu_reports["ncu_small_full"])
-    rows = len(report.metrics())
-    elapsed = time.perf_counter() - start
-    assert rows == 6657
-    assert elapsed < 3.0  # ~0.3 s measured: 2243 metrics x 3 launches
+def test_full_set_metrics_are_all_read(reports):
+    # --set full: 2243 numeric metrics x 3 launches (speed is measured in benchmarks, not here)
+    assert len(reports["ncu_small_full"].metrics()) == 6657
 
 
 # --- bad files ---------------------------------------------------------------------------------
@@ -168,7 +164,7 @@ def test_garbage_and_folder(tmp_path):
     (tmp_path / "g.ncu-rep").write_bytes(b"not a report at all\n" * 100)
     with pytest.raises(CorruptReportError):
         NcuReport.open(tmp_path / "g.ncu-rep")
-    with pytest.raises(CorruptReportError):
+    with pytest.raises(UnsupportedReportError, match="is a folder"):
         NcuReport.open(tmp_path)
 
 

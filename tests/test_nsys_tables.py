@@ -14,12 +14,12 @@ import pytest
 
 from nsight_magic.analysis.nvtx_projection import project_nvtx_to_gpu
 from nsight_magic.errors import CorruptReportError, UnsupportedReportError
-from nsight_magic.reports.nsys import tables
+from nsight_magic.reports.nsys import cupti, source, strings
 from nsight_magic.reports.nsys.report import NsysReport
 
 DATA_SQLITE = Path(__file__).parent / "data" / "nsys_small.sqlite"
 
-FRAMES = ["kernels", "nvtx", "memcpy", "memset", "cuda_api"]
+FRAMES = ["kernels", "nvtx", "memcpy", "memset", "cuda_api", "processes"]
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def test_kernel_frame_contract(small: NsysReport) -> None:
         "start_ns", "end_ns", "duration_ns", "name", "short_name", "mangled_name", "device_id",
         "context_id", "stream_id", "correlation_id", "pid", "tid", "grid_x", "grid_y", "grid_z",
         "block_x", "block_y", "block_z", "registers_per_thread", "static_smem_bytes",
-        "dynamic_smem_bytes",
+        "dynamic_smem_bytes", "graph_node_id",
     ]  # fmt: skip
     assert len(k) == 26
     assert (k["duration_ns"] == k["end_ns"] - k["start_ns"]).all()
@@ -142,7 +142,7 @@ def test_unknown_schema_major_is_refused(tmp_path: Path, nsys_small_sqlite: Path
             "UPDATE META_DATA_EXPORT SET value = '4' WHERE name = 'EXPORT_SCHEMA_VERSION_MAJOR'"
         )
     with pytest.raises(UnsupportedReportError, match="schema"):
-        tables.open_export(db)
+        source.open_export(db)
 
 
 def test_sqlite_without_nsys_tables_is_unsupported(tmp_path: Path) -> None:
@@ -150,14 +150,14 @@ def test_sqlite_without_nsys_tables_is_unsupported(tmp_path: Path) -> None:
     with sqlite3.connect(db) as conn:
         conn.execute("CREATE TABLE t (x INTEGER)")
     with pytest.raises(UnsupportedReportError):
-        tables.open_export(db)
+        source.open_export(db)
 
 
 def test_not_sqlite_is_corrupt(tmp_path: Path) -> None:
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(b"not a database at all" * 10)
     with pytest.raises(CorruptReportError):
-        tables.open_export(bad)
+        source.open_export(bad)
 
 
 def test_frames_are_cached(small: NsysReport) -> None:
@@ -187,7 +187,7 @@ def test_launches_are_the_cuda_api_rows_that_launched_gpu_ops(export_path: Path)
     corr = np.concatenate(
         [f()["correlation_id"].to_numpy() for f in (rep.kernels, rep.memcpy, rep.memset)]
     )
-    launches = tables.load_launches(rep.source, corr)
+    launches = cupti.load_launches(rep.source, corr)
     api = rep.cuda_api()
     want = api[api["correlation_id"].isin(corr)][list(launches.columns)].reset_index(drop=True)
     assert len(launches) >= 26 + 2 + 3
@@ -218,7 +218,7 @@ def test_kernel_summary_and_projection_need_no_full_frames(export_path: Path) ->
 def test_string_table_lookups() -> None:
     values = pa.array(["cudaMalloc_v3020", "b", "b", "cudaStreamIsCapturing_v10000"])
     for ids in (np.array([3, 7, 8, 9]), np.array([3, 7, 8, 10**12])):  # dense / sparse ids
-        table = tables.StringTable.from_columns(ids, values)
+        table = strings.StringTable.from_columns(ids, values)
         look = np.array([ids[0], -1, ids[3], 12345, ids[1], ids[0]])
         assert table.take(look).to_pylist() == [
             "cudaMalloc_v3020", "", "cudaStreamIsCapturing_v10000", "", "b", "cudaMalloc_v3020",
@@ -227,7 +227,7 @@ def test_string_table_lookups() -> None:
 
         def clean(name: str, calls: list[str] = calls) -> str:
             calls.append(name)
-            return tables._api_name(name)
+            return cupti.api_name(name)
 
         cleaned = table.take(look, clean).to_pylist()
         assert cleaned == ["cudaMalloc", "", "cudaStreamIsCapturing_v10000", "", "b", "cudaMalloc"]
@@ -235,11 +235,12 @@ def test_string_table_lookups() -> None:
         cat = table.categorical(np.array([ids[1], ids[2], ids[0], -1]))
         assert list(cat.astype(str)) == ["b", "b", "cudaMalloc_v3020", ""]
         assert cat.codes[0] == cat.codes[1]  # equal texts, different ids: one group
-    series = tables.load_string_ids(tables.open_export(DATA_SQLITE))
-    from_series = tables.StringTable.coerce(series)
-    pd.testing.assert_series_equal(from_series.series(), series)
+    src = source.open_export(DATA_SQLITE)
+    series = strings.load_string_ids(src)
+    assert len(series) == 298 and series.index.is_monotonic_increasing
+    pd.testing.assert_series_equal(strings.load_string_table(src).series(), series)
     with pytest.raises(ValueError, match="duplicate"):
-        tables.StringTable.from_columns(np.array([1, 1]), pa.array(["a", "b"]))
+        strings.StringTable.from_columns(np.array([1, 1]), pa.array(["a", "b"]))
 
 
 def test_isin_ids_matches_numpy() -> None:
@@ -247,10 +248,10 @@ def test_isin_ids_matches_numpy() -> None:
     for _ in range(50):
         values = rng.integers(-5, 80, 500)
         wanted = rng.integers(-1, 60, rng.integers(0, 30))
-        np.testing.assert_array_equal(tables._id_set(wanted)(values), np.isin(values, wanted))
+        np.testing.assert_array_equal(cupti.id_set(wanted)(values), np.isin(values, wanted))
     big = np.array([-1, 1 << 40, 5, -(1 << 40)])
     np.testing.assert_array_equal(
-        tables._id_set(np.array([5, 1 << 40]))(big), [False, True, True, False]
+        cupti.id_set(np.array([5, 1 << 40]))(big), [False, True, True, False]
     )
 
 

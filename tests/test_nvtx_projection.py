@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from stats_reference import assert_projection_equal
 
 from nsight_magic.analysis.nvtx_projection import (
     PROJECTION_SUMMARY_COLUMNS,
@@ -15,23 +16,6 @@ from nsight_magic.analysis.nvtx_projection import (
     project_nvtx_to_gpu,
 )
 from nsight_magic.reports.nsys.report import NsysReport
-
-INT_COLS = {
-    "proj_total_ns": "Total Proj Time (ns)",
-    "range_total_ns": "Total Range Time (ns)",
-    "instances": "Range Instances",
-    "proj_min_ns": "Proj Min (ns)",
-    "proj_max_ns": "Proj Max (ns)",
-    "gpu_ops": "Total GPU Ops",
-}
-FLOAT_COLS = {
-    "proj_avg_ns": "Proj Avg (ns)",
-    "proj_med_ns": "Proj Med (ns)",
-    "proj_std_ns": "Proj StdDev (ns)",
-    "avg_gpu_ops": "Avg GPU Ops",
-    "avg_level": "Avg Range Lvl",
-    "avg_children": "Avg Num Child",
-}
 
 
 @pytest.fixture(scope="module")
@@ -43,15 +27,7 @@ def reference(data_dir: Path) -> pd.DataFrame:
 def test_projection_equals_nsys_stats(data_dir: Path, export: str, reference: pd.DataFrame) -> None:
     ours = NsysReport.open(data_dir / export).nvtx_gpu_projection()
     assert list(ours.columns) == PROJECTION_SUMMARY_COLUMNS
-    # nsys's Range column is "domain:range"; same rows in the same order.
-    assert (ours["domain"] + ":" + ours["range"]).tolist() == reference["Range"].tolist()
-    assert ours["style"].tolist() == reference["Style"].tolist()
-    for col, ref_col in INT_COLS.items():
-        np.testing.assert_array_equal(ours[col].to_numpy(), reference[ref_col].to_numpy())
-    for col, ref_col in FLOAT_COLS.items():
-        np.testing.assert_array_equal(
-            np.round(ours[col].to_numpy(), 1), reference[ref_col].to_numpy()
-        )
+    assert_projection_equal(ours, reference)
 
 
 def test_trace_rows(nsys_small_sqlite: Path) -> None:

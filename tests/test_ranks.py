@@ -213,7 +213,7 @@ def test_rank_lane_without_rank_names_the_process(report: NsysReport) -> None:
 
 def test_summary_and_busy(run: RankedReport, report: NsysReport) -> None:
     s = run.summary()
-    assert report.summary().items() <= s.items()  # a drop-in for the one-report summary
+    assert s["kernels"] == len(report.kernels()) and s["window_ns"] > 0
     assert s["ranks"] == 2 and s["straggler_rank"] == 1 and s["reports"] == 1
     assert s["nccl_time_ns"] < s["kernel_time_ns"]
     busy = run.rank_busy_pct()

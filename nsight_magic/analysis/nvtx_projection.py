@@ -24,6 +24,7 @@ import pandas as pd
 
 from .attribution import Calls, enclosed_calls
 from .kernels import as_text, duration_stats
+from .keyjoin import first_match
 from .nvtx_nesting import nesting_levels, parent_rows, thread_order
 
 __all__ = ["PROJECTION_SUMMARY_COLUMNS", "nvtx_gpu_projection", "project_nvtx_to_gpu"]
@@ -49,11 +50,6 @@ PROJECTION_SUMMARY_COLUMNS = [
 _OP_COLS = ["start_ns", "end_ns", "correlation_id", "pid"]
 
 
-def _call_key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
-    # correlationId is 32-bit and pid 24-bit in nsys's GlobalId, so one int64 holds both.
-    return (np.asarray(pid, dtype=np.int64) << 32) | (np.asarray(corr, dtype=np.int64) & 0xFFFFFFFF)
-
-
 def _gpu_ops(runtime: pd.DataFrame, *ops: pd.DataFrame | None) -> dict[str, np.ndarray]:
     """GPU ops joined to their launching call: arrays ``start_ns, end_ns, corr, pid, tid,
     r_start, r_end``, sorted by (pid, tid, r_start, corr). Ops without a recorded call are
@@ -66,16 +62,12 @@ def _gpu_ops(runtime: pd.DataFrame, *ops: pd.DataFrame | None) -> dict[str, np.n
     g_end = np.concatenate([f["end_ns"].to_numpy() for f in frames])
     g_corr = np.concatenate([f["correlation_id"].to_numpy() for f in frames])
     g_pid = np.concatenate([f["pid"].to_numpy() for f in frames])
-    # Join on (pid, correlationId) by binary search; calls are usually already in id order.
-    a_key = _call_key(runtime["pid"].to_numpy(), runtime["correlation_id"].to_numpy())
-    a_order = None if np.all(a_key[1:] >= a_key[:-1]) else np.argsort(a_key, kind="stable")
-    a_sorted = a_key if a_order is None else a_key[a_order]
-    g_key = _call_key(g_pid, g_corr)
-    pos = np.searchsorted(a_sorted, g_key, side="left")
-    pos_ok = np.minimum(pos, len(a_sorted) - 1)
-    found = (pos < len(a_sorted)) & (a_sorted[pos_ok] == g_key) & (g_corr >= 0)
-    keep = np.flatnonzero(found)
-    row = pos_ok[keep] if a_order is None else a_order[pos_ok[keep]]
+    # The launching call of each op: join on (pid, correlationId), the first call wins.
+    call = first_match(
+        runtime["pid"].to_numpy(), runtime["correlation_id"].to_numpy(), g_pid, g_corr
+    )
+    keep = np.flatnonzero((call >= 0) & (g_corr >= 0))
+    row = call[keep]
     a_tid = runtime["tid"].to_numpy()
     a_start = runtime["start_ns"].to_numpy()
     order = _call_order(row, g_pid[keep], a_tid[row], a_start, g_corr[keep])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from ..errors import (
     ReportNotFoundError,
     UnsupportedReportError,
 )
+from .paths import require_regular_file
 
 __all__ = ["open_report", "report_kind"]
 
@@ -35,6 +37,7 @@ def report_kind(path: str | Path) -> str:
             f"{path} is a folder without .parquet tables; pass a .nsys-rep, .sqlite, "
             "parquet dir or .ncu-rep."
         )
+    require_regular_file(path)  # a named pipe would block the read below forever
     try:
         size = path.stat().st_size
         with open(path, "rb") as fh:
@@ -69,8 +72,9 @@ def open_report(path: str | Path) -> Any:
     (.ncu-rep). Only ``ReportError`` subclasses (and ``ToolNotFoundError`` when a .nsys-rep
     needs nsys) come out for bad input."""
     kind = report_kind(path)
+    opener: Callable[[str | Path], object]
     if kind == "ncu-rep":
-        from .ncu.report import NcuReport  # lazy: ncu_report is heavy
+        from .ncu.report import NcuReport  # lazy: report_kind() needs no pandas
 
         opener = NcuReport.open
     else:

@@ -13,16 +13,21 @@ Keep this module light: stdlib + ``ncu_report`` only (no pandas, no other nsight
 so the child starts in ~0.1 s. Exit status: 0 done, 2 usage, 3 ``ncu_report`` not importable,
 4 ``ncu_report`` raised (message on stderr); death by a signal when it crashed.
 
-Saved layout (``FORMAT`` = 1)::
+Saved layout (``FORMAT`` = 2)::
 
-    {"format": 1,
+    {"format": 2,
      "units": {metric name: unit},        # numeric metrics, once per report (unit() ~50 us)
+     "rules_supported": bool,             # False: this ncu_report cannot give rule results
      "launches": [                        # report order: ranges, then actions
         {"function": str, "demangled": str, "mangled": str,
          "metrics": {name: float | str},  # metric_names() order; numbers (FLOAT/DOUBLE/UINT32/
                                           # UINT64, as_double) and strings; other kinds left out
          "sections": [(display name, [metric names, breakdown:/group: lists expanded])],
-         "nvtx": [(domain, style, level, range)]},  # domain "" = default domain
+         "nvtx": [(domain, style, level, range)],  # domain "" = default domain
+         "rules": [{"rule": identifier, "name": str, "section": section identifier,
+                    "section_name": its display name, "title": str, "message": str (ncu's
+                    markup kept), "type": MsgType int, "speedup": float | None,
+                    "speedup_type": SpeedupType int, "focus": [(metric, value, guidance)]}]},
         ...]}
 """
 
@@ -33,7 +38,7 @@ import pickle
 import sys
 from typing import Any
 
-FORMAT = 1
+FORMAT = 2
 MODULE = "nsight_magic.reports.ncu.extract"  # run as ``python -m MODULE REPORT OUT``
 EXIT_USAGE = 2
 EXIT_NO_MODULE = 3
@@ -78,11 +83,19 @@ def extract(path: str) -> dict[str, Any]:
     names: dict[str, str] = {}  # one str object per metric name: pickle then stores it once
     units: dict[str, str] = {}
     launches = []
+    rules_supported = True
     for r in range(context.num_ranges()):
         rng = context.range_by_idx(r)
         for i in range(rng.num_actions()):
-            launches.append(_launch(ncu_report, rng.action_by_idx(i), names, units))
-    return {"format": FORMAT, "units": units, "launches": launches}
+            action = rng.action_by_idx(i)
+            rules_supported = rules_supported and hasattr(action, "rule_results_as_dicts")
+            launches.append(_launch(ncu_report, action, names, units))
+    return {
+        "format": FORMAT,
+        "units": units,
+        "rules_supported": rules_supported,
+        "launches": launches,
+    }
 
 
 def _launch(ncu_report: Any, action: Any, names: dict[str, str], units: dict[str, str]) -> dict:
@@ -102,6 +115,7 @@ def _launch(ncu_report: Any, action: Any, names: dict[str, str], units: dict[str
     for name in action.metric_names():
         add(name)
     sections = []
+    section_names: dict[str, str] = {}  # section identifier -> display name, for the rules
     # IAction.sections() is newer than some ncu_report modules (Nsight Compute 2025.3's own
     # extras/python lacks it): without it, sections are the raw metric families, as ncu's raw
     # page groups them ("dram", "sm", "launch", ...).
@@ -120,6 +134,8 @@ def _launch(ncu_report: Any, action: Any, names: dict[str, str], units: dict[str
             if name not in metrics:
                 add(name)
         sections.append((str(section.name()), [names.get(n, n) for n in listed]))
+        if hasattr(section, "identifier"):
+            section_names[str(section.identifier())] = str(section.name())
     for name in _READ_BY_NAME:
         if name not in metrics:
             add(name)
@@ -129,13 +145,62 @@ def _launch(ncu_report: Any, action: Any, names: dict[str, str], units: dict[str
         if name not in units and isinstance(value, float):
             units[name] = action.metric_by_name(name).unit() or ""
     return {
-        "function": str(action.name(ncu_report.IAction.NameBase_FUNCTION)),
-        "demangled": str(action.name(ncu_report.IAction.NameBase_DEMANGLED)),
-        "mangled": str(action.name(ncu_report.IAction.NameBase_MANGLED)),
+        # A launch whose record was cut has no name: None, saved as "" (never "None").
+        "function": _text(action.name(ncu_report.IAction.NameBase_FUNCTION)),
+        "demangled": _text(action.name(ncu_report.IAction.NameBase_DEMANGLED)),
+        "mangled": _text(action.name(ncu_report.IAction.NameBase_MANGLED)),
         "metrics": metrics,
         "sections": sections,
         "nvtx": _nvtx_entries(action),
+        **_rules(action, section_names),
     }
+
+
+def _rules(action: Any, section_names: dict[str, str]) -> dict[str, Any]:
+    """``{"rules": [...]}``: ncu's rule results for one launch (``IAction.rule_results_as_dicts``,
+    computed by ncu when it profiled; reading them costs ~1 ms a launch), as builtins; [] when
+    this ncu_report module cannot give them. If reading them fails, the launch keeps its
+    metrics and ``"rules_error"`` says why."""
+    if not hasattr(action, "rule_results_as_dicts"):
+        return {"rules": []}
+    try:
+        results = action.rule_results_as_dicts()
+    except Exception as exc:  # damaged rule data must not cost the launch's metrics
+        return {"rules": [], "rules_error": f"{type(exc).__name__}: {exc}"}
+    rules = []
+    for result in results:
+        message = result.get("rule_message") or {}
+        speedup = result.get("speedup_estimation") or {}
+        section = str(result.get("section_identifier", ""))
+        rules.append(
+            {
+                "rule": str(result.get("rule_identifier", "")),
+                "name": str(result.get("name", "")),
+                "section": section,
+                "section_name": section_names.get(section, ""),
+                "title": str(message.get("title", "")),
+                "message": str(message.get("message", "")),
+                "type": int(message.get("type", 0)),
+                "speedup": _float(speedup["speedup"]) if "speedup" in speedup else None,
+                "speedup_type": int(speedup.get("type", 0)),
+                "focus": [
+                    (str(f.get("name", "")), _float(f.get("value")), str(f.get("info", "")))
+                    for f in result.get("focus_metrics", ())
+                ],
+            }
+        )
+    return {"rules": rules}
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 def raw_metric_families(metrics: dict[str, Any]) -> list[tuple[str, list[str]]]:

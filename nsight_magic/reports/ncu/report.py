@@ -5,9 +5,14 @@ the contracts in ARCHITECTURE.md. Everything read is cached: the report is immut
 
 Isolation: ``ncu_report`` is never imported in this process. It aborts the whole process (a C++
 ``abort()``) on some damaged files, which in a notebook would kill the user's kernel. ``open``
-runs ``python -m nsight_magic.reports.ncu.extract`` in a child that loads the report and saves
-plain data (see ``extract.py``); a crash, timeout or failure of the child becomes a
-``CorruptReportError``. Every frame is then built from that in-memory data (no cache on disk).
+runs ``python -m nsight_magic.reports.ncu.extract`` in a child (``child.py``) that loads the
+report and saves plain data (see ``extract.py``); a crash, timeout or failure of the child becomes
+a ``CorruptReportError``. Every frame is then built from that in-memory data (no cache on disk).
+
+Checks: ``ncu_report`` opens a cut file without complaint (a launch whose record was cut comes
+back with no name and no metrics, or not at all). ``open`` walks the file's block layout first
+(``container.py``), keeps only the launches that came back whole, and says in ``warnings`` what
+was lost; a file with no whole launch is a ``CorruptReportError``.
 
 Speed (measured on tests/data, 2-core machine): the child takes ~0.25-0.4 s per fixture (startup
 + ``load_report`` + reading every metric; ``IMetric.unit()`` ~50 us a call is read once per metric
@@ -18,12 +23,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
-import pickle
-import signal
-import subprocess
-import sys
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -31,140 +30,44 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-import nsight_magic
-
 from ...analysis import ncu_metrics as M
-from ...errors import (
-    CorruptReportError,
-    EmptyReportError,
-    ReportNotFoundError,
-    ToolNotFoundError,
-)
-from . import extract as X
+from ...analysis.roofline import roofline_points
+from ...errors import CorruptReportError, EmptyReportError
+from ..paths import require_regular_file
+from . import container
+from .advice import advice_frame, advice_note
+from .child import extract_in_child, timeout_for
 
 __all__ = ["NcuReport"]
 
-_MAGIC = b"NVR\x00"  # first bytes of every .ncu-rep ncu 2023-2025 writes
-EXTRACT_TIMEOUT_S = 120.0  # plus 1 s per 50 MB of report (see _timeout)
-
-
-class _PlainUnpickler(pickle.Unpickler):
-    """Builtin containers and scalars only: the child's output never needs a class."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"unexpected object {module}.{name} in the extracted data")
-
-
-def _timeout(size: int) -> float:
-    return EXTRACT_TIMEOUT_S + size / 50e6
-
-
-def _extract(path: Path, timeout: float) -> dict[str, Any]:
-    """Run the extraction child on ``path``; its data, or the typed error for what went wrong."""
-    package_root = str(Path(nsight_magic.__file__).resolve().parent.parent)
-    env = dict(os.environ)
-    # so the child finds this very package even if it was put on sys.path at runtime
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), package_root) if p)
-    with tempfile.TemporaryDirectory(prefix="nsight-magic-ncu-") as tmp:  # private (0700)
-        out = Path(tmp) / "extract.pkl"
-        argv = [
-            sys.executable,
-            "-m",
-            X.MODULE,
-            str(path.resolve()),
-            str(out),
-        ]
-        try:
-            proc = subprocess.run(
-                argv,
-                cwd=tmp,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise CorruptReportError(
-                f"{path}: ncu_report did not finish reading it within {timeout:.0f} s; the file "
-                "is damaged or unusually large (pass a larger timeout= to NcuReport.open)."
-            ) from exc
-        except OSError as exc:
-            raise CorruptReportError(
-                f"{path}: cannot start a Python child to read it ({exc})."
-            ) from exc
-        stderr = proc.stderr.decode(errors="replace").strip()
-        detail = stderr.splitlines()[-1] if stderr else ""
-        if proc.returncode < 0:
-            try:
-                sig = signal.Signals(-proc.returncode).name
-            except ValueError:
-                sig = f"signal {-proc.returncode}"
-            raise CorruptReportError(
-                f"{path} is damaged: ncu_report crashed reading it ({sig}); re-run %%ncu."
-            )
-        if proc.returncode == X.EXIT_NO_MODULE:
-            raise ToolNotFoundError(
-                f"The ncu_report module is missing ({detail}); install it with "
-                "`pip install ncu-report`."
-            )
-        if proc.returncode != 0:
-            raise CorruptReportError(
-                f"{path}: ncu_report cannot read it ({detail or f'exit {proc.returncode}'})."
-            )
-        try:
-            with open(out, "rb") as fh:
-                data = _PlainUnpickler(fh).load()
-        except Exception as exc:
-            raise CorruptReportError(
-                f"{path}: the data read from it could not be loaded back ({exc})."
-            ) from exc
-    if not _valid(data):
-        raise CorruptReportError(f"{path}: the data read from it is not in the expected layout.")
-    return data
-
-
-def _valid(data: Any) -> bool:
-    if not isinstance(data, dict) or data.get("format") != X.FORMAT:
-        return False
-    launches, units = data.get("launches"), data.get("units")
-    if not isinstance(launches, list) or not isinstance(units, dict):
-        return False
-    keys = {"function", "demangled", "mangled", "metrics", "sections", "nvtx"}
-    return all(
-        isinstance(launch, dict)
-        and keys <= launch.keys()
-        and isinstance(launch["metrics"], dict)
-        and isinstance(launch["sections"], list)
-        and isinstance(launch["nvtx"], list)
-        for launch in launches
-    )
+_MAGIC = container.MAGIC  # first bytes of every .ncu-rep ncu 2023-2025 writes
 
 
 class NcuReport:
     """A loaded Nsight Compute report. Use :meth:`open`."""
 
-    def __init__(self, path: Path, data: dict[str, Any]) -> None:
+    def __init__(self, path: Path, data: dict[str, Any], warnings: Iterable[str] = ()) -> None:
         self.path = path
         self._launches: list[dict[str, Any]] = data["launches"]
         self._units: dict[str, str] = data["units"]
+        self._rules_supported: bool = data.get("rules_supported", False)
         self._cache: dict[str, Any] = {}
+        self.warnings: list[str] = list(warnings)
+        """What was wrong with the file and what was left out because of it; empty when the
+        file is whole. Views show these next to the frames."""
 
     # --- loading ----------------------------------------------------------------------------
     @classmethod
     def open(cls, path: str | Path, *, timeout: float | None = None) -> NcuReport:
         """Load ``path`` (read by ``ncu_report`` in a child process, see the module docstring).
-        Raises ReportNotFoundError, EmptyReportError (0 bytes) or CorruptReportError (not a
-        .ncu-rep, truncated, damaged enough to crash ncu_report, or no profiled launch in it);
-        ToolNotFoundError when ``ncu_report`` is not installed. ``timeout`` (s) bounds the
+        Raises ReportNotFoundError, UnsupportedReportError (a folder, a named pipe, ...),
+        EmptyReportError (0 bytes) or CorruptReportError (not a .ncu-rep, damaged enough to
+        crash ncu_report, or no whole profiled launch in it); ToolNotFoundError when
+        ``ncu_report`` is not installed. A truncated or damaged file whose first launches are
+        whole loads those, with ``warnings`` saying what was lost. ``timeout`` (s) bounds the
         child; default 120 s + 1 s per 50 MB."""
         path = Path(path)
-        if not path.exists():
-            raise ReportNotFoundError(f"{path} does not exist; check the path or re-run %%ncu.")
-        if path.is_dir():
-            raise CorruptReportError(f"{path} is a folder, not a .ncu-rep file.")
-        size = path.stat().st_size
+        size = require_regular_file(path).stat().st_size
         if size == 0:
             raise EmptyReportError(
                 f"{path} is empty (0 bytes): ncu stopped before writing it; re-run %%ncu."
@@ -172,17 +75,22 @@ class NcuReport:
         try:
             with open(path, "rb") as fh:
                 head = fh.read(len(_MAGIC))
+            layout = container.scan(path)
         except OSError as exc:
             raise CorruptReportError(f"{path} cannot be read ({exc}).") from exc
         if head != _MAGIC:
             raise CorruptReportError(f"{path} is not an Nsight Compute report (.ncu-rep).")
-        data = _extract(path, _timeout(size) if timeout is None else timeout)
-        if not data["launches"]:
+        data = extract_in_child(
+            path, timeout_for(size) if timeout is None else timeout, layout.problem
+        )
+        whole, warnings = _whole_launches(data["launches"], layout)
+        if not whole:
             # ncu_report "loads" garbage and truncated files as a report with 0 ranges.
+            why = layout.problem or "the file is truncated or damaged"
             raise CorruptReportError(
-                f"{path} holds no profiled kernel: the file is truncated or damaged; re-run %%ncu."
+                f"{path} holds no complete profiled kernel ({why}); re-run %%ncu."
             )
-        return cls(path, data)
+        return cls(path, {**data, "launches": whole}, warnings)
 
     def __len__(self) -> int:
         return len(self._launches)
@@ -344,10 +252,25 @@ class NcuReport:
             "sm_clock_max_hz": num("device__attribute_clock_rate") * 1e3,  # attribute is kHz
         }
 
+    def advice(self) -> pd.DataFrame:
+        """ncu's rule results, one row per rule per launch (:func:`.advice.advice_frame`):
+        ``launch, name, rule, section, title, message, speedup_pct, speedup_type, severity,
+        section_name, focus_metrics``, largest estimated speedup first. Empty (same columns)
+        when ncu ran no rules; :meth:`advice_note` says why."""
+        if "advice" not in self._cache:
+            names = [launch["function"] for launch in self._launches]
+            rules = [launch["rules"] for launch in self._launches]
+            self._cache["advice"] = advice_frame(names, rules)
+        return self._cache["advice"].copy()
+
+    def advice_note(self) -> str:
+        """Why :meth:`advice` is empty ("" when it is not): a --metrics-only report (ncu runs
+        rules with sections only), or an ncu_report module that cannot read rules."""
+        sections = [[name for name, _ in launch["sections"]] for launch in self._launches]
+        return advice_note(self.advice(), self._rules_supported, sections)
+
     def roofline(self) -> pd.DataFrame:
         """Per-launch roofline points: :func:`..analysis.roofline.roofline_points`."""
-        from ...analysis.roofline import roofline_points
-
         if "roofline" not in self._cache:
             # read only the counters the roofline uses: a full-set launch has ~7000 metrics
             self._cache["roofline"] = roofline_points(
@@ -355,6 +278,38 @@ class NcuReport:
                 self.device()["compute_capability"],  # names the metrics to add when some lack
             )
         return self._cache["roofline"].copy()
+
+
+def _whole_launches(
+    launches: list[dict[str, Any]], layout: container.Layout
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The launches that came back whole (a name and at least one metric), and what the user
+    must know about the rest: where the file is cut or damaged, which launches were left out."""
+    whole = [launch for launch in launches if launch["function"] and launch["metrics"]]
+    warnings = []
+    if layout.problem:
+        warnings.append(f"This report is damaged: {layout.problem}.")
+    lost = [
+        i for i, launch in enumerate(launches) if not (launch["function"] and launch["metrics"])
+    ]
+    if lost:
+        which = ", ".join(str(i) for i in lost)
+        warnings.append(
+            f"{len(lost)} of the {len(launches)} launches ncu_report read came back without a "
+            f"name or metrics (their records are cut or damaged) and are left out: launch "
+            f"{which} in report order; the launches shown are renumbered 0..{len(whole) - 1}."
+        )
+    elif layout.whole and len(launches) != layout.results:
+        warnings.append(
+            f"The file holds {layout.results} launch records but ncu_report read "
+            f"{len(launches)} launches from it."
+        )
+    for i, launch in enumerate(launches):
+        if launch.get("rules_error"):
+            warnings.append(
+                f"ncu's advice for launch {i} could not be read: {launch['rules_error']}."
+            )
+    return whole, warnings
 
 
 def _integers(values: pd.Series) -> pd.Series:

@@ -31,7 +31,8 @@ from ...analysis import ranks as _ranks
 from ...analysis.kernels import kernel_summary
 from ...analysis.memory import copies_by_kind, memory_size_summary, memory_time_summary
 from ...analysis.nvtx_projection import nvtx_gpu_projection
-from . import process_info, tables
+from . import process_info
+from .cupti import load_launches
 from .report import NsysReport
 
 __all__ = ["RankedReport", "load_runs"]
@@ -265,7 +266,7 @@ class RankedReport:
         launches = []
         for i, r in enumerate(self.reports):
             corr = nccl.loc[nccl["report"] == i, "correlation_id"].to_numpy()
-            launches.append(self._shifted(i, tables.load_launches(r.source, corr)))
+            launches.append(self._shifted(i, load_launches(r.source, corr)))
         nvtx = self.nvtx()
         ranges = nvtx[(nvtx["domain"] == _coll.NCCL_DOMAIN).to_numpy()]
         return _coll.collectives(kernels, pd.concat(launches, ignore_index=True), ranges)
@@ -332,8 +333,9 @@ class RankedReport:
         return out.sort_values("duration_ns", ascending=False, kind="stable").reset_index(drop=True)
 
     def summary(self) -> dict[str, object]:
-        """``NsysReport.summary()``'s numbers over all ranks, plus reports, hosts, ranks, NCCL
-        time, the worst skew and the rank most often last into a collective."""
+        """Headline numbers of a multi-rank run: window, kernels and their time, copies, GPU busy,
+        NVTX ranges over all ranks; reports, hosts, ranks, NCCL time, the worst skew and the
+        rank most often last into a collective."""
         lo, hi = self.capture_window()
         k = self.kernels()
         coll = self.collectives()

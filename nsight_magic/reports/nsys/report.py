@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,13 +18,32 @@ from ...analysis.memory import copies_by_kind, memory_size_summary, memory_time_
 from ...analysis.nvtx_projection import nvtx_gpu_projection, project_nvtx_to_gpu
 from ...analysis.timeline import timeline_frame
 from ...errors import CorruptReportError, ReportError, ReportNotFoundError, ToolNotFoundError
-from . import tables
+from ..paths import require_regular_file
+from . import cupti, nvtx_events, strings, target
+from .columns import Spec
 from .export import export_report, find_nsys, sibling_export
+from .source import ExportSource, export_meta, open_export
 
-__all__ = ["NsysReport"]
+__all__ = ["GpuWork", "NsysReport"]
 
 T = TypeVar("T")
 NSYS_REP_SUFFIXES = (".nsys-rep", ".qdrep")
+
+
+@dataclass(frozen=True)
+class GpuWork:
+    """How much GPU work a report holds, counted without loading the frames: kernel rows,
+    whole-graph launches (graph-level tracing gives those instead of kernel rows), memory
+    copies and sets."""
+
+    kernels: int
+    graph_launches: int
+    memcpy: int
+    memset: int
+
+    @property
+    def has_gpu_work(self) -> bool:
+        return any((self.kernels, self.graph_launches, self.memcpy, self.memset))
 
 
 class NsysReport:
@@ -33,7 +53,7 @@ class NsysReport:
     (an export next to it is used; otherwise nsys exports one). Each frame is read on first
     use and cached; callers get the cached object, so copy before mutating."""
 
-    def __init__(self, source: tables.ExportSource, rep_path: Path | None = None) -> None:
+    def __init__(self, source: ExportSource, rep_path: Path | None = None) -> None:
         self.source = source
         self.path = source.path
         self.rep_path = rep_path
@@ -46,10 +66,10 @@ class NsysReport:
         if not path.exists():
             raise ReportNotFoundError(f"{path} does not exist; check the path or the run folder.")
         rep_path = None
-        if path.is_file() and path.suffix in NSYS_REP_SUFFIXES:
+        if not path.is_dir() and require_regular_file(path).suffix in NSYS_REP_SUFFIXES:
             rep_path = path
             path = cls._export_for(path)
-        return cls(tables.open_export(path), rep_path)
+        return cls(open_export(path), rep_path)
 
     @staticmethod
     def _export_for(rep: Path) -> Path:
@@ -93,24 +113,26 @@ class NsysReport:
     # --- event tables -------------------------------------------------------------------------
     def meta(self) -> dict[str, str]:
         """META_DATA_EXPORT (schema and nsys versions, export parameters)."""
-        return self._cached("meta", lambda: tables.export_meta(self.source))
+        return self._cached("meta", lambda: export_meta(self.source))
 
-    def _strings(self) -> tables.StringTable:
-        return self._cached("strings", lambda: tables.load_string_table(self.source))
+    def _strings(self) -> strings.StringTable:
+        return self._cached("strings", lambda: strings.load_string_table(self.source))
 
     def cuda_api(self) -> pd.DataFrame:
-        return self._cached("cuda_api", lambda: tables.load_cuda_api(self.source, self._strings()))
+        return self._cached("cuda_api", lambda: cupti.load_cuda_api(self.source, self._strings()))
 
     def kernels(self) -> pd.DataFrame:
+        """One row per kernel (``cupti.load_kernels``); ``graph_node_id`` is -1 for a kernel
+        that did not run as a CUDA graph node."""
         return self._cached(
             "kernels",
-            lambda: tables.load_kernels(self.source, self._strings(), self._launches()),
+            lambda: cupti.load_kernels(self.source, self._strings(), self._launches()),
         )
 
     def _kernel_core(self) -> pd.DataFrame:
         """Kernels as the summaries need them (name as a Categorical; no per-row strings)."""
         return self._cached(
-            "kernel_core", lambda: tables.load_kernel_core(self.source, self._strings())
+            "kernel_core", lambda: cupti.load_kernel_core(self.source, self._strings())
         )
 
     def _launches(self) -> pd.DataFrame:
@@ -122,22 +144,65 @@ class NsysReport:
         def load() -> pd.DataFrame:
             ops = (self._kernel_core(), self.memcpy(), self.memset())
             corr = np.concatenate([f["correlation_id"].to_numpy() for f in ops])
-            return tables.load_launches(self.source, corr)
+            return cupti.load_launches(self.source, corr)
 
         return self._cached("launches", load)
 
     def nvtx(self) -> pd.DataFrame:
-        return self._cached("nvtx", lambda: tables.load_nvtx(self.source, self._strings()))
+        return self._cached("nvtx", lambda: nvtx_events.load_nvtx(self.source, self._strings()))
 
     def memcpy(self) -> pd.DataFrame:
-        return self._cached("memcpy", lambda: tables.load_memcpy(self.source))
+        return self._cached("memcpy", lambda: cupti.load_memcpy(self.source))
 
     def memset(self) -> pd.DataFrame:
-        return self._cached("memset", lambda: tables.load_memset(self.source))
+        return self._cached("memset", lambda: cupti.load_memset(self.source))
+
+    def graph_launches(self) -> pd.DataFrame:
+        """Whole CUDA graph launches (``cupti.load_graph_launches``): ``start_ns, end_ns,
+        duration_ns, graph_id, graph_exec_id, device_id, stream_id, correlation_id, pid``.
+        Empty unless nsys traced graphs as graphs (its default, ``--cuda-graph-trace=graph``)."""
+        return self._cached("graph_launches", lambda: cupti.load_graph_launches(self.source))
+
+    def processes(self) -> pd.DataFrame:
+        """``pid, name`` of each process with CUDA or NVTX events (``target.load_processes``)."""
+        return self._cached("processes", lambda: target.load_processes(self.source))
+
+    def gpu_work(self) -> GpuWork:
+        """Counts of kernels, graph launches, copies and sets, read from the tables' row counts
+        (no frame is loaded): what "was anything captured?" asks."""
+
+        def count() -> GpuWork:
+            rows = self.source.num_rows
+            return GpuWork(
+                kernels=rows(cupti.KERNEL),
+                graph_launches=rows(cupti.GRAPH_TRACE),
+                memcpy=rows(cupti.MEMCPY),
+                memset=rows(cupti.MEMSET),
+            )
+
+        return self._cached("gpu_work", count)
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the user should know before trusting the frames (empty when nothing): e.g. that
+        graph launches were traced as whole graphs, so their kernels are in no kernel row."""
+        return list(self._cached("warnings", self._find_warnings))
+
+    def _find_warnings(self) -> list[str]:
+        found = []
+        graphs = self.gpu_work().graph_launches
+        if graphs:
+            found.append(
+                f"{graphs:,} CUDA graph launches were traced as whole graphs (nsys "
+                "--cuda-graph-trace=graph, its default): the kernels they ran have no kernel "
+                "rows, so the kernel summary and the NVTX projection leave them out, as nsys "
+                "stats does; see graph_launches(), or profile with --cuda-graph-trace=node."
+            )
+        return found
 
     def gpus(self) -> list[dict[str, object]]:
-        """One dict per GPU in TARGET_INFO_GPU (see ``tables.load_gpu_info``)."""
-        return self._cached("gpus", lambda: tables.load_gpu_info(self.source))
+        """One dict per GPU in TARGET_INFO_GPU (see ``target.load_gpu_info``)."""
+        return self._cached("gpus", lambda: target.load_gpu_info(self.source))
 
     def gpu_info(self) -> dict[str, object]:
         """The GPU that ran the most kernels (or the first GPU): ``name, sm_count,
@@ -200,7 +265,7 @@ class NsysReport:
         With the cudaProfilerApi gate that is the profiled cell."""
         starts, ends = [], []
         spans = [self._api_span(), *(self._span(f) for f in (self.nvtx(), self._kernel_core()))]
-        spans += [self._span(f) for f in (self.memcpy(), self.memset())]
+        spans += [self._span(f) for f in (self.memcpy(), self.memset(), self.graph_launches())]
         for span in spans:
             if span is not None:
                 starts.append(span[0])
@@ -221,11 +286,11 @@ class NsysReport:
             return self._span(self.cuda_api())
 
         def load() -> tuple[int, int] | None:
-            spec: tables.Spec = {"start": "i", "end": "i"}
-            cols = self.source.read_columns("CUPTI_ACTIVITY_KIND_RUNTIME", spec)
-            if not len(cols["start"]):
+            spec: Spec = {"start": "i", "end": "i"}
+            ints = self.source.read_columns(cupti.RUNTIME, spec).ints
+            if not len(ints["start"]):
                 return None
-            return int(cols["start"].min()), int(cols["end"].max())  # type: ignore[union-attr]
+            return int(ints["start"].min()), int(ints["end"].max())
 
         return self._cached("api_span", load)
 
@@ -243,17 +308,3 @@ class NsysReport:
         return timeline_frame(
             self.kernels(), self.memcpy(), self.nvtx(), window, max_rows, self.memset()
         )
-
-    def summary(self) -> dict[str, object]:
-        """Headline numbers for a run's summary line."""
-        lo, hi = self.capture_window()
-        k = self._kernel_core()
-        return {
-            "gpu": self.gpu_info().get("name", ""),
-            "window_ns": hi - lo,
-            "kernels": len(k),
-            "kernel_time_ns": int(k["duration_ns"].sum()) if len(k) else 0,
-            "memcpy_bytes": int(np.asarray(self.memcpy()["bytes"]).sum()),
-            "gpu_busy_pct": self.gpu_busy_pct(),
-            "nvtx_ranges": len(self.nvtx()),
-        }
