@@ -13,7 +13,8 @@ import pytest
 from nsight_magic.analysis import collectives as coll
 from nsight_magic.analysis import ranks
 from nsight_magic.nvtx_names import label_rank, rank_label
-from nsight_magic.reports.nsys import process_info, tables
+from nsight_magic.reports.nsys import process_info
+from nsight_magic.reports.nsys.cupti import load_launches
 from nsight_magic.reports.nsys.merge import RankedReport, load_runs
 from nsight_magic.reports.nsys.report import NsysReport
 from tests.stats_reference import assert_duration_summary_equal
@@ -233,7 +234,7 @@ def test_a_fused_generic_kernel_takes_its_kind_from_nccls_range(run: RankedRepor
     gather = kernels["name"].str.startswith("ncclDevKernel_AllGather").to_numpy()
     renamed = kernels.assign(name=np.where(gather, "ncclDevKernel_Generic_1", kernels["name"]))
     nccl = kernels[coll.is_nccl_kernel(kernels["name"])]
-    launches = tables.load_launches(report.source, nccl["correlation_id"].to_numpy())
+    launches = load_launches(report.source, nccl["correlation_id"].to_numpy())
     nvtx = run.nvtx()
     c = coll.collectives(renamed, launches.assign(report=0), nvtx[nvtx["domain"] == "NCCL"])
     assert (c.loc[gather[coll.is_nccl_kernel(kernels["name"])], "kind"] == "AllGather").all()
