@@ -1,8 +1,8 @@
 """``python -m benchmarks [ingest|weight|gpu|all]``: each prints its ratios, measured in one run.
 
-ingest (P1) and weight (P2) run anywhere; gpu (P3, P4) and session (P5, P6) need a GPU with nsys
-and ncu (session also transformers). ``all`` runs ingest and weight, and gpu and session when
-nsys and ncu are on PATH.
+ingest (P1) and weight (P2) run anywhere; gpu (P3, P4), session (P5, P6) and tracing (P7) need a
+GPU with nsys and ncu (session and tracing also transformers). ``all`` runs ingest and weight,
+and the GPU ones when nsys and ncu are on PATH.
 """
 
 from __future__ import annotations
@@ -37,6 +37,10 @@ def main() -> None:
         from . import session
 
         session.main(rest if what == "session" else [])
+    if what == "tracing" or on_gpu:
+        from . import tracing
+
+        tracing.main(rest if what == "tracing" else [])
 
 
 if __name__ == "__main__":

@@ -214,3 +214,21 @@ def test_fresh_run_and_vars(ip) -> None:  # type: ignore[no-untyped-def]
                 "x = torch.ones(4, device='cuda')\ntime.sleep(120)\n")  # fmt: skip
     print(f"\nfresh timeout after {time.perf_counter() - t0:.1f}s")
     assert isinstance(err, ProfileTimeout)
+
+
+def test_a_child_process_is_captured_and_named(ip) -> None:  # type: ignore[no-untyped-def]
+    child = (
+        "import torch\nx = torch.randn(1 << 20, device='cuda')\nprint(float(torch.cos(x).sum()))"
+    )
+    cell = (
+        "import subprocess, sys, torch\n"
+        "a = torch.randn(512, 512, device='cuda')\nb = a @ a\n"
+        f"subprocess.run([sys.executable, '-c', {child!r}], check=True)\n"
+        "torch.cuda.synchronize()\n"
+    )
+    run = magic(ip, "nsys", "--name procs", cell)
+    assert not isinstance(run, Exception), run
+    k = run.kernels()
+    print(f"\nprocesses: {sorted(set(k['pid']))}; {run.report.processes().to_dict('records')}")
+    assert k["pid"].nunique() == 2, "the cell's kernels and its child's, in one report"
+    assert len(run.report.processes()) >= 2
