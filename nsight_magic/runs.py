@@ -69,7 +69,8 @@ class CellStatus(TypedDict, total=False):
     exc_type: str
     exc_message: str
     traceback: str  # the user's traceback in cell line numbers
-    cell_s: float
+    cell_s: float  # the cell's own run inside the capture (its last kernels may still run)
+    gate_stop_s: float  # stopping the capture: waiting for the kernels, writing the report
     total_s: float
     ranges: list[list[str]]  # NVTX ranges the cell opened: [domain, name, style]
     history_errors: list[dict[str, str]]  # earlier cells that raised when replayed
@@ -79,6 +80,7 @@ class CellStatus(TypedDict, total=False):
 _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
     "status": str, "phase": str, "gate": str, "gate_kind": str, "warmup": int, "nvtx": bool,
     "exc_type": str, "exc_message": str, "traceback": str, "cell_s": (int, float),
+    "gate_stop_s": (int, float),
     "total_s": (int, float), "ranges": list, "history_errors": list,
     "worker_broken": (str, type(None)),
 }  # fmt: skip

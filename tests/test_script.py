@@ -162,3 +162,11 @@ def test_cells_with_quotes_backslashes_and_unicode_survive(tmp_path: Path) -> No
     proc, status, _ = run_script(tmp_path, build_script(cell))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "7 back\\slash {braces} %s µ✓" and status["status"] == "ok"
+
+
+def test_status_keys_are_the_ones_runs_reads() -> None:
+    """The script writes the status file, runs.CellStatus reads it: the same keys."""
+    from nsight_magic.runs import CellStatus
+    from nsight_magic.script import STATUS_KEYS
+
+    assert set(CellStatus.__annotations__) == STATUS_KEYS | {"worker_broken"}

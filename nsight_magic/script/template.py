@@ -25,7 +25,7 @@ from .cell import PreparedCell
 Gate = Literal["cudaProfilerApi", "nvtx"]
 STATUS_KEYS = frozenset(
     {"status", "phase", "gate", "gate_kind", "warmup", "nvtx", "exc_type", "exc_message",
-     "traceback", "cell_s", "total_s", "ranges", "history_errors"}
+     "traceback", "cell_s", "gate_stop_s", "total_s", "ranges", "history_errors"}
 )  # fmt: skip
 
 
@@ -377,26 +377,33 @@ def capture(ns):
     gate = Gate(GATE)
     out = {{"gate": GATE, "gate_kind": gate.kind, "nvtx": HAVE_NVTX, "status": "ok"}}
     recorder = RangeRecorder()
-    t1 = time.perf_counter()
+    times = {{}}
     try:
         with recorder:
             gate.start()
             try:
+                times["cell"] = time.perf_counter()
                 if WORLD_SIZE > 1:  # says which process is which rank, before (not around) cell
                     with annotate(RANK_FORMAT.format(RANK), domain=DOMAIN):
                         pass
                 with annotate(CELL_RANGE, domain=DOMAIN):
                     run_statements(ns)
             finally:
+                # the cell's own time ends here; stopping the gate waits for its kernels and,
+                # in a warm nsys session, writes the report
+                times["stop"] = time.perf_counter()
                 try:
                     gate.stop()
                 except Exception:
                     pass
+                times["stopped"] = time.perf_counter()
     except BaseException as exc:
         out.update(status="interrupted" if isinstance(exc, KeyboardInterrupt) else "error",
                    exc_type=type(exc).__name__, exc_message=str(exc),
                    traceback=user_traceback(exc))
-    out["cell_s"] = time.perf_counter() - t1
+    if "cell" in times and "stop" in times:
+        out["cell_s"] = times["stop"] - times["cell"]
+        out["gate_stop_s"] = times["stopped"] - times["stop"]
     out["ranges"] = recorder.ranges()
     return out
 

@@ -12,8 +12,11 @@ RANK_EXEC = "nsight_magic.session.rank_exec"
 
 
 def torchrun(python: str, nproc: int) -> list[str]:
-    """torchrun on one host: ``--standalone`` picks a free rendezvous port itself."""
-    return [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
+    """torchrun on one host: ``--standalone`` picks a free rendezvous port itself; ``--tee 3``
+    passes each rank's lines through whole, prefixed ``[default<rank>]:`` (ranks writing to
+    one pipe would otherwise interleave mid-line)."""
+    return [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+            "--tee", "3"]  # fmt: skip
 
 
 def cell_command(python: str, script: Path, args: Sequence[str], nproc: int = 1) -> list[str]:
