@@ -2,12 +2,13 @@
 #   make demo  - set up, then execute notebooks/01_quickstart.ipynb on the bundled real reports
 #                and write build/01_quickstart.html
 #   make test  - set up, then lint and run the tests (GPU tests are skipped; see tests/gpu)
+#   make quick - lint and the tests without the slow ones (fuzzing, browser): a local loop
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test lint gpu-test bench clean
+.PHONY: setup demo test quick lint gpu-test bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,9 +26,13 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check nsight_magic tests benchmarks tools
 	$(BIN)/ruff format --check nsight_magic tests benchmarks tools
+	$(BIN)/mypy
 
 test: lint
 	$(BIN)/python -m pytest -q
+
+quick: lint
+	$(BIN)/python -m pytest -q -m "not gpu and not slow"
 
 # On a machine with a GPU and nsys/ncu on PATH (the lent GPU: see tests/gpu/README.md).
 gpu-test:

@@ -40,3 +40,11 @@ def nsys_small_sqlite() -> Path:
 @pytest.fixture(scope="session")
 def nsys_small_parquet() -> Path:
     return DATA / "nsys_small_pq"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Fuzzing and the browser tests take minutes: marked ``slow`` here, in one place, so
+    ``make quick`` (``-m "not slow"``) leaves them out while ``make test`` runs everything."""
+    for item in items:
+        if item.path.name.startswith("test_fuzz_") or item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.slow)

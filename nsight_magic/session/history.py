@@ -131,18 +131,18 @@ class SetupRegistry:
             self._cells.append(cell)
         return cell
 
-    def list(self) -> list[SetupCell]:
+    def cells(self) -> list[SetupCell]:
         with self._lock:
             return list(self._cells)
 
     def sources(self) -> list[str]:
-        return [c.source for c in self.list()]
+        return [c.source for c in self.cells()]
 
     def prepared(self) -> list[tuple[str, PreparedCell]]:
         """(name, prepared cell) of each setup cell, for a fresh script's history."""
         return [
             (c.name or f"setup {i}", prepare_cell(c.source, cell_name=f"setup cell {i}"))
-            for i, c in enumerate(self.list(), 1)
+            for i, c in enumerate(self.cells(), 1)
         ]
 
     def clear(self) -> int:
@@ -155,7 +155,7 @@ class SetupRegistry:
         return len(self._cells)
 
     def describe(self) -> str:
-        cells = self.list()
+        cells = self.cells()
         if not cells:
             return "No setup cells recorded. Use %%nsight_setup to add one."
         out = []

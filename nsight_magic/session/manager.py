@@ -228,6 +228,7 @@ class SessionManager:
         ranges the cell opened."""
         known = self._nsys_runs.get(cell)
         run = known() if known is not None else None
+        domain: str | None
         if run is not None:
             found = resolve_nvtx_range(run.nvtx(), spec)
             domain, name, push_pop = found.domain, found.range, found.style == "PushPop"
@@ -296,7 +297,8 @@ class SessionManager:
         parent_meta = runs.read_json(parent_dir / runs.META, {}) or {}
         entry = self.history.find_run(parent_dir)
         nproc = int(parent_meta.get("nproc") or 1)
-        cold = fresh or entry is None or nproc > 1
+        before = None if fresh or entry is None or nproc > 1 else entry.id
+        cold = before is None
         if nproc > 1 and timeout is None:
             timeout = MULTI_RANK_TIMEOUT_S  # a stuck collective must never hang the notebook
         request = CellRequest(
@@ -323,7 +325,7 @@ class SessionManager:
         t0 = time.perf_counter()
         try:
             return self.profile(request, backend, callbacks=callbacks, parent=parent,
-                                before=None if cold else entry.id, run_dir=run_dir, meta=meta,
+                                before=before, run_dir=run_dir, meta=meta,
                                 script=parent_dir / "script.py" if cold else None)  # fmt: skip
         finally:
             runs.add_child(parent_dir, {"run_dir": str(run_dir.relative_to(parent_dir)),

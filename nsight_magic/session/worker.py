@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 from nsight_magic.session import protocol
@@ -190,7 +191,7 @@ def _send(sock: socket.socket, reply: dict[str, Any]) -> None:
 
 
 @contextlib.contextmanager
-def _sigint_blocked():  # type: ignore[no-untyped-def]
+def _sigint_blocked() -> Iterator[None]:
     if not hasattr(signal, "pthread_sigmask"):
         yield
         return

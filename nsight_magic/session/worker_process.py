@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -243,7 +243,7 @@ class WorkerProcess:
                 sink(line)
 
     @contextlib.contextmanager
-    def listening(self, sink: LineSink | None):  # type: ignore[no-untyped-def]
+    def listening(self, sink: LineSink | None) -> Iterator[None]:
         """Hand the output lines to ``sink`` while the block runs."""
         if sink is None:
             yield
