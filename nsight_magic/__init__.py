@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.2.0"
+from .package_info import __version__
 
 # Public names served lazily: name -> (module, attribute).
 _LAZY = {

@@ -20,6 +20,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
+from .package_info import __version__
+
 DEFAULT_ROOT = "nsight-runs"
 META = "meta.json"
 
@@ -154,8 +156,6 @@ def versions(tool_versions: dict[str, str] | None = None) -> dict[str, Any]:
     if torch is not None:  # importing torch only to record it would cost seconds
         out["torch"] = getattr(torch, "__version__", None)
         out["torch_cuda"] = getattr(getattr(torch, "version", None), "cuda", None)
-    from . import __version__
-
     out["nsight_magic"] = __version__
     out.update(tool_versions or {})
     return out

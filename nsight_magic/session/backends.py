@@ -34,6 +34,7 @@ from ..errors import (
     ProfilerError,
     ProfilerOptionError,
 )
+from ..package_info import pythonpath_with_package
 from ..profilers import ncu as ncu_argv
 from ..profilers import nsys as nsys_argv
 from ..profilers.env import clean_env
@@ -41,7 +42,7 @@ from ..script import Gate
 from ..tools import Tool, ToolName
 from .ranks import cell_command, one_rank_command
 from .spec import CellRequest
-from .worker_process import Launch, WorkerProcess, package_root
+from .worker_process import Launch, WorkerProcess
 
 ATTACH_CONNECT_TIMEOUT_S = 60.0
 _versions: dict[str, tuple[int, ...] | None] = {}
@@ -97,7 +98,7 @@ def process_env(request: CellRequest, extra: dict[str, str] | None = None) -> di
     variables; with several ranks the package is importable (the per-rank shim)."""
     env = clean_env({**(extra or {}), "PYTHONUNBUFFERED": "1", **request.env})
     if request.nproc > 1:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root(), env.get("PYTHONPATH")) if p)
+        env["PYTHONPATH"] = pythonpath_with_package(env)
     return env
 
 

@@ -27,11 +27,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .. import runner
 from ..errors import NsightMagicError, WorkerDiedError
+from ..package_info import pythonpath_with_package
 from . import protocol
 from .worker import EXIT_PARENT_GONE, process_start_ticks
 
@@ -76,13 +76,6 @@ class Reply:
     output: list[str] = field(default_factory=list)
 
 
-def package_root() -> str:
-    """The folder holding the ``nsight_magic`` package, for the worker's PYTHONPATH."""
-    import nsight_magic
-
-    return str(Path(nsight_magic.__file__).resolve().parent.parent)
-
-
 class WorkerProcess:
     """One worker. ``start()``, then ``request()`` as often as needed, then ``stop()``."""
 
@@ -117,7 +110,7 @@ class WorkerProcess:
             command += ["--parent-start", str(ticks)]
         self.argv = self.launch.wrap(command)
         env = dict(self.launch.env)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root(), env.get("PYTHONPATH")) if p)
+        env["PYTHONPATH"] = pythonpath_with_package(env)
         env["PYTHONUNBUFFERED"] = "1"
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen(

@@ -15,9 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import nsight_magic
-
 from ...errors import CorruptReportError, ToolNotFoundError
+from ...package_info import pythonpath_with_package
 from . import extract as X
 
 __all__ = ["EXTRACT_TIMEOUT_S", "PlainUnpickler", "extract_in_child", "timeout_for"]
@@ -44,10 +43,8 @@ def extract_in_child(path: Path, timeout: float, known_damage: str = "") -> dict
     def damaged(message: str) -> CorruptReportError:
         return CorruptReportError(f"{message} ({known_damage})" if known_damage else message)
 
-    package_root = str(Path(nsight_magic.__file__).resolve().parent.parent)
     env = dict(os.environ)
-    # so the child finds this very package even if it was put on sys.path at runtime
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), package_root) if p)
+    env["PYTHONPATH"] = pythonpath_with_package(env)
     with tempfile.TemporaryDirectory(prefix="nsight-magic-ncu-") as tmp:  # private (0700)
         out = Path(tmp) / "extract.pkl"
         argv = [
