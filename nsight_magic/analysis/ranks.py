@@ -22,6 +22,7 @@ import pandas as pd
 
 from ..nvtx_names import NVTX_DOMAIN, label_rank
 from .kernels import KERNEL_SUMMARY_COLUMNS, duration_stats
+from .names import short_names
 from .nvtx_projection import nvtx_gpu_projection
 from .timeline import TIMELINE_COLUMNS, timeline_frame
 
@@ -135,12 +136,14 @@ def add_rank(frame: pd.DataFrame, ranks: pd.DataFrame) -> pd.DataFrame:
 def rank_kernel_summary(kernels: pd.DataFrame) -> pd.DataFrame:
     """``rank`` + the ``kernel_summary`` columns, one block per rank (ascending, NA last):
     each block equals ``nsys stats --report cuda_gpu_kern_sum`` on that rank's kernels alone
-    (``time_pct`` is of the rank's own total)."""
+    (``time_pct`` is of the rank's own total); ``short_name`` labels a name alike in every
+    rank (``names.short_names`` over all ranks' names)."""
     rank = kernels["rank"].astype("Int64").fillna(-1).to_numpy(dtype=np.int64)
     stats = duration_stats(kernels.assign(rank=rank), ["rank", "name"])
     per_rank = stats.groupby("rank")["total_ns"].transform("sum").to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
         stats["time_pct"] = np.where(per_rank > 0, 100.0 * stats["total_ns"] / per_rank, 0.0)
+    stats["short_name"] = short_names(stats["name"]).to_numpy()
     return rank_blocks(stats)[["rank", *KERNEL_SUMMARY_COLUMNS]]
 
 
