@@ -194,13 +194,17 @@ def rank_timeline(
     memcpy: pd.DataFrame | None = None,
     nvtx: pd.DataFrame | None = None,
     max_rows: int = 5000,
+    window: tuple[int, int] | None = None,
+    memset: pd.DataFrame | None = None,
+    graph_launches: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """``timeline_frame`` per process, lanes prefixed with the process
     (``rank r / GPU d / stream s``, ``rank r / NVTX <domain>``), plus a ``rank`` column;
-    ``max_rows`` is shared out evenly between processes. Frames need ``rank`` (and
-    ``report`` when merged) as :func:`add_rank` gives them."""
+    ``max_rows`` is shared out evenly between processes, ``window`` as ``timeline_frame``'s.
+    Frames need ``rank`` (and ``report`` when merged) as :func:`add_rank` gives them."""
     keys = process_keys(kernels)
-    frames = [f for f in (kernels, memcpy, nvtx) if f is not None]
+    given = (kernels, memcpy, nvtx, memset, graph_launches)
+    frames = [f for f in given if f is not None]
     procs = pd.concat([f[[*keys, "rank"]] for f in frames]).drop_duplicates(keys)
     procs = procs.sort_values(["rank", *keys], na_position="last", kind="stable")
     budget = max(1, max_rows // max(1, len(procs)))
@@ -208,13 +212,23 @@ def rank_timeline(
     def by_process(f: pd.DataFrame | None) -> dict[tuple, pd.DataFrame]:
         return {} if f is None else dict(iter(f.groupby(keys, sort=False)))
 
-    groups = [by_process(f) for f in (kernels, memcpy, nvtx)]
-    empty = [None if f is None else f.iloc[:0] for f in (kernels, memcpy, nvtx)]
+    groups = [by_process(f) for f in given]
+    empty = [None if f is None else f.iloc[:0] for f in given]
     who = _who(procs).to_numpy()
     parts = []
     for i, key in enumerate(procs[keys].itertuples(index=False, name=None)):
-        own = [g.get(key, e) for g, e in zip(groups, empty, strict=True)]
-        part = timeline_frame(own[0], own[1], own[2], max_rows=budget)  # type: ignore[arg-type]
+        k, copies, ranges, sets, graphs = (
+            g.get(key, e) for g, e in zip(groups, empty, strict=True)
+        )
+        part = timeline_frame(
+            k,  # type: ignore[arg-type]  (kernels are never None)
+            copies,
+            ranges,
+            window,
+            budget,
+            memset=sets,
+            graph_launches=graphs,
+        )
         part["lane"] = who[i] + " / " + part["lane"]
         part["rank"] = pd.array([procs["rank"].iloc[i]] * len(part), dtype="Int64")
         parts.append(part)
