@@ -26,7 +26,7 @@ from nsight_magic import open_report
 from nsight_magic.errors import ReportError
 from nsight_magic.reports.ncu.report import NcuReport
 from nsight_magic.results import NcuRun, NsysRun
-from nsight_magic.results import runs as results_runs
+from nsight_magic.results import base as results_base
 
 FUZZ = settings(
     derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck)
@@ -65,7 +65,7 @@ def show_everything(run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     bundle = run._repr_mimebundle_()
     assert "text/html" in bundle and "text/plain" in bundle
     with monkeypatch.context() as m:
-        m.setattr(results_runs, "in_kernel", lambda: True)
+        m.setattr(results_base, "in_kernel", lambda: True)
         assert "text/html" in run._repr_mimebundle_()
     assert run.to_html()
     assert run.widget() is not None

@@ -50,6 +50,12 @@ def fmt_flops(value: Any) -> str:
     return _scaled(value, units, "{:,.3g} FLOP/s")
 
 
+def fmt_bandwidth(value: Any) -> str:
+    """Bytes per second ("4.02 TB/s")."""
+    units = (("TB/s", 1e12, 2), ("GB/s", 1e9, 2), ("MB/s", 1e6, 2))
+    return _scaled(value, units, "{:,.3g} B/s")
+
+
 def fmt_pct(value: Any) -> str:
     v = as_float(value)
     return "" if v is None else f"{v:.1f}%"
@@ -157,15 +163,25 @@ def frame_html(
     )
 
 
-def header_html(title: str, items: Mapping[str, Any]) -> str:
-    """A one-line summary: title plus ``key: value`` pairs (None values are left out)."""
+def header_html(title: str, items: Mapping[str, Any], warnings: Sequence[str] = ()) -> str:
+    """A one-line summary: title plus ``key: value`` pairs (None values are left out), then
+    one line per warning (what the report says to know before trusting it)."""
     parts = " &nbsp;·&nbsp; ".join(
         f"<b>{esc(k)}</b>: {esc(v)}" for k, v in items.items() if v is not None and v != ""
     )
     return (
         f'<div style="font-family:sans-serif;font-size:13px;margin:4px 0">'
-        f'<span style="font-size:15px;font-weight:bold">{esc(title)}</span><br>{parts}</div>'
+        f'<span style="font-size:15px;font-weight:bold">{esc(title)}</span><br>{parts}'
+        f"{warnings_html(warnings)}</div>"
     )
+
+
+_WARNING = "font-size:12px;color:#8a5300;background:#fff4e0;padding:1px 4px;margin:2px 0"
+
+
+def warnings_html(warnings: Sequence[str]) -> str:
+    """One line per warning, marked, in the order given ("" for none)."""
+    return "".join(f'<div style="{_WARNING}">&#9888; {esc(w)}</div>' for w in warnings)
 
 
 def section_html(title: str, body: str) -> str:
