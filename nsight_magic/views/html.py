@@ -76,6 +76,12 @@ def fmt_num(value: Any) -> str:
     return f"{int(v):,}"
 
 
+def fmt_id(value: Any) -> str:
+    """An identifier (pid, rank, graph id) as its digits, no thousands separator."""
+    v = as_float(value)
+    return "" if v is None or not v.is_integer() else str(int(v))
+
+
 def fmt_signed_ns(value: Any) -> str:
     v = as_float(value)
     return "" if v is None else ("+" if v > 0 else "") + fmt_ns(v)

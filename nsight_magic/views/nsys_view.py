@@ -58,6 +58,8 @@ PROCESS_COLUMNS = {
     "devices": "GPUs",
 }
 PROCESS_FORMATS = {
+    "rank": html.fmt_id,
+    "pid": html.fmt_id,
     "memcpy_bytes": html.fmt_bytes,
     "gpu_time_ns": html.fmt_ns,
     "gpu_time_pct": html.fmt_pct,

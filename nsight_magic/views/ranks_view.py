@@ -50,6 +50,10 @@ SKEW_COLUMNS = {
     "end_spread_ns": "end spread",
 }
 FORMATS = {
+    "rank": html.fmt_id,
+    "pid": html.fmt_id,
+    "first_rank": html.fmt_id,
+    "last_rank": html.fmt_id,
     "busy_pct": html.fmt_pct,
     "total_ns": html.fmt_ns,
     "avg_ns": html.fmt_ns,
