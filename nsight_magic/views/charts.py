@@ -174,12 +174,19 @@ def sol_chart(sol: pd.DataFrame) -> alt.Chart:
     )
 
 
+MEASURES = {"hfu": "HFU", "mfu": "MFU"}
+
+
 def utilisation_chart(frame: pd.DataFrame, label: str = "name", n: int = 20) -> alt.Chart:
     """Bars of HFU (hardware FLOPs ncu counted) and MFU (model FLOPs; left out where unknown)
-    in percent of the peak, per kernel or NVTX range: ``<label>, hfu, mfu, peak_flops,
-    peak_source``; the peaks used are in the subtitle and tooltip (a utilisation means nothing
+    in percent of the peak, per kernel, NVTX range or op: ``<label>, hfu and/or mfu,
+    peak_flops, peak_source`` (``kernel_utilisation``, ``range_utilisation``, ``model_mfu``
+    frames); the peaks used are in the subtitle and tooltip (a utilisation means nothing
     without its peak)."""
-    top = frame.sort_values("hfu", ascending=False, na_position="last").head(n)
+    measures = {c: name for c, name in MEASURES.items() if c in frame}
+    if not measures:
+        raise KeyError("no hfu or mfu column to chart")
+    top = frame.sort_values(next(iter(measures)), ascending=False, na_position="last").head(n)
     shown = top["short_name"] if label == "name" and "short_name" in top else top[label]
     rows = pd.DataFrame(
         {
@@ -187,22 +194,21 @@ def utilisation_chart(frame: pd.DataFrame, label: str = "name", n: int = 20) -> 
             "full_name": top[label].astype(str).to_numpy(),
             "peak_tflops": (top["peak_flops"] / 1e12).to_numpy(),
             "peak_source": top["peak_source"].astype(str).to_numpy(),
-            "HFU": (100.0 * top["hfu"]).to_numpy(),
-            "MFU": (100.0 * top["mfu"]).to_numpy(),
+            **{name: (100.0 * top[c]).to_numpy() for c, name in measures.items()},
         }
     )
     long = rows.melt(
         id_vars=["bar", "full_name", "peak_tflops", "peak_source"],
-        value_vars=["HFU", "MFU"],
+        value_vars=list(measures.values()),
         var_name="measure",
         value_name="pct",
     ).dropna(subset=["pct"])
     pairs = zip(rows["peak_tflops"], rows["peak_source"], strict=True)
     peaks = sorted({f"{p:,.0f} TFLOP/s ({s})" for p, s in pairs if pd.notna(p)})
-    title = alt.Title(
-        "HFU (hardware FLOPs) and MFU (model FLOPs)",
-        subtitle=("peak: " + "; ".join(peaks)) if peaks else "",
+    named = " and ".join(
+        f"{name} ({'hardware' if c == 'hfu' else 'model'} FLOPs)" for c, name in measures.items()
     )
+    title = alt.Title(named, subtitle=("peak: " + "; ".join(peaks)) if peaks else "")
     return (
         alt.Chart(long, title=title)
         .mark_bar()
