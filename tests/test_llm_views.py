@@ -140,6 +140,15 @@ def test_ops_tab_and_the_op_in_the_picker(data_dir: Path) -> None:
     labels = [label for label, name in view.picker.kernel.options if name.startswith("nvjet")]
     assert labels and all(label.endswith("<- aten::mm") for label in labels)
     assert "PyTorch ops" in run.to_html()
+    # one op range per op call (1745 here): the Ops tab holds them, the NVTX tab, its chart
+    # and the range choosers (picker filter, "profile this range") keep the user's ranges
+    assert not run.frames.nvtx_table()["range"].str.startswith("aten::").any()
+    user = run.nvtx_gpu_projection()
+    user = user[~user["range"].str.startswith("aten::")]
+    assert len(run.frames.nvtx_table()) == len(user) > 0
+    assert "are in the Ops tab" in tabs_of(view)["NVTX"].children[0].value
+    ranges = [value for _, value in view.picker.range_filter.options[1:]]
+    assert ranges and not any(r.startswith("aten::") for _, r in ranges)
 
 
 @pytest.mark.parametrize("which", ["one report", "per-rank reports"])

@@ -41,6 +41,11 @@ def _dims(frame: pd.DataFrame, prefix: str) -> pd.Series:
     return "(" + frame[cols].astype(str).agg(", ".join, axis=1) + ")"
 
 
+def _without_op_ranges(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (with a ``range`` column) less the PyTorch op ranges (``torch_ops.op_ranges``)."""
+    return frame.drop(index=torch_ops.op_ranges(frame).index)
+
+
 def _or_none(read: Any) -> Any:
     try:
         return read()
@@ -114,8 +119,10 @@ class NsysFrames:
 
     @functools.cache  # noqa: B019
     def nvtx_table(self) -> pd.DataFrame:
-        """NVTX GPU projection, the cell's statements first in line order, + ``label``."""
-        ordered = statements.ordered_projection(self.report.nvtx_gpu_projection())
+        """NVTX GPU projection, the cell's statements first in line order, + ``label``;
+        without the PyTorch op ranges (one per op call, thousands: the Ops tab shows them)."""
+        projection = _without_op_ranges(self.report.nvtx_gpu_projection())
+        ordered = statements.ordered_projection(projection)
         return ordered.assign(label=nvtx_label(ordered))
 
     def copies(self) -> pd.DataFrame:
@@ -145,9 +152,10 @@ class NsysFrames:
     @functools.cache  # noqa: B019
     def nvtx_ranges(self) -> pd.DataFrame:
         """Distinct ``domain, range, style, label`` (statement order), for the range filter
-        and "profile this range"."""
+        and "profile this range"; PyTorch op ranges left out (each is one op call)."""
         nvtx = self.report.nvtx()
         distinct = nvtx[["domain", "range", "style"]].drop_duplicates(["domain", "range"])
+        distinct = _without_op_ranges(distinct)
         distinct = distinct.assign(proj_total_ns=0.0).reset_index(drop=True)
         ordered = statements.ordered_projection(distinct)
         return ordered.assign(label=nvtx_label(ordered))[["domain", "range", "style", "label"]]

@@ -14,7 +14,7 @@ import ipywidgets as w
 from . import charts, html
 from .common import attempt, chart_html, chart_widget, note_widget, table_or_note
 from .live import PICK, LiveChart, picked_name
-from .ops_view import has_ops, ops_static_html, ops_widget
+from .ops_view import NVTX_NOTE, has_ops, ops_static_html, ops_widget
 from .picker import KernelPicker
 from .protocols import NsysSource, ProfileFn, ProfileRangeFn
 from .range_profiler import RangeProfiler
@@ -181,9 +181,10 @@ def has_processes(source: NsysSource) -> bool:
 def nvtx_html(source: NsysSource, max_rows: int = 25) -> str:
     def build() -> str:
         frame = source.nvtx_table()
+        note = html.note_html(NVTX_NOTE) if has_ops(source) else ""
         if frame.empty:
-            return html.note_html("No NVTX ranges with GPU work.")
-        return html.frame_html(frame, NVTX_COLUMNS, NVTX_FORMATS, max_rows=max_rows)
+            return note + html.note_html("No NVTX ranges with GPU work.")
+        return note + html.frame_html(frame, NVTX_COLUMNS, NVTX_FORMATS, max_rows=max_rows)
 
     return table_or_note(build)
 

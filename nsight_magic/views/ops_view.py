@@ -34,6 +34,7 @@ OP_FORMATS = {
     "model_flops": html.fmt_num,
     "mfu": html.fmt_ratio,
 }
+NVTX_NOTE = "PyTorch op ranges (one per op call) are in the Ops tab, not in this table."
 ABOUT = (
     "GPU time is nsys's projection of each op call (it includes its callees': aten::linear"
     " holds its aten::mm); own kernel time counts each kernel once, under the innermost op that"
@@ -50,6 +51,8 @@ def has_ops(source: NsysSource) -> bool:
 
 
 def ops_html(source: NsysSource, max_rows: int = 25) -> str:
+    """The top ``max_rows`` ops (a long tail of small ops would only weigh the saved notebook)."""
+
     def build() -> str:
         ops = source.op_table()
         if ops.empty:
@@ -96,7 +99,7 @@ def ops_static_html(source: NsysSource) -> str:
 def ops_widget(source: NsysSource) -> Any:
     return w.VBox(
         [
-            w.HTML(ops_html(source, max_rows=100)),
+            w.HTML(ops_html(source, max_rows=40)),
             chart_widget(lambda: top_ops_chart(source.op_table()), "top ops"),
         ]
     )
