@@ -16,6 +16,7 @@ from nsight_magic.analysis.model_flops import GEMM_OPS
 from nsight_magic.reports import open_report
 from nsight_magic.reports.nsys.merge import RankedReport
 from nsight_magic.results import NcuRun, NsysRun
+from nsight_magic.views.html import fmt_flops, fmt_ratio
 from nsight_magic.views.live import LiveChart
 
 WARNING = "&#9888;"
@@ -136,6 +137,10 @@ def test_ops_tab_and_the_op_in_the_picker(data_dir: Path) -> None:
     assert len(gemm) and set(gemm["op"]) <= GEMM_OPS and "aten::mm" in set(gemm["op"])
     for row in gemm.itertuples():
         assert row.mfu == op_mfu[(row.op, row.shapes)]
+    (peak,) = set(gemm["peak_source"])
+    assert f"MFU peak: {html.escape(fmt_flops(gemm['peak_flops'].iloc[0]))} ({peak})" in page
+    top_gemm = gemm.iloc[0]
+    assert f">{fmt_ratio(top_gemm['mfu'])}</td>" in page and fmt_ratio(top_gemm["mfu"]) != "0.0%"
     # every nvjet GEMM kernel in the picker names the op that launched it
     labels = [label for label, name in view.picker.kernel.options if name.startswith("nvjet")]
     assert labels and all(label.endswith("<- aten::mm") for label in labels)

@@ -226,3 +226,4 @@ def test_formatters_take_na_and_junk(na):
         assert fmt(value) == "", (fmt.__name__, value)
     assert html.shorten(pd.NA) == "" and html.shorten(None) == ""
     assert html.fmt_ns(30528) == "30.528 us" and html.fmt_ratio(0.5) == "50.0%"
+    assert html.fmt_ratio(0.00042) == "0.042%" and html.fmt_ratio(0) == "0.0%"

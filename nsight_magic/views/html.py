@@ -62,9 +62,14 @@ def fmt_pct(value: Any) -> str:
 
 
 def fmt_ratio(value: Any) -> str:
-    """A fraction (0.42) as a percent ("42.0%")."""
+    """A fraction (0.42) as a percent ("42.0%"); below 1%, two significant digits ("0.042%"),
+    so a small utilisation does not read as zero."""
     v = as_float(value)
-    return "" if v is None else f"{100.0 * v:.1f}%"
+    if v is None:
+        return ""
+    if v != 0 and abs(v) < 0.01:
+        return f"{100.0 * v:.2g}%"
+    return f"{100.0 * v:.1f}%"
 
 
 def fmt_num(value: Any) -> str:

@@ -26,7 +26,6 @@ OP_COLUMNS = {
     "kernel_time_ns": "own kernel time",
     "model_flops": "model FLOPs",
     "mfu": "MFU",
-    "peak_source": "peak",
 }
 OP_FORMATS = {
     "gpu_time_ns": html.fmt_ns,
@@ -39,8 +38,9 @@ ABOUT = (
     "GPU time is nsys's projection of each op call (it includes its callees': aten::linear"
     " holds its aten::mm); own kernel time counts each kernel once, under the innermost op that"
     " launched it. MFU: model FLOPs (2*M*N*K of a GEMM's shapes) over its GPU time, against the"
-    " dense peak named (op ranges do not record the data type)."
+    " dense peak below (op ranges do not record the data type)."
 )
+SHAPES_WIDTH = 60  # shapes run long (attention ops list 13 tensors); the full text on hover
 
 
 def has_ops(source: NsysSource) -> bool:
@@ -57,9 +57,20 @@ def ops_html(source: NsysSource, max_rows: int = 25) -> str:
         ops = source.op_table()
         if ops.empty:
             return html.note_html("No PyTorch op ranges (nsys --pytorch=autograd-shapes-nvtx).")
-        return html.note_html(ABOUT) + html.frame_html(ops, OP_COLUMNS, OP_FORMATS, max_rows)
+        table = html.frame_html(ops, OP_COLUMNS, OP_FORMATS, max_rows, name_width=SHAPES_WIDTH)
+        return html.note_html(ABOUT) + peaks_html(ops) + table
 
     return table_or_note(build)
+
+
+def peaks_html(ops: pd.DataFrame) -> str:
+    """One line per peak the MFU column is against ("" when no op has MFU)."""
+    with_mfu = ops.dropna(subset=["mfu"])
+    pairs = with_mfu[["peak_flops", "peak_source"]].drop_duplicates()
+    return "".join(
+        html.note_html(f"MFU peak: {html.fmt_flops(peak)} ({source})")
+        for peak, source in pairs.itertuples(index=False)
+    )
 
 
 def top_ops_chart(ops: pd.DataFrame, n: int = TOP_N) -> alt.Chart:
