@@ -75,9 +75,8 @@ class NsysFrames:
             "captured_ns": window[1] - window[0] if window else None,
             "busy_pct": _or_none(report.gpu_busy_pct),
             "kernels": work.kernels if work else None,
+            # whole-graph launches (graph-level trace): their kernels are in no kernel row
             "graph_launches": work.graph_launches if work else None,
-            # graph-level tracing: the graphs' kernels are in no kernel row
-            "graph_level_trace": bool(work and work.graph_launches),
             "processes": _or_none(self._process_names) or [],
             "ranks": _or_none(ranks.count) if ranks is not None else None,
         }

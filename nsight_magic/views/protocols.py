@@ -62,9 +62,9 @@ class NsysSource(TimelineSource, Protocol):
     name: str
 
     def header(self) -> dict[str, Any]:
-        """``gpu, captured_ns, busy_pct, kernels, graph_launches, graph_level_trace,
-        processes`` (list of "name (pid)" when more than one process ran GPU work), ``ranks,
-        run_dir`` (None where unknown)."""
+        """``gpu, captured_ns, busy_pct, kernels, graph_launches`` (whole-graph launches of a
+        graph-level trace), ``processes`` (list of "name (pid)" when more than one process ran
+        GPU work), ``ranks, run_dir`` (None where unknown)."""
         ...
 
     def warnings(self) -> list[str]:
