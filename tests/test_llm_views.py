@@ -16,7 +16,7 @@ from nsight_magic.analysis.model_flops import GEMM_OPS
 from nsight_magic.reports import open_report
 from nsight_magic.reports.nsys.merge import RankedReport
 from nsight_magic.results import NcuRun, NsysRun
-from nsight_magic.views.html import fmt_flops, fmt_ratio
+from nsight_magic.views.html import fmt_flops, fmt_ns, fmt_ratio
 from nsight_magic.views.live import LiveChart
 
 WARNING = "&#9888;"
@@ -177,6 +177,9 @@ def test_ranks_tab(data_dir: Path, which: str) -> None:
     assert straggler == ranked.rank_skew()["last_rank"].mode().iloc[0]
     assert f"<b>straggler (most often last into a collective)</b>: rank {straggler}" in page
     assert "NCCL collectives per rank" in page and "GPU busy per rank" in page
+    longest = ranked.collectives().sort_values("duration_ns", ascending=False).iloc[0]
+    assert "The 10 longest NCCL kernels" in page and longest["kind"] == "AllReduce"
+    assert f">{fmt_ns(longest['duration_ns'])}</td>" in page
     busy = ranked.rank_busy_pct()
     for pct in busy["busy_pct"]:
         assert f">{pct:.1f}%</td>" in page

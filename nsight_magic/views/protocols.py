@@ -48,6 +48,11 @@ class RankSource(TimelineSource, Protocol):
         """``rank, kind, instances, total_ns, avg_ns, max_ns, bytes, wait_ns, times_last``."""
         ...
 
+    def collective_kernels(self) -> pd.DataFrame:
+        """One row per NCCL kernel: ``rank, kind, instance, duration_ns, bytes, dtype,
+        algorithm, protocol, stream_id``."""
+        ...
+
     def skew(self) -> pd.DataFrame:
         """Per collective instance: ``kind, instance, ranks, bytes, first_rank, last_rank,
         skew_ns, end_spread_ns``."""

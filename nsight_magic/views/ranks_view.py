@@ -18,6 +18,7 @@ from .timeline_chart import timeline_chart
 
 TOP_KERNELS = 5  # per rank
 TOP_SKEW = 10
+TOP_NCCL_KERNELS = 10
 
 BUSY_COLUMNS = {"rank": "rank", "pid": "pid", "busy_pct": "GPU busy"}
 KERNEL_COLUMNS = {
@@ -38,6 +39,17 @@ COLLECTIVE_COLUMNS = {
     "bytes": "bytes",
     "wait_ns": "waiting for others",
     "times_last": "times last",
+}
+NCCL_KERNEL_COLUMNS = {
+    "rank": "rank",
+    "kind": "collective",
+    "instance": "#",
+    "duration_ns": "duration",
+    "bytes": "bytes",
+    "dtype": "dtype",
+    "algorithm": "algorithm",
+    "protocol": "protocol",
+    "stream_id": "stream",
 }
 SKEW_COLUMNS = {
     "kind": "collective",
@@ -61,6 +73,7 @@ FORMATS = {
     "time_pct": html.fmt_pct,
     "bytes": html.fmt_bytes,
     "wait_ns": html.fmt_ns,
+    "duration_ns": html.fmt_ns,
     "skew_ns": html.fmt_ns,
     "end_spread_ns": html.fmt_ns,
 }
@@ -104,6 +117,10 @@ def _largest_skews(skew: pd.DataFrame) -> pd.DataFrame:
     return skew.sort_values("skew_ns", ascending=False, kind="stable").head(TOP_SKEW)
 
 
+def _longest(kernels: pd.DataFrame) -> pd.DataFrame:
+    return kernels.sort_values("duration_ns", ascending=False, kind="stable").head(TOP_NCCL_KERNELS)
+
+
 def tables_html(ranks: RankSource) -> str:
     """Busy %, collectives, the largest skews and each rank's top kernels, as tables."""
     return "".join(
@@ -121,6 +138,14 @@ def tables_html(ranks: RankSource) -> str:
                     lambda: _largest_skews(ranks.skew()),
                     SKEW_COLUMNS,
                     "No collective seen on two or more ranks.",
+                ),
+            ),
+            html.section_html(
+                f"The {TOP_NCCL_KERNELS} longest NCCL kernels (a long one waited for a peer)",
+                _table(
+                    lambda: _longest(ranks.collective_kernels()),
+                    NCCL_KERNEL_COLUMNS,
+                    "No NCCL kernels in this run.",
                 ),
             ),
             html.section_html(
