@@ -18,12 +18,15 @@ from .package_info import __version__
 _LAZY = {
     "transformer_flops": ("nsight_magic.analysis.mfu", "transformer_flops"),
     "model_mfu": ("nsight_magic.analysis.mfu", "model_mfu"),
-    "kernel_mfu": ("nsight_magic.analysis.mfu", "kernel_mfu"),
-    "range_mfu": ("nsight_magic.analysis.mfu", "range_mfu"),
+    "op_mfu": ("nsight_magic.analysis.mfu", "op_mfu"),
+    "kernel_utilisation": ("nsight_magic.analysis.mfu", "kernel_utilisation"),
+    "range_utilisation": ("nsight_magic.analysis.mfu", "range_utilisation"),
     "set_peak": ("nsight_magic.analysis.gpu_peaks", "set_peak"),
     "lookup_peak": ("nsight_magic.analysis.gpu_peaks", "lookup_peak"),
     "NsysRun": ("nsight_magic.results", "NsysRun"),
     "NcuRun": ("nsight_magic.results", "NcuRun"),
+    # one displayable NsysRun over several per-rank reports (or one report of every rank)
+    "load_runs": ("nsight_magic.results.loading", "load_runs"),
 }
 
 __all__ = [

@@ -1,9 +1,11 @@
 """Views never raise: runs built from damaged copies of REAL fixtures that still open, shown every
 way a notebook shows them (mimebundle in and out of a kernel, static HTML, widget).
 
-nsys: a copy of ``nsys_small.sqlite`` edited with 1-3 SQL damages (tables dropped or emptied,
-half the rows cut, columns set to NULL, negative durations, far-off timestamps, names that are
-empty, huge or HTML). ncu: the plain data a real ``.ncu-rep`` was read into, edited the same way
+nsys: a copy of a real report edited with 1-3 SQL damages (tables dropped or emptied, half the
+rows cut, columns set to NULL, negative durations, far-off timestamps, names that are empty,
+huge or HTML): ``nsys_small`` and the reports whose views have more tabs (``nsys_ops``: Ops;
+``nsys_2rank``: Ranks and Processes; ``nsys_graphs_graph``: graph launches), and per-rank reports
+merged by ``load_runs``. ncu: the plain data a real ``.ncu-rep`` was read into, edited the same way
 (metrics removed such as ``gpu__time_duration.sum``, values set to NaN/None/text, launches or
 sections dropped). A damage that makes the report refuse to open (a ``ReportError``) is fine;
 anything else raised by a view fails. ``derandomize`` keeps CI repeatable. ~1 min on 2 cores."""
@@ -22,11 +24,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import nsight_magic
 from nsight_magic import open_report
 from nsight_magic.errors import ReportError
 from nsight_magic.reports.ncu.report import NcuReport
 from nsight_magic.results import NcuRun, NsysRun
-from nsight_magic.results import runs as results_runs
+from nsight_magic.results import base as results_base
 
 FUZZ = settings(
     derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck)
@@ -34,13 +37,16 @@ FUZZ = settings(
 
 KERNEL, NVTX = "CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS"
 MEMCPY, RUNTIME = "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_RUNTIME"
-TABLES = [KERNEL, NVTX, MEMCPY, RUNTIME, "CUPTI_ACTIVITY_KIND_MEMSET", "TARGET_INFO_GPU"]
+GRAPHS = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+TABLES = [KERNEL, NVTX, MEMCPY, RUNTIME, "CUPTI_ACTIVITY_KIND_MEMSET", "TARGET_INFO_GPU", GRAPHS]
+NSYS_BASES = ["nsys_small", "nsys_ops", "nsys_2rank", "nsys_graphs_graph"]
 NULLABLE = {
     KERNEL: ["end", "shortName", "demangledName", "gridX", "registersPerThread", "streamId"],
     NVTX: ["end", "text", "textId", "domainId", "endGlobalTid"],
     MEMCPY: ["bytes", "end", "copyKind"],
     RUNTIME: ["correlationId", "nameId"],
     "TARGET_INFO_GPU": ["name", "smCount", "memoryBandwidth", "clockRate"],
+    GRAPHS: ["end", "graphId", "streamId"],
 }
 NAMES = ["''", "'<script>alert(1)</script> & \"q\"'", "printf('%.5000c', 'x')", "'∑ kernel ✓'"]
 
@@ -65,7 +71,7 @@ def show_everything(run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     bundle = run._repr_mimebundle_()
     assert "text/html" in bundle and "text/plain" in bundle
     with monkeypatch.context() as m:
-        m.setattr(results_runs, "in_kernel", lambda: True)
+        m.setattr(results_base, "in_kernel", lambda: True)
         assert "text/html" in run._repr_mimebundle_()
     assert run.to_html()
     assert run.widget() is not None
@@ -76,24 +82,54 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fuzz_views")
 
 
-@settings(FUZZ, max_examples=40)
-@given(damages=st.lists(st.sampled_from(SQL_DAMAGES), min_size=1, max_size=3), n=st.integers())
-def test_views_survive_damaged_nsys_reports(
-    damages: list[str], n: int, data_dir: Path, scratch: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = scratch / f"damaged_{abs(n) % 1000}.sqlite"
-    shutil.copy(data_dir / "nsys_small.sqlite", path)
-    with sqlite3.connect(path) as db:
+def damaged_copy(src: Path, dst: Path, damages: list[str]) -> Path:
+    shutil.copy(src, dst)
+    with sqlite3.connect(dst) as db:
         for damage in damages:
-            # A constraint may say no: the copy then stays as it was for that damage.
+            # A constraint (or a table this report lacks) may say no: the copy then stays as
+            # it was for that damage.
             with contextlib.suppress(sqlite3.Error):
                 db.execute(damage)
+    return dst
+
+
+@settings(FUZZ, max_examples=60)
+@given(
+    base=st.sampled_from(NSYS_BASES),
+    damages=st.lists(st.sampled_from(SQL_DAMAGES), min_size=1, max_size=3),
+    n=st.integers(),
+)
+def test_views_survive_damaged_nsys_reports(
+    base: str,
+    damages: list[str],
+    n: int,
+    data_dir: Path,
+    scratch: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = damaged_copy(
+        data_dir / f"{base}.sqlite", scratch / f"damaged_{abs(n) % 1000}.sqlite", damages
+    )
     try:
         report = open_report(path)
     except ReportError:
         return  # refused to open, with a typed error: not a view's concern
     show_everything(NsysRun(report, meta={"name": "damaged"}), monkeypatch)
     path.unlink()
+
+
+@settings(FUZZ, max_examples=10)
+@given(damages=st.lists(st.sampled_from(SQL_DAMAGES), min_size=1, max_size=2))
+def test_views_survive_damaged_per_rank_reports(
+    damages: list[str], data_dir: Path, scratch: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nsight_magic.load_runs over a whole rank-0 report and a damaged rank-1 one."""
+    rank1 = damaged_copy(data_dir / "nsys_2rank_r1.sqlite", scratch / "rank1.sqlite", damages)
+    try:
+        run = nsight_magic.load_runs([data_dir / "nsys_2rank_r0.sqlite", rank1])
+    except (ReportError, ValueError):
+        return  # refused with a typed error, or two processes claiming one rank
+    show_everything(run, monkeypatch)
 
 
 # --- ncu: damage the data a real report was read into ----------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 from stats_reference import assert_duration_summary_equal, assert_projection_equal
@@ -39,32 +38,19 @@ def test_kernel_summary_equals_nsys_stats(data_dir: Path, name: str) -> None:
     assert_duration_summary_equal(ours, ref, count="Instances")
 
 
-# The decoder's start/end range ``generate`` starts inside the push/pop range L1 and outlives
-# it. nsys counts only the ranges that enclose it (level 1, parent ``cell``; L2 and L3 are its
-# children). analysis.nvtx_nesting assumes the ranges of a thread nest, so it puts ``generate``
-# at level 2 under L1, and the children counts of ``generate`` and ``cell`` come out 0. Known,
-# reported to the analysis owner; the strict xfail below turns red once it is fixed, so the
-# exclusion can go.
-NESTING_DEVIATION = {"nsys_llm", "nsys_ops"}
-NESTING_COLUMNS = {"avg_level": "Avg Range Lvl", "avg_children": "Avg Num Child"}
-
-
 @pytest.mark.parametrize("name", LLM_FIXTURES)
 def test_nvtx_projection_equals_nsys_stats(data_dir: Path, name: str) -> None:
     ours = NsysReport.open(data_dir / f"{name}.sqlite").nvtx_gpu_projection()
     ref = stats(data_dir, name, "nvtx_gpu_proj_sum")
     assert len(ref) > 0
     assert list(ours.columns) == PROJECTION_SUMMARY_COLUMNS
-    skip = set(NESTING_COLUMNS) if name in NESTING_DEVIATION else set()
-    assert_projection_equal(ours, ref, skip=skip)
-    if skip:  # every range but those two agrees
-        same = ~ours["range"].isin(["generate", "cell"]).to_numpy()
-        for col, ref_col in NESTING_COLUMNS.items():
-            np.testing.assert_array_equal(ours[col][same], ref[ref_col][same], err_msg=col)
+    assert_projection_equal(ours, ref)
 
 
-@pytest.mark.xfail(strict=True, reason="analysis.nvtx_nesting: partially overlapping ranges")
 def test_start_end_range_outliving_its_opener_has_nsys_level(data_dir: Path) -> None:
+    """The decoder's start/end range ``generate`` starts inside the push/pop statement range
+    L1 and outlives it: nsys's parent is the shortest range that encloses it (``cell``), so
+    it is at level 1 with the statements L2 and L3 as its children."""
     proj = NsysReport.open(data_dir / "nsys_llm.sqlite").nvtx_gpu_projection()
     ref = stats(data_dir, "nsys_llm", "nvtx_gpu_proj_sum").set_index("Range")
     rows = proj.set_index("range")

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from nsight_magic.analysis.processes import process_summary
 from nsight_magic.reports.nsys.merge import RankedReport, load_runs
 from nsight_magic.reports.nsys.report import NsysReport
 from tests.stats_reference import (
@@ -180,3 +181,38 @@ def test_sources_glob_reports_and_runs(data_dir: Path, run: RankedReport) -> Non
         load_runs(str(data_dir / "no_such_rank*.sqlite"))
     with pytest.raises(ValueError):
         load_runs([])
+
+
+def test_frames_the_run_view_asks_for(run: RankedReport, data_dir: Path) -> None:
+    """What NsysRun forwards, over per-rank reports: graph launches, processes, GPU work
+    counts, warnings, and the per-report attribution (correlation ids repeat across reports)."""
+    reports = [NsysReport.open(data_dir / f) for f in RANK_FILES]
+    assert run.gpu_work().kernels == sum(r.gpu_work().kernels for r in reports)
+    assert run.graph_launches().empty and run.warnings == []
+    procs = run.processes()
+    assert procs[["report", "pid", "rank"]].values.tolist() == [[0, 993, 0], [1, 990, 1]]
+    for i, r in enumerate(reports):
+        own = r.kernels_in_range("", "step 1")
+        merged = run.kernels_in_range("", "step 1")
+        mine = merged[merged["report"] == i]
+        assert len(own) > 0 and mine["correlation_id"].tolist() == own["correlation_id"].tolist()
+    assert run.kernel_ops().index.equals(run.kernels().index)
+    # a window of the merged clock: only events overlapping it, lanes per rank
+    lo, hi = run.capture_window()
+    window = (lo, lo + (hi - lo) // 10)
+    timeline = run.timeline(max_rows=500, window=window)
+    assert len(timeline) and (timeline["end_ns"] >= window[0]).all()
+    assert (timeline["start_ns"] < window[1]).all()
+    assert timeline["lane"].str.match(r"^rank [01] / ").all()
+
+
+def test_process_summary_keys_on_report_and_pid(run: RankedReport, data_dir: Path, tmp_path: Path):
+    """Two ranks with the same pid on two hosts stay two rows (keyed on report + pid)."""
+    twin = _same_pid(data_dir / RANK_FILES[1], tmp_path / "r1_pid993.sqlite", 990, 993)
+    again = load_runs([data_dir / RANK_FILES[0], twin])
+    out = process_summary(
+        again.kernels(), again.memcpy(), again.processes(), again.memset(), again.graph_launches()
+    )
+    assert sorted(out[["report", "pid", "rank"]].values.tolist()) == [[0, 993, 0], [1, 993, 1]]
+    per_rank = again.kernels().groupby("report")["duration_ns"].sum()
+    assert out.set_index("report")["kernel_time_ns"].sort_index().tolist() == per_rank.tolist()

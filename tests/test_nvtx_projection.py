@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from stats_reference import assert_projection_equal
 
+from nsight_magic.analysis.nvtx_nesting import nesting
 from nsight_magic.analysis.nvtx_projection import (
     PROJECTION_SUMMARY_COLUMNS,
     nvtx_gpu_projection,
@@ -162,3 +163,36 @@ def test_gpu_ops_join_and_order_match_the_plain_version(seed: int) -> None:
     want = _gpu_ops_reference(runtime, *ops)
     for col, values in want.items():
         np.testing.assert_array_equal(got[col], values, err_msg=col)
+
+
+def _nesting_of(spans: list[tuple[int, int]], tid: list[int] | None = None) -> tuple[list, list]:
+    frame = pd.DataFrame(
+        {
+            "pid": 1,
+            "tid": tid or [1] * len(spans),
+            "start_ns": [s for s, _ in spans],
+            "end_ns": [e for _, e in spans],
+        }
+    )
+    nested = nesting(frame)
+    return nested.level.tolist(), nested.parent.tolist()
+
+
+def test_nesting_follows_nsys_rule_on_partial_overlaps() -> None:
+    """nsys's rule (nvtx_gpu_proj_trace): the parent is the shortest same-thread range that
+    encloses a range; the level is the depth in that tree. The decoder's pattern: a start/end
+    range (row 2) that starts inside a statement (row 1) and outlives it."""
+    spans = [(0, 100), (1, 5), (3, 90), (10, 20), (30, 80), (88, 95)]
+    level, parent = _nesting_of(spans)
+    assert level == [0, 1, 1, 2, 2, 1]
+    assert parent == [-1, 0, 0, 2, 2, 0]
+    # nested ranges (the fast path) and ranges of other threads
+    level, parent = _nesting_of([(0, 10), (1, 9), (2, 3), (0, 10)], tid=[1, 1, 1, 2])
+    assert (level, parent) == ([0, 1, 2, 0], [-1, 0, 1, -1])
+    # a zero-length range at the instant one range ends and another starts lies inside both
+    # (start <= start, end >= end): the shorter is its parent; the one that starts there and
+    # goes on is not inside the one that ended
+    level, parent = _nesting_of([(0, 10), (10, 10), (10, 25)])
+    assert (level, parent) == ([0, 1, 0], [-1, 0, -1])
+    # equal ranges: the first in row order is the other's parent
+    assert _nesting_of([(5, 9), (5, 9)]) == ([0, 1], [-1, 0])

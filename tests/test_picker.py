@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
+from nsight_magic.analysis.attribution import kernels_in_range
 from nsight_magic.results import NcuRun, NsysRun
-from nsight_magic.results.contracts import kernels_in_range
 from nsight_magic.views.picker import KernelPicker
 
 SOFTMAX = (
@@ -160,8 +160,12 @@ def test_kernel_list_shows_short_names_distinguishable(nsys_run):
     labels = [label for label, _ in picker.kernel.options]
     assert len(set(labels)) == len(labels)
     softmax = next(label for label, value in picker.kernel.options if value == SOFTMAX)
-    assert softmax.endswith("softmax_warp_forward")  # unique short name: no suffix
-    shared = [label for label in labels if "vectorized_elementwise_kernel  [" in label]
-    assert len(shared) == 6  # 6 distinct at::native elementwise kernels ran here
+    assert softmax.endswith("softmax_warp_forward<9, 0, 0>")  # unique short name: no suffix
+    # 6 distinct at::native elementwise kernels ran here: one short form, told apart by tags
+    shared = [label for label in labels if "vectorized_elementwise_kernel<4> [" in label]
+    assert len(shared) == 6 and len({label.split("  x")[1] for label in shared}) == 6
+    # two cuBLAS kernels whose short names differ only after 80 characters read apart
+    cublas = [label for label in labels if "sm80_xmma_gemm" in label]
+    assert len(cublas) == 2 and "split_k" in cublas[1]
     picker.kernel.value = SOFTMAX
     assert "softmax_warp_forward&lt;float" in picker.full_name.value

@@ -8,7 +8,7 @@ import html
 import pytest
 
 from nsight_magic.results import WIDGET_MIME, NcuRun, NsysRun
-from nsight_magic.results import runs as results
+from nsight_magic.results import base as results_base
 
 GEMM_64 = (
     "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4"
@@ -63,7 +63,7 @@ def test_mimebundle_outside_kernel_is_static(nsys_run):
 
 
 def test_mimebundle_in_kernel_has_widget_and_static(nsys_run, monkeypatch):
-    monkeypatch.setattr(results, "in_kernel", lambda: True)
+    monkeypatch.setattr(results_base, "in_kernel", lambda: True)
     bundle = nsys_run._repr_mimebundle_()
     assert set(bundle) == {"text/plain", "text/html", WIDGET_MIME}
     assert bundle[WIDGET_MIME]["model_id"]
@@ -115,10 +115,10 @@ def test_ncu_run_with_parent_shows_mfu_on_nsys_time(ncu_reports, data_dir):
     parent = NsysRun(open_report(data_dir / "nsys_gemm.sqlite"))
     run = NcuRun(open_report(ncu_reports["ncu_gemm_roofline"]), parent=parent)
     page = run.to_html()
-    assert "MFU per kernel" in page and "MFU per NVTX range" in page
-    assert "datasheet H200 bf16 dense" in page
+    assert "HFU / MFU per kernel" in page and "HFU / MFU per NVTX range" in page
+    assert "derived: H200 bf16 dense" in page
     assert "nsight_magic:L1: C = A @ B  # bf16 2048x1024x512" in page
-    assert page.count("data:image/png;base64,") == 3  # SOL, roofline, MFU
+    assert page.count("data:image/png;base64,") == 3  # SOL, roofline, HFU/MFU
 
 
 def test_ncu_run_advice_and_roofline_chart(ncu_run):
@@ -126,7 +126,10 @@ def test_ncu_run_advice_and_roofline_chart(ncu_run):
     assert list(advice.columns)[:8] == [
         "launch", "name", "rule", "section", "title", "message", "speedup_pct", "speedup_type",
     ]  # fmt: skip
-    assert advice["speedup_pct"].is_monotonic_decreasing or advice.empty
+    # ncu's rules, largest estimated speedup first; rules without an estimate come last
+    speedup = advice["speedup_pct"]
+    assert len(advice) and speedup.dropna().is_monotonic_decreasing
+    assert speedup.isna().to_numpy()[speedup.notna().sum() :].all()
     spec = ncu_run.roofline_chart().to_dict()
     assert [layer["mark"]["type"] for layer in spec["layer"]] == ["line", "point", "text"]
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import nsight_magic
+from nsight_magic.views import charts
 
 RUNS = Path(__file__).resolve().parent.parent / "notebooks" / "runs"
 
@@ -34,6 +35,11 @@ def test_llm_prefill_run_and_its_picker_child_reload() -> None:
     point = child.roofline().iloc[0]
     assert point["tensor_op_path"].endswith("bf16_dst_fp32_sparsity_off")
     assert 0 < point["flops_tensor"] <= point["peak_tensor"]
+    # notebook 02 draws it with kernel.roofline_chart(): the tensor roof and one labelled point
+    spec = child.roofline_chart().to_dict()
+    roof, dots, _labels = spec["layer"]
+    assert len(spec["datasets"][dots["data"]["name"]]) == 1
+    assert any(r["ceiling"].startswith("Tensor") for r in spec["datasets"][roof["data"]["name"]])
 
 
 def test_llm_decode_run_has_statement_ranges() -> None:
@@ -43,6 +49,13 @@ def test_llm_decode_run_has_statement_ranges() -> None:
     assert "cell" in stmts
     assert any(s.startswith("L4: for step in range(NEW)") for s in stmts)
     assert int(decode.kernel_summary()["instances"].sum()) == len(decode.kernels())
+    # notebook 02's MFU chart of the decode statement (model FLOPs given, nsys time)
+    stmt = next(s for s in stmts if s.startswith("L4: for step in range(NEW)"))
+    phase = decode.mfu({stmt: 1e12}, dtype="bf16")
+    spec = charts.utilisation_chart(phase, label="range").to_dict()
+    (row,) = spec["datasets"][spec["data"]["name"]]
+    assert row["measure"] == "MFU" and row["pct"] == pytest.approx(100 * phase["mfu"].iloc[0])
+    assert "H200 bf16 dense" in spec["title"]["subtitle"]
 
 
 def test_compare_runs_reload_and_show_the_speedup() -> None:

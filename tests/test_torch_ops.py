@@ -15,6 +15,7 @@ from nsight_magic.analysis.torch_ops import (
     kernel_ops,
     op_ranges,
     op_summary,
+    ops_by_kernel_name,
     parse_op_range,
     parse_shapes,
 )
@@ -106,3 +107,20 @@ def test_op_ranges_and_kernels_outside_ops(ops_report: NsysReport, data_dir: Pat
     none = kernel_ops(small.kernels(), small.cuda_api(), small.nvtx())
     assert (none["op"] == "").all() and (none["op_nvtx_row"] == -1).all()
     assert none["op_id"].isna().all()
+
+
+def test_ops_by_kernel_name(ops_report: NsysReport, per_kernel):
+    """The picker's op per kernel name: the op under which the name ran most GPU time, and how
+    many ops launched it (a generic add kernel serves several)."""
+    kernels = ops_report.kernels()
+    by_name = ops_by_kernel_name(kernels, per_kernel).set_index("name")
+    assert set(by_name.index) == set(kernels["name"])  # every kernel ran inside some op
+    nvjet = [n for n in by_name.index if n.startswith("nvjet")]
+    assert nvjet and (by_name.loc[nvjet, "op"] == "aten::mm").all()
+    for name, row in by_name.iterrows():
+        mine = per_kernel.loc[kernels["name"] == name]
+        time = kernels.loc[mine.index, "duration_ns"].groupby(mine["op"]).sum()
+        assert row["ops"] == len(time) and time[row["op"]] == time.max(), name
+    assert by_name["ops"].max() > 1
+    outside = per_kernel.assign(op="")  # no op ranges: no rows
+    assert ops_by_kernel_name(kernels, outside).empty

@@ -58,7 +58,7 @@ def test_nsys_widget_tree(nsys_run):
     kernels_tab, nvtx_tab, timeline_tab, memory_tab, gaps_tab, _picker = tabs.children
     assert "30.528 us" in kernels_tab.children[0].value
     # Short names in the table, the full template name on hover.
-    assert ">softmax_warp_forward</td>" in kernels_tab.children[0].value
+    assert ">softmax_warp_forward&lt;9, 0, 0&gt;</td>" in kernels_tab.children[0].value
     assert f'title="{html.esc(SOFTMAX)}"' in kernels_tab.children[0].value
     assert "nsight_magic:L3: for step in range(3): ..." in nvtx_tab.children[0].value
     assert isinstance(kernels_tab.children[1], LiveChart)
@@ -102,8 +102,9 @@ def test_click_on_timeline_bar_and_short_names_select_in_picker(nsys_run):
     view.picker.range_filter.value = ("", "LLM@prefill")  # softmax is not in this range
     click(view.timeline.detail, name=SOFTMAX)
     assert view.picker.range_filter.value == "(all kernels)" and view.picker.kernel.value == SOFTMAX
-    assert view.picker.select("softmax_warp_forward")  # a unique short name (ncu's name)
-    assert not view.picker.select("vectorized_elementwise_kernel")  # shared by 7: ambiguous
+    assert view.picker.select("softmax_warp_forward<9, 0, 0>")  # a kernel's short name
+    # the short form 7 kernels share (each one's label adds a tag): names none of them
+    assert not view.picker.select("vectorized_elementwise_kernel<4>")
 
 
 def test_brush_zooms_the_timeline_to_the_window(nsys_run):
@@ -225,3 +226,4 @@ def test_formatters_take_na_and_junk(na):
         assert fmt(value) == "", (fmt.__name__, value)
     assert html.shorten(pd.NA) == "" and html.shorten(None) == ""
     assert html.fmt_ns(30528) == "30.528 us" and html.fmt_ratio(0.5) == "50.0%"
+    assert html.fmt_ratio(0.00042) == "0.042%" and html.fmt_ratio(0) == "0.0%"

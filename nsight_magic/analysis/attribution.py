@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .nvtx_nesting import nesting_levels, parent_rows, thread_order
+from .nvtx_nesting import nesting, thread_order
 
 __all__ = ["Calls", "enclosed_calls", "innermost_enclosing", "kernels_in_range", "launch_calls"]
 
@@ -141,7 +141,7 @@ def innermost_enclosing(calls: Calls, ranges: pd.DataFrame) -> np.ndarray:
         return out
     mine = ranges.iloc[keep]
     order = thread_order(mine)
-    parent = parent_rows(mine, nesting_levels(mine, order), order)
+    parent = nesting(mine, order).parent
     start = mine["start_ns"].to_numpy()[order]
     end = mine["end_ns"].to_numpy()
     segs = _segments(mine["pid"].to_numpy()[order], mine["tid"].to_numpy()[order])

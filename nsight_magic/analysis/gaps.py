@@ -1,24 +1,38 @@
-"""GPU idle time: gaps between operations per device/stream, and busy % of a window."""
+"""GPU idle time: gaps between operations per device/stream, and busy % of a window. GPU
+operations are kernels, copies, sets and whole CUDA graph launches (``graphs``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
+
+from .graphs import graph_launch_names
 
 __all__ = ["busy_intervals", "busy_pct", "gaps", "gpu_ops"]
 
 
 def gpu_ops(
-    kernels: pd.DataFrame, memcpy: pd.DataFrame | None = None, memset: pd.DataFrame | None = None
+    kernels: pd.DataFrame,
+    memcpy: pd.DataFrame | None = None,
+    memset: pd.DataFrame | None = None,
+    graph_launches: pd.DataFrame | None = None,
+    keys: Sequence[str] = (),
 ) -> pd.DataFrame:
-    """Kernels, copies and sets as ``device_id, stream_id, start_ns, end_ns, name`` (copies are
-    named like nsys's timeline, e.g. "[CUDA memcpy HtoD]"), sorted by start."""
-    cols = ["device_id", "stream_id", "start_ns", "end_ns"]
+    """Kernels, copies, sets and whole CUDA graph launches as ``device_id, stream_id,
+    start_ns, end_ns, name`` (+ ``keys``, e.g. ``report, pid, rank`` of merged frames), sorted
+    by start. Copies are named like nsys's timeline ("[CUDA memcpy HtoD]"), graph launches
+    "[CUDA graph launch <graph_id>]" (``graphs.graph_launch_names``)."""
+    cols = ["device_id", "stream_id", "start_ns", "end_ns", *keys]
     parts = [kernels[cols].assign(name=kernels["name"].to_numpy())]
     if memcpy is not None and len(memcpy):
         parts.append(memcpy[cols].assign(name=("[CUDA memcpy " + memcpy["kind"] + "]").to_numpy()))
     if memset is not None and len(memset):
         parts.append(memset[cols].assign(name="[CUDA memset]"))
+    if graph_launches is not None and len(graph_launches):
+        names = graph_launch_names(graph_launches).to_numpy()
+        parts.append(graph_launches[cols].assign(name=names))
     out = pd.concat(parts, ignore_index=True)
     out["name"] = out["name"].astype("str")
     return out.sort_values("start_ns", kind="stable").reset_index(drop=True)

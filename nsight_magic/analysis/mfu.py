@@ -41,14 +41,12 @@ from .torch_ops import parse_op_range, parse_shapes, range_model_flops
 __all__ = [
     "KERNEL_COLUMNS",
     "RANGE_COLUMNS",
-    "kernel_mfu",
     "kernel_utilisation",
     "launch_dtype",
     "launch_model_flops",
     "mfu_frames",
     "model_mfu",
     "op_mfu",
-    "range_mfu",
     "range_utilisation",
     "require_flop_counts",
     "transformer_flops",
@@ -420,8 +418,3 @@ def op_mfu(
     out["achieved_flops_per_s"] = out["model_flops"] / seconds
     out["mfu"] = out["achieved_flops_per_s"] / pk.flops_per_s
     return out.sort_values("mfu", ascending=False, kind="stable").reset_index(drop=True)
-
-
-# Names the ncu view imported before the HFU/MFU split; views move to mfu_frames.
-kernel_mfu = kernel_utilisation
-range_mfu = range_utilisation

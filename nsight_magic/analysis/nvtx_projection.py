@@ -25,7 +25,7 @@ import pandas as pd
 from .attribution import Calls, enclosed_calls
 from .kernels import as_text, duration_stats
 from .keyjoin import first_match
-from .nvtx_nesting import nesting_levels, parent_rows, thread_order
+from .nvtx_nesting import nesting, thread_order
 
 __all__ = ["PROJECTION_SUMMARY_COLUMNS", "nvtx_gpu_projection", "project_nvtx_to_gpu"]
 
@@ -159,8 +159,8 @@ def project_nvtx_to_gpu(
     )
     n = len(ranges)
     order = thread_order(ranges) if n else np.zeros(0, dtype=np.int64)
-    level = nesting_levels(ranges, order)  # levels among these ranges
-    parent = parent_rows(ranges, level, order)
+    nested = nesting(ranges, order)  # levels and parents among these ranges, as nsys's
+    level, parent = nested.level, nested.parent
 
     ops = _gpu_ops(runtime, kernels, memcpy, memset)
     calls = Calls(ops["pid"], ops["tid"], ops["r_start"], ops["r_end"], np.arange(len(ops["pid"])))

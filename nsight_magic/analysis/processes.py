@@ -6,23 +6,28 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .ranks import process_keys
+
 __all__ = ["PROCESS_COLUMNS", "process_summary"]
 
 PROCESS_COLUMNS = [
-    "pid", "name", "kernels", "kernel_time_ns", "memcpy_count", "memcpy_bytes",
-    "memcpy_time_ns", "memset_count", "memset_time_ns", "gpu_time_ns", "gpu_time_pct",
-    "devices", "first_start_ns", "last_end_ns",
+    "pid", "name", "kernels", "kernel_time_ns", "graph_launches", "graph_time_ns",
+    "memcpy_count", "memcpy_bytes", "memcpy_time_ns", "memset_count", "memset_time_ns",
+    "gpu_time_ns", "gpu_time_pct", "devices", "first_start_ns", "last_end_ns",
 ]  # fmt: skip
 
 
-def _per_pid(frame: pd.DataFrame | None, prefix: str, count: str, with_bytes: bool) -> pd.DataFrame:
+def _per_process(
+    frame: pd.DataFrame | None, keys: list[str], prefix: str, count: str, with_bytes: bool
+) -> pd.DataFrame:
     cols = {count: ("duration_ns", "size"), f"{prefix}_time_ns": ("duration_ns", "sum"),
             "_first": ("start_ns", "min"), "_last": ("end_ns", "max")}  # fmt: skip
     if with_bytes:
         cols[f"{prefix}_bytes"] = ("bytes", "sum")
     if frame is None or frame.empty:
-        return pd.DataFrame(columns=list(cols)).rename_axis("pid")
-    return frame.groupby("pid").agg(**cols)
+        empty = {k: pd.Series([], dtype=np.int64) for k in [*keys, *cols]}
+        return pd.DataFrame(empty).set_index(keys)
+    return frame.groupby(keys).agg(**cols)
 
 
 def process_summary(
@@ -30,17 +35,23 @@ def process_summary(
     memcpy: pd.DataFrame | None = None,
     processes: pd.DataFrame | None = None,
     memset: pd.DataFrame | None = None,
+    graph_launches: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per process that ran GPU work, most GPU time first: ``pid, name`` (from
     ``processes``: ``pid, name``; "" when not given or unknown), ``kernels, kernel_time_ns,
-    memcpy_count, memcpy_bytes, memcpy_time_ns, memset_count, memset_time_ns``, ``gpu_time_ns``
-    (kernel + copy + set durations summed, as nsys's summaries sum them: overlaps count twice),
-    ``gpu_time_pct`` (of all processes' ``gpu_time_ns``), ``devices`` (device ids used, e.g.
-    "0" or "0,1"), ``first_start_ns, last_end_ns`` (its first and last GPU op)."""
+    graph_launches, graph_time_ns`` (whole CUDA graph launches of a graph-level trace),
+    ``memcpy_count, memcpy_bytes, memcpy_time_ns, memset_count, memset_time_ns``,
+    ``gpu_time_ns`` (kernel + graph + copy + set durations summed, as nsys's summaries sum
+    them: overlaps count twice), ``gpu_time_pct`` (of all processes' ``gpu_time_ns``),
+    ``devices`` (device ids used, e.g. "0" or "0,1"), ``first_start_ns, last_end_ns`` (its
+    first and last GPU op). Frames of several merged reports (a ``report`` column) are keyed
+    on ``(report, pid)`` and keep ``report`` (and ``rank`` when the kernels have it) first."""
+    keys = process_keys(kernels)
     parts = [
-        _per_pid(kernels, "kernel", "kernels", False),
-        _per_pid(memcpy, "memcpy", "memcpy_count", True),
-        _per_pid(memset, "memset", "memset_count", False),
+        _per_process(kernels, keys, "kernel", "kernels", False),
+        _per_process(graph_launches, keys, "graph", "graph_launches", False),
+        _per_process(memcpy, keys, "memcpy", "memcpy_count", True),
+        _per_process(memset, keys, "memset", "memset_count", False),
     ]
     firsts = pd.concat([p["_first"] for p in parts], axis=1).min(axis=1)
     lasts = pd.concat([p["_last"] for p in parts], axis=1).max(axis=1)
@@ -48,19 +59,35 @@ def process_summary(
     out = out.fillna(0).astype(np.int64)
     out["first_start_ns"] = firsts.reindex(out.index).astype(np.int64)
     out["last_end_ns"] = lasts.reindex(out.index).astype(np.int64)
-    out["gpu_time_ns"] = out["kernel_time_ns"] + out["memcpy_time_ns"] + out["memset_time_ns"]
+    out["gpu_time_ns"] = (
+        out["kernel_time_ns"] + out["graph_time_ns"] + out["memcpy_time_ns"] + out["memset_time_ns"]
+    )
     total = out["gpu_time_ns"].sum()
     out["gpu_time_pct"] = 100.0 * out["gpu_time_ns"] / total if total else 0.0
-    used = pd.concat([f[["pid", "device_id"]] for f in (kernels, memcpy, memset) if f is not None])
-    devices = used.drop_duplicates().sort_values("device_id").groupby("pid")["device_id"]
-    listed = devices.agg(lambda d: ",".join(str(int(x)) for x in d))
-    out["devices"] = listed.reindex(out.index).fillna("").astype(str)
+    frames = [f for f in (kernels, graph_launches, memcpy, memset) if f is not None and len(f)]
+    used = pd.concat([f[[*keys, "device_id"]] for f in frames]) if frames else None
+    if used is None or used.empty:
+        out["devices"] = ""
+    else:
+        devices = used.drop_duplicates().sort_values("device_id").groupby(keys)["device_id"]
+        listed = devices.agg(lambda d: ",".join(str(int(x)) for x in d))
+        out["devices"] = listed.reindex(out.index).fillna("").astype(str)
     out = out.reset_index()
-    names: dict[int, str] = {}
-    if processes is not None and len(processes):
-        first = processes.drop_duplicates("pid")
-        names = dict(zip(first["pid"].astype(np.int64), first["name"].astype(str), strict=True))
-    out["name"] = [names.get(int(pid), "") for pid in out["pid"]]
-    out["name"] = out["name"].astype(str)
-    out = out.sort_values(["gpu_time_ns", "pid"], ascending=[False, True], kind="stable")
-    return out.reset_index(drop=True)[PROCESS_COLUMNS]
+    out["name"] = _names(out, processes, keys)
+    extra = [k for k in keys if k != "pid"]
+    if "rank" in kernels and len(out):
+        ranks = kernels[[*keys, "rank"]].drop_duplicates(keys)
+        out = out.merge(ranks, on=keys, how="left")
+        extra.append("rank")
+    out = out.sort_values(["gpu_time_ns", *keys], ascending=[False] + [True] * len(keys))
+    return out.reset_index(drop=True)[[*extra, *PROCESS_COLUMNS]]
+
+
+def _names(out: pd.DataFrame, processes: pd.DataFrame | None, keys: list[str]) -> pd.Series:
+    """Each row's process name from ``processes`` (same keys), "" when unknown."""
+    if processes is None or processes.empty or out.empty or not set(keys) <= set(processes):
+        return pd.Series("", index=out.index, dtype=str)
+    first = processes.drop_duplicates(keys)
+    lookup = dict(zip(first[keys].itertuples(index=False, name=None), first["name"], strict=True))
+    rows = out[keys].itertuples(index=False, name=None)
+    return pd.Series([str(lookup.get(k, "")) for k in rows], index=out.index, dtype=str)

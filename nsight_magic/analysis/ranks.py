@@ -22,6 +22,7 @@ import pandas as pd
 
 from ..nvtx_names import NVTX_DOMAIN, label_rank
 from .kernels import KERNEL_SUMMARY_COLUMNS, duration_stats
+from .names import short_names
 from .nvtx_projection import nvtx_gpu_projection
 from .timeline import TIMELINE_COLUMNS, timeline_frame
 
@@ -135,12 +136,14 @@ def add_rank(frame: pd.DataFrame, ranks: pd.DataFrame) -> pd.DataFrame:
 def rank_kernel_summary(kernels: pd.DataFrame) -> pd.DataFrame:
     """``rank`` + the ``kernel_summary`` columns, one block per rank (ascending, NA last):
     each block equals ``nsys stats --report cuda_gpu_kern_sum`` on that rank's kernels alone
-    (``time_pct`` is of the rank's own total)."""
+    (``time_pct`` is of the rank's own total); ``short_name`` labels a name alike in every
+    rank (``names.short_names`` over all ranks' names)."""
     rank = kernels["rank"].astype("Int64").fillna(-1).to_numpy(dtype=np.int64)
     stats = duration_stats(kernels.assign(rank=rank), ["rank", "name"])
     per_rank = stats.groupby("rank")["total_ns"].transform("sum").to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
         stats["time_pct"] = np.where(per_rank > 0, 100.0 * stats["total_ns"] / per_rank, 0.0)
+    stats["short_name"] = short_names(stats["name"]).to_numpy()
     return rank_blocks(stats)[["rank", *KERNEL_SUMMARY_COLUMNS]]
 
 
@@ -191,13 +194,17 @@ def rank_timeline(
     memcpy: pd.DataFrame | None = None,
     nvtx: pd.DataFrame | None = None,
     max_rows: int = 5000,
+    window: tuple[int, int] | None = None,
+    memset: pd.DataFrame | None = None,
+    graph_launches: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """``timeline_frame`` per process, lanes prefixed with the process
     (``rank r / GPU d / stream s``, ``rank r / NVTX <domain>``), plus a ``rank`` column;
-    ``max_rows`` is shared out evenly between processes. Frames need ``rank`` (and
-    ``report`` when merged) as :func:`add_rank` gives them."""
+    ``max_rows`` is shared out evenly between processes, ``window`` as ``timeline_frame``'s.
+    Frames need ``rank`` (and ``report`` when merged) as :func:`add_rank` gives them."""
     keys = process_keys(kernels)
-    frames = [f for f in (kernels, memcpy, nvtx) if f is not None]
+    given = (kernels, memcpy, nvtx, memset, graph_launches)
+    frames = [f for f in given if f is not None]
     procs = pd.concat([f[[*keys, "rank"]] for f in frames]).drop_duplicates(keys)
     procs = procs.sort_values(["rank", *keys], na_position="last", kind="stable")
     budget = max(1, max_rows // max(1, len(procs)))
@@ -205,13 +212,23 @@ def rank_timeline(
     def by_process(f: pd.DataFrame | None) -> dict[tuple, pd.DataFrame]:
         return {} if f is None else dict(iter(f.groupby(keys, sort=False)))
 
-    groups = [by_process(f) for f in (kernels, memcpy, nvtx)]
-    empty = [None if f is None else f.iloc[:0] for f in (kernels, memcpy, nvtx)]
+    groups = [by_process(f) for f in given]
+    empty = [None if f is None else f.iloc[:0] for f in given]
     who = _who(procs).to_numpy()
     parts = []
     for i, key in enumerate(procs[keys].itertuples(index=False, name=None)):
-        own = [g.get(key, e) for g, e in zip(groups, empty, strict=True)]
-        part = timeline_frame(own[0], own[1], own[2], max_rows=budget)  # type: ignore[arg-type]
+        k, copies, ranges, sets, graphs = (
+            g.get(key, e) for g, e in zip(groups, empty, strict=True)
+        )
+        part = timeline_frame(
+            k,  # type: ignore[arg-type]  (kernels are never None)
+            copies,
+            ranges,
+            window,
+            budget,
+            memset=sets,
+            graph_launches=graphs,
+        )
         part["lane"] = who[i] + " / " + part["lane"]
         part["rank"] = pd.array([procs["rank"].iloc[i]] * len(part), dtype="Int64")
         parts.append(part)

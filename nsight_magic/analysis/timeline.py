@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .graphs import graph_launch_names
 from .names import short_names
 from .statements import nvtx_scope
 
@@ -53,6 +54,7 @@ def _events(
     kernels: pd.DataFrame,
     memcpy: pd.DataFrame | None,
     memset: pd.DataFrame | None,
+    graph_launches: pd.DataFrame | None,
     nvtx: pd.DataFrame | None,
 ) -> list[pd.DataFrame]:
     parts = []
@@ -68,6 +70,10 @@ def _events(
         parts.append(_gpu_events(memcpy, "memcpy", "[CUDA memcpy " + memcpy["kind"] + "]"))
     if memset is not None and len(memset):
         parts.append(_gpu_events(memset, "memset", pd.Series("[CUDA memset]", memset.index)))
+    if graph_launches is not None and len(graph_launches):
+        parts.append(
+            _gpu_events(graph_launches, "graph launch", graph_launch_names(graph_launches))
+        )
     if nvtx is not None and len(nvtx):
         ours = (nvtx_scope(nvtx) != "user").to_numpy()
         domain = nvtx["domain"].where(nvtx["domain"] != "", "(default)").astype(str)
@@ -99,6 +105,7 @@ def timeline_frame(
     window: tuple[int, int] | None = None,
     max_rows: int = 5000,
     memset: pd.DataFrame | None = None,
+    graph_launches: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """``lane, kind, start_ns, end_ns, name, count, short_name, level``, sorted by lane (the
     cell's statements, the user's NVTX domains, then GPU streams) and start.
@@ -110,12 +117,14 @@ def timeline_frame(
     ``level`` of the longest, ``count`` events).
 
     Lanes: "GPU d / stream s" (kinds "kernel", "graph kernel" when ``graph_node_id`` >= 0,
-    "memcpy", "memset"), "cell statements" (kind "statement": the ``nsight_magic`` domain's
-    cell, statement and warm-up ranges) and "NVTX <domain>" (kind "nvtx", "(default)" for the
-    default domain). ``level``: NVTX nesting depth (0 for GPU rows), so nested ranges in one
-    lane can be stacked. ``short_name``: ``names.short_names`` for kernels, else ``name``."""
-    frames = [_overlapping(f, window) for f in (kernels, memcpy, memset, nvtx)]
-    parts = _events(*frames[:3], frames[3])
+    "memcpy", "memset", "graph launch" for a whole CUDA graph launch of a graph-level trace,
+    named ``graphs.graph_launch_names``), "cell statements" (kind "statement": the
+    ``nsight_magic`` domain's cell, statement and warm-up ranges) and "NVTX <domain>" (kind
+    "nvtx", "(default)" for the default domain). ``level``: NVTX nesting depth (0 for GPU
+    rows), so nested ranges in one lane can be stacked. ``short_name``: ``names.short_names``
+    for kernels, else ``name``."""
+    frames = [_overlapping(f, window) for f in (kernels, memcpy, memset, graph_launches, nvtx)]
+    parts = _events(*frames)
     if not parts:
         out = pd.DataFrame({c: pd.Series([], dtype="int64") for c in TIMELINE_COLUMNS})
         for c in _TEXT:

@@ -31,6 +31,7 @@ __all__ = [
     "kernel_ops",
     "op_ranges",
     "op_summary",
+    "ops_by_kernel_name",
     "parse_op_range",
     "parse_shapes",
     "range_model_flops",
@@ -140,6 +141,28 @@ def kernel_ops(kernels: pd.DataFrame, launches: pd.DataFrame, nvtx: pd.DataFrame
     out.iloc[rows, out.columns.get_loc("shapes")] = ops["shapes"].to_numpy()[which]
     out.iloc[rows, out.columns.get_loc("op_nvtx_row")] = ops.index.to_numpy()[which]
     return out
+
+
+def ops_by_kernel_name(kernels: pd.DataFrame, ops_of_kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per kernel name, the PyTorch op that launched it: ``name, op`` (the op, from
+    :func:`kernel_ops`, under which the name ran the most GPU time), ``ops`` (how many
+    different ops launched it; a generic elementwise kernel serves many). Names launched
+    outside every op range are left out."""
+    frame = pd.DataFrame(
+        {
+            "name": kernels["name"].astype(str).to_numpy(),
+            "op": ops_of_kernels["op"].astype(str).to_numpy(),
+            "duration_ns": kernels["duration_ns"].to_numpy(np.int64),
+        }
+    )
+    frame = frame[frame["op"] != ""]
+    time = frame.groupby(["name", "op"], sort=False)["duration_ns"].sum().reset_index()
+    time = time.sort_values(["name", "duration_ns", "op"], ascending=[True, False, True])
+    top = time.drop_duplicates("name")[["name", "op"]]
+    count = time.groupby("name")["op"].size().rename("ops")
+    out = top.join(count, on="name").reset_index(drop=True)
+    out["ops"] = out["ops"].astype(np.int64)
+    return out[["name", "op", "ops"]]
 
 
 OP_SUMMARY_COLUMNS = [

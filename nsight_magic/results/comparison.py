@@ -14,9 +14,9 @@ from ..analysis.compare import kernel_deltas, nvtx_deltas
 from ..reports import open_report
 from ..views import charts
 from ..views.compare_view import compare_static_html, compare_widget
-from . import contracts
+from .base import WIDGET_MIME, in_kernel
 from .frames import nvtx_label
-from .runs import WIDGET_MIME, NsysRun, in_kernel
+from .runs import NsysRun
 
 
 def _as_report(obj: Any) -> Any:
@@ -45,8 +45,9 @@ class Comparison:
     """``kernels`` and ``nvtx`` delta frames; ``chart()``, ``to_html()``, and a rich display."""
 
     def __init__(self, kernels: pd.DataFrame, nvtx: pd.DataFrame, label_a: str, label_b: str):
-        # What the views show next to the numbers: short kernel names, "domain:range" labels.
-        self.kernels = kernels.assign(short_name=contracts.short_names(kernels["name"]))
+        # What the views show next to the numbers: "domain:range" labels (kernel_deltas gives
+        # short kernel names already).
+        self.kernels = kernels
         self.nvtx = nvtx.assign(label=nvtx_label(nvtx))
         self.label_a = label_a
         self.label_b = label_b

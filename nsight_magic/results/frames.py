@@ -1,7 +1,7 @@
-"""What the views show, computed: one object per run that answers the views' questions with
-frames (``views.protocols`` names them), each from analysis functions or report methods. Views
-lay these frames out and compute nothing; any method may raise on a damaged report, and the view
-then shows that one line in place of the table or chart.
+"""What the nsys view shows, computed: one object per run that answers the view's questions with
+frames (``views.protocols.NsysSource`` names them), each from analysis functions or report
+methods. The view lays these frames out and computes nothing; any method may raise on a damaged
+report, and the view then shows that one line in place of the table or chart.
 
 Frames are cached per object: a run's report does not change, and the widget and the static HTML
 ask for the same ones."""
@@ -14,15 +14,19 @@ from typing import Any
 
 import pandas as pd
 
+from ..analysis import graphs, processes, statements, torch_ops
+from ..analysis import mfu as utilisation
 from ..analysis.kernels import kernel_summary
 from ..analysis.memory import copies_by_kind
-from ..analysis.mfu import kernel_mfu, range_mfu
-from . import contracts
+from ..analysis.names import short_names
+from .rank_frames import RankFrames
 
 # Bars in the first timeline view: more than a 640 px chart tells apart, few enough that the
 # chart data saved inline keeps a notebook small (P2). A zoomed window gets up to ZOOM_ROWS.
 TIMELINE_ROWS = 1000
 ZOOM_ROWS = 2000
+# Op MFU needs a data type the op ranges do not record: the one LLM work runs in.
+OP_DTYPE = "bf16"
 
 
 def nvtx_label(frame: pd.DataFrame) -> pd.Series:
@@ -37,36 +41,66 @@ def _dims(frame: pd.DataFrame, prefix: str) -> pd.Series:
     return "(" + frame[cols].astype(str).agg(", ".join, axis=1) + ")"
 
 
+def _without_op_ranges(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (with a ``range`` column) less the PyTorch op ranges (``torch_ops.op_ranges``)."""
+    return frame.drop(index=torch_ops.op_ranges(frame).index)
+
+
+def _or_none(read: Any) -> Any:
+    try:
+        return read()
+    except Exception:
+        return None
+
+
 class NsysFrames:
-    """Frames of one nsys run for its view (``views.protocols.NsysSource``)."""
+    """Frames of one nsys run for its view (``views.protocols.NsysSource``). ``run`` is an
+    ``NsysRun`` over an ``NsysReport`` or a multi-rank ``RankedReport``."""
 
     def __init__(self, run: Any) -> None:
         self.run = run
+        self.report = run.report
         self.name: str = run.name
         self.run_dir: Path | None = run.run_dir
 
     def header(self) -> dict[str, Any]:
         """Raw header numbers; a missing one is None (the view leaves it out)."""
-        report = self.run.report
-        out: dict[str, Any] = {"run_dir": str(self.run_dir) if self.run_dir else None}
-        for key, read in (
-            ("gpu", lambda: report.gpu_info().get("name")),
-            ("captured_ns", lambda: report.capture_window()[1] - report.capture_window()[0]),
-            ("busy_pct", report.gpu_busy_pct),
-            ("kernels", lambda: len(report.kernels())),
-        ):
-            try:
-                out[key] = read()
-            except Exception:
-                out[key] = None
+        report = self.report
+        work = _or_none(report.gpu_work)
+        window = _or_none(report.capture_window)
+        ranks = self.ranks()
+        out: dict[str, Any] = {
+            "run_dir": str(self.run_dir) if self.run_dir else None,
+            "gpu": _or_none(lambda: report.gpu_info().get("name")),
+            "captured_ns": window[1] - window[0] if window else None,
+            "busy_pct": _or_none(report.gpu_busy_pct),
+            "kernels": work.kernels if work else None,
+            # whole-graph launches (graph-level trace): their kernels are in no kernel row
+            "graph_launches": work.graph_launches if work else None,
+            "processes": _or_none(self._process_names) or [],
+            "ranks": _or_none(ranks.count) if ranks is not None else None,
+        }
         return out
+
+    def _process_names(self) -> list[str]:
+        """``name (pid)`` of each process that ran GPU work, when more than one did."""
+        table = self.process_table()
+        if len(table) < 2:
+            return []
+        names = table["name"].where(table["name"] != "", "pid")
+        return [f"{n} ({p})" for n, p in zip(names, table["pid"], strict=True)]
+
+    def warnings(self) -> list[str]:
+        """What the report says to know before trusting it (``NsysReport.warnings``)."""
+        return list(self.report.warnings)
 
     @functools.cache  # noqa: B019 - one object per run, kept as long as its run
     def kernel_table(self) -> pd.DataFrame:
-        """``kernel_summary()`` + ``short_name`` + the launch config of each name's first
-        instance (``grid, block, registers``) for tooltips."""
-        summary = self.run.report.kernel_summary()
-        kernels = self.run.report.kernels()
+        """``kernel_summary()`` (with ``short_name``) + the launch config of each name's first
+        instance (``grid, block, registers``) for tooltips + ``graph_node_instances`` (how many
+        instances ran as a CUDA graph node)."""
+        summary = self.report.kernel_summary()
+        kernels = self.report.kernels()
         first = kernels.drop_duplicates("name").assign(
             grid=lambda k: _dims(k, "grid"), block=lambda k: _dims(k, "block")
         )
@@ -74,164 +108,113 @@ class NsysFrames:
         config = [c for c in ("grid", "block", "registers") if c in first.columns]
         first = first[["name", *config]].assign(name=lambda k: k["name"].astype(str))
         out = summary.merge(first, on="name", how="left")
-        return out.assign(short_name=contracts.short_names(out["name"]))
+        return out.merge(graphs.graph_nodes(kernels), on="name", how="left")
+
+    @functools.cache  # noqa: B019
+    def graph_table(self) -> pd.DataFrame:
+        """Whole CUDA graph launches per graph (``analysis.graphs.graph_launch_summary``);
+        empty unless nsys traced graphs as graphs."""
+        return graphs.graph_launch_summary(self.report.graph_launches())
 
     @functools.cache  # noqa: B019
     def nvtx_table(self) -> pd.DataFrame:
-        """NVTX GPU projection, the cell's statements first in line order, + ``label``."""
-        ordered = contracts.statement_ordered(self.run.report.nvtx_gpu_projection())
+        """NVTX GPU projection, the cell's statements first in line order, + ``label``;
+        without the PyTorch op ranges (one per op call, thousands: the Ops tab shows them)."""
+        projection = _without_op_ranges(self.report.nvtx_gpu_projection())
+        ordered = statements.ordered_projection(projection)
         return ordered.assign(label=nvtx_label(ordered))
 
     def copies(self) -> pd.DataFrame:
-        return copies_by_kind(self.run.report.memcpy())
+        return copies_by_kind(self.report.memcpy())
 
     def gaps(self, min_gap_ns: int) -> pd.DataFrame:
         """Idle stretches + ``before_short, after_short`` (the neighbours' short names)."""
-        gaps = self.run.report.gaps(min_gap_ns)
+        gaps = self.report.gaps(min_gap_ns)
         return gaps.assign(
-            before_short=contracts.short_names(gaps["before"].astype(str)),
-            after_short=contracts.short_names(gaps["after"].astype(str)),
+            before_short=short_names(gaps["before"].astype(str)),
+            after_short=short_names(gaps["after"].astype(str)),
         )
 
     def origin_ns(self) -> int:
-        return int(self.run.report.capture_window()[0])
-
-    def _optional(self, method: str) -> pd.DataFrame | None:
-        try:
-            return getattr(self.run.report, method)()
-        except Exception:  # reports omit empty tables: the timeline just has no such lane
-            return None
+        return int(self.report.capture_window()[0])
 
     def timeline(
         self, window: tuple[int, int] | None = None, rows: int | None = None
     ) -> pd.DataFrame:
-        """Timeline rows, binned to at most ``rows`` (default TIMELINE_ROWS, ZOOM_ROWS within
-        a window)."""
+        """Timeline rows (``report.timeline``: kernels, copies, sets, graph launches, NVTX;
+        lanes per rank in a multi-rank report), binned to at most ``rows`` (default
+        TIMELINE_ROWS, ZOOM_ROWS within a window)."""
         if rows is None:
             rows = TIMELINE_ROWS if window is None else ZOOM_ROWS
-        return contracts.timeline_frame(
-            self.run.report.kernels(),
-            self._optional("memcpy"),
-            self._optional("nvtx"),
-            window=window,
-            max_rows=rows,
-        )
+        return self.report.timeline(max_rows=rows, window=window)
 
     @functools.cache  # noqa: B019
     def nvtx_ranges(self) -> pd.DataFrame:
         """Distinct ``domain, range, style, label`` (statement order), for the range filter
-        and "profile this range"."""
-        nvtx = self.run.report.nvtx()
+        and "profile this range"; PyTorch op ranges left out (each is one op call)."""
+        nvtx = self.report.nvtx()
         distinct = nvtx[["domain", "range", "style"]].drop_duplicates(["domain", "range"])
-        distinct = distinct.assign(proj_total_ns=0.0)
-        ordered = contracts.statement_ordered(distinct.reset_index(drop=True))
+        distinct = _without_op_ranges(distinct)
+        distinct = distinct.assign(proj_total_ns=0.0).reset_index(drop=True)
+        ordered = statements.ordered_projection(distinct)
         return ordered.assign(label=nvtx_label(ordered))[["domain", "range", "style", "label"]]
 
+    @functools.cache  # noqa: B019
+    def _kernel_op_names(self) -> pd.DataFrame:
+        """``name, op, ops`` (``analysis.torch_ops.ops_by_kernel_name``); empty without
+        PyTorch op ranges."""
+        return torch_ops.ops_by_kernel_name(self.report.kernels(), self.report.kernel_ops())
+
     def ranked_kernels(self, nvtx_range: tuple[str, str] | None = None) -> pd.DataFrame:
-        """``name, short_name, instances, total_ns`` by total GPU time, optionally only the
-        kernels launched inside NVTX range ``(domain, range)``."""
-        kernels = self.run.report.kernels()
-        if nvtx_range is not None:
-            report = self.run.report
-            domain, name = nvtx_range
-            kernels = contracts.kernels_in_range(
-                kernels, report.cuda_api(), report.nvtx(), domain, name
-            )
-        ranked = kernel_summary(kernels)[["name", "instances", "total_ns"]]
-        return ranked.assign(short_name=contracts.short_names(ranked["name"]))
+        """``name, short_name, instances, total_ns`` by total GPU time (+ ``op``: the PyTorch
+        op that launched it, "" if none), optionally only the kernels launched inside NVTX
+        range ``(domain, range)``."""
+        if nvtx_range is None:
+            kernels = self.report.kernels()
+        else:
+            kernels = self.report.kernels_in_range(*nvtx_range)
+        ranked = kernel_summary(kernels)[["name", "short_name", "instances", "total_ns"]]
+        ops = _or_none(self._kernel_op_names)
+        if ops is None or ops.empty:
+            return ranked
+        op = ranked.merge(ops[["name", "op"]], on="name", how="left")["op"]
+        return ranked.assign(op=op.fillna("").astype(str).to_numpy())
 
     def instances(self, kernel: str) -> int:
         """How many times ``kernel`` ran in the whole capture (ncu counts over the run)."""
-        return int((self.run.report.kernels()["name"] == kernel).sum())
-
-
-class NcuFrames:
-    """Frames of one ncu run for its view (``views.protocols.NcuSource``)."""
-
-    def __init__(self, run: Any) -> None:
-        self.run = run
-        self.name: str = run.name
-        self.run_dir: Path | None = run.run_dir
+        return int((self.report.kernels()["name"] == kernel).sum())
 
     @functools.cache  # noqa: B019
-    def launches(self) -> pd.DataFrame:
-        """``kernels()`` + the SOL columns (joined on ``launch``) + ``short_name``."""
-        kernels = self.run.report.kernels()
-        try:
-            sol = self.run.report.sol()
-        except Exception:
-            sol = None
-        if sol is not None and len(sol):
-            extra = [c for c in sol.columns if c not in kernels.columns or c == "launch"]
-            kernels = kernels.merge(sol[extra], on="launch", how="left")
-        return kernels.assign(short_name=contracts.short_names(kernels["name"]))
-
-    def header(self) -> dict[str, Any]:
-        launches = self.launches()
-        clock = launches["sm_clock_hz"].median() if "sm_clock_hz" in launches else None
-        return {
-            "launches": len(launches),
-            "kernels": launches["name"].nunique(),
-            "sm_clock_hz": clock,
-            "run_dir": str(self.run_dir) if self.run_dir else None,
-        }
-
-    def sol(self) -> pd.DataFrame:
-        sol = self.run.report.sol()
-        return sol.assign(short_name=contracts.short_names(sol["name"]))
-
-    def sections(self, launch: int) -> dict[str, pd.DataFrame]:
-        return self.run.report.sections(launch)
-
-    @functools.cache  # noqa: B019
-    def advice(self) -> pd.DataFrame:
-        return contracts.advice(self.run.report)
-
-    @functools.cache  # noqa: B019
-    def roofline(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """(points with verdicts + launch config, ceilings)."""
-        roofline = self.run.report.roofline()
-        points = contracts.roofline_bounds(roofline)
-        launches = self.launches()
-        config = launches[["launch", *[c for c in ("grid", "block") if c in launches]]]
-        if "registers_per_thread" in launches:
-            config = config.assign(registers=launches["registers_per_thread"].astype(str))
-        points = points.merge(config, on="launch", how="left")
-        return points, contracts.roofline_ceilings(roofline)
-
-    @functools.cache  # noqa: B019
-    def mfu(self) -> dict[str, pd.DataFrame]:
-        """Per-kernel and per-NVTX-range MFU against the datasheet dense peak; with a parent
-        nsys run, times are its real-clock ones (ncu locks clocks). Empty frames when the
-        report lacks FLOP metrics or the GPU has no known peak."""
-        out: dict[str, pd.DataFrame] = {"kernels": pd.DataFrame(), "ranges": pd.DataFrame()}
-        report, parent = self.run.report, getattr(self.run, "parent", None)
-        try:
-            points = report.roofline()
-            gpu = (report.device() or {}).get("name")
-        except Exception:
-            return out
-        nsys_kernels = projection = None
-        if parent is not None:
-            nsys_kernels = _or_none(parent.kernels)
-            projection = _or_none(parent.nvtx_gpu_projection)
-        kernels = _or_none(
-            lambda: kernel_mfu(
-                points, kernels=report.kernels(), nsys_kernels=nsys_kernels, gpu_name=gpu
-            )
+    def process_table(self) -> pd.DataFrame:
+        """GPU work per process (``analysis.processes.process_summary``)."""
+        report = self.report
+        return processes.process_summary(
+            report.kernels(),
+            report.memcpy(),
+            report.processes(),
+            report.memset(),
+            report.graph_launches(),
         )
-        ranges = _or_none(
-            lambda: range_mfu(points, report.nvtx_ranges(), projection=projection, gpu_name=gpu)
-        )
-        if kernels is not None and len(kernels):
-            out["kernels"] = kernels.assign(short_name=contracts.short_names(kernels["name"]))
-        if ranges is not None and len(ranges):
-            out["ranges"] = ranges.assign(label=nvtx_label(ranges))
-        return out
 
+    @functools.cache  # noqa: B019
+    def op_table(self) -> pd.DataFrame:
+        """PyTorch ops by GPU time (``analysis.torch_ops.op_summary``) + ``mfu, peak_flops,
+        peak_source, dtype`` of the GEMM ops (``analysis.mfu.op_mfu`` at OP_DTYPE's peak; NaN
+        for ops without model FLOPs or when the GPU has no known peak). Empty without op
+        ranges (a run without ``--pytorch=autograd-shapes-nvtx``)."""
+        summary = self.run.op_summary()
+        gpu = _or_none(lambda: self.report.gpu_info().get("name"))
+        mfu = _or_none(lambda: utilisation.op_mfu(summary, gpu_name=gpu, dtype=OP_DTYPE))
+        if mfu is None or mfu.empty:
+            return summary.assign(mfu=float("nan"), peak_flops=float("nan"), peak_source="")
+        cols = ["op", "shapes", "dtype", "mfu", "peak_flops", "peak_source"]
+        return summary.merge(mfu[cols], on=["op", "shapes"], how="left")
 
-def _or_none(fn: Any) -> Any:
-    try:
-        return fn()
-    except Exception:
-        return None
+    @functools.cached_property
+    def _ranks(self) -> RankFrames | None:
+        return RankFrames.of(self.report)
+
+    def ranks(self) -> RankFrames | None:
+        """Per-rank frames (``views.protocols.RankSource``) when the run has two or more
+        ranks, else None."""
+        return self._ranks

@@ -1,4 +1,5 @@
-"""Rebuild a run object from its run folder, offline (no profiler, no GPU needed)."""
+"""Rebuild a run object from its run folder, offline (no profiler, no GPU needed); one run from
+the reports of a multi-rank job."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from ..errors import ReportNotFoundError
 from ..reports import open_report
+from ..reports.nsys import merge
 from ..runs import META, read_json
 from .protocols import KernelProfiler
 from .runs import NcuRun, NsysRun
@@ -45,3 +47,16 @@ def load_run(path: str | Path, profiler: KernelProfiler | None = None) -> Any:
     if tool == "ncu":
         return NcuRun(report, run_dir, meta)
     return NsysRun(report, run_dir, meta, profiler=profiler)
+
+
+def load_runs(sources: Any, align: bool = True, name: str | None = None) -> NsysRun:
+    """One displayable run of a multi-rank job: the reports of its ranks (paths, a glob such as
+    ``"run/rank*.sqlite"``, ``NsysReport``s or runs) merged by ``reports.nsys.merge.load_runs``
+    into a ``RankedReport`` (frames with ``report`` and ``rank`` columns, clocks aligned unless
+    ``align=False``), wrapped in an ``NsysRun`` so it shows with a Ranks tab. ``name`` defaults
+    to the reports' names."""
+    ranked = merge.load_runs(sources, align=align)
+    if name is None:
+        stems = [Path(r.rep_path or r.path).stem for r in ranked.reports]
+        name = " + ".join(stems) if len(stems) <= 3 else f"{stems[0]} + {len(stems) - 1} more"
+    return NsysRun(ranked, meta={"name": name, "reports": [str(r.path) for r in ranked.reports]})

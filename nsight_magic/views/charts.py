@@ -174,28 +174,53 @@ def sol_chart(sol: pd.DataFrame) -> alt.Chart:
     )
 
 
-def mfu_chart(mfu: pd.DataFrame, label: str = "name", n: int = 20) -> alt.Chart:
-    """Bars of MFU (percent) per kernel or NVTX range: ``<label>, mfu, peak_flops,
-    peak_source``; the peak used is in the subtitle and tooltip (MFU means nothing without)."""
-    frame = mfu.dropna(subset=["mfu"]).sort_values("mfu", ascending=False).head(n).copy()
-    shown = frame["short_name"] if label == "name" and "short_name" in frame else frame[label]
-    frame["bar"] = unique_labels(shown)
-    frame["mfu_pct"] = 100.0 * frame["mfu"]
-    frame["peak_tflops"] = frame["peak_flops"] / 1e12
-    pairs = zip(frame["peak_tflops"], frame["peak_source"], strict=True)
-    peaks = sorted({f"{p:,.0f} TFLOP/s ({s})" for p, s in pairs})
-    title = alt.Title("MFU", subtitle=("peak: " + "; ".join(peaks)) if peaks else "")
-    frame = frame.assign(full_name=frame[label].astype(str))
-    frame = frame[["bar", "full_name", "mfu_pct", "peak_tflops", "peak_source"]]
+MEASURES = {"hfu": "HFU", "mfu": "MFU"}
+
+
+def utilisation_chart(frame: pd.DataFrame, label: str = "name", n: int = 20) -> alt.Chart:
+    """Bars of HFU (hardware FLOPs ncu counted) and MFU (model FLOPs; left out where unknown)
+    in percent of the peak, per kernel, NVTX range or op: ``<label>, hfu and/or mfu,
+    peak_flops, peak_source`` (``kernel_utilisation``, ``range_utilisation``, ``model_mfu``
+    frames); the peaks used are in the subtitle and tooltip (a utilisation means nothing
+    without its peak)."""
+    measures = {c: name for c, name in MEASURES.items() if c in frame}
+    if not measures:
+        raise KeyError("no hfu or mfu column to chart")
+    top = frame.sort_values(next(iter(measures)), ascending=False, na_position="last").head(n)
+    shown = top["short_name"] if label == "name" and "short_name" in top else top[label]
+    rows = pd.DataFrame(
+        {
+            "bar": unique_labels(shown),
+            "full_name": top[label].astype(str).to_numpy(),
+            "peak_tflops": (top["peak_flops"] / 1e12).to_numpy(),
+            "peak_source": top["peak_source"].astype(str).to_numpy(),
+            **{name: (100.0 * top[c]).to_numpy() for c, name in measures.items()},
+        }
+    )
+    long = rows.melt(
+        id_vars=["bar", "full_name", "peak_tflops", "peak_source"],
+        value_vars=list(measures.values()),
+        var_name="measure",
+        value_name="pct",
+    ).dropna(subset=["pct"])
+    pairs = zip(rows["peak_tflops"], rows["peak_source"], strict=True)
+    peaks = sorted({f"{p:,.0f} TFLOP/s ({s})" for p, s in pairs if pd.notna(p)})
+    named = " and ".join(
+        f"{name} ({'hardware' if c == 'hfu' else 'model'} FLOPs)" for c, name in measures.items()
+    )
+    title = alt.Title(named, subtitle=("peak: " + "; ".join(peaks)) if peaks else "")
     return (
-        alt.Chart(frame, title=title)
+        alt.Chart(long, title=title)
         .mark_bar()
         .encode(
-            x=alt.X("mfu_pct:Q", title="MFU (% of peak)"),
-            y=alt.Y("bar:N", sort="-x", title=None),
+            x=alt.X("pct:Q", title="% of peak"),
+            y=alt.Y("bar:N", sort=list(rows["bar"]), title=None),
+            yOffset="measure:N",
+            color=alt.Color("measure:N", title=None),
             tooltip=[
                 alt.Tooltip("full_name:N", title=label),
-                alt.Tooltip("mfu_pct:Q", format=".2f", title="MFU %"),
+                alt.Tooltip("measure:N"),
+                alt.Tooltip("pct:Q", format=".2f", title="% of peak"),
                 alt.Tooltip("peak_tflops:Q", format=",.1f", title="peak TFLOP/s"),
                 alt.Tooltip("peak_source:N", title="peak source"),
             ],

@@ -50,15 +50,26 @@ def fmt_flops(value: Any) -> str:
     return _scaled(value, units, "{:,.3g} FLOP/s")
 
 
+def fmt_bandwidth(value: Any) -> str:
+    """Bytes per second ("4.02 TB/s")."""
+    units = (("TB/s", 1e12, 2), ("GB/s", 1e9, 2), ("MB/s", 1e6, 2))
+    return _scaled(value, units, "{:,.3g} B/s")
+
+
 def fmt_pct(value: Any) -> str:
     v = as_float(value)
     return "" if v is None else f"{v:.1f}%"
 
 
 def fmt_ratio(value: Any) -> str:
-    """A fraction (0.42) as a percent ("42.0%")."""
+    """A fraction (0.42) as a percent ("42.0%"); below 1%, two significant digits ("0.042%"),
+    so a small utilisation does not read as zero."""
     v = as_float(value)
-    return "" if v is None else f"{100.0 * v:.1f}%"
+    if v is None:
+        return ""
+    if v != 0 and abs(v) < 0.01:
+        return f"{100.0 * v:.2g}%"
+    return f"{100.0 * v:.1f}%"
 
 
 def fmt_num(value: Any) -> str:
@@ -68,6 +79,12 @@ def fmt_num(value: Any) -> str:
     if not v.is_integer():
         return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
     return f"{int(v):,}"
+
+
+def fmt_id(value: Any) -> str:
+    """An identifier (pid, rank, graph id) as its digits, no thousands separator."""
+    v = as_float(value)
+    return "" if v is None or not v.is_integer() else str(int(v))
 
 
 def fmt_signed_ns(value: Any) -> str:
@@ -157,15 +174,25 @@ def frame_html(
     )
 
 
-def header_html(title: str, items: Mapping[str, Any]) -> str:
-    """A one-line summary: title plus ``key: value`` pairs (None values are left out)."""
+def header_html(title: str, items: Mapping[str, Any], warnings: Sequence[str] = ()) -> str:
+    """A one-line summary: title plus ``key: value`` pairs (None values are left out), then
+    one line per warning (what the report says to know before trusting it)."""
     parts = " &nbsp;·&nbsp; ".join(
         f"<b>{esc(k)}</b>: {esc(v)}" for k, v in items.items() if v is not None and v != ""
     )
     return (
         f'<div style="font-family:sans-serif;font-size:13px;margin:4px 0">'
-        f'<span style="font-size:15px;font-weight:bold">{esc(title)}</span><br>{parts}</div>'
+        f'<span style="font-size:15px;font-weight:bold">{esc(title)}</span><br>{parts}'
+        f"{warnings_html(warnings)}</div>"
     )
+
+
+_WARNING = "font-size:12px;color:#8a5300;background:#fff4e0;padding:1px 4px;margin:2px 0"
+
+
+def warnings_html(warnings: Sequence[str]) -> str:
+    """One line per warning, marked, in the order given ("" for none)."""
+    return "".join(f'<div style="{_WARNING}">&#9888; {esc(w)}</div>' for w in warnings)
 
 
 def section_html(title: str, body: str) -> str:

@@ -1,7 +1,8 @@
-"""The %%ncu view (also what the picker shows after a profile): ncu's own advice first (its
-rules, ranked by estimated speedup), then the launches with speed of light, section details per
-launch, the roofline with a verdict per kernel, and MFU; plus the static HTML form in the same
-order. Frames come from an ``NcuSource``; nothing is measured or derived here."""
+"""The %%ncu view (also what the picker shows after a profile): a header with one line per
+report warning (a cut or damaged file), ncu's own advice first (its rules, ranked by estimated
+speedup), then the launches with speed of light, section details per launch, the roofline with a
+verdict per kernel, and HFU/MFU; plus the static HTML form in the same order. Frames come from
+an ``NcuSource``; nothing is measured or derived here."""
 
 from __future__ import annotations
 
@@ -56,10 +57,11 @@ MFU_COLUMNS = {
     "dtype": "dtype",
     "time_ns": "time",
     "time_source": "time from",
+    "hfu": "HFU (hardware FLOPs)",
+    "mfu": "MFU (model FLOPs)",
+    "model_flops_source": "model FLOPs from",
     "peak_flops": "peak",
     "peak_source": "peak source",
-    "hfu": "HFU",
-    "mfu": "MFU",
 }
 MFU_FORMATS = {
     "mfu": html.fmt_ratio,
@@ -68,22 +70,27 @@ MFU_FORMATS = {
     "time_ns": html.fmt_ns,
 }
 NO_ROOFLINE = "No roofline: {}"
-NO_MFU = "No MFU: the report has no FLOP metrics, or the GPU no known peak."
+NO_MFU = "No HFU/MFU: {}"
+NO_MFU_ROWS = "No HFU/MFU: no launch in this report has FLOP counts."
 
 
 def header_html(source: NcuSource) -> str:
+    warnings, warn_err = attempt(source.warnings)
+    warnings = list(warnings) if warn_err is None else [f"report warnings not read: {warn_err}"]
+    title = f"Nsight Compute: {source.name}"
     info, err = attempt(source.header)
     if err is not None:
-        return html.header_html(f"Nsight Compute: {source.name}", {}) + html.note_html(err)
+        return html.header_html(title, {}, warnings) + html.note_html(err)
     clock = html.fmt_hz(info.get("sm_clock_hz"))
     return html.header_html(
-        f"Nsight Compute: {source.name}",
+        title,
         {
             "profiled launches": f"{info.get('launches', 0):,}",
             "kernels": f"{info.get('kernels', 0):,}",
             "SM clock (ncu locks it)": clock or None,
             "run dir": info.get("run_dir"),
         },
+        warnings,
     )
 
 
@@ -93,10 +100,8 @@ def advice_html(source: NcuSource, max_rows: int = 12) -> str:
     def build() -> str:
         advice = source.advice()
         if advice.empty:
-            return html.note_html(
-                "No ncu rule results in this report (profile with --set full or roofline"
-                " for ncu's advice)."
-            )
+            note, err = attempt(source.advice_note)
+            return html.note_html(note or err or "No ncu rule results in this report.")
         items = []
         for row in advice.head(max_rows).itertuples(index=False):
             speedup = html.fmt_pct(getattr(row, "speedup_pct", None))
@@ -155,6 +160,20 @@ def mfu_html(source: NcuSource, key: str, max_rows: int = 20) -> str:
     return table_or_note(build)
 
 
+def mfu_note(source: NcuSource) -> str:
+    """One line when there is no HFU/MFU to show ("" when there is)."""
+    frames, err = attempt(source.mfu)
+    if err is not None:
+        return NO_MFU.format(err)
+    if not len(frames["kernels"]) or frames["kernels"]["hfu"].isna().all():
+        return NO_MFU_ROWS
+    return ""
+
+
+def _mfu_chart(source: NcuSource) -> Any:
+    return charts.utilisation_chart(source.mfu()["kernels"], "name")
+
+
 def sections_html(source: NcuSource, launch: int) -> str:
     def build() -> str:
         sections = source.sections(launch)
@@ -199,13 +218,16 @@ def ncu_static_html(source: NcuSource) -> str:
         parts.append(
             html.section_html("Roofline", html.note_html(NO_ROOFLINE.format(roofline_err)))
         )
-    if _has_mfu(source, "kernels"):
+    note = mfu_note(source)
+    if note:
+        parts.append(html.section_html("HFU / MFU", html.note_html(note)))
+    else:
         parts += [
-            html.section_html("MFU per kernel", mfu_html(source, "kernels")),
-            chart_html(lambda: charts.mfu_chart(source.mfu()["kernels"], "name"), "MFU"),
+            html.section_html("HFU / MFU per kernel", mfu_html(source, "kernels")),
+            chart_html(lambda: _mfu_chart(source), "HFU/MFU"),
         ]
-    if _has_mfu(source, "ranges"):
-        parts.append(html.section_html("MFU per NVTX range", mfu_html(source, "ranges")))
+        if _has_mfu(source, "ranges"):
+            parts.append(html.section_html("HFU / MFU per NVTX range", mfu_html(source, "ranges")))
     return '<div class="nsight-magic ncu">' + "".join(parts) + "</div>"
 
 
@@ -248,13 +270,15 @@ def ncu_widget(source: NcuSource, on_pick: Callable[[str], Any] | None = None) -
             roofline.on_selection(PICK, on_point)
         roofline_page = w.VBox([roofline, w.HTML(verdicts_html(source))])
 
-    mfu_parts: list[Any] = [
-        w.HTML(mfu_html(source, key, 100)) for key in ("kernels", "ranges") if _has_mfu(source, key)
-    ]
-    if _has_mfu(source, "kernels"):
-        mfu_parts.insert(
-            0, chart_widget(lambda: charts.mfu_chart(source.mfu()["kernels"], "name"), "MFU")
-        )
+    note = mfu_note(source)
+    mfu_parts: list[Any] = [note_widget(note)] if note else []
+    if not note:
+        mfu_parts.append(chart_widget(lambda: _mfu_chart(source), "HFU/MFU"))
+        mfu_parts += [
+            w.HTML(mfu_html(source, key, 100))
+            for key in ("kernels", "ranges")
+            if _has_mfu(source, key)
+        ]
     pages = {
         "Advice": w.HTML(advice_html(source)),
         "Launches": w.VBox(
@@ -265,7 +289,7 @@ def ncu_widget(source: NcuSource, on_pick: Callable[[str], Any] | None = None) -
         ),
         "Sections": w.VBox([launch_picker, details]),
         "Roofline": roofline_page,
-        "MFU": w.VBox(mfu_parts or [note_widget(NO_MFU)]),
+        "MFU": w.VBox(mfu_parts),
     }
     return w.VBox(
         [w.HTML(header_html(source)), w.Tab(children=list(pages.values()), titles=list(pages))]

@@ -1,7 +1,9 @@
-"""The %%nsys view: a header (GPU, captured time, GPU busy %, kernel count, run dir) over tabs
-Kernels / NVTX / Timeline / Memory / Gaps / Profile a kernel, and the static HTML form of the
-same findings. Frames come from an ``NsysSource``; this module only lays them out, and links the
-charts with the picker: a click on a kernel picks it, the picked kernel is highlighted."""
+"""The %%nsys view: a header (GPU, captured time, GPU busy %, kernel count, processes, ranks,
+run dir, and one line per report warning) over tabs Kernels / NVTX / Timeline / Memory / Gaps
+(+ Processes when several ran GPU work, Ops with PyTorch op ranges, Ranks for a multi-rank run)
+/ Profile a kernel, and the static HTML form of the same findings. Frames come from an
+``NsysSource``; this module only lays them out, and links the charts with the picker: a click
+on a kernel picks it, the picked kernel is highlighted."""
 
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ import ipywidgets as w
 from . import charts, html
 from .common import attempt, chart_html, chart_widget, note_widget, table_or_note
 from .live import PICK, LiveChart, picked_name
+from .ops_view import NVTX_NOTE, has_ops, ops_static_html, ops_widget
 from .picker import KernelPicker
 from .protocols import NsysSource, ProfileFn, ProfileRangeFn
 from .range_profiler import RangeProfiler
+from .ranks_view import ranks_static_html, ranks_widget
 from .timeline_chart import timeline_chart
 from .timeline_view import TimelineView
 
@@ -30,6 +34,35 @@ KERNEL_COLUMNS = {
     "min_ns": "min",
     "max_ns": "max",
     "time_pct": "time %",
+}
+GRAPH_NODE_COLUMN = {"graph_node_instances": "as CUDA graph node"}
+GRAPH_COLUMNS = {
+    "name": "graph launch",
+    "launches": "launches",
+    "total_ns": "total",
+    "avg_ns": "avg",
+    "min_ns": "min",
+    "max_ns": "max",
+    "time_pct": "time %",
+}
+PROCESS_COLUMNS = {
+    "rank": "rank",
+    "pid": "pid",
+    "name": "process",
+    "kernels": "kernels",
+    "graph_launches": "graph launches",
+    "memcpy_count": "copies",
+    "memcpy_bytes": "copied",
+    "gpu_time_ns": "GPU time",
+    "gpu_time_pct": "GPU time %",
+    "devices": "GPUs",
+}
+PROCESS_FORMATS = {
+    "rank": html.fmt_id,
+    "pid": html.fmt_id,
+    "memcpy_bytes": html.fmt_bytes,
+    "gpu_time_ns": html.fmt_ns,
+    "gpu_time_pct": html.fmt_pct,
 }
 KERNEL_FORMATS = {
     "total_ns": html.fmt_ns,
@@ -65,41 +98,93 @@ GAP_COLUMNS = {
 GAP_TITLES = {"before_short": "before", "after_short": "after"}
 
 
+def _count(value: Any) -> str | None:
+    return f"{value:,}" if isinstance(value, int) else None
+
+
 def header_items(source: NsysSource) -> dict[str, Any]:
     info, _ = attempt(source.header)
     info = info or {}
-    kernels = info.get("kernels")
+    graphs = info.get("graph_launches")
+    processes = info.get("processes") or []
     return {
         "GPU": info.get("gpu"),
         "captured": html.fmt_ns(info.get("captured_ns")) or None,
         "GPU busy": html.fmt_pct(info.get("busy_pct")) or None,
-        "kernels": f"{kernels:,}" if isinstance(kernels, int) else None,
+        "kernels": _count(info.get("kernels")),
+        "CUDA graph launches (whole graphs)": _count(graphs) if graphs else None,
+        "ranks": _count(info.get("ranks")),
+        "processes": ", ".join(processes) if len(processes) > 1 else None,
         "run dir": info.get("run_dir"),
     }
 
 
+def header_warnings(source: NsysSource) -> list[str]:
+    warnings, err = attempt(source.warnings)
+    return list(warnings) if err is None else [f"report warnings not read: {err}"]
+
+
 def header_html(source: NsysSource) -> str:
-    return html.header_html(f"Nsight Systems: {source.name}", header_items(source))
+    return html.header_html(
+        f"Nsight Systems: {source.name}", header_items(source), header_warnings(source)
+    )
+
+
+def graph_note(source: NsysSource) -> str:
+    """One line when the report holds whole graph launches instead of per-kernel rows."""
+    info, _ = attempt(source.header)
+    launches = (info or {}).get("graph_launches")
+    if not launches:
+        return ""
+    return html.note_html(
+        f"This report holds {launches:,} CUDA graph launches instead of per-kernel rows (nsys"
+        " --cuda-graph-trace=graph): the kernels they ran are not in the table above; profile"
+        " with --cuda-graph-trace=node to see them one by one."
+    )
+
+
+def graphs_html(source: NsysSource, max_rows: int = TOP_N) -> str:
+    def build() -> str:
+        table = source.graph_table()
+        if table.empty:
+            return ""
+        return graph_note(source) + html.frame_html(table, GRAPH_COLUMNS, KERNEL_FORMATS, max_rows)
+
+    return table_or_note(build)
 
 
 def kernels_html(source: NsysSource, max_rows: int = TOP_N) -> str:
-    return table_or_note(
-        lambda: html.frame_html(
-            source.kernel_table(),
-            KERNEL_COLUMNS,
-            KERNEL_FORMATS,
-            max_rows,
-            titles={"short_name": "name"},
+    def build() -> str:
+        table = source.kernel_table()
+        columns = dict(KERNEL_COLUMNS)
+        nodes = table.get("graph_node_instances")
+        if nodes is not None and (nodes.fillna(0) > 0).any():
+            columns.update(GRAPH_NODE_COLUMN)  # the marker of kernels run as graph nodes
+        return html.frame_html(
+            table, columns, KERNEL_FORMATS, max_rows, titles={"short_name": "name"}
         )
+
+    return table_or_note(build) + graphs_html(source)
+
+
+def processes_html(source: NsysSource) -> str:
+    return table_or_note(
+        lambda: html.frame_html(source.process_table(), PROCESS_COLUMNS, PROCESS_FORMATS, 50)
     )
+
+
+def has_processes(source: NsysSource) -> bool:
+    table, err = attempt(source.process_table)
+    return err is None and len(table) > 1
 
 
 def nvtx_html(source: NsysSource, max_rows: int = 25) -> str:
     def build() -> str:
         frame = source.nvtx_table()
+        note = html.note_html(NVTX_NOTE) if has_ops(source) else ""
         if frame.empty:
-            return html.note_html("No NVTX ranges with GPU work.")
-        return html.frame_html(frame, NVTX_COLUMNS, NVTX_FORMATS, max_rows=max_rows)
+            return note + html.note_html("No NVTX ranges with GPU work.")
+        return note + html.frame_html(frame, NVTX_COLUMNS, NVTX_FORMATS, max_rows=max_rows)
 
     return table_or_note(build)
 
@@ -138,7 +223,8 @@ def gaps_html(source: NsysSource, max_rows: int = 10) -> str:
 
 def nsys_static_html(source: NsysSource) -> str:
     """Everything a reader without a kernel needs: header, top kernels (table + chart), NVTX
-    projection (table + chart), timeline, copies and idle gaps."""
+    projection (table + chart), timeline, copies and idle gaps; per-process GPU work, PyTorch
+    ops and ranks when the run has them."""
     parts = [
         header_html(source),
         html.section_html("Kernels (by total GPU time)", kernels_html(source)),
@@ -152,6 +238,13 @@ def nsys_static_html(source: NsysSource) -> str:
         html.section_html("Memory copies", memory_html(source)),
         html.section_html("Gaps", gaps_html(source)),
     ]
+    if has_processes(source):
+        parts.append(html.section_html("GPU work per process", processes_html(source)))
+    if has_ops(source):
+        parts.append(html.section_html("PyTorch ops", ops_static_html(source)))
+    ranks, _ = attempt(source.ranks)
+    if ranks is not None:
+        parts.append(ranks_static_html(ranks))
     return '<div class="nsight-magic nsys">' + "".join(parts) + "</div>"
 
 
@@ -168,7 +261,8 @@ def _call_with_name(callback: Any, value: Any) -> None:
 
 
 def nsys_widget(source: NsysSource, profile_fn: ProfileFn, profile_range_fn: ProfileRangeFn) -> Any:
-    """The live view: header + Tab(Kernels, NVTX, Timeline, Memory, Gaps, Profile a kernel)."""
+    """The live view: header + Tab(Kernels, NVTX, Timeline, Memory, Gaps, [Processes], [Ops],
+    [Ranks], Profile a kernel)."""
     picker = KernelPicker(source, profile_fn=profile_fn)
     ranges = RangeProfiler(source, profile_range_fn, on_pick=picker.select)
 
@@ -198,8 +292,15 @@ def nsys_widget(source: NsysSource, profile_fn: ProfileFn, profile_range_fn: Pro
             + ([chart_widget(lambda: charts.memcpy_chart(copies), "chart")] if has_copies else [])
         ),
         "Gaps": w.VBox([w.HTML(gaps_html(source, max_rows=25))]),
-        "Profile a kernel": picker.widget,
     }
+    if has_processes(source):
+        pages["Processes"] = w.HTML(processes_html(source))
+    if has_ops(source):
+        pages["Ops"] = ops_widget(source)
+    ranks, _ = attempt(source.ranks)
+    if ranks is not None:
+        pages["Ranks"] = ranks_widget(ranks)
+    pages["Profile a kernel"] = picker.widget
     view = w.VBox(
         [w.HTML(header_html(source)), w.Tab(children=list(pages.values()), titles=list(pages))]
     )

@@ -19,6 +19,9 @@ from .background import BackgroundProfile
 from .protocols import NsysSource, ProfileFn
 
 NCU_SETS = ("roofline", "basic", "full")
+# Short names of cuBLAS/cuDNN kernels run past 120 characters and differ near the end
+# ("..._execute_kernel__5x_cublas" / "..._execute_split_k_kernel__5x_cublas"): keep them whole.
+SHORT_WIDTH = 140
 
 # The "no filter" choice. Not None: ipywidgets reads a None value as "nothing selected" and
 # shows a blank dropdown (seen in the JupyterLab browser test).
@@ -26,15 +29,19 @@ ALL_KERNELS = "(all kernels)"
 
 
 def kernel_options(ranked: pd.DataFrame) -> list[tuple[str, str]]:
-    """(label, full name) per kernel: time, count, short name; a short name that several
-    kernels share also shows the head of the full name, so the entries stay distinguishable."""
+    """(label, full name) per kernel: time, count, short name, and the PyTorch op that launched
+    it when the run has op ranges (``op``); a short name that several kernels share also shows
+    the head of the full name, so the entries stay distinguishable."""
     short = ranked["short_name"].astype(str)
     repeated = set(short[short.duplicated(keep=False)])
+    ops = ranked["op"].astype(str) if "op" in ranked else pd.Series("", index=ranked.index)
     options = []
-    for name, s, n, t in zip(
-        ranked["name"], short, ranked["instances"], ranked["total_ns"], strict=True
+    for name, s, n, t, op in zip(
+        ranked["name"], short, ranked["instances"], ranked["total_ns"], ops, strict=True
     ):
-        label = f"{html.fmt_ns(t):>12}  x{n:<4} {html.shorten(s, 80)}"
+        label = f"{html.fmt_ns(t):>12}  x{n:<4} {html.shorten(s, SHORT_WIDTH)}"
+        if op:
+            label += f"  <- {op}"
         if s in repeated:
             label += f"  [{html.shorten(name, 90)}]"
         options.append((label, str(name)))

@@ -1,7 +1,8 @@
-"""What the views need from a run, as Protocols: results implement them (``results.frames``)
-and hand them in, so views import nothing from analysis, reports, results or session. Column
-names are those of ARCHITECTURE.md's frame contracts. Any method may raise: the view shows the
-error as one line where that table or chart would be."""
+"""What the views need from a run, as Protocols: results implement them (``results.frames``,
+``results.rank_frames``, ``results.ncu_frames``) and hand them in, so views import nothing from
+analysis, reports, results or session. Column names are those of ARCHITECTURE.md's frame
+contracts. Any method may raise: the view shows the error as one line where that table or chart
+would be."""
 
 from __future__ import annotations
 
@@ -17,15 +18,72 @@ ProfileFn = Callable[..., Any]
 ProfileRangeFn = Callable[..., Any]
 
 
-class NsysSource(Protocol):
+class TimelineSource(Protocol):
+    def origin_ns(self) -> int: ...
+
+    def timeline(
+        self, window: tuple[int, int] | None = None, rows: int | None = None
+    ) -> pd.DataFrame:
+        """``lane, kind, start_ns, end_ns, name, short_name, count``, binned to at most ``rows``
+        (the source's own budget when None)."""
+        ...
+
+
+class RankSource(TimelineSource, Protocol):
+    """A multi-rank run (two or more ranks); its timeline has ``rank r / ...`` lanes."""
+
+    def count(self) -> int:
+        """How many processes have a rank."""
+        ...
+
+    def summary(self) -> dict[str, Any]:
+        """``ranks, nccl_time_ns, max_skew_ns, straggler_rank`` (+ more; None where unknown)."""
+        ...
+
+    def kernels(self) -> pd.DataFrame:
+        """``rank`` + ``kernel_summary`` columns (with ``short_name``), one block per rank."""
+        ...
+
+    def collectives(self) -> pd.DataFrame:
+        """``rank, kind, instances, total_ns, avg_ns, max_ns, bytes, wait_ns, times_last``."""
+        ...
+
+    def collective_kernels(self) -> pd.DataFrame:
+        """One row per NCCL kernel: ``rank, kind, instance, duration_ns, bytes, dtype,
+        algorithm, protocol, stream_id``."""
+        ...
+
+    def skew(self) -> pd.DataFrame:
+        """Per collective instance: ``kind, instance, ranks, bytes, first_rank, last_rank,
+        skew_ns, end_spread_ns``."""
+        ...
+
+    def busy(self) -> pd.DataFrame:
+        """``pid, rank, busy_pct``."""
+        ...
+
+
+class NsysSource(TimelineSource, Protocol):
     name: str
 
     def header(self) -> dict[str, Any]:
-        """``gpu, captured_ns, busy_pct, kernels, run_dir`` (None where unknown)."""
+        """``gpu, captured_ns, busy_pct, kernels, graph_launches`` (whole-graph launches of a
+        graph-level trace), ``processes`` (list of "name (pid)" when more than one process ran
+        GPU work), ``ranks, run_dir`` (None where unknown)."""
+        ...
+
+    def warnings(self) -> list[str]:
+        """One line each: what to know before trusting the report."""
         ...
 
     def kernel_table(self) -> pd.DataFrame:
-        """``kernel_summary()`` columns + ``short_name`` (+ ``grid, block, registers``)."""
+        """``kernel_summary()`` columns + ``short_name`` (+ ``grid, block, registers``,
+        ``graph_node_instances``)."""
+        ...
+
+    def graph_table(self) -> pd.DataFrame:
+        """Whole CUDA graph launches per graph: ``graph_id, name, launches, total_ns, avg_ns,
+        ..., time_pct`` (empty unless graphs were traced as graphs)."""
         ...
 
     def nvtx_table(self) -> pd.DataFrame:
@@ -38,24 +96,29 @@ class NsysSource(Protocol):
 
     def gaps(self, min_gap_ns: int) -> pd.DataFrame: ...
 
-    def origin_ns(self) -> int: ...
-
-    def timeline(
-        self, window: tuple[int, int] | None = None, rows: int | None = None
-    ) -> pd.DataFrame:
-        """``lane, kind, start_ns, end_ns, name, short_name, count``, binned to at most ``rows``
-        (the source's own budget when None)."""
-        ...
-
     def nvtx_ranges(self) -> pd.DataFrame:
         """Distinct ``domain, range, style, label``."""
         ...
 
     def ranked_kernels(self, nvtx_range: tuple[str, str] | None = None) -> pd.DataFrame:
-        """``name, short_name, instances, total_ns``, by total GPU time."""
+        """``name, short_name, instances, total_ns`` (+ ``op``), by total GPU time."""
         ...
 
     def instances(self, kernel: str) -> int: ...
+
+    def process_table(self) -> pd.DataFrame:
+        """GPU work per process: ``pid, name, kernels, kernel_time_ns, graph_launches,
+        memcpy_count, memcpy_bytes, gpu_time_ns, gpu_time_pct, devices`` (+ ``rank``)."""
+        ...
+
+    def op_table(self) -> pd.DataFrame:
+        """PyTorch ops by GPU time: ``op, shapes, calls, kernels, kernel_time_ns, gpu_time_ns,
+        model_flops, mfu, peak_flops, peak_source`` (empty without op ranges)."""
+        ...
+
+    def ranks(self) -> RankSource | None:
+        """The per-rank frames, None for a run with fewer than two ranks."""
+        ...
 
 
 class NcuSource(Protocol):
@@ -63,6 +126,10 @@ class NcuSource(Protocol):
 
     def header(self) -> dict[str, Any]:
         """``launches, kernels, sm_clock_hz, run_dir``."""
+        ...
+
+    def warnings(self) -> list[str]:
+        """One line each: what was wrong with the file and what was left out."""
         ...
 
     def launches(self) -> pd.DataFrame:
@@ -74,7 +141,12 @@ class NcuSource(Protocol):
     def sections(self, launch: int) -> dict[str, pd.DataFrame]: ...
 
     def advice(self) -> pd.DataFrame:
-        """``launch, name, rule, section, title, message, speedup_pct, speedup_type``."""
+        """``launch, name, rule, section, title, message, speedup_pct, speedup_type,
+        severity``, largest estimated speedup first."""
+        ...
+
+    def advice_note(self) -> str:
+        """Why ``advice()`` is empty ("" when it is not)."""
         ...
 
     def roofline(self) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -82,8 +154,9 @@ class NcuSource(Protocol):
         ...
 
     def mfu(self) -> dict[str, pd.DataFrame]:
-        """``{"kernels": ..., "ranges": ...}`` MFU frames (``hfu, mfu, peak_flops,
-        peak_source, time_source, flops_source``)."""
+        """``{"kernels": ..., "ranges": ...}``: ``hfu`` (hardware FLOPs) and ``mfu`` (model
+        FLOPs, NaN when unknown) with ``peak_flops, peak_source, time_source,
+        model_flops_source``."""
         ...
 
 

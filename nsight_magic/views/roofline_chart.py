@@ -1,11 +1,12 @@
 """Roofline chart builder (log-log). Inputs are frames analysis computed:
 
 - points, one per launch (``roofline_bounds``): ``launch, name, short_name, duration_ns,
-  arithmetic_intensity, flops_per_s, precision, pct_of_ceiling, verdict`` (+ ``level`` for a
-  hierarchical roofline: one point per launch and memory level L1/L2/DRAM; + ``grid, block,
-  registers`` when known);
-- ceilings (``roofline_ceilings``): ``ceiling`` (legend label), ``kind`` ("memory": bytes/s,
-  drawn as a slope; "compute": FLOP/s, drawn flat), ``value``.
+  arithmetic_intensity, flops_per_s, precision, pct_of_ceiling, verdict, plottable`` (the rows
+  a log-log chart can place) (+ ``level`` for a hierarchical roofline: one point per launch and
+  memory level L1/L2/DRAM; + ``grid, block, registers`` when known);
+- ceilings (``roofline_ceilings``): ``label`` ("Tensor", "DRAM", ...), ``kind`` ("memory":
+  bytes/s, drawn as a slope; "compute": FLOP/s, drawn flat), ``peak``, ``ridge_ai`` (where a
+  compute roof meets the DRAM slope).
 
 Every ceiling is a line in the legend; points are labelled with the short kernel name (full name,
 verdict and launch config on hover) and pick their kernel on click."""
@@ -15,47 +16,52 @@ from __future__ import annotations
 import math
 
 import altair as alt
-import numpy as np
 import pandas as pd
 
+from . import html
 from .live import FOCUS, link_params
 
 MAX_POINTS = 5000
 
 
 def _drawable(points: pd.DataFrame) -> pd.DataFrame:
-    # Log axes cannot place zero: launches without FLOPs or DRAM traffic are left out.
-    ai = pd.to_numeric(points["arithmetic_intensity"], errors="coerce")
-    flops = pd.to_numeric(points["flops_per_s"], errors="coerce")
-    ok = (ai > 0) & (flops > 0) & np.isfinite(ai) & np.isfinite(flops)
-    return points.loc[ok].head(MAX_POINTS)
+    # Log axes cannot place zero: analysis marks the launches a log-log chart can place.
+    return points.loc[points["plottable"].fillna(False).astype(bool)].head(MAX_POINTS)
+
+
+def legend_label(ceiling: pd.Series) -> str:
+    """ "Tensor 1,070.3 TFLOP/s", "DRAM 4.02 TB/s": the roof's name and its peak."""
+    if ceiling["kind"] == "memory":
+        return f"{ceiling['label']} {html.fmt_bandwidth(ceiling['peak'])}"
+    return f"{ceiling['label']} {html.fmt_flops(ceiling['peak'])}"
 
 
 def _x_range(points: pd.DataFrame, ceilings: pd.DataFrame) -> tuple[float, float]:
     ai = points["arithmetic_intensity"].astype(float)
     lo, hi = (float(ai.min()), float(ai.max())) if len(ai) else (0.1, 100.0)
-    memory = ceilings.loc[ceilings["kind"] == "memory", "value"].astype(float)
-    compute = ceilings.loc[ceilings["kind"] == "compute", "value"].astype(float)
-    if len(memory) and len(compute):
-        ridges = [c / m for c in compute for m in memory if m > 0]
-        lo, hi = min([lo, *ridges]), max([hi, *ridges])
+    ridges = ceilings.loc[ceilings["kind"] == "compute", "ridge_ai"].astype(float).dropna()
+    if len(ridges):
+        lo, hi = min(lo, float(ridges.min())), max(hi, float(ridges.max()))
     # A decade of room on each side so the slope and the ridges show.
     return 10 ** math.floor(math.log10(lo) - 1), 10 ** math.ceil(math.log10(hi) + 1)
 
 
 def ceiling_lines(ceilings: pd.DataFrame, x_min: float, x_max: float) -> pd.DataFrame:
-    """Two points per ceiling: a memory ceiling rises from ``x_min`` until it meets the highest
-    compute ceiling; a compute ceiling is flat from its ridge with the fastest memory level."""
+    """Two points per ceiling (``ceiling`` = its legend label): a memory ceiling rises from
+    ``x_min`` to the farthest ridge (where it meets the highest compute roof); a compute
+    ceiling is flat from its ridge (``ridge_ai``; ``x_min`` when unknown) to ``x_max``."""
     memory = ceilings[ceilings["kind"] == "memory"]
     compute = ceilings[ceilings["kind"] == "compute"]
-    top = float(compute["value"].max()) if len(compute) else float("nan")
-    fastest = float(memory["value"].max()) if len(memory) else float("nan")
+    ridges = compute["ridge_ai"].astype(float).dropna()
+    end = float(ridges.max()) if len(ridges) else x_max
     rows = []
-    for label, bandwidth in zip(memory["ceiling"], memory["value"].astype(float), strict=True):
-        end = top / bandwidth if math.isfinite(top) else x_max
+    for _, roof in memory.iterrows():
+        label, bandwidth = legend_label(roof), float(roof["peak"])
         rows += [(label, 0, x_min, x_min * bandwidth), (label, 1, end, end * bandwidth)]
-    for label, peak in zip(compute["ceiling"], compute["value"].astype(float), strict=True):
-        start = peak / fastest if math.isfinite(fastest) else x_min
+    for _, roof in compute.iterrows():
+        ridge = float(roof["ridge_ai"])
+        start = ridge if math.isfinite(ridge) else x_min
+        label, peak = legend_label(roof), float(roof["peak"])
         rows += [(label, 0, start, peak), (label, 1, x_max, peak)]
     return pd.DataFrame(rows, columns=["ceiling", "order", "ai", "flops_per_s"])
 

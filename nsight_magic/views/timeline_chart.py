@@ -18,7 +18,17 @@ from .live import BRUSH, focus_opacity, link_params
 MAX_ROWS = 5000
 OVERVIEW_ROWS = 300  # the overview only shows where the work is; the detail shows what it is
 WIDTH = 640
-KIND_COLORS = {"kernel": "#4c78a8", "memcpy": "#f58518", "memset": "#e45756", "nvtx": "#54a24b"}
+# Every kind analysis.timeline gives a row; kernels of a CUDA graph (node-level trace) and whole
+# graph launches (graph-level trace) are marked apart from plain kernels.
+KIND_COLORS = {
+    "kernel": "#4c78a8",
+    "graph kernel": "#b279a2",
+    "graph launch": "#9d755d",
+    "memcpy": "#f58518",
+    "memset": "#e45756",
+    "statement": "#72b7b2",
+    "nvtx": "#54a24b",
+}
 
 
 def _decimals(frame: pd.DataFrame) -> int:

@@ -6,7 +6,7 @@ so the chart never holds more than the run's row budget. "Show all" returns to t
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import ipywidgets as w
 import pandas as pd
@@ -14,15 +14,8 @@ import pandas as pd
 from . import html
 from .common import attempt, one_line
 from .live import BRUSH, PICK, LiveChart, picked_name
+from .protocols import TimelineSource
 from .timeline_chart import OVERVIEW_ROWS, timeline_chart, timeline_overview
-
-
-class TimelineSource(Protocol):
-    def origin_ns(self) -> int: ...
-
-    def timeline(
-        self, window: tuple[int, int] | None = None, rows: int | None = None
-    ) -> pd.DataFrame: ...
 
 
 def _describe(frame: pd.DataFrame, window: tuple[int, int] | None) -> str:

@@ -85,3 +85,16 @@ def page(browser: Any) -> Iterator[Any]:
 def screenshots() -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     return SCREENSHOTS
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One JupyterLab server for the session's browser tests (``lab.start_lab``)."""
+    require("jupyterlab")
+    require("ipykernel")
+    from .lab import start_lab
+
+    root = tmp_path_factory.mktemp("lab_root")
+    home = tmp_path_factory.mktemp("lab_home")
+    with start_lab(root, home) as server:
+        yield server

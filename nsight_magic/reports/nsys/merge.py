@@ -33,7 +33,7 @@ from ...analysis.memory import copies_by_kind, memory_size_summary, memory_time_
 from ...analysis.nvtx_projection import nvtx_gpu_projection
 from . import process_info
 from .cupti import load_launches
-from .report import NsysReport
+from .report import GpuWork, NsysReport
 
 __all__ = ["RankedReport", "load_runs"]
 
@@ -185,6 +185,61 @@ class RankedReport:
     def memset(self) -> pd.DataFrame:
         return self._merged("memset", lambda r: r.memset())
 
+    def graph_launches(self) -> pd.DataFrame:
+        return self._merged("graph_launches", lambda r: r.graph_launches())
+
+    def processes(self) -> pd.DataFrame:
+        """``pid, name`` of every report's processes, with ``report`` and ``rank``."""
+        return self._merged("processes", lambda r: r.processes())
+
+    def gpu_work(self) -> GpuWork:
+        """The reports' ``gpu_work()`` counts added up."""
+        works = [r.gpu_work() for r in self.reports]
+        return GpuWork(
+            kernels=sum(w.kernels for w in works),
+            graph_launches=sum(w.graph_launches for w in works),
+            memcpy=sum(w.memcpy for w in works),
+            memset=sum(w.memset for w in works),
+        )
+
+    @property
+    def warnings(self) -> list[str]:
+        """Every report's ``warnings``, each prefixed with its report when there are several."""
+        if len(self.reports) == 1:
+            return self.reports[0].warnings
+        return [f"report {i}: {w}" for i, r in enumerate(self.reports) for w in r.warnings]
+
+    @property
+    def path(self) -> Path:
+        """The first report's export (what a run of these reports is named after)."""
+        return Path(self.reports[0].path)
+
+    def kernels_in_range(self, domain: str, range: str) -> pd.DataFrame:
+        """Rows of :meth:`kernels` launched inside NVTX range ``domain``/``range``, by each
+        report's own ``kernels_in_range`` (correlation ids and pids are per report)."""
+        return self._per_report_rows(self.kernels(), lambda r: r.kernels_in_range(domain, range))
+
+    def kernel_ops(self) -> pd.DataFrame:
+        """Each report's ``kernel_ops()``, with the index of :meth:`kernels`."""
+        ops = [r.kernel_ops() for r in self.reports]
+        out = pd.concat(ops, ignore_index=True)
+        out.index = self.kernels().index
+        return out
+
+    def _per_report_rows(
+        self, merged: pd.DataFrame, pick: Callable[[NsysReport], pd.DataFrame]
+    ) -> pd.DataFrame:
+        """The rows of ``merged`` (a frame of :meth:`_merged`, built from each report's frame
+        in report order) that ``pick`` selects from each report's own frame."""
+        rows, offset = [], 0
+        for i, r in enumerate(self.reports):
+            own = len(merged[(merged["report"] == i).to_numpy()])
+            chosen = pick(r)
+            # each report's frame has a fresh 0..n-1 index: positions in the merged frame
+            rows.append(offset + chosen.index.to_numpy(np.int64))
+            offset += own
+        return merged.iloc[np.sort(np.concatenate(rows))] if rows else merged.iloc[:0]
+
     def cuda_api(self) -> pd.DataFrame:
         return self._merged("cuda_api", lambda r: r.cuda_api())
 
@@ -201,22 +256,18 @@ class RankedReport:
         return self.reports[0].gpu_info()
 
     def gpu_ops(self) -> pd.DataFrame:
-        """Kernels, copies and sets: ``device_id, stream_id, start_ns, end_ns, name, report,
-        pid, rank``, sorted by start."""
-
-        def load() -> pd.DataFrame:
-            keys = ["device_id", "stream_id", "start_ns", "end_ns", "report", "pid", "rank"]
-            parts = [self.kernels()[[*keys, "name"]]]
-            copies = self.memcpy()
-            if len(copies):
-                parts.append(copies[keys].assign(name="[CUDA memcpy " + copies["kind"] + "]"))
-            if len(self.memset()):
-                parts.append(self.memset()[keys].assign(name="[CUDA memset]"))
-            out = pd.concat(parts, ignore_index=True)
-            out["name"] = out["name"].astype("str")
-            return out.sort_values("start_ns", kind="stable").reset_index(drop=True)
-
-        return self._cached("gpu_ops", load)
+        """Kernels, copies, sets and whole CUDA graph launches (``analysis.gaps.gpu_ops``):
+        ``device_id, stream_id, start_ns, end_ns, report, pid, rank, name``, sorted by start."""
+        return self._cached(
+            "gpu_ops",
+            lambda: _gaps.gpu_ops(
+                self.kernels(),
+                self.memcpy(),
+                self.memset(),
+                self.graph_launches(),
+                keys=["report", "pid", "rank"],
+            ),
+        )
 
     # --- summaries ----------------------------------------------------------------------------
     def kernel_summary(self) -> pd.DataFrame:
@@ -279,10 +330,19 @@ class RankedReport:
         """Per collective instance: spread of the ranks' kernel starts and the straggler."""
         return self._cached("rank_skew", lambda: _coll.rank_skew(self.collectives()))
 
-    def timeline(self, max_rows: int = 5000) -> pd.DataFrame:
+    def timeline(self, max_rows: int = 5000, window: tuple[int, int] | None = None) -> pd.DataFrame:
         """Timeline rows with lanes ``rank r / GPU d / stream s`` and ``rank r / NVTX <domain>``
-        (``analysis.ranks.rank_timeline``)."""
-        return _ranks.rank_timeline(self.kernels(), self.memcpy(), self.nvtx(), max_rows)
+        (``analysis.ranks.rank_timeline``) of the events overlapping ``window`` (all when
+        None), on the merged clock; graph launches included."""
+        return _ranks.rank_timeline(
+            self.kernels(),
+            self.memcpy(),
+            self.nvtx(),
+            max_rows,
+            window,
+            memset=self.memset(),
+            graph_launches=self.graph_launches(),
+        )
 
     def capture_window(self) -> tuple[int, int]:
         """(start_ns, end_ns) over every report, on the merged clock."""

@@ -13,6 +13,8 @@ import pandas as pd
 import pyarrow as pa
 
 from ...analysis import gaps as _gaps
+from ...analysis import torch_ops
+from ...analysis.attribution import kernels_in_range
 from ...analysis.kernels import kernel_summary
 from ...analysis.memory import copies_by_kind, memory_size_summary, memory_time_summary
 from ...analysis.nvtx_projection import nvtx_gpu_projection, project_nvtx_to_gpu
@@ -254,10 +256,14 @@ class NsysReport:
         return copies_by_kind(self.memcpy())
 
     def gpu_ops(self) -> pd.DataFrame:
-        """Kernels, copies and sets in one frame (``device_id, stream_id, start_ns, end_ns,
-        name``)."""
+        """Kernels, copies, sets and whole CUDA graph launches in one frame (``device_id,
+        stream_id, start_ns, end_ns, name``; ``analysis.gaps.gpu_ops``): what busy % and idle
+        gaps count."""
         return self._cached(
-            "gpu_ops", lambda: _gaps.gpu_ops(self.kernels(), self.memcpy(), self.memset())
+            "gpu_ops",
+            lambda: _gaps.gpu_ops(
+                self.kernels(), self.memcpy(), self.memset(), self.graph_launches()
+            ),
         )
 
     def capture_window(self) -> tuple[int, int]:
@@ -304,7 +310,25 @@ class NsysReport:
 
     def timeline(self, max_rows: int = 5000, window: tuple[int, int] | None = None) -> pd.DataFrame:
         """Rows for a timeline chart, of the events overlapping ``window`` (start_ns, end_ns)
-        when given (``analysis.timeline.timeline_frame``)."""
+        when given (``analysis.timeline.timeline_frame``; graph launches included)."""
         return timeline_frame(
-            self.kernels(), self.memcpy(), self.nvtx(), window, max_rows, self.memset()
+            self.kernels(),
+            self.memcpy(),
+            self.nvtx(),
+            window,
+            max_rows,
+            self.memset(),
+            self.graph_launches(),
+        )
+
+    def kernels_in_range(self, domain: str, range: str) -> pd.DataFrame:
+        """Rows of :meth:`kernels` launched inside NVTX range ``domain``/``range`` (nsys's
+        attribution rule, ``analysis.attribution.kernels_in_range``)."""
+        return kernels_in_range(self.kernels(), self.cuda_api(), self.nvtx(), domain, range)
+
+    def kernel_ops(self) -> pd.DataFrame:
+        """The PyTorch op that launched each kernel (``analysis.torch_ops.kernel_ops``), with
+        the index of :meth:`kernels`."""
+        return self._cached(
+            "kernel_ops", lambda: torch_ops.kernel_ops(self.kernels(), self.cuda_api(), self.nvtx())
         )
