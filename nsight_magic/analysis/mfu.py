@@ -368,8 +368,15 @@ def model_mfu(
     rows = []
     found: set[Any] = set()
     for (domain, name), t in totals.items():
-        keys = [(domain, name), name, f"{domain}:{name}", f"{domain}@{name}" if domain else name]
-        key = next((k for k in keys if k in flops), None)
+        # the spellings a user may key flops= by: (domain, range), the bare range, nsys stats'
+        # "domain:range", and the domain@range form of nvtx.annotate
+        spellings: list[Any] = [
+            (domain, name),
+            name,
+            f"{domain}:{name}",
+            f"{domain}@{name}" if domain else name,
+        ]
+        key = next((k for k in spellings if k in flops), None)
         if key is None:
             continue
         found.add(key)

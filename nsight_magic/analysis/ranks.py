@@ -90,7 +90,8 @@ def rank_map(
         order = sorted(set(on_one.values()))
         if len(order) == len(on_one):  # one process per device
             by_device = {p: order.index(d) for p, d in on_one.items()}
-    rank, source = [], []
+    rank: list[int | None] = []
+    source: list[str] = []
     for p in pids:
         for table, name in ((marked, "nvtx"), (named, "thread"), (by_device, "device")):
             if p in table:
@@ -221,7 +222,7 @@ def rank_timeline(
             g.get(key, e) for g, e in zip(groups, empty, strict=True)
         )
         part = timeline_frame(
-            k,  # type: ignore[arg-type]  (kernels are never None)
+            k,
             copies,
             ranges,
             window,

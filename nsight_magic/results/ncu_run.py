@@ -171,7 +171,7 @@ class NcuRun(_Run):
 
     def __repr__(self) -> str:
         try:
-            n = len(self.kernels())
+            n: int | str = len(self.kernels())
         except Exception:
             n = "?"
         where = f", run_dir={str(self.run_dir)!r}" if self.run_dir else ""

@@ -214,7 +214,7 @@ class NsysRun(_Run):
 
     def __repr__(self) -> str:
         try:
-            n = len(self.kernels())
+            n: int | str = len(self.kernels())
             busy = f", GPU busy {self.gpu_busy_pct():.1f}%"
         except Exception:
             n, busy = "?", ""

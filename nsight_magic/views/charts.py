@@ -21,7 +21,8 @@ WIDTH = 420
 def unique_labels(names: Iterable[object], width: int = LABEL_WIDTH) -> list[str]:
     """Axis labels cut to ``width`` that stay unique ("#2" on a repeat): several kernels can
     share a short name, and a categorical axis would merge their bars."""
-    out, seen = [], {}
+    out: list[str] = []
+    seen: dict[str, int] = {}
     for name in names:
         label = shorten(name, width)
         n = seen.get(label, 0)

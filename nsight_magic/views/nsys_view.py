@@ -305,5 +305,5 @@ def nsys_widget(source: NsysSource, profile_fn: ProfileFn, profile_range_fn: Pro
         [w.HTML(header_html(source)), w.Tab(children=list(pages.values()), titles=list(pages))]
     )
     # Kept on the view so tests and users can reach the parts (the picker, the timeline).
-    view.picker, view.ranges, view.timeline = picker, ranges, timeline  # type: ignore[attr-defined]
+    view.picker, view.ranges, view.timeline = picker, ranges, timeline
     return view

@@ -30,7 +30,7 @@ class TimelineView:
     brush does; ``on_pick(name)`` is called with the kernel name a click picked."""
 
     def __init__(
-        self, source: TimelineSource, on_pick: Callable[[str], None] | None = None
+        self, source: TimelineSource, on_pick: Callable[[str], object] | None = None
     ) -> None:
         self.source = source
         self.on_pick = on_pick

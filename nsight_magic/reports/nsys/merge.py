@@ -72,7 +72,7 @@ def load_runs(sources: Source | Iterable[Source], align: bool = True) -> RankedR
     reports = []
     for s in _expand(sources):
         report = getattr(s, "report", s)
-        reports.append(report if isinstance(report, NsysReport) else NsysReport.open(s))
+        reports.append(report if isinstance(report, NsysReport) else NsysReport.open(Path(report)))
     if not reports:
         raise ValueError("load_runs needs at least one report")
     run = RankedReport(reports, align=align)
