@@ -303,6 +303,16 @@ def test_nproc_runs_the_cell_on_every_rank_with_a_process_group(run, manager) ->
         run("import os\nassert os.environ['RANK'] == '0', 'only rank 1 fails'\n", nproc=2)
 
 
+def test_nproc_timeout_stops_every_rank(run, manager) -> None:
+    """--timeout on a torchrun cell: the error carries the process group's record, and no rank,
+    launcher or profiler process is left (the GPU test checks the same under nsys)."""
+    with pytest.raises(ProfileTimeout) as info:
+        run("import time\ntime.sleep(120)\n", nproc=2, timeout=20.0)
+    stopped = info.value.result
+    assert stopped is not None and stopped.outcome == "timeout" and stopped.signals
+    assert runner.group_members(stopped.pgid) == []
+
+
 def test_ncu_range_spec_resolved_against_the_cells_nsys_run(manager, data_dir) -> None:
     """%%ncu --nvtx: once the notebook profiled the cell with nsys, the name is resolved
     against that run's real ranges (the domain_llm fixture: 'LLM@prefill' in domain LLM,

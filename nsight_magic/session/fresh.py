@@ -49,7 +49,7 @@ class FreshExecutor:
         status = self._rank_status(ctx)
         if not stopped and status.get("status") != "error":
             runner.raise_for_profiler(result, ctx.tool.name)
-        return Outcome(status, stopped)
+        return Outcome(status, stopped, process=result)
 
     @staticmethod
     def _rank_status(ctx: RunContext) -> runs.CellStatus:

@@ -27,6 +27,7 @@ from ..errors import (
     WorkerDiedError,
 )
 from ..progress import ProgressParser, is_profiler_line
+from ..runner import RunResult
 from ..script import PreparedCell, prepare_cell
 from .backends import Backend
 from .spec import CellRequest, Notebook, RunCallbacks
@@ -92,11 +93,13 @@ class RunContext:
 @dataclass
 class Outcome:
     """How the cell's run ended: its status, and ``stopped`` ("", "interrupted", "cancelled",
-    "timeout") when it was stopped from outside."""
+    "timeout") when it was stopped from outside; ``process`` is the runner's record of a fresh
+    run's process group (pgid, signals sent), None for a warm worker."""
 
     status: runs.CellStatus
     stopped: str = ""
     died: WorkerDiedError | None = None
+    process: RunResult | None = None
 
 
 class Executor(Protocol):
@@ -221,6 +224,7 @@ def conclude(ctx: RunContext, outcome: Outcome, make_result: ResultFactory) -> A
         what = f"exceeded its {timeout:g} s timeout" if state == "timeout" else f"was {state}"
         raise cls(
             f"The run {what}; the cell was stopped. Run folder: {ctx.run_dir}",
+            result=outcome.process,
             run=_with_meta(partial, ctx),
         )
     if status.get("status") != "ok":
