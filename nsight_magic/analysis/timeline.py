@@ -79,7 +79,8 @@ def _events(
         domain = nvtx["domain"].where(nvtx["domain"] != "", "(default)").astype(str)
         lane = np.where(ours, STATEMENT_LANE, "NVTX " + domain)
         # the cell's statements on top, then the user's domains in name order
-        order = pd.Series(lane).rank(method="dense").to_numpy(np.int64) + 1
+        # (np.unique, not Series.rank: on pyarrow-backed strings pandas' rank warns on pyarrow 25+)
+        order = np.unique(lane, return_inverse=True)[1].reshape(-1).astype(np.int64) + 2
         level = nvtx["level"].to_numpy() if "level" in nvtx else np.zeros(len(nvtx), np.int64)
         parts.append(
             pd.DataFrame(
