@@ -1,8 +1,8 @@
-"""``python -m benchmarks [ingest|weight|gpu|all]``: each prints its ratios, measured in one run.
+"""``python -m benchmarks [ingest|weight|gpu|session|tracing|two-ranks|all]``: ratios, one run.
 
 ingest (P1) and weight (P2) run anywhere; gpu (P3, P4), session (P5, P6) and tracing (P7) need a
-GPU with nsys and ncu (session and tracing also transformers). ``all`` runs ingest and weight,
-and the GPU ones when nsys and ncu are on PATH.
+GPU with nsys and ncu (session and tracing also transformers); two-ranks (P8) needs 2 GPUs.
+``all`` runs ingest and weight, and the one-GPU ones when nsys and ncu are on PATH.
 """
 
 from __future__ import annotations
@@ -41,6 +41,10 @@ def main() -> None:
         from . import tracing
 
         tracing.main(rest if what == "tracing" else [])
+    if what == "two-ranks":  # needs 2 GPUs: never part of "all"
+        from . import two_ranks
+
+        two_ranks.main(rest)
 
 
 if __name__ == "__main__":
