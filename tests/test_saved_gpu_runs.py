@@ -1,4 +1,4 @@
-"""The run folders that notebooks 02 and 03 wrote on the lent H200 (committed under
+"""The run folders that notebooks 02, 03 and 04 wrote on the lent H200s (committed under
 notebooks/runs/) reload offline, with no GPU and no Nsight tools, and say what the notebooks say."""
 
 from __future__ import annotations
@@ -64,3 +64,27 @@ def test_compare_runs_reload_and_show_the_speedup() -> None:
     cmp = nsight_magic.compare(before, after)
     assert cmp.kernels["total_ns_a"].sum() > 10 * cmp.kernels["total_ns_b"].sum()
     assert any("flash" in n for n in after.kernel_summary()["name"])
+
+
+def test_two_rank_run_and_its_one_rank_drilldown_reload() -> None:
+    """Notebook 04 (nvidia-h200-x2): one report, two ranks; rank 1 was made late before the
+    third all-reduce, so rank 0 waits there; the picker's child profiled rank 1's GEMM only."""
+    run = nsight_magic.load_run(_run("04_multi_gpu", "tp_step"))
+    ranks = run.report.ranks()
+    assert sorted(ranks["rank"].dropna().astype(int)) == [0, 1]
+    assert set(ranks["source"]) == {"nvtx"}
+    assert run.meta["rank_status"] == {"0": "ok", "1": "ok"}
+    skew = run.report.rank_skew().sort_values("instance")
+    assert len(skew) == 4 and set(skew["kind"]) == {"AllReduce"}
+    late = skew.iloc[2]
+    assert late["last_rank"] == 1 and late["skew_ns"] > 4_000_000  # the 5 ms sleep
+    assert late["skew_ns"] == skew["skew_ns"].max()
+    waits = run.report.collective_summary().set_index("rank")["wait_ns"]
+    assert waits[0] > 10 * waits[1]
+    per_rank = run.report.rank_kernel_summary()
+    assert set(per_rank["rank"]) == {0, 1}
+    child = nsight_magic.load_run(next((run.run_dir / "ncu").iterdir()))
+    assert type(child).__name__ == "NcuRun" and child.meta["rank"] == 1
+    (name,) = child.kernels()["name"]
+    assert name.startswith("nvjet_sm90")
+    assert name in set(per_rank.loc[per_rank["rank"] == 1, "name"])

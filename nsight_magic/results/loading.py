@@ -46,6 +46,17 @@ def load_run(path: str | Path, profiler: KernelProfiler | None = None) -> Any:
     tool = meta.get("tool") or ("ncu" if report_path.suffix == ".ncu-rep" else "nsys")
     if tool == "ncu":
         return NcuRun(report, run_dir, meta)
+    return nsys_run(report, run_dir, meta, profiler=profiler)
+
+
+def nsys_run(
+    report: Any, run_dir: Path | None, meta: dict[str, Any], profiler: KernelProfiler | None = None
+) -> NsysRun:
+    """The run of a captured or reloaded nsys report: a cell that ran as several ranks
+    (``meta["nproc"]`` > 1, one report holding every rank) gets per-rank frames and a Ranks tab,
+    live and reloaded alike."""
+    if int(meta.get("nproc") or 1) > 1:
+        report = merge.load_runs([report])
     return NsysRun(report, run_dir, meta, profiler=profiler)
 
 

@@ -153,12 +153,9 @@ class NsysBackend:
     def result(
         self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any, profiler: Any
     ) -> Any:
-        from ..reports.nsys.merge import load_runs
-        from ..results import NsysRun
+        from ..results.loading import nsys_run
 
-        if int(meta.get("nproc") or 1) > 1:  # one report holding every rank: per-rank frames
-            report = load_runs([report])
-        return NsysRun(report, run_dir, meta, profiler=profiler)
+        return nsys_run(report, run_dir, meta, profiler=profiler)
 
     def launch_key(self, request: CellRequest) -> tuple[Any, ...]:
         # nsys fixes what it traces at launch: another trace choice needs another worker
