@@ -6,15 +6,15 @@ import pandas as pd
 import pytest
 
 from nsight_magic.analysis.compare import kernel_deltas
+from nsight_magic.reports.nsys.report import NsysReport
 from nsight_magic.results.comparison import Comparison, compare
 
 
 @pytest.fixture(scope="module")
 def reports(data_dir):
-    report_mod = pytest.importorskip("nsight_magic.reports.nsys.report")
     return (
-        report_mod.NsysReport.open(data_dir / "nsys_small.sqlite"),
-        report_mod.NsysReport.open(data_dir / "nsys_gemm.sqlite"),
+        NsysReport.open(data_dir / "nsys_small.sqlite"),
+        NsysReport.open(data_dir / "nsys_gemm.sqlite"),
     )
 
 
@@ -50,7 +50,6 @@ def test_compare_same_run_is_zero(reports):
 
 
 def test_compare_paths_and_static_html(data_dir):
-    pytest.importorskip("nsight_magic.reports")
     cmp = compare(data_dir / "nsys_small.sqlite", data_dir / "nsys_gemm.sqlite")
     top = cmp.kernels.iloc[0]
     page = cmp.to_html()

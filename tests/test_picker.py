@@ -8,6 +8,8 @@ import threading
 import pytest
 
 from nsight_magic.analysis.attribution import kernels_in_range
+from nsight_magic.reports.ncu.report import NcuReport
+from nsight_magic.reports.nsys.report import NsysReport
 from nsight_magic.results import NcuRun, NsysRun
 from nsight_magic.views.picker import KernelPicker
 
@@ -19,17 +21,13 @@ SOFTMAX = (
 
 @pytest.fixture(scope="module")
 def nsys_run(nsys_small_sqlite):
-    report = pytest.importorskip("nsight_magic.reports.nsys.report").NsysReport.open(
-        nsys_small_sqlite
-    )
+    report = NsysReport.open(nsys_small_sqlite)
     return NsysRun(report, meta={"name": "small"})
 
 
 @pytest.fixture(scope="module")
 def ncu_run(ncu_reports):
-    report = pytest.importorskip("nsight_magic.reports.ncu.report").NcuReport.open(
-        ncu_reports["ncu_small_roofline"]
-    )
+    report = NcuReport.open(ncu_reports["ncu_small_roofline"])
     return NcuRun(report, meta={"name": "picked"})
 
 

@@ -7,6 +7,8 @@ import html
 
 import pytest
 
+from nsight_magic.reports.ncu.report import NcuReport
+from nsight_magic.reports.nsys.report import NsysReport
 from nsight_magic.results import WIDGET_MIME, NcuRun, NsysRun
 from nsight_magic.results import base as results_base
 
@@ -18,17 +20,13 @@ GEMM_64 = (
 
 @pytest.fixture(scope="module")
 def nsys_run(nsys_small_sqlite, tmp_path_factory):
-    report = pytest.importorskip("nsight_magic.reports.nsys.report").NsysReport.open(
-        nsys_small_sqlite
-    )
+    report = NsysReport.open(nsys_small_sqlite)
     return NsysRun(report, tmp_path_factory.mktemp("run"), {"name": "small"})
 
 
 @pytest.fixture(scope="module")
 def ncu_run(ncu_reports):
-    report = pytest.importorskip("nsight_magic.reports.ncu.report").NcuReport.open(
-        ncu_reports["ncu_gemm_roofline"]
-    )
+    report = NcuReport.open(ncu_reports["ncu_gemm_roofline"])
     return NcuRun(report, None, {"name": "gemm"})
 
 

@@ -89,7 +89,6 @@ def _fake_nsys_run(root: Path, data_dir: Path, name: str = "small") -> Path:
 
 
 def test_load_run_rebuilds_nsys_run_offline(tmp_path: Path, data_dir: Path) -> None:
-    pytest.importorskip("nsight_magic.results")
     d = _fake_nsys_run(tmp_path, data_dir)
     run = load_run(d)
     assert type(run).__name__ == "NsysRun" and run.run_dir == d
@@ -100,7 +99,6 @@ def test_load_run_rebuilds_nsys_run_offline(tmp_path: Path, data_dir: Path) -> N
 
 
 def test_load_run_ncu_child(tmp_path: Path, data_dir: Path, ncu_reports: dict[str, Path]) -> None:
-    pytest.importorskip("nsight_magic.results")
     parent = _fake_nsys_run(tmp_path, data_dir)
     child = runs.child_run_dir(parent, "sm80_xmma_gemm")
     shutil.copy(ncu_reports["ncu_gemm_metrics"], child / "report.ncu-rep")
