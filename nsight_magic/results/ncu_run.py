@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
@@ -16,9 +16,7 @@ from ..views.ncu_view import ncu_static_html, ncu_widget
 from ..views.roofline_chart import roofline_chart
 from .base import _Run
 from .ncu_frames import NcuFrames
-
-if TYPE_CHECKING:  # the parent's type only: runs.py imports this module
-    from .runs import NsysRun
+from .protocols import ParentRun
 
 
 class NcuRun(_Run):
@@ -31,7 +29,7 @@ class NcuRun(_Run):
         report: Any,
         run_dir: str | Path | None = None,
         meta: dict[str, Any] | None = None,
-        parent: NsysRun | None = None,
+        parent: ParentRun | None = None,
     ) -> None:
         super().__init__(report, run_dir, meta)
         # The nsys run this kernel was picked from: its real-clock times feed MFU.

@@ -20,3 +20,12 @@ class KernelProfiler(Protocol):
     ) -> Any:
         """ncu on the kernels inside the NVTX range ``domain:name`` of that cell -> ``NcuRun``."""
         ...
+
+
+class ParentRun(Protocol):
+    """What an ``NcuRun`` needs of the nsys run it was drilled from (``NsysRun``): the real-clock
+    kernel times and the NVTX projection, for HFU/MFU over whole ranges."""
+
+    def kernels(self) -> Any: ...
+
+    def nvtx_gpu_projection(self) -> Any: ...
