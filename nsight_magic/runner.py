@@ -123,6 +123,10 @@ class _Reader(threading.Thread):
         super().__init__(daemon=True)
         self.stream, self.log, self.on_line = stream, log, on_line
         self.callback_errors: list[BaseException] = []
+        # Set once the group is being stopped: what the processes print while dying (torchrun's
+        # SignalException traceback, the script's KeyboardInterrupt line) goes to the log only;
+        # the user gets one message saying the run was stopped.
+        self.stopping = threading.Event()
 
     def run(self) -> None:
         pending = b""
@@ -144,7 +148,7 @@ class _Reader(threading.Thread):
             self._emit(pending)
 
     def _emit(self, raw: bytes) -> None:
-        if self.on_line is None:
+        if self.on_line is None or self.stopping.is_set():
             return
         try:
             self.on_line(raw.decode(errors="replace"))
@@ -199,6 +203,7 @@ def run(
             result.outcome = "interrupted"
         finally:
             if result.outcome != "exited":
+                reader.stopping.set()
                 result.signals = stop_group(proc, pgid, grace_s)
             else:
                 # the profiler is gone; workers it left behind must not outlive the run

@@ -84,6 +84,23 @@ def test_timeout_escalates_to_sigterm_and_leaves_no_orphan(tmp_path: Path) -> No
     assert "timeout" in str(info.value) and str(tmp_path / "log") in str(info.value)
 
 
+def test_what_a_stopped_run_prints_while_dying_goes_to_the_log_only(tmp_path: Path) -> None:
+    """torchrun answers SIGINT with a SignalException traceback; the user gets our one
+    message, the log keeps everything."""
+    code = (
+        "import signal, sys, time\n"
+        "def bye(*_):\n    print('Traceback: SignalException got signal 2', flush=True)\n"
+        "    sys.exit(1)\n"
+        "signal.signal(signal.SIGINT, bye)\nprint('started', flush=True)\ntime.sleep(60)\n"
+    )
+    lines: list[str] = []
+    with pytest.raises(ProfileTimeout):
+        runner.run([PY, "-c", code], log_path=tmp_path / "log", timeout=2.0,
+                   on_line=lines.append, grace_s=GRACE)  # fmt: skip
+    assert lines == ["started"]
+    assert "SignalException" in (tmp_path / "log").read_text()
+
+
 def test_cancel_event_escalates_to_sigkill(tmp_path: Path) -> None:
     cancel = threading.Event()
     seen = threading.Event()
