@@ -15,7 +15,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,8 +116,7 @@ def stop_group(
 
 
 class _Reader(threading.Thread):
-    """Copy the child's output to the log file and hand complete lines to the callback.
-    Lines end at ``\\n`` or ``\\r`` (nsys redraws its bars with ``\\r``)."""
+    """Copy the child's output to the log file and hand complete lines to the callback."""
 
     def __init__(self, stream: Any, log: Any, on_line: LineCallback | None) -> None:
         super().__init__(daemon=True)
@@ -129,31 +128,42 @@ class _Reader(threading.Thread):
         self.stopping = threading.Event()
 
     def run(self) -> None:
-        pending = b""
-        fd = self.stream.fileno()
-        while True:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            self.log.write(chunk)
-            self.log.flush()
-            pending += chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                self._emit(line)
-        if pending:
-            self._emit(pending)
+        for line in output_lines(self.stream.fileno(), self._copy_to_log):
+            self._emit(line)
 
-    def _emit(self, raw: bytes) -> None:
+    def _copy_to_log(self, chunk: bytes) -> None:
+        self.log.write(chunk)
+        self.log.flush()
+
+    def _emit(self, line: str) -> None:
         if self.on_line is None or self.stopping.is_set():
             return
         try:
-            self.on_line(raw.decode(errors="replace"))
+            self.on_line(line)
         except BaseException as exc:  # a broken display must not stop the log copy
             self.callback_errors.append(exc)
+
+
+def output_lines(fd: int, on_chunk: Callable[[bytes], None] | None = None) -> Iterator[str]:
+    """The lines a process writes to ``fd`` until it closes, decoded; lines end at ``\\n`` or
+    ``\\r`` (nsys redraws its bars with ``\\r``). ``on_chunk`` sees the raw bytes first (a log
+    copy)."""
+    pending = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        if on_chunk is not None:
+            on_chunk(chunk)
+        pending += chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        *lines, pending = pending.split(b"\n")
+        for raw in lines:
+            yield raw.decode(errors="replace")
+    if pending:
+        yield pending.decode(errors="replace")
 
 
 def run(

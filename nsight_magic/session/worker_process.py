@@ -211,21 +211,8 @@ class WorkerProcess:
     # --- output -------------------------------------------------------------------------------
     def _read_output(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        pending = b""
-        while True:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            pending += chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-            *lines, pending = pending.split(b"\n")
-            for raw in lines:
-                self._emit(raw.decode(errors="replace"))
-        if pending:
-            self._emit(pending.decode(errors="replace"))
+        for line in runner.output_lines(self.proc.stdout.fileno()):
+            self._emit(line)
 
     def _emit(self, line: str) -> None:
         self.tail.append(line)

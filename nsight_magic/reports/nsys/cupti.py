@@ -6,7 +6,7 @@ sorted by start, with ``pid`` in every frame."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -76,19 +76,26 @@ def load_cuda_api(src: ExportSource, strings: StringTable | None = None) -> pd.D
     raw = sort_by_start(src.read_columns(RUNTIME, _RUNTIME))
     ints = raw.ints
     names = require_names(src, table, ints["nameId"], f"{RUNTIME}.nameId")
-    pid, tid = split_global_id(ints["globalTid"])
     return to_frame(
         {
             "name": table.take(ints["nameId"], api_name, pos=names),
-            "start_ns": ints["start"],
-            "end_ns": ints["end"],
-            "duration_ns": ints["end"] - ints["start"],
-            "correlation_id": ints["correlationId"],
-            "pid": pid,
-            "tid": tid,
+            **_call_columns(ints),
             "return_value": ints["returnValue"],
         }
     )
+
+
+def _call_columns(ints: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``start_ns, end_ns, duration_ns, correlation_id, pid, tid`` of runtime API rows."""
+    pid, tid = split_global_id(ints["globalTid"])
+    return {
+        "start_ns": ints["start"],
+        "end_ns": ints["end"],
+        "duration_ns": ints["end"] - ints["start"],
+        "correlation_id": ints["correlationId"],
+        "pid": pid,
+        "tid": tid,
+    }
 
 
 def api_name(name: str) -> str:
@@ -105,17 +112,7 @@ def load_launches(src: ExportSource, correlation_ids: np.ndarray) -> pd.DataFram
     spec: Spec = {"start": "i", "end": "i", "globalTid": "i", "correlationId": "i"}
     keep = ("correlationId", id_set(np.asarray(correlation_ids, dtype=np.int64)))
     ints = sort_by_start(src.read_columns(RUNTIME, spec, keep=keep)).ints
-    pid, tid = split_global_id(ints["globalTid"])
-    return pd.DataFrame(
-        {
-            "start_ns": ints["start"],
-            "end_ns": ints["end"],
-            "duration_ns": ints["end"] - ints["start"],
-            "correlation_id": ints["correlationId"],
-            "pid": pid,
-            "tid": tid,
-        }
-    )
+    return pd.DataFrame(_call_columns(ints))
 
 
 def id_set(wanted: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:

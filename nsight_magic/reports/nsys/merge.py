@@ -29,11 +29,10 @@ from ...analysis import collectives as _coll
 from ...analysis import gaps as _gaps
 from ...analysis import ranks as _ranks
 from ...analysis.kernels import kernel_summary
-from ...analysis.memory import copies_by_kind, memory_size_summary, memory_time_summary
 from ...analysis.nvtx_projection import nvtx_gpu_projection
 from . import process_info
 from .cupti import load_launches
-from .report import GpuWork, NsysReport
+from .report import CopySummaries, GpuWork, NsysReport
 
 __all__ = ["RankedReport", "load_runs"]
 
@@ -80,7 +79,7 @@ def load_runs(sources: Source | Iterable[Source], align: bool = True) -> RankedR
     return run
 
 
-class RankedReport:
+class RankedReport(CopySummaries):
     """NsysReport's frames over one or more reports, with ``report`` and ``rank`` columns
     (contracts in the module docstring and ARCHITECTURE.md). Frames are cached; copy before
     mutating."""
@@ -297,15 +296,6 @@ class RankedReport:
             "rank_nvtx_gpu_projection",
             lambda: _ranks.rank_nvtx_projection(self.nvtx_gpu_trace()),
         )
-
-    def memory_time_summary(self) -> pd.DataFrame:
-        return memory_time_summary(self.memcpy(), self.memset())
-
-    def memory_size_summary(self) -> pd.DataFrame:
-        return memory_size_summary(self.memcpy(), self.memset())
-
-    def copies_by_kind(self) -> pd.DataFrame:
-        return copies_by_kind(self.memcpy())
 
     def collectives(self) -> pd.DataFrame:
         """One row per NCCL kernel (``analysis.collectives.collectives``), with ``report``."""

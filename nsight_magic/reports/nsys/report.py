@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,7 +49,29 @@ class GpuWork:
         return any((self.kernels, self.graph_launches, self.memcpy, self.memset))
 
 
-class NsysReport:
+class CopySummaries(abc.ABC):
+    """The copy and memset summaries, the same for one report (``NsysReport``) and for the
+    ranks of several (``merge.RankedReport``): both give ``memcpy()`` and ``memset()``."""
+
+    @abc.abstractmethod
+    def memcpy(self) -> pd.DataFrame: ...
+
+    @abc.abstractmethod
+    def memset(self) -> pd.DataFrame: ...
+
+    def memory_time_summary(self) -> pd.DataFrame:
+        """= ``cuda_gpu_mem_time_sum``."""
+        return memory_time_summary(self.memcpy(), self.memset())
+
+    def memory_size_summary(self) -> pd.DataFrame:
+        """= ``cuda_gpu_mem_size_sum`` (bytes, not MB)."""
+        return memory_size_summary(self.memcpy(), self.memset())
+
+    def copies_by_kind(self) -> pd.DataFrame:
+        return copies_by_kind(self.memcpy())
+
+
+class NsysReport(CopySummaries):
     """Frames of an nsys export (column contracts in ARCHITECTURE.md).
 
     ``NsysReport.open(path)`` takes a ``.sqlite`` export, a parquet dir, or a ``.nsys-rep``
@@ -243,17 +266,6 @@ class NsysReport:
         return self._cached(
             "nvtx_gpu_projection", lambda: nvtx_gpu_projection(self.nvtx_gpu_trace())
         )
-
-    def memory_time_summary(self) -> pd.DataFrame:
-        """= ``cuda_gpu_mem_time_sum``."""
-        return memory_time_summary(self.memcpy(), self.memset())
-
-    def memory_size_summary(self) -> pd.DataFrame:
-        """= ``cuda_gpu_mem_size_sum`` (bytes, not MB)."""
-        return memory_size_summary(self.memcpy(), self.memset())
-
-    def copies_by_kind(self) -> pd.DataFrame:
-        return copies_by_kind(self.memcpy())
 
     def gpu_ops(self) -> pd.DataFrame:
         """Kernels, copies, sets and whole CUDA graph launches in one frame (``device_id,
