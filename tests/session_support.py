@@ -82,7 +82,7 @@ class BareBackend:
     def report_path(self, run_dir: Path) -> Path:
         return run_dir / "status.json"
 
-    def load(self, tool: Tool, run_dir: Path) -> Any:
+    def load(self, tool: Tool, run_dir: Path, nproc: int = 1) -> Any:
         return runs.read_cell_status(run_dir)
 
     def check_captured(self, report: Any, status: dict[str, Any], run_dir: Path) -> None:

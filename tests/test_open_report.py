@@ -120,9 +120,11 @@ def test_rep_without_export_needs_nsys(tmp_path: Path, data_dir: Path, monkeypat
 def test_export_argv_and_sibling(data_dir: Path) -> None:
     argv = export_argv("/opt/nsys", "a b.nsys-rep", "a b.sqlite", "sqlite")
     assert argv == [
-        "/opt/nsys", "export", "--type", "sqlite", "--force-overwrite=true", "-o", "a b.sqlite",
-        "a b.nsys-rep",
+        "/opt/nsys", "export", "--type", "sqlite", "--force-overwrite=true", "--include-json=true",
+        "-o", "a b.sqlite", "a b.nsys-rep",
     ]  # fmt: skip
+    # a parquet dir has no JSON to include: the flag is the SQLite export's only
+    assert "--include-json=true" not in export_argv("/opt/nsys", "r.nsys-rep", "r_pq", "parquetdir")
     assert sibling_export(data_dir / "nsys_small.nsys-rep", fresh_only=False) == (
         data_dir / "nsys_small.sqlite"
     )

@@ -87,7 +87,7 @@ class Backend(Protocol):
     def begin_capture(self, tool: Tool, state: WarmState, run_dir: Path) -> Any: ...
     def end_capture(self, tool: Tool, state: WarmState, handle: Any, run_dir: Path) -> None: ...
     def report_path(self, run_dir: Path) -> Path: ...
-    def load(self, tool: Tool, run_dir: Path) -> Any: ...
+    def load(self, tool: Tool, run_dir: Path, nproc: int = 1) -> Any: ...
     def check_captured(self, report: Any, status: dict[str, Any], run_dir: Path) -> None: ...
     def result(self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any,
                profiler: Any) -> Any: ...  # fmt: skip
@@ -198,13 +198,18 @@ class NsysBackend:
     def report_path(self, run_dir: Path) -> Path:
         return run_dir / "report.nsys-rep"
 
-    def load(self, tool: Tool, run_dir: Path) -> Any:
+    def load(self, tool: Tool, run_dir: Path, nproc: int = 1) -> Any:
         """The .nsys-rep exported as a parquet dir (columnar: 1M kernels load 3.4x faster than
-        from SQLite, benchmarks/README.md), or as SQLite where this nsys cannot write parquet."""
+        from SQLite, benchmarks/README.md), or as SQLite where this nsys cannot write parquet.
+        Several ranks: SQLite first, the only export that carries NCCL's NVTX payloads (message
+        size, communicator) for the collectives table."""
         from ..reports import open_report
         from ..reports.nsys.export import export_report
 
         rep = self.report_path(run_dir)
+        if nproc > 1:
+            with contextlib.suppress(CorruptReportError):
+                return open_report(export_report(rep, "sqlite", nsys=tool.path))
         try:
             exported = export_report(rep, "parquetdir", out=run_dir / "report_pq", nsys=tool.path)
         except CorruptReportError:
@@ -353,7 +358,7 @@ class NcuBackend:
     def report_path(self, run_dir: Path) -> Path:
         return run_dir / "report.ncu-rep"
 
-    def load(self, tool: Tool, run_dir: Path) -> Any:
+    def load(self, tool: Tool, run_dir: Path, nproc: int = 1) -> Any:
         from ..reports.ncu.report import NcuReport
 
         return NcuReport.open(self.report_path(run_dir))

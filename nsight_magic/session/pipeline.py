@@ -196,7 +196,7 @@ def _load(ctx: RunContext, make_result: ResultFactory, *, quiet: bool) -> Any:
     t = time.perf_counter()
     ctx.lines.phase("exporting" if ctx.backend.tool == "nsys" else "loading")
     try:
-        report = ctx.backend.load(ctx.tool, ctx.run_dir)
+        report = ctx.backend.load(ctx.tool, ctx.run_dir, ctx.request.nproc)
     except Exception:
         if quiet:
             return None

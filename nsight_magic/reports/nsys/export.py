@@ -14,8 +14,13 @@ ExportKind = Literal["sqlite", "parquetdir"]
 
 
 def export_argv(nsys: str | Path, rep: str | Path, out: str | Path, kind: ExportKind) -> list[str]:
-    """``nsys export --type KIND --force-overwrite=true -o OUT REP`` as an argv list."""
-    return [str(nsys), "export", "--type", kind, "--force-overwrite=true", "-o", str(out), str(rep)]
+    """``nsys export --type KIND --force-overwrite=true [--include-json=true] -o OUT REP`` as an
+    argv list. A SQLite export carries the NVTX payloads as JSON (NCCL's message size,
+    communicator and reduction: ``analysis.collectives``); a parquet dir has no JSON column
+    filled, so it gets no such flag (tests/data/README.md: ``nsys_2rank``)."""
+    json = ["--include-json=true"] if kind == "sqlite" else []
+    return [str(nsys), "export", "--type", kind, "--force-overwrite=true", *json, "-o", str(out),
+            str(rep)]  # fmt: skip
 
 
 def _is_export(path: Path) -> bool:
