@@ -29,9 +29,10 @@ from .profilers import nsys as nsys_argv
 from .progress import Progress
 from .script import prepare_cell
 from .session.backends import NcuBackend, NsysBackend
-from .session.manager import MANAGER, SessionStatus
+from .session.manager import MANAGER
 from .session.spec import CellRequest, Notebook, RunCallbacks
-from .session.variables import DEFAULT_AUTO_MAX_BYTES, human_bytes, parse_names
+from .session.status import format_status, notebook_gpu_memory
+from .session.variables import DEFAULT_AUTO_MAX_BYTES, parse_names
 
 _STATE_NOTE = (
     "The cell runs in a warm worker process that keeps its state between profiled cells (like "
@@ -116,38 +117,6 @@ class _ProgressView:
     @staticmethod
     def output(line: str) -> None:
         print(line, flush=True)
-
-
-def format_status(statuses: list[SessionStatus], notebook_gpu: dict[str, Any]) -> str:
-    """``%nsight_session`` as text: one paragraph per worker, then the notebook's own GPU use."""
-    if not statuses:
-        lines = ["No profiling worker is running; the next %%nsys / %%ncu cell starts one."]
-    else:
-        lines = []
-    for s in statuses:
-        state = "running" if s.alive else "stopped"
-        lines.append(f"{s.tool} worker: {state}, pid {s.pid}, up {s.uptime_s:,.0f} s, "
-                     f"{s.cells} cell(s) profiled, {s.replayed} history step(s) run")  # fmt: skip
-        for device, mem in sorted(s.cuda_memory.items()):
-            lines.append(f"  GPU {device}: torch holds {human_bytes(mem['reserved_bytes'])} "
-                         f"({human_bytes(mem['allocated_bytes'])} in tensors)")  # fmt: skip
-        if s.gpu_memory_mib is not None:
-            lines.append(f"  nvidia-smi: the worker process uses {s.gpu_memory_mib:,.0f} MiB")
-        lines.append(f"  launched as: {' '.join(s.launch_argv[:6])} ...")
-    for device, mem in sorted(notebook_gpu.items()):
-        lines.append(f"notebook GPU {device}: torch holds {human_bytes(mem['reserved_bytes'])} "
-                     "(a model built in %%nsight_setup lives here AND in each worker; "
-                     "%%nsight_setup --worker-only builds it in the workers only)")  # fmt: skip
-    return "\n".join(lines)
-
-
-def _notebook_gpu_memory() -> dict[str, Any]:
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_initialized():
-        return {}
-    return {str(d): {"reserved_bytes": int(torch.cuda.memory_reserved(d)),
-                     "allocated_bytes": int(torch.cuda.memory_allocated(d))}
-            for d in range(torch.cuda.device_count())}  # fmt: skip
 
 
 @magics_class
@@ -429,7 +398,7 @@ class NsightMagic(Magics):
         except SystemExit:  # pragma: no cover - MagicArgumentParser raises UsageError
             raise UsageError("usage: %nsight_session [status|restart|stop] [nsys|ncu]") from None
         if args.action == "status":
-            print(format_status(MANAGER.status(), _notebook_gpu_memory()))
+            print(format_status(MANAGER.status(), notebook_gpu_memory()))
             return
         if args.action == "reset":
             MANAGER.reset()

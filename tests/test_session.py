@@ -31,6 +31,7 @@ from nsight_magic.session import worker_process
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+from nsight_magic.session.status import format_status
 
 
 def _alive(pid: int) -> bool:
@@ -240,6 +241,12 @@ def test_stop_and_status(run, manager) -> None:
     (status,) = manager.status()
     assert status.alive and status.cells == 1 and status.tool == "nsys"
     pid = status.pid
+    # %nsight_session's text for this real worker (no GPU here: no memory lines), and the
+    # notebook's GPU line as torch would report it
+    text = format_status([status], {"0": {"reserved_bytes": 3_000_000_000, "allocated_bytes": 0}})
+    assert text.startswith(f"nsys worker: running, pid {pid}, up ")
+    assert "1 cell(s) profiled" in text and "launched as: " in text
+    assert "notebook GPU 0: torch holds 3.0 GB" in text and "--worker-only" in text
     assert manager.stop() == ["nsys"]
     assert manager.status() == [] and not _alive(pid)
 

@@ -1,0 +1,44 @@
+"""``%nsight_session``'s text: each worker (pid, uptime, cells, the GPU memory it holds, by
+torch's allocator and by nvidia-smi) and the notebook's own GPU memory, so a model built twice
+(notebook and worker) shows."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from .manager import SessionStatus
+from .variables import human_bytes
+
+
+def format_status(statuses: list[SessionStatus], notebook_gpu: dict[str, Any]) -> str:
+    """``%nsight_session`` as text: one paragraph per worker, then the notebook's own GPU use."""
+    if not statuses:
+        lines = ["No profiling worker is running; the next %%nsys / %%ncu cell starts one."]
+    else:
+        lines = []
+    for s in statuses:
+        state = "running" if s.alive else "stopped"
+        lines.append(f"{s.tool} worker: {state}, pid {s.pid}, up {s.uptime_s:,.0f} s, "
+                     f"{s.cells} cell(s) profiled, {s.replayed} history step(s) run")  # fmt: skip
+        for device, mem in sorted(s.cuda_memory.items()):
+            lines.append(f"  GPU {device}: torch holds {human_bytes(mem['reserved_bytes'])} "
+                         f"({human_bytes(mem['allocated_bytes'])} in tensors)")  # fmt: skip
+        if s.gpu_memory_mib is not None:
+            lines.append(f"  nvidia-smi: the worker process uses {s.gpu_memory_mib:,.0f} MiB")
+        lines.append(f"  launched as: {' '.join(s.launch_argv[:6])} ...")
+    for device, mem in sorted(notebook_gpu.items()):
+        lines.append(f"notebook GPU {device}: torch holds {human_bytes(mem['reserved_bytes'])} "
+                     "(a model built in %%nsight_setup lives here AND in each worker; "
+                     "%%nsight_setup --worker-only builds it in the workers only)")  # fmt: skip
+    return "\n".join(lines)
+
+
+def notebook_gpu_memory() -> dict[str, Any]:
+    """What torch holds on each GPU in the notebook's own process ({} before CUDA is used)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return {}
+    return {str(d): {"reserved_bytes": int(torch.cuda.memory_reserved(d)),
+                     "allocated_bytes": int(torch.cuda.memory_allocated(d))}
+            for d in range(torch.cuda.device_count())}  # fmt: skip
