@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # The GPU work of this project, in stages, on the lent GPU machine (device tool, carry .device):
 #     source .device/env.sh && bash tools/gpu_session.sh tests notebooks bench-gpu bench-ingest
+# Stages: tests, notebooks|nb02|nb03|nb04, bench-gpu, bench-p3-deep, bench-session, bench-tracing,
+# bench-two-ranks, bench-ingest.
 # Each stage logs to $OUT (what comes back); see tests/gpu, notebooks/, benchmarks/README.md.
 set -uo pipefail
+# NVLink multicast stays off in every process (the lent 2-GPU machine needs it; harmless on one)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 out="${OUT:-/tmp/gpu-out}"; mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$out/gpu.txt"
 for stage in "$@"; do
   echo "=== $stage $(date -u +%H:%M:%S)"
   case "$stage" in
-    tests)
+    tests)  # one GPU: the ranks tests skip; on nvidia-h200-x2 they run too
       python3 -m pytest -q -s -m gpu tests/gpu -p no:cacheprovider 2>&1 | tee "$out/gpu_tests.log" ;;
-    notebooks|nb02|nb03)
+    notebooks|nb02|nb03|nb04)  # nb04 needs 2 GPUs (nvidia-h200-x2)
       case "$stage" in nb02) nbs=(02_llm_drilldown) ;; nb03) nbs=(03_compare) ;;
-                       *) nbs=(02_llm_drilldown 03_compare) ;; esac
+                       nb04) nbs=(04_multi_gpu) ;; *) nbs=(02_llm_drilldown 03_compare) ;; esac
       for nb in "${nbs[@]}"; do
         rm -rf "notebooks/runs/$nb"
         (cd notebooks && python3 ../tools/run_notebook.py "$nb.ipynb" --inplace --timeout 900)
@@ -23,6 +27,12 @@ for stage in "$@"; do
     bench-p3-deep)  # the drill-down on a deeper cell (more launches for ncu --set full)
       python3 -m benchmarks gpu --only p3 --layers 8 --json "$out/bench_p3_deep.json" 2>&1 \
         | tee "$out/bench_p3_deep.log" ;;
+    bench-session)
+      python3 -m benchmarks session --json "$out/bench_session.json" 2>&1 | tee "$out/bench_session.log" ;;
+    bench-tracing)
+      python3 -m benchmarks tracing --json "$out/tracing.json" 2>&1 | tee "$out/tracing.log" ;;
+    bench-two-ranks)  # 2 GPUs
+      python3 -m benchmarks two-ranks --json "$out/p8.json" 2>&1 | tee "$out/p8.log" ;;
     bench-ingest)
       python3 -m benchmarks ingest --workdir /tmp/bench --json "$out/bench_ingest.json" 2>&1 \
         | tee "$out/bench_ingest.log" ;;
