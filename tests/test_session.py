@@ -306,6 +306,7 @@ def test_nproc_runs_the_cell_on_every_rank_with_a_process_group(run, manager) ->
     assert {line for line in out if "sum" in line} == {
         "[default0]:rank 0 of 2 sum 3", "[default1]:rank 1 of 2 sum 3"}  # fmt: skip
     assert manager.status() == []  # several ranks never use the warm worker
+    assert not [line for line in out if "OMP_NUM_THREADS" in line], "no torchrun banner"
     with pytest.raises(CellFailedError, match=r"\(rank 1\) only rank 1 fails"):
         run("import os\nassert os.environ['RANK'] == '0', 'only rank 1 fails'\n", nproc=2)
 

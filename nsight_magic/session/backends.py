@@ -99,6 +99,9 @@ def process_env(request: CellRequest, extra: dict[str, str] | None = None) -> di
     env = clean_env({**(extra or {}), "PYTHONUNBUFFERED": "1", **request.env})
     if request.nproc > 1:
         env["PYTHONPATH"] = pythonpath_with_package(env)
+        # torchrun sets 1 itself when it is unset, with a 3-line banner in the cell's output:
+        # the same value, without the banner; a value the user set is kept
+        env.setdefault("OMP_NUM_THREADS", "1")
     return env
 
 
