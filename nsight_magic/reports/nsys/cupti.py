@@ -88,14 +88,13 @@ def load_cuda_api(src: ExportSource, strings: StringTable | None = None) -> pd.D
 def _call_columns(ints: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """``start_ns, end_ns, duration_ns, correlation_id, pid, tid`` of runtime API rows."""
     pid, tid = split_global_id(ints["globalTid"])
-    return {
-        "start_ns": ints["start"],
-        "end_ns": ints["end"],
-        "duration_ns": ints["end"] - ints["start"],
-        "correlation_id": ints["correlationId"],
-        "pid": pid,
-        "tid": tid,
-    }
+    return {**_span(ints), "correlation_id": ints["correlationId"], "pid": pid, "tid": tid}
+
+
+def _span(ints: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``start_ns, end_ns, duration_ns`` of any CUPTI activity or API row."""
+    return {"start_ns": ints["start"], "end_ns": ints["end"],
+            "duration_ns": ints["end"] - ints["start"]}  # fmt: skip
 
 
 def api_name(name: str) -> str:
@@ -181,9 +180,7 @@ def load_kernel_core(src: ExportSource, strings: StringTable | None = None) -> p
     pid, _ = split_global_id(ints["globalPid"])
     return pd.DataFrame(
         {
-            "start_ns": ints["start"],
-            "end_ns": ints["end"],
-            "duration_ns": ints["end"] - ints["start"],
+            **_span(ints),
             "name": table.categorical(ints["demangledName"], pos=names),
             "device_id": ints["deviceId"],
             "stream_id": ints["streamId"],
@@ -224,9 +221,7 @@ def load_kernels(
         api = load_launches(src, corr)
     return to_frame(
         {
-            "start_ns": ints["start"],
-            "end_ns": ints["end"],
-            "duration_ns": ints["end"] - ints["start"],
+            **_span(ints),
             "name": table.take(ints["demangledName"], pos=names["demangledName"]),
             "short_name": table.take(ints["shortName"], pos=names["shortName"]),
             "mangled_name": table.take(ints["mangledName"], pos=names["mangledName"]),
@@ -293,9 +288,7 @@ def _gpu_op_columns(ints: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The columns every GPU op frame shares, from a memcpy/memset read."""
     pid, _ = split_global_id(ints["globalPid"])
     return {
-        "start_ns": ints["start"],
-        "end_ns": ints["end"],
-        "duration_ns": ints["end"] - ints["start"],
+        **_span(ints),
         "bytes": ints["bytes"],
         "device_id": ints["deviceId"],
         "stream_id": ints["streamId"],
@@ -383,9 +376,7 @@ def load_graph_launches(src: ExportSource) -> pd.DataFrame:
     ints = sort_by_start(src.read_columns(GRAPH_TRACE, _GRAPH_TRACE)).ints
     pid, _ = split_global_id(ints["globalPid"])
     data = {
-        "start_ns": ints["start"],
-        "end_ns": ints["end"],
-        "duration_ns": ints["end"] - ints["start"],
+        **_span(ints),
         "graph_id": ints["graphId"],
         "graph_exec_id": ints["graphExecId"],
         "device_id": ints["deviceId"],
