@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import alive
 
 from nsight_magic import runner
 from nsight_magic.errors import (
@@ -45,14 +46,6 @@ time.sleep(60)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_output_goes_to_log_and_callback_in_order(tmp_path: Path) -> None:
     lines: list[str] = []
     code = (
@@ -79,7 +72,7 @@ def test_timeout_escalates_to_sigterm_and_leaves_no_orphan(tmp_path: Path) -> No
     assert res.signals == ["SIGINT", "SIGTERM"]  # SIGINT was ignored by both
     assert runner.group_members(res.pgid) == []
     grandchild = int((tmp_path / "log").read_text().split()[1])
-    assert not _alive(grandchild)
+    assert not alive(grandchild)
     assert res.returncode == -signal.SIGTERM
     assert "timeout" in str(info.value) and str(tmp_path / "log") in str(info.value)
 
@@ -162,7 +155,7 @@ def test_leftover_grandchild_is_killed_after_normal_exit(tmp_path: Path) -> None
     assert res.returncode == 0 and res.outcome == "exited"
     leftover = int((tmp_path / "log").read_text().split()[0])
     assert res.leftovers_killed == [leftover]
-    assert not _alive(leftover) and runner.group_members(res.pgid) == []
+    assert not alive(leftover) and runner.group_members(res.pgid) == []
 
 
 def test_nonzero_exit_raises_profiler_error_with_error_lines(tmp_path: Path) -> None:

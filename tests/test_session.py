@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import alive
 from session_support import BareBackend
 
 from nsight_magic import runner
@@ -32,14 +33,6 @@ from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
 from nsight_magic.session.status import format_status
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.fixture
@@ -194,7 +187,7 @@ def test_a_worker_that_ignores_interrupts_is_killed(run, manager, monkeypatch) -
     cell = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)\n"
     with pytest.raises(WorkerDiedError, match="did not stop"):
         run(cell, timeout=1.0)
-    assert not _alive(pid)
+    assert not alive(pid)
     # the next cell starts a new worker, which replays what the old one had run
     _, out = run("print('x =', x)")
     assert "x = 1" in out and _pid(manager) != pid
@@ -205,7 +198,7 @@ def test_a_crashed_worker_is_restarted_and_replays_the_history(run, manager) -> 
     pid = _pid(manager)
     with pytest.raises(WorkerDiedError, match="SIGKILL"):
         run("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
-    assert not _alive(pid)
+    assert not alive(pid)
     result, out = run("print('x is', x)")
     assert "x is 7" in out and _pid(manager) != pid
     assert result.meta["replayed"] == ["cell"]
@@ -233,7 +226,7 @@ def test_an_env_change_starts_a_new_worker(run, manager) -> None:
     run("import os\nprint(os.environ.get('NSM_TEST'))", env={"NSM_TEST": "a"})
     pid = _pid(manager)
     _, out = run("import os\nprint(os.environ.get('NSM_TEST'))", env={"NSM_TEST": "b"})
-    assert out[-1] == "b" and _pid(manager) != pid and not _alive(pid)
+    assert out[-1] == "b" and _pid(manager) != pid and not alive(pid)
 
 
 def test_stop_and_status(run, manager) -> None:
@@ -248,7 +241,7 @@ def test_stop_and_status(run, manager) -> None:
     assert "1 cell(s) profiled" in text and "launched as: " in text
     assert "notebook GPU 0: torch holds 3.0 GB" in text and "--worker-only" in text
     assert manager.stop() == ["nsys"]
-    assert manager.status() == [] and not _alive(pid)
+    assert manager.status() == [] and not alive(pid)
 
 
 ORPHAN = r"""
@@ -278,13 +271,13 @@ def test_a_dead_notebook_leaves_no_worker(tmp_path: Path) -> None:
         assert notebook.stdout is not None
         line = notebook.stdout.readline()
         worker = int(line.split()[1])
-        assert _alive(worker)
+        assert alive(worker)
         os.kill(notebook.pid, signal.SIGKILL)  # no cleanup can run: the kernel died
         notebook.wait(10)
         deadline = time.monotonic() + 10
-        while _alive(worker) and time.monotonic() < deadline:
+        while alive(worker) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _alive(worker), "the worker outlived the notebook"
+        assert not alive(worker), "the worker outlived the notebook"
         assert runner.group_members(worker) == []
     finally:
         if notebook.poll() is None:

@@ -98,3 +98,28 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     home = tmp_path_factory.mktemp("lab_home")
     with start_lab(root, home) as server:
         yield server
+
+
+@pytest.fixture
+def offline_page(
+    request: pytest.FixtureRequest, browser: Any, screenshots: Path
+) -> Iterator[tuple[Any, list[str]]]:
+    """A page that may load file: and data: URLs only; the refused URLs are listed."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    refused: list[str] = []
+
+    def only_files(route: Any) -> None:
+        if route.request.url.startswith(("file:", "data:")):
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_files)
+    page = context.new_page()
+    try:
+        yield page, refused
+        if failed(request):
+            page.screenshot(path=str(screenshots / f"static_failure_{request.node.name}.png"))
+    finally:
+        context.close()

@@ -98,7 +98,7 @@ def test_ranks_tab(ran: Ran, screenshots: Path) -> None:
 
 @pytest.mark.parametrize("which", ["ops", "ranks"])
 def test_static_sections_read_offline(
-    which: str, browser: Any, screenshots: Path, tmp_path: Path
+    which: str, offline_page: tuple[Any, list[str]], screenshots: Path, tmp_path: Path
 ) -> None:
     """The same findings in the static form, as a reader with no kernel and no network sees."""
     from playwright.sync_api import expect
@@ -116,29 +116,15 @@ def test_static_sections_read_offline(
         section, images = "NCCL collectives per rank", ["rank skew", "per-rank timeline"]
     path = tmp_path / f"{which}.html"
     path.write_text(f"<html><body>{run.to_html()}</body></html>", encoding="utf-8")
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    refused: list[str] = []
-
-    def only_files(route: Any) -> None:
-        if route.request.url.startswith(("file:", "data:")):
-            route.continue_()
-        else:
-            refused.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", only_files)
-    try:
-        page = context.new_page()
-        page.goto(path.as_uri(), wait_until="load")
-        view = page.locator(".nsight-magic.nsys")
-        heading = view.locator("h4", has_text=section)
-        expect(heading).to_be_visible()
-        for alt in images:
-            img = view.locator(f"img[alt='{alt}']")
-            expect(img).to_be_visible()
-            assert img.evaluate("e => e.complete && e.naturalWidth > 0"), alt
-        assert not refused, refused
-        heading.scroll_into_view_if_needed()
-        page.screenshot(path=str(screenshots / f"static_{which}_section.png"))
-    finally:
-        context.close()
+    page, refused = offline_page
+    page.goto(path.as_uri(), wait_until="load")
+    view = page.locator(".nsight-magic.nsys")
+    heading = view.locator("h4", has_text=section)
+    expect(heading).to_be_visible()
+    for alt in images:
+        img = view.locator(f"img[alt='{alt}']")
+        expect(img).to_be_visible()
+        assert img.evaluate("e => e.complete && e.naturalWidth > 0"), alt
+    assert not refused, refused
+    heading.scroll_into_view_if_needed()
+    page.screenshot(path=str(screenshots / f"static_{which}_section.png"))

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import REPO, failed, require
+from .conftest import REPO, require
 
 pytestmark = pytest.mark.browser
 
@@ -70,31 +70,6 @@ def html_files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, P
         files[name] = out / f"{name}.html"
         files[name].write_text(rn.to_html(nb), encoding="utf-8")
     yield files
-
-
-@pytest.fixture
-def offline_page(
-    request: pytest.FixtureRequest, browser: Any, screenshots: Path
-) -> Iterator[tuple[Any, list[str]]]:
-    """A page that may load file: and data: URLs only; the refused URLs are listed."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    refused: list[str] = []
-
-    def only_files(route: Any) -> None:
-        if route.request.url.startswith(("file:", "data:")):
-            route.continue_()
-        else:
-            refused.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", only_files)
-    page = context.new_page()
-    try:
-        yield page, refused
-        if failed(request):
-            page.screenshot(path=str(screenshots / f"static_failure_{request.node.name}.png"))
-    finally:
-        context.close()
 
 
 @pytest.mark.parametrize("name", list(EXPECTED))
