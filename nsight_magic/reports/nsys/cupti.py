@@ -246,15 +246,16 @@ def load_kernels(
 
 
 # --- CUPTI_ACTIVITY_KIND_MEMCPY / MEMSET --------------------------------------------------------
-_GPU_OP: Spec = {
+# what every GPU activity row (copy, set, graph launch) has: where, when, which call, which process
+_ON_GPU: Spec = {
     "start": "i",
     "end": "i",
     "deviceId": "i",
     "streamId": "i",
     "correlationId": "i",
     "globalPid": "i",
-    "bytes": "i",
 }
+_GPU_OP: Spec = {**_ON_GPU, "bytes": "i"}
 _MEMCPY: Spec = {**_GPU_OP, "copyKind": "i"}
 _MEMCPY_OPER: Spec = {"id": "i", "name": "s", "label": "s"}
 
@@ -337,16 +338,7 @@ def load_memset(src: ExportSource) -> pd.DataFrame:
 
 
 # --- CUPTI_ACTIVITY_KIND_GRAPH_TRACE ------------------------------------------------------------
-_GRAPH_TRACE: Spec = {
-    "start": "i",
-    "end": "i",
-    "deviceId": "i",
-    "streamId": "i",
-    "correlationId": "i",
-    "globalPid": "i",
-    "graphId": "i",
-    "graphExecId": "i",
-}
+_GRAPH_TRACE: Spec = {**_ON_GPU, "graphId": "i", "graphExecId": "i"}
 GRAPH_LAUNCH_COLUMNS = [
     "start_ns",
     "end_ns",
