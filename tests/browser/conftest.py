@@ -106,16 +106,7 @@ def offline_page(
 ) -> Iterator[tuple[Any, list[str]]]:
     """A page that may load file: and data: URLs only; the refused URLs are listed."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    refused: list[str] = []
-
-    def only_files(route: Any) -> None:
-        if route.request.url.startswith(("file:", "data:")):
-            route.continue_()
-        else:
-            refused.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", only_files)
+    refused = refuse_other_urls(context, ("file:", "data:"))
     page = context.new_page()
     try:
         yield page, refused
@@ -123,3 +114,19 @@ def offline_page(
             page.screenshot(path=str(screenshots / f"static_failure_{request.node.name}.png"))
     finally:
         context.close()
+
+
+def refuse_other_urls(context: Any, allowed: tuple[str, ...]) -> list[str]:
+    """Every request of ``context`` whose URL starts with none of ``allowed`` is aborted, as on
+    a machine with no internet; the returned list collects the refused URLs."""
+    refused: list[str] = []
+
+    def route(request_route: Any) -> None:
+        if request_route.request.url.startswith(allowed):
+            request_route.continue_()
+        else:
+            refused.append(request_route.request.url)
+            request_route.abort()
+
+    context.route("**/*", route)
+    return refused

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, refuse_other_urls
 
 START_TIMEOUT_S = 60
 RUN_ALL_TIMEOUT_S = 120
@@ -220,16 +220,7 @@ def run_all(
     from playwright.sync_api import expect
 
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    blocked: list[str] = []
-
-    def only_local(route: Any) -> None:
-        if route.request.url.startswith(lab.url):
-            route.continue_()
-        else:
-            blocked.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", only_local)
+    blocked = refuse_other_urls(context, (lab.url,))
     page = context.new_page()
     page.set_default_timeout(30_000)
     status = page.locator(".jp-StatusBar-Widget", has_text="nsight_magic venv")
