@@ -75,7 +75,8 @@ class FreshExecutor:
         request, run_dir = ctx.request, ctx.run_dir
         setup = self.setup if request.setup else []
         history = [history_entry("setup", name, cell) for name, cell in setup]
-        text = build_script(ctx.cell, history=history, warmup=request.warmup, gate=ctx.backend.gate)
+        text = build_script(ctx.cell, history=history, warmup=request.warmup,
+                            gate=ctx.backend.gate, **ctx.backend.script_args())  # fmt: skip
         (run_dir / "script.py").write_text(text)
         nb = ctx.notebook
         reads = ctx.cell.names_read if nb.auto_vars else frozenset()

@@ -92,9 +92,8 @@ class WarmExecutor:
             ran_before = [e for e in self.history.entries() if e.id in s.executed]
             # the script alone reproduces this state: what the worker had run, then the cell
             replay = [e.payload() for e in ran_before + self.pending]
-            script = build_script(
-                ctx.cell, history=replay, warmup=request.warmup, gate=ctx.backend.gate
-            )
+            script = build_script(ctx.cell, history=replay, warmup=request.warmup,
+                                  gate=ctx.backend.gate, **ctx.backend.script_args())  # fmt: skip
             (run_dir / "script.py").write_text(script)
             ctx.meta["worker"] = {
                 "pid": s.worker.pid,
