@@ -24,12 +24,13 @@ from typing import Any
 
 from .. import runs, tools
 from ..analysis.range_spec import resolve_nvtx_range
-from ..errors import AmbiguousNvtxRangeError, NsightMagicError
+from ..errors import AmbiguousNvtxRangeError, NsightMagicError, WorkerDiedError
 from ..nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
 from ..profilers import ncu as ncu_argv
 from ..profilers.nsys import session_argv
 from ..script import PreparedCell
 from .backends import Backend, NcuBackend, WarmState
+from .fallback import fresh_after_crash
 from .fresh import FreshExecutor
 from .history import REGISTRY, History, SetupRegistry
 from .pipeline import RunContext, now_utc, profile_cell
@@ -193,13 +194,33 @@ class SessionManager:
             executor = FreshExecutor(self.setup.prepared() if script is None else (), script)
         else:
             executor = WarmExecutor(lambda ctx: self._session(backend, ctx), self.history, before)
-        run = profile_cell(request, backend, executor, make_result, notebook=notebook,
-                           callbacks=callbacks, run_dir=run_dir, meta=meta)  # fmt: skip
+        try:
+            run = profile_cell(request, backend, executor, make_result, notebook=notebook,
+                               callbacks=callbacks, run_dir=run_dir, meta=meta)  # fmt: skip
+        except WorkerDiedError as died:
+            if backend.tool != "ncu" or died.stopped or not isinstance(executor, WarmExecutor):
+                raise
+            return self._fresh_after_crash(died, executor, request, backend, make_result,
+                                           notebook=notebook, callbacks=callbacks,
+                                           run_dir=run_dir, meta=meta)  # fmt: skip
         if backend.tool == "nsys" and hasattr(run, "nvtx"):  # its ranges answer %%ncu --nvtx
             self._nsys_runs[request.cell] = weakref.ref(run)
         if isinstance(executor, WarmExecutor) and executor.session is not None:
             self._remember(executor.session, captured["ctx"], before, run)
         return run
+
+    def _fresh_after_crash(self, died: WorkerDiedError, executor: WarmExecutor,
+                           request: CellRequest, backend: Backend, make_result: Any,
+                           **kwargs: Any) -> Any:  # fmt: skip
+        """The ncu worker crashed on this cell: drop it (the next cell starts a new one) and
+        run the cell once in a fresh ncu process (``fallback.fresh_after_crash``)."""
+        with self._lock:
+            if executor.session is not None and self._sessions.get("ncu") is executor.session:
+                del self._sessions["ncu"]
+        if executor.session is not None:
+            executor.session.worker.kill()
+        return fresh_after_crash(died, executor, request, backend, make_result,
+                                 setup=self.setup.prepared, **kwargs)  # fmt: skip
 
     def _remember(
         self, session: WarmSession, ctx: RunContext, before: int | None, run: Any

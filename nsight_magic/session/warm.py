@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import runs
-from ..errors import WorkerDiedError
+from ..errors import NsightMagicError, WorkerDiedError
 from ..script import build_script
 from ..tools import ToolName
 from .backends import WarmState
@@ -135,7 +135,16 @@ class WarmExecutor:
             return self._not_run(ctx, reply, reply.data.get("phase", "vars"))
         s.names = frozenset(reply.data.get("names", ()))
         t0 = time.perf_counter()
-        handle = ctx.backend.begin_capture(ctx.tool, s.state, run_dir)
+        try:
+            handle = ctx.backend.begin_capture(ctx.tool, s.state, run_dir)
+        except NsightMagicError as exc:
+            if s.worker.alive():
+                raise
+            # the attach took the worker down with it: a crash, not a profiler mistake
+            raise WorkerDiedError(
+                f"The profiling worker died while {ctx.backend.tool} attached "
+                f"({s.worker.exit_description()}): {exc}"
+            ) from exc
         ctx.meta["timings"]["begin_capture_s"] = time.perf_counter() - t0
         ctx.meta["capture_argv"] = (
             handle if isinstance(handle, list) else getattr(handle, "args", None)
