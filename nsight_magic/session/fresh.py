@@ -30,6 +30,7 @@ class FreshExecutor:
     def execute(self, ctx: RunContext) -> Outcome:
         request, run_dir = ctx.request, ctx.run_dir
         script = self.script or self._write_script(ctx)
+        ctx.meta["first_run"] = request.warmup == 0  # a new process runs the cell once
         argv = ctx.backend.fresh_argv(ctx.tool, run_dir, request)
         if self.script is not None:  # the saved script of the parent, not one written here
             argv[argv.index(str(run_dir / "script.py"))] = str(script)

@@ -40,6 +40,7 @@ class WarmSession:
     names: frozenset[str] = frozenset()
     cells: int = 0
     broken: str = ""  # why the worker cannot be used again (a sticky CUDA error)
+    ran_sources: set[str] = field(default_factory=set)  # cells captured here, failed ones too
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     def alive(self) -> bool:
@@ -95,6 +96,9 @@ class WarmExecutor:
             script = build_script(ctx.cell, history=replay, warmup=request.warmup,
                                   gate=ctx.backend.gate, **ctx.backend.script_args())  # fmt: skip
             (run_dir / "script.py").write_text(script)
+            # the trace cannot tell a first execution from a warm one by itself (cold_run.py)
+            ran = {e.cell.source for e in ran_before + self.pending} | s.ran_sources
+            ctx.meta["first_run"] = request.warmup == 0 and ctx.cell.source not in ran
             ctx.meta["worker"] = {
                 "pid": s.worker.pid,
                 "started_utc": s.started_utc,
@@ -149,6 +153,7 @@ class WarmExecutor:
         ctx.meta["capture_argv"] = (
             handle if isinstance(handle, list) else getattr(handle, "args", None)
         )
+        s.ran_sources.add(ctx.cell.source)
         try:
             ctx.lines.phase("capturing")
             reply = self._ask(ctx, {"op": "capture"})
