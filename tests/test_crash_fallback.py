@@ -101,3 +101,39 @@ def test_a_worker_we_stopped_is_not_rerun(run, manager, monkeypatch):
     with pytest.raises(WorkerDiedError, match="did not stop") as info:
         run(cell, tool="ncu", timeout=1.0)
     assert info.value.stopped == "timeout" and pid is not None and not alive(pid)
+
+
+class AttachKillsTheWorker(BareBackend):
+    """The ncu slot whose capture start takes the worker down with it and then fails, as an
+    attach that crashes the profiled process would (the worker really dies: SIGSEGV)."""
+
+    def __init__(self) -> None:
+        super().__init__("ncu")
+
+    def after_start(self, tool, state, worker) -> None:  # type: ignore[no-untyped-def]
+        state.extra["pid"] = worker.pid
+
+    def begin_capture(self, tool, state, run_dir):  # type: ignore[no-untyped-def]
+        import os
+        import signal
+        import time
+
+        from nsight_magic.errors import ProfilerError
+
+        os.kill(state.extra["pid"], signal.SIGSEGV)
+        while alive(state.extra["pid"]):
+            time.sleep(0.05)
+        raise ProfilerError("ncu could not attach to the profiling worker")
+
+
+def test_an_attach_that_kills_the_worker_is_a_crash_and_the_cell_runs_fresh(manager, tmp_path):
+    out: list[str] = []
+    request = CellRequest(cell="print('ran')", runs_root=tmp_path / "runs", cwd=str(tmp_path))
+    result = manager.profile(request, AttachKillsTheWorker(), notebook=Notebook(),
+                             callbacks=RunCallbacks(output=out.append))  # fmt: skip
+    (note,) = [line for line in out if "crashed" in line]
+    assert note.startswith(
+        "nsight_magic: the ncu worker crashed (SIGSEGV); this cell ran in a fresh"
+    )
+    assert result.meta["mode"] == "fresh" and "ran" in out
+    assert "while ncu attached" in result.meta["fallback"]["why"]

@@ -36,11 +36,10 @@ def crash_note(died: WorkerDiedError, executor: WarmExecutor, script: Path | Non
     crashed = Path(died.run_dir) if died.run_dir is not None else None
     replayed = len(executor.pending)
     meta = (runs.read_json(crashed / runs.META, {}) or {}) if crashed is not None else {}
-    when = (
-        f"after replaying {replayed} cell(s)"
-        if "replayed" in meta or not replayed
-        else f"while replaying {replayed} cell(s)"
-    )
+    when = ""
+    if replayed:
+        done = "replayed" in meta  # written once the replay returned
+        when = f" {'after' if done else 'while'} replaying {replayed} cell(s)"
     how = (
         "it replayed the cells the worker had run first, so their state is there"
         if script is not None
@@ -48,7 +47,7 @@ def crash_note(died: WorkerDiedError, executor: WarmExecutor, script: Path | Non
     )
     where = f"; see {crashed / 'profiler.log'}" if crashed is not None else ""
     return (
-        f"the ncu worker crashed ({crash_cause(executor.session, died)}) {when}; this cell ran "
+        f"the ncu worker crashed ({crash_cause(executor.session, died)}){when}; this cell ran "
         f"in a fresh ncu process instead ({how}){where}"
     )
 
