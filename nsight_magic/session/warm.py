@@ -24,6 +24,9 @@ from .pipeline import Outcome, RunContext
 from .variables import plan_shipping, write_vars
 from .worker_process import Reply, WorkerProcess
 
+# after a failed capture start: how long to wait for the worker to be seen dead (a crash)
+ATTACH_DEATH_GRACE_S = 1.0
+
 
 @dataclass
 class WarmSession:
@@ -142,6 +145,9 @@ class WarmExecutor:
         try:
             handle = ctx.backend.begin_capture(ctx.tool, s.state, run_dir)
         except NsightMagicError as exc:
+            deadline = time.monotonic() + ATTACH_DEATH_GRACE_S  # a crash takes a moment to reap
+            while s.worker.alive() and time.monotonic() < deadline:
+                time.sleep(0.05)
             if s.worker.alive():
                 raise
             # the attach took the worker down with it: a crash, not a profiler mistake
