@@ -289,8 +289,8 @@ class NsightMagic(Magics):
         default=None,
         metavar="RANGE",
         help="Only kernels inside this NVTX range, as the NVTX tab shows it: "
-        "DOMAIN:RANGE (':RANGE' for the default domain) or RANGE; spelled and escaped "
-        "for ncu ('LLM:LLM@prefill' works as written).",
+        "DOMAIN:RANGE (':RANGE' for the default domain) or a bare RANGE in any domain, "
+        "matched as plain text while the cell runs ('LLM@prefill' finds it in domain LLM).",
     )
     @cell_magic
     def ncu(self, line: str, cell: str) -> Any:  # fmt: skip
