@@ -38,7 +38,7 @@ def record(recorder_class: type, target: str, body) -> tuple[list, dict, list]: 
     with recorder:
 
         def open_marker(message: str, domain: str) -> int:
-            assert (message, domain) == ("nvtx target", "nsight_magic")
+            assert (message, domain) == ("nvtx-target", "nsight_magic")
             marker = next(ids)
             events.append(("open", marker))
             return marker
@@ -156,7 +156,7 @@ def test_no_target_marks_nothing_and_our_own_ranges_are_not_listed(recorder_clas
 def test_the_ncu_filter_is_the_marker_and_the_message_names_the_users_range() -> None:
     options = ncu_argv.NcuOptions(nvtx_target="LLM@prefill", launch_count=3)
     args = options.filter_args()
-    assert args[:2] == ["--nvtx-include", "nsight_magic@nvtx target"]
+    assert args[:2] == ["--nvtx-include", "nsight_magic@nvtx-target"]
     assert options.describe_filter() == "the filter --nvtx 'LLM@prefill' --launch-count '3'"
     assert NcuBackend(options).script_args() == {"nvtx_target": "LLM@prefill"}
     assert NcuBackend().script_args() == {} and NcuBackend().options.filter_args()[:2] == [

@@ -8,7 +8,7 @@ Why a marker: ncu's NVTX filter needs the range's domain spelled out and escaped
 (``LLM@LLM\\@prefill/``), and a bare name cannot name "any domain" (DESIGN.md: measured forms).
 The script sees every range the cell opens through ``nvtx``/``torch.cuda.nvtx``, with its domain
 and style, so it compares the user's name there, as plain text, and opens one range of its own
-domain around each match: ncu's filter is always ``nsight_magic@nvtx target``. Ranges opened
+domain around each match: ncu's filter is always ``nsight_magic@nvtx-target``. Ranges opened
 where the script cannot see them (C++ code, ``nvtx.Domain`` methods, functions decorated with
 ``nvtx.annotate`` before the cell) are not marked: the session then uses ncu's own filter with
 the domain an nsys run of the cell found (``SessionManager.ncu_nvtx_options``).
