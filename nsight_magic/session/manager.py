@@ -356,13 +356,18 @@ class SessionManager:
             meta["rank"] = rank
         callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)
         t0 = time.perf_counter()
+        child = None
         try:
-            return self.profile(request, backend, callbacks=callbacks, parent=parent,
-                                before=before, run_dir=run_dir, meta=meta,
-                                script=parent_dir / "script.py" if cold else None)  # fmt: skip
+            child = self.profile(request, backend, callbacks=callbacks, parent=parent,
+                                 before=before, run_dir=run_dir, meta=meta,
+                                 script=parent_dir / "script.py" if cold else None)  # fmt: skip
+            return child
         finally:
-            runs.add_child(parent_dir, {"run_dir": str(run_dir.relative_to(parent_dir)),
-                                        **record, "set": set, "mode": "fresh" if cold else "warm",
+            # after an ncu worker crash the child is the fresh re-run beside the crashed folder
+            ran_in = Path(getattr(child, "run_dir", None) or run_dir)
+            mode = (getattr(child, "meta", None) or {}).get("mode") or ("fresh" if cold else "warm")
+            runs.add_child(parent_dir, {"run_dir": str(ran_in.relative_to(parent_dir)),
+                                        **record, "set": set, "mode": mode,
                                         "wall_s": time.perf_counter() - t0,
                                         "started_utc": now_utc()})  # fmt: skip
 
