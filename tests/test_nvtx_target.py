@@ -213,3 +213,24 @@ def test_nothing_matched_says_what_the_cell_opened_and_how_to_spell_it(manager, 
                               "--nvtx 'prefil' --launch-count '3'. The cell opened no range "
                               "named 'prefil'; it opened ")  # fmt: skip
     assert "'LLM:LLM@prefill (PushPop)'" in message and "Use --nvtx 'LLM:LLM@prefill'." in message
+
+
+def test_the_mark_is_not_a_range_of_the_workload_in_range_hfu(ncu_reports) -> None:
+    """ncu lists the start/end mark around each launch it selected; range HFU leaves it out.
+    CONSTRUCTED: the mark's rows are added here to a real report's ranges (no ncu fixture was
+    captured with --nvtx yet), as ncu lists a start/end range: same launch, our domain."""
+    import pandas as pd
+
+    from nsight_magic.analysis.mfu import range_utilisation
+    from nsight_magic.nvtx_names import NVTX_DOMAIN, TARGET_RANGE
+    from nsight_magic.reports.ncu.report import NcuReport
+
+    gemm = NcuReport.open(ncu_reports["ncu_gemm_metrics"])
+    ranges = gemm.nvtx_ranges()
+    mark = pd.DataFrame({"launch": sorted(set(ranges["launch"])), "domain": NVTX_DOMAIN,
+                         "range": TARGET_RANGE, "style": "StartEnd", "level": 0})  # fmt: skip
+    plain = range_utilisation(gemm.roofline(), ranges, gpu_name="NVIDIA H200")
+    marked = range_utilisation(gemm.roofline(), pd.concat([ranges, mark], ignore_index=True),
+                               gpu_name="NVIDIA H200")  # fmt: skip
+    assert TARGET_RANGE not in set(marked["range"])
+    pd.testing.assert_frame_equal(marked, plain)
