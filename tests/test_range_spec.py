@@ -146,3 +146,10 @@ def test_a_name_in_two_domains_is_profiled_in_both_and_said_once():
     assert "DOMAIN:RANGE" in note
     assert target_notes({"spec": "x", "matched": [["", "x", "PushPop"]], "opened": 1}) == []
     assert target_notes(None) == []
+
+
+def test_a_name_in_both_styles_is_listed_and_suggested_with_its_style():
+    both = [NvtxRange("D", "x", "PushPop"), NvtxRange("D", "x", "StartEnd")]
+    hint = target_hint("x (PushPop)", both, [], 0)  # the domain left out
+    assert "'D:x (PushPop)', 'D:x (StartEnd)'" in hint and "(PushPop) (PushPop)" not in hint
+    assert hint.endswith("Use --nvtx 'D:x (PushPop)'.")

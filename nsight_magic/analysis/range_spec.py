@@ -97,8 +97,9 @@ def spelling(r: NvtxRange, ranges: Sequence[NvtxRange]) -> str:
 
 
 def opened_ranges(ranges: Sequence[NvtxRange]) -> str:
-    """The ranges a cell opened, each as ``--nvtx`` would name it, with its style."""
-    return _summary([f"{spelling(r, ranges)} ({r.style})" for r in ranges])
+    """The ranges a cell opened as "DOMAIN:RANGE (STYLE)": each one a spelling ``--nvtx``
+    takes as written."""
+    return _summary([f"{r.label} ({r.style})" for r in ranges])
 
 
 def target_hint(spec: str, ranges: Sequence[NvtxRange], matched: Sequence[Any], opened: int) -> str:
