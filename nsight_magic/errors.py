@@ -111,12 +111,15 @@ class ProfileTimeout(_Stopped, TimeoutError):
 
 class WorkerDiedError(NsightMagicError):
     """The warm profiling worker exited while running a cell (crash, kill, broken CUDA context).
-    ``run`` is the partial result when the profiler still wrote a report; the next cell starts
-    a new worker."""
+    ``run`` is the partial result when the profiler still wrote a report; ``run_dir`` the run's
+    folder; ``stopped`` is "" for a crash, else how we stopped it ("interrupted", "timeout",
+    "cancelled"). The next cell starts a new worker."""
 
-    def __init__(self, message: str, *, run: Any = None) -> None:
+    def __init__(self, message: str, *, run: Any = None, stopped: str = "") -> None:
         super().__init__(message)
         self.run = run
+        self.stopped = stopped
+        self.run_dir: Any = None
 
 
 class UnpicklableVariableError(NsightMagicError, TypeError):

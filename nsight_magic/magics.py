@@ -289,8 +289,8 @@ class NsightMagic(Magics):
         default=None,
         metavar="RANGE",
         help="Only kernels inside this NVTX range, as the NVTX tab shows it: "
-        "DOMAIN:RANGE (':RANGE' for the default domain) or RANGE; spelled and escaped "
-        "for ncu ('LLM:LLM@prefill' works as written).",
+        "DOMAIN:RANGE (':RANGE' for the default domain) or a bare RANGE in any domain, "
+        "matched as plain text while the cell runs ('LLM@prefill' finds it in domain LLM).",
     )
     @cell_magic
     def ncu(self, line: str, cell: str) -> Any:  # fmt: skip
@@ -313,10 +313,10 @@ class NsightMagic(Magics):
         for flag in ("launch_skip", "launch_count"):
             if getattr(args, flag) is not None and getattr(args, flag) < 0:
                 raise UsageError(f"--{flag.replace('_', '-')} must be >= 0")
-        nvtx_include: tuple[str, ...] = (ncu_argv.CELL_FILTER,)
+        nvtx: dict[str, Any] = {}
         if args.nvtx:
             try:
-                nvtx_include = (MANAGER.ncu_range_filter(args.nvtx, cell),)
+                nvtx = MANAGER.ncu_nvtx_options(args.nvtx, cell)
             except ValueError as exc:
                 raise UsageError(f"--nvtx {args.nvtx!r}: {exc}") from None
         options = ncu_argv.NcuOptions(
@@ -326,8 +326,8 @@ class NsightMagic(Magics):
             kernel_regex=args.kernel,
             launch_skip=args.launch_skip,
             launch_count=args.launch_count,
-            nvtx_include=nvtx_include,
             extra_args=tuple(extra),
+            **nvtx,
         )
         request = self._request(args, cell)
         return self._deliver(

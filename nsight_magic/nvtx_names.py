@@ -16,6 +16,9 @@ import re
 NVTX_DOMAIN = "nsight_magic"
 CELL_RANGE = "cell"
 WARMUP_RANGE = "warmup"
+# ``%%ncu --nvtx NAME``: the script opens this start/end range of NVTX_DOMAIN around every range
+# the cell opens that NAME names (in any domain), and ncu's filter selects it
+TARGET_RANGE = "nvtx-target"  # no space or escape character: nothing for ncu to parse
 LABEL_WIDTH = 60  # a statement label keeps its head: what a reader scans for
 
 _STATEMENT = re.compile(r"^L(\d+): ")

@@ -77,6 +77,7 @@ class CellStatus(TypedDict, total=False):
     ranges: list[list[str]]  # NVTX ranges the cell opened: [domain, name, style]
     history_errors: list[dict[str, str]]  # earlier cells that raised when replayed
     worker_broken: str | None  # a sticky CUDA error left the worker unusable
+    target: dict[str, Any]  # %%ncu --nvtx: {spec, matched [[domain, name, style]], opened}
 
 
 _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -84,7 +85,7 @@ _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
     "exc_type": str, "exc_message": str, "traceback": str, "cell_s": (int, float),
     "gate_stop_s": (int, float),
     "total_s": (int, float), "ranges": list, "history_errors": list,
-    "worker_broken": (str, type(None)),
+    "worker_broken": (str, type(None)), "target": dict,
 }  # fmt: skip
 
 

@@ -38,16 +38,23 @@ class BareRun:
 
 class BareBackend:
     """``tool`` names the session slot ("nsys" or "ncu"), so two bare backends make two
-    workers, as the two profilers do."""
+    workers, as the two profilers do; ``nvtx_target`` is what ``%%ncu --nvtx`` hands the
+    script (its status then says which ranges it marked)."""
 
     gate = "cudaProfilerApi"
 
-    def __init__(self, tool: str = "nsys") -> None:
+    def __init__(self, tool: str = "nsys", nvtx_target: str | None = None) -> None:
         self.tool = tool  # type: ignore[assignment]
         self.captures = 0
+        self.nvtx_target = nvtx_target
+        if nvtx_target is not None:
+            self.gate = "nvtx"
 
     def options_meta(self) -> dict[str, Any]:
         return {"bare": True}
+
+    def script_args(self) -> dict[str, Any]:
+        return {"nvtx_target": self.nvtx_target} if self.nvtx_target else {}
 
     def locate(self) -> Tool:
         return Tool(name=self.tool, path=sys.executable)  # type: ignore[arg-type]

@@ -44,10 +44,14 @@ def graph_level(data_dir: Path) -> NsysRun:
 
 
 def test_report_warnings_are_one_line_each_in_the_header(graph_level: NsysRun) -> None:
-    (warning,) = graph_level.warnings
+    # the report's own warning, then the cold-run line (this fixture was a first run:
+    # tests/test_cold_run.py)
+    warning, cold = graph_level.warnings
+    assert cold.startswith("Cold run: 2 CUDA module load(s)") and "--warmup 1" in cold
     view = graph_level.widget()
     for page in (view.children[0].value, graph_level.to_html()):
-        assert page.count(WARNING) == 1 and html.escape(warning) in page
+        assert page.count(WARNING) == 2 and html.escape(warning) in page
+        assert html.escape(cold) in page
     assert "<b>CUDA graph launches (whole graphs)</b>: 5" in view.children[0].value
 
 

@@ -22,7 +22,6 @@ from nsight_magic.errors import (
     CellFailedError,
     CellSyntaxError,
     MissingVariableError,
-    NsightMagicError,
     ProfileInterrupted,
     ProfileTimeout,
     WorkerDiedError,
@@ -315,23 +314,32 @@ def test_nproc_timeout_stops_every_rank(run, manager) -> None:
 
 
 def test_ncu_range_spec_resolved_against_the_cells_nsys_run(manager, data_dir) -> None:
-    """%%ncu --nvtx: once the notebook profiled the cell with nsys, the name is resolved
-    against that run's real ranges (the domain_llm fixture: 'LLM@prefill' in domain LLM,
-    'generate' a start/end range), and spelled for ncu (measured forms: DESIGN.md)."""
+    """%%ncu --nvtx: the script marks the range the user named (tests/test_nvtx_target.py);
+    once the notebook profiled the cell with nsys, the name is checked against that run's
+    real ranges first (the llm fixture: 'LLM@prefill' in domain LLM, 'generate' a start/end
+    range): an unknown name fails before anything runs, and a range nsys saw but the script
+    could not (opened from C++) gets ncu's own filter, spelled as measured (DESIGN.md)."""
     import weakref
 
-    from nsight_magic.errors import AmbiguousNvtxRangeError, NvtxRangeNotFoundError
+    from nsight_magic.errors import NvtxRangeNotFoundError
     from nsight_magic.reports import open_report
     from nsight_magic.results import NsysRun
 
     run = NsysRun(open_report(data_dir / "nsys_llm.sqlite"))
     manager._nsys_runs["the cell"] = weakref.ref(run)
-    assert manager.ncu_range_filter("LLM@prefill", "the cell") == r"LLM@LLM\@prefill/"
-    assert manager.ncu_range_filter("LLM:generate", "the cell") == "LLM@generate"
-    assert manager.ncu_range_filter(":sample", "the cell") == "sample/"
+    options = manager.ncu_nvtx_options
+    assert options("LLM@prefill", "the cell") == {"nvtx_target": "LLM:LLM@prefill (PushPop)"}
+    assert options("LLM:generate", "the cell") == {"nvtx_target": "LLM:generate (StartEnd)"}
+    assert options(":sample", "the cell") == {"nvtx_target": ":sample (PushPop)"}
     with pytest.raises(NvtxRangeNotFoundError, match="LLM:decode"):
-        manager.ncu_range_filter("decod", "the cell")
-    assert issubclass(AmbiguousNvtxRangeError, NsightMagicError)
-    # a cell never profiled with nsys: the spec is spelled as written (push/pop assumed)
-    assert manager.ncu_range_filter("LLM:LLM@prefill", "another cell") == r"LLM@LLM\@prefill/"
-    assert manager.ncu_range_filter("decode", "another cell") == "decode/"
+        options("decod", "the cell")
+    # the script saw none of these ranges in that run: ncu's own filter, domain from nsys
+    run.meta = {"cell_status": {"ranges": []}}
+    assert options("LLM@prefill", "the cell") == {"nvtx_include": (r"LLM@LLM\@prefill/",)}
+    assert options("LLM:generate", "the cell") == {"nvtx_include": ("LLM@generate",)}
+    run.meta = {"cell_status": {"ranges": [["LLM", "LLM@prefill", "PushPop"]]}}
+    assert options("LLM@prefill", "the cell") == {"nvtx_target": "LLM:LLM@prefill (PushPop)"}
+    # a cell never profiled with nsys: the script resolves the name as the cell runs
+    assert options(" LLM@prefill ", "another cell") == {"nvtx_target": "LLM@prefill"}
+    with pytest.raises(ValueError, match="empty"):
+        options("  ", "another cell")

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MissingMetricsError
+from ..nvtx_names import NVTX_DOMAIN, TARGET_RANGE
 from ..precisions import SIMT_PRECISIONS, TENSOR, tensor_dtype
 from .gpu_peaks import Peak, peak
 from .model_flops import gemm_flops, transformer_flops
@@ -265,6 +266,8 @@ def range_utilisation(
     ``proj_total_ns`` -> "nsys", else the launches' summed ncu durations -> "ncu"."""
     ranges = nvtx[["launch", "domain", "range"]].drop_duplicates()
     ranges = ranges[ranges["range"].map(lambda t: parse_op_range(str(t)) is None)]
+    # the mark %%ncu --nvtx puts around the user's range is ours, not a range of the workload
+    ranges = ranges[~((ranges["domain"] == NVTX_DOMAIN) & (ranges["range"] == TARGET_RANGE))]
     merged = ranges.merge(points, on="launch")
     ops = _launch_ops(nvtx) if len(nvtx) else pd.DataFrame(columns=["launch", "op_key", "flops"])
     proj: dict[tuple[str, str], float] = {}

@@ -7,13 +7,22 @@ typo or an ambiguous name fails with the list to choose from rather than filteri
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import difflib
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import pandas as pd
 
 from ..errors import AmbiguousNvtxRangeError, NvtxRangeNotFoundError
 
-__all__ = ["NvtxRange", "resolve_nvtx_range"]
+__all__ = [
+    "NvtxRange",
+    "matches_spec",
+    "opened_ranges",
+    "resolve_nvtx_range",
+    "target_hint",
+    "target_notes",
+]
 
 MAX_LISTED = 40  # ranges named in an error message; a report can have thousands (op ranges)
 
@@ -71,3 +80,64 @@ def resolve_nvtx_range(nvtx: pd.DataFrame, spec: str) -> NvtxRange:
     labels = sorted({r.label for r in ranges})
     have = _summary(labels) if labels else "none"
     raise NvtxRangeNotFoundError(f"No NVTX range {spec!r} in this report; it has {have}.", labels)
+
+
+def matches_spec(spec: str, r: NvtxRange) -> bool:
+    """Whether ``spec`` names ``r`` in one of the spellings ``resolve_nvtx_range`` accepts
+    ("DOMAIN:RANGE (STYLE)", "DOMAIN:RANGE", bare "RANGE"), compared as plain text. The cell
+    script applies this same rule to each range as it opens (``script/range_recorder.py``), so
+    ``%%ncu --nvtx`` needs no earlier run to know the range's domain."""
+    return spec in (f"{r.label} ({r.style})", r.label, r.range)
+
+
+def spelling(r: NvtxRange, ranges: Sequence[NvtxRange]) -> str:
+    """The ``--nvtx`` text that names ``r`` and nothing else among ``ranges``."""
+    same_label = [o for o in ranges if o.label == r.label]
+    return f"{r.label} ({r.style})" if len(same_label) > 1 else r.label
+
+
+def opened_ranges(ranges: Sequence[NvtxRange]) -> str:
+    """The ranges a cell opened as "DOMAIN:RANGE (STYLE)": each one a spelling ``--nvtx``
+    takes as written."""
+    return _summary([f"{r.label} ({r.style})" for r in ranges])
+
+
+def target_hint(spec: str, ranges: Sequence[NvtxRange], matched: Sequence[Any], opened: int) -> str:
+    """Why ``%%ncu --nvtx spec`` profiled nothing, in one or two sentences: the range never
+    opened (then the ranges the cell did open and the spelling closest to ``spec``), or it
+    opened but no kernel launched inside it passed the other filters."""
+    if matched:
+        names = _summary([NvtxRange(*map(str, m)).label for m in matched])
+        return (
+            f"--nvtx {spec!r} named {names}, opened {opened} time(s), but ncu profiled no "
+            "kernel inside: the range launched none, or --kernel / --launch-skip left none."
+        )
+    if not ranges:
+        return (
+            "The cell opened no NVTX range (through nvtx or torch.cuda.nvtx), so none is "
+            f"named {spec!r}."
+        )
+    text = f"The cell opened no range named {spec!r}; it opened {opened_ranges(ranges)}."
+    words = {spelling(r, ranges): r for r in ranges}
+    close = difflib.get_close_matches(
+        spec, list(words), n=1, cutoff=0.5
+    ) or difflib.get_close_matches(spec, [r.range for r in ranges], n=1, cutoff=0.5)
+    if close:
+        best = words.get(close[0]) or next(r for r in ranges if r.range == close[0])
+        text += f" Use --nvtx {spelling(best, ranges)!r}."
+    return text
+
+
+def target_notes(target: Any) -> list[str]:
+    """One line when ``%%ncu --nvtx`` named ranges in more than one domain or style (the
+    status the cell script wrote): all were profiled; say how to pick one."""
+    if not isinstance(target, dict):
+        return []
+    matched = [NvtxRange(*map(str, m)) for m in target.get("matched") or [] if len(m) == 3]
+    if len(matched) < 2:
+        return []
+    spelled = [repr(spelling(r, matched)) for r in matched]
+    return [
+        f"--nvtx {target.get('spec')!r} named {len(matched)} ranges ({', '.join(spelled)}); "
+        "kernels inside any of them were profiled. Name one as --nvtx DOMAIN:RANGE to pick it."
+    ]

@@ -16,9 +16,12 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..nvtx_names import CELL_RANGE, NVTX_DOMAIN, statement_line
+from ..nvtx_names import CELL_RANGE, NVTX_DOMAIN, TARGET_RANGE, statement_line
 
 CELL_FILTER = f"{NVTX_DOMAIN}@{CELL_RANGE}/"
+# the start/end range the cell script opens around the range ``--nvtx`` names (no slash:
+# start/end ranges take none; measured form: a start/end range ``LLM@generate``, DESIGN.md)
+TARGET_FILTER = f"{NVTX_DOMAIN}@{TARGET_RANGE}"
 REGEX_SPECIAL = frozenset("\\^$.|?*+()[]{}")
 NVTX_SPECIAL = frozenset("\\@/")
 
@@ -107,7 +110,9 @@ class NcuOptions:
 
     ``kernel_exact`` is a kernel name (escaped and anchored here); ``kernel_regex`` the user's own
     regex, passed as is. ``nvtx_include``/``nvtx_exclude`` are ncu NVTX filter expressions,
-    already spelled for ncu (default: the cell's own range); ``launch_skip``/``launch_count``
+    already spelled for ncu (default: the cell's own range); ``nvtx_target`` is a range as the
+    user wrote it (``%%ncu --nvtx``): the cell script marks it and the filter selects the mark
+    (``TARGET_FILTER``, in place of ``nvtx_include``); ``launch_skip``/``launch_count``
     count matching launches only, from the start of the run (fresh) or of the attach (warm)."""
 
     set: str | None = "roofline"
@@ -120,6 +125,7 @@ class NcuOptions:
     nvtx_include: tuple[str, ...] = (CELL_FILTER,)
     nvtx_exclude: tuple[str, ...] = ()
     extra_args: tuple[str, ...] = ()
+    nvtx_target: str | None = None
 
     def __post_init__(self) -> None:
         if self.kernel_regex and self.kernel_exact:
@@ -144,7 +150,8 @@ class NcuOptions:
         """Which launches: NVTX includes, kernel name, skip/count (no ``--nvtx``: attach mode
         refuses it; it goes on the launching command)."""
         args: list[str] = []
-        for expression in self.nvtx_include:
+        includes = (TARGET_FILTER,) if self.nvtx_target is not None else self.nvtx_include
+        for expression in includes:
             args += ["--nvtx-include", expression]
         for expression in self.nvtx_exclude:
             args += ["--nvtx-exclude", expression]
@@ -163,8 +170,12 @@ class NcuOptions:
     def describe_filter(self) -> str:
         """The filter in words, for "nothing matched" messages."""
         args = self.filter_args()
-        parts = [f"{args[i]} {args[i + 1]!r}" for i in range(0, len(args), 2)
-                 if args[i] != "--kernel-name-base"]  # fmt: skip
+        pairs = [(args[i], args[i + 1]) for i in range(0, len(args), 2)]
+        # the marker filter is ours: the user reads the range they named instead
+        hidden = {"--kernel-name-base"} | ({"--nvtx-include"} if self.nvtx_target else set())
+        parts = [f"{flag} {value!r}" for flag, value in pairs if flag not in hidden]
+        if self.nvtx_target is not None:
+            parts.insert(0, f"--nvtx {self.nvtx_target!r}")
         return "the filter " + " ".join(parts) if parts else "any kernel"
 
 

@@ -91,8 +91,9 @@ class NsysFrames:
         return [f"{n} ({p})" for n, p in zip(names, table["pid"], strict=True)]
 
     def warnings(self) -> list[str]:
-        """What the report says to know before trusting it (``NsysReport.warnings``)."""
-        return list(self.report.warnings)
+        """What to know before trusting the report (``NsysRun.warnings``: the report's own,
+        and a cold run's first-call costs with the fix)."""
+        return list(self.run.warnings)
 
     @functools.cache  # noqa: B019 - one object per run, kept as long as its run
     def kernel_table(self) -> pd.DataFrame:

@@ -49,8 +49,9 @@ class NcuFrames:
         }
 
     def warnings(self) -> list[str]:
-        """What was wrong with the file and what was left out (``NcuReport.warnings``)."""
-        return list(self.report.warnings)
+        """What was wrong with the file, what was left out and how the launches were chosen
+        (``NcuRun.warnings``)."""
+        return list(self.run.warnings)
 
     def sol(self) -> pd.DataFrame:
         sol = self.report.sol()

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import mfu as utilisation
+from ..analysis import range_spec
 from ..analysis import roofline_bounds as bounds
 from ..views.ncu_view import ncu_static_html, ncu_widget
 from ..views.roofline_chart import roofline_chart
@@ -149,8 +150,10 @@ class NcuRun(_Run):
 
     @property
     def warnings(self) -> list[str]:
-        """What was wrong with the file and what was left out (empty when it is whole)."""
-        return list(self.report.warnings)
+        """What was wrong with the file and what was left out, and what to know about how the
+        launches were chosen (``--nvtx`` naming several ranges); empty when all is plain."""
+        target = (self.meta.get("cell_status") or {}).get("target")
+        return list(self.report.warnings) + range_spec.target_notes(target)
 
     @functools.cached_property
     def frames(self) -> NcuFrames:

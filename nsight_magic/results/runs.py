@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..analysis import cold_run, processes, range_spec, statements, torch_ops
 from ..analysis import mfu as utilisation
-from ..analysis import processes, range_spec, statements, torch_ops
 from ..errors import NsightMagicError
 from ..views.nsys_view import nsys_static_html, nsys_widget
 from .base import WIDGET_MIME, _Run, in_kernel
@@ -80,8 +80,27 @@ class NsysRun(_Run):
 
     @property
     def warnings(self) -> list[str]:
-        """What to know before trusting the frames (e.g. graphs traced as whole graphs)."""
-        return list(self.report.warnings)
+        """What to know before trusting the frames: the report's own (e.g. graphs traced as
+        whole graphs), and a cold run (first-call costs in the capture, or the first run of
+        the cell's code in its worker: ``analysis.cold_run``)."""
+        cold = cold_run.cold_run_warnings(
+            self.first_call_effects,
+            first_run=self.meta.get("first_run"),
+            warmup=int(self.meta.get("warmup") or 0),
+        )
+        return list(self.report.warnings) + cold
+
+    @functools.cached_property
+    def first_call_effects(self) -> cold_run.FirstCallEffects | None:
+        """Module loads and slow first launches inside the capture (``analysis.cold_run``);
+        None when the report has no CUDA API trace to read."""
+        try:
+            api = self.cuda_api()
+        except Exception:  # e.g. a report traced without cuda: nothing to say
+            return None
+        if api.empty:
+            return None
+        return cold_run.first_call_effects(api, self.capture_window())
 
     def cuda_api(self) -> pd.DataFrame:
         return self.report.cuda_api()

@@ -19,13 +19,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from ..nvtx_names import CELL_RANGE, NVTX_DOMAIN, WARMUP_RANGE, rank_label
+from ..nvtx_names import CELL_RANGE, NVTX_DOMAIN, TARGET_RANGE, WARMUP_RANGE, rank_label
 from .cell import PreparedCell
+from .range_recorder import RANGE_RECORDER
 
 Gate = Literal["cudaProfilerApi", "nvtx"]
 STATUS_KEYS = frozenset(
     {"status", "phase", "gate", "gate_kind", "warmup", "nvtx", "exc_type", "exc_message",
-     "traceback", "cell_s", "gate_stop_s", "total_s", "ranges", "history_errors"}
+     "traceback", "cell_s", "gate_stop_s", "total_s", "ranges", "history_errors", "target"}
 )  # fmt: skip
 
 
@@ -50,9 +51,12 @@ def build_script(
     history: Sequence[Mapping[str, Any]] = (),
     warmup: int = 0,
     gate: Gate = "cudaProfilerApi",
+    nvtx_target: str | None = None,
 ) -> str:
     """The script text for ``cell``. ``history`` is replayed first when the script runs on its
-    own (``history_entry`` dicts); ``vars.pkl`` next to the script is loaded when present."""
+    own (``history_entry`` dicts); ``vars.pkl`` next to the script is loaded when present.
+    ``nvtx_target`` (``%%ncu --nvtx``): the range spec the script marks for ncu's filter
+    (``RangeRecorder``)."""
     if gate not in ("cudaProfilerApi", "nvtx"):
         raise ValueError(f"gate must be 'cudaProfilerApi' or 'nvtx', not {gate!r}")
     if warmup < 0:
@@ -69,6 +73,9 @@ def build_script(
         domain=repr(NVTX_DOMAIN),
         cell_range=repr(CELL_RANGE),
         warmup_range=repr(WARMUP_RANGE),
+        target_range=repr(TARGET_RANGE),
+        nvtx_target=repr(nvtx_target),
+        range_recorder=RANGE_RECORDER.strip(),
         rank_format=repr(rank_label(0).replace("0", "{}")),
     )
 
@@ -89,6 +96,7 @@ import linecache
 import os
 import pickle
 import sys
+import threading
 import time
 import traceback
 
@@ -103,6 +111,8 @@ GATE = {gate}
 DOMAIN = {domain}
 CELL_RANGE = {cell_range}
 WARMUP_RANGE = {warmup_range}
+TARGET_RANGE = {target_range}
+NVTX_TARGET = {nvtx_target}
 RANK_FORMAT = {rank_format}
 HERE = os.path.dirname(os.path.abspath(__file__))
 VARS_FILE = os.path.join(HERE, "vars.pkl")
@@ -267,61 +277,7 @@ class Gate:
             self.lib.cudaProfilerStop()
 
 
-class RangeRecorder:
-    """Notes the NVTX ranges the cell opens (nvtx package and torch.cuda.nvtx), so that a filter
-    that matched nothing can be answered with the ranges the cell really has."""
-
-    def __init__(self):
-        self.seen = {{}}
-        self.undo = []
-
-    def note(self, message, domain, style):
-        name = getattr(domain, "name", domain) or ""
-        if name != DOMAIN and message is not None:
-            self.seen.setdefault((str(name), str(message), style), None)
-
-    def wrap(self, owner, attr, style, pick):
-        original = getattr(owner, attr, None)
-        if original is None:
-            return
-        recorder = self
-
-        def wrapper(*args, **kwargs):
-            with contextlib.suppress(Exception):
-                recorder.note(*pick(args, kwargs), style)
-            return original(*args, **kwargs)
-
-        setattr(owner, attr, wrapper)
-        self.undo.append((owner, attr, original))
-
-    def __enter__(self):
-        def arg(a, k, name, i, default=None):
-            return k.get(name, a[i] if len(a) > i else default)
-
-        with contextlib.suppress(Exception):
-            if HAVE_NVTX:
-                self.wrap(nvtx, "push_range", "PushPop",
-                          lambda a, k: (arg(a, k, "message", 0), arg(a, k, "domain", 2)))
-                self.wrap(nvtx, "start_range", "StartEnd",
-                          lambda a, k: (arg(a, k, "message", 0), arg(a, k, "domain", 2)))
-                # annotate keeps its arguments as init_args = (message, color, domain, ...)
-                self.wrap(nvtx.annotate, "__enter__", "PushPop",
-                          lambda a, k: (a[0].init_args[0], a[0].init_args[2]))
-            if "torch" in sys.modules:
-                import torch.cuda.nvtx as tnvtx
-                self.wrap(tnvtx, "range_push", "PushPop", lambda a, k: (arg(a, k, "msg", 0), ""))
-                self.wrap(tnvtx, "range_start", "StartEnd", lambda a, k: (arg(a, k, "msg", 0), ""))
-        return self
-
-    def __exit__(self, *exc):
-        for owner, attr, original in reversed(self.undo):
-            setattr(owner, attr, original)
-        self.undo.clear()
-        return False
-
-    def ranges(self):
-        return [list(key) for key in self.seen]
-
+{range_recorder}
 
 def join_ranks():
     """Several ranks: name the main thread ``rank R``, bind the rank's GPU and initialise the
@@ -376,7 +332,7 @@ def capture(ns):
     still stops the gate (the partial report is complete) and reports in cell coordinates."""
     gate = Gate(GATE)
     out = {{"gate": GATE, "gate_kind": gate.kind, "nvtx": HAVE_NVTX, "status": "ok"}}
-    recorder = RangeRecorder()
+    recorder = RangeRecorder(NVTX_TARGET)
     times = {{}}
     try:
         with recorder:
@@ -405,6 +361,8 @@ def capture(ns):
         out["cell_s"] = times["stop"] - times["cell"]
         out["gate_stop_s"] = times["stopped"] - times["stop"]
     out["ranges"] = recorder.ranges()
+    if NVTX_TARGET is not None:
+        out["target"] = recorder.target_status()
     return out
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .. import runner, tools
+from ..analysis.range_spec import NvtxRange, opened_ranges, target_hint
 from ..errors import (
     CorruptReportError,
     NothingCapturedError,
@@ -77,6 +78,7 @@ class Backend(Protocol):
     gate: Gate
 
     def options_meta(self) -> dict[str, Any]: ...
+    def script_args(self) -> dict[str, Any]: ...
     def locate(self) -> Tool: ...
     def validate(self, tool: Tool) -> None: ...
     def launch_key(self, request: CellRequest) -> tuple[Any, ...]: ...
@@ -125,14 +127,16 @@ def run_cli(
 
 
 def _ranges_hint(status: dict[str, Any]) -> str:
-    ranges = status.get("ranges") or []
+    """Why an NVTX-filtered run profiled nothing, from what the cell script saw: the ranges the
+    cell opened, whether ``--nvtx`` named one of them, and the spelling that would."""
+    ranges = [NvtxRange(*map(str, r)) for r in status.get("ranges") or [] if len(r) == 3]
+    target = status.get("target")
+    if isinstance(target, dict) and target.get("spec"):
+        return " " + target_hint(str(target["spec"]), ranges, target.get("matched") or [],
+                                 int(target.get("opened") or 0))  # fmt: skip
     if not ranges:
         return " The cell opened no NVTX range of its own."
-    shown = ", ".join(
-        f"{domain or '(default domain)'}:{name} ({style})" for domain, name, style in ranges[:12]
-    )
-    more = f" and {len(ranges) - 12} more" if len(ranges) > 12 else ""
-    return f" The cell opened these NVTX ranges: {shown}{more}."
+    return f" The cell opened these NVTX ranges: {opened_ranges(ranges)}."
 
 
 class NsysBackend:
@@ -146,6 +150,10 @@ class NsysBackend:
         o = self.options
         return {"trace": list(o.trace), "cuda_graph_trace": o.cuda_graph_trace,
                 "pytorch": o.pytorch, "extra_args": list(o.extra_args)}  # fmt: skip
+
+    def script_args(self) -> dict[str, Any]:
+        """What the cell script needs of this backend beyond the gate (``build_script``)."""
+        return {}
 
     def locate(self) -> Tool:
         return locate_tool("nsys")
@@ -274,7 +282,12 @@ class NcuBackend:
         return {"set": o.set, "sections": list(o.sections), "metrics": list(o.metrics),
                 "kernel": o.kernel_exact or o.kernel_regex, "launch_skip": o.launch_skip,
                 "launch_count": o.launch_count, "nvtx_include": list(o.nvtx_include),
-                "nvtx_exclude": list(o.nvtx_exclude), "extra_args": list(o.extra_args)}  # fmt: skip
+                "nvtx_exclude": list(o.nvtx_exclude), "extra_args": list(o.extra_args),
+                "nvtx_target": o.nvtx_target}  # fmt: skip
+
+    def script_args(self) -> dict[str, Any]:
+        """``--nvtx NAME``: the script marks the ranges NAME names (``TARGET_FILTER``)."""
+        return {"nvtx_target": self.options.nvtx_target} if self.options.nvtx_target else {}
 
     def locate(self) -> Tool:
         return locate_tool("ncu")

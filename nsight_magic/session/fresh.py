@@ -30,6 +30,7 @@ class FreshExecutor:
     def execute(self, ctx: RunContext) -> Outcome:
         request, run_dir = ctx.request, ctx.run_dir
         script = self.script or self._write_script(ctx)
+        ctx.meta["first_run"] = request.warmup == 0  # a new process runs the cell once
         argv = ctx.backend.fresh_argv(ctx.tool, run_dir, request)
         if self.script is not None:  # the saved script of the parent, not one written here
             argv[argv.index(str(run_dir / "script.py"))] = str(script)
@@ -75,7 +76,8 @@ class FreshExecutor:
         request, run_dir = ctx.request, ctx.run_dir
         setup = self.setup if request.setup else []
         history = [history_entry("setup", name, cell) for name, cell in setup]
-        text = build_script(ctx.cell, history=history, warmup=request.warmup, gate=ctx.backend.gate)
+        text = build_script(ctx.cell, history=history, warmup=request.warmup,
+                            gate=ctx.backend.gate, **ctx.backend.script_args())  # fmt: skip
         (run_dir / "script.py").write_text(text)
         nb = ctx.notebook
         reads = ctx.cell.names_read if nb.auto_vars else frozenset()

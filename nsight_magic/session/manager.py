@@ -24,12 +24,13 @@ from typing import Any
 
 from .. import runs, tools
 from ..analysis.range_spec import resolve_nvtx_range
-from ..errors import NsightMagicError
+from ..errors import AmbiguousNvtxRangeError, NsightMagicError, WorkerDiedError
 from ..nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
 from ..profilers import ncu as ncu_argv
 from ..profilers.nsys import session_argv
 from ..script import PreparedCell
 from .backends import Backend, NcuBackend, WarmState
+from .fallback import fresh_after_crash
 from .fresh import FreshExecutor
 from .history import REGISTRY, History, SetupRegistry
 from .pipeline import RunContext, now_utc, profile_cell
@@ -193,13 +194,33 @@ class SessionManager:
             executor = FreshExecutor(self.setup.prepared() if script is None else (), script)
         else:
             executor = WarmExecutor(lambda ctx: self._session(backend, ctx), self.history, before)
-        run = profile_cell(request, backend, executor, make_result, notebook=notebook,
-                           callbacks=callbacks, run_dir=run_dir, meta=meta)  # fmt: skip
+        try:
+            run = profile_cell(request, backend, executor, make_result, notebook=notebook,
+                               callbacks=callbacks, run_dir=run_dir, meta=meta)  # fmt: skip
+        except WorkerDiedError as died:
+            if backend.tool != "ncu" or died.stopped or not isinstance(executor, WarmExecutor):
+                raise
+            return self._fresh_after_crash(died, executor, request, backend, make_result,
+                                           notebook=notebook, callbacks=callbacks,
+                                           run_dir=run_dir, meta=meta)  # fmt: skip
         if backend.tool == "nsys" and hasattr(run, "nvtx"):  # its ranges answer %%ncu --nvtx
             self._nsys_runs[request.cell] = weakref.ref(run)
         if isinstance(executor, WarmExecutor) and executor.session is not None:
             self._remember(executor.session, captured["ctx"], before, run)
         return run
+
+    def _fresh_after_crash(self, died: WorkerDiedError, executor: WarmExecutor,
+                           request: CellRequest, backend: Backend, make_result: Any,
+                           **kwargs: Any) -> Any:  # fmt: skip
+        """The ncu worker crashed on this cell: drop it (the next cell starts a new one) and
+        run the cell once in a fresh ncu process (``fallback.fresh_after_crash``)."""
+        with self._lock:
+            if executor.session is not None and self._sessions.get("ncu") is executor.session:
+                del self._sessions["ncu"]
+        if executor.session is not None:
+            executor.session.worker.kill()
+        return fresh_after_crash(died, executor, request, backend, make_result,
+                                 setup=self.setup.prepared, **kwargs)  # fmt: skip
 
     def _remember(
         self, session: WarmSession, ctx: RunContext, before: int | None, run: Any
@@ -219,23 +240,35 @@ class SessionManager:
     def _result(self, report: Any, ctx: RunContext, parent: Any) -> Any:
         return ctx.backend.result(report, ctx.run_dir, ctx.meta, parent=parent, profiler=self)
 
-    def ncu_range_filter(self, spec: str, cell: str) -> str:
-        """``%%ncu --nvtx SPEC`` spelled for ncu. When this notebook profiled the same cell with
-        nsys, SPEC is resolved against that run's ranges (any domain, push/pop or start/end;
-        an ambiguous or unknown name is a typed error listing the choices). Otherwise the domain
-        comes from SPEC ("DOMAIN:RANGE", a bare RANGE is the default domain's) and a push/pop
-        range (``nvtx.annotate``) is assumed: if nothing matches, the run's message lists the
-        ranges the cell opened."""
+    def ncu_nvtx_options(self, spec: str, cell: str) -> dict[str, Any]:
+        """``%%ncu --nvtx SPEC`` as ``NcuOptions`` fields. SPEC is "DOMAIN:RANGE" (":RANGE" = the
+        default domain), "DOMAIN:RANGE (STYLE)" or a bare RANGE in any domain, as the NVTX tab
+        and ``nsys stats`` print it. The cell script matches it against each range the cell
+        opens and marks the matches for ncu (``nvtx_target``): no earlier run is needed to know
+        the domain, and the name never has to be escaped for ncu.
+
+        When this notebook profiled the same cell with nsys, SPEC is checked against that run's
+        ranges first: a name the cell does not have fails here with the list (nothing runs);
+        a range nsys saw but the script cannot (opened from C++ code) gets ncu's own filter,
+        spelled with the domain and style nsys found (measured forms: DESIGN.md)."""
+        ncu_argv.parse_range_spec(spec)  # ValueError for an empty name or "DOMAIN:" alone
+        spec = spec.strip()
         known = self._nsys_runs.get(cell)
         run = known() if known is not None else None
-        domain: str | None
-        if run is not None:
+        if run is None:
+            return {"nvtx_target": spec}
+        try:
             found = resolve_nvtx_range(run.nvtx(), spec)
-            domain, name, push_pop = found.domain, found.range, found.style == "PushPop"
-        else:
-            domain, name = ncu_argv.parse_range_spec(spec)
-            push_pop = True
-        return ncu_argv.nvtx_filter(name, domain=domain or None, push_pop=push_pop)
+        except AmbiguousNvtxRangeError:
+            return {"nvtx_target": spec}  # the script marks every match and says so
+        # what the cell script saw of that run (None: not known, e.g. a run loaded from disk)
+        recorded = (run.meta.get("cell_status") or {}).get("ranges")
+        seen = {tuple(map(str, r)) for r in recorded or []}
+        if recorded is None or found.domain == NVTX_DOMAIN or tuple(found) in seen:
+            return {"nvtx_target": f"{found.label} ({found.style})"}
+        expression = ncu_argv.nvtx_filter(found.range, domain=found.domain or None,
+                                          push_pop=found.style == "PushPop")  # fmt: skip
+        return {"nvtx_include": (expression,)}
 
     # --- drill-downs (results.KernelProfiler) -----------------------------------------------
     def profile_kernel(self, parent: Any, kernel: str, *, instance: int = 0, count: int = 1,
@@ -323,13 +356,18 @@ class SessionManager:
             meta["rank"] = rank
         callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)
         t0 = time.perf_counter()
+        child = None
         try:
-            return self.profile(request, backend, callbacks=callbacks, parent=parent,
-                                before=before, run_dir=run_dir, meta=meta,
-                                script=parent_dir / "script.py" if cold else None)  # fmt: skip
+            child = self.profile(request, backend, callbacks=callbacks, parent=parent,
+                                 before=before, run_dir=run_dir, meta=meta,
+                                 script=parent_dir / "script.py" if cold else None)  # fmt: skip
+            return child
         finally:
-            runs.add_child(parent_dir, {"run_dir": str(run_dir.relative_to(parent_dir)),
-                                        **record, "set": set, "mode": "fresh" if cold else "warm",
+            # after an ncu worker crash the child is the fresh re-run beside the crashed folder
+            ran_in = Path(getattr(child, "run_dir", None) or run_dir)
+            mode = (getattr(child, "meta", None) or {}).get("mode") or ("fresh" if cold else "warm")
+            runs.add_child(parent_dir, {"run_dir": str(ran_in.relative_to(parent_dir)),
+                                        **record, "set": set, "mode": mode,
                                         "wall_s": time.perf_counter() - t0,
                                         "started_utc": now_utc()})  # fmt: skip
 

@@ -215,6 +215,7 @@ def conclude(ctx: RunContext, outcome: Outcome, make_result: ResultFactory) -> A
     if outcome.died is not None:
         finish(ctx, status="worker_died", error=str(outcome.died))
         outcome.died.run = _with_meta(partial, ctx)
+        outcome.died.run_dir = ctx.run_dir
         raise outcome.died
     if outcome.stopped:
         state = "timeout" if outcome.stopped == "timeout" else outcome.stopped

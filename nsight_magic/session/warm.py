@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import runs
-from ..errors import WorkerDiedError
+from ..errors import NsightMagicError, WorkerDiedError
 from ..script import build_script
 from ..tools import ToolName
 from .backends import WarmState
@@ -23,6 +23,9 @@ from .history import History, HistoryEntry
 from .pipeline import Outcome, RunContext
 from .variables import plan_shipping, write_vars
 from .worker_process import Reply, WorkerProcess
+
+# after a failed capture start: how long to wait for the worker to be seen dead (a crash)
+ATTACH_DEATH_GRACE_S = 1.0
 
 
 @dataclass
@@ -40,6 +43,7 @@ class WarmSession:
     names: frozenset[str] = frozenset()
     cells: int = 0
     broken: str = ""  # why the worker cannot be used again (a sticky CUDA error)
+    ran_sources: set[str] = field(default_factory=set)  # cells captured here, failed ones too
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     def alive(self) -> bool:
@@ -92,10 +96,12 @@ class WarmExecutor:
             ran_before = [e for e in self.history.entries() if e.id in s.executed]
             # the script alone reproduces this state: what the worker had run, then the cell
             replay = [e.payload() for e in ran_before + self.pending]
-            script = build_script(
-                ctx.cell, history=replay, warmup=request.warmup, gate=ctx.backend.gate
-            )
+            script = build_script(ctx.cell, history=replay, warmup=request.warmup,
+                                  gate=ctx.backend.gate, **ctx.backend.script_args())  # fmt: skip
             (run_dir / "script.py").write_text(script)
+            # the trace cannot tell a first execution from a warm one by itself (cold_run.py)
+            ran = {e.cell.source for e in ran_before + self.pending} | s.ran_sources
+            ctx.meta["first_run"] = request.warmup == 0 and ctx.cell.source not in ran
             ctx.meta["worker"] = {
                 "pid": s.worker.pid,
                 "started_utc": s.started_utc,
@@ -136,11 +142,24 @@ class WarmExecutor:
             return self._not_run(ctx, reply, reply.data.get("phase", "vars"))
         s.names = frozenset(reply.data.get("names", ()))
         t0 = time.perf_counter()
-        handle = ctx.backend.begin_capture(ctx.tool, s.state, run_dir)
+        try:
+            handle = ctx.backend.begin_capture(ctx.tool, s.state, run_dir)
+        except NsightMagicError as exc:
+            deadline = time.monotonic() + ATTACH_DEATH_GRACE_S  # a crash takes a moment to reap
+            while s.worker.alive() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if s.worker.alive():
+                raise
+            # the attach took the worker down with it: a crash, not a profiler mistake
+            raise WorkerDiedError(
+                f"The profiling worker died while {ctx.backend.tool} attached "
+                f"({s.worker.exit_description()}): {exc}"
+            ) from exc
         ctx.meta["timings"]["begin_capture_s"] = time.perf_counter() - t0
         ctx.meta["capture_argv"] = (
             handle if isinstance(handle, list) else getattr(handle, "args", None)
         )
+        s.ran_sources.add(ctx.cell.source)
         try:
             ctx.lines.phase("capturing")
             reply = self._ask(ctx, {"op": "capture"})

@@ -283,7 +283,8 @@ class WorkerProcess:
                         self.kill()
                         raise WorkerDiedError(
                             f"The worker did not stop within {grace_s:g} s after being "
-                            f"{stopped} and was killed; the next cell starts a new worker."
+                            f"{stopped} and was killed; the next cell starts a new worker.",
+                            stopped=stopped,
                         )
                     if not stopped and deadline is not None and now > deadline:
                         stopped, stop_deadline = "timeout", self._interrupt(grace_s)
@@ -294,7 +295,8 @@ class WorkerProcess:
                         self.kill()
                         raise WorkerDiedError(
                             "Interrupted twice: the worker was stopped; the next cell starts a "
-                            "new worker."
+                            "new worker.",
+                            stopped="interrupted",
                         ) from None
                     stopped, stop_deadline = "interrupted", self._interrupt(grace_s)
                 except (protocol.ConnectionClosed, OSError):

@@ -92,3 +92,43 @@ def test_profile_range_from_an_nsys_run(ip) -> None:  # type: ignore[no-untyped-
     assert len(start_end.kernels()) == 2  # sin and exp ran inside it
     statuses = {s.tool for s in MANAGER.status()}
     assert statuses == {"nsys", "ncu"}
+
+
+FIRST = (
+    "# %%ncu --nvtx as the first profiled cell\n"
+    "import torch, nvtx\n"
+    "x = torch.randn(1 << 20, device='cuda')\n"
+    "y = torch.cos(x)\n"
+    "gen = nvtx.start_range('generate', domain='LLM')\n"
+    "with nvtx.annotate('LLM@prefill', domain='LLM'):\n    z = torch.sin(x)\n"
+    "with nvtx.annotate('decode', domain='LLM'):\n    w = torch.exp(x)\n"
+    "nvtx.end_range(gen)\n"
+    "with nvtx.annotate('sample'):\n    v = torch.tanh(x)\n"
+    "torch.cuda.synchronize()\n"
+)
+
+
+def _kernels(run) -> list[str]:  # type: ignore[no-untyped-def]
+    assert not isinstance(run, Exception), run
+    return sorted(str(n).lower() for n in run.kernels()["demangled"])
+
+
+def test_nvtx_every_spelling_as_the_first_profiled_cell(ip) -> None:  # type: ignore[no-untyped-def]
+    """The seeds' pattern (issue 21): no %%nsys run of the cell before, so the script itself
+    finds the range's domain and marks it for ncu. Warm (a new ncu worker) and --fresh."""
+    first = magic(ip, "ncu", "--set basic --launch-count 3 --nvtx LLM@prefill", FIRST)
+    names = _kernels(first)
+    target = first.meta["cell_status"]["target"]
+    print(f"\nfirst cell, warm, --nvtx LLM@prefill: {names}; the script marked {target}")
+    assert first.meta["mode"] == "warm" and len(names) == 1 and "sin" in names[0]
+    fresh = magic(ip, "ncu", "--fresh --set basic --launch-count 3 --nvtx LLM@prefill", FIRST)
+    assert fresh.meta["mode"] == "fresh" and _kernels(fresh) == names
+    for spec, want in (("LLM:LLM@prefill", ["sin"]), ("'LLM:LLM@prefill (PushPop)'", ["sin"]),
+                       (":sample", ["tanh"]), ("sample", ["tanh"]),
+                       ("LLM:generate", ["exp", "sin"])):  # fmt: skip
+        got = _kernels(magic(ip, "ncu", f"--set basic --nvtx {spec}", FIRST))
+        print(f"--nvtx {spec}: {got}")
+        assert len(got) == len(want) and all(any(w in g for g in got) for w in want)
+    err = magic(ip, "ncu", "--set basic --nvtx :LLM@prefill", FIRST)
+    assert isinstance(err, NothingCapturedError), err
+    assert "Use --nvtx 'LLM:LLM@prefill'" in str(err), str(err)

@@ -232,3 +232,24 @@ def test_a_child_process_is_captured_and_named(ip) -> None:  # type: ignore[no-u
     print(f"\nprocesses: {sorted(set(k['pid']))}; {run.report.processes().to_dict('records')}")
     assert k["pid"].nunique() == 2, "the cell's kernels and its child's, in one report"
     assert len(run.report.processes()) >= 2
+
+
+def test_a_first_run_is_labelled_cold_and_the_next_is_not(ip) -> None:  # type: ignore[no-untyped-def]
+    """Issue 21: the first run of a cell in a new worker pays lazy loading and cuBLAS set-up;
+    it says so (view header and run.warnings, with --warmup 1), the warm re-run does not."""
+    cell = (
+        "import torch\n"
+        "a = torch.randn(2048, 2048, device='cuda', dtype=torch.bfloat16)\n"
+        "b = torch.softmax(a @ a, -1)\n"
+        "torch.cuda.synchronize()\n"
+    )
+    first = magic(ip, "nsys", "", cell)
+    assert not isinstance(first, Exception), first
+    effects = first.first_call_effects
+    print(f"\nfirst run: {effects}\n  {first.warnings}")
+    assert first.meta["first_run"] is True and effects is not None and effects.cold
+    assert [w for w in first.warnings if w.startswith("Cold run (the first run")]
+    again = magic(ip, "nsys", "", cell)
+    print(f"warm re-run: {again.first_call_effects}\n  {again.warnings}")
+    assert again.meta["first_run"] is False
+    assert not [w for w in again.warnings if w.startswith(("Cold run", "First run"))]

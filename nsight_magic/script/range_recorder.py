@@ -1,0 +1,183 @@
+"""The part of the generated script (``template.py``) that notes the NVTX ranges a cell opens
+and, for ``%%ncu --nvtx``, marks the range the user named so that ncu can select it.
+
+Kept here as text (it is pasted into the script, which imports nothing from this package); it
+uses the script's globals ``DOMAIN``, ``TARGET_RANGE``, ``HAVE_NVTX`` and ``nvtx``.
+
+Why a marker: ncu's NVTX filter needs the range's domain spelled out and escaped
+(``LLM@LLM\\@prefill/``), and a bare name cannot name "any domain" (DESIGN.md: measured forms).
+The script sees every range the cell opens through ``nvtx``/``torch.cuda.nvtx``, with its domain
+and style, so it compares the user's name there, as plain text, and opens one range of its own
+domain around each match: ncu's filter is always ``nsight_magic@nvtx-target``. Ranges opened
+where the script cannot see them (C++ code, ``nvtx.Domain`` methods, functions decorated with
+``nvtx.annotate`` before the cell) are not marked: the session then uses ncu's own filter with
+the domain an nsys run of the cell found (``SessionManager.ncu_nvtx_options``).
+"""
+
+RANGE_RECORDER = '''
+class RangeRecorder:
+    """Notes the NVTX ranges the cell opens (nvtx package and torch.cuda.nvtx), so that a filter
+    that matched nothing can be answered with the ranges the cell really has.
+
+    With a ``target`` (``%%ncu --nvtx NAME``) it also opens the start/end range TARGET_RANGE of
+    our domain around every range ``target`` names, in any domain: "DOMAIN:RANGE (STYLE)",
+    "DOMAIN:RANGE" (":RANGE" = the default domain) or a bare RANGE, compared as plain text
+    (no escaping, no regex). ncu's filter is then that one range of ours, so the user's
+    domain need not be known before the cell runs. Start/end, so a push/pop target also
+    covers kernels other threads launch while it is open (autograd's backward threads)."""
+
+    def __init__(self, target=None):
+        self.seen = {}
+        self.undo = []
+        self.target = target
+        self.matched = {}
+        self.opened = 0
+        self.stacks = {}  # (thread, domain) -> one marker id (or None) per open push/pop range
+        self.started = {}  # the key of a start/end range -> its marker id
+        self.lock = threading.Lock()
+        self.open_marker = self.close_marker = None
+
+    def is_target(self, domain, message, style):
+        label = domain + ":" + message
+        return self.target in (label + " (" + style + ")", label, message)
+
+    def opening(self, message, domain, style):
+        """Before a range opens: note it; the marker's id when the target names it."""
+        name = str(getattr(domain, "name", domain) or "")
+        if message is None:
+            return None
+        message = str(message)
+        with self.lock:
+            if name != DOMAIN:
+                self.seen.setdefault((name, message, style), None)
+            if self.target is None or self.open_marker is None:
+                return None
+            if not self.is_target(name, message, style):
+                return None
+            self.matched.setdefault((name, message, style), None)
+            self.opened += 1
+        return self.open_marker(TARGET_RANGE, domain=DOMAIN)
+
+    def close(self, marker):
+        if marker is not None and self.close_marker is not None:
+            with contextlib.suppress(Exception):
+                self.close_marker(marker)
+
+    def pushed(self, domain, marker):
+        key = (threading.get_ident(), str(getattr(domain, "name", domain) or ""))
+        with self.lock:
+            self.stacks.setdefault(key, []).append(marker)
+
+    def popped(self, domain):
+        key = (threading.get_ident(), str(getattr(domain, "name", domain) or ""))
+        with self.lock:
+            stack = self.stacks.get(key)
+            marker = stack.pop() if stack else None
+        self.close(marker)
+
+    def started_range(self, handle, marker):
+        if marker is not None:
+            with contextlib.suppress(TypeError):  # an unhashable id: that marker stays open
+                with self.lock:
+                    self.started[handle] = marker
+
+    def ended_range(self, handle):
+        with contextlib.suppress(TypeError):
+            with self.lock:
+                marker = self.started.pop(handle, None)
+            self.close(marker)
+
+    def wrap(self, owner, attr, before=None, after=None):
+        """Replace ``owner.attr`` by a call that runs ``before(args, kwargs)`` first and
+        ``after(args, kwargs, result, before's value)`` once the original returned; our own
+        mistakes never reach the cell."""
+        original = getattr(owner, attr, None)
+        if original is None:
+            return
+
+        def wrapper(*args, **kwargs):
+            noted = None
+            if before is not None:
+                with contextlib.suppress(Exception):
+                    noted = before(args, kwargs)
+            try:
+                result = original(*args, **kwargs)
+            except BaseException:
+                self.close(noted)  # the range did not open: neither does our marker
+                raise
+            if after is not None:
+                with contextlib.suppress(Exception):
+                    after(args, kwargs, result, noted)
+            return result
+
+        setattr(owner, attr, wrapper)
+        self.undo.append((owner, attr, original))
+
+    def __enter__(self):
+        def arg(a, k, name, i, default=None):
+            return k.get(name, a[i] if len(a) > i else default)
+
+        def domain_of(a, k):
+            return arg(a, k, "domain", 2)
+
+        with contextlib.suppress(Exception):
+            if HAVE_NVTX:
+                # the originals, saved before wrapping: opening our marker is never noted
+                self.open_marker, self.close_marker = nvtx.start_range, nvtx.end_range
+                self.wrap(nvtx, "push_range",
+                          lambda a, k: self.opening(arg(a, k, "message", 0), domain_of(a, k),
+                                                    "PushPop"),
+                          lambda a, k, r, m: self.pushed(domain_of(a, k), m))
+                self.wrap(nvtx, "pop_range", None,
+                          lambda a, k, r, m: self.popped(arg(a, k, "domain", 0)))
+                self.wrap(nvtx, "start_range",
+                          lambda a, k: self.opening(arg(a, k, "message", 0), domain_of(a, k),
+                                                    "StartEnd"),
+                          lambda a, k, r, m: self.started_range(r, m))
+                self.wrap(nvtx, "end_range", None,
+                          lambda a, k, r, m: self.ended_range(arg(a, k, "range_id", 0)))
+                # annotate keeps its arguments as init_args = (message, color, domain, ...)
+                self.wrap(nvtx.annotate, "__enter__",
+                          lambda a, k: self.opening(a[0].init_args[0], a[0].init_args[2],
+                                                    "PushPop"),
+                          lambda a, k, r, m: self.pushed(a[0].init_args[2], m))
+                self.wrap(nvtx.annotate, "__exit__", None,
+                          lambda a, k, r, m: self.popped(a[0].init_args[2]))
+            if "torch" in sys.modules:
+                import torch.cuda.nvtx as tnvtx
+                self.wrap(tnvtx, "range_push",
+                          lambda a, k: self.opening(arg(a, k, "msg", 0), "", "PushPop"),
+                          lambda a, k, r, m: self.pushed("", m))
+                self.wrap(tnvtx, "range_pop", None, lambda a, k, r, m: self.popped(""))
+                self.wrap(tnvtx, "range_start",
+                          lambda a, k: self.opening(arg(a, k, "msg", 0), "", "StartEnd"),
+                          lambda a, k, r, m: self.started_range(r, m))
+                self.wrap(tnvtx, "range_end", None,
+                          lambda a, k, r, m: self.ended_range(arg(a, k, "range_id", 0)))
+        return self
+
+    def __exit__(self, *exc):
+        for owner, attr, original in reversed(self.undo):
+            setattr(owner, attr, original)
+        self.undo.clear()
+        # a target range the cell left open must not keep our marker open into the next cell
+        with self.lock:
+            left = [m for stack in self.stacks.values() for m in stack]
+            left += list(self.started.values())
+            self.stacks.clear()
+            self.started.clear()
+        for marker in left:
+            self.close(marker)
+        return False
+
+    def ranges(self):
+        return [list(key) for key in self.seen]
+
+    def target_status(self):
+        """What ``%%ncu --nvtx`` needs to explain its outcome: the ranges the target named and
+        how often they opened."""
+        return {"spec": self.target, "matched": [list(key) for key in self.matched],
+                "opened": self.opened}
+
+
+'''

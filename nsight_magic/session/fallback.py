@@ -1,0 +1,93 @@
+"""What happens when the warm ncu worker crashes on a cell (a SIGSEGV under ``ncu --mode attach``
+was seen on the GPU right after a history replay): the user's cell runs once more in a fresh
+ncu process, and one line says so. Never silently: the line names the crash, how far the
+worker got, what state the fresh run has, and where the log is. Never a loop: a fresh run that
+fails too raises its own typed error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from .. import runs
+from ..errors import WorkerDiedError
+from ..script import PreparedCell
+from .backends import Backend
+from .fresh import FreshExecutor
+from .pipeline import profile_cell
+from .spec import CellRequest, Notebook, RunCallbacks
+from .warm import WarmExecutor, WarmSession
+
+
+def crash_cause(session: WarmSession | None, died: WorkerDiedError) -> str:
+    """ "SIGSEGV", "exited with status 3": how the worker ended, in a word or two."""
+    text = session.worker.exit_description() if session is not None else str(died)
+    for prefix in ("it was killed by ", "it "):
+        if text.startswith(prefix):
+            return text[len(prefix) :]
+    return text
+
+
+def crash_note(died: WorkerDiedError, executor: WarmExecutor, script: Path | None) -> str:
+    """The one line the user reads: what crashed, when, what the fresh run holds, the log."""
+    crashed = Path(died.run_dir) if died.run_dir is not None else None
+    replayed = len(executor.pending)
+    meta = (runs.read_json(crashed / runs.META, {}) or {}) if crashed is not None else {}
+    when = ""
+    if replayed:
+        done = "replayed" in meta  # written once the replay returned
+        when = f" {'after' if done else 'while'} replaying {replayed} cell(s)"
+    how = (
+        "it replayed the cells the worker had run first, so their state is there"
+        if script is not None
+        else "only the setup cells ran first: state from profiled cells is not in it"
+    )
+    where = f"; see {crashed / 'profiler.log'}" if crashed is not None else ""
+    return (
+        f"the ncu worker crashed ({crash_cause(executor.session, died)}){when}; this cell ran "
+        f"in a fresh ncu process instead ({how}){where}"
+    )
+
+
+def fresh_after_crash(
+    died: WorkerDiedError,
+    executor: WarmExecutor,
+    request: CellRequest,
+    backend: Backend,
+    make_result: Callable[[Any, Any], Any],
+    *,
+    setup: Callable[[], Sequence[tuple[str, PreparedCell]]],
+    notebook: Notebook | None = None,
+    callbacks: RunCallbacks | None = None,
+    run_dir: Path | None = None,
+    meta: dict[str, Any] | None = None,
+) -> Any:
+    """Run ``request`` fresh after its warm worker crashed: from the script the crashed run
+    wrote (the history that worker had run, then the cell: the same state, built from
+    scratch), or with the setup cells only when there is none. A drill-down's fresh run is a
+    sibling of its crashed folder; the fresh run's meta.json says what it replaces."""
+    crashed = Path(died.run_dir) if died.run_dir is not None else None
+    script = crashed / "script.py" if crashed is not None else None
+    if script is not None and not script.exists():
+        script = None
+    line = crash_note(died, executor, script)
+    if crashed is not None:  # the log the line points at holds the crash, output tail included
+        with open(crashed / "profiler.log", "a", errors="replace") as log:
+            log.write(f"[nsight_magic] {died}\n[nsight_magic] {line}\n")
+    if callbacks is not None and callbacks.output is not None:
+        callbacks.output(f"nsight_magic: {line}")
+    fresh_dir = runs.new_run_dir(run_dir.parent, f"{run_dir.name}-fresh") if run_dir else None
+    fallback = {"from": str(crashed) if crashed else None, "why": str(died), "note": line}
+    return profile_cell(
+        replace(request, fresh=True),
+        backend,
+        FreshExecutor(setup() if script is None else (), script),
+        make_result,
+        notebook=notebook,
+        callbacks=callbacks,
+        run_dir=fresh_dir,
+        meta={**(meta or {}), "fallback": fallback},
+    )

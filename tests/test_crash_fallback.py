@@ -1,0 +1,139 @@
+"""A crashed ncu worker never costs the user their cell or their state silently: the cell runs
+once in a fresh process from the crashed run's script (the same history, then the cell), one
+line says so, and the next cell starts a new worker. Real workers that really die (SIGSEGV),
+no profiler (tests/session_support.py)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from processes import alive
+from session_support import BareBackend
+
+from nsight_magic.errors import NsightMagicError, WorkerDiedError
+from nsight_magic.session import worker_process
+from nsight_magic.session.history import SetupRegistry
+from nsight_magic.session.manager import SessionManager
+from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+
+# State the notebook built in the nsys worker; replaying it in a *worker* (not in a fresh
+# script) segfaults once while the flag file exists: the GPU report's crash, on the CPU
+CRASH_ON_REPLAY = """\
+import os, signal, sys
+state = 42
+if getattr(sys.modules["__main__"].__spec__, "name", "") == "nsight_magic.session.worker":
+    if os.path.exists({flag!r}):
+        os.remove({flag!r})
+        os.kill(os.getpid(), signal.SIGSEGV)
+"""
+
+
+@pytest.fixture
+def manager():
+    m = SessionManager(setup=SetupRegistry())
+    yield m
+    m.stop()
+
+
+@pytest.fixture
+def run(manager: SessionManager, tmp_path: Path):
+    def _run(cell: str, tool: str = "nsys", **kw):  # type: ignore[no-untyped-def]
+        out: list[str] = []
+        request = CellRequest(cell=textwrap.dedent(cell), runs_root=tmp_path / "runs",
+                              cwd=str(tmp_path), **kw)  # fmt: skip
+        result = manager.profile(request, BareBackend(tool), notebook=Notebook(),
+                                 callbacks=RunCallbacks(output=out.append))  # fmt: skip
+        return result, out
+
+    return _run
+
+
+def _ncu_pid(manager: SessionManager) -> int | None:
+    pids = [s.pid for s in manager.status() if s.tool == "ncu" and s.alive]
+    return pids[0] if pids else None
+
+
+def test_a_worker_that_dies_in_replay_runs_the_cell_fresh_with_its_state(run, manager, tmp_path):
+    flag = tmp_path / "crash-next-replay"
+    run(CRASH_ON_REPLAY.format(flag=str(flag)))  # in the nsys worker: no flag yet, no crash
+    flag.touch()
+    result, out = run("print('state is', state)", tool="ncu")
+    notes = [line for line in out if line.startswith("nsight_magic: the ncu worker crashed")]
+    assert len(notes) == 1, out
+    assert notes[0].startswith("nsight_magic: the ncu worker crashed (SIGSEGV) while replaying "
+                               "1 cell(s); this cell ran in a fresh ncu process instead (it "
+                               "replayed the cells the worker had run first")  # fmt: skip
+    assert "profiler.log" in notes[0] and "state is 42" in out
+    assert result.meta["mode"] == "fresh" and result.meta["fallback"]["note"] in notes[0]
+    crashed = Path(result.meta["fallback"]["from"])
+    assert crashed != result.run_dir and (crashed / "profiler.log").exists()
+    assert _ncu_pid(manager) is None  # the dead worker is gone, not listed as running
+    # the next cell starts a new worker, which replays the history (no crash this time)
+    result, out = run("print('again', state)", tool="ncu")
+    assert "again 42" in out and result.meta["mode"] == "warm" and _ncu_pid(manager)
+    assert not [line for line in out if "crashed" in line]
+
+
+def test_a_cell_that_crashes_every_process_fails_once_with_a_typed_error(run, manager, tmp_path):
+    run("x = 1")
+    segfault = "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"
+    out: list[str] = []
+    with pytest.raises(NsightMagicError) as info:
+        request = CellRequest(cell=segfault, runs_root=tmp_path / "runs", cwd=str(tmp_path))
+        manager.profile(request, BareBackend("ncu"), notebook=Notebook(),
+                        callbacks=RunCallbacks(output=out.append))  # fmt: skip
+    assert not isinstance(info.value, WorkerDiedError), info.value  # the fresh run's own
+    print(f"{type(info.value).__name__}: {info.value}")
+    (note,) = [line for line in out if "crashed (SIGSEGV)" in line]
+    assert "after replaying 1 cell(s)" in note  # it died in the cell, not in the replay
+    folders = sorted((tmp_path / "runs").iterdir())
+    assert len(folders) == 3  # the nsys cell, the crashed warm run, one fresh run: no loop
+
+
+def test_a_worker_we_stopped_is_not_rerun(run, manager, monkeypatch):
+    """A timeout the worker ignored is the user's stop, not a crash: no fresh re-run."""
+    monkeypatch.setattr(worker_process, "INTERRUPT_GRACE_S", 1.0)
+    run("x = 1", tool="ncu")
+    pid = _ncu_pid(manager)
+    cell = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)\n"
+    with pytest.raises(WorkerDiedError, match="did not stop") as info:
+        run(cell, tool="ncu", timeout=1.0)
+    assert info.value.stopped == "timeout" and pid is not None and not alive(pid)
+
+
+class AttachKillsTheWorker(BareBackend):
+    """The ncu slot whose capture start takes the worker down with it and then fails, as an
+    attach that crashes the profiled process would (the worker really dies: SIGSEGV)."""
+
+    def __init__(self) -> None:
+        super().__init__("ncu")
+
+    def after_start(self, tool, state, worker) -> None:  # type: ignore[no-untyped-def]
+        state.extra["pid"] = worker.pid
+
+    def begin_capture(self, tool, state, run_dir):  # type: ignore[no-untyped-def]
+        import os
+        import signal
+        import time
+
+        from nsight_magic.errors import ProfilerError
+
+        os.kill(state.extra["pid"], signal.SIGSEGV)
+        while alive(state.extra["pid"]):
+            time.sleep(0.05)
+        raise ProfilerError("ncu could not attach to the profiling worker")
+
+
+def test_an_attach_that_kills_the_worker_is_a_crash_and_the_cell_runs_fresh(manager, tmp_path):
+    out: list[str] = []
+    request = CellRequest(cell="print('ran')", runs_root=tmp_path / "runs", cwd=str(tmp_path))
+    result = manager.profile(request, AttachKillsTheWorker(), notebook=Notebook(),
+                             callbacks=RunCallbacks(output=out.append))  # fmt: skip
+    (note,) = [line for line in out if "crashed" in line]
+    assert note.startswith(
+        "nsight_magic: the ncu worker crashed (SIGSEGV); this cell ran in a fresh"
+    )
+    assert result.meta["mode"] == "fresh" and "ran" in out
+    assert "while ncu attached" in result.meta["fallback"]["why"]
