@@ -28,6 +28,8 @@ _LAZY = {
     "NcuRun": ("nsight_magic.results", "NcuRun"),
     # one displayable NsysRun over several per-rank reports (or one report of every rank)
     "load_runs": ("nsight_magic.results.loading", "load_runs"),
+    # a copy of a run folder with paths relative and user/host names redacted
+    "share": ("nsight_magic.sharing", "share"),
 }
 
 __all__ = [
