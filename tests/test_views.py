@@ -54,9 +54,10 @@ def test_nsys_widget_tree(nsys_run):
     header, tabs, report = view.children
     assert isinstance(tabs, w.Tab) and tabs.titles == NSYS_TABS
     assert isinstance(report, w.Output)  # the .nsys-rep beside the opened export, linked
-    assert "<code>nsys-ui tests/data/nsys_small.nsys-rep</code>" in report.outputs[0]["data"][
-        "text/html"
-    ]
+    assert (
+        "<code>nsys-ui tests/data/nsys_small.nsys-rep</code>"
+        in report.outputs[0]["data"]["text/html"]
+    )
     assert "NVIDIA H200" in header.value and "26" in header.value
     assert str(nsys_run.run_dir) in header.value
     kernels_tab, nvtx_tab, timeline_tab, memory_tab, gaps_tab, _picker = tabs.children
