@@ -21,12 +21,17 @@ LONG_NAMES = {"nsys": "nsight_nsys", "ncu": "nsight_ncu"}  # short name -> the n
 _held_elsewhere: dict[str, str] = {}
 # short name -> the other extension's cell magic we replaced (claim_short_names), to give back
 _displaced: dict[str, Any] = {}
+_shell: list[Any] = []  # the shell our magics are registered in (none before %load_ext)
 
 
 def cell_magic(tool: str) -> str:
     """How the user spells the cell magic of ``tool`` ("nsys" or "ncu") in this kernel:
-    ``%%nsys`` unless another extension holds that name, then ``%%nsight_nsys``."""
-    return "%%" + (LONG_NAMES[tool] if tool in _held_elsewhere else tool)
+    ``%%nsys`` while it is ours (also before any registration: plain Python), else
+    ``%%nsight_nsys``. Read live: an extension loaded after ours may have taken the name."""
+    if not _shell:
+        return "%%" + tool
+    holder = _shell[0].magics_manager.magics["cell"].get(tool)
+    return "%%" + (tool if holder is not None and owner(holder) == PACKAGE else LONG_NAMES[tool])
 
 
 def held_elsewhere() -> dict[str, str]:
@@ -48,6 +53,7 @@ def assign_short_names(shell: Any, claim: bool) -> dict[str, str]:
     give back what an earlier claim displaced when ``claim`` is off; returns the short names
     another extension keeps (name -> package). Our long names must be registered already."""
     table = shell.magics_manager.magics
+    _shell[:] = [shell]
     for short, long in LONG_NAMES.items():
         ours = table["cell"][long]
         cell, line = table["cell"].get(short), table["line"].get(short)

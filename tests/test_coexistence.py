@@ -140,6 +140,23 @@ def test_claim_short_names_takes_them_and_gives_them_back() -> None:
     assert seen["reloaded"]["cell_nsys"] == "__main__"
 
 
+def test_an_extension_loaded_later_takes_the_names_and_messages_follow() -> None:
+    seen = _run(
+        """
+        free = run("%load_ext nsight_magic")
+        before = observe()
+        ip.register_magics(OtherNsight(shell=ip))   # NVIDIA's extension, loaded after ours
+        after = observe()
+        print(json.dumps({"free": free, "before": before, "after": after}))
+        """,
+        foreign=False,
+    )
+    assert seen["free"] == "" and seen["before"]["spelled"] == "%%nsys"
+    assert seen["after"]["cell_nsys"] == "__main__"  # whoever registers last holds a name
+    assert seen["after"]["long_nsys"] == "nsight_magic"
+    assert seen["after"]["spelled"] == "%%nsight_nsys"  # messages name what still works
+
+
 def test_claim_short_names_from_config_before_load() -> None:
     seen = _run(
         """
