@@ -41,6 +41,7 @@ from .errors import ReportNotFoundError
 from .runs import META, read_json, write_json
 
 MANIFEST = "share.json"
+_TEXT_SUFFIXES = {".json", ".log", ".txt", ".csv", ".md", ".out", ".err", ".yaml", ".toml", ""}
 _ENV_NAMES = ("USER", "USERNAME", "LOGNAME", "HOSTNAME", "HOST", "CONTAINER_NAME", "SSH_CLIENT",
               "SSH_CONNECTION", "MAIL", "JPY_USER", "PWD", "OLDPWD")  # fmt: skip
 _HOST_ENV = ("HOSTNAME", "HOST", "CONTAINER_NAME")
@@ -176,12 +177,16 @@ def _copy_folder(
             data, short = rules.binary(item.read_bytes())
             out.write_bytes(data)
             kept.update(short)
-        elif item.suffix == ".json":
+        elif item.suffix == ".json" and read_json(item) is not None:
             out.write_text(json.dumps(_json(read_json(item), rules, item.name), indent=2))
         elif item.suffix == ".py":
             out.write_text(rules.text(item.read_text(errors="replace"), code=True))
-        elif item.is_file() and item.suffix != ".nsys-rep":
+        elif item.is_file() and item.suffix in _TEXT_SUFFIXES:
             out.write_bytes(rules.text(item.read_bytes().decode(errors="replace")).encode())
+        elif item.is_file() and item.suffix != ".nsys-rep":
+            data, short = rules.binary(item.read_bytes())  # any other file: string for string
+            out.write_bytes(data)
+            kept.update(short)
         elif item.is_file():
             shutil.copy2(item, out)  # keep_nsys_rep: as it is, by request
         else:
