@@ -248,7 +248,7 @@ def test_returned_chart_carries_png_and_leaves_the_renderer(small) -> None:
     from nsight_magic.views.static import with_png
 
     before = alt.renderers.active
-    chart = with_png(charts.top_kernels_chart(small.kernel_table()))
+    chart = charts.top_kernels_chart(small.kernel_table())  # builders hand out with_png charts
     bundle, _ = DisplayFormatter().format(chart)
     assert alt.renderers.active == before
     assert any(k.startswith("application/vnd.vegalite") for k in bundle)
@@ -257,3 +257,5 @@ def test_returned_chart_carries_png_and_leaves_the_renderer(small) -> None:
     # the user's own chart (or one derived from ours) keeps the user's renderer: no PNG
     theirs, _ = DisplayFormatter().format(chart.properties(title="mine"))
     assert "image/png" not in theirs
+    again, _ = DisplayFormatter().format(with_png(chart.properties(title="mine")))
+    assert "image/png" in again

@@ -14,7 +14,6 @@ from ..analysis.compare import kernel_deltas, nvtx_deltas
 from ..reports import open_report
 from ..views import charts
 from ..views.compare_view import compare_static_html, compare_widget
-from ..views.static import with_png
 from .base import WIDGET_MIME, in_kernel
 from .frames import nvtx_label
 from .runs import NsysRun
@@ -55,10 +54,10 @@ class Comparison:
         self._html: str | None = None
 
     def chart(self, n: int = 20) -> Any:
-        return with_png(charts.delta_chart(self.kernels, "name", n))
+        return charts.delta_chart(self.kernels, "name", n)
 
     def nvtx_chart(self, n: int = 20) -> Any:
-        return with_png(charts.delta_chart(self.nvtx, "label", n))
+        return charts.delta_chart(self.nvtx, "label", n)
 
     def to_html(self) -> str:
         if self._html is None:

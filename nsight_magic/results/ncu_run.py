@@ -14,7 +14,6 @@ from ..analysis import mfu as utilisation
 from ..analysis import roofline_bounds as bounds
 from ..views.ncu_view import ncu_static_html, ncu_widget
 from ..views.roofline_chart import roofline_chart
-from ..views.static import with_png
 from .base import _Run
 from .ncu_frames import NcuFrames
 from .protocols import ParentRun
@@ -159,7 +158,7 @@ class NcuRun(_Run):
 
     def roofline_chart(self) -> Any:
         """The roofline as an altair chart (ceilings, labelled points, verdicts on hover)."""
-        return with_png(roofline_chart(*self.frames.roofline()))
+        return roofline_chart(*self.frames.roofline())
 
     def widget(self, on_pick: Callable[[str], Any] | None = None) -> Any:
         """The live view; a click on a roofline point calls ``on_pick(kernel name)``."""

@@ -8,7 +8,8 @@ from __future__ import annotations
 import base64
 import functools
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 import altair as alt
 
@@ -80,3 +81,19 @@ def with_png(chart: Any) -> Any:
 
     object.__setattr__(chart, "_repr_mimebundle_", _repr_mimebundle_)
     return chart
+
+
+P = ParamSpec("P")
+C = TypeVar("C")
+
+
+def shown_with_png(builder: Callable[P, C]) -> Callable[P, C]:
+    """A chart builder whose charts display with their own PNG (:func:`with_png`): what a
+    notebook shows when it displays one (``charts.delta_chart(cmp.kernels)``) reads anywhere.
+    The PNG is rendered only when the chart is displayed."""
+
+    @functools.wraps(builder)
+    def build(*args: P.args, **kwargs: P.kwargs) -> C:
+        return with_png(builder(*args, **kwargs))
+
+    return build
