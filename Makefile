@@ -8,7 +8,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test quick lint gpu-test bench clean
+.PHONY: setup demo test quick lint gpu-test bench clean readme-images
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ test: lint
 
 quick: lint
 	$(BIN)/python -m pytest -q -m "not gpu and not slow"
+
+# The README's screenshots, taken in JupyterLab by the browser test that checks those views.
+readme-images: setup
+	NSIGHT_MAGIC_README_IMAGES=docs/images $(BIN)/python -m pytest -q tests/browser/test_readme_images.py
 
 # On a machine with a GPU and nsys/ncu on PATH (the lent GPU: see tests/gpu/README.md).
 gpu-test:

@@ -1,9 +1,10 @@
 """nsight_magic: profile notebook cells with Nsight Systems / Nsight Compute.
 
-``%load_ext nsight_magic`` registers ``%%nsys``, ``%%ncu``, ``%%nsight_setup`` and
-``%nsight_session``. Everything the magics do is callable from Python: :func:`open_report`,
-:func:`load_run`, :func:`compare`, :func:`last_run`, and the MFU helpers
-(``nsight_magic.transformer_flops`` ...). Imports stay light: pandas, IPython and ipywidgets
+``%load_ext nsight_magic`` registers ``%%nsight_nsys``, ``%%nsight_ncu`` (and ``%%nsys``,
+``%%ncu`` where no other extension holds them), ``%%nsight_setup`` and ``%nsight_session``.
+Everything the magics do is callable from Python: :func:`open_report`, :func:`load_run`,
+:func:`compare`, :func:`last_run`, and the MFU helpers (``nsight_magic.transformer_flops``
+...). Imports stay light: pandas, IPython and ipywidgets
 load only when a function needs them (the profiling worker imports this package too).
 """
 
@@ -27,6 +28,8 @@ _LAZY = {
     "NcuRun": ("nsight_magic.results", "NcuRun"),
     # one displayable NsysRun over several per-rank reports (or one report of every rank)
     "load_runs": ("nsight_magic.results.loading", "load_runs"),
+    # a copy of a run folder with paths relative and user/host names redacted
+    "share": ("nsight_magic.sharing", "share"),
 }
 
 __all__ = [
@@ -58,10 +61,10 @@ def __dir__() -> list[str]:
 def load_ipython_extension(ipython: Any) -> None:
     """Called by ``%load_ext nsight_magic``."""
     from .magics import register
-    from .views.static import enable_static_charts
 
+    # Nothing global changes: the charts we return carry their own PNG (views.static.with_png);
+    # the user's altair renderer and their own charts stay as they were.
     register(ipython)
-    enable_static_charts()  # charts keep a PNG, so saved notebooks show them anywhere
 
 
 def unload_ipython_extension(ipython: Any) -> None:

@@ -1,11 +1,12 @@
-"""``%%nsys``, ``%%ncu``, ``%%nsight_setup``, ``%nsight_session``: parse the line, call the
-session, display. Everything they do is callable from Python (``nsight_magic.session``).
+"""``%%nsight_nsys``, ``%%nsight_ncu`` (also ``%%nsys``, ``%%ncu`` where no other extension
+holds those names: ``magic_names``), ``%%nsight_setup``, ``%nsight_session``: parse the line,
+call the session, display. Everything they do is callable from Python (``nsight_magic.session``).
 
 Configurable (``%config NsightMagic.<name> = …``): ``nsys_path``, ``ncu_path``, ``runs_dir``,
-``auto_vars``, ``auto_vars_max_bytes``. Bad flags raise UsageError (one line); a profile that
-fails raises its typed error, shown as one line (IPython's ``_render_traceback_``), so the cell
-fails and Run All stops, while the partial result is shown and kept in ``-o VAR`` and
-``nsight_magic.last_run()``.
+``auto_vars``, ``auto_vars_max_bytes``, ``claim_short_names``. Bad flags raise UsageError (one
+line); a profile that fails raises its typed error, shown as one line (IPython's
+``_render_traceback_``), so the cell fails and Run All stops, while the partial result is shown
+and kept in ``-o VAR`` and ``nsight_magic.last_run()``.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.text import dedent
-from traitlets import Bool, Int, Unicode
+from traitlets import Bool, Int, Unicode, observe
 
-from . import tools
+from . import magic_names, tools
 from .errors import NsightMagicError
 from .profilers import ncu as ncu_argv
 from .profilers import nsys as nsys_argv
@@ -134,6 +135,13 @@ class NsightMagic(Magics):
     auto_vars_max_bytes = Int(
         DEFAULT_AUTO_MAX_BYTES, help="Largest variable sent automatically (bytes)."
     ).tag(config=True)
+    claim_short_names = Bool(False, help=magic_names.CLAIM_HELP).tag(config=True)
+    _registered = False  # set by register(): config applied before it has nothing to rename
+
+    @observe("claim_short_names")
+    def _claim_changed(self, change: dict[str, Any]) -> None:
+        if self._registered and self.shell is not None:
+            print(magic_names.assign_and_tell(self.shell, claim=change["new"], always=True))
 
     # --- parsing ------------------------------------------------------------------------------
     def _parse(self, magic: Any, line: str) -> tuple[Any, list[str]]:
@@ -211,7 +219,7 @@ class NsightMagic(Magics):
         return RunCallbacks(progress=view.progress, output=view.output)
 
     # --- magics -------------------------------------------------------------------------------
-    @magic_arguments()
+    @magic_arguments(name="nsight_nsys")
     @_common
     @argument("--trace", default="cuda,nvtx", help="APIs to trace (nsys --trace).")
     @argument("--cuda-graph-trace", choices=["node", "graph"], default="node",
@@ -220,14 +228,14 @@ class NsightMagic(Magics):
     @argument("--pytorch", choices=sorted(_PYTORCH), default="off",
               help="Record PyTorch's aten op ranges (ops; shapes: with input shapes), for "
               "'which op launched this kernel'.")  # fmt: skip
-    @cell_magic
+    @cell_magic("nsight_nsys")  # type: ignore[arg-type]  # (IPython types only the bare form)
     def nsys(self, line: str, cell: str) -> Any:
         """Profile this cell with Nsight Systems and show its kernels, NVTX ranges, copies,
         timeline and a kernel picker.
 
         Usage::
 
-            %%nsys [--name NAME] [--warmup N] [--vars a,b] [--trace cuda,nvtx,osrt]
+            %%nsight_nsys [--name NAME] [--warmup N] [--vars a,b] [--trace cuda,nvtx,osrt]
                    [--cuda-graph-trace node|graph] [--pytorch off|ops|shapes] [--fresh]
                    [--nproc N]
                    [--env KEY=VALUE] [--python PY] [--timeout S] [--no-setup] [-o VAR]
@@ -235,7 +243,7 @@ class NsightMagic(Magics):
 
         Example::
 
-            %%nsys --warmup 1 -o run
+            %%nsight_nsys --warmup 1 -o run
             y = model(x)
             torch.cuda.synchronize()
 
@@ -263,7 +271,7 @@ class NsightMagic(Magics):
             ),
         )
 
-    @magic_arguments()
+    @magic_arguments(name="nsight_ncu")
     @_common
     @argument(
         "--set",
@@ -292,19 +300,20 @@ class NsightMagic(Magics):
         "DOMAIN:RANGE (':RANGE' for the default domain) or a bare RANGE in any domain, "
         "matched as plain text while the cell runs ('LLM@prefill' finds it in domain LLM).",
     )
-    @cell_magic
+    @cell_magic("nsight_ncu")  # type: ignore[arg-type]
     def ncu(self, line: str, cell: str) -> Any:  # fmt: skip
         """Profile this cell's kernels with Nsight Compute (roofline set by default).
 
         Usage::
 
-            %%ncu [--set roofline|basic|detailed|full] [--section S]... [--metrics M,...]
+            %%nsight_ncu [--set roofline|basic|detailed|full] [--section S]... [--metrics M,...]
                   [--kernel REGEX] [--launch-skip N] [--launch-count N] [--nvtx RANGE]
-                  [--nproc N [--rank R]] [common options as %%nsys] [-- extra ncu arguments]
+                  [--nproc N [--rank R]] [common options as %%nsight_nsys]
+                  [-- extra ncu arguments]
 
         Example::
 
-            %%ncu --kernel gemm --launch-count 1 -o k
+            %%nsight_ncu --kernel gemm --launch-count 1 -o k
             c = a @ b
 
         Kernels launched inside the cell's NVTX range are profiled (setup and warm-up are
@@ -412,16 +421,23 @@ class NsightMagic(Magics):
         print(f"{what} worker {verb}.")
 
 
-for _magic in (NsightMagic.nsys, NsightMagic.ncu):
-    _magic.__doc__ = dedent(_magic.__doc__ or "") + "\n\n" + textwrap.fill(_STATE_NOTE, 80)
+for _magic, _short in ((NsightMagic.nsys, "nsys"), (NsightMagic.ncu, "ncu")):
+    _notes = (magic_names.SHORT_NOTE.format(short=_short), _STATE_NOTE)
+    _magic.__doc__ = "\n\n".join([dedent(_magic.__doc__ or ""), *map(textwrap.fill, _notes)])
 
 
 def register(ip: Any) -> NsightMagic:
-    """Register the magics and make ``%config NsightMagic`` work."""
+    """Register the magics and make ``%config NsightMagic`` work: ``%%nsight_nsys`` /
+    ``%%nsight_ncu`` always, ``%%nsys`` / ``%%ncu`` where free or claimed (``magic_names``);
+    says once which names another extension keeps."""
     magics = NsightMagic(shell=ip)
     ip.register_magics(magics)
-    if magics not in ip.configurables:
-        ip.configurables.append(magics)
+    # one NsightMagic in %config (a reload made a new one; the old one must not answer)
+    ip.configurables[:] = [c for c in ip.configurables if not isinstance(c, NsightMagic)]
+    ip.configurables.append(magics)
+    magics._registered = True
+    if notice := magic_names.assign_and_tell(ip, claim=magics.claim_short_names):
+        print(notice)
     return magics
 
 

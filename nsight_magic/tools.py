@@ -65,6 +65,11 @@ def set_configured_path(name: ToolName, path: str | None) -> None:
     _configured[name] = path or None
 
 
+def configured_path(name: str) -> str | None:
+    """The path set through ``%config`` or the environment variable, if any (not searched)."""
+    return _configured.get(name) or os.environ.get(ENV_VARS.get(name, "")) or None
+
+
 def _is_exe(path: str) -> bool:
     return os.path.isfile(path) and os.access(path, os.X_OK)
 

@@ -4,6 +4,8 @@ NVIDIA's own ``nsys stats`` / ``ncu --page raw`` output (one PNG is rendered).""
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -235,21 +237,25 @@ def test_utilisation_chart_shows_hfu_mfu_and_peak_used(gemm, data_dir):
     assert 0 < hfu[bf16]["pct"] < 100
 
 
-def test_static_chart_renderer_adds_png(small) -> None:
-    """With the extension's renderer, a displayed chart carries Vega-Lite AND a real PNG."""
+def test_returned_chart_carries_png_and_leaves_the_renderer(small) -> None:
+    """A chart we hand out (``with_png``) displays as Vega-Lite AND a real PNG, while the
+    user's active altair renderer stays theirs (``%load_ext``: tests/test_coexistence.py)."""
     import base64
 
     import altair as alt
+    from IPython.core.formatters import DisplayFormatter
 
-    from nsight_magic.views.static import RENDERER, enable_static_charts
+    from nsight_magic.views.static import with_png
 
     before = alt.renderers.active
-    try:
-        enable_static_charts()
-        assert alt.renderers.active == RENDERER
-        bundle = charts.top_kernels_chart(small.kernel_table())._repr_mimebundle_()
-        bundle = bundle[0] if isinstance(bundle, tuple) else bundle
-        assert any(k.startswith("application/vnd.vegalite") for k in bundle)
-        assert base64.b64decode(bundle["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"
-    finally:
-        alt.renderers.enable(before)
+    chart = charts.top_kernels_chart(small.kernel_table())  # builders hand out with_png charts
+    bundle, _ = DisplayFormatter().format(chart)
+    assert alt.renderers.active == before
+    assert any(k.startswith("application/vnd.vegalite") for k in bundle)
+    assert base64.b64decode(bundle["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "_repr_mimebundle_" not in json.dumps(chart.to_dict())  # not in the spec
+    # the user's own chart (or one derived from ours) keeps the user's renderer: no PNG
+    theirs, _ = DisplayFormatter().format(chart.properties(title="mine"))
+    assert "image/png" not in theirs
+    again, _ = DisplayFormatter().format(with_png(chart.properties(title="mine")))
+    assert "image/png" in again

@@ -27,7 +27,7 @@ def run_of(data_dir: Path, name: str) -> NsysRun:
 
 
 def tabs_of(view: w.VBox) -> dict[str, w.Widget]:
-    _header, tabs = view.children
+    _header, tabs, _report = view.children
     return dict(zip(tabs.titles, tabs.children, strict=True))
 
 

@@ -51,8 +51,13 @@ def brush(chart: LiveChart, lo_ms: float, hi_ms: float) -> None:
 
 def test_nsys_widget_tree(nsys_run):
     view = nsys_run.widget()
-    header, tabs = view.children
+    header, tabs, report = view.children
     assert isinstance(tabs, w.Tab) and tabs.titles == NSYS_TABS
+    assert isinstance(report, w.Output)  # the .nsys-rep beside the opened export, linked
+    assert (
+        "<code>nsys-ui tests/data/nsys_small.nsys-rep</code>"
+        in report.outputs[0]["data"]["text/html"]
+    )
     assert "NVIDIA H200" in header.value and "26" in header.value
     assert str(nsys_run.run_dir) in header.value
     kernels_tab, nvtx_tab, timeline_tab, memory_tab, gaps_tab, _picker = tabs.children
@@ -166,8 +171,9 @@ def test_header_numbers_match_report(nsys_run):
 
 def test_ncu_widget_tree_advice_first_and_sections(ncu_run):
     view = ncu_run.widget()
-    header, tabs = view.children
+    header, tabs, report = view.children
     assert tabs.titles == NCU_TABS
+    assert "open it in Nsight Compute: <code>ncu-ui " in report.outputs[0]["data"]["text/html"]
     assert "profiled launches</b>: 3" in header.value
     advice, launches, sections, roofline, _mfu = tabs.children
     if ncu_run.advice().empty:  # reports branch not merged: the tab says so in one line

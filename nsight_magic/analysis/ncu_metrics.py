@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..magic_names import cell_magic
 from ..precisions import SIMT_PRECISIONS
 
 __all__ = [
@@ -118,12 +119,12 @@ def metrics_hint(compute_capability: str | None = None) -> str:
     set (a ``--metrics`` list without the tensor paths gives no tensor FLOPs at all)."""
     if (compute_capability or "") in TENSOR_OP_PATHS:
         listed = ",".join(roofline_metrics(compute_capability))
-        return f"re-run %%ncu with --set roofline, or with --metrics {listed}"
+        return f"re-run {cell_magic('ncu')} with --set roofline, or with --metrics {listed}"
     known = ", ".join(sorted(TENSOR_OP_PATHS))
     arch = f"compute capability {compute_capability}" if compute_capability else "this GPU"
     return (
-        f"re-run %%ncu with --set roofline (the tensor op-path metrics of {arch} are not "
-        f"listed here, only of {known}, and a --metrics list without them counts no tensor "
+        f"re-run {cell_magic('ncu')} with --set roofline (the tensor op-path metrics of {arch} "
+        f"are not listed here, only of {known}, and a --metrics list without them counts no tensor "
         "FLOPs)"
     )
 

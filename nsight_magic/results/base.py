@@ -5,8 +5,12 @@ on GitHub/nbviewer or in nbconvert HTML, where no kernel runs."""
 from __future__ import annotations
 
 import contextlib
+import shlex
+import subprocess
 from pathlib import Path
 from typing import Any
+
+from .. import gui
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -19,6 +23,27 @@ def in_kernel() -> bool:
         return False
     shell = get_ipython()
     return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def report_for_gui(tool: str, run_dir: Path | None, report: Any) -> Path | None:
+    """The file the tool's GUI opens for this run (``gui.gui_report``), or None."""
+    opened = getattr(report, "rep_path", None) or getattr(report, "path", None)
+    return gui.gui_report(tool, run_dir, opened)
+
+
+def gui_fields(tool: str, run_dir: Path | None, report: Any) -> dict[str, Any]:
+    """What a view's header shows to reach the report in the Nsight GUI: ``gui_report`` (the
+    path as a link resolves it), ``gui_command``, ``gui_product``; ``gui_missing`` says why
+    there is none."""
+    exe, suffix, product = gui.GUIS[tool]
+    path = report_for_gui(tool, run_dir, report)
+    if path is None:
+        return {"gui_missing": f"No {suffix} here for {exe} (it cannot open an export)."}
+    return {
+        "gui_report": gui.shown_path(path),
+        "gui_command": shlex.join(gui.gui_command(tool, path)),
+        "gui_product": product,
+    }
 
 
 class _Run:
@@ -40,6 +65,26 @@ class _Run:
             return self.run_dir.name
         path = getattr(self.report, "path", None)
         return Path(path).name if path else self.kind
+
+    # --- the Nsight GUIs ------------------------------------------------------------------
+    @property
+    def report_file(self) -> Path | None:
+        """The ``.nsys-rep`` / ``.ncu-rep`` the Nsight GUI opens (None for an export alone)."""
+        return report_for_gui(self.kind, self.run_dir, self.report)
+
+    def gui_command(self) -> list[str]:
+        """The argv that opens this run's report in nsys-ui / ncu-ui (run it where the GUI
+        is: ``shlex.join`` gives the shell line)."""
+        path = self.report_file
+        if path is None:
+            gui.open_in_gui(self.kind, None)  # raises the typed error that says why
+        return gui.gui_command(self.kind, path)  # type: ignore[arg-type]
+
+    def open_in_gui(self) -> subprocess.Popen[bytes]:
+        """Start nsys-ui / ncu-ui on this run's report, detached (it stays open after the
+        kernel ends, like a GUI started from a shell). Raises ``ToolNotFoundError`` with the
+        install hint when the GUI is not installed here, or there is no display."""
+        return gui.open_in_gui(self.kind, self.report_file)
 
     # --- display ---------------------------------------------------------------------------
     def widget(self) -> Any:

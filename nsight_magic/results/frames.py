@@ -19,6 +19,7 @@ from ..analysis import mfu as utilisation
 from ..analysis.kernels import kernel_summary
 from ..analysis.memory import copies_by_kind
 from ..analysis.names import short_names
+from .base import gui_fields
 from .rank_frames import RankFrames
 
 # Bars in the first timeline view: more than a 640 px chart tells apart, few enough that the
@@ -79,6 +80,7 @@ class NsysFrames:
             "graph_launches": work.graph_launches if work else None,
             "processes": _or_none(self._process_names) or [],
             "ranks": _or_none(ranks.count) if ranks is not None else None,
+            **gui_fields("nsys", self.run_dir, report),
         }
         return out
 

@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..analysis import roofline_bounds as bounds
 from ..analysis.names import short_names
+from .base import gui_fields
 
 
 class NcuFrames:
@@ -46,6 +47,7 @@ class NcuFrames:
             "kernels": launches["name"].nunique(),
             "sm_clock_hz": clock,
             "run_dir": str(self.run_dir) if self.run_dir else None,
+            **gui_fields("ncu", self.run_dir, self.report),
         }
 
     def warnings(self) -> list[str]:

@@ -14,6 +14,7 @@ import pandas as pd
 from ..analysis import cold_run, processes, range_spec, statements, torch_ops
 from ..analysis import mfu as utilisation
 from ..errors import NsightMagicError
+from ..magic_names import cell_magic
 from ..views.nsys_view import nsys_static_html, nsys_widget
 from .base import WIDGET_MIME, _Run, in_kernel
 from .frames import NsysFrames
@@ -202,12 +203,13 @@ class NsysRun(_Run):
         if self.run_dir is None:
             raise NsightMagicError(
                 "This run was opened from a report file, not profiled here, so there is no "
-                "saved cell to re-run under ncu; profile the cell with %%nsys first, or use %%ncu."
+                "saved cell to re-run under ncu; profile the cell with "
+                f"{cell_magic('nsys')} first, or use {cell_magic('ncu')}."
             )
         if self.profiler is None:
             raise NsightMagicError(
                 "This run has no profiler to re-run its cell: open it with "
-                "nsight_magic.load_run(...) or profile the cell with %%nsys."
+                f"nsight_magic.load_run(...) or profile the cell with {cell_magic('nsys')}."
             )
         return self.profiler
 

@@ -25,6 +25,7 @@ from typing import Any
 from .. import runs, tools
 from ..analysis.range_spec import resolve_nvtx_range
 from ..errors import AmbiguousNvtxRangeError, NsightMagicError, WorkerDiedError
+from ..magic_names import cell_magic
 from ..nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
 from ..profilers import ncu as ncu_argv
 from ..profilers.nsys import session_argv
@@ -319,7 +320,8 @@ class SessionManager:
         if parent_dir is None:
             raise NsightMagicError(
                 "This run was opened from a report file, not profiled here, so there is no saved "
-                "cell to re-run under ncu; profile the cell with %%nsys first, or use %%ncu."
+                "cell to re-run under ncu; profile the cell with "
+                f"{cell_magic('nsys')} first, or use {cell_magic('ncu')}."
             )
         parent_dir = Path(parent_dir)
         if not (parent_dir / "script.py").exists() or not (parent_dir / "cell.py").exists():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from ..magic_names import cell_magic
 from .manager import SessionStatus
 from .variables import human_bytes
 
@@ -14,7 +15,10 @@ from .variables import human_bytes
 def format_status(statuses: list[SessionStatus], notebook_gpu: dict[str, Any]) -> str:
     """``%nsight_session`` as text: one paragraph per worker, then the notebook's own GPU use."""
     if not statuses:
-        lines = ["No profiling worker is running; the next %%nsys / %%ncu cell starts one."]
+        lines = [
+            "No profiling worker is running; the next "
+            f"{cell_magic('nsys')} / {cell_magic('ncu')} cell starts one."
+        ]
     else:
         lines = []
     for s in statuses:

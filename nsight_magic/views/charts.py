@@ -12,6 +12,7 @@ import pandas as pd
 
 from .html import shorten
 from .live import focus_opacity, link_params
+from .static import shown_with_png
 
 MAX_ROWS = 5000
 LABEL_WIDTH = 60
@@ -44,6 +45,7 @@ def _launch_config_tooltips(frame: pd.DataFrame) -> list[alt.Tooltip]:
     return tips
 
 
+@shown_with_png
 def top_kernels_chart(summary: pd.DataFrame, n: int = 15) -> alt.Chart:
     """Bars of total GPU time for the top ``n`` kernels: ``name, short_name, instances,
     total_ns, avg_ns, time_pct`` (+ ``grid, block, registers``). Click picks the kernel."""
@@ -75,6 +77,7 @@ def top_kernels_chart(summary: pd.DataFrame, n: int = 15) -> alt.Chart:
     )
 
 
+@shown_with_png
 def nvtx_ranges_chart(projection: pd.DataFrame, n: int = 20) -> alt.Chart:
     """Bars of GPU-projected time per NVTX range: ``label`` ("domain:range"), ``style,
     instances, proj_total_ns, range_total_ns, gpu_ops``; the CPU range time is in the tooltip
@@ -107,6 +110,7 @@ def nvtx_ranges_chart(projection: pd.DataFrame, n: int = 20) -> alt.Chart:
     )
 
 
+@shown_with_png
 def memcpy_chart(by_kind: pd.DataFrame) -> alt.Chart:
     """Bytes copied per kind: ``kind, count, bytes, total_ns, bandwidth_gbps``."""
     frame = by_kind.copy()
@@ -140,6 +144,7 @@ def launch_labels(frame: pd.DataFrame) -> list[str]:
     ]
 
 
+@shown_with_png
 def sol_chart(sol: pd.DataFrame) -> alt.Chart:
     """Compute vs memory speed of light (% of peak) per launch: ``launch, name, short_name,
     duration_ns, compute_sol_pct, memory_sol_pct``."""
@@ -178,6 +183,7 @@ def sol_chart(sol: pd.DataFrame) -> alt.Chart:
 MEASURES = {"hfu": "HFU", "mfu": "MFU"}
 
 
+@shown_with_png
 def utilisation_chart(frame: pd.DataFrame, label: str = "name", n: int = 20) -> alt.Chart:
     """Bars of HFU (hardware FLOPs ncu counted) and MFU (model FLOPs; left out where unknown)
     in percent of the peak, per kernel, NVTX range or op: ``<label>, hfu and/or mfu,
@@ -230,6 +236,7 @@ def utilisation_chart(frame: pd.DataFrame, label: str = "name", n: int = 20) -> 
     )
 
 
+@shown_with_png
 def delta_chart(deltas: pd.DataFrame, label: str = "name", n: int = 20) -> alt.Chart:
     """Bars of total-time change (b - a) for the ``n`` largest changes: ``<label>, delta_ns,
     ratio`` (+ ``short_name`` for kernels); green faster, red slower."""

@@ -32,6 +32,21 @@ def note_widget(text: str) -> Any:
     return w.HTML(html.note_html(text))
 
 
+def report_widget(header: Callable[[], Any]) -> Any:
+    """The report's download link and GUI command (``html.gui_html``) in the live view. An
+    Output widget, not an HTML one: Jupyter renders its HTML as a notebook output, so the
+    relative link resolves against the notebook's folder and downloads the file, where an
+    HTML widget's link would resolve against the page's URL."""
+    info, err = attempt(header)
+    line = html.gui_html(info or {}) if err is None else ""
+    out = w.Output()
+    if line:
+        out.outputs = (
+            {"output_type": "display_data", "data": {"text/html": line}, "metadata": {}},
+        )
+    return out
+
+
 def chart_widget(build: Callable[[], Any], what: str) -> Any:
     """The chart as a ``LiveChart`` widget, or one line saying why ``what`` is not shown."""
     chart, err = attempt(build)

@@ -9,6 +9,7 @@ import html
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 import pandas as pd
 
@@ -117,6 +118,9 @@ _TABLE = "border-collapse:collapse;font-size:12px;font-family:monospace;margin:4
 # Numbers keep value and unit on one line ("30.528 us"), even in a narrow widget.
 _CELL = "border:1px solid #ddd;padding:2px 6px;text-align:{align}"
 _NUM_CELL = _CELL + ";white-space:nowrap"
+# Names may break anywhere, so a table of long kernel names fits its output's width (a static
+# page at 1280 px cut the kernel table's last column) instead of running off to the right.
+_TEXT_CELL = _CELL + ";overflow-wrap:anywhere;min-width:12ch"
 
 
 def _formatted(formatter: Formatter, value: Any) -> str:
@@ -162,7 +166,7 @@ def frame_html(
                 title = f' title="{esc(full)}"' if text != full else ""
             else:
                 text, align, title = fmt_num(value), "right", ""
-            style = (_NUM_CELL if align == "right" else _CELL).format(align=align)
+            style = (_NUM_CELL if align == "right" else _TEXT_CELL).format(align=align)
             cells.append(f'<td style="{style}"{title}>{esc(text)}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     more = ""
@@ -188,6 +192,29 @@ def header_html(title: str, items: Mapping[str, Any], warnings: Sequence[str] = 
 
 
 _WARNING = "font-size:12px;color:#8a5300;background:#fff4e0;padding:1px 4px;margin:2px 0"
+
+
+def gui_html(info: Mapping[str, Any]) -> str:
+    """One line under a header: the report as a download link (a relative link: JupyterLab and
+    Notebook 7 serve it from the notebook's folder, and so does an HTML copy saved beside the
+    notebook, nbconvert's default) and the exact command that opens it in the Nsight GUI.
+    ``info``: ``gui_report`` (path as shown), ``gui_command``, ``gui_product``; "" without a
+    report (an export alone) beyond a note of why."""
+    path, command = info.get("gui_report"), info.get("gui_command")
+    product = esc(info.get("gui_product") or "the Nsight GUI")
+    style = "font-size:12px;font-family:sans-serif;margin:2px 0;color:#444"
+    if not path or not command:
+        why = info.get("gui_missing")
+        return f'<div style="{style}">{esc(why)}</div>' if why else ""
+    name = esc(str(path).rsplit("/", 1)[-1])
+    if str(path).startswith("/"):  # outside the notebook's folder: no URL reaches it
+        link = f"<code>{esc(path)}</code>"
+    else:
+        link = f'<a href="{esc(quote(str(path)))}" download="{name}">{name}</a>'
+    return (
+        f'<div class="nsight-magic-report" style="{style}">Report: {link} &nbsp;·&nbsp; '
+        f"open it in {product}: <code>{esc(command)}</code></div>"
+    )
 
 
 def warnings_html(warnings: Sequence[str]) -> str:

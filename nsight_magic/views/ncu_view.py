@@ -13,7 +13,14 @@ import ipywidgets as w
 import pandas as pd
 
 from . import charts, html
-from .common import attempt, chart_html, chart_widget, note_widget, table_or_note
+from .common import (
+    attempt,
+    chart_html,
+    chart_widget,
+    note_widget,
+    report_widget,
+    table_or_note,
+)
 from .live import PICK, LiveChart, picked
 from .protocols import NcuSource
 from .roofline_chart import roofline_chart
@@ -74,7 +81,9 @@ NO_MFU = "No HFU/MFU: {}"
 NO_MFU_ROWS = "No HFU/MFU: no launch in this report has FLOP counts."
 
 
-def header_html(source: NcuSource) -> str:
+def header_html(source: NcuSource, with_report: bool = True) -> str:
+    """The header; ``with_report``: the report's link and GUI command under it (the live view
+    shows them in an Output widget instead, ``common.report_widget``)."""
     warnings, warn_err = attempt(source.warnings)
     warnings = list(warnings) if warn_err is None else [f"report warnings not read: {warn_err}"]
     title = f"Nsight Compute: {source.name}"
@@ -82,15 +91,19 @@ def header_html(source: NcuSource) -> str:
     if err is not None:
         return html.header_html(title, {}, warnings) + html.note_html(err)
     clock = html.fmt_hz(info.get("sm_clock_hz"))
-    return html.header_html(
-        title,
-        {
-            "profiled launches": f"{info.get('launches', 0):,}",
-            "kernels": f"{info.get('kernels', 0):,}",
-            "SM clock (ncu locks it)": clock or None,
-            "run dir": info.get("run_dir"),
-        },
-        warnings,
+    report = html.gui_html(info) if with_report else ""
+    return (
+        html.header_html(
+            title,
+            {
+                "profiled launches": f"{info.get('launches', 0):,}",
+                "kernels": f"{info.get('kernels', 0):,}",
+                "SM clock (ncu locks it)": clock or None,
+                "run dir": info.get("run_dir"),
+            },
+            warnings,
+        )
+        + report
     )
 
 
@@ -292,5 +305,9 @@ def ncu_widget(source: NcuSource, on_pick: Callable[[str], Any] | None = None) -
         "MFU": w.VBox(mfu_parts),
     }
     return w.VBox(
-        [w.HTML(header_html(source)), w.Tab(children=list(pages.values()), titles=list(pages))]
+        [
+            w.HTML(header_html(source, with_report=False)),
+            w.Tab(children=list(pages.values()), titles=list(pages)),
+            report_widget(source.header),  # last: the children before it keep their places
+        ]
     )

@@ -12,7 +12,14 @@ from typing import Any
 import ipywidgets as w
 
 from . import charts, html
-from .common import attempt, chart_html, chart_widget, note_widget, table_or_note
+from .common import (
+    attempt,
+    chart_html,
+    chart_widget,
+    note_widget,
+    report_widget,
+    table_or_note,
+)
 from .live import PICK, LiveChart, picked_name
 from .ops_view import NVTX_NOTE, has_ops, ops_static_html, ops_widget
 from .picker import KernelPicker
@@ -124,10 +131,13 @@ def header_warnings(source: NsysSource) -> list[str]:
     return list(warnings) if err is None else [f"report warnings not read: {err}"]
 
 
-def header_html(source: NsysSource) -> str:
-    return html.header_html(
-        f"Nsight Systems: {source.name}", header_items(source), header_warnings(source)
-    )
+def header_html(source: NsysSource, with_report: bool = True) -> str:
+    """The header; ``with_report``: the report's link and GUI command under it (the live view
+    shows them in an Output widget instead, ``common.report_widget``)."""
+    info, _ = attempt(source.header)
+    report = html.gui_html(info or {}) if with_report else ""
+    title = f"Nsight Systems: {source.name}"
+    return html.header_html(title, header_items(source), header_warnings(source)) + report
 
 
 def graph_note(source: NsysSource) -> str:
@@ -302,7 +312,11 @@ def nsys_widget(source: NsysSource, profile_fn: ProfileFn, profile_range_fn: Pro
         pages["Ranks"] = ranks_widget(ranks)
     pages["Profile a kernel"] = picker.widget
     view = w.VBox(
-        [w.HTML(header_html(source)), w.Tab(children=list(pages.values()), titles=list(pages))]
+        [
+            w.HTML(header_html(source, with_report=False)),
+            w.Tab(children=list(pages.values()), titles=list(pages)),
+            report_widget(source.header),  # last: the children before it keep their places
+        ]
     )
     # Kept on the view so tests and users can reach the parts (the picker, the timeline).
     view.picker, view.ranges, view.timeline = picker, ranges, timeline

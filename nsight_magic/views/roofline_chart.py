@@ -20,6 +20,7 @@ import pandas as pd
 
 from . import html
 from .live import FOCUS, link_params
+from .static import shown_with_png
 
 MAX_POINTS = 5000
 
@@ -66,6 +67,7 @@ def ceiling_lines(ceilings: pd.DataFrame, x_min: float, x_max: float) -> pd.Data
     return pd.DataFrame(rows, columns=["ceiling", "order", "ai", "flops_per_s"])
 
 
+@shown_with_png
 def roofline_chart(points: pd.DataFrame, ceilings: pd.DataFrame) -> alt.LayerChart:
     """Ceilings (legend: every memory slope and compute roof) and one labelled point per launch
     (or per launch and memory level)."""

@@ -1,4 +1,5 @@
-"""Charts -> PNG with vl-convert (no browser, no kernel), for the static ``text/html`` form.
+"""Charts -> PNG with vl-convert (no browser, no kernel), for the static ``text/html`` form and
+for the charts we hand to the user (:func:`with_png`).
 Rendering fails soft: a missing or broken vl-convert yields a "chart omitted" note, never an
 exception, because a shared notebook should still show its tables."""
 
@@ -7,7 +8,8 @@ from __future__ import annotations
 import base64
 import functools
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 import altair as alt
 
@@ -46,11 +48,8 @@ def chart_img_html(chart: Any, alt: str = "chart", scale: float = 1.0) -> str:
     return f'<img alt="{esc(alt)}" src="{png_data_uri(png)}"/>'
 
 
-RENDERER = "nsight_magic"
-
-
-def _render_with_png(spec: dict, **metadata: Any) -> dict[str, Any]:
-    """Altair renderer: the Vega-Lite mimetype (interactive where the front end renders this
+def chart_bundle(spec: dict[str, Any]) -> dict[str, Any]:
+    """A chart's display: the Vega-Lite mimetype (interactive where the front end renders this
     Vega-Lite version; JupyterLab 4.6 renders up to v5 and altair 6 writes v6, so Lab shows the
     PNG) plus a PNG of the same spec, which nbconvert HTML, GitHub and nbviewer show since they
     run no Vega. Either way nothing is fetched from a CDN."""
@@ -67,9 +66,34 @@ def _render_with_png(spec: dict, **metadata: Any) -> dict[str, Any]:
     return bundle
 
 
-def enable_static_charts() -> None:
-    """Make every altair chart displayed from now on carry a PNG next to its Vega-Lite spec,
-    so an executed notebook shows its charts with no kernel and no JavaScript."""
-    if RENDERER not in alt.renderers.names():
-        alt.renderers.register(RENDERER, _render_with_png)
-    alt.renderers.enable(RENDERER)
+def with_png(chart: Any) -> Any:
+    """``chart`` itself, displaying as Vega-Lite plus its own PNG (:func:`chart_bundle`), so an
+    executed notebook shows it with no kernel and no JavaScript, while the user's altair
+    renderer (``alt.renderers.active``) and their own charts stay as they were.
+
+    Why an instance attribute: IPython looks ``_repr_mimebundle_`` up on the object, and
+    altair's ``__setattr__`` would put it into the spec, so it goes into the instance's
+    ``__dict__``. A chart derived from this one (``.properties(...)``, ``+``) is a new object
+    and displays through the user's renderer, like any chart of theirs."""
+
+    def _repr_mimebundle_(include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return chart_bundle(chart.to_dict())
+
+    object.__setattr__(chart, "_repr_mimebundle_", _repr_mimebundle_)
+    return chart
+
+
+P = ParamSpec("P")
+C = TypeVar("C")
+
+
+def shown_with_png(builder: Callable[P, C]) -> Callable[P, C]:
+    """A chart builder whose charts display with their own PNG (:func:`with_png`): what a
+    notebook shows when it displays one (``charts.delta_chart(cmp.kernels)``) reads anywhere.
+    The PNG is rendered only when the chart is displayed."""
+
+    @functools.wraps(builder)
+    def build(*args: P.args, **kwargs: P.kwargs) -> C:
+        return with_png(builder(*args, **kwargs))
+
+    return build

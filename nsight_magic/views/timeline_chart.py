@@ -14,6 +14,7 @@ import altair as alt
 import pandas as pd
 
 from .live import BRUSH, focus_opacity, link_params
+from .static import shown_with_png
 
 MAX_ROWS = 5000
 OVERVIEW_ROWS = 300  # the overview only shows where the work is; the detail shows what it is
@@ -80,6 +81,7 @@ def _base(frame: pd.DataFrame, origin_ns: int, legend: bool) -> tuple[alt.Chart,
     ), lanes
 
 
+@shown_with_png
 def timeline_chart(
     frame: pd.DataFrame,
     origin_ns: int | None = None,
@@ -116,6 +118,7 @@ def timeline_chart(
     )
 
 
+@shown_with_png
 def timeline_overview(frame: pd.DataFrame, origin_ns: int | None = None) -> alt.Chart:
     """The whole capture, small, with an x brush: drag to zoom the timeline to a window. Give it
     a coarse frame (``OVERVIEW_ROWS``): it only shows where the work is."""

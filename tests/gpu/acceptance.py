@@ -66,7 +66,8 @@ def stats_equal(run, tag):
     assert list(ours["name"]) == list(ref["Name"]), (list(ours["name"])[:5], list(ref["Name"])[:5])
     assert_duration_summary_equal(ours, ref, "Instances")
     proj = pd.read_csv(f"{{out}}_nvtx_gpu_proj_sum.csv")
-    assert sorted(run.nvtx_gpu_projection()["proj_total_ns"]) == sorted(proj["Total Proj Time (ns)"])
+    mine = run.nvtx_gpu_projection()["proj_total_ns"]
+    assert sorted(mine) == sorted(proj["Total Proj Time (ns)"])
     return len(ours)
 """
 
@@ -100,7 +101,9 @@ def generate(ids, steps=16):
 STEPS: list[tuple[str, str, str | None]] = [
     ("0 prelude", PRELUDE, None),
     ("1 setup: Qwen2 decoder, random weights", SETUP, None),
-    ("1 setup: the body's own time, warm, no profiler", r"""
+    (
+        "1 setup: the body's own time, warm, no profiler",
+        r"""
 for _ in range(2):
     generate(ids)
 body = []
@@ -108,45 +111,80 @@ for _ in range(3):
     t0 = time.perf_counter(); generate(ids); body.append(time.perf_counter() - t0)
 FIG["body_s"] = BODY_S = min(body)
 print(f"body alone {BODY_S:.3f} s")
-""", None),
+""",
+        None,
+    ),
     # 5a: the NVTX-gated ncu pattern as the very first profiled cell (no %%nsys run before it)
-    ("5 --nvtx bare LLM@prefill, first profiled cell", r"""%%ncu --nvtx LLM@prefill --launch-count 3 -o n_first
-tok = generate(ids, steps=2)
-""", None),
-    ("5 --nvtx bare LLM@prefill, first profiled cell: checked", r"""
+    (
+        "5 --nvtx bare LLM@prefill, first profiled cell",
+        "%%ncu --nvtx LLM@prefill --launch-count 3 -o n_first\ntok = generate(ids, steps=2)\n",
+        None,
+    ),
+    (
+        "5 --nvtx bare LLM@prefill, first profiled cell: checked",
+        r"""
 FIG["ncu_nvtx_first_s"] = last_wall()
 k = n_first.kernels()
 assert len(k) == 3, k
 assert all("LLM@prefill" in p for p in k["nvtx"]), k["nvtx"].tolist()
-""", None),
+""",
+        None,
+    ),
     ("2 three %%nsys cells: first", "%%nsys -o r1\ntok = generate(ids)\n", None),
-    ("2 first checked", "FIG['nsys_first_s'] = last_wall(); assert len(r1.kernels()) > 50\n"
-     "FIG['r1_warnings'] = list(r1.warnings)\nprint(r1.warnings)\n", None),
+    (
+        "2 first checked",
+        "FIG['nsys_first_s'] = last_wall(); assert len(r1.kernels()) > 50\n"
+        "FIG['r1_warnings'] = list(r1.warnings)\nprint(r1.warnings)\n",
+        None,
+    ),
     ("2 second", "%%nsys -o r2\ntok = generate(ids)\n", None),
     ("2 second checked", "FIG['nsys_second_s'] = last_wall()\n", None),
     ("2 third", "%%nsys -o r3\ntok = generate(ids)\n", None),
-    ("2 later cells <= body + 4.5 s", r"""
+    (
+        "2 later cells <= body + 4.5 s",
+        r"""
 FIG["nsys_third_s"] = last_wall()
 FIG["r3_timings"] = r3.meta.get("timings")
 FIG["r3_busy_pct"] = r3.gpu_busy_pct()
 for key in ("nsys_second_s", "nsys_third_s"):
     assert FIG[key] <= BODY_S + 4.5, (key, FIG[key], BODY_S)
 assert r3.kernel_summary()["instances"].sum() == r2.kernel_summary()["instances"].sum()
-""", None),
+""",
+        None,
+    ),
     ("3 state across profiled cells", "%%nsys -o s1\nh = model(ids).logits\n", None),
     ("3 state: h from the previous profiled cell", "%%nsys -o s2\nh2 = (h * 2).sum()\n", None),
-    ("3 a notebook variable shipped automatically", r"""
+    (
+        "3 a notebook variable shipped automatically",
+        r"""
 prompt2 = torch.randint(0, 32000, (1, 64), device="cuda")
-""", None),
-    ("3 auto-shipped", "%%nsys -o s3\nwith torch.no_grad():\n    y2 = model(prompt2).logits\n",
-     None),
-    ("3 auto-shipped checked", "assert len(s3.kernels()) > 10\nbig = torch.empty(100 * 2**20, "
-     "device='cuda')  # 400 MB\n", None),
-    ("3 oversize variable: one message", "%%nsys\nbig.sum()\n", "MissingVariableError.*big.*auto_vars_max_bytes"),
-    ("3 IPython syntax in a profiled cell", "%%nsys -o ipy\n%time tok = generate(ids, 2)\n"
-     "!nvidia-smi -L\n", None),
+""",
+        None,
+    ),
+    (
+        "3 auto-shipped",
+        "%%nsys -o s3\nwith torch.no_grad():\n    y2 = model(prompt2).logits\n",
+        None,
+    ),
+    (
+        "3 auto-shipped checked",
+        "assert len(s3.kernels()) > 10\nbig = torch.empty(100 * 2**20, device='cuda')  # 400 MB\n",
+        None,
+    ),
+    (
+        "3 oversize variable: one message",
+        "%%nsys\nbig.sum()\n",
+        "(?s)MissingVariableError.*big.*auto_vars_max_bytes",
+    ),
+    (
+        "3 IPython syntax in a profiled cell",
+        "%%nsys -o ipy\n%time tok = generate(ids, 2)\n!nvidia-smi -L\n",
+        None,
+    ),
     ("3 IPython syntax checked", "assert len(ipy.kernels()) > 10\n", None),
-    ("4 picker: roofline on the top kernel", r"""
+    (
+        "4 picker: roofline on the top kernel",
+        r"""
 summary = r3.kernel_summary()
 names = list(summary["name"])
 top = next((n for n in names if "gemm" in n.lower() or "nvjet" in n), names[0])
@@ -155,35 +193,60 @@ FIG["drill_first_s"] = time.perf_counter() - t0
 for frame in (k1.mfu(), k1.hfu(), k1.advice()):
     assert not frame.empty, frame
 FIG["k1_hfu"] = k1.hfu().to_dict("records")
-""", None),
-    ("4 picker: a second kernel", r"""
+""",
+        None,
+    ),
+    (
+        "4 picker: a second kernel",
+        r"""
 second = next(n for n in names if n != top)
 t0 = time.perf_counter(); k2 = r3.profile_kernel(second, set="roofline")
 FIG["drill_second_s"] = time.perf_counter() - t0
 for frame in (k2.mfu(), k2.hfu(), k2.advice()):
     assert not frame.empty, frame
-""", None),
-    ("4 picker: set=full", r"""
+""",
+        None,
+    ),
+    (
+        "4 picker: set=full",
+        r"""
 t0 = time.perf_counter(); k3 = r3.profile_kernel(top, set="full")
 FIG["drill_full_s"] = time.perf_counter() - t0
 for frame in (k3.mfu(), k3.hfu(), k3.advice()):
     assert not frame.empty, frame
 k3
-""", None),
-    ("5 --nvtx LLM:LLM@prefill after drill-downs", "%%ncu --nvtx LLM:LLM@prefill "
-     "--launch-count 2 -o n2\ntok = generate(ids, steps=2)\n", None),
-    ("5 --nvtx bare LLM@prefill after drill-downs", "%%ncu --nvtx LLM@prefill --launch-count 2 "
-     "-o n3\ntok = generate(ids, steps=2)\n", None),
-    ("5 --nvtx :pick (default domain)", "%%ncu --nvtx :pick -o n4\ntok = generate(ids, steps=2)\n",
-     None),
+""",
+        None,
+    ),
+    (
+        "5 --nvtx LLM:LLM@prefill after drill-downs",
+        "%%ncu --nvtx LLM:LLM@prefill --launch-count 2 -o n2\ntok = generate(ids, steps=2)\n",
+        None,
+    ),
+    (
+        "5 --nvtx bare LLM@prefill after drill-downs",
+        "%%ncu --nvtx LLM@prefill --launch-count 2 -o n3\ntok = generate(ids, steps=2)\n",
+        None,
+    ),
+    (
+        "5 --nvtx :pick (default domain)",
+        "%%ncu --nvtx :pick -o n4\ntok = generate(ids, steps=2)\n",
+        None,
+    ),
     ("5 --nvtx bare pick", "%%ncu --nvtx pick -o n5\ntok = generate(ids, steps=2)\n", None),
-    ("5 --nvtx checked", r"""
+    (
+        "5 --nvtx checked",
+        r"""
 for run, want in ((n2, "LLM@prefill"), (n3, "LLM@prefill"), (n4, "pick"), (n5, "pick")):
     k = run.kernels()
     assert len(k) >= 1 and all(want in p for p in k["nvtx"]), (want, k["nvtx"].tolist())
 FIG["ncu_nvtx_after_s"] = [w for c, w in WALLS if c.startswith("%%ncu --nvtx")]
-""", None),
-    ("6 CUDA graph replays", r"""%%nsight_setup --name graph
+""",
+        None,
+    ),
+    (
+        "6 CUDA graph replays",
+        r"""%%nsight_setup --name graph
 gx = torch.randn(64, 1024, device="cuda", dtype=torch.bfloat16)
 glin = torch.nn.Linear(1024, 1024).cuda().to(torch.bfloat16)
 gs = torch.cuda.Stream(); gs.wait_stream(torch.cuda.current_stream())
@@ -194,12 +257,23 @@ torch.cuda.current_stream().wait_stream(gs)
 graph = torch.cuda.CUDAGraph()
 with torch.cuda.graph(graph), torch.no_grad():
     gy = torch.relu(glin(gx))
-""", None),
-    ("6 graph cell", "%%nsys -o g1\nfor _ in range(50):\n    graph.replay()\n"
-     "torch.cuda.synchronize()\n", None),
-    ("6 graph checked", "FIG['graph_kernels'] = stats_equal(g1, 'graph')\n"
-     "assert (g1.kernels()['graph_node_id'] >= 0).all()\n", None),
-    ("6 torch.compile reduce-overhead", r"""%%nsight_setup --name compiled
+""",
+        None,
+    ),
+    (
+        "6 graph cell",
+        "%%nsys -o g1\nfor _ in range(50):\n    graph.replay()\ntorch.cuda.synchronize()\n",
+        None,
+    ),
+    (
+        "6 graph checked",
+        "FIG['graph_kernels'] = stats_equal(g1, 'graph')\n"
+        "assert (g1.kernels()['graph_node_id'] >= 0).all()\n",
+        None,
+    ),
+    (
+        "6 torch.compile reduce-overhead",
+        r"""%%nsight_setup --name compiled
 cw = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)
 @torch.compile(mode="reduce-overhead")
 def cfn(x):
@@ -208,34 +282,65 @@ cx = torch.randn(256, 1024, device="cuda", dtype=torch.bfloat16)
 for _ in range(3):
     cfn(cx)
 torch.cuda.synchronize()
-""", None),
-    ("6 compiled cell", "%%nsys -o c1\nfor _ in range(20):\n    cy = cfn(cx)\n"
-     "torch.cuda.synchronize()\n", None),
-    ("6 compiled checked", "FIG['compiled_kernels'] = stats_equal(c1, 'compiled')\n"
-     "assert len(c1.kernels()) >= 20\n", None),
+""",
+        None,
+    ),
+    (
+        "6 compiled cell",
+        "%%nsys -o c1\nfor _ in range(20):\n    cy = cfn(cx)\ntorch.cuda.synchronize()\n",
+        None,
+    ),
+    (
+        "6 compiled checked",
+        "FIG['compiled_kernels'] = stats_equal(c1, 'compiled')\nassert len(c1.kernels()) >= 20\n",
+        None,
+    ),
     ("7 --pytorch cell", "%%nsys --pytorch shapes -o p1\ntok = generate(ids, 2)\n", None),
-    ("7 --pytorch checked", "FIG['pytorch_s'] = last_wall()\nassert not p1.op_summary().empty\n"
-     "FIG['p1_mfu_rows'] = len(p1.mfu())\nassert not p1.mfu().empty\n", None),
+    (
+        "7 --pytorch checked",
+        "FIG['pytorch_s'] = last_wall()\nassert not p1.op_summary().empty\n"
+        "FIG['p1_mfu_rows'] = len(p1.mfu())\nassert not p1.mfu().empty\n",
+        None,
+    ),
     ("7 default cell after --pytorch", "%%nsys -o p2\ntok = generate(ids)\n", None),
-    ("7 default after --pytorch checked", "FIG['after_pytorch_s'] = last_wall()\n"
-     "assert FIG['after_pytorch_s'] <= BODY_S + 4.5, FIG['after_pytorch_s']\n", None),
-    ("8 a raising cell", "%%nsys\nx = torch.ones(3, device='cuda')\nraise ValueError('boom')\n",
-     "CellFailedError"),
+    (
+        "7 default after --pytorch checked",
+        "FIG['after_pytorch_s'] = last_wall()\n"
+        "assert FIG['after_pytorch_s'] <= BODY_S + 4.5, FIG['after_pytorch_s']\n",
+        None,
+    ),
+    (
+        "8 a raising cell",
+        "%%nsys\nx = torch.ones(3, device='cuda')\nraise ValueError('boom')\n",
+        "CellFailedError",
+    ),
     ("8 a good cell after it", "%%nsys -o ok1\ntok = generate(ids)\n", None),
     ("8 checked", "assert len(ok1.kernels()) > 50\nFIG['after_error_s'] = last_wall()\n", None),
     ("9 --fresh", "%%nsys --fresh -o fr\ntok = generate(ids, 2)\n", None),
-    ("9 --fresh checked", "FIG['fresh_s'] = last_wall()\nassert fr.meta['mode'] == 'fresh'\n"
-     "assert len(fr.kernels()) > 10\n", None),
+    (
+        "9 --fresh checked",
+        "FIG['fresh_s'] = last_wall()\nassert fr.meta['mode'] == 'fresh'\n"
+        "assert len(fr.kernels()) > 10\n",
+        None,
+    ),
     ("10 an 800-step decode loop", "%%nsys -o d800\ntok = generate(ids, steps=800)\n", None),
-    ("10 checked", r"""
+    (
+        "10 checked",
+        r"""
 FIG["decode800_s"] = last_wall()
 FIG["decode800_kernels"] = int(d800.kernel_summary()["instances"].sum())
 FIG["decode800_busy_pct"] = d800.gpu_busy_pct()
 FIG["decode800_warnings"] = list(d800.warnings)
 assert FIG["decode800_kernels"] > 20000
-""", None),
-    ("end", "print(json.dumps(FIG, default=str, indent=1)[:4000])\n"
-     "json.dump(FIG, open(os.environ['ACCEPT_FIG'], 'w'), default=str, indent=1)\n", None),
+""",
+        None,
+    ),
+    (
+        "end",
+        "print(json.dumps(FIG, default=str, indent=1)[:4000])\n"
+        "json.dump(FIG, open(os.environ['ACCEPT_FIG'], 'w'), default=str, indent=1)\n",
+        None,
+    ),
 ]
 
 RANK_SETUP = r"""%%nsight_setup --name ranks
@@ -245,7 +350,9 @@ import os, torch, torch.distributed as dist
 RANK_STEPS: list[tuple[str, str, str | None]] = [
     ("0 prelude", PRELUDE, None),
     ("11 setup", RANK_SETUP, None),
-    ("11 --nproc 2 with a straggler", r"""%%nsys --nproc 2 -o rr
+    (
+        "11 --nproc 2 with a straggler",
+        r"""%%nsys --nproc 2 -o rr
 rank = dist.get_rank()
 a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
 t = torch.ones(1 << 22, device="cuda")
@@ -254,23 +361,33 @@ for step in range(4):
         b = a @ a
     dist.all_reduce(t)
 torch.cuda.synchronize()
-""", None),
-    ("11 rank skew checked", r"""
+""",
+        None,
+    ),
+    (
+        "11 rank skew checked",
+        r"""
 skew = rr.report.rank_skew()
 FIG["rank_skew"] = skew.to_dict("records")
 assert not skew.empty
 last = skew.sort_values("end_spread_ns").iloc[-1]
 FIG["nproc_s"] = last_wall()
 print(skew)
-""", None),
-    ("11 rank-1 drill-down with hfu()", r"""
+""",
+        None,
+    ),
+    (
+        "11 rank-1 drill-down with hfu()",
+        r"""
 names = list(rr.kernel_summary()["name"])
 gemm = next(n for n in names if "gemm" in n.lower() or "nvjet" in n)
 t0 = time.perf_counter(); kr = rr.profile_kernel(gemm, rank=1, set="roofline")
 FIG["rank1_drill_s"] = time.perf_counter() - t0
 assert not kr.hfu().empty and not kr.mfu().empty and not kr.advice().empty
 FIG["rank1_hfu"] = kr.hfu().to_dict("records")
-""", None),
+""",
+        None,
+    ),
     ("end", "json.dump(FIG, open(os.environ['ACCEPT_FIG'], 'w'), default=str, indent=1)\n", None),
 ]
 
@@ -280,7 +397,9 @@ def build(steps: list[tuple[str, str, str | None]], runs: Path) -> object:
 
     nb = nbformat.v4.new_notebook()
     for step, source, expect in steps:
-        text = source.format(tests=str(ROOT / "tests"), runs=str(runs)) if step == "0 prelude" else source
+        text = source
+        if step == "0 prelude":
+            text = source.format(tests=str(ROOT / "tests"), runs=str(runs))
         cell = nbformat.v4.new_code_cell(text.strip("\n") + "\n")
         cell.metadata["step"] = step
         cell.metadata["expect_error"] = expect
@@ -298,7 +417,8 @@ def verdicts(nb: object) -> list[dict[str, object]]:
         expect = cell.metadata.get("expect_error")
         if expect:
             ok = any(re.search(expect, f"{e['ename']}: {e['evalue']}") for e in errors)
-            detail = errors[0]["ename"] + ": " + errors[0]["evalue"] if errors else "no error raised"
+            first = errors[0]["ename"] + ": " + errors[0]["evalue"] if errors else ""
+            detail = first or "no error raised"
         else:
             ok = not errors
             detail = (errors[0]["ename"] + ": " + errors[0]["evalue"])[:600] if errors else ""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import CorruptReportError, ToolNotFoundError
+from ...magic_names import cell_magic
 from ...package_info import pythonpath_with_package
 from . import extract as X
 
@@ -82,7 +83,8 @@ def extract_in_child(path: Path, timeout: float, known_damage: str = "") -> dict
             except ValueError:
                 sig = f"signal {-proc.returncode}"
             raise damaged(
-                f"{path} is damaged: ncu_report crashed reading it ({sig}); re-run %%ncu."
+                f"{path} is damaged: ncu_report crashed reading it ({sig}); "
+                f"re-run {cell_magic('ncu')}."
             )
         if proc.returncode == X.EXIT_NO_MODULE:
             raise ToolNotFoundError(

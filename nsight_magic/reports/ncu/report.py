@@ -33,6 +33,7 @@ import pandas as pd
 from ...analysis import ncu_metrics as M
 from ...analysis.roofline import roofline_points
 from ...errors import CorruptReportError, EmptyReportError
+from ...magic_names import cell_magic
 from ..paths import require_regular_file
 from . import container
 from .advice import advice_frame, advice_note
@@ -70,7 +71,8 @@ class NcuReport:
         size = require_regular_file(path).stat().st_size
         if size == 0:
             raise EmptyReportError(
-                f"{path} is empty (0 bytes): ncu stopped before writing it; re-run %%ncu."
+                f"{path} is empty (0 bytes): ncu stopped before writing it; "
+                f"re-run {cell_magic('ncu')}."
             )
         try:
             with open(path, "rb") as fh:
@@ -88,7 +90,7 @@ class NcuReport:
             # ncu_report "loads" garbage and truncated files as a report with 0 ranges.
             why = layout.problem or "the file is truncated or damaged"
             raise CorruptReportError(
-                f"{path} holds no complete profiled kernel ({why}); re-run %%ncu."
+                f"{path} holds no complete profiled kernel ({why}); re-run {cell_magic('ncu')}."
             )
         return cls(path, {**data, "launches": whole}, warnings)
 
