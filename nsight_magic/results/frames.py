@@ -19,6 +19,7 @@ from ..analysis import mfu as utilisation
 from ..analysis.kernels import kernel_summary
 from ..analysis.memory import copies_by_kind
 from ..analysis.names import short_names
+from ..analysis.text import join_text
 from .rank_frames import RankFrames
 
 # Bars in the first timeline view: more than a 640 px chart tells apart, few enough that the
@@ -31,14 +32,14 @@ OP_DTYPE = "bf16"
 
 def nvtx_label(frame: pd.DataFrame) -> pd.Series:
     """``domain:range`` as nsys stats writes it (":range" for the default domain)."""
-    return frame["domain"].fillna("").astype(str) + ":" + frame["range"].astype(str)
+    return join_text(frame["domain"], ":", frame["range"])
 
 
 def _dims(frame: pd.DataFrame, prefix: str) -> pd.Series:
     cols = [f"{prefix}_{axis}" for axis in "xyz"]
     if not all(c in frame.columns for c in cols):
         return pd.Series("", index=frame.index)
-    return "(" + frame[cols].astype(str).agg(", ".join, axis=1) + ")"
+    return join_text("(", frame[cols[0]], ", ", frame[cols[1]], ", ", frame[cols[2]], ")")
 
 
 def _without_op_ranges(frame: pd.DataFrame) -> pd.DataFrame:

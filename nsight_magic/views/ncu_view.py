@@ -24,7 +24,8 @@ LAUNCH_COLUMNS = {
     "duration_ns": "duration",
     "compute_sol_pct": "compute SOL",
     "memory_sol_pct": "memory SOL",
-    "achieved_occupancy_pct": "occupancy",
+    "occupancy_pct": "occupancy",
+    "occupancy_source": "occupancy is",
     "grid": "grid",
     "block": "block",
     "registers_per_thread": "regs",
@@ -35,7 +36,7 @@ LAUNCH_FORMATS = {
     "duration_ns": html.fmt_ns,
     "compute_sol_pct": html.fmt_pct,
     "memory_sol_pct": html.fmt_pct,
-    "achieved_occupancy_pct": html.fmt_pct,
+    "occupancy_pct": html.fmt_pct,
     "sm_clock_hz": html.fmt_hz,
 }
 VERDICT_COLUMNS = {

@@ -76,7 +76,11 @@ def peaks_html(ops: pd.DataFrame) -> str:
 def top_ops_chart(ops: pd.DataFrame, n: int = TOP_N) -> alt.Chart:
     """Bars of GPU time for the top ``n`` op calls (op + shapes), own kernel time on hover."""
     top = ops.head(n)
-    label = top["op"].astype(str) + " " + top["shapes"].astype(str)
+    # per row: column string arithmetic raises on pandas 3.0 (analysis/text.py)
+    ops_shapes = zip(top["op"], top["shapes"], strict=True)
+    label = pd.Series(
+        [f"{op} {shapes}" for op, shapes in ops_shapes], index=top.index, dtype=object
+    )
     frame = pd.DataFrame(
         {
             "bar": unique_labels(label),
