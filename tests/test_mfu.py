@@ -17,6 +17,8 @@ import pandas as pd
 import pytest
 
 from nsight_magic.analysis.mfu import (
+    MODEL_MFU_COLUMNS,
+    NO_GEMM_OPS,
     NO_OP_RANGE,
     kernel_utilisation,
     launch_dtype,
@@ -29,7 +31,7 @@ from nsight_magic.analysis.model_flops import gemm_flops, transformer_flops
 from nsight_magic.analysis.range_mfu import range_utilisation
 from nsight_magic.analysis.roofline import roofline_points
 from nsight_magic.analysis.torch_ops import kernel_ops, op_summary
-from nsight_magic.errors import MissingMetricsError
+from nsight_magic.errors import EmptyResultWarning, MissingMetricsError
 from nsight_magic.reports.ncu.report import NcuReport
 from nsight_magic.reports.nsys.report import NsysReport
 
@@ -329,3 +331,36 @@ def test_range_mfu_from_the_gemm_ops_inside(data_dir: Path) -> None:
     assert prefill["mfu"] == pytest.approx(202375168 / 7214218e-9 / H100_BF16)
     with pytest.raises(ValueError, match="flops="):
         model_mfu(run_report.nvtx_gpu_projection(), gpu_name="NVIDIA H100 80GB HBM3")
+
+
+def test_nsys_mfu_without_op_ranges_is_empty_and_says_why(data_dir: Path) -> None:
+    """nsys_gemm was captured without --pytorch: no GEMM op ranges to derive FLOPs from."""
+    report = NsysReport.open(data_dir / "nsys_gemm.sqlite")
+    with pytest.warns(EmptyResultWarning, match="--pytorch shapes"):
+        out = model_mfu(report.nvtx_gpu_projection(), nvtx=report.nvtx(), gpu_name="NVIDIA H200")
+    assert out.empty and list(out.columns) == MODEL_MFU_COLUMNS
+    assert out.attrs["reason"] == NO_GEMM_OPS and "flops=" in NO_GEMM_OPS
+    # with flops= the same run has its MFU
+    given = model_mfu(
+        report.nvtx_gpu_projection(), {BF16_RANGE: GEMM_FLOPS}, gpu_name="NVIDIA H200"
+    )
+    assert given["range"].tolist() == [BF16_RANGE] and given["mfu"].notna().all()
+
+
+def test_bundled_example_kernel_mfu_hfu_and_ranges() -> None:
+    """What raised 'radd not supported for dtype str' on the GPU image (pandas 3.0.6): the
+    bundled drill-down of the LLM's top GEMM (1 of its run's 86 kernel launches profiled)."""
+    from nsight_magic import examples
+
+    run = examples.llm_kernel()
+    kernels = run.mfu()
+    assert len(kernels) == 1 and kernels["hfu"].between(0, 1).all()
+    assert kernels.at[0, "model_flops_source"] == NO_OP_RANGE
+    assert run.hfu()["hfu"].tolist() == kernels["hfu"].tolist()
+    ranges = run.range_mfu().set_index("range")
+    cell = ranges.loc["cell"]
+    assert cell["launches_profiled"] == 1 and cell["launches_total"] == 86
+    assert cell["coverage"] == "1/86 launches profiled"
+    # HFU over the profiled launch's own (nsys) time: the kernel's HFU, not 1/86 of it
+    assert cell["time_source"] == "nsys" and cell["hfu"] == pytest.approx(kernels.at[0, "hfu"])
+    assert cell["range_time_ns"] > 100 * cell["time_ns"]

@@ -55,6 +55,7 @@ VERDICT_FORMATS = {
 MFU_COLUMNS = {
     "short_name": "kernel",
     "label": "NVTX range",
+    "coverage": "launches profiled",
     "dtype": "dtype",
     "time_ns": "time",
     "time_source": "time from",
