@@ -73,6 +73,10 @@ MFU_FORMATS = {
 }
 NO_ROOFLINE = "No roofline: {}"
 NO_MFU = "No HFU/MFU: {}"
+NO_SOL = (
+    "No speed of light: this report has no SpeedOfLight section (a --metrics run; "
+    "--set basic or larger measures it)."
+)
 NO_MFU_ROWS = "No HFU/MFU: no launch in this report has FLOP counts."
 
 
@@ -129,15 +133,16 @@ def advice_html(source: NcuSource, max_rows: int = 12) -> str:
 
 
 def launches_html(source: NcuSource, max_rows: int = 30) -> str:
-    return table_or_note(
-        lambda: html.frame_html(
-            source.launches(),
-            LAUNCH_COLUMNS,
-            LAUNCH_FORMATS,
-            max_rows,
-            titles={"short_name": "demangled"},
+    def build() -> str:
+        launches = source.launches()
+        sol = [c for c in ("compute_sol_pct", "memory_sol_pct") if c in launches]
+        blank = len(launches) and (not sol or launches[sol].isna().all().all())
+        note = html.note_html(NO_SOL) if blank else ""
+        return note + html.frame_html(
+            launches, LAUNCH_COLUMNS, LAUNCH_FORMATS, max_rows, titles={"short_name": "demangled"}
         )
-    )
+
+    return table_or_note(build)
 
 
 def verdicts_html(source: NcuSource) -> str:
