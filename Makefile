@@ -3,12 +3,14 @@
 #                and write build/01_quickstart.html
 #   make test  - set up, then lint and run the tests (GPU tests are skipped; see tests/gpu)
 #   make quick - lint and the tests without the slow ones (fuzzing, browser): a local loop
+#   make test-deps - the fast tier again under each dependency set in tests/deps (the GPU image's
+#                pandas 3.0.6 + pyarrow 25; the oldest versions pyproject allows), one venv each
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test quick lint gpu-test bench clean readme-images
+.PHONY: setup demo test quick lint gpu-test bench clean test-deps test-deps-gpuimage test-deps-oldest readme-images
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +32,28 @@ lint: setup
 
 test: lint
 	$(BIN)/python -m pytest -q
+	$(MAKE) test-deps
+
+# The dependency matrix: tests/deps/NAME.txt pins a dependency set; .venv-NAME gets the package
+# under it (no torch: tests that need it skip) and runs the fast tier, less the worker/session
+# tests (tests/test_session.py: subprocess logic on the stdlib, and its torchrun test needs torch)
+# and the browser tests (slow).
+MATRIX := gpuimage oldest
+MATRIX_TESTS := -m "not gpu and not slow" --ignore=tests/test_session.py --ignore=tests/browser
+
+.venv-%/.installed: tests/deps/%.txt tests/deps/test.txt pyproject.toml
+	rm -rf .venv-$*
+	$(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/pip install -q --upgrade pip
+	.venv-$*/bin/pip install -q -c tests/deps/$*.txt -r tests/deps/$*.txt -r tests/deps/test.txt
+	.venv-$*/bin/pip install -q -c tests/deps/$*.txt -e .
+	touch $@
+
+# a static pattern rule: make searches no implicit rule for .PHONY targets
+$(addprefix test-deps-,$(MATRIX)): test-deps-%: .venv-%/.installed
+	.venv-$*/bin/python -m pytest -q $(MATRIX_TESTS)
+
+test-deps: $(addprefix test-deps-,$(MATRIX))
 
 quick: lint
 	$(BIN)/python -m pytest -q -m "not gpu and not slow"
@@ -46,4 +70,4 @@ bench: setup
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf build nsight-runs .pytest_cache
+	rm -rf build nsight-runs .pytest_cache $(addprefix .venv-,$(MATRIX))

@@ -21,7 +21,7 @@ _LAZY = {
     "model_mfu": ("nsight_magic.analysis.mfu", "model_mfu"),
     "op_mfu": ("nsight_magic.analysis.mfu", "op_mfu"),
     "kernel_utilisation": ("nsight_magic.analysis.mfu", "kernel_utilisation"),
-    "range_utilisation": ("nsight_magic.analysis.mfu", "range_utilisation"),
+    "range_utilisation": ("nsight_magic.analysis.range_mfu", "range_utilisation"),
     "set_peak": ("nsight_magic.analysis.gpu_peaks", "set_peak"),
     "lookup_peak": ("nsight_magic.analysis.gpu_peaks", "lookup_peak"),
     "NsysRun": ("nsight_magic.results", "NsysRun"),

@@ -152,3 +152,8 @@ class NvtxRangeNotFoundError(NvtxRangeError):
 class AmbiguousNvtxRangeError(NvtxRangeError):
     """Several ranges match (one name in several domains, or both styles); the message lists
     them as ``DOMAIN:RANGE`` so the user can pick one."""
+
+
+class EmptyResultWarning(UserWarning):
+    """A frame came back empty for a reason the user can fix (the reason is the message, and
+    ``frame.attrs["reason"]``): e.g. ``NsysRun.mfu()`` on a run without PyTorch op ranges."""

@@ -12,12 +12,15 @@ import ipywidgets as w
 import pytest
 
 import nsight_magic
+from nsight_magic.analysis.mfu import NO_OP_RANGE
 from nsight_magic.analysis.model_flops import GEMM_OPS
+from nsight_magic.analysis.ncu_metrics import OCCUPANCY_THEORETICAL
 from nsight_magic.reports import open_report
 from nsight_magic.reports.nsys.merge import RankedReport
 from nsight_magic.results import NcuRun, NsysRun
 from nsight_magic.views.html import fmt_flops, fmt_ns, fmt_ratio
 from nsight_magic.views.live import LiveChart
+from nsight_magic.views.ncu_view import NO_SOL
 
 WARNING = "&#9888;"
 
@@ -98,6 +101,24 @@ def test_advice_note_when_ncu_ran_no_rules(ncu_reports: dict[str, Path]) -> None
     advice = tabs_of(run.widget())["Advice"].value
     assert html.escape(run.advice_note()) in advice and "--metrics only" in advice
     assert tabs_of(run.widget())["MFU"].children  # says what it could not show, if anything
+    # no SOL metrics in a --metrics report: the blank SOL columns say why
+    launches = text(tabs_of(run.widget())["Launches"])
+    assert html.escape(NO_SOL) in launches and html.escape(NO_SOL) in run.to_html()
+
+
+def test_blank_mfu_and_partial_range_coverage_say_why(
+    ncu_reports: dict[str, Path], data_dir: Path
+) -> None:
+    """The bundled drill-down (1 of 86 launches, no op ranges): the MFU tab shows the
+    coverage of each range and why MFU is blank; occupancy is the theoretical one, labelled."""
+    from nsight_magic import examples
+
+    run = examples.llm_kernel()
+    page = text(tabs_of(run.widget())["MFU"])
+    assert ">launches profiled</th>" in page and "1/86 launches profiled" in page
+    assert html.escape(NO_OP_RANGE[:40]) in page
+    launches = text(tabs_of(run.widget())["Launches"])
+    assert "18.8%" in launches and html.escape(OCCUPANCY_THEORETICAL[:30]) in launches
 
 
 def test_hfu_and_mfu_named_apart(ncu_reports: dict[str, Path], data_dir: Path) -> None:

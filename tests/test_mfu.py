@@ -17,18 +17,21 @@ import pandas as pd
 import pytest
 
 from nsight_magic.analysis.mfu import (
+    MODEL_MFU_COLUMNS,
+    NO_GEMM_OPS,
+    NO_OP_RANGE,
     kernel_utilisation,
     launch_dtype,
     launch_model_flops,
     model_mfu,
     op_mfu,
-    range_utilisation,
     require_flop_counts,
 )
 from nsight_magic.analysis.model_flops import gemm_flops, transformer_flops
+from nsight_magic.analysis.range_mfu import range_utilisation
 from nsight_magic.analysis.roofline import roofline_points
 from nsight_magic.analysis.torch_ops import kernel_ops, op_summary
-from nsight_magic.errors import MissingMetricsError
+from nsight_magic.errors import EmptyResultWarning, MissingMetricsError
 from nsight_magic.reports.ncu.report import NcuReport
 from nsight_magic.reports.nsys.report import NsysReport
 
@@ -71,8 +74,9 @@ def test_hfu_per_kernel_on_nsys_time(gemm, nsys_gemm):
     assert fp32["hw_flops"] == 33849344 and fp32["time_ns"] == 5376
     assert fp32["hfu"] == pytest.approx(33849344 / 5376e-9 / H200_FP32)
     assert fp32["hfu"] == pytest.approx(0.094105, abs=1e-6)
-    # no model FLOPs known (no op ranges, none given): MFU is unknown, never the HFU
-    assert out["mfu"].isna().all() and (out["model_flops_source"] == "").all()
+    # no model FLOPs known (no op ranges, none given): MFU is unknown, never the HFU, and the
+    # blank says why
+    assert out["mfu"].isna().all() and (out["model_flops_source"] == NO_OP_RANGE).all()
 
 
 def test_mfu_with_given_model_flops(gemm, nsys_gemm):
@@ -152,7 +156,9 @@ def test_op_flops_stay_with_the_op_when_it_has_several_launches(gemm):
         gemm.roofline(), pd.concat([gemm.nvtx_ranges(), nvtx]), gpu_name="NVIDIA H200"
     ).set_index("range")
     assert ranges.at["cell", "model_flops"] == 2 * 512 * 256 * 128
-    assert ranges.at["cell", "model_flops_source"] == "derived: 1 GEMM op call(s)"
+    assert ranges.at["cell", "model_flops_source"] == (
+        "derived: 1 GEMM op call(s) of the profiled launches"
+    )
     assert text not in ranges.index  # op ranges are ops, not ranges (see op_mfu)
 
 
@@ -160,27 +166,59 @@ def test_range_utilisation(gemm):
     projection = pd.DataFrame(
         {"domain": ["nsight_magic"], "range": ["cell"], "proj_total_ns": [20000]}
     )
+    points = gemm.roofline()
     out = range_utilisation(
-        gemm.roofline(),
+        points,
         gemm.nvtx_ranges(),
         projection=projection,
+        range_launches={"cell": 2, BF16_RANGE: 1},
         time_ns={BF16_RANGE: 6144},
         flops={f"nsight_magic:{BF16_RANGE}": GEMM_FLOPS},
         gpu_name="NVIDIA H200",
     ).set_index("range")
+    ncu_ns = points.set_index("launch")["duration_ns"]
     cell = out.loc["cell"]
-    assert cell["launches"] == 2 and cell["label"] == "nsight_magic:cell"
+    assert cell["label"] == "nsight_magic:cell" and cell["coverage"] == "2/2 launches profiled"
+    assert cell["launches_profiled"] == 2 and cell["launches_total"] == 2
     assert cell["hw_flops"] == GEMM_FLOPS + 33849344
-    assert cell["time_source"] == "nsys" and cell["time_ns"] == 20000
+    # HFU covers the profiled launches: their own time (ncu here: no nsys kernels given)
+    assert cell["time_source"] == "ncu" and cell["time_ns"] == ncu_ns.sum()
+    assert cell["range_time_source"] == "nsys" and cell["range_time_ns"] == 20000
     assert cell["dtype"] == "bf16" and np.isnan(cell["mfu"])
-    # (2147483648 + 33849344) FLOP / 20 us / 989.43 TFLOP/s = 0.110224
-    assert cell["hfu"] == pytest.approx((GEMM_FLOPS + 33849344) / 20000e-9 / H200_BF16)
+    assert cell["model_flops_source"].startswith("no GEMM op range")
+    assert cell["hfu"] == pytest.approx((GEMM_FLOPS + 33849344) / (ncu_ns.sum() * 1e-9) / H200_BF16)
     l1 = out.loc[BF16_RANGE]
-    assert l1["time_source"] == "given" and l1["model_flops_source"] == "given"
+    assert l1["range_time_source"] == "given" and l1["model_flops_source"] == "given"
     assert l1["mfu"] == pytest.approx(GEMM_FLOPS / 6144e-9 / H200_BF16)
     l2 = out.loc[FP32_RANGE]
     assert l2["time_source"] == "ncu" and l2["time_ns"] == 10208
     assert l2["dtype"] == "fp32" and l2["peak_flops"] == H200_FP32
+    # no count given for L2: the total is unknown, and the row says so
+    assert pd.isna(l2["launches_total"]) and "needs the nsys run" in l2["coverage"]
+
+
+def test_range_hfu_covers_only_the_profiled_launches(gemm, nsys_gemm):
+    """1 of 32 launches profiled (a picker drill-down): HFU is that launch's FLOPs over that
+    launch's nsys time, not over the whole range's; MFU given for the whole range needs the
+    whole range's time and says so when it has none."""
+    points = gemm.roofline()
+    nvtx = gemm.nvtx_ranges()
+    one = nvtx[nvtx["launch"] == 0]
+    out = range_utilisation(
+        points[points["launch"] == 0],
+        one,
+        kernels=gemm.kernels(),
+        nsys_kernels=nsys_gemm.kernels(),
+        range_launches={"cell": 32},
+        flops={"cell": 32 * GEMM_FLOPS},
+        gpu_name="NVIDIA H200",
+    ).set_index("range")
+    cell = out.loc["cell"]
+    assert cell["coverage"] == "1/32 launches profiled" and cell["launches_total"] == 32
+    assert cell["time_source"] == "nsys" and cell["time_ns"] == 6144  # the launch, real clocks
+    assert cell["hfu"] == pytest.approx(GEMM_FLOPS / 6144e-9 / H200_BF16)
+    assert np.isnan(cell["range_time_ns"]) and np.isnan(cell["mfu"])
+    assert cell["model_flops_source"].startswith("given for the whole range, but only 1/32")
 
 
 def test_missing_tensor_counts_raise_with_a_fix_that_yields_them(gemm):
@@ -293,3 +331,36 @@ def test_range_mfu_from_the_gemm_ops_inside(data_dir: Path) -> None:
     assert prefill["mfu"] == pytest.approx(202375168 / 7214218e-9 / H100_BF16)
     with pytest.raises(ValueError, match="flops="):
         model_mfu(run_report.nvtx_gpu_projection(), gpu_name="NVIDIA H100 80GB HBM3")
+
+
+def test_nsys_mfu_without_op_ranges_is_empty_and_says_why(data_dir: Path) -> None:
+    """nsys_gemm was captured without --pytorch: no GEMM op ranges to derive FLOPs from."""
+    report = NsysReport.open(data_dir / "nsys_gemm.sqlite")
+    with pytest.warns(EmptyResultWarning, match="--pytorch shapes"):
+        out = model_mfu(report.nvtx_gpu_projection(), nvtx=report.nvtx(), gpu_name="NVIDIA H200")
+    assert out.empty and list(out.columns) == MODEL_MFU_COLUMNS
+    assert out.attrs["reason"] == NO_GEMM_OPS and "flops=" in NO_GEMM_OPS
+    # with flops= the same run has its MFU
+    given = model_mfu(
+        report.nvtx_gpu_projection(), {BF16_RANGE: GEMM_FLOPS}, gpu_name="NVIDIA H200"
+    )
+    assert given["range"].tolist() == [BF16_RANGE] and given["mfu"].notna().all()
+
+
+def test_bundled_example_kernel_mfu_hfu_and_ranges() -> None:
+    """What raised 'radd not supported for dtype str' on the GPU image (pandas 3.0.6): the
+    bundled drill-down of the LLM's top GEMM (1 of its run's 86 kernel launches profiled)."""
+    from nsight_magic import examples
+
+    run = examples.llm_kernel()
+    kernels = run.mfu()
+    assert len(kernels) == 1 and kernels["hfu"].between(0, 1).all()
+    assert kernels.at[0, "model_flops_source"] == NO_OP_RANGE
+    assert run.hfu()["hfu"].tolist() == kernels["hfu"].tolist()
+    ranges = run.range_mfu().set_index("range")
+    cell = ranges.loc["cell"]
+    assert cell["launches_profiled"] == 1 and cell["launches_total"] == 86
+    assert cell["coverage"] == "1/86 launches profiled"
+    # HFU over the profiled launch's own (nsys) time: the kernel's HFU, not 1/86 of it
+    assert cell["time_source"] == "nsys" and cell["hfu"] == pytest.approx(kernels.at[0, "hfu"])
+    assert cell["range_time_ns"] > 100 * cell["time_ns"]

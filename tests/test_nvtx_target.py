@@ -221,7 +221,7 @@ def test_the_mark_is_not_a_range_of_the_workload_in_range_hfu(ncu_reports) -> No
     captured with --nvtx yet), as ncu lists a start/end range: same launch, our domain."""
     import pandas as pd
 
-    from nsight_magic.analysis.mfu import range_utilisation
+    from nsight_magic.analysis.range_mfu import range_utilisation
     from nsight_magic.nvtx_names import NVTX_DOMAIN, TARGET_RANGE
     from nsight_magic.reports.ncu.report import NcuReport
 

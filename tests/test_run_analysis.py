@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nsight_magic.analysis.mfu import KERNEL_COLUMNS, RANGE_COLUMNS
+from nsight_magic.analysis.mfu import KERNEL_COLUMNS
+from nsight_magic.analysis.range_mfu import RANGE_COLUMNS
 from nsight_magic.analysis.roofline_bounds import BOUND_COLUMNS
 from nsight_magic.analysis.timeline import TIMELINE_COLUMNS
 from nsight_magic.reports.ncu.report import NcuReport

@@ -8,11 +8,12 @@ import threading
 from pathlib import Path
 
 import pytest
-import torch
 from session_support import script_for as build_script
 
 from nsight_magic.errors import NsightMagicError, UnpicklableVariableError
 from nsight_magic.session import variables as shipping
+
+torch = pytest.importorskip("torch")  # the dependency-matrix venvs have no torch
 
 
 def notebook_ns() -> dict:

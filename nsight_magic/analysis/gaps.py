@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .graphs import graph_launch_names
+from .text import join_text
 
 __all__ = ["busy_intervals", "busy_pct", "gaps", "gpu_ops"]
 
@@ -27,7 +28,8 @@ def gpu_ops(
     cols = ["device_id", "stream_id", "start_ns", "end_ns", *keys]
     parts = [kernels[cols].assign(name=kernels["name"].to_numpy())]
     if memcpy is not None and len(memcpy):
-        parts.append(memcpy[cols].assign(name=("[CUDA memcpy " + memcpy["kind"] + "]").to_numpy()))
+        names = join_text("[CUDA memcpy ", memcpy["kind"], "]").to_numpy()
+        parts.append(memcpy[cols].assign(name=names))
     if memset is not None and len(memset):
         parts.append(memset[cols].assign(name="[CUDA memset]"))
     if graph_launches is not None and len(graph_launches):

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .kernels import duration_stats
+from .text import join_text
 
 __all__ = ["GRAPH_SUMMARY_COLUMNS", "graph_launch_names", "graph_launch_summary", "graph_nodes"]
 
@@ -26,7 +27,7 @@ GRAPH_SUMMARY_COLUMNS = [
 def graph_launch_names(graph_launches: pd.DataFrame) -> pd.Series:
     """``[CUDA graph launch <graph_id>]`` per row, in the bracketed style nsys names copies
     and sets with (``[CUDA memcpy HtoD]``)."""
-    return "[CUDA graph launch " + graph_launches["graph_id"].astype(str) + "]"
+    return join_text("[CUDA graph launch ", graph_launches["graph_id"], "]")
 
 
 def graph_launch_summary(graph_launches: pd.DataFrame) -> pd.DataFrame:

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from .kernels import duration_stats
+from .text import join_text
 
 __all__ = ["copies_by_kind", "memory_ops", "memory_size_summary", "memory_time_summary"]
 
@@ -16,7 +17,8 @@ def memory_ops(memcpy: pd.DataFrame, memset: pd.DataFrame | None = None) -> pd.D
     "[CUDA memcpy Host-to-Device]", "[CUDA memset]"), ``start_ns, end_ns, duration_ns, bytes``."""
     cols = ["start_ns", "end_ns", "duration_ns", "bytes"]
     label = memcpy["label"] if "label" in memcpy else memcpy["kind"]
-    parts = [memcpy[cols].assign(operation=("[CUDA memcpy " + label.astype(str) + "]").to_numpy())]
+    operation = join_text("[CUDA memcpy ", label, "]", index=memcpy.index)
+    parts = [memcpy[cols].assign(operation=operation.to_numpy())]
     if memset is not None and len(memset):
         parts.append(memset[cols].assign(operation="[CUDA memset]"))
     out = pd.concat(parts, ignore_index=True)

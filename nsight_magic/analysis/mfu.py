@@ -23,6 +23,7 @@ Every frame says which it used: ``time_source``, ``model_flops_source``, ``peak_
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict, deque
 from collections.abc import Mapping
 from typing import Any
@@ -30,25 +31,25 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import MissingMetricsError
-from ..nvtx_names import NVTX_DOMAIN, TARGET_RANGE
+from ..errors import EmptyResultWarning, MissingMetricsError
 from ..precisions import SIMT_PRECISIONS, TENSOR, tensor_dtype
 from .gpu_peaks import Peak, peak
 from .model_flops import gemm_flops, transformer_flops
 from .names import short_names
 from .ncu_metrics import metrics_hint, parse_tensor_path
+from .text import join_text
 from .torch_ops import parse_op_range, parse_shapes, range_model_flops
 
 __all__ = [
     "KERNEL_COLUMNS",
-    "RANGE_COLUMNS",
+    "MODEL_MFU_COLUMNS",
+    "NO_OP_RANGE",
     "kernel_utilisation",
     "launch_dtype",
     "launch_model_flops",
-    "mfu_frames",
+    "launch_times",
     "model_mfu",
     "op_mfu",
-    "range_utilisation",
     "require_flop_counts",
     "transformer_flops",
 ]
@@ -119,6 +120,22 @@ def _nsys_times(
     return times
 
 
+def launch_times(
+    points: pd.DataFrame, kernels: pd.DataFrame | None, nsys_kernels: pd.DataFrame | None
+) -> pd.DataFrame:
+    """Per ncu launch (rows of ``points``): ``launch, time_ns, time_source``: the nsys duration
+    of the same launch when an nsys kernels frame is given and has it ("nsys": real clocks),
+    else ncu's own duration ("ncu": locked clocks, flushed caches)."""
+    ncu_ns = points["duration_ns"].astype(float).reset_index(drop=True)
+    out = pd.DataFrame({"launch": points["launch"].to_numpy(), "time_ns": ncu_ns.to_numpy()})
+    out["time_source"] = pd.Series(["ncu"] * len(out), dtype=object)
+    if nsys_kernels is not None and len(points):
+        nsys_ns = pd.Series(_nsys_times(points, kernels, nsys_kernels))
+        out["time_ns"] = nsys_ns.fillna(ncu_ns).to_numpy()
+        out["time_source"] = ["nsys" if ok else "ncu" for ok in nsys_ns.notna()]
+    return out
+
+
 def _launch_ops(nvtx: pd.DataFrame) -> pd.DataFrame:
     """Per launch, the innermost PyTorch op range around it: ``launch, op_key, op, flops,
     label`` (``op_key`` = domain + text: one op call; ``flops`` NaN unless a GEMM)."""
@@ -128,13 +145,14 @@ def _launch_ops(nvtx: pd.DataFrame) -> pd.DataFrame:
     ):
         parsed = parse_op_range(str(text))
         if parsed is not None:
-            rows.append((launch, level, f"{domain}\x00{text}", parsed.op, parsed.shapes))
+            # "\x1f" between domain and text, not NUL: pandas 2.0 groups strings with a NUL wrongly
+            rows.append((launch, level, f"{domain}\x1f{text}", parsed.op, parsed.shapes))
     frame = pd.DataFrame(rows, columns=["launch", "level", "op_key", "op", "shapes"])
     frame = frame.sort_values(["launch", "level"]).drop_duplicates("launch", keep="last")
     pairs = zip(frame["op"], frame["shapes"], strict=True)
     flops = [gemm_flops(op, parse_shapes(shapes)) for op, shapes in pairs]
     frame["flops"] = [np.nan if f is None else f for f in flops]
-    frame["label"] = frame["op"] + " " + frame["shapes"]
+    frame["label"] = join_text(frame["op"], " ", frame["shapes"])
     return frame.drop(columns="level").reset_index(drop=True)
 
 
@@ -144,24 +162,30 @@ def launch_model_flops(nvtx: pd.DataFrame) -> pd.DataFrame:
     to its launch when that launch is the op call's only profiled one; otherwise (a split-K
     reduction beside the GEMM, or a non-GEMM op) the launch gets NaN and the reason."""
     ops = _launch_ops(nvtx)
-    shared = ops.groupby("op_key")["launch"].transform("size")
-    source = np.where(
-        ops["flops"].isna(),
-        "no model FLOPs known for " + ops["op"],
-        np.where(
-            shared > 1,
-            ops["label"] + ": FLOPs of an op with " + shared.astype(str) + " launches",
-            "derived: 2*M*N*K of " + ops["label"],
-        ),
-    )
+    shared = ops.groupby("op_key")["launch"].transform("size").to_numpy()
+    # per row in Python: string arithmetic on columns breaks on pandas 3.0 (see analysis.text)
+    source = [
+        f"no model FLOPs known for {op}"
+        if pd.isna(flops)
+        else f"{label}: FLOPs of an op with {n} launches"
+        if n > 1
+        else f"derived: 2*M*N*K of {label}"
+        for op, label, flops, n in zip(ops["op"], ops["label"], ops["flops"], shared, strict=True)
+    ]
     return pd.DataFrame(
         {
             "launch": ops["launch"].to_numpy(),
-            "model_flops": np.where(shared > 1, np.nan, ops["flops"]),
-            "model_flops_source": source,
+            "model_flops": np.where(shared > 1, np.nan, ops["flops"].astype(float)),
+            "model_flops_source": pd.Series(source, dtype=object),
         }
     )
 
+
+# Why a launch has no model FLOPs: what the MFU column's blank says.
+NO_OP_RANGE = (
+    "no PyTorch op range around this launch: run the cell under "
+    "torch.autograd.profiler.emit_nvtx(record_shapes=True), or pass flops={launch: FLOPs}"
+)
 
 KERNEL_COLUMNS = [
     "launch", "name", "short_name", "dtype", "hw_flops", "model_flops", "model_flops_source",
@@ -196,25 +220,20 @@ def kernel_utilisation(
     out["dtype"] = [dtype or launch_dtype(row) for row in points.to_dict("records")]
     out["hw_flops"] = points["flops_total"].astype(float).to_numpy()
     out["model_flops"] = np.nan
-    out["model_flops_source"] = ""
+    out["model_flops_source"] = NO_OP_RANGE
     if nvtx is not None and len(nvtx):
         derived = launch_model_flops(nvtx)
         flops_of = dict(zip(derived["launch"], derived["model_flops"], strict=True))
         source_of = dict(zip(derived["launch"], derived["model_flops_source"], strict=True))
         out["model_flops"] = [flops_of.get(launch, np.nan) for launch in out["launch"]]
-        out["model_flops_source"] = [source_of.get(launch, "") for launch in out["launch"]]
+        out["model_flops_source"] = [source_of.get(x, NO_OP_RANGE) for x in out["launch"]]
     for launch, flops in (model_flops or {}).items():
         at = out["launch"] == launch
         out.loc[at, "model_flops"] = float(flops)
         out.loc[at, "model_flops_source"] = "given"
-    ncu_ns = points["duration_ns"].astype(float).reset_index(drop=True)
-    if nsys_kernels is not None:
-        nsys_ns = pd.Series(_nsys_times(points, kernels, nsys_kernels))
-        out["time_ns"] = nsys_ns.fillna(ncu_ns)
-        out["time_source"] = np.where(nsys_ns.notna(), "nsys", "ncu")
-    else:
-        out["time_ns"] = ncu_ns
-        out["time_source"] = "ncu"
+    times = launch_times(points, kernels, nsys_kernels)
+    out["time_ns"] = times["time_ns"].to_numpy()
+    out["time_source"] = times["time_source"].to_numpy()
     seconds = out["time_ns"] * 1e-9
     out["hw_flops_per_s"] = out["hw_flops"] / seconds
     out["model_flops_per_s"] = out["model_flops"] / seconds
@@ -226,115 +245,16 @@ def kernel_utilisation(
     return out[KERNEL_COLUMNS]
 
 
-def _lookup(mapping: Mapping[Any, float] | None, domain: str, name: str) -> float | None:
-    """A value keyed by range name, ``(domain, range)``, ``"domain:range"`` (as nsys stats
-    prints it) or ``"domain@range"`` (as ncu's filters write it)."""
-    if not mapping:
-        return None
-    for key in ((domain, name), name, f"{domain}:{name}", f"{domain}@{name}" if domain else name):
-        if key in mapping:
-            return float(mapping[key])
-    return None
-
-
-RANGE_COLUMNS = [
-    "domain", "range", "label", "launches", "dtype", "hw_flops", "model_flops",
-    "model_flops_source", "time_ns", "time_source", "peak_flops", "peak_source", "hfu", "mfu",
+MODEL_MFU_COLUMNS = [
+    "domain", "range", "model_flops", "model_flops_source", "time_ns", "time_source", "dtype",
+    "peak_flops", "peak_source", "achieved_flops_per_s", "mfu",
 ]  # fmt: skip
-
-
-def range_utilisation(
-    points: pd.DataFrame,
-    nvtx: pd.DataFrame,
-    *,
-    projection: pd.DataFrame | None = None,
-    time_ns: Mapping[Any, float] | None = None,
-    flops: Mapping[Any, float] | None = None,
-    gpu_name: str | None = None,
-    dtype: str | None = None,
-    peak_flops: float | None = None,
-) -> pd.DataFrame:
-    """Per NVTX range of the ncu launches (PyTorch op ranges left out: see :func:`op_mfu`):
-    ``domain, range, label ("domain:range"), launches, dtype, hw_flops, model_flops,
-    model_flops_source, time_ns, time_source, peak_flops, peak_source, hfu, mfu``.
-
-    ``nvtx``: ``NcuReport.nvtx_ranges()``; hardware FLOPs are the summed ``flops_total`` of
-    the profiled launches inside. Model FLOPs: ``flops`` (keyed by range name, ``(domain,
-    range)``, ``"domain:range"`` or ``"domain@range"``) -> "given", else the GEMM op calls
-    inside the range, each counted once -> "derived" (GEMMs only: other ops add none), else
-    NaN. Time: ``time_ns`` (same keys) -> "given", else the nsys ``nvtx_gpu_projection()``'s
-    ``proj_total_ns`` -> "nsys", else the launches' summed ncu durations -> "ncu"."""
-    ranges = nvtx[["launch", "domain", "range"]].drop_duplicates()
-    ranges = ranges[ranges["range"].map(lambda t: parse_op_range(str(t)) is None)]
-    # the mark %%ncu --nvtx puts around the user's range is ours, not a range of the workload
-    ranges = ranges[~((ranges["domain"] == NVTX_DOMAIN) & (ranges["range"] == TARGET_RANGE))]
-    merged = ranges.merge(points, on="launch")
-    ops = _launch_ops(nvtx) if len(nvtx) else pd.DataFrame(columns=["launch", "op_key", "flops"])
-    proj: dict[tuple[str, str], float] = {}
-    if projection is not None:
-        totals = projection.groupby(["domain", "range"], sort=False)["proj_total_ns"].sum()
-        proj = {(str(d), str(r)): float(v) for (d, r), v in totals.items()}
-    rows = []
-    for (domain, name), group in merged.groupby(["domain", "range"], sort=False):
-        hw = float(group["flops_total"].sum(skipna=False))
-        given_time = _lookup(time_ns, domain, name)
-        if given_time is not None:
-            t, t_source = given_time, "given"
-        elif (domain, name) in proj:
-            t, t_source = proj[(domain, name)], "nsys"
-        else:
-            t, t_source = float(group["duration_ns"].sum()), "ncu"
-        model, m_source = _lookup(flops, domain, name), "given"
-        if model is None:
-            inside = ops[ops["launch"].isin(group["launch"])].drop_duplicates("op_key")
-            gemms = inside["flops"].dropna()
-            model = float(gemms.sum()) if len(gemms) else np.nan
-            m_source = f"derived: {len(gemms)} GEMM op call(s)" if len(gemms) else ""
-        top = group.loc[group["flops_total"].fillna(0).idxmax()]
-        range_dtype = dtype or launch_dtype(top.to_dict())
-        pk = _peak(gpu_name, range_dtype, peak_flops)
-        # utilisation = FLOPs / seconds / peak: one factor for hardware and model FLOPs
-        per_flop = 1.0 / (t * 1e-9) / pk.flops_per_s if t > 0 else np.nan
-        rows.append(
-            {
-                "domain": domain,
-                "range": name,
-                "label": f"{domain}:{name}",
-                "launches": int(group["launch"].nunique()),
-                "dtype": range_dtype,
-                "hw_flops": hw,
-                "model_flops": model,
-                "model_flops_source": m_source,
-                "time_ns": t,
-                "time_source": t_source,
-                "peak_flops": pk.flops_per_s,
-                "peak_source": pk.source,
-                "hfu": hw * per_flop,
-                "mfu": model * per_flop,
-            }
-        )
-    return pd.DataFrame(rows, columns=RANGE_COLUMNS)
-
-
-def mfu_frames(
-    points: pd.DataFrame,
-    ncu_kernels: pd.DataFrame,
-    *,
-    nvtx: pd.DataFrame | None = None,
-    nsys_kernels: pd.DataFrame | None = None,
-    projection: pd.DataFrame | None = None,
-    gpu_name: str | None = None,
-) -> dict[str, pd.DataFrame]:
-    """What the ncu view shows: ``{"kernels": kernel_utilisation(...), "ranges":
-    range_utilisation(...)}`` with a parent nsys run's kernels/projection for real-clock times
-    when given ("ranges" is empty without NVTX ranges)."""
-    kernels = kernel_utilisation(
-        points, kernels=ncu_kernels, nvtx=nvtx, nsys_kernels=nsys_kernels, gpu_name=gpu_name
-    )
-    ranges = pd.DataFrame(columns=RANGE_COLUMNS)
-    if nvtx is not None and len(nvtx):
-        ranges = range_utilisation(points, nvtx, projection=projection, gpu_name=gpu_name)
-    return {"kernels": kernels, "ranges": ranges}
+# Why ``model_mfu`` found no range to report: no flops= and no GEMM op range to derive them from.
+NO_GEMM_OPS = (
+    "no PyTorch GEMM op ranges in this run to derive model FLOPs from: profile with "
+    "%%nsys --pytorch shapes, or pass flops={range: FLOPs} "
+    "(e.g. nsight_magic.transformer_flops(...))"
+)
 
 
 def model_mfu(
@@ -356,7 +276,8 @@ def model_mfu(
     holds some. Columns: ``domain, range, model_flops, model_flops_source, time_ns,
     time_source, dtype, peak_flops, peak_source, achieved_flops_per_s, mfu``. A range named in
     ``flops`` that nsys did not see raises ``KeyError`` naming it, rather than silently
-    dropping a phase the user asked about."""
+    dropping a phase the user asked about. An empty result carries the reason in
+    ``frame.attrs["reason"]`` and warns it (``EmptyResultWarning``)."""
     pk = _peak(gpu_name, dtype, peak_flops)
     sources: dict[Any, str] = {}
     if flops is None:
@@ -403,7 +324,12 @@ def model_mfu(
     missing = [k for k in flops if k not in found]
     if missing and not sources:
         raise KeyError(f"No NVTX range in the nsys report matches {missing!r}.")
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows, columns=MODEL_MFU_COLUMNS)
+    if out.empty:
+        reason = NO_GEMM_OPS if sources or not flops else "no NVTX range with model FLOPs"
+        out.attrs["reason"] = reason
+        warnings.warn(f"MFU per range is empty: {reason}", EmptyResultWarning, stacklevel=2)
+    return out
 
 
 def op_mfu(

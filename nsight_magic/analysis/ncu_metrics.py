@@ -9,6 +9,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
+import pandas as pd
+
 from ..magic_names import cell_magic
 from ..precisions import SIMT_PRECISIONS
 
@@ -194,3 +197,25 @@ def parse_tensor_path(base: str) -> TensorPath | None:
     if not m:
         return None
     return TensorPath(name=base, **m.groupdict())
+
+
+# What the occupancy column says when the report lacks the achieved value.
+OCCUPANCY_THEORETICAL = "theoretical (ncu's Occupancy section did not measure the achieved value)"
+OCCUPANCY_UNKNOWN = "not in this report (ncu's Occupancy section measures it)"
+
+
+def occupancy(sol: pd.DataFrame) -> pd.DataFrame:
+    """``sol`` (``NcuReport.sol()`` columns) + ``occupancy_pct``: the achieved occupancy, else
+    the theoretical one (the report's own limit from registers, shared memory and block size),
+    and ``occupancy_source`` saying which, or why there is none."""
+    nan = pd.Series(np.nan, index=sol.index)
+    achieved = sol.get("achieved_occupancy_pct", nan)
+    theoretical = sol.get("theoretical_occupancy_pct", nan)
+    source = [
+        "achieved" if pd.notna(a) else OCCUPANCY_THEORETICAL if pd.notna(t) else OCCUPANCY_UNKNOWN
+        for a, t in zip(achieved, theoretical, strict=True)
+    ]
+    return sol.assign(
+        occupancy_pct=achieved.astype(float).fillna(theoretical.astype(float)),
+        occupancy_source=pd.Series(source, index=sol.index, dtype=object),
+    )

@@ -26,6 +26,7 @@ from .attribution import Calls, enclosed_calls
 from .kernels import as_text, duration_stats
 from .keyjoin import first_match
 from .nvtx_nesting import nesting, thread_order
+from .text import join_text
 
 __all__ = ["PROJECTION_SUMMARY_COLUMNS", "nvtx_gpu_projection", "project_nvtx_to_gpu"]
 
@@ -236,7 +237,7 @@ def nvtx_gpu_projection(trace: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataF
         out[col] = out[col].astype(np.int64)
     for col in ("avg_gpu_ops", "avg_level", "avg_children"):
         out[col] = out[col].astype(np.float64)
-    label = out["domain"].astype(str) + ":" + out["range"].astype(str)
+    label = join_text(out["domain"], ":", out["range"])
     out = out.assign(_label=label).sort_values(
         ["proj_total_ns", "_label"], ascending=[False, True], kind="stable"
     )

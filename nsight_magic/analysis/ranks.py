@@ -24,6 +24,7 @@ from ..nvtx_names import NVTX_DOMAIN, label_rank
 from .kernels import KERNEL_SUMMARY_COLUMNS, duration_stats
 from .names import short_names
 from .nvtx_projection import nvtx_gpu_projection
+from .text import join_text
 from .timeline import TIMELINE_COLUMNS, timeline_frame
 
 __all__ = [
@@ -171,23 +172,17 @@ def rank_lane(frame: pd.DataFrame) -> pd.Series:
     """``rank r / GPU d / stream s`` per row of a GPU-op frame (``pid p / ...`` without a rank);
     with a ``report`` column and no rank, ``report i pid p / ...``."""
     who = _who(frame)
-    return (
-        who
-        + " / GPU "
-        + frame["device_id"].astype(str)
-        + " / stream "
-        + frame["stream_id"].astype(str)
-    )
+    return join_text(who, " / GPU ", frame["device_id"], " / stream ", frame["stream_id"])
 
 
 def _who(frame: pd.DataFrame) -> pd.Series:
-    pid = "pid " + frame["pid"].astype(str)
+    pid = join_text("pid ", frame["pid"])
     if "report" in frame:
-        pid = "report " + frame["report"].astype(str) + " " + pid
+        pid = join_text("report ", frame["report"], " ", pid)
     if "rank" not in frame:
         return pid
     rank = frame["rank"].astype("Int64")
-    return ("rank " + rank.astype(str)).where(rank.notna().to_numpy(), pid)
+    return join_text("rank ", rank).where(rank.notna().to_numpy(), pid)
 
 
 def rank_timeline(
@@ -230,7 +225,7 @@ def rank_timeline(
             memset=sets,
             graph_launches=graphs,
         )
-        part["lane"] = who[i] + " / " + part["lane"]
+        part["lane"] = join_text(f"{who[i]} / ", part["lane"])
         part["rank"] = pd.array([procs["rank"].iloc[i]] * len(part), dtype="Int64")
         parts.append(part)
     if not parts:

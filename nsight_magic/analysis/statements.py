@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..nvtx_names import CELL_RANGE, NVTX_DOMAIN, WARMUP_RANGE, statement_line
+from .text import join_text
 
 __all__ = ["SCOPES", "nvtx_scope", "ordered_projection", "statement_lines"]
 
@@ -55,7 +56,7 @@ def ordered_projection(projection: pd.DataFrame) -> pd.DataFrame:
     rank = out["scope"].map({s: i for i, s in enumerate(SCOPES)})
     # User ranges sort by GPU time (largest first); the cell's by line.
     time = np.where(out["scope"] == "user", -out["proj_total_ns"].astype(float), 0.0)
-    label = out["domain"].astype(str) + ":" + out["range"].astype(str)
+    label = join_text(out["domain"], ":", out["range"])
     keys = pd.DataFrame(
         {"rank": rank, "line": out["line"].fillna(-1).astype(np.int64), "time": time}
     ).assign(label=label)

@@ -13,6 +13,7 @@ import pandas as pd
 from .graphs import graph_launch_names
 from .names import short_names
 from .statements import nvtx_scope
+from .text import join_text
 
 __all__ = ["STATEMENT_LANE", "TIMELINE_COLUMNS", "timeline_frame"]
 
@@ -34,7 +35,7 @@ def _overlapping(frame: pd.DataFrame | None, window: tuple[int, int] | None) -> 
 
 
 def _gpu_events(ops: pd.DataFrame, kind: np.ndarray | str, name: pd.Series) -> pd.DataFrame:
-    lane = "GPU " + ops["device_id"].astype(str) + " / stream " + ops["stream_id"].astype(str)
+    lane = join_text("GPU ", ops["device_id"], " / stream ", ops["stream_id"])
     return pd.DataFrame(
         {
             "lane": lane.to_numpy(),
@@ -67,7 +68,7 @@ def _events(
         part["short_name"] = short_names(names).to_numpy()
         parts.append(part)
     if memcpy is not None and len(memcpy):
-        parts.append(_gpu_events(memcpy, "memcpy", "[CUDA memcpy " + memcpy["kind"] + "]"))
+        parts.append(_gpu_events(memcpy, "memcpy", join_text("[CUDA memcpy ", memcpy["kind"], "]")))
     if memset is not None and len(memset):
         parts.append(_gpu_events(memset, "memset", pd.Series("[CUDA memset]", memset.index)))
     if graph_launches is not None and len(graph_launches):

@@ -19,6 +19,7 @@ from ..analysis import mfu as utilisation
 from ..analysis.kernels import kernel_summary
 from ..analysis.memory import copies_by_kind
 from ..analysis.names import short_names
+from ..analysis.text import join_text
 from .base import gui_fields
 from .rank_frames import RankFrames
 
@@ -32,14 +33,14 @@ OP_DTYPE = "bf16"
 
 def nvtx_label(frame: pd.DataFrame) -> pd.Series:
     """``domain:range`` as nsys stats writes it (":range" for the default domain)."""
-    return frame["domain"].fillna("").astype(str) + ":" + frame["range"].astype(str)
+    return join_text(frame["domain"], ":", frame["range"])
 
 
 def _dims(frame: pd.DataFrame, prefix: str) -> pd.Series:
     cols = [f"{prefix}_{axis}" for axis in "xyz"]
     if not all(c in frame.columns for c in cols):
         return pd.Series("", index=frame.index)
-    return "(" + frame[cols].astype(str).agg(", ".join, axis=1) + ")"
+    return join_text("(", frame[cols[0]], ", ", frame[cols[1]], ", ", frame[cols[2]], ")")
 
 
 def _without_op_ranges(frame: pd.DataFrame) -> pd.DataFrame:
@@ -203,13 +204,20 @@ class NsysFrames:
     def op_table(self) -> pd.DataFrame:
         """PyTorch ops by GPU time (``analysis.torch_ops.op_summary``) + ``mfu, peak_flops,
         peak_source, dtype`` of the GEMM ops (``analysis.mfu.op_mfu`` at OP_DTYPE's peak; NaN
-        for ops without model FLOPs or when the GPU has no known peak). Empty without op
-        ranges (a run without ``--pytorch=autograd-shapes-nvtx``)."""
+        for ops without model FLOPs; when no op has MFU, every ``peak_source`` is "no MFU:
+        <why>"). Empty without op ranges (a run without ``--pytorch=autograd-shapes-nvtx``)."""
         summary = self.run.op_summary()
         gpu = _or_none(lambda: self.report.gpu_info().get("name"))
-        mfu = _or_none(lambda: utilisation.op_mfu(summary, gpu_name=gpu, dtype=OP_DTYPE))
+        try:
+            mfu = utilisation.op_mfu(summary, gpu_name=gpu, dtype=OP_DTYPE)
+            why = "no GEMM op (aten::mm, addmm, bmm, ...) with recorded shapes in this run"
+        except Exception as err:  # no known peak for this GPU: the view says so in one line
+            mfu, why = None, f"{type(err).__name__}: {err}"
         if mfu is None or mfu.empty:
-            return summary.assign(mfu=float("nan"), peak_flops=float("nan"), peak_source="")
+            # every MFU blank: peak_source carries the one reason (the view shows it)
+            return summary.assign(
+                mfu=float("nan"), peak_flops=float("nan"), peak_source=f"no MFU: {why}"
+            )
         cols = ["op", "shapes", "dtype", "mfu", "peak_flops", "peak_source"]
         return summary.merge(mfu[cols], on=["op", "shapes"], how="left")
 

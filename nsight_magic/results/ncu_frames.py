@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..analysis import roofline_bounds as bounds
 from ..analysis.names import short_names
+from ..analysis.ncu_metrics import occupancy
 from .base import gui_fields
 
 
@@ -28,7 +29,9 @@ class NcuFrames:
 
     @functools.cache  # noqa: B019 - one object per run, kept as long as its run
     def launches(self) -> pd.DataFrame:
-        """``kernels()`` + the SOL columns (joined on ``launch``) + ``short_name``."""
+        """``kernels()`` + the SOL columns (joined on ``launch``) + ``short_name`` +
+        ``occupancy_pct, occupancy_source`` (achieved, else theoretical: ``ncu_metrics
+        .occupancy``)."""
         kernels = self.report.kernels()
         try:
             sol = self.report.sol()
@@ -37,7 +40,7 @@ class NcuFrames:
         if sol is not None and len(sol):
             extra = [c for c in sol.columns if c not in kernels.columns or c == "launch"]
             kernels = kernels.merge(sol[extra], on="launch", how="left")
-        return kernels.assign(short_name=short_names(kernels["name"]))
+        return occupancy(kernels).assign(short_name=short_names(kernels["name"]))
 
     def header(self) -> dict[str, Any]:
         launches = self.launches()

@@ -11,8 +11,9 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import mfu as utilisation
-from ..analysis import range_spec
+from ..analysis import range_mfu, range_spec
 from ..analysis import roofline_bounds as bounds
+from ..analysis.torch_ops import parse_op_range
 from ..views.ncu_view import ncu_static_html, ncu_widget
 from ..views.roofline_chart import roofline_chart
 from .base import _Run
@@ -65,14 +66,38 @@ class NcuRun(_Run):
         """The roofs to draw (``analysis.roofline_bounds.roofline_ceilings``)."""
         return bounds.roofline_ceilings(self.roofline())
 
-    def _parent_frames(self) -> dict[str, pd.DataFrame | None]:
-        """The parent nsys run's kernels and projection: real-clock times for HFU/MFU."""
+    def _parent_frames(self) -> dict[str, Any]:
+        """The parent nsys run's kernels and projection (real-clock times for HFU/MFU) and how
+        many kernels it saw in each NVTX range of this run (``launches_total`` per range)."""
         if self.parent is None:
-            return {"nsys_kernels": None, "projection": None}
+            return {"nsys_kernels": None, "projection": None, "range_launches": None}
         return {
             "nsys_kernels": self.parent.kernels(),
             "projection": self.parent.nvtx_gpu_projection(),
+            "range_launches": self._range_launches(),
         }
+
+    def _range_launches(self) -> dict[tuple[str, str], int]:
+        """(domain, range) -> kernels the parent nsys run saw launched in that range, for each
+        NVTX range around this run's launches; of this run's rank when the parent has several
+        (a range the parent cannot attribute is left out: its total shows as unknown)."""
+        counts: dict[tuple[str, str], int] = {}
+        find = getattr(self.parent, "kernels_in_range", None)
+        if find is None:
+            return counts
+        ranges = self.nvtx_ranges()[["domain", "range"]].drop_duplicates()
+        for domain, name in ranges.itertuples(index=False, name=None):
+            if parse_op_range(str(name)) is not None:
+                continue
+            try:
+                inside = find(str(domain), str(name))
+            except Exception:  # a range the parent did not record: its total stays unknown
+                continue
+            rank = self.meta.get("rank")
+            if rank is not None and "rank" in inside:
+                inside = inside[inside["rank"] == rank]
+            counts[(str(domain), str(name))] = len(inside)
+        return counts
 
     def mfu(
         self,
@@ -111,15 +136,18 @@ class NcuRun(_Run):
         dtype: str | None = None,
         peak_flops: float | None = None,
     ) -> pd.DataFrame:
-        """HFU and MFU per NVTX range (``analysis.mfu.range_utilisation``): ``flops`` / ``time_ns``
-        keyed by range name, ``(domain, range)`` or ``"domain:range"``."""
+        """HFU and MFU per NVTX range (``analysis.range_mfu.range_utilisation``): over the
+        profiled launches only, with ``launches_profiled`` of ``launches_total`` (the parent
+        nsys run's count); ``flops`` / ``time_ns`` keyed by range name, ``(domain, range)`` or
+        ``"domain:range"`` are the whole range's."""
         points = self.roofline()
         device = self.device()
         utilisation.require_flop_counts(points, device["compute_capability"])
-        return utilisation.range_utilisation(
+        return range_mfu.range_utilisation(
             points,
             self.nvtx_ranges(),
-            projection=self._parent_frames()["projection"],
+            kernels=self.kernels(),
+            **self._parent_frames(),
             time_ns=time_ns,
             flops=flops,
             gpu_name=device["name"],
@@ -128,9 +156,9 @@ class NcuRun(_Run):
         )
 
     def mfu_frames(self) -> dict[str, pd.DataFrame]:
-        """``{"kernels": ..., "ranges": ...}`` for the ncu view (``analysis.mfu.mfu_frames``);
-        FLOP counts NaN rather than an error when the report lacks them."""
-        return utilisation.mfu_frames(
+        """``{"kernels": ..., "ranges": ...}`` for the ncu view (``analysis.range_mfu
+        .mfu_frames``); FLOP counts NaN rather than an error when the report lacks them."""
+        return range_mfu.mfu_frames(
             self.roofline(),
             self.kernels(),
             nvtx=self.nvtx_ranges(),

@@ -24,8 +24,10 @@ class KernelProfiler(Protocol):
 
 class ParentRun(Protocol):
     """What an ``NcuRun`` needs of the nsys run it was drilled from (``NsysRun``): the real-clock
-    kernel times and the NVTX projection, for HFU/MFU over whole ranges."""
+    kernel times, the NVTX projection and the kernels in a range, for HFU/MFU per range."""
 
     def kernels(self) -> Any: ...
 
     def nvtx_gpu_projection(self) -> Any: ...
+
+    def kernels_in_range(self, domain: str, range: str) -> Any: ...

@@ -176,7 +176,9 @@ class NsysRun(_Run):
         """MFU per NVTX range from model FLOPs (e.g. ``analysis.model_flops.transformer_flops``;
         without ``flops``, the 2*M*N*K of the PyTorch GEMM op ranges inside each range) over
         the range's GPU-projected time in this run, against the derived dense peak of this run's
-        GPU for ``dtype`` (or ``peak_flops``). See ``analysis.mfu.model_mfu``."""
+        GPU for ``dtype`` (or ``peak_flops``). See ``analysis.mfu.model_mfu``. Empty, with the
+        reason in ``attrs["reason"]`` and an ``EmptyResultWarning``, for a run captured
+        without ``--pytorch shapes`` when no ``flops`` are given."""
         return utilisation.model_mfu(
             self.nvtx_gpu_projection(),
             flops,

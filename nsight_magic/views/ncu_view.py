@@ -31,7 +31,8 @@ LAUNCH_COLUMNS = {
     "duration_ns": "duration",
     "compute_sol_pct": "compute SOL",
     "memory_sol_pct": "memory SOL",
-    "achieved_occupancy_pct": "occupancy",
+    "occupancy_pct": "occupancy",
+    "occupancy_source": "occupancy is",
     "grid": "grid",
     "block": "block",
     "registers_per_thread": "regs",
@@ -42,7 +43,7 @@ LAUNCH_FORMATS = {
     "duration_ns": html.fmt_ns,
     "compute_sol_pct": html.fmt_pct,
     "memory_sol_pct": html.fmt_pct,
-    "achieved_occupancy_pct": html.fmt_pct,
+    "occupancy_pct": html.fmt_pct,
     "sm_clock_hz": html.fmt_hz,
 }
 VERDICT_COLUMNS = {
@@ -61,6 +62,7 @@ VERDICT_FORMATS = {
 MFU_COLUMNS = {
     "short_name": "kernel",
     "label": "NVTX range",
+    "coverage": "launches profiled",
     "dtype": "dtype",
     "time_ns": "time",
     "time_source": "time from",
@@ -78,6 +80,10 @@ MFU_FORMATS = {
 }
 NO_ROOFLINE = "No roofline: {}"
 NO_MFU = "No HFU/MFU: {}"
+NO_SOL = (
+    "No speed of light: this report has no SpeedOfLight section (a --metrics run; "
+    "--set basic or larger measures it)."
+)
 NO_MFU_ROWS = "No HFU/MFU: no launch in this report has FLOP counts."
 
 
@@ -140,15 +146,16 @@ def advice_html(source: NcuSource, max_rows: int = 12) -> str:
 
 
 def launches_html(source: NcuSource, max_rows: int = 30) -> str:
-    return table_or_note(
-        lambda: html.frame_html(
-            source.launches(),
-            LAUNCH_COLUMNS,
-            LAUNCH_FORMATS,
-            max_rows,
-            titles={"short_name": "demangled"},
+    def build() -> str:
+        launches = source.launches()
+        sol = [c for c in ("compute_sol_pct", "memory_sol_pct") if c in launches]
+        blank = len(launches) and (not sol or launches[sol].isna().all().all())
+        note = html.note_html(NO_SOL) if blank else ""
+        return note + html.frame_html(
+            launches, LAUNCH_COLUMNS, LAUNCH_FORMATS, max_rows, titles={"short_name": "demangled"}
         )
-    )
+
+    return table_or_note(build)
 
 
 def verdicts_html(source: NcuSource) -> str:

@@ -38,7 +38,8 @@ ABOUT = (
     "GPU time is nsys's projection of each op call (it includes its callees': aten::linear"
     " holds its aten::mm); own kernel time counts each kernel once, under the innermost op that"
     " launched it. MFU: model FLOPs (2*M*N*K of a GEMM's shapes) over its GPU time, against the"
-    " dense peak below (op ranges do not record the data type)."
+    " dense peak below (op ranges do not record the data type); blank for ops that are not"
+    " GEMMs, whose FLOPs the shapes do not give."
 )
 SHAPES_WIDTH = 60  # shapes run long (attention ops list 13 tensors); the full text on hover
 
@@ -64,8 +65,10 @@ def ops_html(source: NsysSource, max_rows: int = 25) -> str:
 
 
 def peaks_html(ops: pd.DataFrame) -> str:
-    """One line per peak the MFU column is against ("" when no op has MFU)."""
+    """One line per peak the MFU column is against; when no op has MFU, the one line why."""
     with_mfu = ops.dropna(subset=["mfu"])
+    if with_mfu.empty and len(ops):
+        return html.note_html(str(ops["peak_source"].iloc[0] or "no MFU for any op"))
     pairs = with_mfu[["peak_flops", "peak_source"]].drop_duplicates()
     return "".join(
         html.note_html(f"MFU peak: {html.fmt_flops(peak)} ({source})")
@@ -76,7 +79,11 @@ def peaks_html(ops: pd.DataFrame) -> str:
 def top_ops_chart(ops: pd.DataFrame, n: int = TOP_N) -> alt.Chart:
     """Bars of GPU time for the top ``n`` op calls (op + shapes), own kernel time on hover."""
     top = ops.head(n)
-    label = top["op"].astype(str) + " " + top["shapes"].astype(str)
+    # per row: column string arithmetic raises on pandas 3.0 (analysis/text.py)
+    ops_shapes = zip(top["op"], top["shapes"], strict=True)
+    label = pd.Series(
+        [f"{op} {shapes}" for op, shapes in ops_shapes], index=top.index, dtype=object
+    )
     frame = pd.DataFrame(
         {
             "bar": unique_labels(label),

@@ -133,7 +133,8 @@ class NcuSource(Protocol):
         ...
 
     def launches(self) -> pd.DataFrame:
-        """``NcuReport.kernels()`` + SOL columns + ``short_name``."""
+        """``NcuReport.kernels()`` + SOL columns + ``short_name`` + ``occupancy_pct,
+        occupancy_source`` (achieved, else theoretical, and which)."""
         ...
 
     def sol(self) -> pd.DataFrame: ...

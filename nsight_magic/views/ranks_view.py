@@ -167,9 +167,12 @@ def skew_chart(skew: pd.DataFrame) -> alt.Chart:
     frame = pd.DataFrame(
         {
             "order": frame.index.to_numpy(),
-            "collective": (frame["kind"] + " #" + frame["instance"].astype(str)).to_numpy(),
+            # strings per row: column string arithmetic raises on pandas 3.0 (analysis/text.py)
+            "collective": [
+                f"{k} #{i}" for k, i in zip(frame["kind"], frame["instance"], strict=True)
+            ],
             "skew_us": (frame["skew_ns"] / 1e3).to_numpy(),
-            "last": ("rank " + frame["last_rank"].astype(str)).to_numpy(),
+            "last": [f"rank {r}" for r in frame["last_rank"]],
         }
     )
     return (

@@ -193,6 +193,9 @@ FIG["drill_first_s"] = time.perf_counter() - t0
 for frame in (k1.mfu(), k1.hfu(), k1.advice()):
     assert not frame.empty, frame
 FIG["k1_hfu"] = k1.hfu().to_dict("records")
+ranges = k1.range_mfu()
+FIG["k1_range_coverage"] = ranges["coverage"].tolist() if "coverage" in ranges else None
+assert ranges.empty or ranges["coverage"].str.contains("launches profiled").all(), ranges
 """,
         None,
     ),
@@ -414,6 +417,9 @@ def verdicts(nb: object) -> list[dict[str, object]]:
     rows = []
     for cell in nb.cells:  # type: ignore[attr-defined]
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if cell.get("execution_count") is None:  # the kernel died or the run stopped before it
+            rows.append({"step": cell.metadata.get("step"), "ok": False, "detail": "not run"})
+            continue
         expect = cell.metadata.get("expect_error")
         if expect:
             ok = any(re.search(expect, f"{e['ename']}: {e['evalue']}") for e in errors)
