@@ -145,7 +145,7 @@ class NsysBackend:
     def options_meta(self) -> dict[str, Any]:
         o = self.options
         return {"trace": list(o.trace), "cuda_graph_trace": o.cuda_graph_trace,
-                "pytorch": o.pytorch, "extra_args": list(o.extra_args)}  # fmt: skip
+                "pytorch": o.pytorch, "extra_args": list(o.extra_args), "host": o.host}  # fmt: skip
 
     def locate(self) -> Tool:
         return locate_tool("nsys")
@@ -183,7 +183,8 @@ class NsysBackend:
         return None
 
     def begin_capture(self, tool: Tool, state: WarmState, run_dir: Path) -> Any:
-        argv = nsys_argv.start_argv(tool.path, state.name, run_dir / "report")
+        argv = nsys_argv.start_argv(tool.path, state.name, run_dir / "report",
+                                    sampling=self.options.sampling_args())  # fmt: skip
         done = run_cli(argv, run_dir)
         if done.returncode != 0:
             raise ProfilerError(
@@ -204,13 +205,14 @@ class NsysBackend:
     def load(self, tool: Tool, run_dir: Path, nproc: int = 1) -> Any:
         """The .nsys-rep exported as a parquet dir (columnar: 1M kernels load 3.4x faster than
         from SQLite, benchmarks/README.md), or as SQLite where this nsys cannot write parquet.
-        Several ranks: SQLite first, the only export that carries NCCL's NVTX payloads (message
-        size, communicator) for the collectives table."""
+        Several ranks, or ``--host``: SQLite first, the only export that carries the NVTX
+        payloads (NCCL's message size and communicator for the collectives table; the Python
+        backtraces of ``--python-sampling`` / ``--python-backtrace``)."""
         from ..reports import open_report
         from ..reports.nsys.export import export_report
 
         rep = self.report_path(run_dir)
-        if nproc > 1:
+        if nproc > 1 or self.options.host:
             with contextlib.suppress(CorruptReportError):
                 return open_report(export_report(rep, "sqlite", nsys=tool.path))
         try:
