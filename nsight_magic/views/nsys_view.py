@@ -1,9 +1,9 @@
 """The %%nsys view: a header (GPU, captured time, GPU busy %, kernel count, processes, ranks,
 run dir, and one line per report warning) over tabs Kernels / NVTX / Timeline / Memory / Gaps
-(+ Processes when several ran GPU work, Ops with PyTorch op ranges, Ranks for a multi-rank run)
-/ Profile a kernel, and the static HTML form of the same findings. Frames come from an
-``NsysSource``; this module only lays them out, and links the charts with the picker: a click
-on a kernel picks it, the picked kernel is highlighted."""
+/ Idle (+ Processes when several ran GPU work, Ops with PyTorch op ranges, Ranks for a
+multi-rank run) / Profile a kernel, and the static HTML form of the same findings. Frames
+come from an ``NsysSource``; this module only lays them out, and links the charts with the
+picker: a click on a kernel picks it, the picked kernel is highlighted."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import ipywidgets as w
 
 from . import charts, html
 from .common import attempt, chart_html, chart_widget, note_widget, table_or_note
+from .idle_view import idle_static_html, idle_widget
 from .live import PICK, LiveChart, picked_name
 from .ops_view import NVTX_NOTE, has_ops, ops_static_html, ops_widget
 from .picker import KernelPicker
@@ -237,6 +238,7 @@ def nsys_static_html(source: NsysSource) -> str:
         ),
         html.section_html("Memory copies", memory_html(source)),
         html.section_html("Gaps", gaps_html(source)),
+        html.section_html("Idle: why the GPU idled", _idle_static(source)),
     ]
     if has_processes(source):
         parts.append(html.section_html("GPU work per process", processes_html(source)))
@@ -246,6 +248,10 @@ def nsys_static_html(source: NsysSource) -> str:
     if ranks is not None:
         parts.append(ranks_static_html(ranks))
     return '<div class="nsight-magic nsys">' + "".join(parts) + "</div>"
+
+
+def _idle_static(source: NsysSource) -> str:
+    return table_or_note(lambda: idle_static_html(source.idle(), source.origin_ns()))
 
 
 def _on_pick(chart: Any, callback: Any) -> None:
@@ -261,8 +267,8 @@ def _call_with_name(callback: Any, value: Any) -> None:
 
 
 def nsys_widget(source: NsysSource, profile_fn: ProfileFn, profile_range_fn: ProfileRangeFn) -> Any:
-    """The live view: header + Tab(Kernels, NVTX, Timeline, Memory, Gaps, [Processes], [Ops],
-    [Ranks], Profile a kernel)."""
+    """The live view: header + Tab(Kernels, NVTX, Timeline, Memory, Gaps, Idle, [Processes],
+    [Ops], [Ranks], Profile a kernel)."""
     picker = KernelPicker(source, profile_fn=profile_fn)
     ranges = RangeProfiler(source, profile_range_fn, on_pick=picker.select)
 
@@ -293,6 +299,19 @@ def nsys_widget(source: NsysSource, profile_fn: ProfileFn, profile_range_fn: Pro
         ),
         "Gaps": w.VBox([w.HTML(gaps_html(source, max_rows=25))]),
     }
+    tabs = w.Tab()
+
+    def show_window(window: tuple[int, int]) -> None:  # the Idle tab's "Show in timeline"
+        if timeline is not None:
+            timeline.zoom(window)
+            tabs.selected_index = list(pages).index("Timeline")
+
+    idle, idle_err = attempt(
+        lambda: idle_widget(
+            source.idle(), source.origin_ns(), show_window if timeline is not None else None
+        )
+    )
+    pages["Idle"] = idle if idle is not None else note_widget(f"idle time not computed: {idle_err}")
     if has_processes(source):
         pages["Processes"] = w.HTML(processes_html(source))
     if has_ops(source):
@@ -301,9 +320,8 @@ def nsys_widget(source: NsysSource, profile_fn: ProfileFn, profile_range_fn: Pro
     if ranks is not None:
         pages["Ranks"] = ranks_widget(ranks)
     pages["Profile a kernel"] = picker.widget
-    view = w.VBox(
-        [w.HTML(header_html(source)), w.Tab(children=list(pages.values()), titles=list(pages))]
-    )
+    tabs.children, tabs.titles = list(pages.values()), list(pages)
+    view = w.VBox([w.HTML(header_html(source)), tabs])
     # Kept on the view so tests and users can reach the parts (the picker, the timeline).
-    view.picker, view.ranges, view.timeline = picker, ranges, timeline
+    view.picker, view.ranges, view.timeline, view.idle = picker, ranges, timeline, idle
     return view
