@@ -135,7 +135,8 @@ def _where(statement: str) -> str:
 
 
 def _sentence(row: pd.Series, total_ns: float) -> str:
-    pct = f"{100.0 * row['idle_ns'] / total_ns:.0f}% of idle time" if total_ns else "idle time"
+    share = 100.0 * row["idle_ns"] / total_ns if total_ns else float("nan")
+    pct = f"{share:.0f}% of idle time" if share >= 0.5 else "<1% of idle time"
     where, call, frame = _where(row["statement"]), row["call"], row["frame"]
     at = f" (from {frame})" if frame else ""
     match row["category"]:

@@ -57,7 +57,16 @@ class IdleFrames:
         if not hasattr(r, "collectives"):
             return None
         waits = idle_summary.collective_waits(r.collectives(), r.rank_skew())
-        return waits.assign(statement=idle.statements_of(waits, idle.statement_ranges(r.nvtx())))
+        # the statement that launched the collective (its kernel may start long after)
+        kernels = launches.launch_times(r.kernels(), r.cuda_api())
+        keys = [k for k in ("report", "pid", "start_ns") if k in waits and k in kernels]
+        launched = waits.merge(kernels[[*keys, "launch_start_ns"]].drop_duplicates(keys),
+                               on=keys, how="left")  # fmt: skip
+        at = launched["launch_start_ns"].fillna(launched["start_ns"]).astype("int64")
+        statement = idle.statements_of(
+            launched.assign(at_ns=at.to_numpy()), idle.statement_ranges(r.nvtx()), at="at_ns"
+        )
+        return waits.assign(statement=statement)
 
     def pieces(self) -> pd.DataFrame:
         return self._pieces[0]

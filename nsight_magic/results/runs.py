@@ -114,7 +114,7 @@ class NsysRun(_Run):
 
     def python_samples(self) -> pd.DataFrame:
         """Python backtraces (``%%nsys --host``): ``kind`` ("periodic" | "cuda"), ``pid, tid,
-        start_ns, frame`` (innermost frame of the user's code), ``stack``."""
+        start_ns, frame`` (innermost frame of the user's code), ``backtrace``."""
         return self.report.python_samples()
 
     def cuda_api_summary(self) -> pd.DataFrame:

@@ -67,6 +67,12 @@ def test_host_capture_in_the_warm_worker(ip) -> None:  # type: ignore[no-untyped
     assert host.meta["worker"]["pid"] != plain.meta["worker"]["pid"], "--host relaunches"
     assert host.meta["options"]["host"] is True
     db = next(host.run_dir.glob("*.sqlite"))
+    out = os.environ.get("IDLE_E2E_OUT")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        shutil.copy(db, Path(out) / "idle_warm_cell.sqlite")
+        shutil.copy(host.run_dir / "cell.py", Path(out) / "idle_warm_cell.py")
+        (Path(out) / "idle_warm_timings.txt").write_text(repr(timings) + "\n")
     osrt = _count(db, "select count(*) from OSRT_API")
     samples = _count(db, "select count(*) from COMPOSITE_EVENTS")
     py = _count(
@@ -77,10 +83,10 @@ def test_host_capture_in_the_warm_worker(ip) -> None:  # type: ignore[no-untyped
     print(f"--host report: {osrt} OS runtime calls, {samples} CPU samples, {py} Python backtraces")
     assert osrt > 0 and py > 0
     assert len(host.kernels()) == len(plain.kernels())
-    out = os.environ.get("IDLE_E2E_OUT")
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        shutil.copy(db, Path(out) / "idle_warm_cell.sqlite")
-        shutil.copy(host.run_dir / "cell.py", Path(out) / "idle_warm_cell.py")
-        (Path(out) / "idle_warm_timings.txt").write_text(repr(timings) + "\n")
+    py_samples = host.python_samples()
+    print(py_samples[["kind", "frame"]].value_counts().head(10))
+    print(py_samples["backtrace"].head(3).tolist())
+    print("\n".join(host.idle_causes()["sentence"]))
+    assert (py_samples["frame"] != "").any(), "Python frames read from the JSON payloads"
+    assert host.cuda_api_summary()["calls"].sum() == len(host.cuda_api())
     assert _worker_pids()

@@ -6,7 +6,11 @@ start with ``pid, tid``."""
 
 from __future__ import annotations
 
+import functools
+import html
 import json
+import re
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -77,9 +81,12 @@ def load_osrt(src: ExportSource, strings: StringTable | None = None) -> pd.DataF
 # --- Python backtraces: NVTX marks with an extended payload -------------------------------------
 # nsys's Python sampling writes one NVTX mark (eventType 34) per sample in the domain
 # "Python Periodic Sampling" (--python-sampling) or "Python Backtrace on CUDA"
-# (--python-backtrace=cuda, taken at a CUDA call); the frames are the mark's payload
-# (schema "Frames": Function, File, Line), present only in a SQLite export made with
-# ``--include-json=true`` (jsonText / jsonTextId); a plain export leaves them NULL.
+# (--python-backtrace=cuda, taken at a CUDA call). The frames are the mark's payload, present
+# only in a SQLite export made with ``--include-json=true`` (a plain export leaves it NULL).
+# Measured (Nsight Systems 2025.3.1, tests/data/idle_*.sqlite), jsonText is
+#   {"Python Periodic Sampling": {"Thread state ID": 1, "Thread state": "Running",
+#    "Frames count": 3, "Frames": [{"Function": 65, "File": 66, "Line": 65}, ...]}}
+# with Function and File as StringIds ids, and the innermost frame first.
 NVTX_MARK = 34
 PYTHON_DOMAINS = {"Python Periodic Sampling": "periodic", "Python Backtrace on CUDA": "cuda"}
 _MARKS: Spec = {
@@ -91,67 +98,74 @@ _MARKS: Spec = {
     "jsonTextId": "i",
     "jsonText": "s",
 }
+_CELL_FILE = re.compile(r"^<nsight_magic .*>$")
 _LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen ", "<string>")
-SAMPLE_COLUMNS = ["kind", "start_ns", "pid", "tid", "frame", "stack"]
+SAMPLE_COLUMNS = ["kind", "start_ns", "pid", "tid", "frame", "backtrace"]
 
 
 def _empty_samples() -> pd.DataFrame:
     return pd.DataFrame(
         {
-            c: pd.Series([], dtype="str" if c in ("kind", "frame", "stack") else "int64")
+            c: pd.Series([], dtype="str" if c in ("kind", "frame", "backtrace") else "int64")
             for c in SAMPLE_COLUMNS
         }
     )
 
 
-def _frame_text(frame: dict[str, object]) -> str:
-    file = str(frame.get("File", "") or "")
-    name = file.rsplit("/", 1)[-1] if file.startswith("/") else file
-    return f"{name}:{frame.get('Line', '?')} {frame.get('Function', '') or ''}".rstrip()
+def _frames(data: object) -> list[dict[str, object]]:
+    """The ``Frames`` list of a payload (under its domain's key), innermost first."""
+    if isinstance(data, dict):
+        frames = data.get("Frames")
+        if isinstance(frames, list):
+            return [f for f in frames if isinstance(f, dict)]
+        for value in data.values():
+            found = _frames(value)
+            if found:
+                return found
+    return []
 
 
-def frames_of(payload: str) -> tuple[str, str]:
-    """(user frame, stack) of one sample's JSON payload: the innermost frame outside
-    libraries (site-packages, the standard library), else the innermost one, as
-    ``file:line function`` (file by name only); the stack innermost first, " < " between."""
+def frames_of(payload: str, text_of: Callable[[object], str]) -> tuple[str, str]:
+    """(user frame, backtrace) of one sample's JSON payload, ``text_of`` resolving the Function
+    and File ids. The user frame is the innermost one outside libraries (site-packages, the
+    standard library), else the innermost; each frame reads ``file:line function`` (file by
+    its name); the backtrace is innermost first, joined by " < "."""
     try:
-        data = json.loads(payload)
+        frames = _frames(json.loads(payload))
     except (TypeError, ValueError):
         return "", ""
-    frames = _find_frames(data)
     if not frames:
         return "", ""
-    texts = [_frame_text(f) for f in frames]
+    files = [text_of(f.get("File", "")) for f in frames]
+    texts = [_frame_text(file, f.get("Line", "?"), text_of(f.get("Function", "")))
+             for f, file in zip(frames, files, strict=True)]  # fmt: skip
     user = next(
         (
             t
-            for f, t in zip(frames, texts, strict=True)
-            if not any(m in str(f.get("File", "")) for m in _LIBRARY)
+            for file, t in zip(files, texts, strict=True)
+            if not file.startswith(_LIBRARY) and not any(m in file for m in _LIBRARY)
         ),
         texts[0],
     )
     return user, " < ".join(texts)
 
 
-def _find_frames(data: object) -> list[dict[str, object]]:
-    """The list of ``{Function, File, Line}`` dicts anywhere in the payload, innermost first."""
-    if isinstance(data, dict):
-        for key, value in data.items():
-            if key == "Frames" and isinstance(value, list):
-                frames = [f for f in value if isinstance(f, dict)]
-                return frames[::-1] if FRAMES_OUTERMOST_FIRST else frames
-            found = _find_frames(value)
-            if found:
-                return found
-    if isinstance(data, list):
-        for item in data:
-            found = _find_frames(item)
-            if found:
-                return found
-    return []
+def _frame_text(file: str, line: object, function: str) -> str:
+    """``file:line function`` (the file by its name); a notebook cell's code (compiled as
+    ``<nsight_magic NAME>`` by the cell script) reads ``cell L<line>``."""
+    if _CELL_FILE.match(file):
+        return f"cell L{line}"
+    return f"{file.rsplit('/', 1)[-1]}:{line} {function}".rstrip()
 
 
-FRAMES_OUTERMOST_FIRST = False
+def _resolver(table: StringTable) -> Callable[[object], str]:
+    @functools.cache
+    def text_of(value: object) -> str:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = table.take(np.array([value], dtype=np.int64)).to_pylist()[0] or ""
+        return html.unescape(str(value))  # nsys stores "&lt;module&gt;"
+
+    return text_of
 
 
 def load_python_samples(src: ExportSource, strings: StringTable | None = None) -> pd.DataFrame:
@@ -162,7 +176,7 @@ def load_python_samples(src: ExportSource, strings: StringTable | None = None) -
         -- StringIds, jsonText TEXT (the payload as JSON, ``--include-json=true`` exports)
 
     -> ``kind`` ("periodic" | "cuda"), ``start_ns, pid, tid, frame`` (``frames_of``),
-    ``stack``, sorted by start; empty without Python sampling or payloads."""
+    ``backtrace``, sorted by start; empty without Python sampling or payloads."""
     if not src.has("NVTX_EVENTS"):
         return _empty_samples()
     table = load_string_table(src) if strings is None else strings
@@ -186,7 +200,12 @@ def load_python_samples(src: ExportSource, strings: StringTable | None = None) -
     payloads = [
         p if p else (s if i >= 0 else "") for p, s, i in zip(inline, stored, ids, strict=True)
     ]
-    parsed = [frames_of(p) if p else ("", "") for p in payloads]
+    text_of, seen = _resolver(table), {}  # samples repeat: parse each payload once
+    parsed = []
+    for p in payloads:
+        if p not in seen:
+            seen[p] = frames_of(p, text_of) if p else ("", "")
+        parsed.append(seen[p])
     pid, tid = split_global_id(ints["globalTid"][rows])
     out = pd.DataFrame(
         {
@@ -195,7 +214,7 @@ def load_python_samples(src: ExportSource, strings: StringTable | None = None) -
             "pid": pid,
             "tid": tid,
             "frame": pd.array([u for u, _ in parsed], dtype="str"),
-            "stack": pd.array([s for _, s in parsed], dtype="str"),
+            "backtrace": pd.array([s for _, s in parsed], dtype="str"),
         }
     )
     return out.sort_values("start_ns", kind="stable").reset_index(drop=True)
