@@ -131,12 +131,17 @@ def test_python_samples(runs: dict[str, NsysRun]) -> None:
     assert {"cell L5", "cell L6"} <= set(cell.loc[cell["kind"] == "cuda", "frame"])
 
 
-@pytest.mark.parametrize("name", [*HOST, "nsys_idle_decode_plain", "nsys_idle_warm_cell"])
-def test_idle_time_is_split_without_loss(name: str, runs: dict[str, NsysRun]) -> None:
-    run = runs[name]
+@pytest.mark.parametrize(
+    "name",
+    [*HOST, "nsys_idle_decode_plain", "nsys_idle_warm_cell", "nsys_graphs_graph", "nsys_procs"],
+)
+def test_idle_time_is_split_without_loss(
+    name: str, runs: dict[str, NsysRun], data_dir: Path
+) -> None:
+    run = runs.get(name) or NsysRun(NsysReport.open(data_dir / f"{name}.sqlite"))
     idle = run.idle
     # the gaps are analysis.gaps' device-level gaps of the same ops
-    ops = gap_analysis.gpu_ops(run.kernels(), run.memcpy(), run.memset())
+    ops = gap_analysis.gpu_ops(run.kernels(), run.memcpy(), run.memset(), run.graph_launches())
     ref = gap_analysis.gaps(ops, per_stream=False)
     assert sorted(idle.gaps["duration_ns"]) == sorted(ref["duration_ns"])
     pieces = idle.pieces()
@@ -222,8 +227,11 @@ def test_idle_view_static_and_timeline_link(runs: dict[str, NsysRun]) -> None:
     view = nsys_widget(run.frames, lambda *a, **k: None, lambda *a, **k: None)
     tabs = view.children[1]
     assert "Idle" in tabs.titles
-    view.idle.gap_choice.value = 0
-    view.idle.show_button.click()
+    tabs.selected_index = list(tabs.titles).index("Idle")  # opening the tab computes it
+    idle = view.load_idle()
+    assert "Why the GPU idled" in idle.children[0].value
+    idle.gap_choice.value = 0
+    idle.show_button.click()
     gap = run.idle_gaps().iloc[0]
     assert tabs.titles[tabs.selected_index] == "Timeline"
     lo, hi = view.timeline.window

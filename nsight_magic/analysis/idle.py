@@ -143,7 +143,9 @@ def host_calls(
         os_calls = osrt[[*keys, "pid", "tid", "start_ns", "end_ns", "name"]].copy()
         parts.append(os_calls.assign(category="os_wait", frame=""))
     out = pd.concat(parts, ignore_index=True)
-    out["name"] = out["name"].astype(str)
+    # categories: a few dozen names over up to millions of calls (filters and takes stay cheap)
+    for col in ("name", "category", "frame"):
+        out[col] = pd.Categorical(out[col].astype(str))
     return out.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
@@ -213,16 +215,19 @@ def _covering(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray
     return np.where(ok, best[np.maximum(j, 0)], -1)
 
 
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` by sorting (numpy 2's hash-based unique was 20x slower on 2M int64s)."""
+    v = np.sort(values, kind="stable")
+    return v[np.r_[True, v[1:] != v[:-1]]] if len(v) else v
+
+
 def _thread_pieces(gaps: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
     """Gaps of one launching thread cut into pieces, each with its category and call."""
     gs, ge = gaps["start_ns"].to_numpy(np.int64), gaps["end_ns"].to_numpy(np.int64)
     lo, hi = gs.min(), ge.max()
     live = calls[(calls["end_ns"] > lo).to_numpy() & (calls["start_ns"] < hi).to_numpy()]
-    points = np.unique(
-        np.concatenate(
-            [gs, ge, live["start_ns"].to_numpy(np.int64), live["end_ns"].to_numpy(np.int64)]
-        )
-    )
+    points = _sorted_unique(np.concatenate([gs, ge, live["start_ns"].to_numpy(np.int64),
+                                            live["end_ns"].to_numpy(np.int64)]))  # fmt: skip
     points = points[(points >= lo) & (points <= hi)]
     left, right = points[:-1], points[1:]
     g = np.searchsorted(gs, left, side="right") - 1

@@ -131,7 +131,7 @@ def _where(statement: str) -> str:
     line = statement_line(statement)
     if line is None:
         return "outside the cell's statements"
-    return f"L{line} `{shorten_label(statement.split(': ', 1)[1], 50)}`"
+    return f"in L{line} `{shorten_label(statement.split(': ', 1)[1], 50)}`"
 
 
 def _sentence(row: pd.Series, total_ns: float) -> str:
@@ -141,16 +141,16 @@ def _sentence(row: pd.Series, total_ns: float) -> str:
     at = f" (from {frame})" if frame else ""
     match row["category"]:
         case "cuda_sync":
-            return f"{pct}: {call} in {where}{at}"
+            return f"{pct}: {call} {where}{at}"
         case "cuda_api":
-            return f"{pct}: in {call} in {where}{at}"
+            return f"{pct}: in {call} {where}{at}"
         case "os_wait":
-            return f"{pct}: waiting in {call} (OS call) in {where}"
+            return f"{pct}: waiting in {call} (OS call) {where}"
         case "collective_wait":
-            return f"{pct}: {call} waiting for {frame or 'another rank'} in {where}"
+            return f"{pct}: {call} waiting for {frame or 'another rank'} {where}"
     if frame:
-        return f"{pct}: running Python at {frame} in {where}"
-    return f"{pct}: host code between CUDA calls in {where} (no Python sample there)"
+        return f"{pct}: running Python at {frame} {where}"
+    return f"{pct}: host code between CUDA calls {where} (no Python sample there)"
 
 
 def idle_causes(

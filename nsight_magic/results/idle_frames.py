@@ -29,7 +29,9 @@ class IdleFrames:
         memcpy, memset = r.memcpy(), r.memset()
         if "rank" in keys:  # copies of merged reports carry the rank column too
             keys = [k for k in keys if k in memcpy and (memset.empty or k in memset)]
-        ops = gpu_ops(kernels, memcpy, memset, keys=keys)
+        graphs = r.graph_launches()  # whole graph launches (graph-level trace) are GPU work
+        graphs = graphs if all(k in graphs for k in keys) else None
+        ops = gpu_ops(kernels, memcpy, memset, graphs, keys=keys)
         return ops.assign(tid=idle.launch_threads(ops, r.cuda_api()))
 
     @functools.cached_property

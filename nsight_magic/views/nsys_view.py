@@ -25,6 +25,10 @@ from .timeline_view import TimelineView
 
 TOP_N = 15
 MIN_GAP_NS = 10_000  # idle stretches shorter than 10 us are launch latency, not findings
+# The idle breakdown reads every CUDA (and OS) call: ~3 s at 100k kernels on 2 cores, where the
+# rest of the view takes 0.4 s. The static form includes it up to this many kernels; the live
+# Idle tab computes it when first opened.
+IDLE_STATIC_MAX_KERNELS = 50_000
 
 KERNEL_COLUMNS = {
     "short_name": "kernel",
@@ -251,6 +255,13 @@ def nsys_static_html(source: NsysSource) -> str:
 
 
 def _idle_static(source: NsysSource) -> str:
+    info, _ = attempt(source.header)
+    kernels = (info or {}).get("kernels")
+    if isinstance(kernels, int) and kernels > IDLE_STATIC_MAX_KERNELS:
+        return html.note_html(
+            f"Left out of the static form for a report of {kernels:,} kernels (it reads every "
+            "CUDA call): the live Idle tab and run.idle_breakdown() compute it."
+        )
     return table_or_note(lambda: idle_static_html(source.idle(), source.origin_ns()))
 
 
@@ -306,12 +317,25 @@ def nsys_widget(source: NsysSource, profile_fn: ProfileFn, profile_range_fn: Pro
             timeline.zoom(window)
             tabs.selected_index = list(pages).index("Timeline")
 
-    idle, idle_err = attempt(
-        lambda: idle_widget(
-            source.idle(), source.origin_ns(), show_window if timeline is not None else None
-        )
-    )
-    pages["Idle"] = idle if idle is not None else note_widget(f"idle time not computed: {idle_err}")
+    idle_page = w.VBox([note_widget("Why the GPU idled: computed when this tab is opened.")])
+    pages["Idle"] = idle_page
+
+    def load_idle() -> Any:
+        """Build the Idle tab (once): it reads every CUDA call, so only when it is wanted."""
+        if not getattr(idle_page, "loaded", False):
+            link = show_window if timeline is not None else None
+            idle, err = attempt(lambda: idle_widget(source.idle(), source.origin_ns(), link))
+            failed = note_widget(f"idle time not computed: {err}")
+            idle_page.children = [idle if idle is not None else failed]
+            idle_page.loaded = True
+        return idle_page.children[0]
+
+    def on_tab(change: Any) -> None:
+        index = change.get("new")
+        if index is not None and index < len(tabs.titles) and tabs.titles[index] == "Idle":
+            load_idle()
+
+    tabs.observe(on_tab, names="selected_index")
     if has_processes(source):
         pages["Processes"] = w.HTML(processes_html(source))
     if has_ops(source):
@@ -323,5 +347,5 @@ def nsys_widget(source: NsysSource, profile_fn: ProfileFn, profile_range_fn: Pro
     tabs.children, tabs.titles = list(pages.values()), list(pages)
     view = w.VBox([w.HTML(header_html(source)), tabs])
     # Kept on the view so tests and users can reach the parts (the picker, the timeline).
-    view.picker, view.ranges, view.timeline, view.idle = picker, ranges, timeline, idle
+    view.picker, view.ranges, view.timeline, view.load_idle = picker, ranges, timeline, load_idle
     return view
