@@ -239,3 +239,33 @@ def test_idle_view_static_and_timeline_link(runs: dict[str, NsysRun]) -> None:
     plain = nsys_static_html(runs["nsys_idle_decode_plain"].frames)
     assert "%%nsys --host" in plain
     assert np.isfinite(run.idle.summary()["idle_ns"])
+
+
+def test_host_options_split_between_launch_and_start() -> None:
+    """Measured on the H100 (tests/data/capture_idle_versions.txt): ``nsys launch`` refuses
+    --sample/--cpuctxsw and ``nsys start`` refuses the trace and Python options."""
+    from nsight_magic.profilers import nsys as argv
+
+    host = argv.NsysOptions(host=True)
+    launch = argv.launch_argv("nsys", "S", ["python3", "w.py"], host)
+    assert "--trace=cuda,nvtx,osrt" in launch
+    assert {"--python-sampling=true", "--python-backtrace=cuda"} <= set(launch)
+    assert not [a for a in launch if a.startswith(("--sample", "--cpuctxsw", "--cudabacktrace"))]
+    start = argv.start_argv("nsys", "S", "out/report", sampling=host.sampling_args())
+    assert {"--sample=process-tree", "--cpuctxsw=process-tree"} <= set(start)
+    assert not [a for a in start if a.startswith(("--trace", "--python"))]
+    profile = argv.profile_argv("nsys", "out/report", ["python3", "s.py"], options=host)
+    assert "--sample=process-tree" in profile and "--python-sampling=true" in profile
+    assert "--sample=none" not in profile
+    # osrt named by the user too: once
+    both = argv.NsysOptions(trace=("cuda", "nvtx", "osrt"), host=True).collect_args()
+    assert both[0] == "--trace=cuda,nvtx,osrt"
+    plain = argv.profile_argv("nsys", "r", ["python3", "s.py"])
+    assert "--sample=none" in plain and not [a for a in plain if a.startswith("--python")]
+
+
+def test_nsys_magic_offers_host() -> None:
+    from nsight_magic.magics import NsightMagic
+
+    doc = NsightMagic.nsys.__doc__ or ""
+    assert "--host" in doc and "host side" in doc
