@@ -117,8 +117,8 @@ def gpu_idle_gaps(ops: pd.DataFrame, min_gap_ns: int = 0) -> pd.DataFrame:
         parts.append(part)
     cols = [*keys, "start_ns", "end_ns", "duration_ns", "after", "pid", "tid", *extra]
     if not parts:
-        empty = pd.DataFrame({c: np.array([], dtype=np.int64) for c in cols})
-        return empty.assign(after=pd.Series([], dtype="str")).assign(gap=np.array([], np.int64))
+        empty = pd.DataFrame({c: np.array([], dtype=np.int64) for c in ["gap", *cols]})
+        return empty.assign(after=pd.Series([], dtype="str"))
     out = pd.concat(parts, ignore_index=True).sort_values("start_ns", kind="stable")
     out = out.reset_index(drop=True)
     out.insert(0, "gap", np.arange(len(out), dtype=np.int64))
