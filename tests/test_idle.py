@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from stats_reference import (
     EXACT,
     ONE_DECIMAL,
@@ -269,3 +271,41 @@ def test_nsys_magic_offers_host() -> None:
 
     doc = NsightMagic.nsys.__doc__ or ""
     assert "--host" in doc and "host side" in doc
+
+
+OSRT, RUNTIME, NVTX = "OSRT_API", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"
+HOST_DAMAGES = [
+    f"DROP TABLE {OSRT}",
+    f"DELETE FROM {OSRT} WHERE rowid % 2 = 0",
+    f"UPDATE {OSRT} SET nameId = NULL",
+    f"UPDATE {OSRT} SET end = start - 1000",
+    f"UPDATE {NVTX} SET jsonText = 'not json' WHERE rowid % 2 = 0",
+    f'UPDATE {NVTX} SET jsonText = \'{{"Frames": [{{"File": 999999, "Line": null}}]}}\'',
+    f"UPDATE {NVTX} SET domainId = NULL WHERE eventType = 34",
+    f"UPDATE {RUNTIME} SET eventClass = NULL",
+    f"UPDATE {RUNTIME} SET end = start - 5 WHERE rowid % 3 = 0",
+    "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid % 2 = 0",
+    "UPDATE StringIds SET value = '<b>&amp;</b>' WHERE id % 3 = 0",
+]
+
+
+@settings(derandomize=True, deadline=None, database=None, max_examples=15,
+          suppress_health_check=list(HealthCheck))  # fmt: skip
+@given(damages=st.lists(st.sampled_from(HOST_DAMAGES), min_size=1, max_size=3))
+def test_idle_views_survive_damaged_host_reports(
+    damages: list[str], data_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from test_fuzz_views import damaged_copy
+
+    from nsight_magic.errors import ReportError
+    from nsight_magic.views.nsys_view import nsys_static_html, nsys_widget
+
+    dst = tmp_path_factory.mktemp("idle_fuzz") / "damaged.sqlite"
+    path = damaged_copy(data_dir / "nsys_idle_decode.sqlite", dst, damages)
+    try:
+        run = NsysRun(NsysReport.open(path))
+    except ReportError:
+        return
+    assert "Idle: why the GPU idled" in nsys_static_html(run.frames)
+    view = nsys_widget(run.frames, lambda *a, **k: None, lambda *a, **k: None)
+    assert view.load_idle() is not None
