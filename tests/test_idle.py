@@ -309,3 +309,14 @@ def test_idle_views_survive_damaged_host_reports(
     assert "Idle: why the GPU idled" in nsys_static_html(run.frames)
     view = nsys_widget(run.frames, lambda *a, **k: None, lambda *a, **k: None)
     assert view.load_idle() is not None
+
+
+def test_host_options_checked_against_the_installed_nsys(data_dir: Path) -> None:
+    """nsys 2025.3.1's own ``nsys profile --help`` (captured on the GPU) lists every --host
+    option; a help without them (an older nsys) names what is missing."""
+    from nsight_magic.profilers.nsys import missing_host_options
+
+    text = (data_dir / "nsys_help" / "nsys_profile_help_2025.3.1.txt").read_text()
+    assert missing_host_options(text) == []
+    older = "\n".join(ln for ln in text.splitlines() if "python-" not in ln)
+    assert missing_host_options(older) == ["--python-sampling", "--python-backtrace"]

@@ -92,6 +92,18 @@ class NsysOptions:
         return HOST_SAMPLING if self.host else SAMPLING_OFF
 
 
+def missing_host_options(profile_help: str) -> list[str]:
+    """The ``--host`` options (``HOST_LAUNCH``, ``HOST_SAMPLING``, osrt) that ``nsys profile
+    --help`` of the installed nsys does not list; [] when it lists them all (2025.3.1 does)."""
+    wanted = [a.split("=", 1)[0] for a in (*HOST_LAUNCH, *HOST_SAMPLING)]
+    missing = [w for w in dict.fromkeys(wanted) if f"{w}=" not in profile_help]
+    if "process-tree" not in profile_help:
+        missing.append("--sample=process-tree")
+    if HOST_TRACE not in profile_help:
+        missing.append(f"--trace={HOST_TRACE}")
+    return missing
+
+
 def parse_trace(trace: str | Sequence[str]) -> tuple[str, ...]:
     """``"cuda,nvtx,osrt"`` or a sequence -> validated tuple; ValueError on unknown APIs."""
     items = trace.split(",") if isinstance(trace, str) else list(trace)

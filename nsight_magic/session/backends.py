@@ -33,6 +33,7 @@ from ..errors import (
     NothingCapturedError,
     ProfilerError,
     ProfilerOptionError,
+    ToolVersionError,
 )
 from ..package_info import pythonpath_with_package
 from ..profilers import ncu as ncu_argv
@@ -151,7 +152,17 @@ class NsysBackend:
         return locate_tool("nsys")
 
     def validate(self, tool: Tool) -> None:
-        return None  # trace names are checked when the options are parsed
+        """Trace names are checked when the options are parsed; ``--host`` needs options an
+        older nsys lacks: refused here, before a worker starts, naming them."""
+        if not self.options.host:
+            return
+        missing = nsys_argv.missing_host_options(nsys_profile_help(tool.path))
+        if missing:
+            raise ToolVersionError(
+                f"--host needs nsys options that this Nsight Systems ({tool.version_text}, "
+                f"{tool.path}) does not list: {', '.join(missing)}. Update Nsight Systems "
+                "(2025.3 has them) or profile without --host."
+            )
 
     def result(
         self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any, profiler: Any
@@ -380,6 +391,17 @@ class NcuBackend:
                 f"Nothing was captured: no kernel launch matched "
                 f"{self.options.describe_filter()}.{hint} Log: {run_dir / 'profiler.log'}"
             )
+
+
+@functools.lru_cache(maxsize=8)
+def nsys_profile_help(nsys: str) -> str:
+    """``nsys profile --help`` of this nsys, asked once; "" when it cannot say (then nothing
+    is refused)."""
+    try:
+        return subprocess.run([nsys, "profile", "--help"], capture_output=True, text=True,
+                              timeout=60, env=clean_env(), check=False).stdout  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
 
 
 @functools.lru_cache(maxsize=8)
