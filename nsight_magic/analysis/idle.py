@@ -1,8 +1,8 @@
 """Why the GPU idles: each GPU idle gap split by what the thread that launched the next GPU op
 was doing meanwhile, in total, per statement range and per rank.
 
-A gap is a stretch where no op (kernel, copy, set) runs on a device: ``gaps.gaps`` with
-``per_stream=False`` on that device's ops. Its time goes, instant by instant, to the first that
+A gap is a stretch where no op (kernel, copy, set, graph launch) runs on a device: ``gaps.gaps``
+with ``per_stream=False`` on that device's ops. Its time goes, instant by instant, to the first that
 applies on the launching thread (the thread whose API call launched the op after the gap):
 
 - ``cuda_sync``: inside a CUDA call that waits for the GPU (``is_sync_call``: a synchronize, a
@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..nvtx_names import CELL_RANGE, NVTX_DOMAIN, statement_line
+from ..nvtx_names import NVTX_DOMAIN, statement_line
 from .gaps import busy_intervals
 from .keyjoin import first_match
 
@@ -344,12 +344,3 @@ def _host_samples(pieces: pd.DataFrame, samples: pd.DataFrame | None) -> pd.Data
         return pd.DataFrame({c: pd.Series([], dtype="str") for c in cols})
     return pd.concat(rows, ignore_index=True)[cols]
 
-
-def cell_window(nvtx: pd.DataFrame) -> tuple[int, int] | None:
-    """The ``cell`` range's span (first start, last end over processes), None without one."""
-    cell = nvtx[
-        (nvtx["domain"] == NVTX_DOMAIN).to_numpy() & (nvtx["range"] == CELL_RANGE).to_numpy()
-    ]
-    if cell.empty:
-        return None
-    return int(cell["start_ns"].min()), int(cell["end_ns"].max())
