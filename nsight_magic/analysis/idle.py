@@ -343,4 +343,3 @@ def _host_samples(pieces: pd.DataFrame, samples: pd.DataFrame | None) -> pd.Data
     if not rows:
         return pd.DataFrame({c: pd.Series([], dtype="str") for c in cols})
     return pd.concat(rows, ignore_index=True)[cols]
-
