@@ -1,7 +1,8 @@
-"""``python -m benchmarks [ingest|weight|gpu|session|tracing|two-ranks|all]``: ratios, one run.
+"""``python -m benchmarks [ingest|weight|gpu|session|tracing|host|two-ranks|all]``: ratios.
 
-ingest (P1) and weight (P2) run anywhere; gpu (P3, P4), session (P5, P6) and tracing (P7) need a
-GPU with nsys and ncu (session and tracing also transformers); two-ranks (P8) needs 2 GPUs.
+ingest (P1) and weight (P2) run anywhere; gpu (P3, P4), session (P5, P6), tracing (P7) and
+host (P9) need a GPU with nsys and ncu (session and tracing also transformers); two-ranks (P8)
+needs 2 GPUs.
 ``all`` runs ingest and weight, and the one-GPU ones when nsys and ncu are on PATH.
 """
 
@@ -41,6 +42,10 @@ def main() -> None:
         from . import tracing
 
         tracing.main(rest if what == "tracing" else [])
+    if what == "host" or on_gpu:
+        from . import host
+
+        host.main(rest if what == "host" else [])
     if what == "two-ranks":  # needs 2 GPUs: never part of "all"
         from . import two_ranks
 

@@ -228,6 +228,10 @@ class NsightMagic(Magics):
     @argument("--pytorch", choices=sorted(_PYTORCH), default="off",
               help="Record PyTorch's aten op ranges (ops; shapes: with input shapes), for "
               "'which op launched this kernel'.")  # fmt: skip
+    @argument("--host", action="store_true",
+              help="Also capture the host side: OS runtime calls, CPU samples with Python "
+              "backtraces, CUDA API backtraces (the Idle tab then says which Python line the "
+              "thread ran while the GPU idled). Costs time: see README.")  # fmt: skip
     @cell_magic("nsight_nsys")  # type: ignore[arg-type]  # (IPython types only the bare form)
     def nsys(self, line: str, cell: str) -> Any:
         """Profile this cell with Nsight Systems and show its kernels, NVTX ranges, copies,
@@ -236,7 +240,7 @@ class NsightMagic(Magics):
         Usage::
 
             %%nsight_nsys [--name NAME] [--warmup N] [--vars a,b] [--trace cuda,nvtx,osrt]
-                   [--cuda-graph-trace node|graph] [--pytorch off|ops|shapes] [--fresh]
+                   [--cuda-graph-trace node|graph] [--pytorch off|ops|shapes] [--host] [--fresh]
                    [--nproc N]
                    [--env KEY=VALUE] [--python PY] [--timeout S] [--no-setup] [-o VAR]
                    [-- extra nsys arguments]
@@ -259,6 +263,7 @@ class NsightMagic(Magics):
             cuda_graph_trace=args.cuda_graph_trace,
             pytorch=_PYTORCH[args.pytorch],  # type: ignore[arg-type]
             extra_args=tuple(extra),
+            host=args.host,
         )
         request = self._request(args, cell)
         return self._deliver(

@@ -16,7 +16,7 @@ SOFTMAX = (
     "void <unnamed>::softmax_warp_forward<float, float, float, (int)9, (bool)0, (bool)0>"
     "(T2 *, const T1 *, int, int, int, const bool *, int, bool)"
 )
-NSYS_TABS = ("Kernels", "NVTX", "Timeline", "Memory", "Gaps", "Profile a kernel")
+NSYS_TABS = ("Kernels", "NVTX", "Timeline", "Memory", "Gaps", "Idle", "Profile a kernel")
 NCU_TABS = ("Advice", "Launches", "Sections", "Roofline", "MFU")
 
 
@@ -60,7 +60,7 @@ def test_nsys_widget_tree(nsys_run):
     )
     assert "NVIDIA H200" in header.value and "26" in header.value
     assert str(nsys_run.run_dir) in header.value
-    kernels_tab, nvtx_tab, timeline_tab, memory_tab, gaps_tab, _picker = tabs.children
+    kernels_tab, nvtx_tab, timeline_tab, memory_tab, gaps_tab, idle_tab, _picker = tabs.children
     assert "30.528 us" in kernels_tab.children[0].value
     # Short names in the table, the full template name on hover.
     assert ">softmax_warp_forward&lt;9, 0, 0&gt;</td>" in kernels_tab.children[0].value
@@ -75,6 +75,8 @@ def test_nsys_widget_tree(nsys_run):
     assert "40.08" in memory_tab.children[0].value  # HtoD GB/s: 4194304 B / 104640 ns
     assert isinstance(memory_tab.children[1], LiveChart)
     assert "GPU idle" in gaps_tab.children[0].value
+    assert "computed when this tab is opened" in idle_tab.children[0].value
+    assert "Why the GPU idled" in view.load_idle().children[0].value
 
 
 def test_live_chart_state_is_small_and_answers_for_the_bundle(nsys_run):

@@ -45,6 +45,17 @@ GraphTrace = Literal["node", "graph"]
 PyTorchRanges = Literal["autograd-nvtx", "autograd-shapes-nvtx"]
 # ``launch`` refuses --sample/--cpuctxsw: they go on ``start``; fresh runs give them to profile.
 SAMPLING_OFF = ("--sample=none", "--cpuctxsw=none")
+# The host side (``--host``), measured on the lent H100 with Nsight Systems 2025.3.1
+# (tools/fixtures/capture_idle.sh): ``nsys launch`` takes --trace=...osrt, --python-sampling,
+# --python-backtrace and --cudabacktrace, and ``nsys start`` refuses them ("unrecognised
+# option"); ``start`` takes --sample and --cpuctxsw, which ``launch`` refuses. So the first group
+# is fixed per warm worker and the second is given per cell. Native CUDA backtraces
+# (--cudabacktrace=all) are left out: on a 24-token decode loop they alone took the body from
+# 9-15 ms to 44-70 ms, where the Python backtrace of each CUDA call (--python-backtrace=cuda,
+# which names the cell line) cost nothing measurable. Add them: ``--fresh -- --cudabacktrace=all``.
+HOST_TRACE = "osrt"
+HOST_LAUNCH = ("--python-sampling=true", "--python-backtrace=cuda")
+HOST_SAMPLING = ("--sample=process-tree", "--cpuctxsw=process-tree")
 GATE = ("--capture-range=cudaProfilerApi", "--capture-range-end=stop")
 
 
@@ -53,20 +64,44 @@ class NsysOptions:
     """What nsys records. ``cuda_graph_trace``: "node" puts the kernels of CUDA graph launches in
     the kernel table (nsys's default "graph" records a whole launch as one item and no kernel
     rows); ``pytorch``: nsys's PyTorch NVTX ranges per aten op (with shapes for
-    "autograd-shapes-nvtx"); None leaves them off."""
+    "autograd-shapes-nvtx"); None leaves them off. ``host``: the host side too: OS runtime
+    calls, CPU samples with Python backtraces, and Python + native backtraces of CUDA API calls
+    (what the thread was doing while the GPU idled: ``NsysRun.idle_breakdown``)."""
 
     trace: tuple[str, ...] = DEFAULT_TRACE
     cuda_graph_trace: GraphTrace = "node"
     pytorch: PyTorchRanges | None = None
     extra_args: tuple[str, ...] = ()
+    host: bool = False
 
     def collect_args(self) -> list[str]:
         """What to trace: shared by ``profile`` and ``launch``."""
-        args = [f"--trace={','.join(parse_trace(self.trace))}"]
+        trace = parse_trace(self.trace)
+        if self.host and HOST_TRACE not in trace:
+            trace = (*trace, HOST_TRACE)
+        args = [f"--trace={','.join(trace)}"]
         args.append(f"--cuda-graph-trace={self.cuda_graph_trace}")
         if self.pytorch:
             args.append(f"--pytorch={self.pytorch}")
+        if self.host:
+            args.extend(HOST_LAUNCH)
         return args
+
+    def sampling_args(self) -> tuple[str, ...]:
+        """CPU sampling and context switches: given to ``profile`` and per cell to ``start``."""
+        return HOST_SAMPLING if self.host else SAMPLING_OFF
+
+
+def missing_host_options(profile_help: str) -> list[str]:
+    """The ``--host`` options (``HOST_LAUNCH``, ``HOST_SAMPLING``, osrt) that ``nsys profile
+    --help`` of the installed nsys does not list; [] when it lists them all (2025.3.1 does)."""
+    wanted = [a.split("=", 1)[0] for a in (*HOST_LAUNCH, *HOST_SAMPLING)]
+    missing = [w for w in dict.fromkeys(wanted) if f"{w}=" not in profile_help]
+    if "process-tree" not in profile_help:
+        missing.append("--sample=process-tree")
+    if HOST_TRACE not in profile_help:
+        missing.append(f"--trace={HOST_TRACE}")
+    return missing
 
 
 def parse_trace(trace: str | Sequence[str]) -> tuple[str, ...]:
@@ -97,7 +132,7 @@ def profile_argv(
         os.fspath(nsys),
         "profile",
         *options.collect_args(),
-        *SAMPLING_OFF,
+        *options.sampling_args(),
         *GATE,
         "--force-overwrite=true",
         "-o",
@@ -120,14 +155,16 @@ def start_argv(
     session: str,
     report_base: str | os.PathLike[str],
     extra_args: Sequence[str] = (),
+    sampling: Sequence[str] = SAMPLING_OFF,
 ) -> list[str]:
     """``nsys start`` for one cell: collection begins at the worker's cudaProfilerStart and ends,
-    report written, at its cudaProfilerStop (see the module docstring)."""
+    report written, at its cudaProfilerStop (see the module docstring). ``sampling``:
+    ``NsysOptions.sampling_args()`` (``launch`` refuses those options)."""
     return [
         os.fspath(nsys),
         "start",
         f"--session={session}",
-        *SAMPLING_OFF,
+        *sampling,
         *GATE,
         "--force-overwrite=true",
         "-o",

@@ -229,3 +229,7 @@ class NsysFrames:
         """Per-rank frames (``views.protocols.RankSource``) when the run has two or more
         ranks, else None."""
         return self._ranks
+
+    def idle(self) -> Any:
+        """Why the GPU idled (``results.idle_frames.IdleFrames``, the run's own)."""
+        return self.run.idle

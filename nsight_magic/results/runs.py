@@ -18,6 +18,7 @@ from ..magic_names import cell_magic
 from ..views.nsys_view import nsys_static_html, nsys_widget
 from .base import WIDGET_MIME, _Run, in_kernel
 from .frames import NsysFrames
+from .idle_frames import IdleFrames, cuda_api_summary, osrt_summary
 from .ncu_run import NcuRun
 from .protocols import KernelProfiler
 
@@ -120,6 +121,49 @@ class NsysRun(_Run):
 
     def capture_window(self) -> tuple[int, int]:
         return self.report.capture_window()
+
+    # --- host side and idle time (issue #24; frames from ``results.idle_frames``) ------------
+    @functools.cached_property
+    def idle(self) -> IdleFrames:
+        """Why the GPU idled (``analysis.idle``): pieces, breakdown, causes, launch-bound."""
+        return IdleFrames(self.report)
+
+    def osrt(self) -> pd.DataFrame:
+        """OS runtime calls (``--trace=osrt``, on by ``%%nsys --host``)."""
+        return self.report.osrt()
+
+    def python_samples(self) -> pd.DataFrame:
+        """Python backtraces (``%%nsys --host``): ``kind`` ("periodic" | "cuda"), ``pid, tid,
+        start_ns, frame`` (innermost frame of the user's code), ``backtrace``."""
+        return self.report.python_samples()
+
+    def cuda_api_summary(self) -> pd.DataFrame:
+        """Per CUDA API function: ``name, calls, total_ns, avg_ns, med_ns, min_ns, max_ns,
+        std_ns, time_pct`` = ``nsys stats --report cuda_api_sum`` (without the backtrace copies
+        that ``--cudabacktrace`` adds, see ``reports.nsys.cupti.CUDA_BACKTRACE_CLASS``)."""
+        return cuda_api_summary(self.report)
+
+    def osrt_summary(self) -> pd.DataFrame:
+        """Per OS runtime function, the same columns = ``nsys stats --report osrt_sum``."""
+        return osrt_summary(self.report)
+
+    def idle_breakdown(self) -> pd.DataFrame:
+        """GPU idle time by cause (``analysis.idle_summary.idle_breakdown``): ``scope`` total /
+        statement / rank, ``category`` (cuda_sync, cuda_api, os_wait, host, collective_wait),
+        ``call, frame, idle_ns, pct, gaps``."""
+        return self.idle.breakdown()
+
+    def idle_causes(self, top: int = 5) -> pd.DataFrame:
+        """The top causes of idle time, one ``sentence`` each."""
+        return self.idle.causes(top)
+
+    def idle_gaps(self) -> pd.DataFrame:
+        """Each idle gap with its time per cause (``analysis.idle_summary.gap_causes``)."""
+        return self.idle.gap_causes()
+
+    def launch_bound(self, min_kernels: int = 8) -> pd.DataFrame:
+        """Stretches where the CPU's launch rate set the pace (``analysis.launch_bound``)."""
+        return self.idle.launch_bound(min_kernels)
 
     def gpu_info(self) -> dict[str, Any]:
         return self.report.gpu_info()

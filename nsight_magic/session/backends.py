@@ -34,6 +34,7 @@ from ..errors import (
     NothingCapturedError,
     ProfilerError,
     ProfilerOptionError,
+    ToolVersionError,
 )
 from ..package_info import pythonpath_with_package
 from ..profilers import ncu as ncu_argv
@@ -149,7 +150,7 @@ class NsysBackend:
     def options_meta(self) -> dict[str, Any]:
         o = self.options
         return {"trace": list(o.trace), "cuda_graph_trace": o.cuda_graph_trace,
-                "pytorch": o.pytorch, "extra_args": list(o.extra_args)}  # fmt: skip
+                "pytorch": o.pytorch, "extra_args": list(o.extra_args), "host": o.host}  # fmt: skip
 
     def script_args(self) -> dict[str, Any]:
         """What the cell script needs of this backend beyond the gate (``build_script``)."""
@@ -159,7 +160,17 @@ class NsysBackend:
         return locate_tool("nsys")
 
     def validate(self, tool: Tool) -> None:
-        return None  # trace names are checked when the options are parsed
+        """Trace names are checked when the options are parsed; ``--host`` needs options an
+        older nsys lacks: refused here, before a worker starts, naming them."""
+        if not self.options.host:
+            return
+        missing = nsys_argv.missing_host_options(nsys_profile_help(tool.path))
+        if missing:
+            raise ToolVersionError(
+                f"--host needs nsys options that this Nsight Systems ({tool.version_text}, "
+                f"{tool.path}) does not list: {', '.join(missing)}. Update Nsight Systems "
+                "(2025.3 has them) or profile without --host."
+            )
 
     def result(
         self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any, profiler: Any
@@ -191,7 +202,8 @@ class NsysBackend:
         return None
 
     def begin_capture(self, tool: Tool, state: WarmState, run_dir: Path) -> Any:
-        argv = nsys_argv.start_argv(tool.path, state.name, run_dir / "report")
+        argv = nsys_argv.start_argv(tool.path, state.name, run_dir / "report",
+                                    sampling=self.options.sampling_args())  # fmt: skip
         done = run_cli(argv, run_dir)
         if done.returncode != 0:
             raise ProfilerError(
@@ -212,13 +224,14 @@ class NsysBackend:
     def load(self, tool: Tool, run_dir: Path, nproc: int = 1) -> Any:
         """The .nsys-rep exported as a parquet dir (columnar: 1M kernels load 3.4x faster than
         from SQLite, benchmarks/README.md), or as SQLite where this nsys cannot write parquet.
-        Several ranks: SQLite first, the only export that carries NCCL's NVTX payloads (message
-        size, communicator) for the collectives table."""
+        Several ranks, or ``--host``: SQLite first, the only export that carries the NVTX
+        payloads (NCCL's message size and communicator for the collectives table; the Python
+        backtraces of ``--python-sampling`` / ``--python-backtrace``)."""
         from ..reports import open_report
         from ..reports.nsys.export import export_report
 
         rep = self.report_path(run_dir)
-        if nproc > 1:
+        if nproc > 1 or self.options.host:
             with contextlib.suppress(CorruptReportError):
                 return open_report(export_report(rep, "sqlite", nsys=tool.path))
         try:
@@ -391,6 +404,17 @@ class NcuBackend:
                 f"Nothing was captured: no kernel launch matched "
                 f"{self.options.describe_filter()}.{hint} Log: {run_dir / 'profiler.log'}"
             )
+
+
+@functools.lru_cache(maxsize=8)
+def nsys_profile_help(nsys: str) -> str:
+    """``nsys profile --help`` of this nsys, asked once; "" when it cannot say (then nothing
+    is refused)."""
+    try:
+        return subprocess.run([nsys, "profile", "--help"], capture_output=True, text=True,
+                              timeout=60, env=clean_env(), check=False).stdout  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
 
 
 @functools.lru_cache(maxsize=8)

@@ -1,9 +1,9 @@
 """The %%nsys view: a header (GPU, captured time, GPU busy %, kernel count, processes, ranks,
 run dir, and one line per report warning) over tabs Kernels / NVTX / Timeline / Memory / Gaps
-(+ Processes when several ran GPU work, Ops with PyTorch op ranges, Ranks for a multi-rank run)
-/ Profile a kernel, and the static HTML form of the same findings. Frames come from an
-``NsysSource``; this module only lays them out, and links the charts with the picker: a click
-on a kernel picks it, the picked kernel is highlighted."""
+/ Idle (+ Processes when several ran GPU work, Ops with PyTorch op ranges, Ranks for a
+multi-rank run) / Profile a kernel, and the static HTML form of the same findings. Frames
+come from an ``NsysSource``; this module only lays them out, and links the charts with the
+picker: a click on a kernel picks it, the picked kernel is highlighted."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from .common import (
     report_widget,
     table_or_note,
 )
+from .idle_view import idle_static_html, idle_widget
 from .live import PICK, LiveChart, picked_name
 from .ops_view import NVTX_NOTE, has_ops, ops_static_html, ops_widget
 from .picker import KernelPicker
@@ -31,6 +32,10 @@ from .timeline_view import TimelineView
 
 TOP_N = 15
 MIN_GAP_NS = 10_000  # idle stretches shorter than 10 us are launch latency, not findings
+# The idle breakdown reads every CUDA (and OS) call: ~3 s at 100k kernels on 2 cores, where the
+# rest of the view takes 0.4 s. The static form includes it up to this many kernels; the live
+# Idle tab computes it when first opened.
+IDLE_STATIC_MAX_KERNELS = 50_000
 
 KERNEL_COLUMNS = {
     "short_name": "kernel",
@@ -247,6 +252,7 @@ def nsys_static_html(source: NsysSource) -> str:
         ),
         html.section_html("Memory copies", memory_html(source)),
         html.section_html("Gaps", gaps_html(source)),
+        html.section_html("Idle: why the GPU idled", _idle_static(source)),
     ]
     if has_processes(source):
         parts.append(html.section_html("GPU work per process", processes_html(source)))
@@ -256,6 +262,17 @@ def nsys_static_html(source: NsysSource) -> str:
     if ranks is not None:
         parts.append(ranks_static_html(ranks))
     return '<div class="nsight-magic nsys">' + "".join(parts) + "</div>"
+
+
+def _idle_static(source: NsysSource) -> str:
+    info, _ = attempt(source.header)
+    kernels = (info or {}).get("kernels")
+    if isinstance(kernels, int) and kernels > IDLE_STATIC_MAX_KERNELS:
+        return html.note_html(
+            f"Left out of the static form for a report of {kernels:,} kernels (it reads every "
+            "CUDA call): the live Idle tab and run.idle_breakdown() compute it."
+        )
+    return table_or_note(lambda: idle_static_html(source.idle(), source.origin_ns()))
 
 
 def _on_pick(chart: Any, callback: Any) -> None:
@@ -271,8 +288,8 @@ def _call_with_name(callback: Any, value: Any) -> None:
 
 
 def nsys_widget(source: NsysSource, profile_fn: ProfileFn, profile_range_fn: ProfileRangeFn) -> Any:
-    """The live view: header + Tab(Kernels, NVTX, Timeline, Memory, Gaps, [Processes], [Ops],
-    [Ranks], Profile a kernel)."""
+    """The live view: header + Tab(Kernels, NVTX, Timeline, Memory, Gaps, Idle, [Processes],
+    [Ops], [Ranks], Profile a kernel)."""
     picker = KernelPicker(source, profile_fn=profile_fn)
     ranges = RangeProfiler(source, profile_range_fn, on_pick=picker.select)
 
@@ -303,6 +320,32 @@ def nsys_widget(source: NsysSource, profile_fn: ProfileFn, profile_range_fn: Pro
         ),
         "Gaps": w.VBox([w.HTML(gaps_html(source, max_rows=25))]),
     }
+    tabs = w.Tab()
+
+    def show_window(window: tuple[int, int]) -> None:  # the Idle tab's "Show in timeline"
+        if timeline is not None:
+            timeline.zoom(window)
+            tabs.selected_index = list(pages).index("Timeline")
+
+    idle_page = w.VBox([note_widget("Why the GPU idled: computed when this tab is opened.")])
+    pages["Idle"] = idle_page
+
+    def load_idle() -> Any:
+        """Build the Idle tab (once): it reads every CUDA call, so only when it is wanted."""
+        if not getattr(idle_page, "loaded", False):
+            link = show_window if timeline is not None else None
+            idle, err = attempt(lambda: idle_widget(source.idle(), source.origin_ns(), link))
+            failed = note_widget(f"idle time not computed: {err}")
+            idle_page.children = [idle if idle is not None else failed]
+            idle_page.loaded = True
+        return idle_page.children[0]
+
+    def on_tab(change: Any) -> None:
+        index = change.get("new")
+        if index is not None and index < len(tabs.titles) and tabs.titles[index] == "Idle":
+            load_idle()
+
+    tabs.observe(on_tab, names="selected_index")
     if has_processes(source):
         pages["Processes"] = w.HTML(processes_html(source))
     if has_ops(source):
@@ -311,13 +354,14 @@ def nsys_widget(source: NsysSource, profile_fn: ProfileFn, profile_range_fn: Pro
     if ranks is not None:
         pages["Ranks"] = ranks_widget(ranks)
     pages["Profile a kernel"] = picker.widget
+    tabs.children, tabs.titles = list(pages.values()), list(pages)
     view = w.VBox(
         [
             w.HTML(header_html(source, with_report=False)),
-            w.Tab(children=list(pages.values()), titles=list(pages)),
+            tabs,
             report_widget(source.header),  # last: the children before it keep their places
         ]
     )
     # Kept on the view so tests and users can reach the parts (the picker, the timeline).
-    view.picker, view.ranges, view.timeline = picker, ranges, timeline
+    view.picker, view.ranges, view.timeline, view.load_idle = picker, ranges, timeline, load_idle
     return view

@@ -63,6 +63,35 @@ class RankSource(TimelineSource, Protocol):
         ...
 
 
+class IdleSource(Protocol):
+    """Why the GPU idled (``results.idle_frames.IdleFrames``; numbers from ``analysis.idle``)."""
+
+    def summary(self) -> dict[str, Any]:
+        """``idle_ns, gaps, host_capture`` (bool: OS runtime calls or Python samples present),
+        ``collective_wait_ns``."""
+        ...
+
+    def causes(self, top: int = 5) -> pd.DataFrame:
+        """``category, call, frame, statement, idle_ns, pct, sentence``, largest first."""
+        ...
+
+    def breakdown(self) -> pd.DataFrame:
+        """``scope, rank, statement, category, call, frame, idle_ns, pct, gaps``."""
+        ...
+
+    def gap_causes(self) -> pd.DataFrame:
+        """One row per idle gap: ``start_ns, end_ns, duration_ns, after, cause, call,
+        statement, cuda_sync_ns, cuda_api_ns, os_wait_ns, host_ns`` (+ ``device_id, rank``),
+        longest first."""
+        ...
+
+    def launch_bound(self, min_kernels: int = 8) -> pd.DataFrame:
+        """``device_id, pid, start_ns, end_ns, kernels, gpu_busy_ns, busy_pct,
+        median_kernel_ns, median_launch_interval_ns, cpu_launches_per_ms,
+        gpu_kernels_per_ms``, longest first."""
+        ...
+
+
 class NsysSource(TimelineSource, Protocol):
     name: str
 
@@ -118,6 +147,10 @@ class NsysSource(TimelineSource, Protocol):
 
     def ranks(self) -> RankSource | None:
         """The per-rank frames, None for a run with fewer than two ranks."""
+        ...
+
+    def idle(self) -> IdleSource:
+        """Why the GPU idled: the Idle tab's frames."""
         ...
 
 

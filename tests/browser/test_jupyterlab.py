@@ -20,7 +20,7 @@ from .lab import CELL_OUTPUT, Lab, Ran, bar_marks, open_tab, run_all
 pytestmark = pytest.mark.browser
 
 NOTEBOOK = "notebooks/01_quickstart.ipynb"
-NSYS_TABS = ["Kernels", "NVTX", "Timeline", "Memory", "Gaps", "Profile a kernel"]
+NSYS_TABS = ["Kernels", "NVTX", "Timeline", "Memory", "Gaps", "Idle", "Profile a kernel"]
 
 
 @pytest.fixture(scope="module")

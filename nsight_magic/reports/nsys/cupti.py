@@ -17,6 +17,7 @@ from .source import ExportSource
 from .strings import StringTable, load_string_table, require_names
 
 __all__ = [
+    "CUDA_BACKTRACE_CLASS",
     "GRAPH_LAUNCH_COLUMNS",
     "api_name",
     "id_set",
@@ -55,11 +56,22 @@ def sort_by_start(cols: Columns, by: str = "start") -> Columns:
 _RUNTIME: Spec = {
     "start": "i",
     "end": "i",
+    "eventClass": "i",
     "globalTid": "i",
     "correlationId": "i",
     "nameId": "i",
     "returnValue": "i",
 }
+# eventClass of the second row nsys writes for each call it took a backtrace of
+# (``--cudabacktrace``, ENUM_NSYS_EVENT_CLASS TRACE_PROCESS_EVENT_CUDABACKTRACE): same
+# correlationId, name without the ABI suffix, a few hundred ns earlier and longer. Not a call.
+CUDA_BACKTRACE_CLASS = 67
+
+
+def _not_backtrace(event_class: np.ndarray) -> np.ndarray:
+    return np.asarray(event_class) != CUDA_BACKTRACE_CLASS
+
+
 _API_SUFFIX = re.compile(r"_v\d{4}$")
 
 
@@ -71,9 +83,11 @@ def load_cuda_api(src: ExportSource, strings: StringTable | None = None) -> pd.D
         returnValue INTEGER NOT NULL, callchainId INTEGER
 
     -> ``name, start_ns, end_ns, duration_ns, correlation_id, pid, tid, return_value``,
-    sorted by start."""
+    sorted by start. The backtrace rows of ``--cudabacktrace`` (eventClass 67, a copy of a
+    call) are left out: see ``CUDA_BACKTRACE_CLASS``."""
     table = _strings(src, strings)
-    raw = sort_by_start(src.read_columns(RUNTIME, _RUNTIME))
+    keep = ("eventClass", _not_backtrace)
+    raw = sort_by_start(src.read_columns(RUNTIME, _RUNTIME, keep=keep))
     ints = raw.ints
     names = require_names(src, table, ints["nameId"], f"{RUNTIME}.nameId")
     return to_frame(
@@ -107,10 +121,13 @@ def load_launches(src: ExportSource, correlation_ids: np.ndarray) -> pd.DataFram
     """The runtime calls whose correlationId is in ``correlation_ids`` (those that launched
     the GPU ops at hand): ``start_ns, end_ns, duration_ns, correlation_id, pid, tid``, sorted
     by start like ``cuda_api()`` (so the first call per id is the same). Reads 4 integer
-    columns only and filters them with a bitmap: no names, no per-row objects."""
-    spec: Spec = {"start": "i", "end": "i", "globalTid": "i", "correlationId": "i"}
+    columns only and filters them with a bitmap: no names, no per-row objects. The backtrace
+    copies of ``--cudabacktrace`` are dropped, as in ``load_cuda_api``."""
+    spec: Spec = {"start": "i", "end": "i", "globalTid": "i", "correlationId": "i",
+                  "eventClass": "i"}  # fmt: skip
     keep = ("correlationId", id_set(np.asarray(correlation_ids, dtype=np.int64)))
-    ints = sort_by_start(src.read_columns(RUNTIME, spec, keep=keep)).ints
+    cols = src.read_columns(RUNTIME, spec, keep=keep)
+    ints = sort_by_start(cols.filter(_not_backtrace(cols.ints["eventClass"]))).ints
     return pd.DataFrame(_call_columns(ints))
 
 

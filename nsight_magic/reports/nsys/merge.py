@@ -242,6 +242,12 @@ class RankedReport(CopySummaries):
     def cuda_api(self) -> pd.DataFrame:
         return self._merged("cuda_api", lambda r: r.cuda_api())
 
+    def osrt(self) -> pd.DataFrame:
+        return self._merged("osrt", lambda r: r.osrt())
+
+    def python_samples(self) -> pd.DataFrame:
+        return self._merged("python_samples", lambda r: r.python_samples())
+
     def gpus(self) -> list[dict[str, object]]:
         """Every report's GPUs, each dict with ``report`` and ``host`` added."""
         return [

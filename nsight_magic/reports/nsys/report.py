@@ -22,7 +22,7 @@ from ...analysis.nvtx_projection import nvtx_gpu_projection, project_nvtx_to_gpu
 from ...analysis.timeline import timeline_frame
 from ...errors import CorruptReportError, ReportError, ReportNotFoundError, ToolNotFoundError
 from ..paths import require_regular_file
-from . import cupti, nvtx_events, strings, target
+from . import cupti, host, nvtx_events, strings, target
 from .columns import Spec
 from .export import export_report, find_nsys, sibling_export
 from .source import ExportSource, export_meta, open_export
@@ -145,6 +145,15 @@ class NsysReport(CopySummaries):
 
     def cuda_api(self) -> pd.DataFrame:
         return self._cached("cuda_api", lambda: cupti.load_cuda_api(self.source, self._strings()))
+
+    def osrt(self) -> pd.DataFrame:
+        """OS runtime calls (``host.load_osrt``; empty without ``--trace=osrt``)."""
+        return self._cached("osrt", lambda: host.load_osrt(self.source, self._strings()))
+
+    def python_samples(self) -> pd.DataFrame:
+        """Python backtraces of ``--python-sampling`` / ``--python-backtrace=cuda``
+        (``host.load_python_samples``; empty without them or without the JSON payloads)."""
+        return self._cached("python_samples", lambda: host.load_python_samples(self.source))
 
     def kernels(self) -> pd.DataFrame:
         """One row per kernel (``cupti.load_kernels``); ``graph_node_id`` is -1 for a kernel

@@ -1,0 +1,111 @@
+"""Why the GPU idles, computed for one run: the inputs ``analysis.idle`` needs, gathered from the
+report (single process, several processes or ranks), and its results cached per run. The
+numbers are the analysis modules'; this only wires report frames to them."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pandas as pd
+
+from ..analysis import api_summary, idle, idle_summary
+from ..analysis import launch_bound as launches
+from ..analysis.gaps import gpu_ops
+
+
+class IdleFrames:
+    """Idle-time frames of a report (``NsysReport`` or ``RankedReport``)."""
+
+    def __init__(self, report: Any, min_gap_ns: int = 0) -> None:
+        self.report = report
+        self.min_gap_ns = min_gap_ns
+
+    @functools.cached_property
+    def _ops(self) -> pd.DataFrame:
+        r = self.report
+        kernels = r.kernels()
+        keys = [k for k in ("report", "rank") if k in kernels] + ["pid", "correlation_id"]
+        memcpy, memset = r.memcpy(), r.memset()
+        if "rank" in keys:  # copies of merged reports carry the rank column too
+            keys = [k for k in keys if k in memcpy and (memset.empty or k in memset)]
+        graphs = r.graph_launches()  # whole graph launches (graph-level trace) are GPU work
+        graphs = graphs if all(k in graphs for k in keys) else None
+        ops = gpu_ops(kernels, memcpy, memset, graphs, keys=keys)
+        return ops.assign(tid=idle.launch_threads(ops, r.cuda_api()))
+
+    @functools.cached_property
+    def gaps(self) -> pd.DataFrame:
+        """``idle.gpu_idle_gaps`` of the run's kernels, copies and sets."""
+        return idle.gpu_idle_gaps(self._ops, self.min_gap_ns)
+
+    @functools.cached_property
+    def _samples(self) -> pd.DataFrame:
+        samples = self.report.python_samples()
+        return samples
+
+    @functools.cached_property
+    def _pieces(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        r = self.report
+        samples = self._samples
+        cuda_frames = samples[(samples["kind"] == "cuda").to_numpy()] if len(samples) else None
+        periodic = samples[(samples["kind"] == "periodic").to_numpy()] if len(samples) else None
+        calls = idle.host_calls(r.cuda_api(), r.osrt(), cuda_frames)
+        return idle.idle_pieces(self.gaps, calls, idle.statement_ranges(r.nvtx()), periodic)
+
+    @functools.cached_property
+    def _waits(self) -> pd.DataFrame | None:
+        r = self.report
+        if not hasattr(r, "collectives"):
+            return None
+        waits = idle_summary.collective_waits(r.collectives(), r.rank_skew())
+        # the statement that launched the collective (its kernel may start long after)
+        kernels = launches.launch_times(r.kernels(), r.cuda_api())
+        keys = [k for k in ("report", "pid", "start_ns") if k in waits and k in kernels]
+        launched = waits.merge(kernels[[*keys, "launch_start_ns"]].drop_duplicates(keys),
+                               on=keys, how="left")  # fmt: skip
+        at = launched["launch_start_ns"].fillna(launched["start_ns"]).astype("int64")
+        statement = idle.statements_of(
+            launched.assign(at_ns=at.to_numpy()), idle.statement_ranges(r.nvtx()), at="at_ns"
+        )
+        return waits.assign(statement=statement)
+
+    def pieces(self) -> pd.DataFrame:
+        return self._pieces[0]
+
+    def breakdown(self) -> pd.DataFrame:
+        pieces, samples = self._pieces
+        return idle_summary.idle_breakdown(pieces, samples, self._waits)
+
+    def causes(self, top: int = 5) -> pd.DataFrame:
+        pieces, samples = self._pieces
+        return idle_summary.idle_causes(pieces, samples, self._waits, top=top)
+
+    def gap_causes(self) -> pd.DataFrame:
+        return idle_summary.gap_causes(self.gaps, self._pieces[0])
+
+    def launch_bound(self, min_kernels: int = 8) -> pd.DataFrame:
+        kernels = launches.launch_times(self.report.kernels(), self.report.cuda_api())
+        return launches.launch_bound(kernels, min_kernels)
+
+    def summary(self) -> dict[str, Any]:
+        """``idle_ns, gaps, host_capture, collective_wait_ns`` (None when not multi-rank)."""
+        waits = self._waits
+        return {
+            "idle_ns": int(self.gaps["duration_ns"].sum()),
+            "gaps": len(self.gaps),
+            "host_capture": self.has_host_capture(),
+            "collective_wait_ns": int(waits["wait_ns"].sum()) if waits is not None else None,
+        }
+
+    def has_host_capture(self) -> bool:
+        """Whether the run has OS runtime calls or Python samples (``%%nsys --host``)."""
+        return bool(len(self.report.osrt()) or len(self._samples))
+
+
+def cuda_api_summary(report: Any) -> pd.DataFrame:
+    return api_summary.api_summary(report.cuda_api())
+
+
+def osrt_summary(report: Any) -> pd.DataFrame:
+    return api_summary.api_summary(report.osrt())
