@@ -339,6 +339,25 @@ assert FIG["decode800_kernels"] > 20000
         None,
     ),
     (
+        "12 --host: why is the GPU idle",
+        "%%nsys --host -o hst\ntok = generate(ids, steps=32)\n",
+        None,
+    ),
+    (
+        "12 --host checked",
+        r"""
+FIG["host_s"] = last_wall()
+causes = hst.idle_causes()
+FIG["idle_causes"] = causes["sentence"].tolist()
+print("\n".join(FIG["idle_causes"]))
+assert not hst.idle_breakdown().empty and len(causes)
+assert not hst.cuda_api_summary().empty and not hst.osrt_summary().empty
+FIG["decode800_idle_causes"] = d800.idle_causes()["sentence"].tolist()
+FIG["decode800_launch_bound"] = len(d800.launch_bound())
+""",
+        None,
+    ),
+    (
         "end",
         "print(json.dumps(FIG, default=str, indent=1)[:4000])\n"
         "json.dump(FIG, open(os.environ['ACCEPT_FIG'], 'w'), default=str, indent=1)\n",
@@ -372,6 +391,7 @@ torch.cuda.synchronize()
         r"""
 skew = rr.report.rank_skew()
 FIG["rank_skew"] = skew.to_dict("records")
+FIG["rank_idle_causes"] = rr.idle_causes()["sentence"].tolist()
 assert not skew.empty
 last = skew.sort_values("end_spread_ns").iloc[-1]
 FIG["nproc_s"] = last_wall()
