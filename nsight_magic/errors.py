@@ -119,6 +119,21 @@ class WorkerDiedError(NsightMagicError):
         self.run = run
 
 
+class RunFolderError(NsightMagicError, OSError):
+    """A run folder (or the runs root) cannot be created or written: read-only, full, or a
+    file in the way; or its saved ``meta.json`` holds fields of the wrong type."""
+
+
+class UntrustedFolderError(NsightMagicError, PermissionError):
+    """A run folder this user does not own, or that others can write: nothing in it is
+    unpickled or replayed (``load_run(path, trust=True)`` opts in)."""
+
+
+class FolderSettingsIgnored(UserWarning):
+    """A saved run folder asked for an interpreter, working directory or environment variables
+    that a re-run does not take from a folder (shown, not obeyed; ``trust=True`` opts in)."""
+
+
 class UnpicklableVariableError(NsightMagicError, TypeError):
     """A --vars variable cannot be shipped to the profiled script."""
 

@@ -14,9 +14,9 @@ import contextlib
 import itertools
 import os
 import subprocess
-import sys
 import threading
 import time
+import warnings
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import runs, tools
 from ..analysis.range_spec import resolve_nvtx_range
-from ..errors import NsightMagicError
+from ..errors import FolderSettingsIgnored, NsightMagicError
 from ..nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
 from ..profilers import ncu as ncu_argv
 from ..profilers.nsys import session_argv
@@ -33,6 +33,7 @@ from .backends import Backend, NcuBackend, WarmState
 from .fresh import FreshExecutor
 from .history import REGISTRY, History, SetupRegistry
 from .pipeline import RunContext, now_utc, profile_cell
+from .saved_run import rerun_settings, saved_meta
 from .spec import CellRequest, Notebook, RunCallbacks
 from .warm import WarmExecutor, WarmSession
 from .worker_process import WorkerProcess
@@ -294,20 +295,25 @@ class SessionManager:
                 f"{parent_dir} has no saved cell (script.py, cell.py), so it cannot be re-run; "
                 "profile the cell again."
             )
-        parent_meta = runs.read_json(parent_dir / runs.META, {}) or {}
+        parent_meta = saved_meta(parent_dir)
         entry = self.history.find_run(parent_dir)
-        nproc = int(parent_meta.get("nproc") or 1)
+        # a folder profiled in this session is ours; a loaded one is data (saved_run.py)
+        trusted = entry is not None or bool(getattr(parent, "trust_folder", False))
+        saved = rerun_settings(parent_dir, parent_meta, trusted=trusted)
+        if saved.ignored:
+            warnings.warn(saved.notice(parent_dir), FolderSettingsIgnored, stacklevel=3)
+        nproc = saved.nproc
         before = None if fresh or entry is None or nproc > 1 else entry.id
         cold = before is None
         if nproc > 1 and timeout is None:
             timeout = MULTI_RANK_TIMEOUT_S  # a stuck collective must never hang the notebook
         request = CellRequest(
-            cell=(parent_dir / "cell.py").read_text(),
-            name=str(parent_meta.get("name") or "cell"),
-            warmup=int(parent_meta.get("warmup") or 0),
-            python=str(parent_meta.get("python") or sys.executable),
-            cwd=str(parent_meta.get("cwd") or os.getcwd()),
-            env=runs.read_json(parent_dir / "env.json", {}) or {},
+            cell=(parent_dir / "cell.py").read_text(errors="replace"),
+            name=saved.name,
+            warmup=saved.warmup,
+            python=saved.python,
+            cwd=saved.cwd,
+            env=saved.env,
             timeout=timeout,
             fresh=cold,
             nproc=nproc,
@@ -319,6 +325,8 @@ class SessionManager:
         backend.locate()  # a missing ncu is reported before a child folder exists
         run_dir = runs.child_run_dir(parent_dir, label)
         meta = {"name": f"{request.name}:{label}", "parent_run": str(parent_dir), **record}
+        if saved.ignored:
+            meta["ignored_from_folder"] = saved.ignored
         if nproc > 1:
             meta["rank"] = rank
         callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)

@@ -26,6 +26,7 @@ from ..errors import (
     ProfileTimeout,
     WorkerDiedError,
 )
+from ..folders import write_private
 from ..progress import ProgressParser, is_profiler_line
 from ..runner import RunResult
 from ..script import PreparedCell, prepare_cell
@@ -146,7 +147,7 @@ def profile_cell(
         explicit_vars=explicit_vars,
     )
     ctx.meta["options"] = backend.options_meta()
-    (run_dir / "cell.py").write_text(request.cell)
+    write_private(run_dir / "cell.py", request.cell)
     runs.write_json(run_dir / runs.META, ctx.meta)
     ctx.meta["timings"]["prepare_s"] = time.perf_counter() - t0
     ctx.lines.phase("starting")

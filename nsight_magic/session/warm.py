@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import runs
 from ..errors import WorkerDiedError
+from ..folders import write_private
 from ..script import build_script
 from ..tools import ToolName
 from .backends import WarmState
@@ -95,7 +96,7 @@ class WarmExecutor:
             script = build_script(
                 ctx.cell, history=replay, warmup=request.warmup, gate=ctx.backend.gate
             )
-            (run_dir / "script.py").write_text(script)
+            write_private(run_dir / "script.py", script)
             ctx.meta["worker"] = {
                 "pid": s.worker.pid,
                 "started_utc": s.started_utc,
