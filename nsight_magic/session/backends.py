@@ -124,6 +124,14 @@ def run_cli(
     return done
 
 
+def shutdown_session(nsys: str, name: str, timeout: float = 30.0) -> None:
+    """``nsys shutdown NAME`` (no injection variables), so the session name does not linger in
+    nsys's daemon; a hung or missing nsys is let go after ``timeout``."""
+    argv = nsys_argv.session_argv(nsys, "shutdown", name)
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        subprocess.run(argv, capture_output=True, timeout=timeout, env=clean_env(), check=False)
+
+
 def _ranges_hint(status: dict[str, Any]) -> str:
     ranges = status.get("ranges") or []
     if not ranges:

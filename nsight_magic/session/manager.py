@@ -27,9 +27,8 @@ from ..analysis.range_spec import resolve_nvtx_range
 from ..errors import FolderSettingsIgnored, NsightMagicError
 from ..nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
 from ..profilers import ncu as ncu_argv
-from ..profilers.nsys import session_argv
 from ..script import PreparedCell
-from .backends import Backend, NcuBackend, WarmState
+from .backends import Backend, NcuBackend, WarmState, shutdown_session
 from .fresh import FreshExecutor
 from .history import REGISTRY, History, SetupRegistry
 from .pipeline import RunContext, now_utc, profile_cell
@@ -121,8 +120,7 @@ class SessionManager:
                 session.worker.stop()
             if session.tool == "nsys":  # the session name must not linger in nsys's daemon
                 with contextlib.suppress(Exception):
-                    argv = session_argv(tools.find_tool("nsys"), "shutdown", session.state.name)
-                    subprocess.run(argv, capture_output=True, timeout=30, check=False)
+                    shutdown_session(tools.find_tool("nsys"), session.state.name)
         return chosen
 
     def reset(self) -> list[str]:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 from ...errors import CorruptReportError, ToolNotFoundError
+from ...profilers.env import clean_env
 
 __all__ = ["ExportKind", "export_argv", "export_report", "find_nsys", "sibling_export"]
 
@@ -73,7 +74,8 @@ def export_report(
     out = Path(out)
     argv = export_argv(nsys if nsys is not None else find_nsys(), rep, out, kind)
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
+                              env=clean_env(), check=False)  # fmt: skip
     except subprocess.TimeoutExpired as exc:
         raise CorruptReportError(
             f"`nsys export` of {rep} ran past {timeout_s:.0f} s; export it by hand with "
