@@ -24,6 +24,10 @@ class ReportError(NsightMagicError, ValueError):
     """A report file cannot be used."""
 
 
+class ReportTimeoutError(ReportError, TimeoutError):
+    """Exporting the report (``nsys export``) ran past its time limit."""
+
+
 class ReportNotFoundError(ReportError, FileNotFoundError):
     """The path does not exist."""
 

@@ -111,4 +111,3 @@ def write_private(path: str | Path, data: str | bytes) -> None:
             f"cannot write {path} ({exc.strerror or exc}); check that its disk is writable "
             "and not full."
         ) from None
-

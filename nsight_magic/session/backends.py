@@ -33,6 +33,7 @@ from ..errors import (
     NothingCapturedError,
     ProfilerError,
     ProfilerOptionError,
+    ReportTimeoutError,
 )
 from ..package_info import pythonpath_with_package
 from ..profilers import ncu as ncu_argv
@@ -40,11 +41,11 @@ from ..profilers import nsys as nsys_argv
 from ..profilers.env import clean_env
 from ..script import Gate
 from ..tools import Tool, ToolName
+from . import deadline
 from .ranks import cell_command, one_rank_command
 from .spec import CellRequest
 from .worker_process import Launch, WorkerProcess
 
-ATTACH_CONNECT_TIMEOUT_S = 60.0
 _versions: dict[str, tuple[int, ...] | None] = {}
 _versions_lock = threading.Lock()
 
@@ -58,9 +59,6 @@ def locate_tool(name: ToolName) -> Tool:
             tools.check_version(name, version)
             _versions[path] = version
     return Tool(name=name, path=path, version=_versions[path])
-
-
-CLI_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -110,15 +108,18 @@ def _log(run_dir: Path, text: str) -> None:
         f.write(text if text.endswith("\n") else text + "\n")
 
 
-def run_cli(
-    argv: list[str], run_dir: Path, timeout: float = CLI_TIMEOUT_S
-) -> subprocess.CompletedProcess[str]:
+def run_cli(argv: list[str], run_dir: Path) -> subprocess.CompletedProcess[str]:
     """A short profiler CLI command (no injection variables), its output appended to the run's
-    profiler.log; ProfilerError when it cannot run at all."""
+    profiler.log, waiting at most ``deadline.CLI_S`` or what is left of --timeout;
+    ProfilerError when it cannot run at all, the bound's error when it hangs."""
+    limit = deadline.bound(deadline.CLI_S)
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=limit.seconds,
                               env=clean_env(), check=False)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except subprocess.TimeoutExpired:
+        _log(run_dir, f"$ {' '.join(argv)}\n[stopped after {limit.seconds:.1f} s]")
+        raise limit.expired(f"`nsys {argv[1]}`", run_dir / "profiler.log") from None
+    except OSError as exc:
         raise ProfilerError(f"{' '.join(argv[:2])} failed to run ({exc}); argv: {argv}") from exc
     _log(run_dir, f"$ {' '.join(argv)}\n{done.stdout}{done.stderr}[exit {done.returncode}]")
     return done
@@ -218,13 +219,21 @@ class NsysBackend:
         from ..reports.nsys.export import export_report
 
         rep = self.report_path(run_dir)
+
+        def export(kind: Any, out: Path | None = None) -> Path:
+            limit = deadline.bound(deadline.EXPORT_S)  # a hung export is never retried
+            try:
+                return export_report(rep, kind, out=out, nsys=tool.path, timeout_s=limit.seconds)
+            except ReportTimeoutError:
+                raise limit.expired(f"`nsys export --type {kind}` of {rep}") from None
+
         if nproc > 1:
             with contextlib.suppress(CorruptReportError):
-                return open_report(export_report(rep, "sqlite", nsys=tool.path))
+                return open_report(export("sqlite"))
         try:
-            exported = export_report(rep, "parquetdir", out=run_dir / "report_pq", nsys=tool.path)
+            exported = export("parquetdir", run_dir / "report_pq")
         except CorruptReportError:
-            exported = export_report(rep, "sqlite", nsys=tool.path)
+            exported = export("sqlite")
         return open_report(exported)
 
     def check_captured(self, report: Any, status: dict[str, Any], run_dir: Path) -> None:
@@ -341,19 +350,23 @@ class NcuBackend:
         inside its first CUDA call, where it then waits for a tool: ask the worker to make that
         call, attach (selecting nothing) as soon as it listens, and detach once it returns."""
         reply: dict[str, Any] = {}
+        limit = deadline.bound(RELEASE_S)
 
         def first_cuda_call() -> None:
             with contextlib.suppress(Exception):  # a dead worker is reported by the next request
-                reply.update(worker.request({"op": "cuda_init"}, timeout=180).data)
+                reply.update(worker.request({"op": "cuda_init"}, timeout=limit.seconds).data)
 
         thread = threading.Thread(target=first_cuda_call, daemon=True)
         thread.start()
         with tempfile.TemporaryDirectory(prefix="nsm-ncu-") as tmp:
             argv = ncu_argv.attach_argv(tool.path, state.port, Path(tmp) / "release",
                                         ncu_argv.RELEASE)  # fmt: skip
-            proc = _attach(argv, Path(tmp) / "release.log", retry_s=120.0)
+            # the attach's output goes to the run's log (set by the session), which outlives
+            # this temporary folder, so an error message can point at it
+            log = Path(state.extra.get("log") or Path(tmp) / "release.log")
+            proc = _attach(argv, log, retry_s=RELEASE_ATTACH_RETRY_S)
             try:
-                thread.join(180)
+                thread.join(limit.seconds)
             finally:
                 _detach(proc)
         state.extra["cuda_init"] = reply
@@ -403,18 +416,25 @@ def ncu_catalog(ncu: str) -> dict[str, frozenset[str]]:
     return out
 
 
+RELEASE_S = 180.0  # the worker's first CUDA call under ncu --mode launch
+RELEASE_ATTACH_RETRY_S = 120.0  # ncu listens only once the worker is inside that call
+
+
 def _attach(argv: list[str], log: Path, retry_s: float = 0.0) -> subprocess.Popen[bytes]:
     """Start an ``ncu --mode attach`` and wait until it is connected to the worker; while
-    ``retry_s`` lasts, "No attachable process found" (not listening yet) is tried again."""
-    deadline = time.monotonic() + max(retry_s, ATTACH_CONNECT_TIMEOUT_S)
-    retry_until = time.monotonic() + retry_s
+    ``retry_s`` lasts, "No attachable process found" (not listening yet) is tried again. The
+    whole wait is bounded by ``max(retry_s, deadline.ATTACH_S)`` or what is left of --timeout,
+    and the message says that bound."""
+    limit = deadline.bound(max(retry_s, deadline.ATTACH_S))
+    give_up = time.monotonic() + limit.seconds
+    retry_until = time.monotonic() + min(retry_s, limit.seconds)
     while True:
         start = len(runner.read_log(log))
         with open(log, "ab") as out:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, env=clean_env(),
                                     start_new_session=True)  # fmt: skip
-        while time.monotonic() < deadline:
+        while time.monotonic() < give_up:
             text = runner.read_log(log)[start:]
             if "==PROF== Connected" in text:
                 return proc
@@ -423,9 +443,7 @@ def _attach(argv: list[str], log: Path, retry_s: float = 0.0) -> subprocess.Pope
             time.sleep(0.05)
         else:
             _detach(proc)
-            raise ProfilerError(
-                f"ncu did not attach within {ATTACH_CONNECT_TIMEOUT_S:.0f} s. log: {log}"
-            )
+            raise limit.expired("the ncu attach (connecting to the worker)", log)
         if "No attachable process" in text and time.monotonic() < retry_until:
             time.sleep(0.25)
             continue

@@ -28,6 +28,7 @@ from ..errors import FolderSettingsIgnored, NsightMagicError
 from ..nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
 from ..profilers import ncu as ncu_argv
 from ..script import PreparedCell
+from . import deadline
 from .backends import Backend, NcuBackend, WarmState, shutdown_session
 from .fresh import FreshExecutor
 from .history import REGISTRY, History, SetupRegistry
@@ -35,7 +36,7 @@ from .pipeline import RunContext, now_utc, profile_cell
 from .saved_run import rerun_settings, saved_meta
 from .spec import CellRequest, Notebook, RunCallbacks
 from .warm import WarmExecutor, WarmSession
-from .worker_process import WorkerProcess
+from .worker_process import WorkerProcess, WorkerStartError
 
 # ncu on one rank of a torchrun job: the peers run unprofiled; bound it anyway
 MULTI_RANK_TIMEOUT_S = 600.0
@@ -98,9 +99,17 @@ class SessionManager:
                 current.worker.stop()
                 del self._sessions[backend.tool]
             state = WarmState(name=f"nsight-magic-{os.getpid()}-{next(self._ids)}")
-            worker = WorkerProcess(backend.launch(ctx.tool, ctx.request, state))
+            state.extra["log"] = str(ctx.run_dir / "profiler.log")  # start-up messages point here
+            limit = deadline.bound(deadline.WORKER_START_S)  # or what --timeout left
+            worker = WorkerProcess(backend.launch(ctx.tool, ctx.request, state), limit.seconds)
             ctx.lines.phase("starting", f"the {backend.tool} worker")
-            worker.start(on_line=ctx.lines, cancel=ctx.callbacks.cancel)
+            try:
+                worker.start(on_line=ctx.lines, cancel=ctx.callbacks.cancel)
+            except WorkerStartError as exc:
+                if limit.timeout is not None and "did not" in str(exc):  # --timeout ran out
+                    raise limit.expired(f"the {backend.tool} worker's start",
+                                        ctx.run_dir / "profiler.log") from None  # fmt: skip
+                raise
             try:
                 backend.after_start(ctx.tool, state, worker)
             except BaseException:

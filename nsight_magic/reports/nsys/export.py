@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 from typing import Literal
 
-from ...errors import CorruptReportError, ToolNotFoundError
+from ...errors import CorruptReportError, ReportTimeoutError, ToolNotFoundError
 from ...profilers.env import clean_env
 
 __all__ = ["ExportKind", "export_argv", "export_report", "find_nsys", "sibling_export"]
@@ -76,11 +76,11 @@ def export_report(
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
                               env=clean_env(), check=False)  # fmt: skip
-    except subprocess.TimeoutExpired as exc:
-        raise CorruptReportError(
-            f"`nsys export` of {rep} ran past {timeout_s:.0f} s; export it by hand with "
-            f"{' '.join(argv)}"
-        ) from exc
+    except subprocess.TimeoutExpired:
+        raise ReportTimeoutError(
+            f"`nsys export` of {rep} ran past {timeout_s:.0f} s and was stopped; export it by "
+            f"hand with {' '.join(argv)}"
+        ) from None
     if proc.returncode != 0 or not out.exists():
         tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-5:]
         raise CorruptReportError(
