@@ -28,6 +28,11 @@ class ReportTimeoutError(ReportError, TimeoutError):
     """Exporting the report (``nsys export``) ran past its time limit."""
 
 
+class StaleExportError(ReportError):
+    """The export beside a .nsys-rep was made from another report (its stamp does not match),
+    and there is no nsys here to export the .nsys-rep again."""
+
+
 class ReportNotFoundError(ReportError, FileNotFoundError):
     """The path does not exist."""
 
