@@ -137,3 +137,18 @@ def test_export_stamped_from_another_report_is_refused(rep_pair: Path, data_dir:
         open_report(rep_pair)
     stamp_path(export).write_text("{not json")
     assert export_origin(rep_pair, export) == "unknown"
+
+
+def test_a_capture_without_a_kernel_table_renders(tmp_path: Path, nsys_small_sqlite: Path) -> None:
+    """nsys leaves empty tables out (a copy-only cell): the Kernels section says so and shows
+    the copies, with no error in either form of the view."""
+    path = _damaged(tmp_path, nsys_small_sqlite, f"DROP TABLE {KERNEL}")
+    run = nsys_run(open_report(path), None, {"name": "copies only"})
+    assert run.frames.kernel_table().empty
+    html = nsys_static_html(run.frames)
+    kernels = html.split("NVTX ranges")[0]  # the Kernels section: the note, then the copies
+    assert "No kernels in this capture" in kernels and "HtoD" in kernels and "DtoH" in kernels
+    assert "Error" not in html
+    widget = run.widget()
+    kernels_page = widget.children[-1].children[0].children[0].value
+    assert "No kernels in this capture" in kernels_page

@@ -37,8 +37,10 @@ def nvtx_label(frame: pd.DataFrame) -> pd.Series:
 def _dims(frame: pd.DataFrame, prefix: str) -> pd.Series:
     cols = [f"{prefix}_{axis}" for axis in "xyz"]
     if not all(c in frame.columns for c in cols):
-        return pd.Series("", index=frame.index)
-    return "(" + frame[cols].astype(str).agg(", ".join, axis=1) + ")"
+        return pd.Series("", index=frame.index, dtype=object)
+    # per row: string arithmetic on an empty frame raises (a report with no kernel table)
+    return pd.Series([f"({x}, {y}, {z})" for x, y, z in zip(*(frame[c] for c in cols), strict=True)],
+                     index=frame.index, dtype=object)  # fmt: skip
 
 
 def _without_op_ranges(frame: pd.DataFrame) -> pd.DataFrame:
