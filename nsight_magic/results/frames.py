@@ -39,8 +39,8 @@ def _dims(frame: pd.DataFrame, prefix: str) -> pd.Series:
     if not all(c in frame.columns for c in cols):
         return pd.Series("", index=frame.index, dtype=object)
     # per row: string arithmetic on an empty frame raises (a report with no kernel table)
-    return pd.Series([f"({x}, {y}, {z})" for x, y, z in zip(*(frame[c] for c in cols), strict=True)],
-                     index=frame.index, dtype=object)  # fmt: skip
+    rows = zip(*(frame[c] for c in cols), strict=True)
+    return pd.Series([f"({x}, {y}, {z})" for x, y, z in rows], index=frame.index, dtype=object)
 
 
 def _without_op_ranges(frame: pd.DataFrame) -> pd.DataFrame:
