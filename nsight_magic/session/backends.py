@@ -192,7 +192,8 @@ class NsysBackend:
         return None
 
     def begin_capture(self, tool: Tool, state: WarmState, run_dir: Path) -> Any:
-        argv = nsys_argv.start_argv(tool.path, state.name, run_dir / "report")
+        _, start_extra = nsys_argv.split_extra(self.options.extra_args)
+        argv = nsys_argv.start_argv(tool.path, state.name, run_dir / "report", start_extra)
         done = run_cli(argv, run_dir)
         if done.returncode != 0:
             raise ProfilerError(
