@@ -128,11 +128,12 @@ def parse_version(text: str) -> tuple[int, ...] | None:
 VERSION_TIMEOUT_S = 30.0
 
 
-def tool_version(path: str, timeout: float = VERSION_TIMEOUT_S) -> tuple[int, ...] | None:
+def tool_version(path: str, timeout: float | None = None) -> tuple[int, ...] | None:
     """``TOOL --version`` parsed (None when it prints no version); a hung or unrunnable tool is
-    one ``ProfilerError`` line."""
+    one ``ProfilerError`` line (after ``timeout``, default ``VERSION_TIMEOUT_S``)."""
+    timeout = VERSION_TIMEOUT_S if timeout is None else timeout
     try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True,
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, errors="replace",
                              timeout=timeout, env=clean_env(), check=False)  # fmt: skip
     except subprocess.TimeoutExpired:
         raise ProfilerError(
@@ -180,6 +181,7 @@ def gpu_info() -> list[dict[str, str]]:
             [smi, f"--query-gpu={fields}", "--format=csv,noheader"],
             capture_output=True,
             text=True,
+            errors="replace",
             timeout=15,
             check=False,
         )

@@ -114,8 +114,8 @@ def run_cli(argv: list[str], run_dir: Path) -> subprocess.CompletedProcess[str]:
     ProfilerError when it cannot run at all, the bound's error when it hangs."""
     limit = deadline.bound(deadline.CLI_S)
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=limit.seconds,
-                              env=clean_env(), check=False)  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, errors="replace",
+                              timeout=limit.seconds, env=clean_env(), check=False)  # fmt: skip
     except subprocess.TimeoutExpired:
         _log(run_dir, f"$ {' '.join(argv)}\n[stopped after {limit.seconds:.1f} s]")
         raise limit.expired(f"`nsys {argv[1]}`", run_dir / "profiler.log") from None
@@ -409,8 +409,8 @@ def ncu_catalog(ncu: str) -> dict[str, frozenset[str]]:
     out = {}
     for kind, flag in (("set", "--list-sets"), ("section", "--list-sections")):
         try:
-            text = subprocess.run([ncu, flag], capture_output=True, text=True, timeout=60,
-                                  env=clean_env(), check=False).stdout  # fmt: skip
+            text = subprocess.run([ncu, flag], capture_output=True, text=True, errors="replace",
+                                  timeout=60, env=clean_env(), check=False).stdout  # fmt: skip
         except (OSError, subprocess.TimeoutExpired):
             text = ""
         out[kind] = ncu_argv.listed_identifiers(text)

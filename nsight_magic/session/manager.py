@@ -357,7 +357,7 @@ def _gpu_memory_by_pid() -> dict[int, float]:
     try:
         out = subprocess.run([smi, "--query-compute-apps=pid,used_memory",
                               "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                             timeout=15, check=False).stdout  # fmt: skip
+                             errors="replace", timeout=15, check=False).stdout  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
         return {}
     memory: dict[int, float] = {}
