@@ -10,9 +10,6 @@ fails and Run All stops, while the partial result is shown and kept in ``-o VAR`
 
 from __future__ import annotations
 
-import builtins
-import keyword
-import math
 import os
 import sys
 import textwrap
@@ -27,6 +24,7 @@ from traitlets import Bool, Int, Unicode
 
 from . import tools
 from .errors import CellSyntaxError, NsightMagicError
+from .magic_options import check_common, show_syntax_error, split_extra
 from .profilers import ncu as ncu_argv
 from .profilers import nsys as nsys_argv
 from .progress import Progress
@@ -45,8 +43,6 @@ _STATE_NOTE = (
 )
 _PYTORCH = {"off": None, "ops": "autograd-nvtx", "shapes": "autograd-shapes-nvtx"}
 _LAST: dict[str, Any] = {}
-# names IPython puts in every namespace (user_ns_hidden holds them too, when there is a shell)
-_SHELL_NAMES = frozenset({"get_ipython", "In", "Out", "exit", "quit", "display"})
 
 
 def last_run() -> Any:
@@ -85,20 +81,6 @@ def _common(func: Any) -> Any:
     ):  # fmt: skip
         func = deco(func)
     return func
-
-
-def _split_extra(line: str) -> tuple[list[str], list[str]]:
-    """Tokens before ``--`` are ours; after it they go to the profiler untouched."""
-    from IPython.utils.process import arg_split
-
-    try:
-        tokens = arg_split(line, posix=True)
-    except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
-        raise UsageError(f"cannot read the options {line.strip()!r}: {exc}") from None
-    if "--" in tokens:
-        i = tokens.index("--")
-        return tokens[:i], tokens[i + 1 :]
-    return tokens, []
 
 
 class _ProgressView:
@@ -145,19 +127,12 @@ class NsightMagic(Magics):
 
     # --- parsing ------------------------------------------------------------------------------
     def _parse(self, magic: Any, line: str) -> tuple[Any, list[str]]:
-        ours, extra = _split_extra(line)
+        ours, extra = split_extra(line)
         args = magic.parser.parse_args(ours)  # MagicArgumentParser: errors are UsageError
         if args.warmup < 0:
             raise UsageError("--warmup must be >= 0")
-        if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
-            raise UsageError(f"--timeout {args.timeout}: must be a number of seconds > 0")
-        for item in args.env:
-            if "=" not in item or item.startswith("="):
-                raise UsageError(f"--env {item!r}: expected KEY=VALUE")
-            if "\x00" in item:
-                raise UsageError(f"--env {item!r}: holds a NUL character")
-        if args.var is not None:
-            self._check_var_name(args.var)
+        hidden = getattr(self.shell, "user_ns_hidden", {}) or {}
+        check_common(args.timeout, args.env, args.var, hidden)
         if args.nproc < 1 or getattr(args, "rank", 0) not in range(args.nproc):
             raise UsageError(f"--nproc must be >= 1 and --rank in 0..{max(args.nproc, 1) - 1}")
         try:
@@ -167,17 +142,6 @@ class NsightMagic(Magics):
         tools.set_configured_path("nsys", self.nsys_path or None)
         tools.set_configured_path("ncu", self.ncu_path or None)
         return args, extra
-
-    def _check_var_name(self, name: str) -> None:
-        """``-o NAME`` must be a plain identifier that shadows nothing IPython or Python
-        needs (``-o get_ipython`` would break every later magic)."""
-        hidden = getattr(self.shell, "user_ns_hidden", {}) or {}
-        if not name.isidentifier() or keyword.iskeyword(name):
-            raise UsageError(f"--var {name!r} is not a valid variable name")
-        if name in hidden or hasattr(builtins, name) or name in _SHELL_NAMES:
-            raise UsageError(
-                f"--var {name!r} would hide a name IPython or Python itself uses; choose another"
-            )
 
     def _request(self, args: Any, cell: str) -> CellRequest:
         env = dict(item.split("=", 1) for item in args.env)
@@ -381,7 +345,7 @@ class NsightMagic(Magics):
             %%nsight_setup --name model
             import torch
             model = torch.nn.Linear(1024, 1024).cuda()"""
-        args = self.nsight_setup.parser.parse_args(_split_extra(line)[0])
+        args = self.nsight_setup.parser.parse_args(split_extra(line)[0])
         if args.clear:
             n = MANAGER.clear_setup()
             print(f"Cleared {n} setup cell(s); running workers keep what they built.")
@@ -415,7 +379,7 @@ class NsightMagic(Magics):
 
             %nsight_session [status|restart|stop|reset] [nsys|ncu]"""
         try:
-            args = self.nsight_session.parser.parse_args(_split_extra(line)[0])
+            args = self.nsight_session.parser.parse_args(split_extra(line)[0])
         except SystemExit:  # pragma: no cover - MagicArgumentParser raises UsageError
             raise UsageError("usage: %nsight_session [status|restart|stop] [nsys|ncu]") from None
         if args.action == "status":
@@ -437,14 +401,6 @@ for _magic in (NsightMagic.nsys, NsightMagic.ncu):
     _magic.__doc__ = dedent(_magic.__doc__ or "") + "\n\n" + textwrap.fill(_STATE_NOTE, 80)
 
 
-def _show_syntax_error(shell: Any, etype: Any, value: Any, tb: Any, tb_offset: Any = None) -> Any:
-    """IPython shows any SyntaxError with the whole stack of our internals: a cell that does
-    not parse is one line, like every other typed error (the cell still fails)."""
-    stb = [f"nsight_magic: {value.one_line()}"]
-    shell._showtraceback(etype, value, stb)  # how IPython itself shows (and a kernel sends) it
-    return stb
-
-
 def register(ip: Any) -> NsightMagic:
     """Register the magics and make ``%config NsightMagic`` work."""
     magics = NsightMagic(shell=ip)
@@ -452,7 +408,7 @@ def register(ip: Any) -> NsightMagic:
     if magics not in ip.configurables:
         ip.configurables.append(magics)
     if not getattr(ip, "custom_exceptions", ()):  # never replace a handler the user set
-        ip.set_custom_exc((CellSyntaxError,), _show_syntax_error)
+        ip.set_custom_exc((CellSyntaxError,), show_syntax_error)
     return magics
 
 

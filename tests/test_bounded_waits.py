@@ -20,7 +20,7 @@ from processes import alive
 from session_support import BareBackend
 
 from nsight_magic.errors import ProfilerError, ProfileTimeout
-from nsight_magic.session import backends, deadline, worker_process
+from nsight_magic.session import deadline, profiler_cli, worker_process
 from nsight_magic.session.backends import NsysBackend, WarmState
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
@@ -93,13 +93,13 @@ def test_ncu_attach_message_gives_the_real_bound(
     log = tmp_path / "profiler.log"
     t0 = time.monotonic()
     with pytest.raises(ProfilerError) as info:
-        backends._attach([str(hung), "--mode", "attach"], log, retry_s=2.0)
+        profiler_cli.attach([str(hung), "--mode", "attach"], log, retry_s=2.0)
     waited = time.monotonic() - t0
     # the wait lasted the retry period (2 s), and the message says 2 s, not the 0.5 s default
     assert 1.9 < waited < 5 and "did not finish within 2 s" in str(info.value)
     assert f"Log: {log}" in str(info.value) and log.exists()
     with deadline.run_deadline(0.6), pytest.raises(ProfileTimeout, match=r"0\.6 s timeout"):
-        backends._attach([str(hung), "--mode", "attach"], log, retry_s=2.0)
+        profiler_cli.attach([str(hung), "--mode", "attach"], log, retry_s=2.0)
     assert _pids_gone(tmp_path)
 
 

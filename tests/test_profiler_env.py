@@ -17,7 +17,7 @@ from nsight_magic import tools
 from nsight_magic.errors import CorruptReportError, ProfilerError
 from nsight_magic.profilers.env import is_injection_variable
 from nsight_magic.reports.nsys.export import export_report
-from nsight_magic.session import backends
+from nsight_magic.session import backends, profiler_cli
 from nsight_magic.session.backends import NcuBackend, NsysBackend, WarmState
 from nsight_magic.session.spec import CellRequest
 from nsight_magic.tools import Tool
@@ -77,7 +77,7 @@ def test_export(recording_tool: tuple[Path, Path], tmp_path: Path) -> None:
 
 def test_shutdown(recording_tool: tuple[Path, Path]) -> None:
     tool, dump = recording_tool
-    backends.shutdown_session(str(tool), "nsight_magic_1")
+    profiler_cli.shutdown_session(str(tool), "nsight_magic_1")
     _assert_clean(dump, "shutdown")
 
 
@@ -105,15 +105,15 @@ def test_launch_and_fresh_env(recording_tool: tuple[Path, Path], backend: object
 
 def test_ncu_list_sets(recording_tool: tuple[Path, Path]) -> None:
     tool, dump = recording_tool
-    backends.ncu_catalog.cache_clear()
-    assert backends.ncu_catalog(str(tool)) == {"set": frozenset(), "section": frozenset()}
+    profiler_cli.ncu_catalog.cache_clear()
+    assert profiler_cli.ncu_catalog(str(tool)) == {"set": frozenset(), "section": frozenset()}
     _assert_clean(dump, "--list-")
 
 
 def test_ncu_attach(recording_tool: tuple[Path, Path], tmp_path: Path) -> None:
     tool, dump = recording_tool
     with pytest.raises(ProfilerError, match="could not attach"):
-        backends._attach([str(tool), "--mode", "attach"], tmp_path / "profiler.log")
+        profiler_cli.attach([str(tool), "--mode", "attach"], tmp_path / "profiler.log")
     _assert_clean(dump, "attach")
 
 

@@ -13,16 +13,11 @@ stopped with SIGINT once the cell is done (measured: tools/probes/session_probe2
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
-import os
 import random
-import signal
 import socket
-import subprocess
 import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -42,6 +37,15 @@ from ..profilers.env import clean_env
 from ..script import Gate
 from ..tools import Tool, ToolName
 from . import deadline
+from .profiler_cli import (
+    RELEASE_ATTACH_RETRY_S,
+    RELEASE_S,
+    attach,
+    detach,
+    log_line,
+    ncu_catalog,
+    run_cli,
+)
 from .ranks import cell_command, one_rank_command
 from .spec import CellRequest
 from .worker_process import Launch, WorkerProcess
@@ -101,36 +105,6 @@ def process_env(request: CellRequest, extra: dict[str, str] | None = None) -> di
         # the same value, without the banner; a value the user set is kept
         env.setdefault("OMP_NUM_THREADS", "1")
     return env
-
-
-def _log(run_dir: Path, text: str) -> None:
-    with open(run_dir / "profiler.log", "a", errors="replace") as f:
-        f.write(text if text.endswith("\n") else text + "\n")
-
-
-def run_cli(argv: list[str], run_dir: Path) -> subprocess.CompletedProcess[str]:
-    """A short profiler CLI command (no injection variables), its output appended to the run's
-    profiler.log, waiting at most ``deadline.CLI_S`` or what is left of --timeout;
-    ProfilerError when it cannot run at all, the bound's error when it hangs."""
-    limit = deadline.bound(deadline.CLI_S)
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, errors="replace",
-                              timeout=limit.seconds, env=clean_env(), check=False)  # fmt: skip
-    except subprocess.TimeoutExpired:
-        _log(run_dir, f"$ {' '.join(argv)}\n[stopped after {limit.seconds:.1f} s]")
-        raise limit.expired(f"`nsys {argv[1]}`", run_dir / "profiler.log") from None
-    except OSError as exc:
-        raise ProfilerError(f"{' '.join(argv[:2])} failed to run ({exc}); argv: {argv}") from exc
-    _log(run_dir, f"$ {' '.join(argv)}\n{done.stdout}{done.stderr}[exit {done.returncode}]")
-    return done
-
-
-def shutdown_session(nsys: str, name: str, timeout: float = 30.0) -> None:
-    """``nsys shutdown NAME`` (no injection variables), so the session name does not linger in
-    nsys's daemon; a hung or missing nsys is let go after ``timeout``."""
-    argv = nsys_argv.session_argv(nsys, "shutdown", name)
-    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-        subprocess.run(argv, capture_output=True, timeout=timeout, env=clean_env(), check=False)
 
 
 def _ranges_hint(status: dict[str, Any]) -> str:
@@ -365,20 +339,20 @@ class NcuBackend:
             # the attach's output goes to the run's log (set by the session), which outlives
             # this temporary folder, so an error message can point at it
             log = Path(state.extra.get("log") or Path(tmp) / "release.log")
-            proc = _attach(argv, log, retry_s=RELEASE_ATTACH_RETRY_S)
+            proc = attach(argv, log, retry_s=RELEASE_ATTACH_RETRY_S)
             try:
                 thread.join(limit.seconds)
             finally:
-                _detach(proc)
+                detach(proc)
         state.extra["cuda_init"] = reply
 
     def begin_capture(self, tool: Tool, state: WarmState, run_dir: Path) -> Any:
         argv = ncu_argv.attach_argv(tool.path, state.port, run_dir / "report", self.options)
-        _log(run_dir, f"$ {' '.join(argv)}")
-        return _attach(argv, run_dir / "profiler.log")
+        log_line(run_dir, f"$ {' '.join(argv)}")
+        return attach(argv, run_dir / "profiler.log")
 
     def end_capture(self, tool: Tool, state: WarmState, handle: Any, run_dir: Path) -> None:
-        _detach(handle)
+        detach(handle)
 
     def report_path(self, run_dir: Path) -> Path:
         return run_dir / "report.ncu-rep"
@@ -400,68 +374,3 @@ class NcuBackend:
                 f"Nothing was captured: no kernel launch matched "
                 f"{self.options.describe_filter()}.{hint} Log: {run_dir / 'profiler.log'}"
             )
-
-
-@functools.lru_cache(maxsize=8)
-def ncu_catalog(ncu: str) -> dict[str, frozenset[str]]:
-    """{"set": ..., "section": ...} as ``ncu --list-sets`` / ``--list-sections`` print them,
-    asked once per ncu; empty sets when ncu cannot say (then nothing is refused here)."""
-    out = {}
-    for kind, flag in (("set", "--list-sets"), ("section", "--list-sections")):
-        try:
-            text = subprocess.run([ncu, flag], capture_output=True, text=True, errors="replace",
-                                  timeout=60, env=clean_env(), check=False).stdout  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired):
-            text = ""
-        out[kind] = ncu_argv.listed_identifiers(text)
-    return out
-
-
-RELEASE_S = 180.0  # the worker's first CUDA call under ncu --mode launch
-RELEASE_ATTACH_RETRY_S = 120.0  # ncu listens only once the worker is inside that call
-
-
-def _attach(argv: list[str], log: Path, retry_s: float = 0.0) -> subprocess.Popen[bytes]:
-    """Start an ``ncu --mode attach`` and wait until it is connected to the worker; while
-    ``retry_s`` lasts, "No attachable process found" (not listening yet) is tried again. The
-    whole wait is bounded by ``max(retry_s, deadline.ATTACH_S)`` or what is left of --timeout,
-    and the message says that bound."""
-    limit = deadline.bound(max(retry_s, deadline.ATTACH_S))
-    give_up = time.monotonic() + limit.seconds
-    retry_until = time.monotonic() + min(retry_s, limit.seconds)
-    while True:
-        start = len(runner.read_log(log))
-        with open(log, "ab") as out:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, env=clean_env(),
-                                    start_new_session=True)  # fmt: skip
-        while time.monotonic() < give_up:
-            text = runner.read_log(log)[start:]
-            if "==PROF== Connected" in text:
-                return proc
-            if proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        else:
-            _detach(proc)
-            raise limit.expired("the ncu attach (connecting to the worker)", log)
-        if "No attachable process" in text and time.monotonic() < retry_until:
-            time.sleep(0.25)
-            continue
-        errors = runner.error_lines(text) or text.strip().splitlines()[-5:]
-        raise ProfilerError(
-            f"ncu could not attach to the profiling worker (exit {proc.returncode}): "
-            f"{' | '.join(errors)}\nargv: {argv}\nlog: {log}"
-        )
-
-
-def _detach(proc: subprocess.Popen[bytes]) -> None:
-    """End an attach: SIGINT (it writes nothing more: the report is complete once the launches
-    ran), escalating if it lingers."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            runner.stop_group(proc, proc.pid, (2.0, 2.0))

@@ -29,10 +29,11 @@ from ..nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
 from ..profilers import ncu as ncu_argv
 from ..script import PreparedCell
 from . import deadline
-from .backends import Backend, NcuBackend, WarmState, shutdown_session
+from .backends import Backend, NcuBackend, WarmState
 from .fresh import FreshExecutor
 from .history import REGISTRY, History, SetupRegistry
 from .pipeline import RunContext, now_utc, profile_cell
+from .profiler_cli import shutdown_session
 from .saved_run import rerun_settings, saved_meta
 from .spec import CellRequest, Notebook, RunCallbacks
 from .warm import WarmExecutor, WarmSession
