@@ -173,6 +173,9 @@ def list_runs(root: str | Path | None = None, *, children: bool = False) -> Any:
         metas += sorted(root.glob(f"*/ncu/*/{META}"))
     for meta_path in metas:
         meta = read_json(meta_path, {}) or {}
+        if not isinstance(meta, dict):  # damaged or foreign: listed by its folder only
+            meta = {}
+        timings = meta.get("timings")
         rows.append(
             {
                 "run_dir": str(meta_path.parent),
@@ -180,8 +183,8 @@ def list_runs(root: str | Path | None = None, *, children: bool = False) -> Any:
                 "tool": meta.get("tool"),
                 "status": meta.get("status"),
                 "started_utc": meta.get("started_utc"),
-                "wall_s": (meta.get("timings") or {}).get("total_s"),
-                "children": len(meta.get("children", [])),
+                "wall_s": timings.get("total_s") if isinstance(timings, dict) else None,
+                "children": len(meta["children"]) if isinstance(meta.get("children"), list) else 0,
                 "parent": meta.get("parent_run"),
             }
         )

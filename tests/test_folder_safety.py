@@ -246,3 +246,11 @@ def test_malformed_meta_in_a_re_profile_is_one_typed_line(
 
 def test_manager_module_keeps_one_manager() -> None:
     assert isinstance(manager_module.MANAGER, SessionManager)
+
+
+def test_list_runs_survives_malformed_meta(tmp_path: Path) -> None:
+    for meta in ([1], {"timings": "x", "children": 5}, {"name": "ok", "timings": {"total_s": 1.5}}):
+        run = runs.new_run_dir(tmp_path, "r")
+        (run / runs.META).write_text(json.dumps(meta))
+    listed = runs.list_runs(tmp_path)
+    assert len(listed) == 3 and listed["wall_s"].dropna().tolist() == [1.5]

@@ -182,3 +182,20 @@ def test_foreign_folder_is_never_replayed(tmp_path: Path, data_dir: Path,
     monkeypatch.setattr(folders.os, "geteuid", lambda: os.getuid() + 1)  # another user's now
     with pytest.raises(UntrustedFolderError, match="another user"):
         run.profile_kernel(str(run.kernels()["name"].iloc[0]))
+
+
+def test_unusable_runs_dir_is_one_typed_line(probe, ip, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A runs_dir that is a file (or cannot be created) is one RunFolderError line; the
+    profiler has been found by then, so only the folder is at fault."""
+    from nsight_magic.errors import RunFolderError
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    for runs_dir in (blocker, blocker / "sub"):
+        ip.run_line_magic("config", f'NsightMagic.runs_dir = "{runs_dir}"')
+        folder = tmp_path / "bin"
+        _fake_nsys(folder, FAKES["captures-nothing"])
+        monkeypatch.setenv("PATH", f"{folder}{os.pathsep}/usr/bin{os.pathsep}/bin")
+        result = ip.run_cell("%%nsys\nx = 1\n")
+        assert isinstance(result.error_in_exec, RunFolderError)
+        assert str(runs_dir) in str(result.error_in_exec)
