@@ -21,6 +21,13 @@ def split_extra(line: str) -> tuple[list[str], list[str]]:
     from IPython.utils.process import arg_split
 
     try:
+        line.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UsageError(
+            f"the options hold a character that is not valid Unicode ({line[exc.start]!r}, a lone "
+            "surrogate); remove it."
+        ) from None
+    try:
         tokens = arg_split(line, posix=True)
     except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
         raise UsageError(f"cannot read the options {line.strip()!r}: {exc}") from None

@@ -54,6 +54,7 @@ BAD_OPTIONS = {
     "-o In": "would hide",
     "-o class": "not a valid variable name",
     "-o 1x": "not a valid variable name",
+    "--name \ud800": "lone surrogate",
 }
 
 
