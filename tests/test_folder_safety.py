@@ -12,18 +12,23 @@ import os
 import shutil
 import stat
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from nsight_magic import folders, runs
 from nsight_magic.errors import (
     FolderSettingsIgnored,
+    NsightMagicError,
     ReportError,
     RunFolderError,
     UntrustedFolderError,
 )
+from nsight_magic.profilers.env import is_injection_variable
 from nsight_magic.results import load_run
 from nsight_magic.script import prepare_cell
 from nsight_magic.session import manager as manager_module
@@ -254,3 +259,54 @@ def test_list_runs_survives_malformed_meta(tmp_path: Path) -> None:
         (run / runs.META).write_text(json.dumps(meta))
     listed = runs.list_runs(tmp_path)
     assert len(listed) == 3 and listed["wall_s"].dropna().tolist() == [1.5]
+
+
+# --- fuzzed meta.json / env.json ----------------------------------------------------------------
+_JSON_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 3), st.floats(allow_nan=False), st.text(max_size=8),
+    st.sampled_from(["nsys", "ncu", "report.sqlite", "/etc/passwd", "../x", sys.executable]),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)  # fmt: skip
+_META_KEYS = ["tool", "name", "status", "nproc", "report", "python", "cwd", "warmup", "timings"]
+
+
+@pytest.fixture(scope="module")
+def fuzz_folder(tmp_path_factory: pytest.TempPathFactory, nsys_small_sqlite: Path) -> Path:
+    return _saved_run(tmp_path_factory.mktemp("fuzzmeta"), nsys_small_sqlite)
+
+
+@settings(derandomize=True, deadline=None, database=None, max_examples=150,
+          suppress_health_check=list(HealthCheck))  # fmt: skip
+@given(
+    meta=st.one_of(st.dictionaries(st.sampled_from(_META_KEYS), _JSON_VALUES, max_size=6),
+                   _JSON_VALUES),
+    env=st.one_of(st.dictionaries(st.sampled_from(["LD_PRELOAD", "CUDA_VISIBLE_DEVICES", "X"]),
+                                  _JSON_VALUES, max_size=3), _JSON_VALUES),
+)  # fmt: skip
+@example(meta={"tool": "nsys", "python": "/x/py", "nproc": 1}, env={"LD_PRELOAD": "/x.so"})
+def test_fuzzed_meta_and_env_are_typed(fuzz_folder: Path, capturing_manager: Any, meta: Any,
+                                       env: Any) -> None:  # fmt: skip
+    """Whatever meta.json and env.json hold: load_run gives a run or a ReportError, and a
+    re-profile reaches the profiler with this session's interpreter and no injection variable,
+    or stops with a typed error."""
+    manager, seen = capturing_manager
+    seen.clear()
+    (fuzz_folder / runs.META).write_text(json.dumps(meta))
+    (fuzz_folder / "env.json").write_text(json.dumps(env))
+    try:
+        run = load_run(fuzz_folder, profiler=manager)
+    except ReportError:
+        return
+    if not hasattr(run, "profile_kernel"):
+        return  # an ncu run (meta says tool "ncu" over an nsys export): nothing to re-profile
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FolderSettingsIgnored)
+        try:
+            run.profile_kernel("some_kernel")
+        except _Captured:
+            request = seen[0][0]
+            assert request.python == sys.executable
+            assert not [n for n in request.env if is_injection_variable(n)]
+        except NsightMagicError:
+            pass
