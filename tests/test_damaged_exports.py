@@ -152,3 +152,14 @@ def test_a_capture_without_a_kernel_table_renders(tmp_path: Path, nsys_small_sql
     widget = run.widget()
     kernels_page = widget.children[-1].children[0].children[0].value
     assert "No kernels in this capture" in kernels_page
+
+
+def test_our_own_export_beside_an_unrelated_one_is_used(rep_pair: Path, data_dir: Path) -> None:
+    """With an unstamped x.sqlite (maybe the user's own data) in the way, nsys exports to
+    x.nsm.sqlite instead of overwriting it; that stamped export is what a later open reads."""
+    shutil.copy(data_dir / "nsys_llm.sqlite", rep_pair.with_suffix(".sqlite"))
+    own = rep_pair.with_suffix(".nsm.sqlite")
+    shutil.copy(data_dir / "nsys_small.sqlite", own)
+    write_stamp(rep_pair, own)  # as export_report(rep, out=own) leaves it
+    report = open_report(rep_pair)
+    assert report.path == own and len(report.kernels()) == 26 and report.warnings == []

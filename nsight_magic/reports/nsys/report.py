@@ -117,6 +117,10 @@ class NsysReport(CopySummaries):
         origin = export_origin(rep, candidate) if candidate is not None else "unknown"
         if candidate is not None and origin == "same":
             return candidate, ""
+        # where we export when an unstamped file (maybe the user's own) holds the usual name
+        own = rep.with_suffix(".nsm.sqlite")
+        if own.exists() and export_origin(rep, own) == "same":
+            return own, ""
         try:
             nsys = find_nsys()
         except ToolNotFoundError:
@@ -134,7 +138,9 @@ class NsysReport(CopySummaries):
                 "was exported from it (nsys is not here to export it again); if the numbers look "
                 "unrelated, export the .nsys-rep again."
             )
-        return export_report(rep, nsys=nsys), ""
+        # never overwrite an export that is not provably ours: it may be someone's data
+        out = own if candidate is not None and origin == "unknown" else None
+        return export_report(rep, out=out, nsys=nsys), ""
 
     def __repr__(self) -> str:
         return f"NsysReport({str(self.rep_path or self.path)!r})"
