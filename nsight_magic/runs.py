@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
+from .errors import RunFolderError
 from .folders import expand, private_mkdir, private_root, write_private
 from .package_info import __version__
 
@@ -123,7 +124,13 @@ def _locked(path: Path) -> Iterator[None]:
     """An exclusive lock on ``path.lock`` (two picker runs updating one parent meta)."""
     import fcntl
 
-    with open(path.with_name(path.name + ".lock"), "w") as f:
+    try:
+        f = open(path.with_name(path.name + ".lock"), "w")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise RunFolderError(
+            f"cannot update {path} ({exc.strerror or exc}); check that its folder is writable."
+        ) from None
+    with f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield

@@ -57,6 +57,8 @@ HANGS = {
     "launch-hangs": {"--version": "exit 0", "launch": "exec sleep 600", "*": "exit 0"},
     "start-hangs": {"--version": "exit 0", "launch": LAUNCH_WORKER, "start": "exec sleep 600",
                     "*": "exit 0"},
+    "export-hangs": {"--version": "exit 0", "launch": LAUNCH_WORKER,
+                     "start": EMPTY_REPORT_ON_START, "export": "exec sleep 600", "*": "exit 0"},
 }  # fmt: skip
 
 
@@ -147,6 +149,8 @@ def test_hung_profiler_stops_within_the_bound(probe, name: str) -> None:  # type
         assert isinstance(error, ProfilerError) and "within 2 s" in shown
     else:
         assert isinstance(error, ProfileTimeout) and "3 s timeout" in shown
+    if name == "export-hangs":
+        assert "during `nsys export" in shown  # not retried as SQLite for another bound
     assert seconds < 3 + 8  # the bound, plus stopping the process group
     assert _no_process_left(folder)
 
