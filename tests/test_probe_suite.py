@@ -203,3 +203,45 @@ def test_unusable_runs_dir_is_one_typed_line(probe, ip, tmp_path: Path, monkeypa
         result = ip.run_cell("%%nsys\nx = 1\n")
         assert isinstance(result.error_in_exec, RunFolderError)
         assert str(runs_dir) in str(result.error_in_exec)
+
+
+def _fake_ncu(folder: Path, attach: str) -> Path:
+    """``folder/ncu``: ``--mode launch`` runs the worker without a profiler, ``--mode attach``
+    does ``attach``, anything else (--version, --list-sets) prints nothing."""
+    folder.mkdir(parents=True, exist_ok=True)
+    skip_to_python = f'while [ $# -gt 0 ] && [ "$1" != "{sys.executable}" ]; do shift; done'
+    path = folder / "ncu"
+    path.write_text(
+        f'#!/bin/sh\necho $$ >> {folder}/pids\ncase "$*" in\n'
+        f'  *"--mode launch"*) {skip_to_python}; exec "$@";;\n'
+        f'  *"--mode attach"*) {attach};;\n  *) exit 0;;\nesac\n'
+    )
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.mark.parametrize("attach", ["exec sleep 600", "echo '==ERROR== refused'; exit 1"],
+                         ids=["attach-hangs", "attach-fails"])  # fmt: skip
+def test_ncu_attach_is_bounded_and_typed(
+    ip, tmp_path: Path, monkeypatch, capsys, attach: str
+) -> None:  # type: ignore[no-untyped-def]
+    folder = tmp_path / "bin"
+    _fake_ncu(folder, attach)
+    ip.run_line_magic("config", f'NsightMagic.runs_dir = "{tmp_path / "runs"}"')
+    ip.run_line_magic("config", 'NsightMagic.ncu_path = ""')
+    monkeypatch.delenv("NSIGHT_MAGIC_NCU", raising=False)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    capsys.readouterr()
+    t0 = time.monotonic()
+    try:
+        result = ip.run_cell("%%ncu --timeout 4\nx = 1\n")
+    finally:
+        MANAGER.stop()
+    seconds = time.monotonic() - t0
+    shown = capsys.readouterr()
+    text = shown.out + shown.err
+    assert not result.success
+    _typed(result.error_in_exec, text.strip())
+    if attach.startswith("exec sleep"):
+        assert isinstance(result.error_in_exec, ProfileTimeout) and "ncu attach" in text
+    assert seconds < 4 + 10 and _no_process_left(folder)
