@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,18 +76,21 @@ def rerun_settings(folder: Path, meta: dict[str, Any], *, trusted: bool) -> Reru
     env_saved = runs.read_json(folder / "env.json", {}) or {}
     if not isinstance(env_saved, dict):
         raise RunFolderError(f"{folder / 'env.json'} is not an object of KEY: VALUE strings.")
-    env = {str(k): str(v) for k, v in env_saved.items()}
+    env = {str(k): v for k, v in env_saved.items() if isinstance(v, str) and "\x00" not in v}
     name = meta.get("name")
-    settings = dict(
+    base = RerunSettings(
         name=name if isinstance(name, str) and name else "cell",
         warmup=_int_field(meta, "warmup", 0, folder),
         nproc=max(1, _int_field(meta, "nproc", 1, folder)),
+        python=sys.executable,
+        cwd=os.getcwd(),
+        env=env,
     )
     saved_python, saved_cwd = meta.get("python"), meta.get("cwd")
     if trusted:
         python = saved_python if isinstance(saved_python, str) and saved_python else sys.executable
         cwd = saved_cwd if isinstance(saved_cwd, str) and os.path.isdir(saved_cwd) else os.getcwd()
-        return RerunSettings(python=python, cwd=cwd, env=env, **settings)  # type: ignore[arg-type]
+        return replace(base, python=python, cwd=cwd)
     ignored: dict[str, Any] = {}
     if saved_python not in (None, "", sys.executable):
         ignored["python"] = saved_python
@@ -96,5 +99,4 @@ def rerun_settings(folder: Path, meta: dict[str, Any], *, trusted: bool) -> Reru
     kept, refused = allowed_from_folder(env)
     if refused:
         ignored["env"] = sorted(refused)
-    return RerunSettings(python=sys.executable, cwd=os.getcwd(), env=kept, ignored=ignored,
-                         **settings)  # type: ignore[arg-type]  # fmt: skip
+    return replace(base, env=kept, ignored=ignored)
