@@ -82,13 +82,14 @@ def open_report(path: Any) -> Any:
     return _open(path)
 
 
-def load_run(path: Any) -> Any:
+def load_run(path: Any, *, trust: bool = False) -> Any:
     """Rebuild a saved run (``NsysRun``/``NcuRun``) from its run directory, offline; its kernel
-    picker re-runs the saved cell (cold) when asked."""
+    picker re-runs the saved cell (cold) when asked, under this session's interpreter and
+    environment (``trust=True``: the folder's own, for a folder you trust)."""
     from .results import load_run as _load
     from .session.manager import MANAGER
 
-    return _load(path, profiler=MANAGER)
+    return _load(path, profiler=MANAGER, trust=trust)
 
 
 def last_run() -> Any:

@@ -24,6 +24,15 @@ class ReportError(NsightMagicError, ValueError):
     """A report file cannot be used."""
 
 
+class ReportTimeoutError(ReportError, TimeoutError):
+    """Exporting the report (``nsys export``) ran past its time limit."""
+
+
+class StaleExportError(ReportError):
+    """The export beside a .nsys-rep was made from another report (its stamp does not match),
+    and there is no nsys here to export the .nsys-rep again."""
+
+
 class ReportNotFoundError(ReportError, FileNotFoundError):
     """The path does not exist."""
 
@@ -120,6 +129,21 @@ class WorkerDiedError(NsightMagicError):
         self.run = run
         self.stopped = stopped
         self.run_dir: Any = None
+
+
+class RunFolderError(NsightMagicError, OSError):
+    """A run folder (or the runs root) cannot be created or written: read-only, full, or a
+    file in the way; or its saved ``meta.json`` holds fields of the wrong type."""
+
+
+class UntrustedFolderError(NsightMagicError, PermissionError):
+    """A run folder this user does not own, or that others can write: nothing in it is
+    unpickled or replayed (``load_run(path, trust=True)`` opts in)."""
+
+
+class FolderSettingsIgnored(UserWarning):
+    """A saved run folder asked for an interpreter, working directory or environment variables
+    that a re-run does not take from a folder (shown, not obeyed; ``trust=True`` opts in)."""
 
 
 class UnpicklableVariableError(NsightMagicError, TypeError):

@@ -24,7 +24,8 @@ from IPython.utils.text import dedent
 from traitlets import Bool, Int, Unicode, observe
 
 from . import magic_names, tools
-from .errors import NsightMagicError
+from .errors import CellSyntaxError, NsightMagicError
+from .magic_options import check_common, show_syntax_error, split_extra
 from .profilers import ncu as ncu_argv
 from .profilers import nsys as nsys_argv
 from .progress import Progress
@@ -83,17 +84,6 @@ def _common(func: Any) -> Any:
     return func
 
 
-def _split_extra(line: str) -> tuple[list[str], list[str]]:
-    """Tokens before ``--`` are ours; after it they go to the profiler untouched."""
-    from IPython.utils.process import arg_split
-
-    tokens = arg_split(line, posix=True)
-    if "--" in tokens:
-        i = tokens.index("--")
-        return tokens[:i], tokens[i + 1 :]
-    return tokens, []
-
-
 class _ProgressView:
     """One status line, redrawn in place (a display handle in Jupyter, printed lines in a
     terminal), plus the cell's own output printed as it arrives."""
@@ -145,17 +135,12 @@ class NsightMagic(Magics):
 
     # --- parsing ------------------------------------------------------------------------------
     def _parse(self, magic: Any, line: str) -> tuple[Any, list[str]]:
-        ours, extra = _split_extra(line)
+        ours, extra = split_extra(line)
         args = magic.parser.parse_args(ours)  # MagicArgumentParser: errors are UsageError
         if args.warmup < 0:
             raise UsageError("--warmup must be >= 0")
-        if args.timeout is not None and args.timeout <= 0:
-            raise UsageError("--timeout must be > 0")
-        for item in args.env:
-            if "=" not in item or item.startswith("="):
-                raise UsageError(f"--env {item!r}: expected KEY=VALUE")
-        if args.var is not None and not args.var.isidentifier():
-            raise UsageError(f"--var {args.var!r} is not a valid variable name")
+        hidden = getattr(self.shell, "user_ns_hidden", {}) or {}
+        check_common(args.timeout, args.env, args.var, hidden)
         if args.nproc < 1 or getattr(args, "rank", 0) not in range(args.nproc):
             raise UsageError(f"--nproc must be >= 1 and --rank in 0..{max(args.nproc, 1) - 1}")
         try:
@@ -374,7 +359,7 @@ class NsightMagic(Magics):
             %%nsight_setup --name model
             import torch
             model = torch.nn.Linear(1024, 1024).cuda()"""
-        args = self.nsight_setup.parser.parse_args(_split_extra(line)[0])
+        args = self.nsight_setup.parser.parse_args(split_extra(line)[0])
         if args.clear:
             n = MANAGER.clear_setup()
             print(f"Cleared {n} setup cell(s); running workers keep what they built.")
@@ -408,7 +393,7 @@ class NsightMagic(Magics):
 
             %nsight_session [status|restart|stop|reset] [nsys|ncu]"""
         try:
-            args = self.nsight_session.parser.parse_args(_split_extra(line)[0])
+            args = self.nsight_session.parser.parse_args(split_extra(line)[0])
         except SystemExit:  # pragma: no cover - MagicArgumentParser raises UsageError
             raise UsageError("usage: %nsight_session [status|restart|stop] [nsys|ncu]") from None
         if args.action == "status":
@@ -443,6 +428,8 @@ def register(ip: Any) -> NsightMagic:
     magics._registered = True
     if notice := magic_names.assign_and_tell(ip, claim=magics.claim_short_names):
         print(notice)
+    if not getattr(ip, "custom_exceptions", ()):  # never replace a handler the user set
+        ip.set_custom_exc((CellSyntaxError,), show_syntax_error)
     return magics
 
 

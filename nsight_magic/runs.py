@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import platform
 import re
 import sys
@@ -20,6 +19,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
+from .errors import RunFolderError
+from .folders import expand, private_mkdir, private_root, write_private
 from .package_info import __version__
 
 DEFAULT_ROOT = "nsight-runs"
@@ -39,14 +40,14 @@ def slug(name: str, limit: int = 40) -> str:
 
 def new_run_dir(root: str | Path | None = None, name: str = "cell") -> Path:
     """Create ``<root>/<UTC time>-<name>/`` atomically (``mkdir`` without exist_ok), adding
-    ``-2``, ``-3``... on a clash, so two runs never share a folder."""
-    root = Path(root) if root is not None else Path.cwd() / DEFAULT_ROOT
-    root.mkdir(parents=True, exist_ok=True)
+    ``-2``, ``-3``... on a clash, so two runs never share a folder. The root and the folder
+    are 0700; a root another user owns or may write is refused (``folders.private_root``)."""
+    root = private_root(root if root is not None else Path.cwd() / DEFAULT_ROOT)
     base = f"{utc_stamp()}-{slug(name)}"
     for i in range(1, 10_000):
         path = root / (base if i == 1 else f"{base}-{i}")
         try:
-            path.mkdir(exist_ok=False)
+            private_mkdir(path)
             return path
         except FileExistsError:
             continue
@@ -55,7 +56,10 @@ def new_run_dir(root: str | Path | None = None, name: str = "cell") -> Path:
 
 def child_run_dir(parent: str | Path, kernel_name: str) -> Path:
     """A picker run's folder inside its parent: ``<parent>/ncu/<time>-<kernel>/``."""
-    return new_run_dir(Path(parent) / "ncu", kernel_name)
+    ncu = Path(parent) / "ncu"
+    with contextlib.suppress(FileExistsError):
+        private_mkdir(ncu)
+    return new_run_dir(ncu, kernel_name)
 
 
 class CellStatus(TypedDict, total=False):
@@ -105,11 +109,8 @@ def read_cell_status(run_dir: str | Path) -> CellStatus:
 
 
 def write_json(path: str | Path, obj: Any) -> None:
-    """Write atomically: a reader never sees half a file."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=str))
-    os.replace(tmp, path)
+    """Write atomically (a reader never sees half a file), 0600."""
+    write_private(path, json.dumps(obj, indent=2, default=str))
 
 
 def read_json(path: str | Path, default: Any = None) -> Any:
@@ -124,7 +125,13 @@ def _locked(path: Path) -> Iterator[None]:
     """An exclusive lock on ``path.lock`` (two picker runs updating one parent meta)."""
     import fcntl
 
-    with open(path.with_name(path.name + ".lock"), "w") as f:
+    try:
+        f = open(path.with_name(path.name + ".lock"), "w")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise RunFolderError(
+            f"cannot update {path} ({exc.strerror or exc}); check that its folder is writable."
+        ) from None
+    with f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -167,13 +174,16 @@ def list_runs(root: str | Path | None = None, *, children: bool = False) -> Any:
     started_utc, wall_s, children (count); with ``children`` also the picker runs."""
     import pandas as pd
 
-    root = Path(root) if root is not None else Path.cwd() / DEFAULT_ROOT
+    root = expand(root) if root is not None else Path.cwd() / DEFAULT_ROOT
     rows = []
     metas = sorted(root.glob(f"*/{META}"))
     if children:
         metas += sorted(root.glob(f"*/ncu/*/{META}"))
     for meta_path in metas:
         meta = read_json(meta_path, {}) or {}
+        if not isinstance(meta, dict):  # damaged or foreign: listed by its folder only
+            meta = {}
+        timings = meta.get("timings")
         rows.append(
             {
                 "run_dir": str(meta_path.parent),
@@ -181,8 +191,8 @@ def list_runs(root: str | Path | None = None, *, children: bool = False) -> Any:
                 "tool": meta.get("tool"),
                 "status": meta.get("status"),
                 "started_utc": meta.get("started_utc"),
-                "wall_s": (meta.get("timings") or {}).get("total_s"),
-                "children": len(meta.get("children", [])),
+                "wall_s": timings.get("total_s") if isinstance(timings, dict) else None,
+                "children": len(meta["children"]) if isinstance(meta.get("children"), list) else 0,
                 "parent": meta.get("parent_run"),
             }
         )

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .errors import ToolNotFoundError, ToolVersionError
+from .errors import ProfilerError, ToolNotFoundError, ToolVersionError
+from .profilers.env import clean_env
 
 ToolName = Literal["nsys", "ncu"]
 
@@ -129,10 +130,23 @@ def parse_version(text: str) -> tuple[int, ...] | None:
     return tuple(int(x) for x in m.group(1).split(".")) if m else None
 
 
-def tool_version(path: str, timeout: float = 30.0) -> tuple[int, ...] | None:
-    out = subprocess.run(
-        [path, "--version"], capture_output=True, text=True, timeout=timeout, check=False
-    )
+VERSION_TIMEOUT_S = 30.0
+
+
+def tool_version(path: str, timeout: float | None = None) -> tuple[int, ...] | None:
+    """``TOOL --version`` parsed (None when it prints no version); a hung or unrunnable tool is
+    one ``ProfilerError`` line (after ``timeout``, default ``VERSION_TIMEOUT_S``)."""
+    timeout = VERSION_TIMEOUT_S if timeout is None else timeout
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, errors="replace",
+                             timeout=timeout, env=clean_env(), check=False)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise ProfilerError(
+            f"`{path} --version` did not answer within {timeout:.0f} s; the install looks broken "
+            "(or hangs on a license or driver check): try it in a terminal."
+        ) from None
+    except OSError as exc:
+        raise ProfilerError(f"`{path} --version` could not run ({exc.strerror or exc}).") from None
     return parse_version(out.stdout + "\n" + out.stderr)
 
 
@@ -172,6 +186,7 @@ def gpu_info() -> list[dict[str, str]]:
             [smi, f"--query-gpu={fields}", "--format=csv,noheader"],
             capture_output=True,
             text=True,
+            errors="replace",
             timeout=15,
             check=False,
         )

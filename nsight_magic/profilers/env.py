@@ -28,3 +28,29 @@ def clean_env(
     env = {k: v for k, v in env.items() if not is_injection_variable(k)}
     env.update(extra or {})
     return env
+
+
+# What a saved run folder's env.json may set when the run is re-profiled without trust=True:
+# device choice, threading and allocator knobs. Nothing that loads code (LD_*, PYTHON*, PATH,
+# *_PLUGIN, injection variables) or redirects where libraries come from.
+FOLDER_ALLOWED_NAMES = frozenset({
+    "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING",
+    "CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE", "PYTORCH_CUDA_ALLOC_CONF",
+    "PYTORCH_NO_CUDA_MEMORY_CACHING", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+    "TOKENIZERS_PARALLELISM", "NVIDIA_TF32_OVERRIDE",
+})  # fmt: skip
+FOLDER_ALLOWED_PREFIXES = ("NCCL_", "TORCH_")
+FOLDER_REFUSED_PARTS = ("PLUGIN", "PATH", "PRELOAD", "LIBRARY", "HOME", "DIR", "FILE")
+
+
+def allowed_from_folder(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``env`` split into (what a saved folder may set, what it may not)."""
+    kept: dict[str, str] = {}
+    refused: dict[str, str] = {}
+    for name, value in env.items():
+        ok = name in FOLDER_ALLOWED_NAMES or (
+            name.startswith(FOLDER_ALLOWED_PREFIXES)
+            and not any(part in name for part in FOLDER_REFUSED_PARTS)
+        )
+        (kept if ok and not is_injection_variable(name) else refused)[name] = value
+    return kept, refused

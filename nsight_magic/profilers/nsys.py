@@ -142,12 +142,39 @@ def profile_argv(
     ]
 
 
+START_ONLY_FLAGS = ("--sample", "--cpuctxsw")  # what ``nsys launch`` refuses; ``start`` takes
+
+
+def split_extra(extra_args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The user's ``--`` arguments of a warm run as (for ``nsys launch``, for ``nsys start``):
+    ``--sample``/``--cpuctxsw`` (``--flag=value`` or ``--flag value``) go to ``start``, which
+    is where a warm session sets them; everything else to ``launch``."""
+    launch: list[str] = []
+    start: list[str] = []
+    args = list(extra_args)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        flag = arg.split("=", 1)[0]
+        if flag in START_ONLY_FLAGS:
+            takes_next = "=" not in arg and i + 1 < len(args) and not args[i + 1].startswith("-")
+            start += args[i : i + 2] if takes_next else [arg]
+            i += 2 if takes_next else 1
+            continue
+        launch.append(arg)
+        i += 1
+    return launch, start
+
+
 def launch_argv(
     nsys: str | os.PathLike[str], session: str, command: Sequence[str], options: NsysOptions
 ) -> list[str]:
     """``nsys launch --session=S`` of a warm worker: injection loaded, nothing collected until
-    a ``start``. What is traced is fixed here, so a change of options needs a new worker."""
-    return [os.fspath(nsys), "launch", f"--session={session}", *options.collect_args(), *command]
+    a ``start``. What is traced is fixed here (with the user's ``--`` arguments), so a change
+    of options needs a new worker."""
+    extra, _ = split_extra(options.extra_args)
+    return [os.fspath(nsys), "launch", f"--session={session}", *options.collect_args(), *extra,
+            *command]  # fmt: skip
 
 
 def start_argv(
@@ -159,12 +186,14 @@ def start_argv(
 ) -> list[str]:
     """``nsys start`` for one cell: collection begins at the worker's cudaProfilerStart and ends,
     report written, at its cudaProfilerStop (see the module docstring). ``sampling``:
-    ``NsysOptions.sampling_args()`` (``launch`` refuses those options)."""
+    ``NsysOptions.sampling_args()`` (``launch`` refuses those options); ``extra_args`` (the
+    user's ``--sample``/``--cpuctxsw``) replace the flag of the same name there."""
+    given = {a.split("=", 1)[0] for a in extra_args}
     return [
         os.fspath(nsys),
         "start",
         f"--session={session}",
-        *sampling,
+        *[a for a in sampling if a.split("=", 1)[0] not in given],
         *GATE,
         "--force-overwrite=true",
         "-o",

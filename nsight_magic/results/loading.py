@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import ReportNotFoundError
+from ..errors import ReportError, ReportNotFoundError
+from ..folders import expand
 from ..reports import open_report
 from ..reports.nsys import merge
 from ..runs import META, read_json
@@ -14,12 +15,42 @@ from .protocols import KernelProfiler
 from .runs import NcuRun, NsysRun
 
 
+def _inside(run_dir: Path, name: Any) -> str:
+    """``meta["report"]`` as a name inside ``run_dir``: an absolute path, a ``..`` step or a
+    link out of the folder would make a shared folder open any file on this machine."""
+    if not isinstance(name, str):
+        raise ReportError(f"{run_dir / META}: 'report' is {name!r}, not a file name.")
+    inside = run_dir.resolve()
+    target = (run_dir / name).resolve()
+    if Path(name).is_absolute() or ".." in Path(name).parts or not target.is_relative_to(inside):
+        raise ReportError(
+            f"{run_dir / META} names the report {name!r}, outside the run folder; load_run "
+            "opens only files inside it (open_report(path) opens any file you choose)."
+        )
+    return name
+
+
+def _meta(run_dir: Path) -> dict[str, Any]:
+    meta = read_json(run_dir / META, {})
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise ReportError(f"{run_dir / META} holds a {type(meta).__name__}, not an object.")
+    for key in ("tool", "name", "status"):
+        if meta.get(key) is not None and not isinstance(meta[key], str):
+            raise ReportError(f"{run_dir / META}: {key!r} is {meta[key]!r}, not a string.")
+    nproc = meta.get("nproc")
+    if nproc is not None and (isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1):
+        raise ReportError(f"{run_dir / META}: 'nproc' is {nproc!r}, not a whole number >= 1.")
+    return meta
+
+
 def _report_in(run_dir: Path, meta: dict[str, Any]) -> Path:
     """The saved report to open: nsys export (.sqlite, parquet dir) before the .nsys-rep."""
     tool = meta.get("tool")
     names = []
     if meta.get("report"):
-        names.append(meta["report"])
+        names.append(_inside(run_dir, meta["report"]))
     if tool == "ncu":
         names += ["report.ncu-rep"]
     else:
@@ -33,20 +64,27 @@ def _report_in(run_dir: Path, meta: dict[str, Any]) -> Path:
     )
 
 
-def load_run(path: str | Path, profiler: KernelProfiler | None = None) -> Any:
-    """Rebuild ``NsysRun``/``NcuRun`` from a run folder, offline (no profiler needed)."""
-    run_dir = Path(path)
+def load_run(
+    path: str | Path, profiler: KernelProfiler | None = None, *, trust: bool = False
+) -> Any:
+    """Rebuild ``NsysRun``/``NcuRun`` from a run folder, offline (no profiler needed). A
+    re-profile of it (``profile_kernel``) runs under this session's interpreter and environment;
+    ``trust=True`` lets the folder's saved interpreter, working directory and ``--env`` apply and
+    skips the ownership check (only for folders you trust: they choose what runs)."""
+    run_dir = expand(path)
     if run_dir.is_file() and run_dir.name == META:
         run_dir = run_dir.parent
     if not run_dir.is_dir():
         raise ReportNotFoundError(f"{run_dir} is not a run folder.")
-    meta = read_json(run_dir / META, {}) or {}
+    meta = _meta(run_dir)
     report_path = _report_in(run_dir, meta)
     report = open_report(report_path)
     tool = meta.get("tool") or ("ncu" if report_path.suffix == ".ncu-rep" else "nsys")
     if tool == "ncu":
         return NcuRun(report, run_dir, meta)
-    return nsys_run(report, run_dir, meta, profiler=profiler)
+    run = nsys_run(report, run_dir, meta, profiler=profiler)
+    run.trust_folder = trust
+    return run
 
 
 def nsys_run(

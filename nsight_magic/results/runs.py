@@ -44,6 +44,8 @@ class NsysRun(_Run):
         # what re-profiles this run's cell (ncu on a kernel or an NVTX range); handed in by
         # the session that profiled it, None for a run opened from a report file
         self.profiler = profiler
+        # load_run(..., trust=True): a re-profile may use the folder's interpreter and env
+        self.trust_folder = False
 
     @functools.cached_property
     def frames(self) -> NsysFrames:

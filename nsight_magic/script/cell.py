@@ -127,16 +127,50 @@ def names_bound(tree: ast.Module) -> frozenset[str]:
     return frozenset(name for _, _, name, is_load in _name_uses(tree) if not is_load)
 
 
+def _check_text(source: str, cell_name: str) -> None:
+    """Text the profiled process could not be given: a NUL (no Python source may hold one) or
+    a lone surrogate (not UTF-8, so cell.py could not be written)."""
+    for lineno, line in enumerate(source.splitlines() or [source], 1):
+        if "\x00" in line:
+            raise CellSyntaxError(f"{cell_name} holds a NUL character (line {lineno}); remove it.")
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise CellSyntaxError(
+                f"{cell_name} holds a character that is not valid Unicode ({line[exc.start]!r}, a "
+                f"lone surrogate, line {lineno}); remove it."
+            ) from None
+
+
+def _check_compiles(tree: ast.Module, cell_name: str, source: str) -> None:
+    """What parses but cannot compile (``return``/``yield`` outside a function, ``break``
+    outside a loop, ``nonlocal`` at the top): a CellSyntaxError now, not a failure in the
+    profiled process. Top-level ``await`` is allowed, as IPython allows it."""
+    try:
+        compile(tree, cell_filename(cell_name), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
+                dont_inherit=True)  # fmt: skip
+    except SyntaxError as exc:
+        lines = source.splitlines()
+        lineno = exc.lineno or 0
+        text = lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
+        err = CellSyntaxError(f"{cell_name} does not compile: {exc.msg} (line {lineno}): {text}")
+        err.lineno, err.offset, err.text = exc.lineno, exc.offset, text
+        err.filename = cell_filename(cell_name)
+        raise err from None
+
+
 def prepare_cell(source: str, *, cell_name: str = "cell") -> PreparedCell:
     """Transform, parse and label ``source``; CellSyntaxError before anything runs."""
     if not source.strip():
         raise CellSyntaxError(f"{cell_name} is empty: there is nothing to profile.")
+    _check_text(source, cell_name)
     code = to_python(source)
     tree = parse_cell(code, cell_name=cell_name, source=source)
     if not tree.body:
         raise CellSyntaxError(
             f"{cell_name} holds no statement (only comments): nothing to profile."
         )
+    _check_compiles(tree, cell_name, source)
     return PreparedCell(
         source=source,
         code=code,

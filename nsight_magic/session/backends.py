@@ -13,16 +13,11 @@ stopped with SIGINT once the cell is done (measured: tools/probes/session_probe2
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
-import os
 import random
-import signal
 import socket
-import subprocess
 import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,6 +29,7 @@ from ..errors import (
     NothingCapturedError,
     ProfilerError,
     ProfilerOptionError,
+    ReportTimeoutError,
     ToolVersionError,
 )
 from ..package_info import pythonpath_with_package
@@ -42,11 +38,21 @@ from ..profilers import nsys as nsys_argv
 from ..profilers.env import clean_env
 from ..script import Gate
 from ..tools import Tool, ToolName
+from . import deadline
+from .profiler_cli import (
+    RELEASE_ATTACH_RETRY_S,
+    RELEASE_S,
+    attach,
+    detach,
+    log_line,
+    ncu_catalog,
+    nsys_profile_help,
+    run_cli,
+)
 from .ranks import cell_command, one_rank_command
 from .spec import CellRequest
 from .worker_process import Launch, WorkerProcess
 
-ATTACH_CONNECT_TIMEOUT_S = 60.0
 _versions: dict[str, tuple[int, ...] | None] = {}
 _versions_lock = threading.Lock()
 
@@ -60,9 +66,6 @@ def locate_tool(name: ToolName) -> Tool:
             tools.check_version(name, version)
             _versions[path] = version
     return Tool(name=name, path=path, version=_versions[path])
-
-
-CLI_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -106,25 +109,6 @@ def process_env(request: CellRequest, extra: dict[str, str] | None = None) -> di
         # the same value, without the banner; a value the user set is kept
         env.setdefault("OMP_NUM_THREADS", "1")
     return env
-
-
-def _log(run_dir: Path, text: str) -> None:
-    with open(run_dir / "profiler.log", "a", errors="replace") as f:
-        f.write(text if text.endswith("\n") else text + "\n")
-
-
-def run_cli(
-    argv: list[str], run_dir: Path, timeout: float = CLI_TIMEOUT_S
-) -> subprocess.CompletedProcess[str]:
-    """A short profiler CLI command (no injection variables), its output appended to the run's
-    profiler.log; ProfilerError when it cannot run at all."""
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              env=clean_env(), check=False)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ProfilerError(f"{' '.join(argv[:2])} failed to run ({exc}); argv: {argv}") from exc
-    _log(run_dir, f"$ {' '.join(argv)}\n{done.stdout}{done.stderr}[exit {done.returncode}]")
-    return done
 
 
 def _ranges_hint(status: dict[str, Any]) -> str:
@@ -202,7 +186,8 @@ class NsysBackend:
         return None
 
     def begin_capture(self, tool: Tool, state: WarmState, run_dir: Path) -> Any:
-        argv = nsys_argv.start_argv(tool.path, state.name, run_dir / "report",
+        _, start_extra = nsys_argv.split_extra(self.options.extra_args)
+        argv = nsys_argv.start_argv(tool.path, state.name, run_dir / "report", start_extra,
                                     sampling=self.options.sampling_args())  # fmt: skip
         done = run_cli(argv, run_dir)
         if done.returncode != 0:
@@ -231,13 +216,21 @@ class NsysBackend:
         from ..reports.nsys.export import export_report
 
         rep = self.report_path(run_dir)
+
+        def export(kind: Any, out: Path | None = None) -> Path:
+            limit = deadline.bound(deadline.EXPORT_S)  # a hung export is never retried
+            try:
+                return export_report(rep, kind, out=out, nsys=tool.path, timeout_s=limit.seconds)
+            except ReportTimeoutError:
+                raise limit.expired(f"`nsys export --type {kind}` of {rep}") from None
+
         if nproc > 1 or self.options.host:
             with contextlib.suppress(CorruptReportError):
-                return open_report(export_report(rep, "sqlite", nsys=tool.path))
+                return open_report(export("sqlite"))
         try:
-            exported = export_report(rep, "parquetdir", out=run_dir / "report_pq", nsys=tool.path)
+            exported = export("parquetdir", run_dir / "report_pq")
         except CorruptReportError:
-            exported = export_report(rep, "sqlite", nsys=tool.path)
+            exported = export("sqlite")
         return open_report(exported)
 
     def check_captured(self, report: Any, status: dict[str, Any], run_dir: Path) -> None:
@@ -359,30 +352,34 @@ class NcuBackend:
         inside its first CUDA call, where it then waits for a tool: ask the worker to make that
         call, attach (selecting nothing) as soon as it listens, and detach once it returns."""
         reply: dict[str, Any] = {}
+        limit = deadline.bound(RELEASE_S)
 
         def first_cuda_call() -> None:
             with contextlib.suppress(Exception):  # a dead worker is reported by the next request
-                reply.update(worker.request({"op": "cuda_init"}, timeout=180).data)
+                reply.update(worker.request({"op": "cuda_init"}, timeout=limit.seconds).data)
 
         thread = threading.Thread(target=first_cuda_call, daemon=True)
         thread.start()
         with tempfile.TemporaryDirectory(prefix="nsm-ncu-") as tmp:
             argv = ncu_argv.attach_argv(tool.path, state.port, Path(tmp) / "release",
                                         ncu_argv.RELEASE)  # fmt: skip
-            proc = _attach(argv, Path(tmp) / "release.log", retry_s=120.0)
+            # the attach's output goes to the run's log (set by the session), which outlives
+            # this temporary folder, so an error message can point at it
+            log = Path(state.extra.get("log") or Path(tmp) / "release.log")
+            proc = attach(argv, log, retry_s=RELEASE_ATTACH_RETRY_S)
             try:
-                thread.join(180)
+                thread.join(limit.seconds)
             finally:
-                _detach(proc)
+                detach(proc)
         state.extra["cuda_init"] = reply
 
     def begin_capture(self, tool: Tool, state: WarmState, run_dir: Path) -> Any:
         argv = ncu_argv.attach_argv(tool.path, state.port, run_dir / "report", self.options)
-        _log(run_dir, f"$ {' '.join(argv)}")
-        return _attach(argv, run_dir / "profiler.log")
+        log_line(run_dir, f"$ {' '.join(argv)}")
+        return attach(argv, run_dir / "profiler.log")
 
     def end_capture(self, tool: Tool, state: WarmState, handle: Any, run_dir: Path) -> None:
-        _detach(handle)
+        detach(handle)
 
     def report_path(self, run_dir: Path) -> Path:
         return run_dir / "report.ncu-rep"
@@ -404,74 +401,3 @@ class NcuBackend:
                 f"Nothing was captured: no kernel launch matched "
                 f"{self.options.describe_filter()}.{hint} Log: {run_dir / 'profiler.log'}"
             )
-
-
-@functools.lru_cache(maxsize=8)
-def nsys_profile_help(nsys: str) -> str:
-    """``nsys profile --help`` of this nsys, asked once; "" when it cannot say (then nothing
-    is refused)."""
-    try:
-        return subprocess.run([nsys, "profile", "--help"], capture_output=True, text=True,
-                              timeout=60, env=clean_env(), check=False).stdout  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-
-
-@functools.lru_cache(maxsize=8)
-def ncu_catalog(ncu: str) -> dict[str, frozenset[str]]:
-    """{"set": ..., "section": ...} as ``ncu --list-sets`` / ``--list-sections`` print them,
-    asked once per ncu; empty sets when ncu cannot say (then nothing is refused here)."""
-    out = {}
-    for kind, flag in (("set", "--list-sets"), ("section", "--list-sections")):
-        try:
-            text = subprocess.run([ncu, flag], capture_output=True, text=True, timeout=60,
-                                  env=clean_env(), check=False).stdout  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired):
-            text = ""
-        out[kind] = ncu_argv.listed_identifiers(text)
-    return out
-
-
-def _attach(argv: list[str], log: Path, retry_s: float = 0.0) -> subprocess.Popen[bytes]:
-    """Start an ``ncu --mode attach`` and wait until it is connected to the worker; while
-    ``retry_s`` lasts, "No attachable process found" (not listening yet) is tried again."""
-    deadline = time.monotonic() + max(retry_s, ATTACH_CONNECT_TIMEOUT_S)
-    retry_until = time.monotonic() + retry_s
-    while True:
-        start = len(runner.read_log(log))
-        with open(log, "ab") as out:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, env=clean_env(),
-                                    start_new_session=True)  # fmt: skip
-        while time.monotonic() < deadline:
-            text = runner.read_log(log)[start:]
-            if "==PROF== Connected" in text:
-                return proc
-            if proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        else:
-            _detach(proc)
-            raise ProfilerError(
-                f"ncu did not attach within {ATTACH_CONNECT_TIMEOUT_S:.0f} s. log: {log}"
-            )
-        if "No attachable process" in text and time.monotonic() < retry_until:
-            time.sleep(0.25)
-            continue
-        errors = runner.error_lines(text) or text.strip().splitlines()[-5:]
-        raise ProfilerError(
-            f"ncu could not attach to the profiling worker (exit {proc.returncode}): "
-            f"{' | '.join(errors)}\nargv: {argv}\nlog: {log}"
-        )
-
-
-def _detach(proc: subprocess.Popen[bytes]) -> None:
-    """End an attach: SIGINT (it writes nothing more: the report is complete once the launches
-    ran), escalating if it lingers."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            runner.stop_group(proc, proc.pid, (2.0, 2.0))

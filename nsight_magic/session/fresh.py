@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import runner, runs
 from ..errors import ProfileInterrupted, ProfileTimeout
+from ..folders import write_private
 from ..script import PreparedCell, build_script, history_entry
 from .pipeline import Outcome, RunContext
 from .variables import plan_shipping, write_vars
@@ -78,7 +79,7 @@ class FreshExecutor:
         history = [history_entry("setup", name, cell) for name, cell in setup]
         text = build_script(ctx.cell, history=history, warmup=request.warmup,
                             gate=ctx.backend.gate, **ctx.backend.script_args())  # fmt: skip
-        (run_dir / "script.py").write_text(text)
+        write_private(run_dir / "script.py", text)
         nb = ctx.notebook
         reads = ctx.cell.names_read if nb.auto_vars else frozenset()
         setup_names = frozenset().union(*(c.names_bound for _, c in setup))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..folders import check_tree_owned
 from ..script import PreparedCell, history_entry, prepare_cell
 
 EntryKind = Literal["setup", "cell"]
@@ -33,7 +34,10 @@ class HistoryEntry:
     run_dir: Path | None = None
 
     def payload(self) -> dict[str, Any]:
-        """What the worker (or a standalone script) needs to replay it."""
+        """What the worker (or a standalone script) needs to replay it. Its vars file is
+        unpickled there, so it must still be this user's and not writable by others."""
+        if self.vars_file is not None:
+            check_tree_owned(self.vars_file.parent, (self.vars_file.name,))
         entry = history_entry(self.kind, self.name, self.cell, str(self.vars_file or "") or None)
         # a unique file name: tracebacks of a replayed cell show that cell's lines
         entry["filename"] = f"<nsight_magic {self.kind} {self.id}: {self.name}>"

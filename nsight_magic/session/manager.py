@@ -14,9 +14,9 @@ import contextlib
 import itertools
 import os
 import subprocess
-import sys
 import threading
 import time
+import warnings
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,20 +24,27 @@ from typing import Any
 
 from .. import runs, tools
 from ..analysis.range_spec import resolve_nvtx_range
-from ..errors import AmbiguousNvtxRangeError, NsightMagicError, WorkerDiedError
+from ..errors import (
+    AmbiguousNvtxRangeError,
+    FolderSettingsIgnored,
+    NsightMagicError,
+    WorkerDiedError,
+)
 from ..magic_names import cell_magic
 from ..nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
 from ..profilers import ncu as ncu_argv
-from ..profilers.nsys import session_argv
 from ..script import PreparedCell
+from . import deadline
 from .backends import Backend, NcuBackend, WarmState
 from .fallback import fresh_after_crash
 from .fresh import FreshExecutor
 from .history import REGISTRY, History, SetupRegistry
 from .pipeline import RunContext, now_utc, profile_cell
+from .profiler_cli import shutdown_session
+from .saved_run import rerun_settings, saved_meta
 from .spec import CellRequest, Notebook, RunCallbacks
 from .warm import WarmExecutor, WarmSession
-from .worker_process import WorkerProcess
+from .worker_process import WorkerProcess, WorkerStartError
 
 # ncu on one rank of a torchrun job: the peers run unprofiled; bound it anyway
 MULTI_RANK_TIMEOUT_S = 600.0
@@ -100,9 +107,17 @@ class SessionManager:
                 current.worker.stop()
                 del self._sessions[backend.tool]
             state = WarmState(name=f"nsight-magic-{os.getpid()}-{next(self._ids)}")
-            worker = WorkerProcess(backend.launch(ctx.tool, ctx.request, state))
+            state.extra["log"] = str(ctx.run_dir / "profiler.log")  # start-up messages point here
+            limit = deadline.bound(deadline.WORKER_START_S)  # or what --timeout left
+            worker = WorkerProcess(backend.launch(ctx.tool, ctx.request, state), limit.seconds)
             ctx.lines.phase("starting", f"the {backend.tool} worker")
-            worker.start(on_line=ctx.lines, cancel=ctx.callbacks.cancel)
+            try:
+                worker.start(on_line=ctx.lines, cancel=ctx.callbacks.cancel)
+            except WorkerStartError as exc:
+                if limit.timeout is not None and "did not" in str(exc):  # --timeout ran out
+                    raise limit.expired(f"the {backend.tool} worker's start",
+                                        ctx.run_dir / "profiler.log") from None  # fmt: skip
+                raise
             try:
                 backend.after_start(ctx.tool, state, worker)
             except BaseException:
@@ -122,8 +137,7 @@ class SessionManager:
                 session.worker.stop()
             if session.tool == "nsys":  # the session name must not linger in nsys's daemon
                 with contextlib.suppress(Exception):
-                    argv = session_argv(tools.find_tool("nsys"), "shutdown", session.state.name)
-                    subprocess.run(argv, capture_output=True, timeout=30, check=False)
+                    shutdown_session(tools.find_tool("nsys"), session.state.name)
         return chosen
 
     def reset(self) -> list[str]:
@@ -329,20 +343,25 @@ class SessionManager:
                 f"{parent_dir} has no saved cell (script.py, cell.py), so it cannot be re-run; "
                 "profile the cell again."
             )
-        parent_meta = runs.read_json(parent_dir / runs.META, {}) or {}
+        parent_meta = saved_meta(parent_dir)
         entry = self.history.find_run(parent_dir)
-        nproc = int(parent_meta.get("nproc") or 1)
+        # a folder profiled in this session is ours; a loaded one is data (saved_run.py)
+        trusted = entry is not None or bool(getattr(parent, "trust_folder", False))
+        saved = rerun_settings(parent_dir, parent_meta, trusted=trusted)
+        if saved.ignored:
+            warnings.warn(saved.notice(parent_dir), FolderSettingsIgnored, stacklevel=3)
+        nproc = saved.nproc
         before = None if fresh or entry is None or nproc > 1 else entry.id
         cold = before is None
         if nproc > 1 and timeout is None:
             timeout = MULTI_RANK_TIMEOUT_S  # a stuck collective must never hang the notebook
         request = CellRequest(
-            cell=(parent_dir / "cell.py").read_text(),
-            name=str(parent_meta.get("name") or "cell"),
-            warmup=int(parent_meta.get("warmup") or 0),
-            python=str(parent_meta.get("python") or sys.executable),
-            cwd=str(parent_meta.get("cwd") or os.getcwd()),
-            env=runs.read_json(parent_dir / "env.json", {}) or {},
+            cell=(parent_dir / "cell.py").read_text(errors="replace"),
+            name=saved.name,
+            warmup=saved.warmup,
+            python=saved.python,
+            cwd=saved.cwd,
+            env=saved.env,
             timeout=timeout,
             fresh=cold,
             nproc=nproc,
@@ -354,6 +373,8 @@ class SessionManager:
         backend.locate()  # a missing ncu is reported before a child folder exists
         run_dir = runs.child_run_dir(parent_dir, label)
         meta = {"name": f"{request.name}:{label}", "parent_run": str(parent_dir), **record}
+        if saved.ignored:
+            meta["ignored_from_folder"] = saved.ignored
         if nproc > 1:
             meta["rank"] = rank
         callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)
@@ -382,7 +403,7 @@ def _gpu_memory_by_pid() -> dict[int, float]:
     try:
         out = subprocess.run([smi, "--query-compute-apps=pid,used_memory",
                               "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                             timeout=15, check=False).stdout  # fmt: skip
+                             errors="replace", timeout=15, check=False).stdout  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
         return {}
     memory: dict[int, float] = {}

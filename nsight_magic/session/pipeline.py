@@ -26,10 +26,12 @@ from ..errors import (
     ProfileTimeout,
     WorkerDiedError,
 )
+from ..folders import write_private
 from ..progress import ProgressParser, is_profiler_line
 from ..runner import RunResult
 from ..script import PreparedCell, prepare_cell
 from .backends import Backend
+from .deadline import run_deadline
 from .spec import CellRequest, Notebook, RunCallbacks
 from .variables import serialize_explicit
 
@@ -124,7 +126,7 @@ def profile_cell(
 ) -> Any:
     """Run ``request`` and return the result ``make_result(report, ctx)`` builds; the typed
     errors of ``errors.py`` otherwise (the partial result, if any, on the error's ``run``)."""
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), time.monotonic()
     cell = prepare_cell(request.cell, cell_name=request.name)
     notebook = notebook or Notebook()
     explicit_vars = serialize_explicit(request.vars, notebook.user_ns)
@@ -146,19 +148,21 @@ def profile_cell(
         explicit_vars=explicit_vars,
     )
     ctx.meta["options"] = backend.options_meta()
-    (run_dir / "cell.py").write_text(request.cell)
+    write_private(run_dir / "cell.py", request.cell)
     runs.write_json(run_dir / runs.META, ctx.meta)
     ctx.meta["timings"]["prepare_s"] = time.perf_counter() - t0
     ctx.lines.phase("starting")
-    try:
-        outcome = executor.execute(ctx)
-    except MissingVariableError:
-        shutil.rmtree(run_dir, ignore_errors=True)  # the cell never ran: no folder is left
-        raise
-    except NsightMagicError as exc:
-        finish(ctx, status="failed", error=exc.one_line())
-        raise
-    return conclude(ctx, outcome, make_result)
+    # --timeout bounds every step (worker start, nsys start, ncu attach, the cell, export)
+    with run_deadline(request.timeout, started):
+        try:
+            outcome = executor.execute(ctx)
+        except MissingVariableError:
+            shutil.rmtree(run_dir, ignore_errors=True)  # the cell never ran: no folder is left
+            raise
+        except NsightMagicError as exc:
+            finish(ctx, status="failed", error=exc.one_line())
+            raise
+        return conclude(ctx, outcome, make_result)
 
 
 def base_meta(request: CellRequest, tool: tools.Tool, mode: str) -> dict[str, Any]:

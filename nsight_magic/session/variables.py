@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MissingVariableError, NsightMagicError, UnpicklableVariableError
+from ..folders import write_private
 
 DEFAULT_AUTO_MAX_BYTES = 256 << 20
 
@@ -104,7 +105,7 @@ def pack_vars(names: Iterable[str], user_ns: Mapping[str, Any]) -> bytes:
 
 def write_vars(path: str | Path, blob: bytes) -> Path:
     path = Path(path)
-    path.write_bytes(blob)
+    write_private(path, blob)  # 0600: a pickle is code to whoever loads it
     return path
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import runs
 from ..errors import NsightMagicError, WorkerDiedError
+from ..folders import write_private
 from ..script import build_script
 from ..tools import ToolName
 from .backends import WarmState
@@ -98,7 +99,7 @@ class WarmExecutor:
             replay = [e.payload() for e in ran_before + self.pending]
             script = build_script(ctx.cell, history=replay, warmup=request.warmup,
                                   gate=ctx.backend.gate, **ctx.backend.script_args())  # fmt: skip
-            (run_dir / "script.py").write_text(script)
+            write_private(run_dir / "script.py", script)
             # the trace cannot tell a first execution from a warm one by itself (cold_run.py)
             ran = {e.cell.source for e in ran_before + self.pending} | s.ran_sources
             ctx.meta["first_run"] = request.warmup == 0 and ctx.cell.source not in ran

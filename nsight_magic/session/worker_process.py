@@ -127,6 +127,13 @@ class WorkerProcess:
         try:
             with self.listening(on_line):
                 self.conn = self._accept(listener, cancel)
+                self._remove_socket_dir()  # connected: nothing is left in the temp dir, even
+                # when this kernel is killed and kill() never runs
+                if not protocol.readable(self.conn, self._left()):
+                    raise WorkerStartError(
+                        f"The profiling worker connected but did not say hello within "
+                        f"{self.startup_timeout:.3g} s.{self.output_tail()}\nargv: {self.argv}"
+                    )
                 self.hello = protocol.recv(self.conn)
             self.pid = int(self.hello["pid"])
         except BaseException:
@@ -134,6 +141,14 @@ class WorkerProcess:
             raise
         finally:
             listener.close()
+
+    def _left(self) -> float:
+        return max(0.1, self.started_at + self.startup_timeout - time.monotonic())
+
+    def _remove_socket_dir(self) -> None:
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
 
     def _accept(self, listener: socket.socket, cancel: threading.Event | None) -> socket.socket:
         deadline = self.started_at + self.startup_timeout
@@ -148,7 +163,7 @@ class WorkerProcess:
                 raise WorkerStartError("Starting the profiling worker was cancelled.")
             if time.monotonic() > deadline:
                 raise WorkerStartError(
-                    f"The profiling worker did not start within {self.startup_timeout:.0f} s."
+                    f"The profiling worker did not start within {self.startup_timeout:.3g} s."
                     f"{self.output_tail()}\nargv: {self.argv}"
                 )
         conn, _ = listener.accept()
@@ -189,9 +204,7 @@ class WorkerProcess:
                 os.kill(self.pid, signal.SIGKILL)
         if self._pump is not None:
             self._pump.join(timeout=5.0)
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
+        self._remove_socket_dir()
 
     def exit_description(self) -> str:
         """How the worker ended, in words (for the message after a crash)."""

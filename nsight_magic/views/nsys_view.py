@@ -168,9 +168,14 @@ def graphs_html(source: NsysSource, max_rows: int = TOP_N) -> str:
     return table_or_note(build)
 
 
+NO_KERNELS = "No kernels in this capture (nsys wrote no kernel table); the copies it holds:"
+
+
 def kernels_html(source: NsysSource, max_rows: int = TOP_N) -> str:
     def build() -> str:
         table = source.kernel_table()
+        if table.empty:  # nsys leaves the kernel table out of a capture without kernels
+            return html.note_html(NO_KERNELS) + memory_html(source)
         columns = dict(KERNEL_COLUMNS)
         nodes = table.get("graph_node_instances")
         if nodes is not None and (nodes.fillna(0) > 0).any():

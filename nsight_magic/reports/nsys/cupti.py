@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ...analysis.keyjoin import first_match
+from ...errors import CorruptReportError
 from .columns import Columns, Spec, split_global_id, to_frame
 from .source import ExportSource
 from .strings import StringTable, load_string_table, require_names
@@ -30,6 +32,7 @@ __all__ = [
     "load_memcpy_kinds",
     "load_memcpy_labels",
     "load_memset",
+    "read_keyed",
     "sort_by_start",
 ]
 
@@ -42,6 +45,45 @@ GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
 
 def _strings(src: ExportSource, strings: StringTable | None) -> StringTable:
     return load_string_table(src) if strings is None else strings
+
+
+# the columns without which a row means nothing: a NULL start gives seconds-long totals, a NULL
+# name merges every kernel into one "" row, a NULL globalPid loses the row from per-process work
+KEYS: dict[str, tuple[str, ...]] = {
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "nameId", "globalTid"),
+    "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "deviceId", "streamId", "globalPid",
+                                   "demangledName"),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "deviceId", "streamId", "globalPid"),
+    "CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end", "deviceId", "streamId", "globalPid"),
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": ("start", "end", "deviceId", "streamId", "globalPid"),
+    "NVTX_EVENTS": ("start", "eventType", "globalTid"),
+}  # fmt: skip
+
+
+def read_keyed(src: ExportSource, table: str, spec: Spec, **kwargs: Any) -> Columns:
+    """``src.read_columns(table, spec, ...)``, refusing a table whose key columns (``KEYS``)
+    are missing or NULL: ``CorruptReportError`` naming the table, the column and the rows,
+    rather than frames that are silently wrong. (A table nsys left out, being empty, is fine.)"""
+    cols = src.read_columns(table, spec, **kwargs)
+    keys = [k for k in KEYS.get(table, ()) if k in spec]
+    rows = len(cols.ints[keys[0]]) if keys else 0
+    if not rows:
+        return cols
+    missing = [k for k in keys if k not in src.columns_of(table)]
+    if missing:
+        raise CorruptReportError(
+            f"{src.path}: table {table} has no {', '.join(missing)} column, which every row "
+            "needs; the export is damaged or was edited: export the .nsys-rep again."
+        )
+    for key in keys:
+        nulls = int(np.count_nonzero(cols.ints[key] == -1))  # NULL reads as -1
+        if nulls:
+            raise CorruptReportError(
+                f"{src.path}: {table}.{key} is NULL in {nulls:,} of {rows:,} rows, so those "
+                "rows cannot be placed or named; the export is damaged or was edited: export "
+                "the .nsys-rep again."
+            )
+    return cols
 
 
 def sort_by_start(cols: Columns, by: str = "start") -> Columns:
@@ -87,7 +129,7 @@ def load_cuda_api(src: ExportSource, strings: StringTable | None = None) -> pd.D
     call) are left out: see ``CUDA_BACKTRACE_CLASS``."""
     table = _strings(src, strings)
     keep = ("eventClass", _not_backtrace)
-    raw = sort_by_start(src.read_columns(RUNTIME, _RUNTIME, keep=keep))
+    raw = sort_by_start(read_keyed(src, RUNTIME, _RUNTIME, keep=keep))
     ints = raw.ints
     names = require_names(src, table, ints["nameId"], f"{RUNTIME}.nameId")
     return to_frame(
@@ -126,7 +168,7 @@ def load_launches(src: ExportSource, correlation_ids: np.ndarray) -> pd.DataFram
     spec: Spec = {"start": "i", "end": "i", "globalTid": "i", "correlationId": "i",
                   "eventClass": "i"}  # fmt: skip
     keep = ("correlationId", id_set(np.asarray(correlation_ids, dtype=np.int64)))
-    cols = src.read_columns(RUNTIME, spec, keep=keep)
+    cols = read_keyed(src, RUNTIME, spec, keep=keep)
     ints = sort_by_start(cols.filter(_not_backtrace(cols.ints["eventClass"]))).ints
     return pd.DataFrame(_call_columns(ints))
 
@@ -192,7 +234,7 @@ def load_kernel_core(src: ExportSource, strings: StringTable | None = None) -> p
     ``start_ns, end_ns, duration_ns, name`` (demangled, as a Categorical), ``device_id,
     stream_id, correlation_id, pid``; same rows and order as :func:`load_kernels`."""
     table = _strings(src, strings)
-    ints = sort_by_start(src.read_columns(KERNEL, _KERNEL_CORE)).ints
+    ints = sort_by_start(read_keyed(src, KERNEL, _KERNEL_CORE)).ints
     names = require_names(src, table, ints["demangledName"], _KERNEL_NAME)
     pid, _ = split_global_id(ints["globalPid"])
     return pd.DataFrame(
@@ -226,7 +268,7 @@ def load_kernels(
     :func:`load_launches`) gives the launching calls; without it only the launches of these
     kernels are read."""
     table = _strings(src, strings)
-    ints = sort_by_start(src.read_columns(KERNEL, _KERNEL)).ints
+    ints = sort_by_start(read_keyed(src, KERNEL, _KERNEL)).ints
     # A mangled name may be missing (NULL), or blank for a kernel with nothing to mangle.
     names = {
         col: require_names(src, table, ints[col], f"{KERNEL}.{col}", blank_ok=col == "mangledName")
@@ -325,7 +367,7 @@ def load_memcpy(src: ExportSource) -> pd.DataFrame:
     -> ``start_ns, end_ns, duration_ns, bytes, kind, label, device_id, stream_id,
     correlation_id, pid, bandwidth_gbps`` (``label`` is nsys's "Host-to-Device" form;
     GB/s = bytes / ns)."""
-    ints = sort_by_start(src.read_columns(MEMCPY, _MEMCPY)).ints
+    ints = sort_by_start(read_keyed(src, MEMCPY, _MEMCPY)).ints
     kinds, labels = load_memcpy_kinds(src), load_memcpy_labels(src)
     code = ints["copyKind"]
     op = _gpu_op_columns(ints)
@@ -351,7 +393,7 @@ def load_memset(src: ExportSource) -> pd.DataFrame:
         bytes INTEGER NOT NULL; memKind INTEGER
 
     -> ``start_ns, end_ns, duration_ns, bytes, device_id, stream_id, correlation_id, pid``."""
-    return to_frame(_gpu_op_columns(sort_by_start(src.read_columns(MEMSET, _GPU_OP)).ints))
+    return to_frame(_gpu_op_columns(sort_by_start(read_keyed(src, MEMSET, _GPU_OP)).ints))
 
 
 # --- CUPTI_ACTIVITY_KIND_GRAPH_TRACE ------------------------------------------------------------
@@ -382,7 +424,7 @@ def load_graph_launches(src: ExportSource) -> pd.DataFrame:
     -> ``start_ns, end_ns, duration_ns, graph_id, graph_exec_id, device_id, stream_id,
     correlation_id, pid``, sorted by start (one row per graph launch, start to end of the
     whole graph on the GPU)."""
-    ints = sort_by_start(src.read_columns(GRAPH_TRACE, _GRAPH_TRACE)).ints
+    ints = sort_by_start(read_keyed(src, GRAPH_TRACE, _GRAPH_TRACE)).ints
     pid, _ = split_global_id(ints["globalPid"])
     data = {
         **_span(ints),

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import subprocess
 from pathlib import Path
 from typing import Literal
 
-from ...errors import CorruptReportError, ToolNotFoundError
+from ...errors import CorruptReportError, ReportTimeoutError, ToolNotFoundError
+from ...profilers.env import clean_env
 
-__all__ = ["ExportKind", "export_argv", "export_report", "find_nsys", "sibling_export"]
+__all__ = ["ExportKind", "export_argv", "export_origin", "export_report", "find_nsys",
+           "sibling_export", "stamp_path", "write_stamp"]  # fmt: skip
 
 ExportKind = Literal["sqlite", "parquetdir"]
 
@@ -27,6 +32,48 @@ def _is_export(path: Path) -> bool:
     if path.is_file():
         return path.suffix == ".sqlite" and path.stat().st_size > 0
     return path.is_dir() and any(path.glob("*.parquet"))
+
+
+def stamp_path(export: Path) -> Path:
+    """Where ``export_report`` records which .nsys-rep an export came from."""
+    return export.with_name(f".{export.name}.source.json")
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_stamp(rep: Path, export: Path) -> None:
+    """Record ``rep``'s size, mtime and SHA-256 beside ``export``: a later open of ``rep``
+    knows the export is its own, and an unrelated or older file of the same name is not."""
+    info = rep.stat()
+    stamp = {"rep": rep.name, "size": info.st_size, "mtime_ns": info.st_mtime_ns,
+             "sha256": _digest(rep)}  # fmt: skip
+    with contextlib.suppress(OSError):  # a read-only folder: the export is still usable now
+        stamp_path(export).write_text(json.dumps(stamp))
+
+
+Origin = Literal["same", "other", "unknown"]
+
+
+def export_origin(rep: Path, export: Path) -> Origin:
+    """Whether ``export`` was exported from ``rep`` as it is now: "same" (its stamp matches
+    the size and the mtime, or the SHA-256 after a copy), "other" (stamped from another file
+    or an older version of it), "unknown" (no stamp: exported by hand or by nsys itself)."""
+    try:
+        stamp = json.loads(stamp_path(export).read_text())
+        info = rep.stat()
+    except (OSError, ValueError):
+        return "unknown"
+    if not isinstance(stamp, dict) or stamp.get("size") != info.st_size:
+        return "other"
+    if stamp.get("mtime_ns") == info.st_mtime_ns:
+        return "same"
+    return "same" if stamp.get("sha256") == _digest(rep) else "other"
 
 
 def sibling_export(rep: str | Path, fresh_only: bool = True) -> Path | None:
@@ -73,16 +120,18 @@ def export_report(
     out = Path(out)
     argv = export_argv(nsys if nsys is not None else find_nsys(), rep, out, kind)
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise CorruptReportError(
-            f"`nsys export` of {rep} ran past {timeout_s:.0f} s; export it by hand with "
-            f"{' '.join(argv)}"
-        ) from exc
+        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace",
+                              timeout=timeout_s, env=clean_env(), check=False)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise ReportTimeoutError(
+            f"`nsys export` of {rep} ran past {timeout_s:.0f} s and was stopped; export it by "
+            f"hand with {' '.join(argv)}"
+        ) from None
     if proc.returncode != 0 or not out.exists():
         tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-5:]
         raise CorruptReportError(
             f"`nsys export` could not read {rep} (exit {proc.returncode}: {' | '.join(tail)}); "
             "check that the file is a complete .nsys-rep from this nsys version or newer."
         )
+    write_stamp(rep, out)
     return out

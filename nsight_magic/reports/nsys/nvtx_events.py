@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 from ...analysis.keyjoin import first_match
 from ...analysis.nvtx_nesting import nesting_levels
 from .columns import Spec, split_global_id, to_frame
-from .cupti import sort_by_start
+from .cupti import read_keyed, sort_by_start
 from .source import ExportSource
 from .strings import StringTable, load_string_table, require_names
 
@@ -49,7 +49,7 @@ def load_nvtx(src: ExportSource, strings: StringTable | None = None) -> pd.DataF
     timestamp as end, as nsys's reports do."""
     table = load_string_table(src) if strings is None else strings
     kinds = (*NVTX_PUSHPOP, *NVTX_STARTEND, NVTX_DOMAIN_CREATE)
-    raw = sort_by_start(src.read_columns("NVTX_EVENTS", _NVTX, where=("eventType", kinds)))
+    raw = sort_by_start(read_keyed(src, "NVTX_EVENTS", _NVTX, where=("eventType", kinds)))
     ints = raw.ints
     etype, gtid, text_id, domain_id = (
         ints["eventType"],

@@ -20,11 +20,18 @@ from ...analysis.kernels import kernel_summary
 from ...analysis.memory import copies_by_kind, memory_size_summary, memory_time_summary
 from ...analysis.nvtx_projection import nvtx_gpu_projection, project_nvtx_to_gpu
 from ...analysis.timeline import timeline_frame
-from ...errors import CorruptReportError, ReportError, ReportNotFoundError, ToolNotFoundError
+from ...errors import (
+    CorruptReportError,
+    ReportError,
+    ReportNotFoundError,
+    StaleExportError,
+    ToolNotFoundError,
+)
 from ..paths import require_regular_file
 from . import cupti, host, nvtx_events, strings, target
 from .columns import Spec
-from .export import export_report, find_nsys, sibling_export
+from .durations import duration_warnings
+from .export import export_origin, export_report, find_nsys, sibling_export
 from .source import ExportSource, export_meta, open_export
 
 __all__ = ["GpuWork", "NsysReport"]
@@ -91,25 +98,49 @@ class NsysReport(CopySummaries):
         if not path.exists():
             raise ReportNotFoundError(f"{path} does not exist; check the path or the run folder.")
         rep_path = None
+        note = ""
         if not path.is_dir() and require_regular_file(path).suffix in NSYS_REP_SUFFIXES:
             rep_path = path
-            path = cls._export_for(path)
-        return cls(open_export(path), rep_path)
+            path, note = cls._export_for(path)
+        report = cls(open_export(path), rep_path)
+        if note:
+            report._cache["open_notes"] = [note]
+        return report
 
     @staticmethod
-    def _export_for(rep: Path) -> Path:
-        """A fresh sibling export, else a new one from nsys, else (no nsys) a stale sibling."""
-        fresh = sibling_export(rep)
-        if fresh is not None:
-            return fresh
+    def _export_for(rep: Path) -> tuple[Path, str]:
+        """The export to read for ``rep`` and a warning to show with it ("" when none): a
+        sibling stamped as exported from this very file; else a new export from nsys; else,
+        without nsys, an unstamped sibling (warned: nothing proves it is this report's); a
+        sibling stamped from another file is refused (``StaleExportError``)."""
+        candidate = sibling_export(rep, fresh_only=False)
+        origin = export_origin(rep, candidate) if candidate is not None else "unknown"
+        if candidate is not None and origin == "same":
+            return candidate, ""
+        # where we export when an unstamped file (maybe the user's own) holds the usual name
+        own = rep.with_suffix(".nsm.sqlite")
+        if own.exists() and export_origin(rep, own) == "same":
+            return own, ""
         try:
             nsys = find_nsys()
         except ToolNotFoundError:
-            stale = sibling_export(rep, fresh_only=False)
-            if stale is not None:
-                return stale
-            raise
-        return export_report(rep, nsys=nsys)
+            if candidate is None:
+                raise
+            if origin == "other":
+                raise StaleExportError(
+                    f"{candidate} beside {rep} was exported from another report (or an older "
+                    f"version of it); install nsys to export {rep.name} again, or open the "
+                    "export itself with open_report if that is the report you mean."
+                ) from None
+            age = "older than" if candidate.stat().st_mtime + 1 < rep.stat().st_mtime else "beside"
+            return candidate, (
+                f"{candidate.name} ({age} {rep.name}) was read in its place without proof that it "
+                "was exported from it (nsys is not here to export it again); if the numbers look "
+                "unrelated, export the .nsys-rep again."
+            )
+        # never overwrite an export that is not provably ours: it may be someone's data
+        out = own if candidate is not None and origin == "unknown" else None
+        return export_report(rep, out=out, nsys=nsys), ""
 
     def __repr__(self) -> str:
         return f"NsysReport({str(self.rep_path or self.path)!r})"
@@ -223,7 +254,8 @@ class NsysReport(CopySummaries):
         return list(self._cached("warnings", self._find_warnings))
 
     def _find_warnings(self) -> list[str]:
-        found = []
+        found = list(self._cache.get("open_notes", ()))
+        found += duration_warnings(self._kernel_core(), self.memcpy(), self.memset())
         graphs = self.gpu_work().graph_launches
         if graphs:
             found.append(

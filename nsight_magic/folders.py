@@ -1,0 +1,113 @@
+"""Run folders are private, and a folder is trusted only when it is ours.
+
+Executed notebooks and their run folders are shared. A folder holds pickles (``vars.pkl``) and
+scripts that a later re-run would execute, so the runs root and each run folder are created
+0700 and the files we write 0600, and nothing is unpickled or replayed from a folder that this
+user does not own or that others can write (another user could have swapped a file in)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from pathlib import Path
+
+from .errors import RunFolderError, UntrustedFolderError
+
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+
+
+def expand(path: str | Path) -> Path:
+    """``~`` and ``~user`` expanded: ``runs_dir='~/x'`` never becomes a literal ``./~``."""
+    return Path(os.path.expanduser(str(path)))
+
+
+def check_owned(path: str | Path) -> None:
+    """Raise ``UntrustedFolderError`` naming ``path`` unless this user owns it and neither
+    its group nor others may write it."""
+    path = Path(path)
+    try:
+        info = path.lstat()
+    except OSError as exc:
+        raise RunFolderError(f"{path} cannot be read ({exc.strerror or exc}).") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise UntrustedFolderError(
+            f"{path} is a symbolic link; nothing is replayed through it. Open the folder it "
+            "points to, or pass trust=True if you trust it."
+        )
+    if info.st_uid != os.geteuid():
+        raise UntrustedFolderError(
+            f"{path} belongs to another user (uid {info.st_uid}); nothing in it is unpickled "
+            "or replayed. Copy the folder to one of your own, or pass trust=True if you trust it."
+        )
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UntrustedFolderError(
+            f"{path} can be written by others (mode {stat.filemode(info.st_mode)}); nothing in "
+            f"it is unpickled or replayed. Run `chmod go-w {path}`, or pass trust=True."
+        )
+
+
+def check_tree_owned(run_dir: str | Path, names: tuple[str, ...] = ()) -> None:
+    """``check_owned`` for a run folder and the files ``names`` in it that exist."""
+    run_dir = Path(run_dir)
+    check_owned(run_dir)
+    for name in names:
+        if (run_dir / name).exists() or (run_dir / name).is_symlink():
+            check_owned(run_dir / name)
+
+
+def private_root(root: str | Path) -> Path:
+    """The runs root, created 0700 when missing (parents too); an existing one must be ours
+    and not writable by others (``UntrustedFolderError``), and a file, a read-only disk or a
+    full disk give one ``RunFolderError`` line."""
+    root = expand(root)
+    try:
+        root.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    except FileExistsError:
+        raise RunFolderError(f"runs_dir {root} is a file, not a folder; choose another.") from None
+    except NotADirectoryError:
+        raise RunFolderError(
+            f"runs_dir {root} has a file where a folder should be; choose another."
+        ) from None
+    except OSError as exc:
+        raise RunFolderError(
+            f"runs_dir {root} cannot be created ({exc.strerror or exc}); choose a writable "
+            "folder with %nsight_session runs_dir=PATH."
+        ) from None
+    check_owned(root)
+    return root
+
+
+def private_mkdir(path: Path) -> None:
+    """``mkdir`` 0700 that fails on an existing path (``FileExistsError``), other errors as
+    one ``RunFolderError`` line."""
+    try:
+        path.mkdir(mode=PRIVATE_DIR, exist_ok=False)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        raise RunFolderError(
+            f"cannot create the run folder {path} ({exc.strerror or exc}); check that its "
+            "disk is writable and not full."
+        ) from None
+
+
+def write_private(path: str | Path, data: str | bytes) -> None:
+    """Write ``data`` to ``path`` created 0600 (replacing it atomically: a reader never sees
+    half a file); a full or read-only disk is one ``RunFolderError`` line."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise RunFolderError(
+            f"cannot write {path} ({exc.strerror or exc}); check that its disk is writable "
+            "and not full."
+        ) from None

@@ -1,0 +1,127 @@
+"""The short profiler commands a warm session runs beside its worker, each bounded and with
+the one profiler environment (``profilers.env.clean_env``): ``nsys start``/``cancel``/
+``shutdown``, ``ncu --list-sets``, and an ``ncu --mode attach`` waited on until it is connected,
+then stopped."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from .. import runner
+from ..errors import ProfilerError
+from ..profilers import ncu as ncu_argv
+from ..profilers import nsys as nsys_argv
+from ..profilers.env import clean_env
+from . import deadline
+
+
+def log_line(run_dir: Path, text: str) -> None:
+    with open(run_dir / "profiler.log", "a", errors="replace") as f:
+        f.write(text if text.endswith("\n") else text + "\n")
+
+
+def run_cli(argv: list[str], run_dir: Path) -> subprocess.CompletedProcess[str]:
+    """A short profiler CLI command (no injection variables), its output appended to the run's
+    profiler.log, waiting at most ``deadline.CLI_S`` or what is left of --timeout;
+    ProfilerError when it cannot run at all, the bound's error when it hangs."""
+    limit = deadline.bound(deadline.CLI_S)
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, errors="replace",
+                              timeout=limit.seconds, env=clean_env(), check=False)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        log_line(run_dir, f"$ {' '.join(argv)}\n[stopped after {limit.seconds:.1f} s]")
+        raise limit.expired(f"`nsys {argv[1]}`", run_dir / "profiler.log") from None
+    except OSError as exc:
+        raise ProfilerError(f"{' '.join(argv[:2])} failed to run ({exc}); argv: {argv}") from exc
+    log_line(run_dir, f"$ {' '.join(argv)}\n{done.stdout}{done.stderr}[exit {done.returncode}]")
+    return done
+
+
+def shutdown_session(nsys: str, name: str, timeout: float = 30.0) -> None:
+    """``nsys shutdown NAME`` (no injection variables), so the session name does not linger in
+    nsys's daemon; a hung or missing nsys is let go after ``timeout``."""
+    argv = nsys_argv.session_argv(nsys, "shutdown", name)
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        subprocess.run(argv, capture_output=True, timeout=timeout, env=clean_env(), check=False)
+
+
+@functools.lru_cache(maxsize=8)
+def ncu_catalog(ncu: str) -> dict[str, frozenset[str]]:
+    """{"set": ..., "section": ...} as ``ncu --list-sets`` / ``--list-sections`` print them,
+    asked once per ncu; empty sets when ncu cannot say (then nothing is refused here)."""
+    out = {}
+    for kind, flag in (("set", "--list-sets"), ("section", "--list-sections")):
+        try:
+            text = subprocess.run([ncu, flag], capture_output=True, text=True, errors="replace",
+                                  timeout=60, env=clean_env(), check=False).stdout  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            text = ""
+        out[kind] = ncu_argv.listed_identifiers(text)
+    return out
+
+
+RELEASE_S = 180.0  # the worker's first CUDA call under ncu --mode launch
+RELEASE_ATTACH_RETRY_S = 120.0  # ncu listens only once the worker is inside that call
+
+
+def attach(argv: list[str], log: Path, retry_s: float = 0.0) -> subprocess.Popen[bytes]:
+    """Start an ``ncu --mode attach`` and wait until it is connected to the worker; while
+    ``retry_s`` lasts, "No attachable process found" (not listening yet) is tried again. The
+    whole wait is bounded by ``max(retry_s, deadline.ATTACH_S)`` or what is left of --timeout,
+    and the message says that bound."""
+    limit = deadline.bound(max(retry_s, deadline.ATTACH_S))
+    give_up = time.monotonic() + limit.seconds
+    retry_until = time.monotonic() + min(retry_s, limit.seconds)
+    while True:
+        start = len(runner.read_log(log))
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, env=clean_env(),
+                                    start_new_session=True)  # fmt: skip
+        while time.monotonic() < give_up:
+            text = runner.read_log(log)[start:]
+            if "==PROF== Connected" in text:
+                return proc
+            if proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        else:
+            detach(proc)
+            raise limit.expired("the ncu attach (connecting to the worker)", log)
+        if "No attachable process" in text and time.monotonic() < retry_until:
+            time.sleep(0.25)
+            continue
+        errors = runner.error_lines(text) or text.strip().splitlines()[-5:]
+        raise ProfilerError(
+            f"ncu could not attach to the profiling worker (exit {proc.returncode}): "
+            f"{' | '.join(errors)}\nargv: {argv}\nlog: {log}"
+        )
+
+
+def detach(proc: subprocess.Popen[bytes]) -> None:
+    """End an attach: SIGINT (it writes nothing more: the report is complete once the launches
+    ran), escalating if it lingers."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            runner.stop_group(proc, proc.pid, (2.0, 2.0))
+
+
+@functools.lru_cache(maxsize=8)
+def nsys_profile_help(nsys: str) -> str:
+    """``nsys profile --help`` of this nsys, asked once; "" when it cannot say (then nothing
+    is refused)."""
+    try:
+        return subprocess.run([nsys, "profile", "--help"], capture_output=True, text=True,
+                              timeout=60, env=clean_env(), check=False).stdout  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
