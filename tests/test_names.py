@@ -27,11 +27,11 @@ def _name(all_names: pd.Series, *parts: str) -> str:
 
 
 def test_short_form_keeps_function_name_and_numbers(all_names):
-    softmax = _name(all_names, "softmax_warp_forward")
+    softmax = _name(all_names, "softmax_warp_forward<float, float, float, (int)9")
     assert short_kernel_name(softmax) == "softmax_warp_forward<9, 0, 0>"
     mul = _name(all_names, "elementwise_kernel<(int)128, (int)2", "MulFunctor")
     assert short_kernel_name(mul) == "elementwise_kernel<128, 2>"
-    index = _name(all_names, "indexSelectSmallIndex")
+    index = _name(all_names, "indexSelectSmallIndex<float")
     assert short_kernel_name(index) == "indexSelectSmallIndex<2, 2, -2>"  # negative literal
     # <unnamed> namespaces are not template brackets
     assert short_kernel_name(_name(all_names, "elementwise_kernel_with_index")) == (
@@ -44,15 +44,17 @@ def test_short_form_keeps_function_name_and_numbers(all_names):
 
 def test_short_names_stay_distinct(all_names):
     labels = short_names(all_names)
-    # every kernel name of every nsys_stats CSV: the first captures and the LLM/ranks ones
-    assert labels.nunique() == all_names.nunique() == 55
+    # every kernel name of every nsys_stats CSV: the first captures, the LLM/ranks ones and the
+    # idle-time (host capture) ones
+    assert labels.nunique() == all_names.nunique() == 84
     assert (labels.index == all_names.index).all()
     by_name = dict(zip(all_names, labels, strict=True))
     # Eight vectorized_elementwise_kernel<4> kernels: the functor or function tells them apart.
     cos = _name(all_names, "cos_kernel_cuda")
     assert by_name[cos] == "vectorized_elementwise_kernel<4> [cos_kernel_cuda]"
-    argmax = _name(all_names, "ArgMaxOps")
-    assert by_name[argmax] == "reduce_kernel<512, 1> [ArgMaxOps]"
+    # two ArgMax reductions (bf16 logits, fp32 logits): the op, then a type tells them apart
+    argmax = _name(all_names, "ReduceOp<c10::BFloat16, at::native::ArgMaxOps")
+    assert by_name[argmax] == "reduce_kernel<512, 1> [ArgMaxOps, BFloat16]"
     # the only <128, 2> elementwise kernel needs no tag
     assert by_name[_name(all_names, "elementwise_kernel<(int)128, (int)2")] == (
         "elementwise_kernel<128, 2>"
