@@ -26,7 +26,7 @@ from nsight_magic.reports.nsys.merge import load_runs
 from nsight_magic.reports.nsys.report import NsysReport
 from nsight_magic.results.runs import NsysRun
 
-HOST = ["nsys_idle_decode", "nsys_idle_pipeline"]
+HOST = ["nsys_idle_decode", "nsys_idle_pipeline", "nsys_idle_2rank"]
 
 
 def stats(data_dir: Path, name: str, report: str) -> pd.DataFrame:
@@ -217,6 +217,22 @@ def test_two_ranks_collective_wait(data_dir: Path) -> None:
     assert top["category"] == "collective_wait" and top["call"] == "AllReduce"
     assert "waiting for rank 1 in L1" in top["sentence"]
     assert set(breakdown["scope"]) == {"total", "statement", "rank"}
+
+
+def test_two_ranks_with_the_host_side(runs: dict[str, NsysRun]) -> None:
+    """The 2-rank step captured with the host options (nvidia-h200-x2): both ranks' Python
+    samples are read, every idle nanosecond of each rank gets one cause, and the collective
+    waits are there."""
+    run = NsysRun(load_runs([runs["nsys_idle_2rank"].report.path]))
+    # (samples of torchrun's own launcher process belong to no rank)
+    assert set(run.report.python_samples()["rank"].dropna()) == {0, 1}
+    breakdown = run.idle_breakdown()
+    ranks = breakdown[breakdown["scope"] == "rank"]
+    assert set(ranks["rank"]) == {0, 1}
+    assert "collective_wait" in set(ranks["category"])
+    sentences = run.idle_causes()["sentence"].tolist()
+    assert any("AllReduce waiting for rank 1" in t for t in sentences), sentences
+    assert any("running Python at ranks_workload.py:" in t for t in sentences), sentences
 
 
 def test_idle_view_static_and_timeline_link(runs: dict[str, NsysRun]) -> None:

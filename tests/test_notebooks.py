@@ -17,12 +17,7 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 ERROR_LINE = re.compile(r"\b[A-Z][A-Za-z]*(?:Error|Exception): ")
 # Notebooks known to hold an error output until they are re-executed on the GPU with the fixed
 # code (strict: the test fails once the notebook is clean, so the mark is removed then).
-KNOWN_BAD = {
-    "04_multi_gpu.ipynb": (
-        "its rank-1 drill-down shows 'No HFU/MFU: TypeError' (pandas 3.0.6 on the GPU image, "
-        "fixed in analysis/mfu.py): re-execute it on the GPU (issue 21), then remove this mark"
-    ),
-}
+KNOWN_BAD: dict[str, str] = {}  # notebook name -> why it may show an error until re-executed
 
 
 def error_outputs(path: Path) -> list[str]:
