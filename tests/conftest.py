@@ -6,12 +6,17 @@ unpacked once per session into a temp folder, since ncu_report needs a real file
 from __future__ import annotations
 
 import lzma
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 DATA = Path(__file__).parent / "data"
+
+# Views turn only a ReportError into a one-line note under tests; any other exception (a renamed
+# or unregistered column, a bug) is re-raised so that a test fails (views/common.attempt).
+os.environ["NSIGHT_MAGIC_STRICT"] = "1"
 
 
 @pytest.fixture(scope="session")

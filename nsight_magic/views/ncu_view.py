@@ -18,57 +18,18 @@ from .live import PICK, LiveChart, picked
 from .protocols import NcuSource
 from .roofline_chart import roofline_chart
 
-LAUNCH_COLUMNS = {
-    "launch": "launch",
-    "short_name": "kernel",
-    "duration_ns": "duration",
-    "compute_sol_pct": "compute SOL",
-    "memory_sol_pct": "memory SOL",
-    "achieved_occupancy_pct": "occupancy",
-    "grid": "grid",
-    "block": "block",
-    "registers_per_thread": "regs",
-    "sm_clock_hz": "SM clock",
-    "nvtx": "NVTX",
-}
-LAUNCH_FORMATS = {
-    "duration_ns": html.fmt_ns,
-    "compute_sol_pct": html.fmt_pct,
-    "memory_sol_pct": html.fmt_pct,
-    "achieved_occupancy_pct": html.fmt_pct,
-    "sm_clock_hz": html.fmt_hz,
-}
-VERDICT_COLUMNS = {
-    "launch": "launch",
-    "short_name": "kernel",
-    "verdict": "bound",
-    "flops_per_s": "achieved",
-    "arithmetic_intensity": "FLOP/byte",
-    "pct_of_ceiling": "% of its ceiling",
-}
-VERDICT_FORMATS = {
-    "flops_per_s": html.fmt_flops,
-    "arithmetic_intensity": html.fmt_num,
-    "pct_of_ceiling": html.fmt_pct,
-}
-MFU_COLUMNS = {
-    "short_name": "kernel",
-    "label": "NVTX range",
-    "dtype": "dtype",
-    "time_ns": "time",
-    "time_source": "time from",
-    "hfu": "HFU (hardware FLOPs)",
-    "mfu": "MFU (model FLOPs)",
-    "model_flops_source": "model FLOPs from",
-    "peak_flops": "peak",
-    "peak_source": "peak source",
-}
-MFU_FORMATS = {
-    "mfu": html.fmt_ratio,
-    "hfu": html.fmt_ratio,
-    "peak_flops": html.fmt_flops,
-    "time_ns": html.fmt_ns,
-}
+# Shown columns; headers and formats come from nsight_magic/columns.py.
+LAUNCH_COLUMNS = ("launch", "short_name", "duration_ns", "compute_sol_pct", "memory_sol_pct",
+                  "achieved_occupancy_pct", "grid", "block", "registers_per_thread",
+                  "sm_clock_hz", "nvtx")  # fmt: skip
+VERDICT_COLUMNS = ("launch", "short_name", "verdict", "flops_per_s", "arithmetic_intensity",
+                   "pct_of_ceiling")  # fmt: skip
+_MFU_NUMBERS = ("dtype", "time_ns", "time_source", "hfu", "mfu", "model_flops_source",
+                "peak_flops", "peak_source")  # fmt: skip
+# per kernel, per NVTX range (``NcuSource.mfu()``'s keys)
+MFU_COLUMNS = {"kernels": ("short_name", *_MFU_NUMBERS), "ranges": ("label", *_MFU_NUMBERS)}
+MFU_HEADERS = {"label": "NVTX range"}
+SECTION_COLUMNS = ("metric", "value", "unit")
 NO_ROOFLINE = "No roofline: {}"
 NO_MFU = "No HFU/MFU: {}"
 NO_MFU_ROWS = "No HFU/MFU: no launch in this report has FLOP counts."
@@ -131,8 +92,7 @@ def launches_html(source: NcuSource, max_rows: int = 30) -> str:
         lambda: html.frame_html(
             source.launches(),
             LAUNCH_COLUMNS,
-            LAUNCH_FORMATS,
-            max_rows,
+            max_rows=max_rows,
             titles={"short_name": "demangled"},
         )
     )
@@ -141,9 +101,7 @@ def launches_html(source: NcuSource, max_rows: int = 30) -> str:
 def verdicts_html(source: NcuSource) -> str:
     def build() -> str:
         points, _ = source.roofline()
-        return html.frame_html(
-            points, VERDICT_COLUMNS, VERDICT_FORMATS, 50, titles={"short_name": "name"}
-        )
+        return html.frame_html(points, VERDICT_COLUMNS, max_rows=50, titles={"short_name": "name"})
 
     return table_or_note(build)
 
@@ -154,7 +112,11 @@ def mfu_html(source: NcuSource, key: str, max_rows: int = 20) -> str:
         if frame.empty:
             return ""
         return html.frame_html(
-            frame, MFU_COLUMNS, MFU_FORMATS, max_rows, titles={"short_name": "name"}
+            frame,
+            MFU_COLUMNS[key],
+            max_rows=max_rows,
+            titles={"short_name": "name"},
+            headers=MFU_HEADERS,
         )
 
     return table_or_note(build)
@@ -179,9 +141,8 @@ def sections_html(source: NcuSource, launch: int) -> str:
         sections = source.sections(launch)
         if not sections:
             return html.note_html("No sections in this launch.")
-        fmt = {"value": html.fmt_num}
         return "".join(
-            html.section_html(name, html.frame_html(frame, ["metric", "value", "unit"], fmt, 200))
+            html.section_html(name, html.frame_html(frame, SECTION_COLUMNS, max_rows=200))
             for name, frame in sections.items()
         )
 
