@@ -14,7 +14,11 @@ kinds were cut to keep the file at its old ~7.5 min: ncu cases take ~0.2 s each 
 ``.ncu-rep`` is read by ``ncu_report`` in a child process, ``reports.ncu.extract``, which turns
 ncu_report's C++ aborts on some mutations into a CorruptReportError instead of killing pytest),
 parquet ~0.12 s (mutate one table file, load, restore it), sqlite ~0.02 s, so sqlite carries
-the rest of the 10,000 (was sqlite 7,000, ncu 1,000, parquet 2,000)."""
+the rest of the 10,000 (was sqlite 7,000, ncu 1,000, parquet 2,000).
+
+The long kinds run as seeded shards (``@seed(shard)``: repeatable, and each shard draws other
+cases than the rest), so that ``pytest -n 2`` (``make test``) spreads them over both cores
+instead of one 4-minute test holding a worker; the counts in all are the same."""
 
 from __future__ import annotations
 
@@ -24,9 +28,10 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from nsight_magic import open_report
@@ -126,24 +131,20 @@ def scratch() -> Iterator[Path]:
     shutil.rmtree(d, ignore_errors=True)
 
 
-def test_fuzz_nsys_sqlite(data_dir: Path, scratch: Path) -> None:
+def shards(total: int, count: int) -> list[Any]:
+    """``count`` pytest params ``(shard, cases)`` whose cases add up to ``total``."""
+    return [
+        pytest.param(i, total // count + (i < total % count), id=f"{i + 1}of{count}")
+        for i in range(count)
+    ]
+
+
+@pytest.mark.parametrize(("shard", "cases"), shards(8000, 4))
+def test_fuzz_nsys_sqlite(data_dir: Path, scratch: Path, shard: int, cases: int) -> None:
     original = (data_dir / "nsys_small.sqlite").read_bytes()
-    target = scratch / "fuzz.sqlite"
+    target = scratch / f"fuzz-{shard}.sqlite"
 
-    @settings(FUZZ, max_examples=round(8000 * SCALE))
-    @given(mutations(len(original)))
-    def run(edits: list[tuple[str, int, int]]) -> None:
-        target.write_bytes(mutate(original, edits))
-        check_typed(target)
-
-    run()
-
-
-@pytest.mark.parametrize(("name", "cases"), [("ncu_gemm_metrics", 560), ("ncu_gemm_roofline", 240)])
-def test_fuzz_ncu_rep(ncu_reports: dict[str, Path], scratch: Path, name: str, cases: int) -> None:
-    original = ncu_reports[name].read_bytes()
-    target = scratch / "fuzz.ncu-rep"
-
+    @seed(shard)
     @settings(FUZZ, max_examples=round(cases * SCALE))
     @given(mutations(len(original)))
     def run(edits: list[tuple[str, int, int]]) -> None:
@@ -153,13 +154,36 @@ def test_fuzz_ncu_rep(ncu_reports: dict[str, Path], scratch: Path, name: str, ca
     run()
 
 
-def test_fuzz_nsys_parquet(data_dir: Path, scratch: Path) -> None:
+NCU_CASES = [("ncu_gemm_metrics", *s.values) for s in shards(560, 2)]
+NCU_CASES += [("ncu_gemm_roofline", *s.values) for s in shards(240, 1)]
+
+
+@pytest.mark.parametrize(("name", "shard", "cases"), NCU_CASES)
+def test_fuzz_ncu_rep(
+    ncu_reports: dict[str, Path], scratch: Path, name: str, shard: int, cases: int
+) -> None:
+    original = ncu_reports[name].read_bytes()
+    target = scratch / f"fuzz-{shard}.ncu-rep"
+
+    @seed(shard)
+    @settings(FUZZ, max_examples=round(cases * SCALE))
+    @given(mutations(len(original)))
+    def run(edits: list[tuple[str, int, int]]) -> None:
+        target.write_bytes(mutate(original, edits))
+        check_typed(target)
+
+    run()
+
+
+@pytest.mark.parametrize(("shard", "cases"), shards(1200, 2))
+def test_fuzz_nsys_parquet(data_dir: Path, scratch: Path, shard: int, cases: int) -> None:
     src = data_dir / "nsys_small_pq"
-    target = scratch / "pq"
+    target = scratch / f"pq-{shard}"
     shutil.copytree(src, target)
     originals = {p.name: p.read_bytes() for p in sorted(target.glob("*.parquet"))}
 
-    @settings(FUZZ, max_examples=round(1200 * SCALE))
+    @seed(shard)
+    @settings(FUZZ, max_examples=round(cases * SCALE))
     @given(st.sampled_from(sorted(originals)), mutations(64 * 1024))
     def run(name: str, edits: list[tuple[str, int, int]]) -> None:
         victim = target / name
