@@ -1,7 +1,9 @@
 # Two commands work on a fresh machine (no GPU needed):
-#   make demo  - set up, then execute notebooks/01_quickstart.ipynb on the bundled real reports
-#                and write build/01_quickstart.html
-#   make test  - set up, then lint and run the tests (GPU tests are skipped; see tests/gpu)
+#   make demo  - a small venv of its own (.venv-demo: the package + what runs a notebook; no torch,
+#                no test or browser tooling), then execute notebooks/01_quickstart.ipynb on the
+#                bundled real reports and write build/01_quickstart.html
+#   make test  - set up, then lint and run the tests on every core (pytest-xdist; GPU tests are
+#                skipped; see tests/gpu)
 #   make quick - lint and the tests without the slow ones (fuzzing, browser): a local loop
 #   make test-deps - the fast tier again under each dependency set in tests/deps (the GPU image's
 #                pandas 3.0.6 + pyarrow 25; the oldest versions pyproject allows), one venv each
@@ -9,6 +11,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+DEMO_VENV  ?= .venv-demo
+DEMO_STAMP := $(DEMO_VENV)/.installed
 
 .PHONY: setup demo test quick lint gpu-test bench clean test-deps test-deps-gpuimage test-deps-oldest readme-images
 
@@ -22,16 +26,23 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-demo: setup
-	$(BIN)/python tools/run_notebook.py notebooks/01_quickstart.ipynb --html build
+# --no-compile: no .pyc for the thousands of modules the notebook never imports (~110 MB)
+$(DEMO_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/pip install -q --no-compile -e '.[demo]'
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
+	$(DEMO_VENV)/bin/python tools/run_notebook.py notebooks/01_quickstart.ipynb --html build
 
 lint: setup
 	$(BIN)/ruff check nsight_magic tests benchmarks tools
 	$(BIN)/ruff format --check nsight_magic tests benchmarks tools
 	$(BIN)/mypy
 
+# -n auto: one worker per core; loadgroup keeps the browser tests on one worker (one JupyterLab)
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadgroup
 	$(MAKE) test-deps
 
 # The dependency matrix: tests/deps/NAME.txt pins a dependency set; .venv-NAME gets the package

@@ -5,13 +5,19 @@ unpacked once per session into a temp folder, since ncu_report needs a real file
 
 from __future__ import annotations
 
+import importlib.util
 import lzma
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 DATA = Path(__file__).parent / "data"
+
+# Views turn only a ReportError into a one-line note under tests; any other exception (a renamed
+# or unregistered column, a bug) is re-raised so that a test fails (views/common.attempt).
+os.environ["NSIGHT_MAGIC_STRICT"] = "1"
 
 
 @pytest.fixture(scope="session")
@@ -42,9 +48,21 @@ def nsys_small_parquet() -> Path:
     return DATA / "nsys_small_pq"
 
 
+# torch is optional (the demo venv has none): tests whose child process imports it are marked
+# ``torch`` and skip without it; in-process uses call pytest.importorskip("torch").
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Fuzzing and the browser tests take minutes: marked ``slow`` here, in one place, so
-    ``make quick`` (``-m "not slow"``) leaves them out while ``make test`` runs everything."""
+    ``make quick`` (``-m "not slow"``) leaves them out while ``make test`` runs everything.
+    Under ``pytest -n`` (xdist, ``--dist loadgroup``) the browser tests share one worker, so
+    JupyterLab and Chromium start once."""
+    no_torch = pytest.mark.skip(reason="needs torch (make setup installs the CPU build)")
     for item in items:
         if item.path.name.startswith("test_fuzz_") or item.get_closest_marker("browser"):
             item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.xdist_group("browser"))
+        if item.get_closest_marker("torch") and not HAS_TORCH:
+            item.add_marker(no_torch)

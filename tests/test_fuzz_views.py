@@ -17,6 +17,7 @@ import copy
 import math
 import shutil
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from nsight_magic.errors import ReportError
 from nsight_magic.reports.ncu.report import NcuReport
 from nsight_magic.results import NcuRun, NsysRun
 from nsight_magic.results import base as results_base
+from nsight_magic.views.common import STRICT_ENV
 
 FUZZ = settings(
     derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck)
@@ -75,6 +77,16 @@ def show_everything(run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         assert "text/html" in run._repr_mimebundle_()
     assert run.to_html()
     assert run.widget() is not None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def as_users_see_it() -> Iterator[None]:
+    """Views as a user runs them: the strict mode every other test runs in (a non-ReportError
+    re-raised, views/common.attempt) is off here, since what is tested is that a damaged report
+    never makes a view raise."""
+    with pytest.MonkeyPatch.context() as m:
+        m.delenv(STRICT_ENV, raising=False)
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -137,6 +137,7 @@ def test_cell_state_functions_classes_future_import(tmp_path: Path) -> None:
     assert proc.stdout.strip() == "[0, 10, 20]" and status["status"] == "ok"
 
 
+@pytest.mark.torch
 def test_nsys_gate_without_gpu_is_recorded_as_none(tmp_path: Path) -> None:
     # torch is CPU-only here and no libcudart is installed: the gate must not crash.
     pytest.importorskip("torch")

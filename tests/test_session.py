@@ -283,6 +283,7 @@ def test_a_dead_notebook_leaves_no_worker(tmp_path: Path) -> None:
             notebook.kill()
 
 
+@pytest.mark.torch
 def test_nproc_runs_the_cell_on_every_rank_with_a_process_group(run, manager) -> None:
     """torchrun (CPU: gloo) runs the cell script on 2 ranks: each rank has its environment and
     the process group; a failure on one rank fails the cell and says which."""
@@ -303,6 +304,7 @@ def test_nproc_runs_the_cell_on_every_rank_with_a_process_group(run, manager) ->
         run("import os\nassert os.environ['RANK'] == '0', 'only rank 1 fails'\n", nproc=2)
 
 
+@pytest.mark.torch
 def test_nproc_timeout_stops_every_rank(run, manager) -> None:
     """--timeout on a torchrun cell: the error carries the process group's record, and no rank,
     launcher or profiler process is left (the GPU test checks the same under nsys)."""

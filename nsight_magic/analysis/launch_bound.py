@@ -31,6 +31,9 @@ LAUNCH_BOUND_COLUMNS = [
     "cpu_launches_per_ms",
     "gpu_kernels_per_ms",
 ]
+# medians and rates are floats (columns.py), also in an empty frame
+_FLOATS = {"busy_pct", "median_kernel_ns", "median_launch_interval_ns", "cpu_launches_per_ms",
+           "gpu_kernels_per_ms"}  # fmt: skip
 
 
 def launch_times(kernels: pd.DataFrame, cuda_api: pd.DataFrame) -> pd.DataFrame:
@@ -99,7 +102,8 @@ def launch_bound(kernels: pd.DataFrame, min_kernels: int = 8) -> pd.DataFrame:
     extra = ["report"] if "report" in kernels else []
     cols = [*extra, *LAUNCH_BOUND_COLUMNS]
     if not rows:
-        return pd.DataFrame({c: np.array([], dtype=np.int64) for c in cols})
+        return pd.DataFrame({c: np.array([], dtype=np.float64 if c in _FLOATS else np.int64)
+                             for c in cols})  # fmt: skip
     out = pd.DataFrame(rows)[cols]
     out = out.assign(_span=out["end_ns"] - out["start_ns"])
     out = out.sort_values(["_span", "start_ns"], ascending=[False, True], kind="stable")

@@ -83,7 +83,7 @@ class NcuFrames:
         launches = self.launches()
         config = launches[["launch", *[c for c in ("grid", "block") if c in launches]]]
         if "registers_per_thread" in launches:
-            config = config.assign(registers=launches["registers_per_thread"].astype(str))
+            config = config.assign(registers=launches["registers_per_thread"])
         points = points.merge(config, on="launch", how="left")
         return points, bounds.roofline_ceilings(roofline)
 

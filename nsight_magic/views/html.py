@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
 import pandas as pd
+
+from ..columns import Column, column
 
 Formatter = Callable[[Any], str]
 
@@ -131,32 +134,88 @@ def _formatted(formatter: Formatter, value: Any) -> str:
         return ""
 
 
+def fmt_times(value: Any) -> str:
+    """A ratio as a multiple ("1.250x")."""
+    v = as_float(value)
+    return "" if v is None else f"{v:.3f}x"
+
+
+# columns.Format -> formatter; "text" is not here: strings are shortened, their full text on hover.
+FORMATTERS: dict[str, Formatter] = {
+    "num": fmt_num,
+    "id": fmt_id,
+    "ns": fmt_ns,
+    "signed_ns": fmt_signed_ns,
+    "pct": fmt_pct,
+    "fraction": fmt_ratio,
+    "bytes": fmt_bytes,
+    "bytes_per_s": fmt_bandwidth,
+    "flops_per_s": fmt_flops,
+    "hz": fmt_hz,
+    "gb_per_s": fmt_gbps,
+    "times": fmt_times,
+}
+
+
+class MissingColumnError(KeyError):
+    """A table asked for a column its frame does not have (and did not call it optional)."""
+
+
+def table_columns(
+    frame: pd.DataFrame,
+    columns: Sequence[str] | Mapping[str, str] | None,
+    headers: Mapping[str, str] | None = None,
+    optional: Collection[str] = (),
+) -> dict[str, Column]:
+    """The registered ``Column`` of each shown column (``headers`` override its title), in
+    order. A name not in ``nsight_magic/columns.py`` raises ``UnknownColumnError``; one the
+    frame lacks raises ``MissingColumnError`` unless it is ``optional``: a renamed column fails
+    loudly instead of leaving the table silently."""
+    names = list(frame.columns) if columns is None else list(columns)
+    headers = {**(columns if isinstance(columns, Mapping) else {}), **(headers or {})}
+    shown: dict[str, Column] = {}
+    for name in names:
+        spec = column(name)
+        if name not in frame.columns:
+            if name in optional:
+                continue
+            raise MissingColumnError(f"the table needs column {name!r}; the frame has none")
+        shown[name] = replace(spec, title=headers[name]) if name in headers else spec
+    return shown
+
+
 def frame_html(
     frame: pd.DataFrame,
-    columns: Mapping[str, str] | Sequence[str] | None = None,
+    columns: Sequence[str] | Mapping[str, str] | None = None,
     formats: Mapping[str, Formatter] | None = None,
     max_rows: int = 20,
     name_width: int = 90,
     titles: Mapping[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
+    optional: Collection[str] = (),
 ) -> str:
-    """A table of the first ``max_rows`` rows. ``columns`` maps frame column -> header; long
-    strings are shortened with the full text in a ``title`` tooltip; ``titles`` maps a shown
-    column to the column whose text the tooltip shows instead (``{"short_name": "name"}``: the
-    short kernel name, the full one on hover)."""
-    if columns is None:
-        columns = list(frame.columns)
-    if not isinstance(columns, Mapping):
-        columns = {c: c for c in columns}
-    columns = {c: h for c, h in columns.items() if c in frame.columns}
-    formats = dict(formats or {})
+    """A table of the first ``max_rows`` rows of ``columns`` (all the frame's when None), with
+    the header and formatter each has in ``nsight_magic/columns.py``. ``headers`` (or
+    ``columns`` given as a mapping: column -> header) renames a column for this table only;
+    ``formats`` overrides a formatter. Strings are shortened with the full text in a ``title``
+    tooltip; ``titles`` maps a shown column to the column whose text the tooltip shows instead
+    (``{"short_name": "name"}``: the short kernel name, the full one on hover). See
+    ``table_columns`` for what raises."""
+    shown = table_columns(frame, columns, headers, optional)
+    formats = {
+        name: (formats or {}).get(name) or FORMATTERS[spec.format]
+        for name, spec in shown.items()
+        if spec.format != "text" or name in (formats or {})
+    }
     titles = {c: t for c, t in (titles or {}).items() if t in frame.columns}
     head = "".join(
-        f'<th style="{_CELL.format(align="left")}">{esc(h)}</th>' for h in columns.values()
+        f'<th style="{_CELL.format(align="left")}">{esc(spec.title)}</th>'
+        for spec in shown.values()
     )
     rows = []
     for _, row in frame.head(max_rows).iterrows():
         cells = []
-        for col in columns:
+        for col in shown:
             value = row[col]
             if col in formats:
                 text, align, title = _formatted(formats[col], value), "right", ""

@@ -25,59 +25,26 @@ from .live import PICK, LiveChart, picked
 from .protocols import NcuSource
 from .roofline_chart import roofline_chart
 
-LAUNCH_COLUMNS = {
-    "launch": "launch",
-    "short_name": "kernel",
-    "duration_ns": "duration",
-    "compute_sol_pct": "compute SOL",
-    "memory_sol_pct": "memory SOL",
-    "occupancy_pct": "occupancy",
-    "occupancy_source": "occupancy is",
-    "grid": "grid",
-    "block": "block",
-    "registers_per_thread": "regs",
-    "sm_clock_hz": "SM clock",
-    "nvtx": "NVTX",
-}
-LAUNCH_FORMATS = {
-    "duration_ns": html.fmt_ns,
-    "compute_sol_pct": html.fmt_pct,
-    "memory_sol_pct": html.fmt_pct,
-    "occupancy_pct": html.fmt_pct,
-    "sm_clock_hz": html.fmt_hz,
-}
-VERDICT_COLUMNS = {
-    "launch": "launch",
-    "short_name": "kernel",
-    "verdict": "bound",
-    "flops_per_s": "achieved",
-    "arithmetic_intensity": "FLOP/byte",
-    "pct_of_ceiling": "% of its ceiling",
-}
-VERDICT_FORMATS = {
-    "flops_per_s": html.fmt_flops,
-    "arithmetic_intensity": html.fmt_num,
-    "pct_of_ceiling": html.fmt_pct,
-}
+# Shown columns; headers and formats come from nsight_magic/columns.py.
+LAUNCH_COLUMNS = ("launch", "short_name", "duration_ns", "compute_sol_pct", "memory_sol_pct",
+                  "occupancy_pct", "occupancy_source", "grid", "block", "registers_per_thread",
+                  "sm_clock_hz", "nvtx")  # fmt: skip
+VERDICT_COLUMNS = ("launch", "short_name", "verdict", "flops_per_s", "arithmetic_intensity",
+                   "pct_of_ceiling")  # fmt: skip
+_MFU_NUMBERS = ("dtype", "time_ns", "time_source", "hfu", "mfu", "model_flops_source",
+                "peak_flops", "peak_source")  # fmt: skip
+# per kernel, per NVTX range (``NcuSource.mfu()``'s keys)
 MFU_COLUMNS = {
-    "short_name": "kernel",
-    "label": "NVTX range",
-    "coverage": "launches profiled",
-    "dtype": "dtype",
-    "time_ns": "time",
-    "time_source": "time from",
-    "hfu": "HFU (hardware FLOPs)",
-    "mfu": "MFU (model FLOPs)",
-    "model_flops_source": "model FLOPs from",
-    "peak_flops": "peak",
-    "peak_source": "peak source",
+    "kernels": ("short_name", *_MFU_NUMBERS),
+    "ranges": ("label", "coverage", *_MFU_NUMBERS),
 }
-MFU_FORMATS = {
-    "mfu": html.fmt_ratio,
-    "hfu": html.fmt_ratio,
-    "peak_flops": html.fmt_flops,
-    "time_ns": html.fmt_ns,
-}
+MFU_HEADERS = {"label": "NVTX range", "coverage": "launches profiled"}
+LAUNCH_HEADERS = {"occupancy_source": "occupancy is"}
+SECTION_COLUMNS = ("metric", "value", "unit")
+NO_SOL = (
+    "No speed of light: this report has no SpeedOfLight section (a --metrics run; "
+    "--set basic or larger measures it)."
+)
 NO_ROOFLINE = "No roofline: {}"
 NO_MFU = "No HFU/MFU: {}"
 NO_SOL = (
@@ -152,7 +119,11 @@ def launches_html(source: NcuSource, max_rows: int = 30) -> str:
         blank = len(launches) and (not sol or launches[sol].isna().all().all())
         note = html.note_html(NO_SOL) if blank else ""
         return note + html.frame_html(
-            launches, LAUNCH_COLUMNS, LAUNCH_FORMATS, max_rows, titles={"short_name": "demangled"}
+            launches,
+            LAUNCH_COLUMNS,
+            max_rows=max_rows,
+            headers=LAUNCH_HEADERS,
+            titles={"short_name": "demangled"},
         )
 
     return table_or_note(build)
@@ -161,9 +132,7 @@ def launches_html(source: NcuSource, max_rows: int = 30) -> str:
 def verdicts_html(source: NcuSource) -> str:
     def build() -> str:
         points, _ = source.roofline()
-        return html.frame_html(
-            points, VERDICT_COLUMNS, VERDICT_FORMATS, 50, titles={"short_name": "name"}
-        )
+        return html.frame_html(points, VERDICT_COLUMNS, max_rows=50, titles={"short_name": "name"})
 
     return table_or_note(build)
 
@@ -174,7 +143,11 @@ def mfu_html(source: NcuSource, key: str, max_rows: int = 20) -> str:
         if frame.empty:
             return ""
         return html.frame_html(
-            frame, MFU_COLUMNS, MFU_FORMATS, max_rows, titles={"short_name": "name"}
+            frame,
+            MFU_COLUMNS[key],
+            max_rows=max_rows,
+            titles={"short_name": "name"},
+            headers=MFU_HEADERS,
         )
 
     return table_or_note(build)
@@ -199,9 +172,8 @@ def sections_html(source: NcuSource, launch: int) -> str:
         sections = source.sections(launch)
         if not sections:
             return html.note_html("No sections in this launch.")
-        fmt = {"value": html.fmt_num}
         return "".join(
-            html.section_html(name, html.frame_html(frame, ["metric", "value", "unit"], fmt, 200))
+            html.section_html(name, html.frame_html(frame, SECTION_COLUMNS, max_rows=200))
             for name, frame in sections.items()
         )
 

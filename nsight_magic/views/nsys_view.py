@@ -37,76 +37,22 @@ MIN_GAP_NS = 10_000  # idle stretches shorter than 10 us are launch latency, not
 # Idle tab computes it when first opened.
 IDLE_STATIC_MAX_KERNELS = 50_000
 
-KERNEL_COLUMNS = {
-    "short_name": "kernel",
-    "instances": "instances",
-    "total_ns": "total",
-    "avg_ns": "avg",
-    "med_ns": "median",
-    "min_ns": "min",
-    "max_ns": "max",
-    "time_pct": "time %",
-}
-GRAPH_NODE_COLUMN = {"graph_node_instances": "as CUDA graph node"}
-GRAPH_COLUMNS = {
-    "name": "graph launch",
-    "launches": "launches",
-    "total_ns": "total",
-    "avg_ns": "avg",
-    "min_ns": "min",
-    "max_ns": "max",
-    "time_pct": "time %",
-}
-PROCESS_COLUMNS = {
-    "rank": "rank",
-    "pid": "pid",
-    "name": "process",
-    "kernels": "kernels",
-    "graph_launches": "graph launches",
-    "memcpy_count": "copies",
-    "memcpy_bytes": "copied",
-    "gpu_time_ns": "GPU time",
-    "gpu_time_pct": "GPU time %",
-    "devices": "GPUs",
-}
-PROCESS_FORMATS = {
-    "rank": html.fmt_id,
-    "pid": html.fmt_id,
-    "memcpy_bytes": html.fmt_bytes,
-    "gpu_time_ns": html.fmt_ns,
-    "gpu_time_pct": html.fmt_pct,
-}
-KERNEL_FORMATS = {
-    "total_ns": html.fmt_ns,
-    "avg_ns": html.fmt_ns,
-    "med_ns": html.fmt_ns,
-    "min_ns": html.fmt_ns,
-    "max_ns": html.fmt_ns,
-    "time_pct": html.fmt_pct,
-}
-NVTX_COLUMNS = {
-    "label": "range",
-    "style": "style",
-    "instances": "instances",
-    "proj_total_ns": "GPU time",
-    "range_total_ns": "CPU range time",
-    "gpu_ops": "GPU ops",
-}
-NVTX_FORMATS = {"proj_total_ns": html.fmt_ns, "range_total_ns": html.fmt_ns}
-MEMORY_COLUMNS = {
-    "kind": "kind",
-    "count": "copies",
-    "bytes": "bytes",
-    "total_ns": "time",
-    "bandwidth_gbps": "GB/s",
-}
-MEMORY_FORMATS = {"bytes": html.fmt_bytes, "total_ns": html.fmt_ns, "bandwidth_gbps": html.fmt_gbps}
-GAP_COLUMNS = {
-    "stream_id": "stream",
-    "duration_ns": "idle",
-    "before_short": "after kernel/copy",
-    "after_short": "before kernel/copy",
-}
+# Shown columns; headers and formats come from nsight_magic/columns.py (``*_HEADERS`` rename a
+# column for one table only).
+KERNEL_COLUMNS = ("short_name", "instances", "total_ns", "avg_ns", "med_ns", "min_ns", "max_ns",
+                  "time_pct")  # fmt: skip
+GRAPH_NODE_COLUMN = "graph_node_instances"
+GRAPH_COLUMNS = ("name", "launches", "total_ns", "avg_ns", "min_ns", "max_ns", "time_pct")
+GRAPH_HEADERS = {"name": "graph launch"}
+PROCESS_COLUMNS = ("rank", "pid", "name", "kernels", "graph_launches", "memcpy_count",
+                   "memcpy_bytes", "gpu_time_ns", "gpu_time_pct", "devices")  # fmt: skip
+PROCESS_HEADERS = {"name": "process"}
+PROCESS_OPTIONAL = ("rank",)  # a multi-rank run only
+NVTX_COLUMNS = ("label", "style", "instances", "proj_total_ns", "range_total_ns", "gpu_ops")
+MEMORY_COLUMNS = ("kind", "count", "bytes", "total_ns", "bandwidth_gbps")
+MEMORY_HEADERS = {"count": "copies", "total_ns": "time"}
+GAP_COLUMNS = ("stream_id", "duration_ns", "before_short", "after_short")
+GAP_HEADERS = {"duration_ns": "idle"}
 GAP_TITLES = {"before_short": "before", "after_short": "after"}
 
 
@@ -163,7 +109,9 @@ def graphs_html(source: NsysSource, max_rows: int = TOP_N) -> str:
         table = source.graph_table()
         if table.empty:
             return ""
-        return graph_note(source) + html.frame_html(table, GRAPH_COLUMNS, KERNEL_FORMATS, max_rows)
+        return graph_note(source) + html.frame_html(
+            table, GRAPH_COLUMNS, max_rows=max_rows, headers=GRAPH_HEADERS
+        )
 
     return table_or_note(build)
 
@@ -176,20 +124,24 @@ def kernels_html(source: NsysSource, max_rows: int = TOP_N) -> str:
         table = source.kernel_table()
         if table.empty:  # nsys leaves the kernel table out of a capture without kernels
             return html.note_html(NO_KERNELS) + memory_html(source)
-        columns = dict(KERNEL_COLUMNS)
-        nodes = table.get("graph_node_instances")
+        columns: tuple[str, ...] = KERNEL_COLUMNS
+        nodes = table.get(GRAPH_NODE_COLUMN)
         if nodes is not None and (nodes.fillna(0) > 0).any():
-            columns.update(GRAPH_NODE_COLUMN)  # the marker of kernels run as graph nodes
-        return html.frame_html(
-            table, columns, KERNEL_FORMATS, max_rows, titles={"short_name": "name"}
-        )
+            columns += (GRAPH_NODE_COLUMN,)  # the marker of kernels run as graph nodes
+        return html.frame_html(table, columns, max_rows=max_rows, titles={"short_name": "name"})
 
     return table_or_note(build) + graphs_html(source)
 
 
 def processes_html(source: NsysSource) -> str:
     return table_or_note(
-        lambda: html.frame_html(source.process_table(), PROCESS_COLUMNS, PROCESS_FORMATS, 50)
+        lambda: html.frame_html(
+            source.process_table(),
+            PROCESS_COLUMNS,
+            max_rows=50,
+            headers=PROCESS_HEADERS,
+            optional=PROCESS_OPTIONAL,
+        )
     )
 
 
@@ -204,7 +156,7 @@ def nvtx_html(source: NsysSource, max_rows: int = 25) -> str:
         note = html.note_html(NVTX_NOTE) if has_ops(source) else ""
         if frame.empty:
             return note + html.note_html("No NVTX ranges with GPU work.")
-        return note + html.frame_html(frame, NVTX_COLUMNS, NVTX_FORMATS, max_rows=max_rows)
+        return note + html.frame_html(frame, NVTX_COLUMNS, max_rows=max_rows)
 
     return table_or_note(build)
 
@@ -214,7 +166,7 @@ def memory_html(source: NsysSource) -> str:
         copies = source.copies()
         if copies.empty:
             return html.note_html("No memory copies captured.")
-        return html.frame_html(copies, MEMORY_COLUMNS, MEMORY_FORMATS)
+        return html.frame_html(copies, MEMORY_COLUMNS, headers=MEMORY_HEADERS)
 
     return table_or_note(build)
 
@@ -235,7 +187,7 @@ def gaps_html(source: NsysSource, max_rows: int = 10) -> str:
             return head
         top = gaps.sort_values("duration_ns", ascending=False)
         return head + html.frame_html(
-            top, GAP_COLUMNS, {"duration_ns": html.fmt_ns}, max_rows, titles=GAP_TITLES
+            top, GAP_COLUMNS, max_rows=max_rows, titles=GAP_TITLES, headers=GAP_HEADERS
         )
 
     return table_or_note(build)

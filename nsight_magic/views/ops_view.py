@@ -17,22 +17,10 @@ from .common import chart_html, chart_widget, table_or_note
 from .protocols import NsysSource
 
 TOP_N = 15
-OP_COLUMNS = {
-    "op": "op",
-    "shapes": "shapes",
-    "calls": "calls",
-    "kernels": "kernels",
-    "gpu_time_ns": "GPU time",
-    "kernel_time_ns": "own kernel time",
-    "model_flops": "model FLOPs",
-    "mfu": "MFU",
-}
-OP_FORMATS = {
-    "gpu_time_ns": html.fmt_ns,
-    "kernel_time_ns": html.fmt_ns,
-    "model_flops": html.fmt_num,
-    "mfu": html.fmt_ratio,
-}
+# Shown columns; headers and formats come from nsight_magic/columns.py.
+OP_COLUMNS = ("op", "shapes", "calls", "kernels", "gpu_time_ns", "kernel_time_ns", "model_flops",
+              "mfu")  # fmt: skip
+OP_HEADERS = {"mfu": "MFU"}
 NVTX_NOTE = "PyTorch op ranges (one per op call) are in the Ops tab, not in this table."
 ABOUT = (
     "GPU time is nsys's projection of each op call (it includes its callees': aten::linear"
@@ -58,7 +46,9 @@ def ops_html(source: NsysSource, max_rows: int = 25) -> str:
         ops = source.op_table()
         if ops.empty:
             return html.note_html("No PyTorch op ranges (nsys --pytorch=autograd-shapes-nvtx).")
-        table = html.frame_html(ops, OP_COLUMNS, OP_FORMATS, max_rows, name_width=SHAPES_WIDTH)
+        table = html.frame_html(
+            ops, OP_COLUMNS, max_rows=max_rows, name_width=SHAPES_WIDTH, headers=OP_HEADERS
+        )
         return html.note_html(ABOUT) + peaks_html(ops) + table
 
     return table_or_note(build)

@@ -20,63 +20,19 @@ TOP_KERNELS = 5  # per rank
 TOP_SKEW = 10
 TOP_NCCL_KERNELS = 10
 
-BUSY_COLUMNS = {"rank": "rank", "pid": "pid", "busy_pct": "GPU busy"}
-KERNEL_COLUMNS = {
-    "rank": "rank",
-    "short_name": "kernel",
-    "instances": "instances",
-    "total_ns": "total",
-    "avg_ns": "avg",
-    "time_pct": "% of the rank's time",
-}
-COLLECTIVE_COLUMNS = {
-    "rank": "rank",
-    "kind": "collective",
-    "instances": "calls",
-    "total_ns": "total",
-    "avg_ns": "avg",
-    "max_ns": "max",
-    "bytes": "bytes",
-    "wait_ns": "waiting for others",
-    "times_last": "times last",
-}
-NCCL_KERNEL_COLUMNS = {
-    "rank": "rank",
-    "kind": "collective",
-    "instance": "#",
-    "duration_ns": "duration",
-    "bytes": "bytes",
-    "dtype": "dtype",
-    "algorithm": "algorithm",
-    "protocol": "protocol",
-    "stream_id": "stream",
-}
-SKEW_COLUMNS = {
-    "kind": "collective",
-    "instance": "#",
-    "ranks": "ranks",
-    "bytes": "bytes",
-    "first_rank": "first in",
-    "last_rank": "last in",
-    "skew_ns": "skew",
-    "end_spread_ns": "end spread",
-}
-FORMATS = {
-    "rank": html.fmt_id,
-    "pid": html.fmt_id,
-    "first_rank": html.fmt_id,
-    "last_rank": html.fmt_id,
-    "busy_pct": html.fmt_pct,
-    "total_ns": html.fmt_ns,
-    "avg_ns": html.fmt_ns,
-    "max_ns": html.fmt_ns,
-    "time_pct": html.fmt_pct,
-    "bytes": html.fmt_bytes,
-    "wait_ns": html.fmt_ns,
-    "duration_ns": html.fmt_ns,
-    "skew_ns": html.fmt_ns,
-    "end_spread_ns": html.fmt_ns,
-}
+# Shown columns (header overrides after each); headers and formats come from
+# nsight_magic/columns.py.
+BUSY_COLUMNS = ("rank", "pid", "busy_pct")
+KERNEL_COLUMNS = ("rank", "short_name", "instances", "total_ns", "avg_ns", "time_pct")
+KERNEL_HEADERS = {"time_pct": "% of the rank's time"}
+COLLECTIVE_COLUMNS = ("rank", "kind", "instances", "total_ns", "avg_ns", "max_ns", "bytes",
+                      "wait_ns", "times_last")  # fmt: skip
+COLLECTIVE_HEADERS = {"kind": "collective", "instances": "calls"}
+NCCL_KERNEL_COLUMNS = ("rank", "kind", "instance", "duration_ns", "bytes", "dtype", "algorithm",
+                       "protocol", "stream_id")  # fmt: skip
+SKEW_COLUMNS = ("kind", "instance", "ranks", "bytes", "first_rank", "last_rank", "skew_ns",
+                "end_spread_ns")  # fmt: skip
+KIND_HEADERS = {"kind": "collective"}
 
 
 def summary_html(ranks: RankSource) -> str:
@@ -98,12 +54,20 @@ def summary_html(ranks: RankSource) -> str:
     )
 
 
-def _table(build: Any, columns: dict[str, str], empty: str, max_rows: int = 30) -> str:
+def _table(
+    build: Any,
+    columns: tuple[str, ...],
+    empty: str,
+    max_rows: int = 30,
+    headers: dict[str, str] | None = None,
+) -> str:
     def render() -> str:
         frame = build()
         if frame.empty:
             return html.note_html(empty)
-        return html.frame_html(frame, columns, FORMATS, max_rows, titles={"short_name": "name"})
+        return html.frame_html(
+            frame, columns, max_rows=max_rows, titles={"short_name": "name"}, headers=headers
+        )
 
     return table_or_note(render)
 
@@ -130,7 +94,12 @@ def tables_html(ranks: RankSource) -> str:
             ),
             html.section_html(
                 "NCCL collectives per rank",
-                _table(ranks.collectives, COLLECTIVE_COLUMNS, "No NCCL kernels in this run."),
+                _table(
+                    ranks.collectives,
+                    COLLECTIVE_COLUMNS,
+                    "No NCCL kernels in this run.",
+                    headers=COLLECTIVE_HEADERS,
+                ),
             ),
             html.section_html(
                 f"Rank skew: the {TOP_SKEW} largest (last into a collective = straggler)",
@@ -138,6 +107,7 @@ def tables_html(ranks: RankSource) -> str:
                     lambda: _largest_skews(ranks.skew()),
                     SKEW_COLUMNS,
                     "No collective seen on two or more ranks.",
+                    headers=KIND_HEADERS,
                 ),
             ),
             html.section_html(
@@ -146,6 +116,7 @@ def tables_html(ranks: RankSource) -> str:
                     lambda: _longest(ranks.collective_kernels()),
                     NCCL_KERNEL_COLUMNS,
                     "No NCCL kernels in this run.",
+                    headers=KIND_HEADERS,
                 ),
             ),
             html.section_html(
@@ -155,6 +126,7 @@ def tables_html(ranks: RankSource) -> str:
                     KERNEL_COLUMNS,
                     "No kernels.",
                     max_rows=200,
+                    headers=KERNEL_HEADERS,
                 ),
             ),
         ]

@@ -248,7 +248,7 @@ def run_all(
             arg=n_code,
             timeout=RUN_ALL_TIMEOUT_S * 1000,
         )
-        expect(status).to_contain_text("Idle")
+        expect(status).to_contain_text("Idle", timeout=60_000)  # a loaded 2-core box: slow
         tracebacks = page.locator(
             ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']"
         )
