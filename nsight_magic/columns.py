@@ -102,11 +102,13 @@ _DERIVED = [
     "proj_min_ns", "proj_max_ns",
     "proj_start_ns", "proj_end_ns", "proj_duration_ns", "range_total_ns", "gpu_time_ns",
     "kernel_time_ns", "cpu_time_ns", "graph_time_ns", "memcpy_time_ns", "memset_time_ns",
-    "wait_ns", "skew_ns", "span_ns", "gpu_busy_ns", "cuda_api_ns", "cuda_sync_ns", "host_ns", "os_wait_ns", "end_spread_ns", "first_start_ns", "last_start_ns", "last_end_ns",
+    "wait_ns", "skew_ns", "span_ns", "gpu_busy_ns", "cuda_api_ns", "cuda_sync_ns", "host_ns",
+    "os_wait_ns", "end_spread_ns", "first_start_ns", "last_start_ns", "last_end_ns",
     *_FLOAT_NS,
     # percents
     "time_pct", "busy_pct", "gpu_time_pct", "compute_sol_pct", "memory_sol_pct",
-    "achieved_occupancy_pct", "theoretical_occupancy_pct", "occupancy_pct", "speedup_pct", "bound_pct",
+    "achieved_occupancy_pct", "theoretical_occupancy_pct", "occupancy_pct", "speedup_pct",
+    "bound_pct",
     # bytes and rates
     "total_bytes", "min_bytes", "max_bytes", "memcpy_bytes", "static_smem_bytes",
     "dynamic_smem_bytes", "shared_mem_bytes", "dram_bytes_per_s", "peak_dram_bytes_per_s",
