@@ -2,10 +2,10 @@
 session, display. Everything they do is callable from Python (``nsight_magic.session``).
 
 Configurable (``%config NsightMagic.<name> = …``): ``nsys_path``, ``ncu_path``, ``runs_dir``,
-``auto_vars``, ``auto_vars_max_bytes``. Bad flags raise UsageError (one line); a profile that
-fails raises its typed error, shown as one line (IPython's ``_render_traceback_``), so the cell
-fails and Run All stops, while the partial result is shown and kept in ``-o VAR`` and
-``nsight_magic.last_run()``.
+``auto_vars``, ``auto_vars_max_bytes``, ``replay``. Bad flags raise UsageError (one line); a
+profile that fails raises its typed error, shown as one line (IPython's
+``_render_traceback_``), so the cell fails and Run All stops, while the partial result is
+shown and kept in ``-o VAR`` and ``nsight_magic.last_run()``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.text import dedent
-from traitlets import Bool, Int, Unicode
+from traitlets import Bool, Enum, Int, Unicode
 
 from . import tools
 from .errors import NsightMagicError
@@ -134,6 +134,12 @@ class NsightMagic(Magics):
     auto_vars_max_bytes = Int(
         DEFAULT_AUTO_MAX_BYTES, help="Largest variable sent automatically (bytes)."
     ).tag(config=True)
+    replay = Enum(
+        ["needed", "all"],
+        "needed",
+        help="What a new worker replays of the profiled cells it has not run: 'needed' (the "
+        "cells whose effects the cell reads; setup cells always) or 'all'.",
+    ).tag(config=True)
 
     # --- parsing ------------------------------------------------------------------------------
     def _parse(self, magic: Any, line: str) -> tuple[Any, list[str]]:
@@ -154,6 +160,7 @@ class NsightMagic(Magics):
             args.vars = tuple(parse_names(args.vars))
         except NsightMagicError as exc:
             raise UsageError(str(exc)) from None
+        MANAGER.replay_all = self.replay == "all"
         tools.set_configured_path("nsys", self.nsys_path or None)
         tools.set_configured_path("ncu", self.ncu_path or None)
         return args, extra

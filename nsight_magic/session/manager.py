@@ -71,6 +71,8 @@ class SessionManager:
         self._nsys_runs: dict[str, weakref.ref[Any]] = {}  # cell text -> its last nsys run
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
+        # replay every cell a new worker has not run, not only those the cell needs (replay.py)
+        self.replay_all = False
 
     # --- setup cells ------------------------------------------------------------------------
     def record_setup(self, source: str, name: str, cell: PreparedCell) -> None:
@@ -83,18 +85,20 @@ class SessionManager:
         return self.setup.clear()
 
     # --- workers ----------------------------------------------------------------------------
-    def _session(self, backend: Backend, ctx: RunContext) -> WarmSession:
-        """The live worker for this tool and launch options, started when there is none."""
+    def _session(self, backend: Backend, ctx: RunContext, replace: str = "") -> WarmSession:
+        """The live worker for this tool and launch options, started when there is none (or
+        ``replace`` says why the current one cannot serve)."""
         key = backend.launch_key(ctx.request)
         with self._lock:
             current = self._sessions.get(backend.tool)
-            if current is not None and current.key == key and current.alive():
+            if current is not None and current.key == key and current.alive() and not replace:
                 return current
             if current is not None:
                 why = (
                     "its launch options changed" if current.alive() else "it was no longer running"
                 )
-                ctx.lines.note(f"starting a new {backend.tool} worker ({why}).")
+                if not replace:
+                    ctx.lines.note(f"starting a new {backend.tool} worker ({why}).")
                 current.worker.stop()
                 del self._sessions[backend.tool]
             state = WarmState(name=f"nsight-magic-{os.getpid()}-{next(self._ids)}")
@@ -192,7 +196,8 @@ class SessionManager:
         if request.fresh or script is not None or request.nproc > 1:  # ranks: torchrun each time
             executor = FreshExecutor(self.setup.prepared() if script is None else (), script)
         else:
-            executor = WarmExecutor(lambda ctx: self._session(backend, ctx), self.history, before)
+            executor = WarmExecutor(lambda ctx, replace: self._session(backend, ctx, replace),
+                                    self.history, before, replay_all=self.replay_all)  # fmt: skip
         run = profile_cell(request, backend, executor, make_result, notebook=notebook,
                            callbacks=callbacks, run_dir=run_dir, meta=meta)  # fmt: skip
         if backend.tool == "nsys" and hasattr(run, "nvtx"):  # its ranges answer %%ncu --nvtx

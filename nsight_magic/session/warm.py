@@ -1,9 +1,10 @@
 """Warm runs: the cell in a long-lived worker that keeps its namespace between cells.
 
 For one cell the worker is asked, in order: load the run's script; replay the history entries it
-has not run (setup cells, cells that ran in the other worker); take the shipped variables and
-warm up; then, with the capture begun (``nsys start`` / ``ncu --mode attach``), run the gated
-cell. Each step is a request the notebook can interrupt (see ``worker_process``).
+has not run that the cell needs (setup cells, cells whose effects it reads: ``replay.py``);
+take the shipped variables and warm up; then, with the capture begun (``nsys start`` /
+``ncu --mode attach``), run the gated cell. Each step is a request the notebook can
+interrupt (see ``worker_process``).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from ..errors import WorkerDiedError
 from ..script import build_script
 from ..tools import ToolName
 from .backends import WarmState
-from .history import History, HistoryEntry
+from .history import History
 from .pipeline import Outcome, RunContext
+from .replay import ReplayPlan, plan_replay
 from .variables import plan_shipping, write_vars
 from .worker_process import Reply, WorkerProcess
 
@@ -40,6 +42,7 @@ class WarmSession:
     names: frozenset[str] = frozenset()
     cells: int = 0
     broken: str = ""  # why the worker cannot be used again (a sticky CUDA error)
+    notes: list[str] = field(default_factory=list)  # for the user, from background work
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     def alive(self) -> bool:
@@ -48,21 +51,26 @@ class WarmSession:
 
 class WarmExecutor:
     """Run a cell in the session ``get_session`` gives (it starts a worker when none is alive:
-    only once the cell parsed and the run folder exists). ``before``: replay only history
-    entries older than this id (a re-run of an earlier cell, e.g. the picker's)."""
+    only once the cell parsed and the run folder exists; given a reason, it replaces the
+    worker). ``before``: replay only history entries older than this id (a re-run of an
+    earlier cell, e.g. the picker's); ``replay_all``: every entry the worker has not run, not
+    only those the cell needs (``replay.py``)."""
 
     mode = "warm"
 
     def __init__(
         self,
-        get_session: Callable[[RunContext], WarmSession],
+        get_session: Callable[[RunContext, str], WarmSession],
         history: History,
         before: int | None = None,
+        *,
+        replay_all: bool = False,
     ) -> None:
         self.get_session = get_session
         self.history = history
         self.before = before
-        self.pending: list[HistoryEntry] = []
+        self.replay_all = replay_all
+        self.plan = ReplayPlan()
         self.session: WarmSession | None = None
 
     def _ask(self, ctx: RunContext, message: dict[str, Any]) -> Reply:
@@ -85,13 +93,21 @@ class WarmExecutor:
         request, run_dir = ctx.request, ctx.run_dir
         ctx.lines.log = run_dir / "profiler.log"
         t0 = time.perf_counter()
-        s = self.session = self.get_session(ctx)
+        s = self.session = self.get_session(ctx, "")
+        with s.lock:
+            self.plan = self._plan(ctx, s)
+        if self.plan.conflict:  # rare: a skipped cell is needed after later ones ran here
+            ctx.lines.note(f"starting a new {s.tool} worker: {self.plan.conflict}.")
+            s = self.session = self.get_session(ctx, self.plan.conflict)
         ctx.meta["timings"]["worker_start_s"] = time.perf_counter() - t0
         with s.lock:
-            self.pending = self.history.pending(s.executed, before=self.before, setup=request.setup)
-            ran_before = [e for e in self.history.entries() if e.id in s.executed]
-            # the script alone reproduces this state: what the worker had run, then the cell
-            replay = [e.payload() for e in ran_before + self.pending]
+            self.plan = self._plan(ctx, s)
+            for note in s.notes:  # what happened in the background (prewarm) since
+                ctx.lines.note(note)
+            s.notes.clear()
+            ran = {*s.executed, *(e.id for e in self.plan.run)}
+            # the script alone reproduces this state: what the worker has run, then the cell
+            replay = [e.payload() for e in self.history.entries() if e.id in ran]
             script = build_script(
                 ctx.cell, history=replay, warmup=request.warmup, gate=ctx.backend.gate
             )
@@ -109,26 +125,32 @@ class WarmExecutor:
             except WorkerDiedError as died:
                 return Outcome(runs.read_cell_status(run_dir), died=died)
 
+    def _plan(self, ctx: RunContext, s: WarmSession) -> ReplayPlan:
+        return plan_replay(self.history.entries(), s.executed, ctx.cell.names_read,
+                           before=self.before, setup=ctx.request.setup,
+                           everything=self.replay_all)  # fmt: skip
+
     def _run(self, ctx: RunContext) -> Outcome:
         s, run_dir = self.session, ctx.run_dir
         assert s is not None
         reply = self._ask(ctx, {"op": "load", "script": str(run_dir / "script.py")})
         if reply.stopped or not reply.data.get("ok"):
             return self._not_run(ctx, reply, "load")
-        if self.pending:
-            ctx.lines.phase(
-                "replaying", f"{len(self.pending)} earlier cell(s) in the {s.tool} worker"
-            )
-            payload = [e.payload() for e in self.pending]
+        plan = self.plan
+        if plan.run:
+            ctx.lines.phase("replaying", plan.describe(s.tool))
+            payload = [e.payload() for e in plan.run]
             reply = self._ask(ctx, {"op": "history", "entries": payload})
             if reply.stopped or not reply.data.get("ok"):
                 return self._not_run(ctx, reply, "setup")
-            s.executed += [e.id for e in self.pending]
+            s.executed += [e.id for e in plan.run]
             s.names = frozenset(reply.data.get("names", ()))
             for error in reply.data.get("errors", []):
                 ctx.lines.note(f"replaying {error['name']!r} in the {s.tool} worker raised "
                                f"{error['exc_type']}: {error['exc_message']}")  # fmt: skip
-            ctx.meta["replayed"] = [e.name for e in self.pending]
+            ctx.meta["replayed"] = [e.name for e in plan.run]
+        if plan.skipped:  # not needed by this cell: they stay pending for later cells
+            ctx.meta["replay_skipped"] = [e.name for e in plan.skipped]
         self._ship(ctx)
         ctx.lines.phase("running")
         reply = self._ask(ctx, {"op": "prepare"})
