@@ -10,6 +10,7 @@ shown and kept in ``-o VAR`` and ``nsight_magic.last_run()``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import textwrap
@@ -259,7 +260,10 @@ class NsightMagic(Magics):
             pytorch=_PYTORCH[args.pytorch],  # type: ignore[arg-type]
             extra_args=tuple(extra),
         )
-        request = self._request(args, cell)
+        # fresh runs ask nsys (--pytorch); a warm worker turns emit_nvtx on for the cell itself
+        request = dataclasses.replace(
+            self._request(args, cell), torch_nvtx="" if args.pytorch == "off" else args.pytorch
+        )
         return self._deliver(
             args,
             lambda: MANAGER.profile(

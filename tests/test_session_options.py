@@ -1,0 +1,83 @@
+"""Per-cell options in a warm worker, for real on the CPU (the worker without a profiler):
+``--pytorch ops|shapes`` turns PyTorch's emit_nvtx on around the captured cell in the same
+worker (no relaunch), and the nsys launch argv and key no longer depend on it."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from session_support import BareBackend
+
+from nsight_magic.profilers.nsys import NsysOptions
+from nsight_magic.script import prepare_cell
+from nsight_magic.session.backends import NsysBackend
+from nsight_magic.session.history import SetupRegistry
+from nsight_magic.session.manager import SessionManager
+from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+
+pytest.importorskip("torch")
+
+# emit_nvtx needs a CUDA build; on this CPU-only machine the worker's emit_nvtx is replaced by
+# a recorder that says when the cell ran inside it and with which record_shapes
+RECORD_EMIT_NVTX = """
+import torch.autograd.profiler as _profiler
+emit_calls = []
+
+class _Recorder:
+    def __init__(self, enabled=True, record_shapes=False):
+        self.record_shapes = record_shapes
+    def __enter__(self):
+        emit_calls.append(("enter", self.record_shapes))
+    def __exit__(self, *exc):
+        emit_calls.append(("exit", self.record_shapes))
+
+_profiler.emit_nvtx = _Recorder
+"""
+
+
+@pytest.fixture
+def manager():
+    m = SessionManager(setup=SetupRegistry())
+    yield m
+    m.stop()
+
+
+def _run(manager: SessionManager, tmp_path: Path, cell: str, **kw):
+    out: list[str] = []
+    request = CellRequest(cell=textwrap.dedent(cell), runs_root=tmp_path / "runs",
+                          cwd=str(tmp_path), **kw)  # fmt: skip
+    result = manager.profile(request, BareBackend(), notebook=Notebook(),
+                             callbacks=RunCallbacks(output=out.append))  # fmt: skip
+    return result, out
+
+
+def test_pytorch_op_ranges_are_turned_on_per_cell_in_the_same_worker(manager, tmp_path) -> None:
+    manager.record_setup(RECORD_EMIT_NVTX, "recorder", prepare_cell(RECORD_EMIT_NVTX))
+    cell = "print('inside', emit_calls[-1])"
+    first, out = _run(manager, tmp_path, cell, torch_nvtx="shapes")
+    assert out[-1] == "inside ('enter', True)"
+    pid = first.meta["worker"]["pid"]
+    second, out = _run(manager, tmp_path, "print(emit_calls)")
+    # the shapes cell's ranges were closed after it; the default cell ran without them
+    assert out[-1] == "[('enter', True), ('exit', True)]"
+    third, out = _run(manager, tmp_path, cell, torch_nvtx="ops")
+    assert out[-1] == "inside ('enter', False)"
+    assert second.meta["worker"]["pid"] == third.meta["worker"]["pid"] == pid
+    assert "emit_nvtx(record_shapes=TORCH_NVTX == " in (third.run_dir / "script.py").read_text()
+
+
+def test_the_nsys_worker_is_launched_without_pytorch_ranges() -> None:
+    plain = NsysBackend(NsysOptions())
+    shapes = NsysBackend(NsysOptions(pytorch="autograd-shapes-nvtx"))
+    request = CellRequest(cell="x = 1")
+    assert plain.launch_key(request) == shapes.launch_key(request)
+    assert not any("--pytorch" in a for a in shapes.launch_options().collect_args())
+    # a fresh run still asks nsys for them
+    assert "--pytorch=autograd-shapes-nvtx" in shapes.options.collect_args()
+
+
+def test_an_unknown_torch_nvtx_mode_is_refused() -> None:
+    with pytest.raises(ValueError, match="torch_nvtx"):
+        CellRequest(cell="x = 1", torch_nvtx="stack")
