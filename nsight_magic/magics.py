@@ -61,8 +61,8 @@ def _common(func: Any) -> Any:
                      help="Notebook variables to send whatever their size (torch tensors and "
                      "modules keep dtype and device)."),
             argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                     help="Environment variable for the profiled process (repeatable; a "
-                     "change starts a new worker)."),
+                     help="Environment variable for the profiled process (repeatable; other "
+                     "values get a worker of their own)."),
             argument("--python", default=None, help="Python interpreter to run the cell with."),
             argument("--timeout", type=float, default=None, metavar="SECONDS",
                      help="Stop the cell (and, if it does not stop, its worker) after this."),

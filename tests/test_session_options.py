@@ -1,6 +1,7 @@
 """Per-cell options in a warm worker, for real on the CPU (the worker without a profiler):
 ``--pytorch ops|shapes`` turns PyTorch's emit_nvtx on around the captured cell in the same
-worker (no relaunch), and the nsys launch argv and key no longer depend on it."""
+worker (no relaunch), and the nsys launch argv and key no longer depend on it; a cell with
+other launch options keeps a second worker beside the first (LRU of 2, within GPU memory)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from processes import alive
 from session_support import BareBackend
 
 from nsight_magic.profilers.nsys import NsysOptions
 from nsight_magic.script import prepare_cell
+from nsight_magic.session import gpu_memory
 from nsight_magic.session.backends import NsysBackend
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
@@ -81,3 +84,33 @@ def test_the_nsys_worker_is_launched_without_pytorch_ranges() -> None:
 def test_an_unknown_torch_nvtx_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="torch_nvtx"):
         CellRequest(cell="x = 1", torch_nvtx="stack")
+
+
+def _pid_of(result) -> int:
+    return result.meta["worker"]["pid"]
+
+
+def test_other_launch_options_keep_a_second_worker_least_recently_used_out(
+    manager, tmp_path
+) -> None:
+    cell = "import os\nprint(os.environ['NSM_TEST'])"
+    a, _ = _run(manager, tmp_path, cell, env={"NSM_TEST": "a"})
+    b, out = _run(manager, tmp_path, cell, env={"NSM_TEST": "b"})
+    assert "starting a second nsys worker" in out[0] and _pid_of(b) != _pid_of(a)
+    a2, out = _run(manager, tmp_path, cell, env={"NSM_TEST": "a"})
+    assert out == ["a"] and _pid_of(a2) == _pid_of(a)  # no restart: it was kept
+    c, _ = _run(manager, tmp_path, cell, env={"NSM_TEST": "c"})
+    # "b" was used least recently: it made room for "c"
+    assert {s.pid for s in manager.status()} == {_pid_of(a), _pid_of(c)}
+    assert not alive(_pid_of(b))
+    assert manager.stop() == ["nsys"] and not alive(_pid_of(a)) and not alive(_pid_of(c))
+
+
+def test_the_second_worker_rule_reads_nvidia_smi() -> None:
+    apps = "101, GPU-a, 30000\n101, GPU-b, 500\n202, GPU-a, 1000\n"
+    memory = gpu_memory.parse(apps, "GPU-a, 35000\nGPU-b, 79000\n")
+    assert memory.mib_by_pid() == {101: 30500.0, 202: 1000.0}
+    room, why = memory.room_for_copy_of(101)  # 1.2 x 30000 + 1024 > 35000 free on GPU-a
+    assert not room and "35,000 MiB free" in why and "37,024" in why
+    assert memory.room_for_copy_of(202) == (True, "")
+    assert gpu_memory.GpuMemory().room_for_copy_of(101) == (True, "")  # no nvidia-smi

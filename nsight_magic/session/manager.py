@@ -29,6 +29,7 @@ from ..nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
 from ..profilers import ncu as ncu_argv
 from ..profilers.nsys import session_argv
 from ..script import PreparedCell
+from . import gpu_memory
 from .backends import Backend, NcuBackend, WarmState
 from .fresh import FreshExecutor
 from .history import REGISTRY, History, SetupRegistry
@@ -37,6 +38,8 @@ from .spec import CellRequest, Notebook, RunCallbacks
 from .warm import WarmExecutor, WarmSession
 from .worker_process import WorkerProcess
 
+# workers kept per profiler, one per set of launch options (nsys --trace, --env, --python)
+MAX_WORKERS_PER_TOOL = 2
 # ncu on one rank of a torchrun job: the peers run unprofiled; bound it anyway
 MULTI_RANK_TIMEOUT_S = 600.0
 # What ncu can read of an NCCL kernel in one pass (more passes replay it while its peers wait)
@@ -67,9 +70,12 @@ class SessionManager:
     def __init__(self, setup: SetupRegistry = REGISTRY) -> None:
         self.history = History()
         self.setup = setup
-        self._sessions: dict[str, WarmSession] = {}
+        # per tool, up to MAX_WORKERS_PER_TOOL (launch options differ), most recently used last
+        self._sessions: dict[str, list[WarmSession]] = {}
         self._nsys_runs: dict[str, weakref.ref[Any]] = {}  # cell text -> its last nsys run
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the dict above; held briefly
+        # one worker start per tool at a time (an nsys cell never waits for an ncu start)
+        self._starting = {"nsys": threading.Lock(), "ncu": threading.Lock()}
         self._ids = itertools.count(1)
         # replay every cell a new worker has not run, not only those the cell needs (replay.py)
         self.replay_all = False
@@ -87,46 +93,72 @@ class SessionManager:
     # --- workers ----------------------------------------------------------------------------
     def _session(self, backend: Backend, ctx: RunContext, replace: str = "") -> WarmSession:
         """The live worker for this tool and launch options, started when there is none (or
-        ``replace`` says why the current one cannot serve)."""
+        ``replace`` says why that one cannot serve). A worker of other launch options is kept
+        beside it (least recently used out, at most ``MAX_WORKERS_PER_TOOL``) when the GPU has
+        room for both (``gpu_memory.py``)."""
         key = backend.launch_key(ctx.request)
-        with self._lock:
-            current = self._sessions.get(backend.tool)
-            if current is not None and current.key == key and current.alive() and not replace:
-                return current
-            if current is not None:
-                why = (
-                    "its launch options changed" if current.alive() else "it was no longer running"
-                )
-                if not replace:
-                    ctx.lines.note(f"starting a new {backend.tool} worker ({why}).")
-                current.worker.stop()
-                del self._sessions[backend.tool]
+        tool = backend.tool
+        with self._starting.setdefault(tool, threading.Lock()):
+            with self._lock:
+                workers = self._sessions.setdefault(tool, [])
+                match = next((s for s in workers if s.key == key), None)
+                if match is not None and match.alive() and not replace:
+                    workers.remove(match)
+                    workers.append(match)
+                    return match
+                ended = [s for s in workers if s is match or not s.alive()]
+                others = [s for s in workers if s not in ended]
+            if match is not None and not replace and not match.alive():
+                ctx.lines.note(f"starting a new {tool} worker (it was no longer running).")
+            if others:
+                room, why = gpu_memory.read().room_for_copy_of(others[-1].worker.pid)
+                keep = others[-(MAX_WORKERS_PER_TOOL - 1) :] if room else []
+                ended += [s for s in others if s not in keep]
+                ctx.lines.note(
+                    f"starting a second {tool} worker for these launch options; the other one "
+                    "stays for its own cells." if keep else
+                    f"starting a new {tool} worker (its launch options changed"
+                    f"{'; ' + why if why else ''})."
+                )  # fmt: skip
+            with self._lock:
+                self._sessions[tool] = [s for s in self._sessions[tool] if s not in ended]
+            for session in ended:
+                self._end(session)
             state = WarmState(name=f"nsight-magic-{os.getpid()}-{next(self._ids)}")
             worker = WorkerProcess(backend.launch(ctx.tool, ctx.request, state))
-            ctx.lines.phase("starting", f"the {backend.tool} worker")
+            ctx.lines.phase("starting", f"the {tool} worker")
             worker.start(on_line=ctx.lines, cancel=ctx.callbacks.cancel)
             try:
                 backend.after_start(ctx.tool, state, worker)
             except BaseException:
                 worker.kill()
                 raise
-            session = WarmSession(backend.tool, key, worker, state, now_utc())
-            self._sessions[backend.tool] = session
+            session = WarmSession(tool, key, worker, state, now_utc())
+            with self._lock:
+                self._sessions[tool].append(session)
             return session
 
+    def _sessions_of(self, tool: str | None = None) -> list[WarmSession]:
+        with self._lock:
+            return [s for t, group in self._sessions.items() if tool in (None, t) for s in group]
+
+    @staticmethod
+    def _end(session: WarmSession) -> None:
+        with contextlib.suppress(Exception):
+            session.worker.stop()
+        if session.tool == "nsys":  # the session name must not linger in nsys's daemon
+            with contextlib.suppress(Exception):
+                argv = session_argv(tools.find_tool("nsys"), "shutdown", session.state.name)
+                subprocess.run(argv, capture_output=True, timeout=30, check=False)
+
     def stop(self, tool: str | None = None) -> list[str]:
-        """Stop the worker of ``tool`` (both when None); returns which were stopped."""
+        """Stop the workers of ``tool`` (all when None); returns which tools had any."""
         with self._lock:
             chosen = [t for t in list(self._sessions) if tool in (None, t)]
-            sessions = [self._sessions.pop(t) for t in chosen]
+            sessions = [s for t in chosen for s in self._sessions.pop(t)]
         for session in sessions:
-            with contextlib.suppress(Exception):
-                session.worker.stop()
-            if session.tool == "nsys":  # the session name must not linger in nsys's daemon
-                with contextlib.suppress(Exception):
-                    argv = session_argv(tools.find_tool("nsys"), "shutdown", session.state.name)
-                    subprocess.run(argv, capture_output=True, timeout=30, check=False)
-        return chosen
+            self._end(session)
+        return sorted({s.tool for s in sessions}, key=["nsys", "ncu"].index)
 
     def reset(self) -> list[str]:
         """Stop the workers and forget the profiled cells (setup cells stay): the next cell
@@ -137,8 +169,7 @@ class SessionManager:
 
     def status(self) -> list[SessionStatus]:
         out = []
-        with self._lock:
-            sessions = list(self._sessions.values())
+        sessions = self._sessions_of()
         smi = _gpu_memory_by_pid()
         for s in sessions:
             memory: dict[str, Any] = {}
@@ -341,21 +372,7 @@ class SessionManager:
 
 def _gpu_memory_by_pid() -> dict[int, float]:
     """MiB of GPU memory per process, as nvidia-smi reports it ({} without nvidia-smi)."""
-    smi = tools.find_nvidia_smi()
-    if not smi:
-        return {}
-    try:
-        out = subprocess.run([smi, "--query-compute-apps=pid,used_memory",
-                              "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                             timeout=15, check=False).stdout  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    memory: dict[int, float] = {}
-    for line in out.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        with contextlib.suppress(ValueError, IndexError):
-            memory[int(parts[0])] = memory.get(int(parts[0]), 0.0) + float(parts[1])
-    return memory
+    return gpu_memory.read().mib_by_pid()
 
 
 MANAGER = SessionManager()
