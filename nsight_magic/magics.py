@@ -135,6 +135,11 @@ class NsightMagic(Magics):
     auto_vars_max_bytes = Int(
         DEFAULT_AUTO_MAX_BYTES, help="Largest variable sent automatically (bytes)."
     ).tag(config=True)
+    prewarm = Bool(
+        True,
+        help="Start the nsys worker when a %%nsight_setup cell runs (it replays the cell "
+        "meanwhile), and the ncu worker after the first nsys result when the GPU has room.",
+    ).tag(config=True)
     replay = Enum(
         ["needed", "all"],
         "needed",
@@ -161,10 +166,14 @@ class NsightMagic(Magics):
             args.vars = tuple(parse_names(args.vars))
         except NsightMagicError as exc:
             raise UsageError(str(exc)) from None
-        MANAGER.replay_all = self.replay == "all"
+        self._configure_session()
         tools.set_configured_path("nsys", self.nsys_path or None)
         tools.set_configured_path("ncu", self.ncu_path or None)
         return args, extra
+
+    def _configure_session(self) -> None:
+        MANAGER.replay_all = self.replay == "all"
+        MANAGER.prewarm = self.prewarm
 
     def _request(self, args: Any, cell: str) -> CellRequest:
         env = dict(item.split("=", 1) for item in args.env)
@@ -383,33 +392,51 @@ class NsightMagic(Magics):
             prepared = prepare_cell(cell, cell_name=f"setup cell {args.name or ''}".strip())
         except NsightMagicError as exc:
             raise UsageError(str(exc)) from None
-        if not args.worker_only and self.shell is not None:
-            result = self.shell.run_cell(cell, store_history=False)
-            if not result.success:  # its traceback is shown already
-                raise NsightMagicError("the setup cell failed, so it was not recorded.")
-        MANAGER.record_setup(cell, args.name, prepared)
+        self._configure_session()
+        # recorded first, so that a prewarmed worker replays it while the notebook runs it
+        entry = MANAGER.begin_setup(args.name, prepared)
+        ok = False
+        try:
+            ok = (
+                args.worker_only
+                or self.shell is None
+                or self.shell.run_cell(cell, store_history=False).success
+            )
+        finally:
+            MANAGER.end_setup(entry, cell, args.name, bool(ok))
+        if not ok:  # its traceback is shown already
+            raise NsightMagicError("the setup cell failed, so it was not recorded.")
         return None
 
     @magic_arguments()
     @argument("action", nargs="?", default="status",
-              choices=["status", "restart", "stop", "reset"])  # fmt: skip
+              choices=["status", "start", "restart", "stop", "reset"])  # fmt: skip
     @argument("tool", nargs="?", default=None, choices=["nsys", "ncu"])
     @line_magic
     def nsight_session(self, line: str) -> None:
-        """The profiling workers: ``status`` (pid, uptime, cells, GPU memory), ``restart`` or
+        """The profiling workers: ``status`` (pid, uptime, cells, GPU memory), ``start`` (in the
+        background, default launch options, the setup cells replayed), ``restart`` or
         ``stop`` (both, or the named one): a restarted worker replays the setup cells and the
         profiled cells on its next cell; ``reset`` stops both and forgets the profiled cells
         (the setup cells stay).
 
         Usage::
 
-            %nsight_session [status|restart|stop|reset] [nsys|ncu]"""
+            %nsight_session [status|start|restart|stop|reset] [nsys|ncu]"""
         try:
             args = self.nsight_session.parser.parse_args(_split_extra(line)[0])
         except SystemExit:  # pragma: no cover - MagicArgumentParser raises UsageError
-            raise UsageError("usage: %nsight_session [status|restart|stop] [nsys|ncu]") from None
+            raise UsageError(
+                "usage: %nsight_session [status|start|restart|stop|reset] [nsys|ncu]"
+            ) from None
         if args.action == "status":
             print(format_status(MANAGER.status(), notebook_gpu_memory()))
+            return
+        if args.action == "start":
+            self._configure_session()
+            MANAGER.start_worker(args.tool or "nsys")
+            print(f"Starting the {args.tool or 'nsys'} worker in the background; it replays the "
+                  "setup cells. %nsight_session shows it once it is up.")  # fmt: skip
             return
         if args.action == "reset":
             MANAGER.reset()

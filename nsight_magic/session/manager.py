@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,13 +31,14 @@ from ..profilers import ncu as ncu_argv
 from ..profilers.nsys import session_argv
 from ..script import PreparedCell
 from . import gpu_memory
-from .backends import Backend, NcuBackend, WarmState
+from .backends import Backend, NcuBackend, NsysBackend, WarmState
 from .fresh import FreshExecutor
-from .history import REGISTRY, History, SetupRegistry
+from .history import REGISTRY, History, HistoryEntry, SetupRegistry
 from .pipeline import RunContext, now_utc, profile_cell
+from .prewarm import prewarm, prewarm_drill_down
 from .spec import CellRequest, Notebook, RunCallbacks
 from .warm import WarmExecutor, WarmSession
-from .worker_process import WorkerProcess
+from .worker_process import WorkerProcess, WorkerStartError
 
 # workers kept per profiler, one per set of launch options (nsys --trace, --env, --python)
 MAX_WORKERS_PER_TOOL = 2
@@ -64,6 +66,7 @@ class SessionStatus:
     launch_argv: list[str] = field(default_factory=list)
     cuda_memory: dict[str, Any] = field(default_factory=dict)
     gpu_memory_mib: float | None = None  # what nvidia-smi says the worker process holds
+    prewarmed: list[str] = field(default_factory=list)  # replayed before any cell asked
 
 
 class SessionManager:
@@ -79,12 +82,51 @@ class SessionManager:
         self._ids = itertools.count(1)
         # replay every cell a new worker has not run, not only those the cell needs (replay.py)
         self.replay_all = False
+        # start workers before cells need them (prewarm.py); the magics turn it on by default
+        self.prewarm = False
+        self.prewarm_backends: dict[str, Callable[[], Backend]] = {
+            "nsys": NsysBackend,
+            "ncu": NcuBackend,
+        }
+        self._drill_prewarmed = False
+        self.background: list[threading.Thread] = []  # prewarm threads (tests join them)
+        self._stops = 0  # stop() calls: a worker whose start a stop() overtook is ended
 
     # --- setup cells ------------------------------------------------------------------------
     def record_setup(self, source: str, name: str, cell: PreparedCell) -> None:
         """A ``%%nsight_setup`` cell: fresh runs replay it (``setup``), workers run it once."""
         self.setup.add(source, name=name)
         self.history.add("setup", name or "setup", cell)
+
+    def begin_setup(self, name: str, cell: PreparedCell) -> HistoryEntry:
+        """A setup cell about to run in the notebook: with ``prewarm`` the nsys worker starts
+        (or is found) and replays it meanwhile. ``end_setup`` says how the notebook's run
+        ended."""
+        entry = self.history.add("setup", name or "setup", cell)
+        if self.prewarm:
+            self.start_worker("nsys")
+        return entry
+
+    def end_setup(self, entry: HistoryEntry, source: str, name: str, ok: bool) -> None:
+        """Keep the setup cell (fresh runs replay it too), or, when it failed in the notebook,
+        take it back and end the workers that ran it (their state is not the notebook's)."""
+        if ok:
+            self.setup.add(source, name=name)
+            return
+        self.history.remove(entry.id)
+        for session in self._sessions_of():
+            if entry.id in session.executed:
+                session.worker.kill()
+
+    def start_worker(
+        self, tool: str = "nsys", request: CellRequest | None = None
+    ) -> threading.Thread:
+        """Start the worker of ``tool`` (default launch options) and replay the setup cells,
+        in the background (``%nsight_session start``); returns the thread."""
+        backend = self.prewarm_backends[tool]()
+        thread = prewarm(self, backend, request or CellRequest(cell="pass"))
+        self.background.append(thread)
+        return thread
 
     def clear_setup(self) -> int:
         self.history.drop_setup()
@@ -125,6 +167,7 @@ class SessionManager:
             for session in ended:
                 self._end(session)
             state = WarmState(name=f"nsight-magic-{os.getpid()}-{next(self._ids)}")
+            stops = self._stops
             worker = WorkerProcess(backend.launch(ctx.tool, ctx.request, state))
             ctx.lines.phase("starting", f"the {tool} worker")
             worker.start(on_line=ctx.lines, cancel=ctx.callbacks.cancel)
@@ -135,7 +178,12 @@ class SessionManager:
                 raise
             session = WarmSession(tool, key, worker, state, now_utc())
             with self._lock:
-                self._sessions[tool].append(session)
+                stopped = stops != self._stops
+                if not stopped:
+                    self._sessions.setdefault(tool, []).append(session)
+            if stopped:  # %nsight_session stop (or exit) came while it started
+                self._end(session)
+                raise WorkerStartError(f"The {tool} worker was stopped while it started.")
             return session
 
     def _sessions_of(self, tool: str | None = None) -> list[WarmSession]:
@@ -154,6 +202,7 @@ class SessionManager:
     def stop(self, tool: str | None = None) -> list[str]:
         """Stop the workers of ``tool`` (all when None); returns which tools had any."""
         with self._lock:
+            self._stops += 1
             chosen = [t for t in list(self._sessions) if tool in (None, t)]
             sessions = [s for t in chosen for s in self._sessions.pop(t)]
         for session in sessions:
@@ -164,6 +213,7 @@ class SessionManager:
         """Stop the workers and forget the profiled cells (setup cells stay): the next cell
         starts a worker that runs only the setup cells."""
         stopped = self.stop()
+        self._drill_prewarmed = False
         self.history.drop_cells()
         return stopped
 
@@ -193,6 +243,7 @@ class SessionManager:
                     launch_argv=list(s.worker.argv),
                     cuda_memory=memory,
                     gpu_memory_mib=smi.get(s.worker.pid or -1),
+                    prewarmed=list(s.prewarmed),
                 )
             )
         return out
@@ -234,23 +285,40 @@ class SessionManager:
         if backend.tool == "nsys" and hasattr(run, "nvtx"):  # its ranges answer %%ncu --nvtx
             self._nsys_runs[request.cell] = weakref.ref(run)
         if isinstance(executor, WarmExecutor) and executor.session is not None:
-            self._remember(executor.session, captured["ctx"], before, run)
+            entry_id = self._remember(executor.session, captured["ctx"], before, run)
+            if backend.tool == "nsys":
+                self._prewarm_drill_downs(executor.session, captured["ctx"], entry_id)
         return run
 
-    def _remember(
-        self, session: WarmSession, ctx: RunContext, before: int | None, run: Any
-    ) -> None:
+    def _prewarm_drill_downs(self, nsys: WarmSession, ctx: RunContext, entry_id: int) -> None:
+        """Once, after the first nsys result: the ncu worker a drill-down into it would use,
+        started and replayed in the background (prewarm.py decides on GPU memory)."""
+        if (
+            not self.prewarm
+            or self._drill_prewarmed
+            or any(s.alive() for s in self._sessions_of("ncu"))
+        ):
+            return
+        self._drill_prewarmed = True
+        r = ctx.request  # what _drill's request will have: the ncu worker's launch key
+        request = CellRequest(cell="pass", python=r.python, cwd=r.cwd, env=dict(r.env))
+        thread = prewarm_drill_down(self, self.prewarm_backends["ncu"](), request, nsys,
+                                    reads=ctx.cell.names_read, before=entry_id)  # fmt: skip
+        self.background.append(thread)
+
+    def _remember(self, session: WarmSession, ctx: RunContext, before: int | None, run: Any) -> int:
         """A warm cell that completed joins the history (a re-run of an earlier one does not:
-        it is that entry, now run by this worker too)."""
+        it is that entry, now run by this worker too). Returns its history id."""
         if before is not None:
             session.executed.append(before)
-            return
+            return before
         vars_file = ctx.run_dir / "vars.pkl"
         entry = self.history.add("cell", ctx.request.name, ctx.cell,
                                  vars_file=vars_file if vars_file.exists() else None,
                                  run_dir=ctx.run_dir)  # fmt: skip
         session.executed.append(entry.id)
         run.meta = runs.update_meta(ctx.run_dir, history_id=entry.id)
+        return entry.id
 
     def _result(self, report: Any, ctx: RunContext, parent: Any) -> Any:
         return ctx.backend.result(report, ctx.run_dir, ctx.meta, parent=parent, profiler=self)

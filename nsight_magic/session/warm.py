@@ -43,6 +43,7 @@ class WarmSession:
     cells: int = 0
     broken: str = ""  # why the worker cannot be used again (a sticky CUDA error)
     notes: list[str] = field(default_factory=list)  # for the user, from background work
+    prewarmed: list[str] = field(default_factory=list)  # what it replayed before any cell
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     def alive(self) -> bool:

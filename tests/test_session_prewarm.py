@@ -1,0 +1,97 @@
+"""Prewarmed workers, for real on the CPU (the worker without a profiler): the nsys worker
+starts and replays a setup cell while the notebook runs it, a setup cell that failed in the
+notebook is taken back from the worker, and the ncu worker is prewarmed for drill-downs after
+the first nsys result."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from processes import alive
+from session_support import BareBackend
+
+from nsight_magic.script import prepare_cell
+from nsight_magic.session.history import SetupRegistry
+from nsight_magic.session.manager import SessionManager
+from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+
+
+@pytest.fixture
+def manager():
+    m = SessionManager(setup=SetupRegistry())
+    m.prewarm = True
+    m.prewarm_backends = {"nsys": BareBackend, "ncu": lambda: BareBackend("ncu")}
+    yield m
+    m.stop()
+
+
+def _join(manager: SessionManager) -> None:
+    for thread in manager.background:
+        thread.join(60)
+        assert not thread.is_alive()
+
+
+def _run(manager: SessionManager, tmp_path: Path, cell: str, tool: str = "nsys", **kw):
+    out: list[str] = []
+    request = CellRequest(cell=textwrap.dedent(cell), runs_root=tmp_path / "runs",
+                          cwd=str(tmp_path), **kw)  # fmt: skip
+    result = manager.profile(request, BareBackend(tool), notebook=Notebook(),
+                             callbacks=RunCallbacks(output=out.append))  # fmt: skip
+    return result, out
+
+
+def _status(manager: SessionManager, tool: str):
+    (status,) = [s for s in manager.status() if s.tool == tool]
+    return status
+
+
+def test_the_nsys_worker_replays_a_setup_cell_while_the_notebook_runs_it(manager, tmp_path) -> None:
+    flag = tmp_path / "notebook-is-running-it"
+    setup = (f"import os, time\nwhile not os.path.exists({str(flag)!r}):\n"
+             "    time.sleep(0.02)\nbase = os.getpid()\n")  # fmt: skip
+    entry = manager.begin_setup("base", prepare_cell(setup))
+    # begin_setup returned while the worker waits inside the setup cell for the notebook
+    flag.write_text("")
+    _join(manager)
+    manager.end_setup(entry, setup, "base", ok=True)
+    status = _status(manager, "nsys")
+    assert status.alive and status.prewarmed == ["base"] and status.cells == 0
+    result, out = _run(manager, tmp_path, "print(base)")
+    assert "replayed" not in result.meta and out[-1] == str(status.pid)
+    assert len(manager.setup) == 1  # fresh runs replay it too
+
+
+def test_a_setup_cell_that_failed_in_the_notebook_is_taken_back(manager, tmp_path) -> None:
+    setup = "value = 1"
+    entry = manager.begin_setup("v", prepare_cell(setup))
+    _join(manager)
+    pid = _status(manager, "nsys").pid
+    manager.end_setup(entry, setup, "v", ok=False)
+    assert not manager.history.entries() and len(manager.setup) == 0
+    assert not alive(pid)
+    result, out = _run(manager, tmp_path, "print('value' in globals())")
+    assert out[-1] == "False" and result.meta["worker"]["pid"] != pid
+
+
+def test_the_ncu_worker_is_prewarmed_for_drill_downs_after_the_first_nsys_result(
+    manager, tmp_path
+) -> None:
+    manager.record_setup("base = 10", "base", prepare_cell("base = 10"))
+    run, _ = _run(manager, tmp_path, "y = base + 1\nprint('measured')")
+    _join(manager)
+    ncu = _status(manager, "ncu")
+    assert ncu.alive and ncu.prewarmed == ["base"] and ncu.cells == 0
+    # the drill-down (a re-run of that cell in the ncu worker) finds it ready
+    out: list[str] = []
+    request = CellRequest(cell="y = base + 1\nprint('measured')", runs_root=tmp_path / "runs",
+                          cwd=str(tmp_path))  # fmt: skip
+    drill = manager.profile(request, BareBackend("ncu"), before=run.meta["history_id"],
+                            callbacks=RunCallbacks(output=out.append))  # fmt: skip
+    assert "replayed" not in drill.meta and drill.meta["worker"]["pid"] == ncu.pid
+    assert out[-1] == "measured"
+    # once per session: a later nsys cell does not start another
+    _run(manager, tmp_path, "print(base)")
+    _join(manager)
+    assert len([s for s in manager.status() if s.tool == "ncu"]) == 1
