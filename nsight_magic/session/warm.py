@@ -26,6 +26,10 @@ from .replay import ReplayPlan, plan_replay
 from .variables import plan_shipping, write_vars
 from .worker_process import Reply, WorkerProcess
 
+# a request's wall time in meta["timings"]: "load" and "prepare" would collide with the
+# pipeline's own load_s (the report) and prepare_s (the cell parsed)
+_TIMING_KEYS = {"load": "script_s", "prepare": "vars_s"}
+
 
 @dataclass
 class WarmSession:
@@ -80,7 +84,7 @@ class WarmExecutor:
             message, timeout=ctx.remaining(), cancel=ctx.callbacks.cancel, on_line=ctx.lines
         )
         timings = ctx.meta["timings"]
-        key = f"{message['op']}_s"
+        key = _TIMING_KEYS.get(message["op"], f"{message['op']}_s")
         timings[key] = timings.get(key, 0.0) + reply.wall_s
         if reply.data.get("worker_broken"):
             self.session.broken = str(reply.data["worker_broken"])
