@@ -10,7 +10,6 @@ shown and kept in ``-o VAR`` and ``nsight_magic.last_run()``.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 import textwrap
@@ -269,10 +268,7 @@ class NsightMagic(Magics):
             pytorch=_PYTORCH[args.pytorch],  # type: ignore[arg-type]
             extra_args=tuple(extra),
         )
-        # fresh runs ask nsys (--pytorch); a warm worker turns emit_nvtx on for the cell itself
-        request = dataclasses.replace(
-            self._request(args, cell), torch_nvtx="" if args.pytorch == "off" else args.pytorch
-        )
+        request = self._request(args, cell)
         return self._deliver(
             args,
             lambda: MANAGER.profile(

@@ -42,9 +42,13 @@ class BareBackend:
 
     gate = "cudaProfilerApi"
 
-    def __init__(self, tool: str = "nsys") -> None:
+    def __init__(self, tool: str = "nsys", torch_nvtx: str = "") -> None:
         self.tool = tool  # type: ignore[assignment]
         self.captures = 0
+        self._torch_nvtx = torch_nvtx  # as NsysBackend's --pytorch: "ops" / "shapes" / ""
+
+    def torch_nvtx(self) -> str:
+        return self._torch_nvtx
 
     def options_meta(self) -> dict[str, Any]:
         return {"bare": True}

@@ -47,11 +47,11 @@ def manager():
     m.stop()
 
 
-def _run(manager: SessionManager, tmp_path: Path, cell: str, **kw):
+def _run(manager: SessionManager, tmp_path: Path, cell: str, torch_nvtx: str = "", **kw):
     out: list[str] = []
     request = CellRequest(cell=textwrap.dedent(cell), runs_root=tmp_path / "runs",
                           cwd=str(tmp_path), **kw)  # fmt: skip
-    result = manager.profile(request, BareBackend(), notebook=Notebook(),
+    result = manager.profile(request, BareBackend(torch_nvtx=torch_nvtx), notebook=Notebook(),
                              callbacks=RunCallbacks(output=out.append))  # fmt: skip
     return result, out
 
@@ -77,13 +77,10 @@ def test_the_nsys_worker_is_launched_without_pytorch_ranges() -> None:
     request = CellRequest(cell="x = 1")
     assert plain.launch_key(request) == shapes.launch_key(request)
     assert not any("--pytorch" in a for a in shapes.launch_options().collect_args())
-    # a fresh run still asks nsys for them
+    # the worker turns them on per cell instead; a fresh run still asks nsys for them
+    assert (plain.torch_nvtx(), shapes.torch_nvtx()) == ("", "shapes")
+    assert NsysBackend(NsysOptions(pytorch="autograd-nvtx")).torch_nvtx() == "ops"
     assert "--pytorch=autograd-shapes-nvtx" in shapes.options.collect_args()
-
-
-def test_an_unknown_torch_nvtx_mode_is_refused() -> None:
-    with pytest.raises(ValueError, match="torch_nvtx"):
-        CellRequest(cell="x = 1", torch_nvtx="stack")
 
 
 def _pid_of(result) -> int:

@@ -84,6 +84,7 @@ class Backend(Protocol):
     def fresh_argv(self, tool: Tool, run_dir: Path, request: CellRequest) -> list[str]: ...
     def process_env(self, request: CellRequest) -> dict[str, str]: ...
     def launch(self, tool: Tool, request: CellRequest, state: WarmState) -> Launch: ...
+    def torch_nvtx(self) -> str: ...
     def after_start(self, tool: Tool, state: WarmState, worker: WorkerProcess) -> None: ...
     def begin_capture(self, tool: Tool, state: WarmState, run_dir: Path) -> Any: ...
     def end_capture(self, tool: Tool, state: WarmState, handle: Any, run_dir: Path) -> None: ...
@@ -163,8 +164,15 @@ class NsysBackend:
 
     def launch_options(self) -> nsys_argv.NsysOptions:
         """What a warm worker is launched with: ``--pytorch`` is left out (the worker turns
-        PyTorch's op ranges on per cell itself, ``CellRequest.torch_nvtx``)."""
+        PyTorch's op ranges on per cell itself: ``torch_nvtx``)."""
         return dataclasses.replace(self.options, pytorch=None)
+
+    def torch_nvtx(self) -> str:
+        """``--pytorch`` in a warm worker: "ops" / "shapes" runs the captured cell inside
+        ``torch.autograd.profiler.emit_nvtx`` (what nsys's flag turns on), "" leaves it off."""
+        return {"autograd-nvtx": "ops", "autograd-shapes-nvtx": "shapes"}.get(
+            self.options.pytorch or "", ""
+        )
 
     def launch_key(self, request: CellRequest) -> tuple[Any, ...]:
         # nsys fixes what it traces at launch: another trace choice needs another worker
@@ -305,6 +313,9 @@ class NcuBackend:
                     f"--{kind} {', '.join(bad)}: this ncu has no such {kind}; it knows "
                     f"{', '.join(sorted(have or ()))}."
                 )
+
+    def torch_nvtx(self) -> str:
+        return ""
 
     def launch_key(self, request: CellRequest) -> tuple[Any, ...]:
         # ncu takes its filters per attach: only the interpreter and environment are fixed

@@ -36,17 +36,12 @@ class CellRequest:
     cwd: str = field(default_factory=os.getcwd)
     nproc: int = 1  # > 1: torchrun runs the cell on this many ranks (always a fresh run)
     rank: int = 0  # ncu with nproc > 1: the one rank ncu profiles
-    # PyTorch's NVTX range per aten op around the captured cell in a warm worker ("ops", or
-    # "shapes" with input shapes; "" off): nsys --pytorch without relaunching the worker
-    torch_nvtx: str = ""
 
     def __post_init__(self) -> None:
         if self.nproc < 1:
             raise ValueError("nproc must be >= 1")
         if not 0 <= self.rank < self.nproc:
             raise ValueError(f"rank must be in 0..{self.nproc - 1}")
-        if self.torch_nvtx not in ("", "ops", "shapes"):
-            raise ValueError("torch_nvtx must be '', 'ops' or 'shapes'")
 
 
 @dataclass

@@ -114,7 +114,8 @@ class WarmExecutor:
             # the script alone reproduces this state: what the worker has run, then the cell
             replay = [e.payload() for e in self.history.entries() if e.id in ran]
             script = build_script(ctx.cell, history=replay, warmup=request.warmup,
-                                  gate=ctx.backend.gate, torch_nvtx=request.torch_nvtx)  # fmt: skip
+                                  gate=ctx.backend.gate,
+                                  torch_nvtx=ctx.backend.torch_nvtx())  # fmt: skip
             (run_dir / "script.py").write_text(script)
             ctx.meta["worker"] = {
                 "pid": s.worker.pid,
