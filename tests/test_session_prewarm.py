@@ -6,6 +6,8 @@ the first nsys result."""
 from __future__ import annotations
 
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -95,3 +97,59 @@ def test_the_ncu_worker_is_prewarmed_for_drill_downs_after_the_first_nsys_result
     _run(manager, tmp_path, "print(base)")
     _join(manager)
     assert len([s for s in manager.status() if s.tool == "ncu"]) == 1
+
+
+def test_a_setup_cell_is_replayed_by_the_worker_in_use_whatever_its_options(
+    manager, tmp_path
+) -> None:
+    _run(manager, tmp_path, "x = 1", env={"NSM_OPTION": "other"})
+    _join(manager)
+    pid = _status(manager, "nsys").pid
+    entry = manager.begin_setup("late", prepare_cell("late = 5"))
+    _join(manager)
+    manager.end_setup(entry, "late = 5", "late", ok=True)
+    status = _status(manager, "nsys")  # no second worker for the default options
+    assert status.pid == pid and status.prewarmed == ["late"]
+
+
+def test_an_nsys_cell_waits_while_the_ncu_worker_replays_and_says_so(manager, tmp_path) -> None:
+    flag = tmp_path / "replayed"
+    # the setup waits for the flag only in the ncu worker (its replay); nsys ran it at once
+    setup = (f"import os, time\nwhile os.environ.get('NSM_SLOT') == 'ncu' and not "
+             f"os.path.exists({str(flag)!r}):\n    time.sleep(0.02)\nbase = 1\n")  # fmt: skip
+    manager.record_setup(setup, "base", prepare_cell(setup))
+    manager.prewarm_backends["ncu"] = lambda: _SlotBackend("ncu")
+    _run(manager, tmp_path, "y = base")
+    nsys = manager._sessions_of("nsys")[0]
+    for _ in range(600):  # until the ncu worker is up and replaying (it holds the nsys one)
+        if nsys.busy:
+            break
+        time.sleep(0.05)
+    assert nsys.busy.startswith("the ncu worker replays ahead of time")
+    phases: list[str] = []
+    done = threading.Event()
+
+    def nsys_cell() -> None:
+        request = CellRequest(cell="print(base)", runs_root=tmp_path / "runs", cwd=str(tmp_path))
+        manager.profile(request, BareBackend(), callbacks=RunCallbacks(
+            progress=lambda p: phases.append(p.describe())))  # fmt: skip
+        done.set()
+
+    thread = threading.Thread(target=nsys_cell)
+    thread.start()
+    try:
+        assert not done.wait(1.0)  # held while the ncu worker replays
+    finally:
+        flag.write_text("")
+    thread.join(60)
+    _join(manager)
+    assert done.is_set()
+    assert any("waiting - the ncu worker replays ahead of time" in p for p in phases)
+    assert _status(manager, "ncu").prewarmed == ["base"]
+
+
+class _SlotBackend(BareBackend):
+    """A bare worker that knows which slot it fills (NSM_SLOT), so a cell can tell them apart."""
+
+    def process_env(self, request: CellRequest) -> dict[str, str]:
+        return {**super().process_env(request), "NSM_SLOT": self.tool}

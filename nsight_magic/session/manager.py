@@ -104,7 +104,13 @@ class SessionManager:
         ended."""
         entry = self.history.add("setup", name or "setup", cell)
         if self.prewarm:
-            self.start_worker("nsys")
+            live = [s for s in self._sessions_of("nsys") if s.alive()]
+            if live:  # the worker in use (whatever its options) replays it
+                backend = self.prewarm_backends["nsys"]()
+                self.background.append(prewarm(self, backend, CellRequest(cell="pass"),
+                                               into=live[-1]))  # fmt: skip
+            else:
+                self.start_worker("nsys")
         return entry
 
     def end_setup(self, entry: HistoryEntry, source: str, name: str, ok: bool) -> None:
@@ -192,8 +198,14 @@ class SessionManager:
 
     @staticmethod
     def _end(session: WarmSession) -> None:
-        with contextlib.suppress(Exception):
-            session.worker.stop()
+        if session.lock.acquire(timeout=1.0):  # idle: asked to exit
+            try:
+                with contextlib.suppress(Exception):
+                    session.worker.stop()
+            finally:
+                session.lock.release()
+        else:  # busy in the background (prewarm) or in a picker thread: stopped for sure
+            session.worker.kill()
         if session.tool == "nsys":  # the session name must not linger in nsys's daemon
             with contextlib.suppress(Exception):
                 argv = session_argv(tools.find_tool("nsys"), "shutdown", session.state.name)

@@ -41,14 +41,15 @@ def prewarm(
     *,
     reads: frozenset[str] = frozenset(),
     before: int | None = None,
-    hold: threading.RLock | None = None,
+    hold: WarmSession | None = None,
+    into: WarmSession | None = None,
 ) -> threading.Thread:
-    """Start (or find) the worker ``request`` would use and replay what a cell reading ``reads``
-    (before history id ``before``) needs, in a daemon thread; ``hold``: a lock kept while it
-    replays. Returns the thread (tests join it)."""
+    """Start (or find) the worker ``request`` would use (or use ``into``) and replay what a cell
+    reading ``reads`` (before history id ``before``) needs, in a daemon thread; ``hold``: a
+    worker kept waiting meanwhile. Returns the thread (tests join it)."""
     thread = threading.Thread(
         target=_prewarm,
-        args=(manager, backend, request, reads, before, hold),
+        args=(manager, backend, request, reads, before, hold, into),
         name=f"nsight_magic prewarm {backend.tool}",
         daemon=True,
     )
@@ -62,19 +63,24 @@ def _prewarm(
     request: CellRequest,
     reads: frozenset[str],
     before: int | None,
-    hold: threading.RLock | None,
+    hold: WarmSession | None,
+    into: WarmSession | None,
 ) -> None:
     notes: list[str] = []
     try:
-        tool = backend.locate()
         with tempfile.TemporaryDirectory(prefix="nsm-prewarm-") as tmp:
-            callbacks = RunCallbacks(output=notes.append)
-            ctx = RunContext(request=request, backend=backend, tool=tool,
-                             cell=prepare_cell("pass"), run_dir=Path(tmp), notebook=Notebook(),
-                             callbacks=callbacks, lines=Lines(backend.tool, callbacks, None),
-                             meta=base_meta(request, tool, "prewarm"))  # fmt: skip
-            session = manager._session(backend, ctx)
-            with _held(hold), session.lock:
+            session = into
+            if session is None:
+                tool = backend.locate()
+                callbacks = RunCallbacks(output=notes.append)
+                ctx = RunContext(request=request, backend=backend, tool=tool,
+                                 cell=prepare_cell("pass"), run_dir=Path(tmp),
+                                 notebook=Notebook(), callbacks=callbacks,
+                                 lines=Lines(backend.tool, callbacks, None),
+                                 meta=base_meta(request, tool, "prewarm"))  # fmt: skip
+                session = manager._session(backend, ctx)
+            waiting = f"the {session.tool} worker replays ahead of time; no capture runs beside it"
+            with _busy(hold, waiting), _busy(session, "replaying earlier cells ahead of time"):
                 _replay(manager, session, Path(tmp), backend, reads, before)
             session.notes += notes
     except Exception:  # best effort: the next cell starts it again and says why
@@ -82,12 +88,17 @@ def _prewarm(
 
 
 @contextlib.contextmanager
-def _held(lock: threading.RLock | None) -> Iterator[None]:
-    if lock is None:
+def _busy(session: WarmSession | None, why: str) -> Iterator[None]:
+    """Hold ``session``'s lock, saying ``why`` to a cell that waits for it."""
+    if session is None:
         yield
         return
-    with lock:
-        yield
+    with session.lock:
+        session.busy = why
+        try:
+            yield
+        finally:
+            session.busy = ""
 
 
 def _replay(
@@ -138,7 +149,7 @@ def prewarm_drill_down(
     def run() -> None:
         room, _ = gpu_memory.read().room_for_copy_of(nsys.worker.pid)
         if room:
-            _prewarm(manager, backend, request, reads, before, nsys.lock)
+            _prewarm(manager, backend, request, reads, before, nsys, None)
 
     thread = threading.Thread(target=run, name="nsight_magic prewarm ncu", daemon=True)
     thread.start()

@@ -48,10 +48,21 @@ class WarmSession:
     broken: str = ""  # why the worker cannot be used again (a sticky CUDA error)
     notes: list[str] = field(default_factory=list)  # for the user, from background work
     prewarmed: list[str] = field(default_factory=list)  # what it replayed before any cell
+    busy: str = ""  # what holds it in the background (prewarm), for a cell that waits
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     def alive(self) -> bool:
         return not self.broken and self.worker.alive()
+
+
+def _wait_for(s: WarmSession, ctx: RunContext) -> None:
+    """Say so in the progress line when the worker is busy in the background (prewarm)."""
+    if s.lock.acquire(timeout=0.05):
+        s.lock.release()
+        return
+    ctx.lines.phase("waiting", s.busy or f"for the {s.tool} worker")
+    with s.lock:
+        pass
 
 
 class WarmExecutor:
@@ -99,6 +110,7 @@ class WarmExecutor:
         ctx.lines.log = run_dir / "profiler.log"
         t0 = time.perf_counter()
         s = self.session = self.get_session(ctx, "")
+        _wait_for(s, ctx)
         with s.lock:
             self.plan = self._plan(ctx, s)
         if self.plan.conflict:  # rare: a skipped cell is needed after later ones ran here
