@@ -5,6 +5,10 @@ the first nsys result."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -153,3 +157,44 @@ class _SlotBackend(BareBackend):
 
     def process_env(self, request: CellRequest) -> dict[str, str]:
         return {**super().process_env(request), "NSM_SLOT": self.tool}
+
+
+BUSY_NOTEBOOK = r"""
+import sys, time
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+from session_support import BareBackend
+from nsight_magic.script import prepare_cell
+from nsight_magic.session.manager import SessionManager
+m = SessionManager()
+m.prewarm, m.prewarm_backends = True, {"nsys": BareBackend, "ncu": BareBackend}
+m.begin_setup("busy", prepare_cell("import time\nwhile True:\n    time.sleep(0.02)\n"))
+while not m._sessions_of():
+    time.sleep(0.05)
+print("worker", m._sessions_of()[0].worker.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_dead_notebook_leaves_no_worker_busy_in_a_prewarm(tmp_path: Path) -> None:
+    """The worker is inside a replay (not waiting for a request) when the notebook dies: its
+    watchdog still ends it (its output pipe is broken by then: writing to it must not stop
+    the watchdog)."""
+    root = Path(__file__).resolve().parents[1]
+    argv = [sys.executable, "-c", BUSY_NOTEBOOK, str(root), str(root / "tests")]
+    notebook = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    try:
+        line = notebook.stdout.readline() if notebook.stdout else ""
+        pid = int(line.split()[1])
+        time.sleep(1.0)  # inside the replay loop now
+        assert alive(pid)
+    finally:
+        notebook.kill()
+        notebook.wait(10)
+    for _ in range(100):
+        if not alive(pid):
+            break
+        time.sleep(0.1)
+    left = alive(pid)
+    if left:  # never leave it behind, whatever the verdict
+        os.kill(pid, signal.SIGKILL)
+    assert not left
