@@ -76,7 +76,7 @@ def test_the_nsys_worker_is_launched_without_pytorch_ranges() -> None:
     shapes = NsysBackend(NsysOptions(pytorch="autograd-shapes-nvtx"))
     request = CellRequest(cell="x = 1")
     assert plain.launch_key(request) == shapes.launch_key(request)
-    assert not any("--pytorch" in a for a in shapes.launch_options().collect_args())
+    assert not any("--pytorch" in a for a in shapes.options.warm().collect_args())
     # the worker turns them on per cell instead; a fresh run still asks nsys for them
     assert (plain.torch_nvtx(), shapes.torch_nvtx()) == ("", "shapes")
     assert NsysBackend(NsysOptions(pytorch="autograd-nvtx")).torch_nvtx() == "ops"

@@ -13,7 +13,6 @@ stopped with SIGINT once the cell is done (measured: tools/probes/session_probe2
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import json
 import os
@@ -162,21 +161,12 @@ class NsysBackend:
 
         return nsys_run(report, run_dir, meta, profiler=profiler)
 
-    def launch_options(self) -> nsys_argv.NsysOptions:
-        """What a warm worker is launched with: ``--pytorch`` is left out (the worker turns
-        PyTorch's op ranges on per cell itself: ``torch_nvtx``)."""
-        return dataclasses.replace(self.options, pytorch=None)
-
-    def torch_nvtx(self) -> str:
-        """``--pytorch`` in a warm worker: "ops" / "shapes" runs the captured cell inside
-        ``torch.autograd.profiler.emit_nvtx`` (what nsys's flag turns on), "" leaves it off."""
-        return {"autograd-nvtx": "ops", "autograd-shapes-nvtx": "shapes"}.get(
-            self.options.pytorch or "", ""
-        )
+    def torch_nvtx(self) -> str:  # --pytorch in a warm worker: emit_nvtx around the cell
+        return self.options.torch_nvtx
 
     def launch_key(self, request: CellRequest) -> tuple[Any, ...]:
         # nsys fixes what it traces at launch: another trace choice needs another worker
-        return ("nsys", request.python, tuple(sorted(request.env.items())), self.launch_options())
+        return ("nsys", request.python, tuple(sorted(request.env.items())), self.options.warm())
 
     def process_env(self, request: CellRequest) -> dict[str, str]:
         return process_env(request, nsys_argv.NSYS_ENV)
@@ -189,7 +179,7 @@ class NsysBackend:
 
     def launch(self, tool: Tool, request: CellRequest, state: WarmState) -> Launch:
         def wrap(command: list[str]) -> list[str]:
-            return nsys_argv.launch_argv(tool.path, state.name, command, self.launch_options())
+            return nsys_argv.launch_argv(tool.path, state.name, command, self.options.warm())
 
         return Launch(wrap, self.process_env(request), request.cwd, request.python)
 

@@ -35,7 +35,7 @@ from .backends import Backend, NcuBackend, NsysBackend, WarmState
 from .fresh import FreshExecutor
 from .history import REGISTRY, History, HistoryEntry, SetupRegistry
 from .pipeline import RunContext, now_utc, profile_cell
-from .prewarm import prewarm, prewarm_drill_down
+from .prewarm import prewarm, prewarm_drill_down, prewarm_for_setup
 from .spec import CellRequest, Notebook, RunCallbacks
 from .warm import WarmExecutor, WarmSession
 from .worker_process import WorkerProcess, WorkerStartError
@@ -67,6 +67,7 @@ class SessionStatus:
     cuda_memory: dict[str, Any] = field(default_factory=dict)
     gpu_memory_mib: float | None = None  # what nvidia-smi says the worker process holds
     prewarmed: list[str] = field(default_factory=list)  # replayed before any cell asked
+    busy: str = ""  # what it does in the background now
 
 
 class SessionManager:
@@ -104,13 +105,7 @@ class SessionManager:
         ended."""
         entry = self.history.add("setup", name or "setup", cell)
         if self.prewarm:
-            live = [s for s in self._sessions_of("nsys") if s.alive()]
-            if live:  # the worker in use (whatever its options) replays it
-                backend = self.prewarm_backends["nsys"]()
-                self.background.append(prewarm(self, backend, CellRequest(cell="pass"),
-                                               into=live[-1]))  # fmt: skip
-            else:
-                self.start_worker("nsys")
+            self.background.append(prewarm_for_setup(self))
         return entry
 
     def end_setup(self, entry: HistoryEntry, source: str, name: str, ok: bool) -> None:
@@ -124,13 +119,10 @@ class SessionManager:
             if entry.id in session.executed:
                 session.worker.kill()
 
-    def start_worker(
-        self, tool: str = "nsys", request: CellRequest | None = None
-    ) -> threading.Thread:
+    def start_worker(self, tool: str = "nsys") -> threading.Thread:
         """Start the worker of ``tool`` (default launch options) and replay the setup cells,
         in the background (``%nsight_session start``); returns the thread."""
-        backend = self.prewarm_backends[tool]()
-        thread = prewarm(self, backend, request or CellRequest(cell="pass"))
+        thread = prewarm(self, self.prewarm_backends[tool](), CellRequest(cell="pass"))
         self.background.append(thread)
         return thread
 
@@ -256,6 +248,7 @@ class SessionManager:
                     cuda_memory=memory,
                     gpu_memory_mib=smi.get(s.worker.pid or -1),
                     prewarmed=list(s.prewarmed),
+                    busy=s.busy,
                 )
             )
         return out
@@ -298,25 +291,12 @@ class SessionManager:
             self._nsys_runs[request.cell] = weakref.ref(run)
         if isinstance(executor, WarmExecutor) and executor.session is not None:
             entry_id = self._remember(executor.session, captured["ctx"], before, run)
-            if backend.tool == "nsys":
-                self._prewarm_drill_downs(executor.session, captured["ctx"], entry_id)
+            # once, after the first nsys result: the ncu worker for drill-downs into it
+            if backend.tool == "nsys" and self.prewarm and not self._drill_prewarmed:
+                self._drill_prewarmed = True
+                ctx = captured["ctx"]
+                self.background += prewarm_drill_down(self, executor.session, ctx, entry_id)
         return run
-
-    def _prewarm_drill_downs(self, nsys: WarmSession, ctx: RunContext, entry_id: int) -> None:
-        """Once, after the first nsys result: the ncu worker a drill-down into it would use,
-        started and replayed in the background (prewarm.py decides on GPU memory)."""
-        if (
-            not self.prewarm
-            or self._drill_prewarmed
-            or any(s.alive() for s in self._sessions_of("ncu"))
-        ):
-            return
-        self._drill_prewarmed = True
-        r = ctx.request  # what _drill's request will have: the ncu worker's launch key
-        request = CellRequest(cell="pass", python=r.python, cwd=r.cwd, env=dict(r.env))
-        thread = prewarm_drill_down(self, self.prewarm_backends["ncu"](), request, nsys,
-                                    reads=ctx.cell.names_read, before=entry_id)  # fmt: skip
-        self.background.append(thread)
 
     def _remember(self, session: WarmSession, ctx: RunContext, before: int | None, run: Any) -> int:
         """A warm cell that completed joins the history (a re-run of an earlier one does not:

@@ -134,23 +134,31 @@ def _replay(
                              f"{error['exc_type']}: {error['exc_message']}")  # fmt: skip
 
 
+def prewarm_for_setup(manager: SessionManager) -> threading.Thread:
+    """A setup cell was recorded: the nsys worker in use (whatever its launch options) replays
+    it, or, with none alive, one with the default options starts and does."""
+    live = [s for s in manager._sessions_of("nsys") if s.alive()]
+    backend = manager.prewarm_backends["nsys"]()
+    return prewarm(manager, backend, CellRequest(cell="pass"), into=live[-1] if live else None)
+
+
 def prewarm_drill_down(
-    manager: SessionManager,
-    backend: Backend,
-    request: CellRequest,
-    nsys: WarmSession,
-    *,
-    reads: frozenset[str],
-    before: int | None,
-) -> threading.Thread:
-    """The ncu worker for drill-downs into the cell the ``nsys`` worker just ran, started when
-    the GPU has room for it beside the nsys worker; the nsys worker waits while it replays."""
+    manager: SessionManager, nsys: WarmSession, ctx: RunContext, entry_id: int
+) -> list[threading.Thread]:
+    """The ncu worker a drill-down into the cell ``nsys`` just ran (``ctx``, history id
+    ``entry_id``) would use, started and replayed when none is alive and the GPU has room for
+    it beside the nsys worker; the nsys worker waits while it replays."""
+    if any(s.alive() for s in manager._sessions_of("ncu")):
+        return []
+    r = ctx.request  # what the drill-down's request will have: the ncu worker's launch key
+    request = CellRequest(cell="pass", python=r.python, cwd=r.cwd, env=dict(r.env))
+    backend = manager.prewarm_backends["ncu"]()
 
     def run() -> None:
         room, _ = gpu_memory.read().room_for_copy_of(nsys.worker.pid)
         if room:
-            _prewarm(manager, backend, request, reads, before, nsys, None)
+            _prewarm(manager, backend, request, ctx.cell.names_read, entry_id, nsys, None)
 
     thread = threading.Thread(target=run, name="nsight_magic prewarm ncu", daemon=True)
     thread.start()
-    return thread
+    return [thread]
