@@ -109,6 +109,22 @@ def test_a_rebinding_cuts_the_slice_and_a_reading_cell_extends_it() -> None:
     ]  # fmt: skip
 
 
+def test_a_cell_that_changes_an_object_in_place_is_always_replayed() -> None:
+    history = _history(
+        ("setup", "model = build()\nopt = make_optimizer(model)"),
+        ("cell", "loss = model(x).sum()\nloss.backward()"),
+        ("cell", "opt.step()"),  # the model's weights change through the optimizer
+        ("cell", "y = model(x)"),
+        ("cell", "log = []"),
+        ("cell", "log.append(1)"),  # log is never read again, but it is changed in place
+    )
+    plan = _plan(history, "print(model(x))")
+    assert [e.name for e in plan.run] == [
+        "model = build()", "loss = model(x).sum()", "opt.step()", "log = []", "log.append(1)"
+    ]  # fmt: skip
+    assert [e.name for e in plan.skipped] == ["y = model(x)"]
+
+
 def test_a_function_that_assigns_a_global_writes_it_where_it_is_called() -> None:
     history = _history(
         ("cell", "count = 0"),

@@ -12,7 +12,9 @@ changes its object in place:
   ``setattr``/``delattr``/``shuffle``, or as ``out=`` / a cache keyword
   (``model(x, past_key_values=cache)``).
 
-Calling an object directly (``y = model(x)``) is not counted as changing it or its arguments:
+A cell that changes an object in place is always replayed (``session/replay.py``): the object
+may be shared with names its text does not show. Calling an object directly (``y = model(x)``)
+is not counted as changing it or its arguments:
 a forward pass is taken to leave the state later cells read as it was (a module in training
 mode updating BatchNorm statistics is the exception; ``%config NsightMagic.replay = "all"``
 replays everything). A cell whose effects cannot be read from its text (``from m import *``,
@@ -87,7 +89,11 @@ class CellEffects:
     def writes(self, bound: frozenset[str], modules: frozenset[str]) -> frozenset[str]:
         """Names bound (``bound``: the cell's own) or changed, given the names that are
         imported modules anywhere in the notebook's history."""
-        changed = {
+        return bound | self.defined | self.changed(modules)
+
+    def changed(self, modules: frozenset[str]) -> frozenset[str]:
+        """Names whose object the cell changes in place (bound in the cell or not)."""
+        by_call = {
             name
             for name, method in self.method_calls
             if (
@@ -96,7 +102,7 @@ class CellEffects:
                 else method not in READ_ONLY_METHODS
             )
         }
-        return bound | self.defined | self.mutated | changed
+        return self.mutated | by_call
 
 
 def _base_name(node: ast.AST) -> str | None:

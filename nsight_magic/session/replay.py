@@ -1,12 +1,13 @@
 """Which history entries a worker replays before a cell: the setup cells, and of the profiled
 cells only the slice whose effects the cell (or a replayed entry) reads.
 
-Walking the history backwards from the cell, a profiled cell is replayed when it writes a name
-that is still needed (``script/effects.py``: binds it, or changes its object in place); the
-names it binds for sure are then no longer needed from earlier cells, the names it reads are.
-A cell this worker already ran supplies every name it read or wrote. Cells that only measure,
-print or run shell commands are skipped; a cell whose effects cannot be read from its text is
-always replayed.
+Walking the history backwards from the cell, a profiled cell is replayed when it binds a name
+that is still needed (``script/effects.py``); the names it binds for sure are then no longer
+needed from earlier cells, the names it reads are. A cell that changes an object in place is
+always replayed: the object may be shared with names the text does not show (``opt.step()``
+changes the model's weights). So is a cell whose effects cannot be read from its text. A cell
+this worker already ran supplies every name it read or wrote. Cells that only measure, print or
+run shell commands are skipped.
 
 A worker that skipped a cell may need it later (a later cell reads what it bound). Replaying it
 then runs it after cells that came after it in the notebook; when one of those touched the same
@@ -53,6 +54,10 @@ class _Effects:
         called = (self.global_writes.get(n, frozenset()) for n in cell.names_read)
         return cell.effects.writes(cell.names_bound, self.modules).union(*called)
 
+    def changed(self, entry: HistoryEntry) -> frozenset[str]:
+        called = (self.global_writes.get(n, frozenset()) for n in entry.cell.names_read)
+        return entry.cell.effects.changed(self.modules).union(*called)
+
     def touched(self, entry: HistoryEntry) -> frozenset[str]:
         return self.writes(entry) | entry.cell.names_read
 
@@ -90,7 +95,10 @@ def _slice(
             needed -= fx.touched(entry)  # it ran here, so what it read or wrote is here
             continue
         effects = entry.cell.effects
-        if entry.kind == "setup" or effects.opaque or fx.writes(entry) & needed:
+        # a change in place may reach objects other names share (opt.step() changes the
+        # model's weights, loss.backward() their grads): such a cell is always replayed
+        changes = fx.changed(entry)
+        if entry.kind == "setup" or effects.opaque or changes or fx.writes(entry) & needed:
             chosen.append(entry)
             needed -= effects.defined
             needed |= entry.cell.names_read
