@@ -55,3 +55,14 @@ def test_the_static_view_ends_with_the_line(warm_meta: dict, data_dir: Path) -> 
     page = run._repr_mimebundle_()["text/html"]
     footer = re.search(r"nsys cell [\d.]+ s: worker [\d.]+ s · capture .* · view [\d.]+ s", page)
     assert footer is not None and page.rstrip().endswith("</div>")
+
+
+def test_the_live_view_ends_with_the_line_too(warm_meta: dict, data_dir: Path, monkeypatch) -> None:
+    from ipywidgets.widgets.widget import _instances
+
+    from nsight_magic.results import base
+
+    monkeypatch.setattr(base, "in_kernel", lambda: True)
+    run = nsys_run(open_report(data_dir / "nsys_small.sqlite"), None, warm_meta)
+    outer = _instances[run._repr_mimebundle_()[base.WIDGET_MIME]["model_id"]]
+    assert "nsys cell" in outer.children[-1].value and "export + load" in outer.children[-1].value
