@@ -2,10 +2,10 @@
 session, display. Everything they do is callable from Python (``nsight_magic.session``).
 
 Configurable (``%config NsightMagic.<name> = …``): ``nsys_path``, ``ncu_path``, ``runs_dir``,
-``auto_vars``, ``auto_vars_max_bytes``, ``replay``. Bad flags raise UsageError (one line); a
-profile that fails raises its typed error, shown as one line (IPython's
-``_render_traceback_``), so the cell fails and Run All stops, while the partial result is
-shown and kept in ``-o VAR`` and ``nsight_magic.last_run()``.
+``auto_vars``, ``auto_vars_max_bytes``, ``replay``, ``prewarm``, ``static_view``. Bad flags
+raise UsageError (one line); a profile that fails raises its typed error, shown as one line
+(IPython's ``_render_traceback_``), so the cell fails and Run All stops, while the partial
+result is shown and kept in ``-o VAR`` and ``nsight_magic.last_run()``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from .errors import NsightMagicError
 from .profilers import ncu as ncu_argv
 from .profilers import nsys as nsys_argv
 from .progress import Progress
+from .results.base import in_kernel
+from .results.display import show_live_first
 from .script import prepare_cell
 from .session.backends import NcuBackend, NsysBackend
 from .session.manager import MANAGER
@@ -134,17 +136,15 @@ class NsightMagic(Magics):
     auto_vars_max_bytes = Int(
         DEFAULT_AUTO_MAX_BYTES, help="Largest variable sent automatically (bytes)."
     ).tag(config=True)
-    prewarm = Bool(
-        True,
-        help="Start the nsys worker when a %%nsight_setup cell runs (it replays the cell "
-        "meanwhile), and the ncu worker after the first nsys result when the GPU has room.",
-    ).tag(config=True)
-    replay = Enum(
-        ["needed", "all"],
-        "needed",
-        help="What a new worker replays of the profiled cells it has not run: 'needed' (the "
-        "cells whose effects the cell reads; setup cells always) or 'all'.",
-    ).tag(config=True)
+    prewarm = Bool(True, help="Start the nsys worker when a %%nsight_setup cell runs (it replays "
+                   "it meanwhile), the ncu worker after the first nsys result if the GPU has "
+                   "room.").tag(config=True)  # fmt: skip
+    static_view = Enum(["inline", "background"], "inline", help="'background': a result's live "
+                       "view at once, its static HTML/PNG copy after (the next cell waits for "
+                       "it); 'inline': both before the cell ends.").tag(config=True)  # fmt: skip
+    replay = Enum(["needed", "all"], "needed", help="What a new worker replays of the profiled "
+                  "cells it has not run: those the cell needs (setup cells always) or all."
+                  ).tag(config=True)  # fmt: skip
 
     # --- parsing ------------------------------------------------------------------------------
     def _parse(self, magic: Any, line: str) -> tuple[Any, list[str]]:
@@ -165,14 +165,10 @@ class NsightMagic(Magics):
             args.vars = tuple(parse_names(args.vars))
         except NsightMagicError as exc:
             raise UsageError(str(exc)) from None
-        self._configure_session()
+        MANAGER.replay_all, MANAGER.prewarm = self.replay == "all", self.prewarm
         tools.set_configured_path("nsys", self.nsys_path or None)
         tools.set_configured_path("ncu", self.ncu_path or None)
         return args, extra
-
-    def _configure_session(self) -> None:
-        MANAGER.replay_all = self.replay == "all"
-        MANAGER.prewarm = self.prewarm
 
     def _request(self, args: Any, cell: str) -> CellRequest:
         env = dict(item.split("=", 1) for item in args.env)
@@ -215,6 +211,9 @@ class NsightMagic(Magics):
                 display(partial)
             raise
         self._store(args, run)
+        if self.static_view == "background" and in_kernel() and hasattr(run, "live_bundle"):
+            show_live_first(run)
+            return None  # shown already; -o VAR and nsight_magic.last_run() keep it
         return run
 
     def _store(self, args: Any, run: Any) -> None:
@@ -388,18 +387,10 @@ class NsightMagic(Magics):
             prepared = prepare_cell(cell, cell_name=f"setup cell {args.name or ''}".strip())
         except NsightMagicError as exc:
             raise UsageError(str(exc)) from None
-        self._configure_session()
-        # recorded first, so that a prewarmed worker replays it while the notebook runs it
-        entry = MANAGER.begin_setup(args.name, prepared)
-        ok = False
-        try:
-            ok = (
-                args.worker_only
-                or self.shell is None
-                or self.shell.run_cell(cell, store_history=False).success
-            )
-        finally:
-            MANAGER.end_setup(entry, cell, args.name, bool(ok))
+        MANAGER.replay_all, MANAGER.prewarm = self.replay == "all", self.prewarm
+        shell = self.shell
+        ok = MANAGER.run_setup(args.name, prepared, lambda: args.worker_only or shell is None
+                               or shell.run_cell(cell, store_history=False).success)  # fmt: skip
         if not ok:  # its traceback is shown already
             raise NsightMagicError("the setup cell failed, so it was not recorded.")
         return None
@@ -411,7 +402,7 @@ class NsightMagic(Magics):
     @line_magic
     def nsight_session(self, line: str) -> None:
         """The profiling workers: ``status`` (pid, uptime, cells, GPU memory), ``start`` (in the
-        background, default launch options, the setup cells replayed), ``restart`` or
+        background; it replays the setup cells), ``restart`` or
         ``stop`` (both, or the named one): a restarted worker replays the setup cells and the
         profiled cells on its next cell; ``reset`` stops both and forgets the profiled cells
         (the setup cells stay).
@@ -422,17 +413,13 @@ class NsightMagic(Magics):
         try:
             args = self.nsight_session.parser.parse_args(_split_extra(line)[0])
         except SystemExit:  # pragma: no cover - MagicArgumentParser raises UsageError
-            raise UsageError(
-                "usage: %nsight_session [status|start|restart|stop|reset] [nsys|ncu]"
-            ) from None
+            raise UsageError("usage: %nsight_session [ACTION] [nsys|ncu]") from None
         if args.action == "status":
             print(format_status(MANAGER.status(), notebook_gpu_memory()))
             return
         if args.action == "start":
-            self._configure_session()
             MANAGER.start_worker(args.tool or "nsys")
-            print(f"Starting the {args.tool or 'nsys'} worker in the background; it replays the "
-                  "setup cells. %nsight_session shows it once it is up.")  # fmt: skip
+            print(f"Starting the {args.tool or 'nsys'} worker in the background.")
             return
         if args.action == "reset":
             MANAGER.reset()

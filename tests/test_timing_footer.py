@@ -66,3 +66,38 @@ def test_the_live_view_ends_with_the_line_too(warm_meta: dict, data_dir: Path, m
     run = nsys_run(open_report(data_dir / "nsys_small.sqlite"), None, warm_meta)
     outer = _instances[run._repr_mimebundle_()[base.WIDGET_MIME]["model_id"]]
     assert "nsys cell" in outer.children[-1].value and "export + load" in outer.children[-1].value
+
+
+def test_background_static_view_shows_the_widget_first(
+    warm_meta: dict, data_dir: Path, monkeypatch
+) -> None:
+    """``static_view = "background"``: the widget and a placeholder line at once, then the same
+    output updated with the static copy around the same widget."""
+    import IPython.display
+
+    from nsight_magic.results import base, display
+
+    calls: list[tuple[str, dict, str]] = []
+
+    class Handle:
+        display_id = "out-1"
+
+    def show(bundle: dict, raw: bool, display_id: bool) -> Handle:
+        calls.append(("display", bundle, ""))
+        return Handle()
+
+    def update(bundle: dict, raw: bool, display_id: str) -> None:
+        calls.append(("update", bundle, display_id))
+
+    monkeypatch.setattr(IPython.display, "display", show)
+    monkeypatch.setattr(IPython.display, "update_display", update)
+    run = nsys_run(open_report(data_dir / "nsys_small.sqlite"), None, warm_meta)
+    display.show_live_first(run)
+    display._finish_static_builds()
+    (_, first, _), (_, full, target) = calls
+    assert "is being built; it replaces this line" in first["text/html"]
+    assert target == "out-1" and full[base.WIDGET_MIME] == first[base.WIDGET_MIME]
+    assert full["text/html"].startswith(run.to_html())
+    assert re.search(
+        r"view [\d.]+ s; static copy [\d.]+ s, built after the view", full["text/html"]
+    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,11 +80,43 @@ class _Run:
 
                     view = ipywidgets.VBox([view, ipywidgets.HTML(note)])
                 data[WIDGET_MIME] = view._repr_mimebundle_()[WIDGET_MIME]
-        if include:
-            data = {k: v for k, v in data.items() if k in include}
-        if exclude:
-            data = {k: v for k, v in data.items() if k not in exclude}
-        return data
+        return _filtered(data, include, exclude)
+
+    def live_bundle(self) -> tuple[dict[str, Any], Callable[[], dict[str, Any]]]:
+        """The live view now, the static form later (``%config NsightMagic.static_view =
+        "background"``): the widget with a one-line text/html saying the static copy follows,
+        and a function that builds the full bundle around the same widget (its timing line
+        then says what the static copy cost)."""
+        import ipywidgets
+
+        t0 = time.perf_counter()
+        footer = ipywidgets.HTML("")
+        view = ipywidgets.VBox([self.widget(), footer])
+        mime = view._repr_mimebundle_()[WIDGET_MIME]
+        widget_s = time.perf_counter() - t0
+        footer.value = html.note_html(timing_line(self.meta, widget_s))
+        pending = html.note_html("The static copy of this view (for readers without a kernel) "
+                                 "is being built; it replaces this line.")  # fmt: skip
+        first = {"text/plain": repr(self), "text/html": pending, WIDGET_MIME: mime}
+
+        def rest() -> dict[str, Any]:
+            t1 = time.perf_counter()
+            page = self.to_html()
+            line = timing_line(self.meta, widget_s)
+            if line:
+                line += f"; static copy {time.perf_counter() - t1:.2f} s, built after the view"
+            footer.value = html.note_html(line) if line else ""
+            return {**first, "text/html": page + footer.value}
+
+        return first, rest
+
+
+def _filtered(data: dict[str, Any], include: Any, exclude: Any) -> dict[str, Any]:
+    if include:
+        data = {k: v for k, v in data.items() if k in include}
+    if exclude:
+        data = {k: v for k, v in data.items() if k not in exclude}
+    return data
 
 
 def timing_line(meta: dict[str, Any], view_s: float) -> str:

@@ -108,6 +108,16 @@ class SessionManager:
             self.background.append(prewarm_for_setup(self))
         return entry
 
+    def run_setup(self, name: str, cell: PreparedCell, run: Callable[[], bool]) -> bool:
+        """A ``%%nsight_setup`` cell: recorded first, so that a prewarmed worker replays it while
+        ``run`` (the notebook's own run of it) runs; kept if that succeeds, else taken back."""
+        entry, ok = self.begin_setup(name, cell), False
+        try:
+            ok = bool(run())
+        finally:
+            self.end_setup(entry, cell.source, name, ok)
+        return ok
+
     def end_setup(self, entry: HistoryEntry, source: str, name: str, ok: bool) -> None:
         """Keep the setup cell (fresh runs replay it too), or, when it failed in the notebook,
         take it back and end the workers that ran it (their state is not the notebook's)."""
