@@ -198,3 +198,24 @@ def test_a_dead_notebook_leaves_no_worker_busy_in_a_prewarm(tmp_path: Path) -> N
     if left:  # never leave it behind, whatever the verdict
         os.kill(pid, signal.SIGKILL)
     assert not left
+
+
+def test_a_stop_before_a_prewarm_starts_its_worker_ends_that_worker(manager) -> None:
+    go = threading.Event()
+    started: list[int] = []
+
+    class Slow(BareBackend):
+        def locate(self):  # type: ignore[no-untyped-def]
+            go.wait(30)  # the prewarm is decided; its worker not started yet
+            return super().locate()
+
+        def after_start(self, tool, state, worker):  # type: ignore[no-untyped-def]
+            started.append(worker.pid)
+
+    manager.prewarm_backends["nsys"] = Slow
+    thread = manager.start_worker("nsys")
+    manager.stop()  # %nsight_session stop (or a test's reset) meanwhile
+    go.set()
+    thread.join(60)
+    assert manager.status() == []
+    assert len(started) == 1 and not alive(started[0])

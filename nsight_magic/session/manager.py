@@ -141,9 +141,12 @@ class SessionManager:
         return self.setup.clear()
 
     # --- workers ----------------------------------------------------------------------------
-    def _session(self, backend: Backend, ctx: RunContext, replace: str = "") -> WarmSession:
+    def _session(
+        self, backend: Backend, ctx: RunContext, replace: str = "", stops: int | None = None
+    ) -> WarmSession:
         """The live worker for this tool and launch options, started when there is none (or
-        ``replace`` says why that one cannot serve). A worker of other launch options is kept
+        ``replace`` says why that one cannot serve; ``stops``: the stop() count when the
+        caller decided to start it, a prewarm). A worker of other launch options is kept
         beside it (least recently used out, at most ``MAX_WORKERS_PER_TOOL``) when the GPU has
         room for both (``gpu_memory.py``)."""
         key = backend.launch_key(ctx.request)
@@ -175,7 +178,7 @@ class SessionManager:
             for session in ended:
                 self._end(session)
             state = WarmState(name=f"nsight-magic-{os.getpid()}-{next(self._ids)}")
-            stops = self._stops
+            stops = self._stops if stops is None else stops
             worker = WorkerProcess(backend.launch(ctx.tool, ctx.request, state))
             ctx.lines.phase("starting", f"the {tool} worker")
             worker.start(on_line=ctx.lines, cancel=ctx.callbacks.cancel)
@@ -234,7 +237,7 @@ class SessionManager:
     def status(self) -> list[SessionStatus]:
         out = []
         sessions = self._sessions_of()
-        smi = _gpu_memory_by_pid()
+        smi = gpu_memory.read().mib_by_pid()  # what nvidia-smi says each process holds
         for s in sessions:
             memory: dict[str, Any] = {}
             if s.alive() and s.lock.acquire(timeout=0.5):  # a busy worker is not asked
@@ -438,11 +441,6 @@ class SessionManager:
                                         **record, "set": set, "mode": "fresh" if cold else "warm",
                                         "wall_s": time.perf_counter() - t0,
                                         "started_utc": now_utc()})  # fmt: skip
-
-
-def _gpu_memory_by_pid() -> dict[int, float]:
-    """MiB of GPU memory per process, as nvidia-smi reports it ({} without nvidia-smi)."""
-    return gpu_memory.read().mib_by_pid()
 
 
 MANAGER = SessionManager()

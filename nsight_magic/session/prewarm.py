@@ -49,7 +49,7 @@ def prewarm(
     worker kept waiting meanwhile. Returns the thread (tests join it)."""
     thread = threading.Thread(
         target=_prewarm,
-        args=(manager, backend, request, reads, before, hold, into),
+        args=(manager, backend, request, reads, before, hold, into, manager._stops),
         name=f"nsight_magic prewarm {backend.tool}",
         daemon=True,
     )
@@ -65,7 +65,9 @@ def _prewarm(
     before: int | None,
     hold: WarmSession | None,
     into: WarmSession | None,
+    stops: int,
 ) -> None:
+    """``stops``: manager.stop()'s count when this was decided: a stop since ends it."""
     notes: list[str] = []
     try:
         with tempfile.TemporaryDirectory(prefix="nsm-prewarm-") as tmp:
@@ -78,7 +80,7 @@ def _prewarm(
                                  notebook=Notebook(), callbacks=callbacks,
                                  lines=Lines(backend.tool, callbacks, None),
                                  meta=base_meta(request, tool, "prewarm"))  # fmt: skip
-                session = manager._session(backend, ctx)
+                session = manager._session(backend, ctx, stops=stops)
             waiting = f"the {session.tool} worker replays ahead of time; no capture runs beside it"
             with _busy(hold, waiting), _busy(session, "replaying earlier cells ahead of time"):
                 _replay(manager, session, Path(tmp), backend, reads, before)
@@ -153,11 +155,12 @@ def prewarm_drill_down(
     r = ctx.request  # what the drill-down's request will have: the ncu worker's launch key
     request = CellRequest(cell="pass", python=r.python, cwd=r.cwd, env=dict(r.env))
     backend = manager.prewarm_backends["ncu"]()
+    stops = manager._stops
 
     def run() -> None:
         room, _ = gpu_memory.read().room_for_copy_of(nsys.worker.pid)
         if room:
-            _prewarm(manager, backend, request, ctx.cell.names_read, entry_id, nsys, None)
+            _prewarm(manager, backend, request, ctx.cell.names_read, entry_id, nsys, None, stops)
 
     thread = threading.Thread(target=run, name="nsight_magic prewarm ncu", daemon=True)
     thread.start()
