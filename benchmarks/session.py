@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks session", description=__doc__)
     ap.add_argument("--root", type=Path, default=None, help="run folders go here")
     ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--only", choices=["p5", "p6"], default=None)
+    ap.add_argument("--only", choices=["p5", "p6", "warm"], default=None)
     args = ap.parse_args(argv)
     root = args.root or Path(tempfile.mkdtemp(prefix="nsight-session-bench-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -175,5 +175,9 @@ def main(argv: list[str] | None = None) -> None:
         result["p5"] = session(root)
     if args.only in (None, "p6"):
         result["p6"] = drilldown(root)
+    if args.only in (None, "warm"):  # P5/P6 extended: prewarmed workers, --pytorch toggle
+        from .warm_start import warm_start
+
+        result["warm_start"] = warm_start(root)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1, default=str))

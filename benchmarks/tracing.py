@@ -8,7 +8,8 @@ unmeasured cell, three cells are profiled and the cell's own time inside the cap
   ``--cuda-graph-trace node`` (the default here: graph kernels in the kernel table) vs ``graph``
   (one item per launch, nsys's own default).
 - PyTorch op ranges: a small decoder's prefill + 16 decode steps with ``--pytorch off`` vs
-  ``autograd-nvtx`` (ops) vs ``autograd-shapes-nvtx`` (ops with shapes).
+  ``autograd-nvtx`` (ops) vs ``autograd-shapes-nvtx`` (ops with shapes); a warm worker turns
+  them on around the captured cell itself (``emit_nvtx``, not nsys's launch flag).
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@ holds those names: ``magic_names``), ``%%nsight_setup``, ``%nsight_session``: pa
 call the session, display. Everything they do is callable from Python (``nsight_magic.session``).
 
 Configurable (``%config NsightMagic.<name> = …``): ``nsys_path``, ``ncu_path``, ``runs_dir``,
-``auto_vars``, ``auto_vars_max_bytes``, ``claim_short_names``. Bad flags raise UsageError (one
-line); a profile that fails raises its typed error, shown as one line (IPython's
-``_render_traceback_``), so the cell fails and Run All stops, while the partial result is shown
-and kept in ``-o VAR`` and ``nsight_magic.last_run()``.
+``auto_vars``, ``auto_vars_max_bytes``, ``replay``, ``prewarm``, ``static_view``,
+``claim_short_names``. Bad flags raise UsageError (one line); a profile that fails raises its
+typed error, shown as one line (IPython's ``_render_traceback_``), so the cell fails and Run All
+stops, while the partial result is shown and kept in ``-o VAR`` and ``nsight_magic.last_run()``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.text import dedent
-from traitlets import Bool, Int, Unicode, observe
+from traitlets import Bool, Enum, Int, Unicode, observe
 
 from . import magic_names, tools
 from .errors import CellSyntaxError, NsightMagicError
@@ -29,6 +29,8 @@ from .magic_options import check_common, show_syntax_error, split_extra
 from .profilers import ncu as ncu_argv
 from .profilers import nsys as nsys_argv
 from .progress import Progress
+from .results.base import in_kernel
+from .results.display import show_live_first
 from .script import prepare_cell
 from .session.backends import NcuBackend, NsysBackend
 from .session.manager import MANAGER
@@ -62,8 +64,8 @@ def _common(func: Any) -> Any:
                      help="Notebook variables to send whatever their size (torch tensors and "
                      "modules keep dtype and device)."),
             argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                     help="Environment variable for the profiled process (repeatable; a "
-                     "change starts a new worker)."),
+                     help="Environment variable for the profiled process (repeatable; other "
+                     "values get a worker of their own)."),
             argument("--python", default=None, help="Python interpreter to run the cell with."),
             argument("--timeout", type=float, default=None, metavar="SECONDS",
                      help="Stop the cell (and, if it does not stop, its worker) after this."),
@@ -133,6 +135,16 @@ class NsightMagic(Magics):
         if self._registered and self.shell is not None:
             print(magic_names.assign_and_tell(self.shell, claim=change["new"], always=True))
 
+    prewarm = Bool(True, help="Start the nsys worker when a %%nsight_setup cell runs (it replays "
+                   "it meanwhile), the ncu worker after the first nsys result if the GPU has "
+                   "room.").tag(config=True)  # fmt: skip
+    static_view = Enum(["inline", "background"], "inline", help="'background': a result's live "
+                       "view at once, its static HTML/PNG copy after (the next cell waits for "
+                       "it); 'inline': both before the cell ends.").tag(config=True)  # fmt: skip
+    replay = Enum(["needed", "all"], "needed", help="What a new worker replays of the profiled "
+                  "cells it has not run: those the cell needs (setup cells always) or all."
+                  ).tag(config=True)  # fmt: skip
+
     # --- parsing ------------------------------------------------------------------------------
     def _parse(self, magic: Any, line: str) -> tuple[Any, list[str]]:
         ours, extra = split_extra(line)
@@ -147,6 +159,7 @@ class NsightMagic(Magics):
             args.vars = tuple(parse_names(args.vars))
         except NsightMagicError as exc:
             raise UsageError(str(exc)) from None
+        MANAGER.replay_all, MANAGER.prewarm = self.replay == "all", self.prewarm
         tools.set_configured_path("nsys", self.nsys_path or None)
         tools.set_configured_path("ncu", self.ncu_path or None)
         return args, extra
@@ -192,6 +205,9 @@ class NsightMagic(Magics):
                 display(partial)
             raise
         self._store(args, run)
+        if self.static_view == "background" and in_kernel() and hasattr(run, "live_bundle"):
+            show_live_first(run)
+            return None  # shown already; -o VAR and nsight_magic.last_run() keep it
         return run
 
     def _store(self, args: Any, run: Any) -> None:
@@ -371,33 +387,39 @@ class NsightMagic(Magics):
             prepared = prepare_cell(cell, cell_name=f"setup cell {args.name or ''}".strip())
         except NsightMagicError as exc:
             raise UsageError(str(exc)) from None
-        if not args.worker_only and self.shell is not None:
-            result = self.shell.run_cell(cell, store_history=False)
-            if not result.success:  # its traceback is shown already
-                raise NsightMagicError("the setup cell failed, so it was not recorded.")
-        MANAGER.record_setup(cell, args.name, prepared)
+        MANAGER.replay_all, MANAGER.prewarm = self.replay == "all", self.prewarm
+        shell = self.shell
+        ok = MANAGER.run_setup(args.name, prepared, lambda: args.worker_only or shell is None
+                               or shell.run_cell(cell, store_history=False).success)  # fmt: skip
+        if not ok:  # its traceback is shown already
+            raise NsightMagicError("the setup cell failed, so it was not recorded.")
         return None
 
     @magic_arguments()
     @argument("action", nargs="?", default="status",
-              choices=["status", "restart", "stop", "reset"])  # fmt: skip
+              choices=["status", "start", "restart", "stop", "reset"])  # fmt: skip
     @argument("tool", nargs="?", default=None, choices=["nsys", "ncu"])
     @line_magic
     def nsight_session(self, line: str) -> None:
-        """The profiling workers: ``status`` (pid, uptime, cells, GPU memory), ``restart`` or
+        """The profiling workers: ``status`` (pid, uptime, cells, GPU memory), ``start`` (in the
+        background; it replays the setup cells), ``restart`` or
         ``stop`` (both, or the named one): a restarted worker replays the setup cells and the
         profiled cells on its next cell; ``reset`` stops both and forgets the profiled cells
         (the setup cells stay).
 
         Usage::
 
-            %nsight_session [status|restart|stop|reset] [nsys|ncu]"""
+            %nsight_session [status|start|restart|stop|reset] [nsys|ncu]"""
         try:
             args = self.nsight_session.parser.parse_args(split_extra(line)[0])
         except SystemExit:  # pragma: no cover - MagicArgumentParser raises UsageError
-            raise UsageError("usage: %nsight_session [status|restart|stop] [nsys|ncu]") from None
+            raise UsageError("usage: %nsight_session [ACTION] [nsys|ncu]") from None
         if args.action == "status":
             print(format_status(MANAGER.status(), notebook_gpu_memory()))
+            return
+        if args.action == "start":
+            MANAGER.start_worker(args.tool or "nsys")
+            print(f"Starting the {args.tool or 'nsys'} worker in the background.")
             return
         if args.action == "reset":
             MANAGER.reset()

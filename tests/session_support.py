@@ -43,12 +43,18 @@ class BareBackend:
 
     gate = "cudaProfilerApi"
 
-    def __init__(self, tool: str = "nsys", nvtx_target: str | None = None) -> None:
+    def __init__(
+        self, tool: str = "nsys", nvtx_target: str | None = None, torch_nvtx: str = ""
+    ) -> None:
         self.tool = tool  # type: ignore[assignment]
         self.captures = 0
         self.nvtx_target = nvtx_target
         if nvtx_target is not None:
             self.gate = "nvtx"
+        self._torch_nvtx = torch_nvtx  # as NsysBackend's --pytorch: "ops" / "shapes" / ""
+
+    def torch_nvtx(self) -> str:
+        return self._torch_nvtx
 
     def options_meta(self) -> dict[str, Any]:
         return {"bare": True}

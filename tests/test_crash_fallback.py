@@ -78,7 +78,8 @@ def test_a_worker_that_dies_in_replay_runs_the_cell_fresh_with_its_state(run, ma
 
 def test_a_cell_that_crashes_every_process_fails_once_with_a_typed_error(run, manager, tmp_path):
     run("x = 1")
-    segfault = "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"
+    # reads x: the new ncu worker replays the cell that binds it, then dies in the cell
+    segfault = "import os, signal\ny = x\nos.kill(os.getpid(), signal.SIGSEGV)\n"
     out: list[str] = []
     with pytest.raises(NsightMagicError) as info:
         request = CellRequest(cell=segfault, runs_root=tmp_path / "runs", cwd=str(tmp_path))

@@ -11,6 +11,7 @@ written (~3 s), after which ``nsys stop`` is refused ("not allowed in this state
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -73,6 +74,18 @@ class NsysOptions:
     pytorch: PyTorchRanges | None = None
     extra_args: tuple[str, ...] = ()
     host: bool = False
+
+    def warm(self) -> NsysOptions:
+        """A warm worker's launch options: no ``--pytorch``; the worker turns PyTorch's op
+        ranges on around each cell that asks (``torch_nvtx``), so it is never relaunched."""
+        return dataclasses.replace(self, pytorch=None)
+
+    @property
+    def torch_nvtx(self) -> str:
+        """``pytorch`` as the warm script takes it: "ops", "shapes" or "" (off)."""
+        return {"autograd-nvtx": "ops", "autograd-shapes-nvtx": "shapes"}.get(
+            self.pytorch or "", ""
+        )
 
     def collect_args(self) -> list[str]:
         """What to trace: shared by ``profile`` and ``launch``."""

@@ -7,10 +7,13 @@ from __future__ import annotations
 import contextlib
 import shlex
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .. import gui
+from ..views import html
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -103,14 +106,86 @@ class _Run:
     def _repr_mimebundle_(
         self, include: Any = None, exclude: Any = None, **kwargs: Any
     ) -> dict[str, Any]:
-        data: dict[str, Any] = {"text/plain": repr(self), "text/html": self.to_html()}
+        t0 = time.perf_counter()
+        view: Any = None
         if in_kernel():
+            with contextlib.suppress(Exception):  # a broken widget must not hide the findings
+                view = self.widget()
+        page = self.to_html()
+        footer = timing_line(self.meta, time.perf_counter() - t0)
+        note = html.note_html(footer) if footer else ""
+        data: dict[str, Any] = {"text/plain": repr(self), "text/html": page + note}
+        if view is not None:
             # The widget is the live view; text/html stays in the same output for readers
             # without a kernel (frontends pick the richest type they can render).
-            with contextlib.suppress(Exception):  # a broken widget must not hide the findings
-                data[WIDGET_MIME] = self.widget()._repr_mimebundle_()[WIDGET_MIME]
-        if include:
-            data = {k: v for k, v in data.items() if k in include}
-        if exclude:
-            data = {k: v for k, v in data.items() if k not in exclude}
-        return data
+            with contextlib.suppress(Exception):
+                if note:
+                    import ipywidgets
+
+                    view = ipywidgets.VBox([view, ipywidgets.HTML(note)])
+                data[WIDGET_MIME] = view._repr_mimebundle_()[WIDGET_MIME]
+        return _filtered(data, include, exclude)
+
+    def live_bundle(self) -> tuple[dict[str, Any], Callable[[], dict[str, Any]]]:
+        """The live view now, the static form later (``%config NsightMagic.static_view =
+        "background"``): the widget with a one-line text/html saying the static copy follows,
+        and a function that builds the full bundle around the same widget (its timing line
+        then says what the static copy cost)."""
+        import ipywidgets
+
+        t0 = time.perf_counter()
+        footer = ipywidgets.HTML("")
+        view = ipywidgets.VBox([self.widget(), footer])
+        mime = view._repr_mimebundle_()[WIDGET_MIME]
+        widget_s = time.perf_counter() - t0
+        footer.value = html.note_html(timing_line(self.meta, widget_s))
+        pending = html.note_html("The static copy of this view (for readers without a kernel) "
+                                 "is being built; it replaces this line.")  # fmt: skip
+        first = {"text/plain": repr(self), "text/html": pending, WIDGET_MIME: mime}
+
+        def rest() -> dict[str, Any]:
+            t1 = time.perf_counter()
+            page = self.to_html()
+            line = timing_line(self.meta, widget_s)
+            if line:
+                line += f"; static copy {time.perf_counter() - t1:.2f} s, built after the view"
+            footer.value = html.note_html(line) if line else ""
+            return {**first, "text/html": page + footer.value}
+
+        return first, rest
+
+
+def _filtered(data: dict[str, Any], include: Any, exclude: Any) -> dict[str, Any]:
+    if include:
+        data = {k: v for k, v in data.items() if k in include}
+    if exclude:
+        data = {k: v for k, v in data.items() if k not in exclude}
+    return data
+
+
+def timing_line(meta: dict[str, Any], view_s: float) -> str:
+    """Where a profiled cell's time went, in one line: the worker (start, replay, variables and
+    warm-up), the capture (profiler start/stop around the cell; the cell body alone in
+    brackets), the report's export and load, and building this view. "" for a run that was not
+    profiled here (no timings)."""
+    t = meta.get("timings") or {}
+    if "total_s" not in t:
+        return ""
+
+    def s(*keys: str) -> float:
+        return float(sum(float(t.get(k) or 0.0) for k in keys))
+
+    capture = s("begin_capture_s", "capture_s", "end_capture_s")
+    worker = s("worker_start_s", "history_s", "script_s", "vars_s")
+    load = s("load_s")
+    parts = []
+    if "worker_start_s" in t:
+        parts.append(f"worker {worker:.2f} s")
+        body = (meta.get("cell_status") or {}).get("cell_s")
+        body_text = f" (cell body {float(body):.3f} s)" if isinstance(body, int | float) else ""
+        parts.append(f"capture {capture:.2f} s{body_text}")
+    else:  # a fresh run: one profiler process, start to report
+        parts.append(f"run {max(s('total_s') - load - s('prepare_s'), 0.0):.2f} s")
+    parts.append(f"export + load {load:.2f} s")
+    parts.append(f"view {view_s:.2f} s")
+    return f"{meta.get('tool', 'run')} cell {s('total_s') + view_s:.2f} s: " + " · ".join(parts)

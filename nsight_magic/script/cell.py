@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import CellSyntaxError
 from ..nvtx_names import statement_label
+from .effects import CellEffects, cell_effects
 
 # Magics whose argument is Python run in the user namespace: its names count as read.
 _CODE_MAGICS = ("run_line_magic", "run_cell_magic")
@@ -24,7 +25,8 @@ _CODE_MAGICS = ("run_line_magic", "run_cell_magic")
 class PreparedCell:
     """``source`` as typed, ``code`` as Python, one ``labels`` entry per top-level statement,
     ``names_read``: names the cell loads before (or without) assigning them itself;
-    ``names_bound``: names it assigns, imports or defines."""
+    ``names_bound``: names it assigns, imports or defines; ``effects``: what it changes for
+    later cells (``effects.py``: which cells a new worker must replay)."""
 
     source: str
     code: str
@@ -33,6 +35,7 @@ class PreparedCell:
     needs_ipython: bool
     names_read: frozenset[str]
     names_bound: frozenset[str]
+    effects: CellEffects = field(default_factory=CellEffects)
 
 
 def cell_filename(cell_name: str) -> str:
@@ -108,6 +111,8 @@ def _name_uses(tree: ast.Module) -> list[tuple[int, int, str, bool]]:
                 except SyntaxError:
                     continue
                 nodes += [(node.lineno, node.col_offset, n, True) for n in names_read(inner)]
+                # ``%time y = f(x)`` binds y in the namespace, as the notebook would
+                nodes += [(node.lineno, node.col_offset, n, False) for n in names_bound(inner)]
         stack.extend(ast.iter_child_nodes(node))
     return nodes
 
@@ -179,4 +184,5 @@ def prepare_cell(source: str, *, cell_name: str = "cell") -> PreparedCell:
         needs_ipython="get_ipython" in code,
         names_read=names_read(tree),
         names_bound=names_bound(tree),
+        effects=cell_effects(tree),
     )

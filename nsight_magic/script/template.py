@@ -52,11 +52,13 @@ def build_script(
     warmup: int = 0,
     gate: Gate = "cudaProfilerApi",
     nvtx_target: str | None = None,
+    torch_nvtx: str = "",
 ) -> str:
     """The script text for ``cell``. ``history`` is replayed first when the script runs on its
     own (``history_entry`` dicts); ``vars.pkl`` next to the script is loaded when present.
     ``nvtx_target`` (``%%ncu --nvtx``): the range spec the script marks for ncu's filter
-    (``RangeRecorder``)."""
+    (``RangeRecorder``); ``torch_nvtx`` ("ops" / "shapes") runs the captured cell inside
+    PyTorch's ``emit_nvtx``."""
     if gate not in ("cudaProfilerApi", "nvtx"):
         raise ValueError(f"gate must be 'cudaProfilerApi' or 'nvtx', not {gate!r}")
     if warmup < 0:
@@ -77,6 +79,7 @@ def build_script(
         nvtx_target=repr(nvtx_target),
         range_recorder=RANGE_RECORDER.strip(),
         rank_format=repr(rank_label(0).replace("0", "{}")),
+        torch_nvtx=repr(torch_nvtx),
     )
 
 
@@ -114,6 +117,7 @@ WARMUP_RANGE = {warmup_range}
 TARGET_RANGE = {target_range}
 NVTX_TARGET = {nvtx_target}
 RANK_FORMAT = {rank_format}
+TORCH_NVTX = {torch_nvtx}
 HERE = os.path.dirname(os.path.abspath(__file__))
 VARS_FILE = os.path.join(HERE, "vars.pkl")
 # set by torchrun when the cell runs as several ranks (%%nsys --nproc N)
@@ -320,6 +324,16 @@ def run_statements(ns):
             exec(code, ns)
 
 
+def torch_op_ranges():
+    """PyTorch's NVTX range per aten op around the captured cell (``--pytorch ops|shapes`` in a
+    warm worker): what nsys --pytorch=autograd-nvtx|autograd-shapes-nvtx turns on for the whole
+    process, here for the captured cell only, so the worker need not be relaunched."""
+    if not TORCH_NVTX:
+        return contextlib.nullcontext()
+    import torch.autograd.profiler
+    return torch.autograd.profiler.emit_nvtx(record_shapes=TORCH_NVTX == "shapes")
+
+
 def warmup(ns):
     if WARMUP:
         with annotate(WARMUP_RANGE, domain=DOMAIN):
@@ -342,7 +356,7 @@ def capture(ns):
                 if WORLD_SIZE > 1:  # says which process is which rank, before (not around) cell
                     with annotate(RANK_FORMAT.format(RANK), domain=DOMAIN):
                         pass
-                with annotate(CELL_RANGE, domain=DOMAIN):
+                with torch_op_ranges(), annotate(CELL_RANGE, domain=DOMAIN):
                     run_statements(ns)
             finally:
                 # the cell's own time ends here; stopping the gate waits for its kernels and,

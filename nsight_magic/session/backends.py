@@ -89,6 +89,7 @@ class Backend(Protocol):
     def fresh_argv(self, tool: Tool, run_dir: Path, request: CellRequest) -> list[str]: ...
     def process_env(self, request: CellRequest) -> dict[str, str]: ...
     def launch(self, tool: Tool, request: CellRequest, state: WarmState) -> Launch: ...
+    def torch_nvtx(self) -> str: ...
     def after_start(self, tool: Tool, state: WarmState, worker: WorkerProcess) -> None: ...
     def begin_capture(self, tool: Tool, state: WarmState, run_dir: Path) -> Any: ...
     def end_capture(self, tool: Tool, state: WarmState, handle: Any, run_dir: Path) -> None: ...
@@ -163,9 +164,12 @@ class NsysBackend:
 
         return nsys_run(report, run_dir, meta, profiler=profiler)
 
+    def torch_nvtx(self) -> str:  # --pytorch in a warm worker: emit_nvtx around the cell
+        return self.options.torch_nvtx
+
     def launch_key(self, request: CellRequest) -> tuple[Any, ...]:
         # nsys fixes what it traces at launch: another trace choice needs another worker
-        return ("nsys", request.python, tuple(sorted(request.env.items())), self.options)
+        return ("nsys", request.python, tuple(sorted(request.env.items())), self.options.warm())
 
     def process_env(self, request: CellRequest) -> dict[str, str]:
         return process_env(request, nsys_argv.NSYS_ENV)
@@ -178,7 +182,7 @@ class NsysBackend:
 
     def launch(self, tool: Tool, request: CellRequest, state: WarmState) -> Launch:
         def wrap(command: list[str]) -> list[str]:
-            return nsys_argv.launch_argv(tool.path, state.name, command, self.options)
+            return nsys_argv.launch_argv(tool.path, state.name, command, self.options.warm())
 
         return Launch(wrap, self.process_env(request), request.cwd, request.python)
 
@@ -318,6 +322,9 @@ class NcuBackend:
                     f"--{kind} {', '.join(bad)}: this ncu has no such {kind}; it knows "
                     f"{', '.join(sorted(have or ()))}."
                 )
+
+    def torch_nvtx(self) -> str:
+        return ""
 
     def launch_key(self, request: CellRequest) -> tuple[Any, ...]:
         # ncu takes its filters per attach: only the interpreter and environment are fixed

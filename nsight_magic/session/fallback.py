@@ -34,7 +34,7 @@ def crash_cause(session: WarmSession | None, died: WorkerDiedError) -> str:
 def crash_note(died: WorkerDiedError, executor: WarmExecutor, script: Path | None) -> str:
     """The one line the user reads: what crashed, when, what the fresh run holds, the log."""
     crashed = Path(died.run_dir) if died.run_dir is not None else None
-    replayed = len(executor.pending)
+    replayed = len(executor.plan.run)
     meta = (runs.read_json(crashed / runs.META, {}) or {}) if crashed is not None else {}
     when = ""
     if replayed:

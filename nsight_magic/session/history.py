@@ -83,6 +83,15 @@ class History:
             and (setup or e.kind != "setup")
         ]
 
+    def get(self, entry_id: int) -> HistoryEntry | None:
+        return next((e for e in self.entries() if e.id == entry_id), None)
+
+    def remove(self, entry_id: int) -> None:
+        """Take back an entry added before its cell ran in the notebook (a setup cell the
+        workers were prewarmed with) when that run failed."""
+        with self._lock:
+            self._entries = [e for e in self._entries if e.id != entry_id]
+
     def drop_setup(self) -> int:
         """Forget the setup cells (``%nsight_setup --clear``): workers started later do not run
         them; workers that ran them keep what they built."""

@@ -13,11 +13,11 @@ import atexit
 import contextlib
 import itertools
 import os
-import subprocess
 import threading
 import time
 import warnings
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,18 +34,21 @@ from ..magic_names import cell_magic
 from ..nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
 from ..profilers import ncu as ncu_argv
 from ..script import PreparedCell
-from . import deadline
-from .backends import Backend, NcuBackend, WarmState
+from . import deadline, gpu_memory
+from .backends import Backend, NcuBackend, NsysBackend, WarmState
 from .fallback import fresh_after_crash
 from .fresh import FreshExecutor
-from .history import REGISTRY, History, SetupRegistry
+from .history import REGISTRY, History, HistoryEntry, SetupRegistry
 from .pipeline import RunContext, now_utc, profile_cell
+from .prewarm import prewarm, prewarm_drill_down, prewarm_for_setup
 from .profiler_cli import shutdown_session
 from .saved_run import rerun_settings, saved_meta
 from .spec import CellRequest, Notebook, RunCallbacks
 from .warm import WarmExecutor, WarmSession
 from .worker_process import WorkerProcess, WorkerStartError
 
+# workers kept per profiler, one per set of launch options (nsys --trace, --env, --python)
+MAX_WORKERS_PER_TOOL = 2
 # ncu on one rank of a torchrun job: the peers run unprofiled; bound it anyway
 MULTI_RANK_TIMEOUT_S = 600.0
 # What ncu can read of an NCCL kernel in one pass (more passes replay it while its peers wait)
@@ -70,16 +73,32 @@ class SessionStatus:
     launch_argv: list[str] = field(default_factory=list)
     cuda_memory: dict[str, Any] = field(default_factory=dict)
     gpu_memory_mib: float | None = None  # what nvidia-smi says the worker process holds
+    prewarmed: list[str] = field(default_factory=list)  # replayed before any cell asked
+    busy: str = ""  # what it does in the background now
 
 
 class SessionManager:
     def __init__(self, setup: SetupRegistry = REGISTRY) -> None:
         self.history = History()
         self.setup = setup
-        self._sessions: dict[str, WarmSession] = {}
+        # per tool, up to MAX_WORKERS_PER_TOOL (launch options differ), most recently used last
+        self._sessions: dict[str, list[WarmSession]] = {}
         self._nsys_runs: dict[str, weakref.ref[Any]] = {}  # cell text -> its last nsys run
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the dict above; held briefly
+        # one worker start per tool at a time (an nsys cell never waits for an ncu start)
+        self._starting = {"nsys": threading.Lock(), "ncu": threading.Lock()}
         self._ids = itertools.count(1)
+        # replay every cell a new worker has not run, not only those the cell needs (replay.py)
+        self.replay_all = False
+        # start workers before cells need them (prewarm.py); the magics turn it on by default
+        self.prewarm = False
+        self.prewarm_backends: dict[str, Callable[[], Backend]] = {
+            "nsys": NsysBackend,
+            "ncu": NcuBackend,
+        }
+        self._drill_prewarmed = False
+        self.background: list[threading.Thread] = []  # prewarm threads (tests join them)
+        self._stops = 0  # stop() calls: a worker whose start a stop() overtook is ended
 
     # --- setup cells ------------------------------------------------------------------------
     def record_setup(self, source: str, name: str, cell: PreparedCell) -> None:
@@ -87,35 +106,95 @@ class SessionManager:
         self.setup.add(source, name=name)
         self.history.add("setup", name or "setup", cell)
 
+    def begin_setup(self, name: str, cell: PreparedCell) -> HistoryEntry:
+        """A setup cell about to run in the notebook: with ``prewarm`` the nsys worker starts
+        (or is found) and replays it meanwhile. ``end_setup`` says how the notebook's run
+        ended."""
+        entry = self.history.add("setup", name or "setup", cell)
+        if self.prewarm:
+            self.background.append(prewarm_for_setup(self))
+        return entry
+
+    def run_setup(self, name: str, cell: PreparedCell, run: Callable[[], bool]) -> bool:
+        """A ``%%nsight_setup`` cell: recorded first, so that a prewarmed worker replays it while
+        ``run`` (the notebook's own run of it) runs; kept if that succeeds, else taken back."""
+        entry, ok = self.begin_setup(name, cell), False
+        try:
+            ok = bool(run())
+        finally:
+            self.end_setup(entry, cell.source, name, ok)
+        return ok
+
+    def end_setup(self, entry: HistoryEntry, source: str, name: str, ok: bool) -> None:
+        """Keep the setup cell (fresh runs replay it too), or, when it failed in the notebook,
+        take it back and end the workers that ran it (their state is not the notebook's)."""
+        if ok:
+            self.setup.add(source, name=name)
+            return
+        self.history.remove(entry.id)
+        for session in self._sessions_of():
+            if entry.id in session.executed:
+                session.worker.kill()
+
+    def start_worker(self, tool: str = "nsys") -> threading.Thread:
+        """Start the worker of ``tool`` (default launch options) and replay the setup cells,
+        in the background (``%nsight_session start``); returns the thread."""
+        thread = prewarm(self, self.prewarm_backends[tool](), CellRequest(cell="pass"))
+        self.background.append(thread)
+        return thread
+
     def clear_setup(self) -> int:
         self.history.drop_setup()
         return self.setup.clear()
 
     # --- workers ----------------------------------------------------------------------------
-    def _session(self, backend: Backend, ctx: RunContext) -> WarmSession:
-        """The live worker for this tool and launch options, started when there is none."""
+    def _session(
+        self, backend: Backend, ctx: RunContext, replace: str = "", stops: int | None = None
+    ) -> WarmSession:
+        """The live worker for this tool and launch options, started when there is none (or
+        ``replace`` says why that one cannot serve; ``stops``: the stop() count when the
+        caller decided to start it, a prewarm). A worker of other launch options is kept
+        beside it (least recently used out, at most ``MAX_WORKERS_PER_TOOL``) when the GPU has
+        room for both (``gpu_memory.py``)."""
         key = backend.launch_key(ctx.request)
-        with self._lock:
-            current = self._sessions.get(backend.tool)
-            if current is not None and current.key == key and current.alive():
-                return current
-            if current is not None:
-                why = (
-                    "its launch options changed" if current.alive() else "it was no longer running"
-                )
-                ctx.lines.note(f"starting a new {backend.tool} worker ({why}).")
-                current.worker.stop()
-                del self._sessions[backend.tool]
+        tool = backend.tool
+        with self._starting.setdefault(tool, threading.Lock()):
+            with self._lock:
+                workers = self._sessions.setdefault(tool, [])
+                match = next((s for s in workers if s.key == key), None)
+                if match is not None and match.alive() and not replace:
+                    workers.remove(match)
+                    workers.append(match)
+                    return match
+                ended = [s for s in workers if s is match or not s.alive()]
+                others = [s for s in workers if s not in ended]
+            if match is not None and not replace and not match.alive():
+                ctx.lines.note(f"starting a new {tool} worker (it was no longer running).")
+            if others:
+                room, why = gpu_memory.read().room_for_copy_of(others[-1].worker.pid)
+                keep = others[-(MAX_WORKERS_PER_TOOL - 1) :] if room else []
+                ended += [s for s in others if s not in keep]
+                ctx.lines.note(
+                    f"starting a second {tool} worker for these launch options; the other one "
+                    "stays for its own cells." if keep else
+                    f"starting a new {tool} worker (its launch options changed"
+                    f"{'; ' + why if why else ''})."
+                )  # fmt: skip
+            with self._lock:
+                self._sessions[tool] = [s for s in self._sessions[tool] if s not in ended]
+            for session in ended:
+                self._end(session)
             state = WarmState(name=f"nsight-magic-{os.getpid()}-{next(self._ids)}")
+            stops = self._stops if stops is None else stops
             state.extra["log"] = str(ctx.run_dir / "profiler.log")  # start-up messages point here
             limit = deadline.bound(deadline.WORKER_START_S)  # or what --timeout left
             worker = WorkerProcess(backend.launch(ctx.tool, ctx.request, state), limit.seconds)
-            ctx.lines.phase("starting", f"the {backend.tool} worker")
+            ctx.lines.phase("starting", f"the {tool} worker")
             try:
                 worker.start(on_line=ctx.lines, cancel=ctx.callbacks.cancel)
             except WorkerStartError as exc:
                 if limit.timeout is not None and "did not" in str(exc):  # --timeout ran out
-                    raise limit.expired(f"the {backend.tool} worker's start",
+                    raise limit.expired(f"the {tool} worker's start",
                                         ctx.run_dir / "profiler.log") from None  # fmt: skip
                 raise
             try:
@@ -123,35 +202,56 @@ class SessionManager:
             except BaseException:
                 worker.kill()
                 raise
-            session = WarmSession(backend.tool, key, worker, state, now_utc())
-            self._sessions[backend.tool] = session
+            session = WarmSession(tool, key, worker, state, now_utc())
+            with self._lock:
+                stopped = stops != self._stops
+                if not stopped:
+                    self._sessions.setdefault(tool, []).append(session)
+            if stopped:  # %nsight_session stop (or exit) came while it started
+                self._end(session)
+                raise WorkerStartError(f"The {tool} worker was stopped while it started.")
             return session
 
-    def stop(self, tool: str | None = None) -> list[str]:
-        """Stop the worker of ``tool`` (both when None); returns which were stopped."""
+    def _sessions_of(self, tool: str | None = None) -> list[WarmSession]:
         with self._lock:
-            chosen = [t for t in list(self._sessions) if tool in (None, t)]
-            sessions = [self._sessions.pop(t) for t in chosen]
-        for session in sessions:
-            with contextlib.suppress(Exception):
-                session.worker.stop()
-            if session.tool == "nsys":  # the session name must not linger in nsys's daemon
+            return [s for t, group in self._sessions.items() if tool in (None, t) for s in group]
+
+    @staticmethod
+    def _end(session: WarmSession) -> None:
+        if session.lock.acquire(timeout=1.0):  # idle: asked to exit
+            try:
                 with contextlib.suppress(Exception):
-                    shutdown_session(tools.find_tool("nsys"), session.state.name)
-        return chosen
+                    session.worker.stop()
+            finally:
+                session.lock.release()
+        else:  # busy in the background (prewarm) or in a picker thread: stopped for sure
+            session.worker.kill()
+        if session.tool == "nsys":  # the session name must not linger in nsys's daemon
+            with contextlib.suppress(Exception):
+                shutdown_session(tools.find_tool("nsys"), session.state.name)
+
+    def stop(self, tool: str | None = None) -> list[str]:
+        """Stop the workers of ``tool`` (all when None); returns which tools had any."""
+        with self._lock:
+            self._stops += 1
+            chosen = [t for t in list(self._sessions) if tool in (None, t)]
+            sessions = [s for t in chosen for s in self._sessions.pop(t)]
+        for session in sessions:
+            self._end(session)
+        return sorted({s.tool for s in sessions}, key=["nsys", "ncu"].index)
 
     def reset(self) -> list[str]:
         """Stop the workers and forget the profiled cells (setup cells stay): the next cell
         starts a worker that runs only the setup cells."""
         stopped = self.stop()
+        self._drill_prewarmed = False
         self.history.drop_cells()
         return stopped
 
     def status(self) -> list[SessionStatus]:
         out = []
-        with self._lock:
-            sessions = list(self._sessions.values())
-        smi = _gpu_memory_by_pid()
+        sessions = self._sessions_of()
+        smi = gpu_memory.read().mib_by_pid()  # what nvidia-smi says each process holds
         for s in sessions:
             memory: dict[str, Any] = {}
             if s.alive() and s.lock.acquire(timeout=0.5):  # a busy worker is not asked
@@ -174,6 +274,8 @@ class SessionManager:
                     launch_argv=list(s.worker.argv),
                     cuda_memory=memory,
                     gpu_memory_mib=smi.get(s.worker.pid or -1),
+                    prewarmed=list(s.prewarmed),
+                    busy=s.busy,
                 )
             )
         return out
@@ -208,7 +310,8 @@ class SessionManager:
         if request.fresh or script is not None or request.nproc > 1:  # ranks: torchrun each time
             executor = FreshExecutor(self.setup.prepared() if script is None else (), script)
         else:
-            executor = WarmExecutor(lambda ctx: self._session(backend, ctx), self.history, before)
+            executor = WarmExecutor(lambda ctx, replace: self._session(backend, ctx, replace),
+                                    self.history, before, replay_all=self.replay_all)  # fmt: skip
         try:
             run = profile_cell(request, backend, executor, make_result, notebook=notebook,
                                callbacks=callbacks, run_dir=run_dir, meta=meta)  # fmt: skip
@@ -221,7 +324,12 @@ class SessionManager:
         if backend.tool == "nsys" and hasattr(run, "nvtx"):  # its ranges answer %%ncu --nvtx
             self._nsys_runs[request.cell] = weakref.ref(run)
         if isinstance(executor, WarmExecutor) and executor.session is not None:
-            self._remember(executor.session, captured["ctx"], before, run)
+            entry_id = self._remember(executor.session, captured["ctx"], before, run)
+            # once, after the first nsys result: the ncu worker for drill-downs into it
+            if backend.tool == "nsys" and self.prewarm and not self._drill_prewarmed:
+                self._drill_prewarmed = True
+                ctx = captured["ctx"]
+                self.background += prewarm_drill_down(self, executor.session, ctx, entry_id)
         return run
 
     def _fresh_after_crash(self, died: WorkerDiedError, executor: WarmExecutor,
@@ -229,28 +337,29 @@ class SessionManager:
                            **kwargs: Any) -> Any:  # fmt: skip
         """The ncu worker crashed on this cell: drop it (the next cell starts a new one) and
         run the cell once in a fresh ncu process (``fallback.fresh_after_crash``)."""
-        with self._lock:
-            if executor.session is not None and self._sessions.get("ncu") is executor.session:
-                del self._sessions["ncu"]
-        if executor.session is not None:
-            executor.session.worker.kill()
+        dead = executor.session
+        if dead is not None:
+            with self._lock:
+                workers = self._sessions.get("ncu", [])
+                if dead in workers:
+                    workers.remove(dead)
+            dead.worker.kill()
         return fresh_after_crash(died, executor, request, backend, make_result,
                                  setup=self.setup.prepared, **kwargs)  # fmt: skip
 
-    def _remember(
-        self, session: WarmSession, ctx: RunContext, before: int | None, run: Any
-    ) -> None:
+    def _remember(self, session: WarmSession, ctx: RunContext, before: int | None, run: Any) -> int:
         """A warm cell that completed joins the history (a re-run of an earlier one does not:
-        it is that entry, now run by this worker too)."""
+        it is that entry, now run by this worker too). Returns its history id."""
         if before is not None:
             session.executed.append(before)
-            return
+            return before
         vars_file = ctx.run_dir / "vars.pkl"
         entry = self.history.add("cell", ctx.request.name, ctx.cell,
                                  vars_file=vars_file if vars_file.exists() else None,
                                  run_dir=ctx.run_dir)  # fmt: skip
         session.executed.append(entry.id)
         run.meta = runs.update_meta(ctx.run_dir, history_id=entry.id)
+        return entry.id
 
     def _result(self, report: Any, ctx: RunContext, parent: Any) -> Any:
         return ctx.backend.result(report, ctx.run_dir, ctx.meta, parent=parent, profiler=self)
@@ -393,25 +502,6 @@ class SessionManager:
                                         **record, "set": set, "mode": mode,
                                         "wall_s": time.perf_counter() - t0,
                                         "started_utc": now_utc()})  # fmt: skip
-
-
-def _gpu_memory_by_pid() -> dict[int, float]:
-    """MiB of GPU memory per process, as nvidia-smi reports it ({} without nvidia-smi)."""
-    smi = tools.find_nvidia_smi()
-    if not smi:
-        return {}
-    try:
-        out = subprocess.run([smi, "--query-compute-apps=pid,used_memory",
-                              "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                             errors="replace", timeout=15, check=False).stdout  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    memory: dict[int, float] = {}
-    for line in out.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        with contextlib.suppress(ValueError, IndexError):
-            memory[int(parts[0])] = memory.get(int(parts[0]), 0.0) + float(parts[1])
-    return memory
 
 
 MANAGER = SessionManager()

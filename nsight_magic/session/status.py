@@ -25,6 +25,10 @@ def format_status(statuses: list[SessionStatus], notebook_gpu: dict[str, Any]) -
         state = "running" if s.alive else "stopped"
         lines.append(f"{s.tool} worker: {state}, pid {s.pid}, up {s.uptime_s:,.0f} s, "
                      f"{s.cells} cell(s) profiled, {s.replayed} history step(s) run")  # fmt: skip
+        if s.busy:
+            lines.append(f"  busy: {s.busy}")
+        if s.prewarmed:
+            lines.append(f"  prewarmed: replayed {', '.join(s.prewarmed)} before any cell asked")
         for device, mem in sorted(s.cuda_memory.items()):
             lines.append(f"  GPU {device}: torch holds {human_bytes(mem['reserved_bytes'])} "
                          f"({human_bytes(mem['allocated_bytes'])} in tensors)")  # fmt: skip

@@ -1,9 +1,10 @@
 """Warm runs: the cell in a long-lived worker that keeps its namespace between cells.
 
 For one cell the worker is asked, in order: load the run's script; replay the history entries it
-has not run (setup cells, cells that ran in the other worker); take the shipped variables and
-warm up; then, with the capture begun (``nsys start`` / ``ncu --mode attach``), run the gated
-cell. Each step is a request the notebook can interrupt (see ``worker_process``).
+has not run that the cell needs (setup cells, cells whose effects it reads: ``replay.py``);
+take the shipped variables and warm up; then, with the capture begun (``nsys start`` /
+``ncu --mode attach``), run the gated cell. Each step is a request the notebook can
+interrupt (see ``worker_process``).
 """
 
 from __future__ import annotations
@@ -20,13 +21,17 @@ from ..folders import write_private
 from ..script import build_script
 from ..tools import ToolName
 from .backends import WarmState
-from .history import History, HistoryEntry
+from .history import History
 from .pipeline import Outcome, RunContext
+from .replay import ReplayPlan, plan_replay
 from .variables import plan_shipping, write_vars
 from .worker_process import Reply, WorkerProcess
 
 # after a failed capture start: how long to wait for the worker to be seen dead (a crash)
 ATTACH_DEATH_GRACE_S = 1.0
+# a request's wall time in meta["timings"]: "load" and "prepare" would collide with the
+# pipeline's own load_s (the report) and prepare_s (the cell parsed)
+_TIMING_KEYS = {"load": "script_s", "prepare": "vars_s"}
 
 
 @dataclass
@@ -45,29 +50,47 @@ class WarmSession:
     cells: int = 0
     broken: str = ""  # why the worker cannot be used again (a sticky CUDA error)
     ran_sources: set[str] = field(default_factory=set)  # cells captured here, failed ones too
+    notes: list[str] = field(default_factory=list)  # for the user, from background work
+    prewarmed: list[str] = field(default_factory=list)  # what it replayed before any cell
+    busy: str = ""  # what holds it in the background (prewarm), for a cell that waits
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     def alive(self) -> bool:
         return not self.broken and self.worker.alive()
 
 
+def _wait_for(s: WarmSession, ctx: RunContext) -> None:
+    """Say so in the progress line when the worker is busy in the background (prewarm)."""
+    if s.lock.acquire(timeout=0.05):
+        s.lock.release()
+        return
+    ctx.lines.phase("waiting", s.busy or f"for the {s.tool} worker")
+    with s.lock:
+        pass
+
+
 class WarmExecutor:
     """Run a cell in the session ``get_session`` gives (it starts a worker when none is alive:
-    only once the cell parsed and the run folder exists). ``before``: replay only history
-    entries older than this id (a re-run of an earlier cell, e.g. the picker's)."""
+    only once the cell parsed and the run folder exists; given a reason, it replaces the
+    worker). ``before``: replay only history entries older than this id (a re-run of an
+    earlier cell, e.g. the picker's); ``replay_all``: every entry the worker has not run, not
+    only those the cell needs (``replay.py``)."""
 
     mode = "warm"
 
     def __init__(
         self,
-        get_session: Callable[[RunContext], WarmSession],
+        get_session: Callable[[RunContext, str], WarmSession],
         history: History,
         before: int | None = None,
+        *,
+        replay_all: bool = False,
     ) -> None:
         self.get_session = get_session
         self.history = history
         self.before = before
-        self.pending: list[HistoryEntry] = []
+        self.replay_all = replay_all
+        self.plan = ReplayPlan()
         self.session: WarmSession | None = None
 
     def _ask(self, ctx: RunContext, message: dict[str, Any]) -> Reply:
@@ -76,7 +99,7 @@ class WarmExecutor:
             message, timeout=ctx.remaining(), cancel=ctx.callbacks.cancel, on_line=ctx.lines
         )
         timings = ctx.meta["timings"]
-        key = f"{message['op']}_s"
+        key = _TIMING_KEYS.get(message["op"], f"{message['op']}_s")
         timings[key] = timings.get(key, 0.0) + reply.wall_s
         if reply.data.get("worker_broken"):
             self.session.broken = str(reply.data["worker_broken"])
@@ -90,19 +113,30 @@ class WarmExecutor:
         request, run_dir = ctx.request, ctx.run_dir
         ctx.lines.log = run_dir / "profiler.log"
         t0 = time.perf_counter()
-        s = self.session = self.get_session(ctx)
+        s = self.session = self.get_session(ctx, "")
+        _wait_for(s, ctx)
+        with s.lock:
+            self.plan = self._plan(ctx, s)
+        if self.plan.conflict:  # rare: a skipped cell is needed after later ones ran here
+            ctx.lines.note(f"starting a new {s.tool} worker: {self.plan.conflict}.")
+            s = self.session = self.get_session(ctx, self.plan.conflict)
         ctx.meta["timings"]["worker_start_s"] = time.perf_counter() - t0
         with s.lock:
-            self.pending = self.history.pending(s.executed, before=self.before, setup=request.setup)
-            ran_before = [e for e in self.history.entries() if e.id in s.executed]
-            # the script alone reproduces this state: what the worker had run, then the cell
-            replay = [e.payload() for e in ran_before + self.pending]
-            script = build_script(ctx.cell, history=replay, warmup=request.warmup,
-                                  gate=ctx.backend.gate, **ctx.backend.script_args())  # fmt: skip
+            self.plan = self._plan(ctx, s)
+            for note in s.notes:  # what happened in the background (prewarm) since
+                ctx.lines.note(note)
+            s.notes.clear()
+            ran = {*s.executed, *(e.id for e in self.plan.run)}
+            # the script alone reproduces this state: what the worker has run, then the cell
+            replayed = [e for e in self.history.entries() if e.id in ran]
+            script = build_script(ctx.cell, history=[e.payload() for e in replayed],
+                                  warmup=request.warmup, gate=ctx.backend.gate,
+                                  torch_nvtx=ctx.backend.torch_nvtx(),
+                                  **ctx.backend.script_args())  # fmt: skip
             write_private(run_dir / "script.py", script)
             # the trace cannot tell a first execution from a warm one by itself (cold_run.py)
-            ran = {e.cell.source for e in ran_before + self.pending} | s.ran_sources
-            ctx.meta["first_run"] = request.warmup == 0 and ctx.cell.source not in ran
+            sources = {e.cell.source for e in replayed} | s.ran_sources
+            ctx.meta["first_run"] = request.warmup == 0 and ctx.cell.source not in sources
             ctx.meta["worker"] = {
                 "pid": s.worker.pid,
                 "started_utc": s.started_utc,
@@ -116,26 +150,32 @@ class WarmExecutor:
             except WorkerDiedError as died:
                 return Outcome(runs.read_cell_status(run_dir), died=died)
 
+    def _plan(self, ctx: RunContext, s: WarmSession) -> ReplayPlan:
+        return plan_replay(self.history.entries(), s.executed, ctx.cell.names_read,
+                           before=self.before, setup=ctx.request.setup,
+                           everything=self.replay_all)  # fmt: skip
+
     def _run(self, ctx: RunContext) -> Outcome:
         s, run_dir = self.session, ctx.run_dir
         assert s is not None
         reply = self._ask(ctx, {"op": "load", "script": str(run_dir / "script.py")})
         if reply.stopped or not reply.data.get("ok"):
             return self._not_run(ctx, reply, "load")
-        if self.pending:
-            ctx.lines.phase(
-                "replaying", f"{len(self.pending)} earlier cell(s) in the {s.tool} worker"
-            )
-            payload = [e.payload() for e in self.pending]
+        plan = self.plan
+        if plan.run:
+            ctx.lines.phase("replaying", plan.describe(s.tool))
+            payload = [e.payload() for e in plan.run]
             reply = self._ask(ctx, {"op": "history", "entries": payload})
             if reply.stopped or not reply.data.get("ok"):
                 return self._not_run(ctx, reply, "setup")
-            s.executed += [e.id for e in self.pending]
+            s.executed += [e.id for e in plan.run]
             s.names = frozenset(reply.data.get("names", ()))
             for error in reply.data.get("errors", []):
                 ctx.lines.note(f"replaying {error['name']!r} in the {s.tool} worker raised "
                                f"{error['exc_type']}: {error['exc_message']}")  # fmt: skip
-            ctx.meta["replayed"] = [e.name for e in self.pending]
+            ctx.meta["replayed"] = [e.name for e in plan.run]
+        if plan.skipped:  # not needed by this cell: they stay pending for later cells
+            ctx.meta["replay_skipped"] = [e.name for e in plan.skipped]
         self._ship(ctx)
         ctx.lines.phase("running")
         reply = self._ask(ctx, {"op": "prepare"})

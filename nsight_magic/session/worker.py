@@ -67,8 +67,11 @@ def watch_parent(pid: int, start_ticks: int | None) -> None:
     """Exit the whole process as soon as the notebook is gone (no cleanup can run there)."""
     while parent_alive(pid, start_ticks):
         time.sleep(WATCH_INTERVAL_S)
-    sys.stderr.write("[nsight_magic worker] the notebook process is gone; exiting\n")
-    sys.stderr.flush()
+    # the notebook read our output: with it gone the pipe is broken and writing raises, which
+    # must not end this thread before the exit (a busy worker would be left running)
+    with contextlib.suppress(Exception):
+        sys.stderr.write("[nsight_magic worker] the notebook process is gone; exiting\n")
+        sys.stderr.flush()
     os._exit(EXIT_PARENT_GONE)
 
 

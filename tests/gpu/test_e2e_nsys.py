@@ -183,15 +183,34 @@ def test_cuda_graph_replays_are_kernels_not_nothing(ip) -> None:  # type: ignore
 
 
 def test_pytorch_op_ranges(ip) -> None:  # type: ignore[no-untyped-def]
-    run = magic(ip, "nsys", "--pytorch shapes", (
-        "import torch\nlin = torch.nn.Linear(512, 512).cuda()\n"
-        "x = torch.randn(64, 512, device='cuda')\n"
-        "y = torch.relu(lin(x))\ntorch.cuda.synchronize()\n"
-    ))  # fmt: skip
+    """--pytorch shapes in the warm worker (emit_nvtx around the cell, no relaunch) gives the
+    ranges nsys's own --pytorch=autograd-shapes-nvtx gives a fresh run: same text, parsed as
+    ops with shapes; the default cell after it has none and runs in the same worker."""
+    from nsight_magic.analysis.torch_ops import parse_op_range
+
+    cell = ("import torch\nlin = torch.nn.Linear(512, 512).cuda()\n"
+            "x = torch.randn(64, 512, device='cuda')\n"
+            "y = torch.relu(lin(x))\ntorch.cuda.synchronize()\n")  # fmt: skip
+    magic(ip, "nsys", "", cell)
+    pid = _worker_pid()
+    run = magic(ip, "nsys", "--pytorch shapes", cell)
     assert not isinstance(run, Exception), run
+    assert _worker_pid() == pid  # no relaunch
     aten = [r for r in run.nvtx()["range"] if "aten::" in r]
     print(f"\n{len(aten)} aten ranges, e.g. {aten[:3]}")
     assert any("aten::addmm" in r or "aten::linear" in r for r in aten)
+    ops = [parse_op_range(r) for r in aten]
+    assert all(op is not None for op in ops) and any(op.shapes for op in ops if op)
+    assert not run.op_summary().empty
+    after = magic(ip, "nsys", "", cell)
+    assert _worker_pid() == pid and not any("aten::" in r for r in after.nvtx()["range"])
+    fresh = magic(ip, "nsys", "--pytorch shapes --fresh", cell)
+    assert not isinstance(fresh, Exception), fresh
+    parsed = (parse_op_range(r) for r in fresh.nvtx()["range"])
+    fresh_ops = {op.op for op in parsed if op is not None}
+    warm_ops = {op.op for op in ops if op is not None}
+    print(f"warm ops {sorted(warm_ops)}\nfresh (nsys --pytorch) {sorted(fresh_ops)}")
+    assert warm_ops == fresh_ops
 
 
 def test_fresh_run_and_vars(ip) -> None:  # type: ignore[no-untyped-def]

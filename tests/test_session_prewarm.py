@@ -1,0 +1,221 @@
+"""Prewarmed workers, for real on the CPU (the worker without a profiler): the nsys worker
+starts and replays a setup cell while the notebook runs it, a setup cell that failed in the
+notebook is taken back from the worker, and the ncu worker is prewarmed for drill-downs after
+the first nsys result."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from processes import alive
+from session_support import BareBackend
+
+from nsight_magic.script import prepare_cell
+from nsight_magic.session.history import SetupRegistry
+from nsight_magic.session.manager import SessionManager
+from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+
+
+@pytest.fixture
+def manager():
+    m = SessionManager(setup=SetupRegistry())
+    m.prewarm = True
+    m.prewarm_backends = {"nsys": BareBackend, "ncu": lambda: BareBackend("ncu")}
+    yield m
+    m.stop()
+
+
+def _join(manager: SessionManager) -> None:
+    for thread in manager.background:
+        thread.join(60)
+        assert not thread.is_alive()
+
+
+def _run(manager: SessionManager, tmp_path: Path, cell: str, tool: str = "nsys", **kw):
+    out: list[str] = []
+    request = CellRequest(cell=textwrap.dedent(cell), runs_root=tmp_path / "runs",
+                          cwd=str(tmp_path), **kw)  # fmt: skip
+    result = manager.profile(request, BareBackend(tool), notebook=Notebook(),
+                             callbacks=RunCallbacks(output=out.append))  # fmt: skip
+    return result, out
+
+
+def _status(manager: SessionManager, tool: str):
+    (status,) = [s for s in manager.status() if s.tool == tool]
+    return status
+
+
+def test_the_nsys_worker_replays_a_setup_cell_while_the_notebook_runs_it(manager, tmp_path) -> None:
+    flag = tmp_path / "notebook-is-running-it"
+    setup = (f"import os, time\nwhile not os.path.exists({str(flag)!r}):\n"
+             "    time.sleep(0.02)\nbase = os.getpid()\n")  # fmt: skip
+    entry = manager.begin_setup("base", prepare_cell(setup))
+    # begin_setup returned while the worker waits inside the setup cell for the notebook
+    flag.write_text("")
+    _join(manager)
+    manager.end_setup(entry, setup, "base", ok=True)
+    status = _status(manager, "nsys")
+    assert status.alive and status.prewarmed == ["base"] and status.cells == 0
+    result, out = _run(manager, tmp_path, "print(base)")
+    assert "replayed" not in result.meta and out[-1] == str(status.pid)
+    assert len(manager.setup) == 1  # fresh runs replay it too
+
+
+def test_a_setup_cell_that_failed_in_the_notebook_is_taken_back(manager, tmp_path) -> None:
+    setup = "value = 1"
+    entry = manager.begin_setup("v", prepare_cell(setup))
+    _join(manager)
+    pid = _status(manager, "nsys").pid
+    manager.end_setup(entry, setup, "v", ok=False)
+    assert not manager.history.entries() and len(manager.setup) == 0
+    assert not alive(pid)
+    result, out = _run(manager, tmp_path, "print('value' in globals())")
+    assert out[-1] == "False" and result.meta["worker"]["pid"] != pid
+
+
+def test_the_ncu_worker_is_prewarmed_for_drill_downs_after_the_first_nsys_result(
+    manager, tmp_path
+) -> None:
+    manager.record_setup("base = 10", "base", prepare_cell("base = 10"))
+    run, _ = _run(manager, tmp_path, "y = base + 1\nprint('measured')")
+    _join(manager)
+    ncu = _status(manager, "ncu")
+    assert ncu.alive and ncu.prewarmed == ["base"] and ncu.cells == 0
+    # the drill-down (a re-run of that cell in the ncu worker) finds it ready
+    out: list[str] = []
+    request = CellRequest(cell="y = base + 1\nprint('measured')", runs_root=tmp_path / "runs",
+                          cwd=str(tmp_path))  # fmt: skip
+    drill = manager.profile(request, BareBackend("ncu"), before=run.meta["history_id"],
+                            callbacks=RunCallbacks(output=out.append))  # fmt: skip
+    assert "replayed" not in drill.meta and drill.meta["worker"]["pid"] == ncu.pid
+    assert out[-1] == "measured"
+    # once per session: a later nsys cell does not start another
+    _run(manager, tmp_path, "print(base)")
+    _join(manager)
+    assert len([s for s in manager.status() if s.tool == "ncu"]) == 1
+
+
+def test_a_setup_cell_is_replayed_by_the_worker_in_use_whatever_its_options(
+    manager, tmp_path
+) -> None:
+    _run(manager, tmp_path, "x = 1", env={"NSM_OPTION": "other"})
+    _join(manager)
+    pid = _status(manager, "nsys").pid
+    entry = manager.begin_setup("late", prepare_cell("late = 5"))
+    _join(manager)
+    manager.end_setup(entry, "late = 5", "late", ok=True)
+    status = _status(manager, "nsys")  # no second worker for the default options
+    assert status.pid == pid and status.prewarmed == ["late"]
+
+
+def test_an_nsys_cell_waits_while_the_ncu_worker_replays_and_says_so(manager, tmp_path) -> None:
+    flag = tmp_path / "replayed"
+    # the setup waits for the flag only in the ncu worker (its replay); nsys ran it at once
+    setup = (f"import os, time\nwhile os.environ.get('NSM_SLOT') == 'ncu' and not "
+             f"os.path.exists({str(flag)!r}):\n    time.sleep(0.02)\nbase = 1\n")  # fmt: skip
+    manager.record_setup(setup, "base", prepare_cell(setup))
+    manager.prewarm_backends["ncu"] = lambda: _SlotBackend("ncu")
+    _run(manager, tmp_path, "y = base")
+    nsys = manager._sessions_of("nsys")[0]
+    for _ in range(600):  # until the ncu worker is up and replaying (it holds the nsys one)
+        if nsys.busy:
+            break
+        time.sleep(0.05)
+    assert nsys.busy.startswith("the ncu worker replays ahead of time")
+    phases: list[str] = []
+    done = threading.Event()
+
+    def nsys_cell() -> None:
+        request = CellRequest(cell="print(base)", runs_root=tmp_path / "runs", cwd=str(tmp_path))
+        manager.profile(request, BareBackend(), callbacks=RunCallbacks(
+            progress=lambda p: phases.append(p.describe())))  # fmt: skip
+        done.set()
+
+    thread = threading.Thread(target=nsys_cell)
+    thread.start()
+    try:
+        assert not done.wait(1.0)  # held while the ncu worker replays
+    finally:
+        flag.write_text("")
+    thread.join(60)
+    _join(manager)
+    assert done.is_set()
+    assert any("waiting - the ncu worker replays ahead of time" in p for p in phases)
+    assert _status(manager, "ncu").prewarmed == ["base"]
+
+
+class _SlotBackend(BareBackend):
+    """A bare worker that knows which slot it fills (NSM_SLOT), so a cell can tell them apart."""
+
+    def process_env(self, request: CellRequest) -> dict[str, str]:
+        return {**super().process_env(request), "NSM_SLOT": self.tool}
+
+
+BUSY_NOTEBOOK = r"""
+import sys, time
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+from session_support import BareBackend
+from nsight_magic.script import prepare_cell
+from nsight_magic.session.manager import SessionManager
+m = SessionManager()
+m.prewarm, m.prewarm_backends = True, {"nsys": BareBackend, "ncu": BareBackend}
+m.begin_setup("busy", prepare_cell("import time\nwhile True:\n    time.sleep(0.02)\n"))
+while not m._sessions_of():
+    time.sleep(0.05)
+print("worker", m._sessions_of()[0].worker.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_dead_notebook_leaves_no_worker_busy_in_a_prewarm(tmp_path: Path) -> None:
+    """The worker is inside a replay (not waiting for a request) when the notebook dies: its
+    watchdog still ends it (its output pipe is broken by then: writing to it must not stop
+    the watchdog)."""
+    root = Path(__file__).resolve().parents[1]
+    argv = [sys.executable, "-c", BUSY_NOTEBOOK, str(root), str(root / "tests")]
+    notebook = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    try:
+        line = notebook.stdout.readline() if notebook.stdout else ""
+        pid = int(line.split()[1])
+        time.sleep(1.0)  # inside the replay loop now
+        assert alive(pid)
+    finally:
+        notebook.kill()
+        notebook.wait(10)
+    for _ in range(100):
+        if not alive(pid):
+            break
+        time.sleep(0.1)
+    left = alive(pid)
+    if left:  # never leave it behind, whatever the verdict
+        os.kill(pid, signal.SIGKILL)
+    assert not left
+
+
+def test_a_stop_before_a_prewarm_starts_its_worker_ends_that_worker(manager) -> None:
+    go = threading.Event()
+    started: list[int] = []
+
+    class Slow(BareBackend):
+        def locate(self):  # type: ignore[no-untyped-def]
+            go.wait(30)  # the prewarm is decided; its worker not started yet
+            return super().locate()
+
+        def after_start(self, tool, state, worker):  # type: ignore[no-untyped-def]
+            started.append(worker.pid)
+
+    manager.prewarm_backends["nsys"] = Slow
+    thread = manager.start_worker("nsys")
+    manager.stop()  # %nsight_session stop (or a test's reset) meanwhile
+    go.set()
+    thread.join(60)
+    assert manager.status() == []
+    assert len(started) == 1 and not alive(started[0])
