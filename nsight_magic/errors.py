@@ -3,6 +3,7 @@ without a traceback (see ``magics.py``) and library users can catch by type."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 
@@ -80,7 +81,11 @@ class ProfilerOptionError(NsightMagicError, ValueError):
 
 class NothingCapturedError(NsightMagicError):
     """The run finished but recorded no GPU work (no CUDA in the cell, or no kernel matched
-    the filter)."""
+    the filter). ``target_opened``: ``%%ncu --nvtx`` named a range the cell did open;
+    ``run_dir``: the run's folder (both set by the ncu backend)."""
+
+    target_opened: bool = False
+    run_dir: Path | None = None
 
 
 class CellSyntaxError(NsightMagicError, SyntaxError):

@@ -12,7 +12,7 @@ import pytest
 from processes import alive
 from session_support import BareBackend
 
-from nsight_magic.errors import NsightMagicError, WorkerDiedError
+from nsight_magic.errors import NothingCapturedError, NsightMagicError, WorkerDiedError
 from nsight_magic.session import worker_process
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
@@ -138,3 +138,31 @@ def test_an_attach_that_kills_the_worker_is_a_crash_and_the_cell_runs_fresh(mana
     )
     assert result.meta["mode"] == "fresh" and "ran" in out
     assert "while ncu attached" in result.meta["fallback"]["why"]
+
+
+class EmptyWarmAttach(BareBackend):
+    """ncu's attach to a warm worker kept no launch of a range the cell did open (the first
+    ``%%ncu --nvtx`` cell of a new ncu worker, H100 2026-11-23): the backend's own check fails
+    the first run, which is the warm one; the fresh run after it is profiled as usual."""
+
+    def check_captured(self, report: object, status: dict, run_dir: Path) -> None:  # type: ignore[type-arg]
+        self.checks = getattr(self, "checks", 0) + 1
+        if self.checks == 1:
+            error = NothingCapturedError("Nothing was captured: no kernel launch matched ...")
+            error.target_opened, error.run_dir = True, run_dir
+            raise error
+
+
+def test_an_empty_attach_on_an_opened_range_runs_the_cell_fresh_once(manager, tmp_path):
+    out: list[str] = []
+    request = CellRequest(cell="y = 1 + 1\n", runs_root=tmp_path / "runs", cwd=str(tmp_path))
+    result = manager.profile(request, EmptyWarmAttach("ncu"), notebook=Notebook(),
+                             callbacks=RunCallbacks(output=out.append))  # fmt: skip
+    (note,) = [line for line in out if "profiled no kernel in the range" in line]
+    assert "fresh ncu process" in note
+    assert result.meta["mode"] == "fresh" and result.meta["fallback"]["note"] in note
+    # a range that was never opened is the user's spelling: no re-run, the error itself
+    plain = BareBackend("ncu")
+    ok = manager.profile(CellRequest(cell="z = 2\n", runs_root=tmp_path / "runs",
+                                     cwd=str(tmp_path)), plain, notebook=Notebook())  # fmt: skip
+    assert ok.meta["mode"] == "warm"

@@ -404,7 +404,13 @@ class NcuBackend:
                 if not status.get("nvtx", True)
                 else _ranges_hint(status)
             )
-            raise NothingCapturedError(
+            error = NothingCapturedError(
                 f"Nothing was captured: no kernel launch matched "
                 f"{self.options.describe_filter()}.{hint} Log: {run_dir / 'profiler.log'}"
             )
+            target = status.get("target")
+            # the cell opened the range --nvtx names, yet the attach kept no launch of it: a
+            # fresh ncu run of the same script can still (session/fallback.py)
+            error.target_opened = isinstance(target, dict) and bool(target.get("opened"))
+            error.run_dir = run_dir
+            raise error

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import runs
-from ..errors import WorkerDiedError
+from ..errors import NothingCapturedError, WorkerDiedError
 from ..script import PreparedCell
 from .backends import Backend
 from .fresh import FreshExecutor
@@ -70,17 +70,70 @@ def fresh_after_crash(
     scratch), or with the setup cells only when there is none. A drill-down's fresh run is a
     sibling of its crashed folder; the fresh run's meta.json says what it replaces."""
     crashed = Path(died.run_dir) if died.run_dir is not None else None
-    script = crashed / "script.py" if crashed is not None else None
-    if script is not None and not script.exists():
-        script = None
+    script = _script(crashed)
     line = crash_note(died, executor, script)
-    if crashed is not None:  # the log the line points at holds the crash, output tail included
+    return _fresh_instead(died, line, crashed, script, request, backend, make_result,
+                          setup=setup, notebook=notebook, callbacks=callbacks, run_dir=run_dir,
+                          meta=meta)  # fmt: skip
+
+
+def fresh_after_empty_attach(
+    empty: NothingCapturedError,
+    request: CellRequest,
+    backend: Backend,
+    make_result: Callable[[Any, Any], Any],
+    *,
+    setup: Callable[[], Sequence[tuple[str, PreparedCell]]],
+    notebook: Notebook | None = None,
+    callbacks: RunCallbacks | None = None,
+    run_dir: Path | None = None,
+    meta: dict[str, Any] | None = None,
+) -> Any:
+    """``%%ncu --nvtx`` in a warm worker: the cell opened the range, but the attach kept no
+    launch of it (seen on the H100, 2026-11-23, on the first cell of a new ncu worker only; the
+    same cell later in that worker was profiled). Run the warm run's own script once in a fresh
+    ncu process, where ncu's NVTX filter sees the process from its start."""
+    warm = Path(empty.run_dir) if empty.run_dir is not None else None
+    script = _script(warm)
+    line = (
+        "ncu's attach to the warm worker profiled no kernel in the range the cell opened; this "
+        "cell ran in a fresh ncu process instead"
+        + (" (it replayed the cells the worker had run first)" if script is not None else "")
+        + (f"; see {warm / 'profiler.log'}" if warm is not None else "")
+    )
+    return _fresh_instead(empty, line, warm, script, request, backend, make_result,
+                          setup=setup, notebook=notebook, callbacks=callbacks, run_dir=run_dir,
+                          meta=meta)  # fmt: skip
+
+
+def _script(folder: Path | None) -> Path | None:
+    script = folder / "script.py" if folder is not None else None
+    return script if script is not None and script.exists() else None
+
+
+def _fresh_instead(
+    why: Exception,
+    line: str,
+    crashed: Path | None,
+    script: Path | None,
+    request: CellRequest,
+    backend: Backend,
+    make_result: Callable[[Any, Any], Any],
+    *,
+    setup: Callable[[], Sequence[tuple[str, PreparedCell]]],
+    notebook: Notebook | None,
+    callbacks: RunCallbacks | None,
+    run_dir: Path | None,
+    meta: dict[str, Any] | None,
+) -> Any:
+    """One fresh run of the warm run's script (or the setup cells and the cell), saying so."""
+    if crashed is not None:  # the log the line points at holds what happened
         with open(crashed / "profiler.log", "a", errors="replace") as log:
-            log.write(f"[nsight_magic] {died}\n[nsight_magic] {line}\n")
+            log.write(f"[nsight_magic] {why}\n[nsight_magic] {line}\n")
     if callbacks is not None and callbacks.output is not None:
         callbacks.output(f"nsight_magic: {line}")
     fresh_dir = runs.new_run_dir(run_dir.parent, f"{run_dir.name}-fresh") if run_dir else None
-    fallback = {"from": str(crashed) if crashed else None, "why": str(died), "note": line}
+    fallback = {"from": str(crashed) if crashed else None, "why": str(why), "note": line}
     return profile_cell(
         replace(request, fresh=True),
         backend,

@@ -27,6 +27,7 @@ from ..analysis.range_spec import resolve_nvtx_range
 from ..errors import (
     AmbiguousNvtxRangeError,
     FolderSettingsIgnored,
+    NothingCapturedError,
     NsightMagicError,
     WorkerDiedError,
 )
@@ -36,7 +37,7 @@ from ..profilers import ncu as ncu_argv
 from ..script import PreparedCell
 from . import deadline, gpu_memory
 from .backends import Backend, NcuBackend, NsysBackend, WarmState
-from .fallback import fresh_after_crash
+from .fallback import fresh_after_crash, fresh_after_empty_attach
 from .fresh import FreshExecutor
 from .history import REGISTRY, History, HistoryEntry, SetupRegistry
 from .pipeline import RunContext, now_utc, profile_cell
@@ -321,6 +322,13 @@ class SessionManager:
             return self._fresh_after_crash(died, executor, request, backend, make_result,
                                            notebook=notebook, callbacks=callbacks,
                                            run_dir=run_dir, meta=meta)  # fmt: skip
+        except NothingCapturedError as empty:
+            if not (empty.target_opened and isinstance(executor, WarmExecutor)):
+                raise
+            return fresh_after_empty_attach(empty, request, backend, make_result,
+                                            setup=self.setup.prepared, notebook=notebook,
+                                            callbacks=callbacks, run_dir=run_dir,
+                                            meta=meta)  # fmt: skip
         if backend.tool == "nsys" and hasattr(run, "nvtx"):  # its ranges answer %%ncu --nvtx
             self._nsys_runs[request.cell] = weakref.ref(run)
         if isinstance(executor, WarmExecutor) and executor.session is not None:
