@@ -23,7 +23,7 @@ def _run(study: str, name: str) -> Path:
 def test_llm_prefill_run_and_its_picker_child_reload() -> None:
     prefill = nsight_magic.load_run(_run("02_llm_drilldown", "prefill"))
     assert type(prefill).__name__ == "NsysRun"
-    assert prefill.gpu_info()["name"] == "NVIDIA H200"
+    assert prefill.gpu_info()["name"] == "NVIDIA H100 80GB HBM3"
     summary = prefill.kernel_summary()
     top = summary["name"].iloc[0]
     assert top.startswith("nvjet_sm90")  # a Hopper bf16 GEMM is the prefill's top kernel
@@ -55,7 +55,7 @@ def test_llm_decode_run_has_statement_ranges() -> None:
     spec = charts.utilisation_chart(phase, label="range").to_dict()
     (row,) = spec["datasets"][spec["data"]["name"]]
     assert row["measure"] == "MFU" and row["pct"] == pytest.approx(100 * phase["mfu"].iloc[0])
-    assert "H200 bf16 dense" in spec["title"]["subtitle"]
+    assert "H100 SXM bf16 dense" in spec["title"]["subtitle"]
 
 
 def test_compare_runs_reload_and_show_the_speedup() -> None:

@@ -1,0 +1,2 @@
+torch.set_grad_enabled(False)
+logits, caches = model(prompt)
