@@ -15,7 +15,6 @@ import itertools
 import os
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,42 +22,27 @@ from pathlib import Path
 from typing import Any
 
 from .. import runs, tools
-from ..analysis.range_spec import resolve_nvtx_range
 from ..errors import (
-    AmbiguousNvtxRangeError,
-    FolderSettingsIgnored,
     NothingCapturedError,
     NsightMagicError,
     WorkerDiedError,
 )
-from ..magic_names import cell_magic
-from ..nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
-from ..profilers import ncu as ncu_argv
 from ..script import PreparedCell
 from . import deadline, gpu_memory
 from .backends import Backend, NcuBackend, NsysBackend, WarmState
+from .drill import DrillDowns
 from .fallback import fresh_after_crash, fresh_after_empty_attach
 from .fresh import FreshExecutor
 from .history import REGISTRY, History, HistoryEntry, SetupRegistry
 from .pipeline import RunContext, now_utc, profile_cell
 from .prewarm import prewarm, prewarm_drill_down, prewarm_for_setup
 from .profiler_cli import shutdown_session
-from .saved_run import rerun_settings, saved_meta
 from .spec import CellRequest, Notebook, RunCallbacks
 from .warm import WarmExecutor, WarmSession
 from .worker_process import WorkerProcess, WorkerStartError
 
 # workers kept per profiler, one per set of launch options (nsys --trace, --env, --python)
 MAX_WORKERS_PER_TOOL = 2
-# ncu on one rank of a torchrun job: the peers run unprofiled; bound it anyway
-MULTI_RANK_TIMEOUT_S = 600.0
-# What ncu can read of an NCCL kernel in one pass (more passes replay it while its peers wait)
-NCCL_SINGLE_PASS = (
-    "gpu__time_duration.sum",
-    "launch__grid_size",
-    "launch__block_size",
-    "launch__registers_per_thread",
-)
 
 
 @dataclass
@@ -78,7 +62,7 @@ class SessionStatus:
     busy: str = ""  # what it does in the background now
 
 
-class SessionManager:
+class SessionManager(DrillDowns):
     def __init__(self, setup: SetupRegistry = REGISTRY) -> None:
         self.history = History()
         self.setup = setup
@@ -371,145 +355,6 @@ class SessionManager:
 
     def _result(self, report: Any, ctx: RunContext, parent: Any) -> Any:
         return ctx.backend.result(report, ctx.run_dir, ctx.meta, parent=parent, profiler=self)
-
-    def ncu_nvtx_options(self, spec: str, cell: str) -> dict[str, Any]:
-        """``%%ncu --nvtx SPEC`` as ``NcuOptions`` fields. SPEC is "DOMAIN:RANGE" (":RANGE" = the
-        default domain), "DOMAIN:RANGE (STYLE)" or a bare RANGE in any domain, as the NVTX tab
-        and ``nsys stats`` print it. The cell script matches it against each range the cell
-        opens and marks the matches for ncu (``nvtx_target``): no earlier run is needed to know
-        the domain, and the name never has to be escaped for ncu.
-
-        When this notebook profiled the same cell with nsys, SPEC is checked against that run's
-        ranges first: a name the cell does not have fails here with the list (nothing runs);
-        a range nsys saw but the script cannot (opened from C++ code) gets ncu's own filter,
-        spelled with the domain and style nsys found (measured forms: DESIGN.md)."""
-        ncu_argv.parse_range_spec(spec)  # ValueError for an empty name or "DOMAIN:" alone
-        spec = spec.strip()
-        known = self._nsys_runs.get(cell)
-        run = known() if known is not None else None
-        if run is None:
-            return {"nvtx_target": spec}
-        try:
-            found = resolve_nvtx_range(run.nvtx(), spec)
-        except AmbiguousNvtxRangeError:
-            return {"nvtx_target": spec}  # the script marks every match and says so
-        # what the cell script saw of that run (None: not known, e.g. a run loaded from disk)
-        recorded = (run.meta.get("cell_status") or {}).get("ranges")
-        seen = {tuple(map(str, r)) for r in recorded or []}
-        if recorded is None or found.domain == NVTX_DOMAIN or tuple(found) in seen:
-            return {"nvtx_target": f"{found.label} ({found.style})"}
-        expression = ncu_argv.nvtx_filter(found.range, domain=found.domain or None,
-                                          push_pop=found.style == "PushPop")  # fmt: skip
-        return {"nvtx_include": (expression,)}
-
-    # --- drill-downs (results.KernelProfiler) -----------------------------------------------
-    def profile_kernel(self, parent: Any, kernel: str, *, instance: int = 0, count: int = 1,
-                       **kwargs: Any) -> Any:  # fmt: skip
-        """ncu on launch ``instance`` (0-based, within the cell) of ``kernel`` (exact name) of
-        the cell ``parent`` ran: in the warm ncu worker when this notebook ran that cell, else
-        a cold re-run of the parent's saved script. The child run lives in the parent's
-        folder (``ncu/<time>-<kernel>/``) and is listed in its meta.json. For a cell that ran
-        as several ranks, ``rank=R`` names the rank ncu profiles (the others run unprofiled);
-        an NCCL kernel gets single-pass metrics only: replaying a collective on one rank while
-        its peers wait hangs (measured on nvidia-h200-x2, tests/data/README.md)."""
-        options = dict(kernel_exact=kernel, launch_skip=instance, launch_count=count)
-        record = {"kernel": kernel, "instance": instance, "count": count}
-        if "nccl" in kernel.lower():
-            options.update(set=None, sections=(), metrics=NCCL_SINGLE_PASS)
-            record["note"] = "NCCL kernel: single-pass metrics only"
-            kwargs.update(set=None, sections=(), metrics=NCCL_SINGLE_PASS)
-        return self._drill(parent, kernel, options, record, **kwargs)
-
-    def profile_range(self, parent: Any, domain: str, name: str, style: str = "PushPop",
-                      **kwargs: Any) -> Any:  # fmt: skip
-        """ncu on every kernel launched inside the NVTX range ``domain:name`` of the cell
-        ``parent`` ran (warm-up runs excluded)."""
-        expression = ncu_argv.nvtx_filter(name, domain=domain or None, push_pop=style == "PushPop")
-        options = dict(nvtx_include=(expression,),
-                       nvtx_exclude=(f"{NVTX_DOMAIN}@{WARMUP_RANGE}/",))  # fmt: skip
-        label = f"{domain}:{name}"
-        return self._drill(parent, label, options, {"nvtx_range": label, "style": style}, **kwargs)
-
-    def _drill(
-        self,
-        parent: Any,
-        label: str,
-        filters: dict[str, Any],
-        record: dict[str, Any],
-        *,
-        set: str | None = "roofline",
-        sections: tuple[str, ...] = (),
-        metrics: tuple[str, ...] = (),
-        fresh: bool = False,
-        timeout: float | None = None,
-        rank: int = 0,
-        progress: Any = None,
-        output: Any = None,
-        cancel: threading.Event | None = None,
-    ) -> Any:
-        parent_dir = getattr(parent, "run_dir", None)
-        if parent_dir is None:
-            raise NsightMagicError(
-                "This run was opened from a report file, not profiled here, so there is no saved "
-                "cell to re-run under ncu; profile the cell with "
-                f"{cell_magic('nsys')} first, or use {cell_magic('ncu')}."
-            )
-        parent_dir = Path(parent_dir)
-        if not (parent_dir / "script.py").exists() or not (parent_dir / "cell.py").exists():
-            raise NsightMagicError(
-                f"{parent_dir} has no saved cell (script.py, cell.py), so it cannot be re-run; "
-                "profile the cell again."
-            )
-        parent_meta = saved_meta(parent_dir)
-        entry = self.history.find_run(parent_dir)
-        # a folder profiled in this session is ours; a loaded one is data (saved_run.py)
-        trusted = entry is not None or bool(getattr(parent, "trust_folder", False))
-        saved = rerun_settings(parent_dir, parent_meta, trusted=trusted)
-        if saved.ignored:
-            warnings.warn(saved.notice(parent_dir), FolderSettingsIgnored, stacklevel=3)
-        nproc = saved.nproc
-        before = None if fresh or entry is None or nproc > 1 else entry.id
-        cold = before is None
-        if nproc > 1 and timeout is None:
-            timeout = MULTI_RANK_TIMEOUT_S  # a stuck collective must never hang the notebook
-        request = CellRequest(
-            cell=(parent_dir / "cell.py").read_text(errors="replace"),
-            name=saved.name,
-            warmup=saved.warmup,
-            python=saved.python,
-            cwd=saved.cwd,
-            env=saved.env,
-            timeout=timeout,
-            fresh=cold,
-            nproc=nproc,
-            rank=rank,
-        )
-        filters = {k: v for k, v in filters.items() if k not in ("set", "sections", "metrics")}
-        backend = NcuBackend(ncu_argv.NcuOptions(set=set, sections=tuple(sections),
-                                                 metrics=tuple(metrics), **filters))  # fmt: skip
-        backend.locate()  # a missing ncu is reported before a child folder exists
-        run_dir = runs.child_run_dir(parent_dir, label)
-        meta = {"name": f"{request.name}:{label}", "parent_run": str(parent_dir), **record}
-        if saved.ignored:
-            meta["ignored_from_folder"] = saved.ignored
-        if nproc > 1:
-            meta["rank"] = rank
-        callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)
-        t0 = time.perf_counter()
-        child = None
-        try:
-            child = self.profile(request, backend, callbacks=callbacks, parent=parent,
-                                 before=before, run_dir=run_dir, meta=meta,
-                                 script=parent_dir / "script.py" if cold else None)  # fmt: skip
-            return child
-        finally:
-            # after an ncu worker crash the child is the fresh re-run beside the crashed folder
-            ran_in = Path(getattr(child, "run_dir", None) or run_dir)
-            mode = (getattr(child, "meta", None) or {}).get("mode") or ("fresh" if cold else "warm")
-            runs.add_child(parent_dir, {"run_dir": str(ran_in.relative_to(parent_dir)),
-                                        **record, "set": set, "mode": mode,
-                                        "wall_s": time.perf_counter() - t0,
-                                        "started_utc": now_utc()})  # fmt: skip
 
 
 MANAGER = SessionManager()
