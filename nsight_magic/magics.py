@@ -28,7 +28,7 @@ from .errors import CellSyntaxError, NsightMagicError
 from .magic_options import check_common, show_syntax_error, split_extra
 from .profilers import ncu as ncu_argv
 from .profilers import nsys as nsys_argv
-from .progress import Progress
+from .progress import ProgressLine
 from .results.base import in_kernel
 from .results.display import show_live_first
 from .script import prepare_cell
@@ -84,32 +84,6 @@ def _common(func: Any) -> Any:
     ):  # fmt: skip
         func = deco(func)
     return func
-
-
-class _ProgressView:
-    """One status line, redrawn in place (a display handle in Jupyter, printed lines in a
-    terminal), plus the cell's own output printed as it arrives."""
-
-    def __init__(self) -> None:
-        self.handle: Any = None
-        self.last = ""
-
-    def progress(self, state: Progress) -> None:
-        text = state.describe()
-        if text == self.last:
-            return
-        self.last = text
-        from IPython.display import display, update_display
-
-        bundle = {"text/plain": text}
-        if self.handle is None:
-            self.handle = display(bundle, raw=True, display_id=True)
-        else:
-            update_display(bundle, raw=True, display_id=self.handle.display_id)
-
-    @staticmethod
-    def output(line: str) -> None:
-        print(line, flush=True)
 
 
 @magics_class
@@ -216,7 +190,7 @@ class NsightMagic(Magics):
             self.shell.user_ns[args.var] = run
 
     def _callbacks(self) -> RunCallbacks:
-        view = _ProgressView()
+        view = ProgressLine()
         return RunCallbacks(progress=view.progress, output=view.output)
 
     # --- magics -------------------------------------------------------------------------------

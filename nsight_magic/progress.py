@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 Tool = Literal["nsys", "ncu"]
 PHASES = ("starting", "running", "capturing", "exporting", "loading", "done")
@@ -122,3 +122,29 @@ class ProgressParser:
             st.detail = f"[{m['step']}/{m['steps']}] {m['file']}"
         elif s.startswith("Generated:"):
             st.phase, st.percent, st.detail = "loading", None, ""
+
+
+class ProgressLine:
+    """A magic's progress: one status line, redrawn in place (a display handle in Jupyter,
+    printed lines in a terminal), plus the cell's own output printed as it arrives."""
+
+    def __init__(self) -> None:
+        self.handle: Any = None
+        self.last = ""
+
+    def progress(self, state: Progress) -> None:
+        text = state.describe()
+        if text == self.last:
+            return
+        self.last = text
+        from IPython.display import display, update_display
+
+        bundle = {"text/plain": text}
+        if self.handle is None:
+            self.handle = display(bundle, raw=True, display_id=True)
+        else:
+            update_display(bundle, raw=True, display_id=self.handle.display_id)
+
+    @staticmethod
+    def output(line: str) -> None:
+        print(line, flush=True)
