@@ -1,7 +1,7 @@
 """What the README shows, taken from the real front end: the saved H200 prefill run of notebook
 02 and the picker's ncu child of it, opened with ``nsight_magic.load_run`` in a notebook Run
 All'd in JupyterLab. Checks the report link of each view (Jupyter serves the very file to
-download) and writes the README's screenshots: the picker, the roofline.
+download) and writes the README's screenshots: the picker, the roofline, the Idle tab.
 
 Screenshots go to build/screenshots/readme/; ``NSIGHT_MAGIC_README_IMAGES=docs/images`` (what
 ``make readme-images`` sets) writes them where the README takes them from."""
@@ -119,3 +119,23 @@ def test_readme_roofline_image(ran: Ran, images: list[Path]) -> None:
     expect(roofline).to_contain_text("nvjet_sm90")
     ncu.scroll_into_view_if_needed()
     _save(ncu, "roofline.png", images)
+
+
+def test_readme_idle_image(ran: Ran, images: list[Path]) -> None:
+    """The Idle tab (computed when first opened): its one-sentence causes are on screen."""
+    from playwright.sync_api import expect
+
+    idle = open_tab(ran.nsys, "Idle")
+    expect(idle).to_contain_text("of idle time", timeout=60_000)
+    ran.nsys.scroll_into_view_if_needed()
+    # the view is as high as its tallest tab: cut the picture below the Idle page's last text
+    box = ran.nsys.bounding_box()
+    bottom = idle.evaluate(
+        "el => Math.max(...[...el.querySelectorAll('table, li, p, h3, h4, b')]"
+        ".map(e => e.getBoundingClientRect().bottom + window.scrollY))"
+    )
+    clip = {"x": box["x"], "y": box["y"], "width": box["width"],
+            "height": bottom - box["y"] + 12}  # fmt: skip
+    for folder in images:
+        ran.page.screenshot(path=str(folder / "idle.png"), clip=clip, full_page=True)
+        assert (folder / "idle.png").stat().st_size < MAX_BYTES
