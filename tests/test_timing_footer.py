@@ -58,13 +58,16 @@ def test_the_static_view_ends_with_the_line(warm_meta: dict, data_dir: Path) -> 
 
 
 def test_the_live_view_ends_with_the_line_too(warm_meta: dict, data_dir: Path, monkeypatch) -> None:
-    from ipywidgets.widgets.widget import _instances
+    from ipywidgets.widgets import widget
 
     from nsight_magic.results import base
 
+    # the live widgets by model id: ipywidgets 8.1 keeps them in a module dict, 8.0 on Widget
+    instances = getattr(widget, "_instances", None) or widget.Widget._active_widgets
+
     monkeypatch.setattr(base, "in_kernel", lambda: True)
     run = nsys_run(open_report(data_dir / "nsys_small.sqlite"), None, warm_meta)
-    outer = _instances[run._repr_mimebundle_()[base.WIDGET_MIME]["model_id"]]
+    outer = instances[run._repr_mimebundle_()[base.WIDGET_MIME]["model_id"]]
     assert "nsys cell" in outer.children[-1].value and "export + load" in outer.children[-1].value
 
 
