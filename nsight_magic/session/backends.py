@@ -13,7 +13,6 @@ stopped with SIGINT once the cell is done (measured: tools/probes/session_probe2
 from __future__ import annotations
 
 import contextlib
-import json
 import random
 import socket
 import tempfile
@@ -22,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import runner, tools
+from .. import runner, runs, tools
 from ..analysis.range_spec import NvtxRange, opened_ranges, target_hint
 from ..errors import (
     CorruptReportError,
@@ -342,8 +341,8 @@ class NcuBackend:
             )
         # one rank under ncu, its peers bare: ncu replays only that rank's kernels
         prefix = run_dir / "rank_prefix.json"
-        prefix.write_text(json.dumps(ncu_argv.profile_argv(tool.path, run_dir / "report",
-                                                           options=self.options)))  # fmt: skip
+        runs.write_json(prefix, ncu_argv.profile_argv(tool.path, run_dir / "report",
+                                                      options=self.options))  # fmt: skip
         return one_rank_command(request.python, script, status, request.nproc, request.rank, prefix)
 
     def launch(self, tool: Tool, request: CellRequest, state: WarmState) -> Launch:

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..folders import write_private
 from ..script import build_script, prepare_cell
 from . import gpu_memory
 from .backends import Backend
@@ -116,7 +117,7 @@ def _replay(
     if not plan.run or plan.conflict or not session.alive():
         return
     script = folder / "script.py"  # the worker needs a script's hooks to replay through
-    script.write_text(build_script(prepare_cell("pass"), gate=backend.gate))
+    write_private(script, build_script(prepare_cell("pass"), gate=backend.gate))
     worker = session.worker
     if not worker.request({"op": "load", "script": str(script)}).data.get("ok"):
         return
