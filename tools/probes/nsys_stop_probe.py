@@ -57,9 +57,12 @@ VARIANTS: dict[str, dict[str, list[str]]] = {
         "launch": ["--trace=cuda", "--cuda-graph-trace=node"],
         "start": [*BASE_START, "--capture-range-end=stop"],
     },
-    "no flush on stop": {
-        "launch": ["--trace=cuda,nvtx", "--cuda-graph-trace=node",
-                   "--flush-on-cudaprofilerstop=false"],
+    "no flush on stop (refused by launch)": {
+        "launch": [
+            "--trace=cuda,nvtx",
+            "--cuda-graph-trace=node",
+            "--flush-on-cudaprofilerstop=false",
+        ],
         "start": [*BASE_START, "--capture-range-end=stop"],
     },
     "start: --export=none --stats=false": {
@@ -99,8 +102,15 @@ def run_variant(out: Path, name: str, spec: dict[str, list[str]]) -> dict:
     (d / "worker.py").write_text(WORKER)
     session = f"probe{os.getpid()}{len(list(out.iterdir()))}"
     log = open(d / "launch.log", "w")
-    launch = ["nsys", "launch", f"--session={session}", *spec["launch"], sys.executable,
-              str(d / "worker.py"), str(d)]
+    launch = [
+        "nsys",
+        "launch",
+        f"--session={session}",
+        *spec["launch"],
+        sys.executable,
+        str(d / "worker.py"),
+        str(d),
+    ]
     proc = subprocess.Popen(launch, stdout=log, stderr=subprocess.STDOUT)
     result: dict = {"launch": launch, "cycles": []}
     time.sleep(3.0)  # torch + CUDA up before the first start
@@ -108,9 +118,20 @@ def run_variant(out: Path, name: str, spec: dict[str, list[str]]) -> dict:
     try:
         if repeat:
             t = time.perf_counter()
-            p = subprocess.run(["nsys", "start", f"--session={session}", *spec["start"],
-                                "--force-overwrite=true", "-o", str(d / "rep")],
-                               capture_output=True, text=True, timeout=60)
+            p = subprocess.run(
+                [
+                    "nsys",
+                    "start",
+                    f"--session={session}",
+                    *spec["start"],
+                    "--force-overwrite=true",
+                    "-o",
+                    str(d / "rep"),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             result["start_once_s"] = time.perf_counter() - t
             result["start_rc"] = p.returncode
             result["start_err"] = (p.stderr or p.stdout)[-400:]
@@ -119,9 +140,20 @@ def run_variant(out: Path, name: str, spec: dict[str, list[str]]) -> dict:
             rep = d / f"rep{i}.nsys-rep"
             if not repeat:
                 t = time.perf_counter()
-                p = subprocess.run(["nsys", "start", f"--session={session}", *spec["start"],
-                                    "--force-overwrite=true", "-o", str(d / f"rep{i}")],
-                                   capture_output=True, text=True, timeout=60)
+                p = subprocess.run(
+                    [
+                        "nsys",
+                        "start",
+                        f"--session={session}",
+                        *spec["start"],
+                        "--force-overwrite=true",
+                        "-o",
+                        str(d / f"rep{i}"),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
                 cyc["nsys_start_s"] = time.perf_counter() - t
                 if p.returncode != 0:
                     cyc["error"] = (p.stderr or p.stdout)[-400:]
@@ -149,9 +181,21 @@ def run_variant(out: Path, name: str, spec: dict[str, list[str]]) -> dict:
                 cyc["report"] = r.name
                 cyc["report_bytes"] = r.stat().st_size
                 t = time.perf_counter()
-                e = subprocess.run(["nsys", "export", "--type", "parquetdir",
-                                    "--force-overwrite=true", "-o", str(d / f"pq{i}"), str(r)],
-                                   capture_output=True, text=True, timeout=120)
+                e = subprocess.run(
+                    [
+                        "nsys",
+                        "export",
+                        "--type",
+                        "parquetdir",
+                        "--force-overwrite=true",
+                        "-o",
+                        str(d / f"pq{i}"),
+                        str(r),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                )
                 cyc["export_parquet_s"] = time.perf_counter() - t
                 cyc["export_rc"] = e.returncode
             cyc["go_to_report_s"] = time.perf_counter() - t_go
@@ -159,8 +203,9 @@ def run_variant(out: Path, name: str, spec: dict[str, list[str]]) -> dict:
             print(name, i, json.dumps(cyc), flush=True)
     finally:
         (d / f"go{len(result['cycles'])}").write_text("exit")
-        subprocess.run(["nsys", "shutdown", f"--session={session}"], capture_output=True,
-                       timeout=60)
+        subprocess.run(
+            ["nsys", "shutdown", f"--session={session}"], capture_output=True, timeout=60
+        )
         try:
             proc.wait(30)
         except subprocess.TimeoutExpired:
