@@ -42,7 +42,8 @@ while True:
     prof.stop()
     t3 = time.perf_counter()
     with open(os.path.join(d, "t%d.tmp" % n), "w") as f:
-        json.dump({"start_s": t1 - t0, "body_s": t2 - t1, "stop_s": t3 - t2, "stop_end": time.time()}, f)
+        times = {"start_s": t1 - t0, "body_s": t2 - t1, "stop_s": t3 - t2}
+        json.dump({**times, "stop_end": time.time()}, f)
     os.replace(os.path.join(d, "t%d.tmp" % n), os.path.join(d, "t%d.json" % n))
     n += 1
 """
@@ -101,7 +102,7 @@ def run_variant(out: Path, name: str, spec: dict[str, list[str]]) -> dict:
     d.mkdir(parents=True, exist_ok=True)
     (d / "worker.py").write_text(WORKER)
     session = f"probe{os.getpid()}{len(list(out.iterdir()))}"
-    log = open(d / "launch.log", "w")
+    log = open(d / "launch.log", "w")  # noqa: SIM115 (closed in the finally below)
     launch = [
         "nsys",
         "launch",
@@ -137,7 +138,6 @@ def run_variant(out: Path, name: str, spec: dict[str, list[str]]) -> dict:
             result["start_err"] = (p.stderr or p.stdout)[-400:]
         for i in range(CYCLES):
             cyc: dict = {}
-            rep = d / f"rep{i}.nsys-rep"
             if not repeat:
                 t = time.perf_counter()
                 p = subprocess.run(
@@ -170,7 +170,7 @@ def run_variant(out: Path, name: str, spec: dict[str, list[str]]) -> dict:
             cyc.update(json.loads(tj.read_text()))
             cyc["cycle_to_stop_return_s"] = time.perf_counter() - t_go
 
-            def new_report() -> Path | None:
+            def new_report(before: set[str] = before) -> Path | None:
                 now = set(glob.glob(str(d / "*.nsys-rep"))) - before
                 return Path(sorted(now)[0]) if now else None
 
