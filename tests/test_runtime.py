@@ -278,6 +278,19 @@ def test_the_header_sets_every_placeholder_once_and_the_script_compiles() -> Non
     assert "from ." not in text and MODULE_ONLY not in text
 
 
+def test_the_pasted_modules_define_no_name_twice() -> None:
+    """One namespace in the script: a name the recorder defines must not be redefined below."""
+    defined = []
+    for module in SCRIPT_MODULES:
+        tree = ast.parse(script_body(Path(module.__file__ or "").read_text()))
+        names = top_level_assignments(tree) + [
+            node.name for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+        ]  # fmt: skip
+        defined.append(set(names))
+    assert set.intersection(*defined) == set()
+
+
 def test_placeholder_defaults_are_the_names_nvtx_names_gives() -> None:
     for module in SCRIPT_MODULES:
         assert module.DOMAIN == nvtx_names.NVTX_DOMAIN

@@ -377,7 +377,8 @@ def status_path(argv: list[str], rank: int) -> str:
 
 
 def main() -> None:
-    """``python script.py [status.json]``: history, variables, warm-up, the captured cell."""
+    """``python script.py [status.json]``: history, variables, warm-up, the captured cell (the
+    script's last lines call it when it is the main program; this module never does)."""
     status = StatusFile(status_path(sys.argv, RANK), status="running", phase="start", gate=GATE,
                         warmup=WARMUP)  # fmt: skip
     ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
@@ -408,7 +409,3 @@ def main() -> None:
         exc_type = result["exc_type"]
         sys.stderr.write(f"[nsight_magic] the cell raised {exc_type}; see {status.path}\n")
         raise SystemExit(1)
-
-
-if __name__ == "__main__":
-    main()

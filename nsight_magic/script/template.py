@@ -9,6 +9,7 @@ The script is self-contained: it runs where nsight_magic may not be importable (
    package, each without the lines between its markers ``# --- module only`` and
    ``# --- end module only ---`` (their placeholders for the header's names, and the runtime's
    import of the recorder, which the script has pasted above it).
+3. two lines that call ``main()`` when the script is the main program (a fresh run).
 
 How the script runs (fresh and warm) is said in ``runtime.py``. ``STATUS_KEYS`` (the status
 file's keys) is checked against ``runs.CellStatus`` by a test.
@@ -32,7 +33,7 @@ STATUS_KEYS = frozenset(
      "traceback", "cell_s", "gate_stop_s", "total_s", "ranges", "history_errors", "target"}
 )  # fmt: skip
 # the modules pasted into the script after its header, in this order (the runtime uses the
-# recorder; its last lines run ``main()`` when the script is the main program)
+# recorder); then FOOTER runs ``main()`` when the script is the main program
 SCRIPT_MODULES: tuple[ModuleType, ...] = (range_recorder, runtime)
 MODULE_ONLY = "# --- module only"
 END_MODULE_ONLY = "# --- end module only ---"
@@ -41,6 +42,11 @@ BANNER = """\
 #   python script.py [status.json]
 # A warm nsight_magic worker imports this file and calls prepare/warmup/capture instead.
 # The code below the header is nsight_magic/script/range_recorder.py and runtime.py.
+"""
+FOOTER = """
+
+if __name__ == "__main__":  # a fresh run; a warm worker calls the hooks instead
+    main()
 """
 
 
@@ -82,7 +88,7 @@ def build_script(
         torch_nvtx=torch_nvtx,
     )  # fmt: skip
     header = "".join(f"{name} = {value!r}\n" for name, value in constants.items())
-    return BANNER + "\n# This cell's constants\n" + header + "".join(script_bodies())
+    return BANNER + "\n# This cell's constants\n" + header + "".join(script_bodies()) + FOOTER
 
 
 def script_constants(
