@@ -1,8 +1,11 @@
-"""The part of the generated script (``template.py``) that notes the NVTX ranges a cell opens
-and, for ``%%ncu --nvtx``, marks the range the user named so that ncu can select it.
+"""The part of the generated script that notes the NVTX ranges a cell opens and, for
+``%%ncu --nvtx``, marks the range the user named so that ncu can select it.
 
-Kept here as text (it is pasted into the script, which imports nothing from this package); it
-uses the script's globals ``DOMAIN``, ``TARGET_RANGE``, ``HAVE_NVTX`` and ``nvtx``.
+A real module (linted, typed, tested by import), pasted into the script by ``build_script``
+(``script/template.py``) after the script's header: the script imports nothing from this
+package. Standard library only at import time; ``nvtx`` and ``torch`` are imported when a
+recorder is entered. The block marked "module only" is left out of the script: the script's
+header assigns those names with the cell's values.
 
 Why a marker: ncu's NVTX filter needs the range's domain spelled out and escaped
 (``LLM@LLM\\@prefill/``), and a bare name cannot name "any domain" (DESIGN.md: measured forms).
@@ -14,7 +17,31 @@ where the script cannot see them (C++ code, ``nvtx.Domain`` methods, functions d
 the domain an nsys run of the cell found (``SessionManager.ncu_nvtx_options``).
 """
 
-RANGE_RECORDER = '''
+import contextlib
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+# --- module only: build_script writes these in the script's header, with the cell's values ---
+DOMAIN = "nsight_magic"  # nvtx_names.NVTX_DOMAIN
+TARGET_RANGE = "nvtx-target"  # nvtx_names.TARGET_RANGE
+# --- end module only ---
+
+Before = Callable[[tuple[Any, ...], dict[str, Any]], Any]
+After = Callable[[tuple[Any, ...], dict[str, Any], Any, Any], Any]
+
+
+def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], name: str, index: int) -> Any:
+    """A wrapped call's argument, given by keyword or at its position (None when absent)."""
+    return kwargs.get(name, args[index] if len(args) > index else None)
+
+
+def _domain_name(domain: Any) -> str:
+    """A domain as nvtx takes it (a name, a ``Domain`` object, None) -> its name."""
+    return str(getattr(domain, "name", domain) or "")
+
+
 class RangeRecorder:
     """Notes the NVTX ranges the cell opens (nvtx package and torch.cuda.nvtx), so that a filter
     that matched nothing can be answered with the ranges the cell really has.
@@ -26,24 +53,26 @@ class RangeRecorder:
     domain need not be known before the cell runs. Start/end, so a push/pop target also
     covers kernels other threads launch while it is open (autograd's backward threads)."""
 
-    def __init__(self, target=None):
-        self.seen = {}
-        self.undo = []
+    def __init__(self, target: str | None = None) -> None:
+        self.seen: dict[tuple[str, str, str], None] = {}  # ordered set
+        self.undo: list[tuple[Any, str, Any]] = []
         self.target = target
-        self.matched = {}
+        self.matched: dict[tuple[str, str, str], None] = {}
         self.opened = 0
-        self.stacks = {}  # (thread, domain) -> one marker id (or None) per open push/pop range
-        self.started = {}  # the key of a start/end range -> its marker id
+        # (thread, domain) -> one marker id (or None) per open push/pop range
+        self.stacks: dict[tuple[int, str], list[Any]] = {}
+        self.started: dict[Any, Any] = {}  # the key of a start/end range -> its marker id
         self.lock = threading.Lock()
-        self.open_marker = self.close_marker = None
+        self.open_marker: Callable[..., Any] | None = None
+        self.close_marker: Callable[[Any], Any] | None = None
 
-    def is_target(self, domain, message, style):
+    def is_target(self, domain: str, message: str, style: str) -> bool:
         label = domain + ":" + message
         return self.target in (label + " (" + style + ")", label, message)
 
-    def opening(self, message, domain, style):
+    def opening(self, message: Any, domain: Any, style: str) -> Any:
         """Before a range opens: note it; the marker's id when the target names it."""
-        name = str(getattr(domain, "name", domain) or "")
+        name = _domain_name(domain)
         if message is None:
             return None
         message = str(message)
@@ -58,36 +87,36 @@ class RangeRecorder:
             self.opened += 1
         return self.open_marker(TARGET_RANGE, domain=DOMAIN)
 
-    def close(self, marker):
+    def close(self, marker: Any) -> None:
         if marker is not None and self.close_marker is not None:
             with contextlib.suppress(Exception):
                 self.close_marker(marker)
 
-    def pushed(self, domain, marker):
-        key = (threading.get_ident(), str(getattr(domain, "name", domain) or ""))
+    def pushed(self, domain: Any, marker: Any) -> None:
+        key = (threading.get_ident(), _domain_name(domain))
         with self.lock:
             self.stacks.setdefault(key, []).append(marker)
 
-    def popped(self, domain):
-        key = (threading.get_ident(), str(getattr(domain, "name", domain) or ""))
+    def popped(self, domain: Any) -> None:
+        key = (threading.get_ident(), _domain_name(domain))
         with self.lock:
             stack = self.stacks.get(key)
             marker = stack.pop() if stack else None
         self.close(marker)
 
-    def started_range(self, handle, marker):
+    def started_range(self, handle: Any, marker: Any) -> None:
         if marker is not None:
-            with contextlib.suppress(TypeError):  # an unhashable id: that marker stays open
-                with self.lock:
-                    self.started[handle] = marker
+            with contextlib.suppress(TypeError), self.lock:  # an unhashable id: it stays open
+                self.started[handle] = marker
 
-    def ended_range(self, handle):
+    def ended_range(self, handle: Any) -> None:
         with contextlib.suppress(TypeError):
             with self.lock:
                 marker = self.started.pop(handle, None)
             self.close(marker)
 
-    def wrap(self, owner, attr, before=None, after=None):
+    def wrap(self, owner: Any, attr: str, before: Before | None = None,
+             after: After | None = None) -> None:  # fmt: skip
         """Replace ``owner.attr`` by a call that runs ``before(args, kwargs)`` first and
         ``after(args, kwargs, result, before's value)`` once the original returned; our own
         mistakes never reach the cell."""
@@ -95,7 +124,7 @@ class RangeRecorder:
         if original is None:
             return
 
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             noted = None
             if before is not None:
                 with contextlib.suppress(Exception):
@@ -113,50 +142,68 @@ class RangeRecorder:
         setattr(owner, attr, wrapper)
         self.undo.append((owner, attr, original))
 
-    def __enter__(self):
-        def arg(a, k, name, i, default=None):
-            return k.get(name, a[i] if len(a) > i else default)
-
-        def domain_of(a, k):
-            return arg(a, k, "domain", 2)
-
+    def __enter__(self) -> "RangeRecorder":
         with contextlib.suppress(Exception):
-            if HAVE_NVTX:
-                # the originals, saved before wrapping: opening our marker is never noted
-                self.open_marker, self.close_marker = nvtx.start_range, nvtx.end_range
-                self.wrap(nvtx, "push_range",
-                          lambda a, k: self.opening(arg(a, k, "message", 0), domain_of(a, k),
-                                                    "PushPop"),
-                          lambda a, k, r, m: self.pushed(domain_of(a, k), m))
-                self.wrap(nvtx, "pop_range", None,
-                          lambda a, k, r, m: self.popped(arg(a, k, "domain", 0)))
-                self.wrap(nvtx, "start_range",
-                          lambda a, k: self.opening(arg(a, k, "message", 0), domain_of(a, k),
-                                                    "StartEnd"),
-                          lambda a, k, r, m: self.started_range(r, m))
-                self.wrap(nvtx, "end_range", None,
-                          lambda a, k, r, m: self.ended_range(arg(a, k, "range_id", 0)))
-                # annotate keeps its arguments as init_args = (message, color, domain, ...)
-                self.wrap(nvtx.annotate, "__enter__",
-                          lambda a, k: self.opening(a[0].init_args[0], a[0].init_args[2],
-                                                    "PushPop"),
-                          lambda a, k, r, m: self.pushed(a[0].init_args[2], m))
-                self.wrap(nvtx.annotate, "__exit__", None,
-                          lambda a, k, r, m: self.popped(a[0].init_args[2]))
+            self._wrap_nvtx()
             if "torch" in sys.modules:
-                import torch.cuda.nvtx as tnvtx
-                self.wrap(tnvtx, "range_push",
-                          lambda a, k: self.opening(arg(a, k, "msg", 0), "", "PushPop"),
-                          lambda a, k, r, m: self.pushed("", m))
-                self.wrap(tnvtx, "range_pop", None, lambda a, k, r, m: self.popped(""))
-                self.wrap(tnvtx, "range_start",
-                          lambda a, k: self.opening(arg(a, k, "msg", 0), "", "StartEnd"),
-                          lambda a, k, r, m: self.started_range(r, m))
-                self.wrap(tnvtx, "range_end", None,
-                          lambda a, k, r, m: self.ended_range(arg(a, k, "range_id", 0)))
+                self._wrap_torch_nvtx()
         return self
 
-    def __exit__(self, *exc):
+    def _wrap_nvtx(self) -> None:
+        try:
+            import nvtx
+        except ImportError:  # no ranges to note: the script opens none either
+            return
+        # the originals, saved before wrapping: opening our marker is never noted
+        self.open_marker, self.close_marker = nvtx.start_range, nvtx.end_range
+        self.wrap(
+            nvtx,
+            "push_range",
+            lambda a, k: self.opening(_arg(a, k, "message", 0), _arg(a, k, "domain", 2), "PushPop"),
+            lambda a, k, r, m: self.pushed(_arg(a, k, "domain", 2), m),
+        )
+        self.wrap(nvtx, "pop_range", None, lambda a, k, r, m: self.popped(_arg(a, k, "domain", 0)))
+        self.wrap(
+            nvtx,
+            "start_range",
+            lambda a, k: self.opening(
+                _arg(a, k, "message", 0), _arg(a, k, "domain", 2), "StartEnd"
+            ),
+            lambda a, k, r, m: self.started_range(r, m),
+        )
+        self.wrap(
+            nvtx, "end_range", None, lambda a, k, r, m: self.ended_range(_arg(a, k, "range_id", 0))
+        )
+        # annotate keeps its arguments as init_args = (message, color, domain, ...)
+        self.wrap(
+            nvtx.annotate,
+            "__enter__",
+            lambda a, k: self.opening(a[0].init_args[0], a[0].init_args[2], "PushPop"),
+            lambda a, k, r, m: self.pushed(a[0].init_args[2], m),
+        )
+        self.wrap(nvtx.annotate, "__exit__", None,
+                  lambda a, k, r, m: self.popped(a[0].init_args[2]))  # fmt: skip
+
+    def _wrap_torch_nvtx(self) -> None:
+        import torch.cuda.nvtx as tnvtx
+
+        self.wrap(
+            tnvtx,
+            "range_push",
+            lambda a, k: self.opening(_arg(a, k, "msg", 0), "", "PushPop"),
+            lambda a, k, r, m: self.pushed("", m),
+        )
+        self.wrap(tnvtx, "range_pop", None, lambda a, k, r, m: self.popped(""))
+        self.wrap(
+            tnvtx,
+            "range_start",
+            lambda a, k: self.opening(_arg(a, k, "msg", 0), "", "StartEnd"),
+            lambda a, k, r, m: self.started_range(r, m),
+        )
+        self.wrap(tnvtx, "range_end", None,
+                  lambda a, k, r, m: self.ended_range(_arg(a, k, "range_id", 0)))  # fmt: skip
+
+    def __exit__(self, *exc: object) -> None:
         for owner, attr, original in reversed(self.undo):
             setattr(owner, attr, original)
         self.undo.clear()
@@ -168,16 +215,12 @@ class RangeRecorder:
             self.started.clear()
         for marker in left:
             self.close(marker)
-        return False
 
-    def ranges(self):
+    def ranges(self) -> list[list[str]]:
         return [list(key) for key in self.seen]
 
-    def target_status(self):
+    def target_status(self) -> dict[str, Any]:
         """What ``%%ncu --nvtx`` needs to explain its outcome: the ranges the target named and
         how often they opened."""
         return {"spec": self.target, "matched": [list(key) for key in self.matched],
-                "opened": self.opened}
-
-
-'''
+                "opened": self.opened}  # fmt: skip

@@ -1,0 +1,411 @@
+"""The runtime of the generated script: what runs in the profiled process around one cell.
+
+``build_script`` (``script/template.py``) writes the script as a header assigning this cell's
+constants, then the source of ``range_recorder.py`` and of this module, each without its block
+marked "module only" (here: the placeholders below and the import of ``RangeRecorder``, which
+the script has pasted above). So this is real, linted, typed and tested code, and the script
+still runs where nsight_magic cannot be imported (any ``--python``, a torchrun rank).
+
+One script serves both ways of running a cell:
+
+- fresh (``%%nsys --fresh``, the cold picker): ``python script.py [status.json]`` replays
+  ``HISTORY`` (setup cells; for a warm run also the cells the worker had run), loads the
+  shipped variables, warms up, runs the cell once more gated, and writes a status file (``main``);
+- warm: the session worker imports the file (``runpy.run_path``) and calls
+  ``run_history(ns, entries)``, ``prepare(ns)``, ``warmup(ns)``, ``capture(ns)`` and, for an
+  error, ``user_traceback(exc)`` on its persistent namespace.
+
+The captured run is wrapped in ``nvtx.annotate(CELL_RANGE, domain=DOMAIN)`` with one range per
+top-level statement; for nsys it is gated with cudaProfilerStart/Stop. Standard library only at
+import time: ``nvtx``, ``torch`` and ``IPython`` are imported when first needed.
+"""
+
+import __future__
+
+import ast
+import builtins
+import contextlib
+import ctypes
+import ctypes.util
+import functools
+import glob
+import json
+import linecache
+import os
+import pickle
+import sys
+import time
+import traceback
+from collections.abc import Iterable, Mapping
+from types import CodeType, ModuleType
+from typing import Any
+
+# --- module only: build_script writes these in the script's header, with the cell's values ---
+from .range_recorder import RangeRecorder
+
+CELL = ""  # the cell's source, as the user wrote it (tracebacks show its lines)
+CODE = ""  # the cell as Python (IPython syntax transformed)
+CELL_FILE = "<nsight_magic cell>"  # the cell's filename in tracebacks
+LABELS: list[str] = []  # one NVTX range name per top-level statement
+NEEDS_IPYTHON = False  # magics or ! commands: the cell runs with an IPython shell
+HISTORY: list[dict[str, Any]] = []  # template.history_entry dicts, replayed first by main()
+WARMUP = 0  # ungated runs of the cell before the captured one
+GATE = "cudaProfilerApi"  # "cudaProfilerApi" (nsys) or "nvtx" (ncu: the cell's range gates)
+DOMAIN = "nsight_magic"  # the NVTX names: nvtx_names.py
+CELL_RANGE = "cell"
+WARMUP_RANGE = "warmup"
+TARGET_RANGE = "nvtx-target"
+NVTX_TARGET: str | None = None  # %%ncu --nvtx: the range spec RangeRecorder marks
+RANK_FORMAT = "rank {}"  # nvtx_names.rank_label
+TORCH_NVTX = ""  # "ops" / "shapes": PyTorch's emit_nvtx around the captured cell
+# --- end module only ---
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VARS_FILE = os.path.join(HERE, "vars.pkl")  # the notebook variables the cell reads, when sent
+# set by torchrun when the cell runs as several ranks (%%nsys --nproc N)
+RANK = int(os.environ.get("RANK", "0"))
+LOCAL_RANK = int(os.environ.get("LOCAL_RANK", "0"))
+WORLD_SIZE = int(os.environ.get("WORLD_SIZE", "1"))
+
+
+@functools.cache
+def nvtx_module() -> ModuleType | None:
+    """The ``nvtx`` package, or None: ranges are then missing (the parent warns: ncu needs
+    them to gate). Looked up once."""
+    try:
+        import nvtx
+    except ImportError:
+        return None
+    return nvtx
+
+
+def annotate(message: str, domain: str) -> contextlib.AbstractContextManager[Any]:
+    """An NVTX push/pop range around a block, or nothing without ``nvtx``."""
+    nvtx = nvtx_module()
+    if nvtx is None:
+        return contextlib.nullcontext()
+    return nvtx.annotate(message, domain=domain)
+
+
+def register(filename: str, text: str) -> None:
+    """Puts ``text`` in linecache under ``filename``: tracebacks show cell lines."""
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+
+
+def compile_statements(code: str, filename: str, source: str) -> list[CodeType]:
+    """One code object per top-level statement, keeping cell line numbers and the cell's own
+    ``from __future__`` imports (for all its statements, as in the notebook)."""
+    register(filename, source)
+    tree = ast.parse(code, filename)
+    flags = 0
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            for alias in node.names:
+                flags |= getattr(__future__, alias.name).compiler_flag
+    return [
+        compile(ast.Module(body=[node], type_ignores=[]), filename, "exec", flags=flags,
+                dont_inherit=True)
+        for node in tree.body
+    ]  # fmt: skip
+
+
+def use_ipython(ns: dict[str, Any]) -> None:
+    """Magics and ! commands run through an IPython shell whose namespace is ``ns``."""
+    if callable(ns.get("get_ipython")):
+        return
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance(user_ns=ns)
+    ns["get_ipython"] = lambda: shell
+
+
+def load_vars(ns: dict[str, Any], path: str) -> None:
+    """The notebook variables shipped in ``path`` (``session/variables.py``) into ``ns``."""
+    with open(path, "rb") as f:
+        entries = pickle.load(f)
+    for name, (kind, blob) in entries.items():
+        if kind == "torch":
+            import io
+
+            import torch
+
+            # no map_location: a cuda tensor comes back on cuda, as in the notebook
+            ns[name] = torch.load(io.BytesIO(blob), weights_only=False)
+        else:
+            ns[name] = pickle.loads(blob)
+
+
+def user_traceback(exc: BaseException) -> str:
+    """The exception as the notebook would show it: frames of this script dropped."""
+    tb = exc.__traceback__
+    here = os.path.abspath(__file__)
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) == here:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def run_history(
+    ns: dict[str, Any], entries: Iterable[Mapping[str, Any]], stop_on_error: bool = False
+) -> list[dict[str, str]]:
+    """Replay setup cells / earlier cells, ungated. In a warm worker a failing step does not
+    stop the others: its error is returned (the user sees it as a warning); a script run on
+    its own stops at it (``stop_on_error``), as the notebook's setup would have."""
+    errors = []
+    for entry in entries:
+        try:
+            if entry.get("vars_file") and os.path.exists(entry["vars_file"]):
+                load_vars(ns, entry["vars_file"])
+            if entry.get("needs_ipython"):
+                use_ipython(ns)
+            for code in compile_statements(entry["code"], entry["filename"], entry["source"]):
+                exec(code, ns)
+        except Exception as exc:
+            if stop_on_error:
+                raise
+            errors.append({"name": entry.get("name", ""), "exc_type": type(exc).__name__,
+                           "exc_message": str(exc)})  # fmt: skip
+    return errors
+
+
+class Gate:
+    """cudaProfilerStart/Stop for nsys (--capture-range=cudaProfilerApi): through torch when the
+    cell state uses it, else cudart through ctypes (CuPy/Triton/numba cells), else torch. For
+    ncu the cell's NVTX range is the gate, so ``kind`` is "nvtx" and start/stop only sync.
+    Without a GPU ``kind`` is "none" and start/stop do nothing."""
+
+    def __init__(self, mode: str) -> None:
+        self.kind = "none"
+        self.lib: ctypes.CDLL | None = None
+        if mode == "nvtx":
+            self.kind = "nvtx"
+            return
+        # a torch cell gates through torch's own cudart, the one its kernels go through
+        if ("torch" in sys.modules or "torch" in CODE) and self._torch_cuda():
+            self.kind = "torch"
+            return
+        lib = self._find_cudart()
+        if lib is not None:
+            self.kind, self.lib = "cudart", lib
+        elif self._torch_cuda():
+            self.kind = "torch"
+
+    @staticmethod
+    def _torch_cuda() -> bool:
+        try:
+            import torch
+
+            return bool(torch.cuda.is_available())
+        except Exception:
+            return False
+
+    @staticmethod
+    def _find_cudart() -> ctypes.CDLL | None:
+        names = [ctypes.util.find_library("cudart")]
+        names += ["libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"]
+        for base in sys.path:  # pip wheels: nvidia/cuda_runtime/lib (12.x), nvidia/cu13/lib
+            names += sorted(glob.glob(os.path.join(base, "nvidia", "*", "lib", "libcudart.so*")))
+        for name in names:
+            if not name:
+                continue
+            try:
+                lib = ctypes.CDLL(name)
+            except OSError:
+                continue
+            count = ctypes.c_int(0)
+            if lib.cudaGetDeviceCount(ctypes.byref(count)) == 0 and count.value > 0:
+                return lib
+        return None
+
+    def sync(self) -> None:
+        if self.kind == "torch" or (self.kind == "nvtx" and "torch" in sys.modules):
+            import torch
+
+            if torch.cuda.is_initialized():
+                torch.cuda.synchronize()
+        elif self.lib is not None:
+            self.lib.cudaDeviceSynchronize()
+
+    def start(self) -> None:
+        self.sync()  # work queued before the cell must not leak into the capture
+        if self.kind == "torch":
+            import torch.cuda.profiler
+
+            torch.cuda.profiler.start()
+        elif self.lib is not None:
+            self.lib.cudaProfilerStart()
+
+    def stop(self) -> None:
+        self.sync()  # kernels still running at stop would be cut off
+        if self.kind == "torch":
+            import torch.cuda.profiler
+
+            torch.cuda.profiler.stop()
+        elif self.lib is not None:
+            self.lib.cudaProfilerStop()
+
+
+def join_ranks() -> None:
+    """Several ranks: name the main thread ``rank R``, bind the rank's GPU and initialise the
+    process group for the cell (NCCL on GPUs, gloo without)."""
+    if WORLD_SIZE <= 1:
+        return
+    with contextlib.suppress(OSError, AttributeError):  # Linux prctl(PR_SET_NAME)
+        ctypes.CDLL(None).prctl(15, (RANK_FORMAT.format(RANK)).encode()[:15], 0, 0, 0)
+    import torch
+    import torch.distributed as dist
+
+    if torch.cuda.is_available():
+        torch.cuda.set_device(LOCAL_RANK)
+        dist.init_process_group("nccl", device_id=torch.device("cuda", LOCAL_RANK))
+    else:
+        dist.init_process_group("gloo")
+
+
+def leave_ranks() -> None:
+    if WORLD_SIZE > 1:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+_CODES: list[CodeType] = []  # the cell's statements, compiled by prepare()
+
+
+def prepare(ns: dict[str, Any]) -> None:
+    """Compile the cell, load shipped variables, give IPython syntax its shell."""
+    _CODES[:] = compile_statements(CODE, CELL_FILE, CELL)
+    if os.path.exists(VARS_FILE):
+        load_vars(ns, VARS_FILE)
+    if NEEDS_IPYTHON:
+        use_ipython(ns)
+
+
+def run_statements(ns: dict[str, Any]) -> None:
+    """The cell once, each top-level statement in its own NVTX range."""
+    for label, code in zip(LABELS, _CODES, strict=False):
+        with annotate(label, domain=DOMAIN):
+            exec(code, ns)
+
+
+def torch_op_ranges() -> contextlib.AbstractContextManager[Any]:
+    """PyTorch's NVTX range per aten op around the captured cell (``--pytorch ops|shapes`` in a
+    warm worker): what nsys --pytorch=autograd-nvtx|autograd-shapes-nvtx turns on for the whole
+    process, here for the captured cell only, so the worker need not be relaunched."""
+    if not TORCH_NVTX:
+        return contextlib.nullcontext()
+    import torch.autograd.profiler
+
+    return torch.autograd.profiler.emit_nvtx(record_shapes=TORCH_NVTX == "shapes")
+
+
+def warmup(ns: dict[str, Any]) -> None:
+    if WARMUP:
+        with annotate(WARMUP_RANGE, domain=DOMAIN):
+            for _ in range(WARMUP):
+                run_statements(ns)
+
+
+def failure(exc: BaseException) -> dict[str, Any]:
+    """The status fields of an exception the user's code raised."""
+    return {
+        "status": "interrupted" if isinstance(exc, KeyboardInterrupt) else "error",
+        "exc_type": type(exc).__name__,
+        "exc_message": str(exc),
+        "traceback": user_traceback(exc),
+    }
+
+
+def capture(ns: dict[str, Any]) -> dict[str, Any]:
+    """The gated, NVTX-wrapped run of the cell; returns the status fields. A cell that raises
+    still stops the gate (the partial report is complete) and reports in cell coordinates."""
+    gate = Gate(GATE)
+    out: dict[str, Any] = {"gate": GATE, "gate_kind": gate.kind,
+                           "nvtx": nvtx_module() is not None, "status": "ok"}  # fmt: skip
+    recorder = RangeRecorder(NVTX_TARGET)
+    times: dict[str, float] = {}
+    try:
+        with recorder:
+            gate.start()
+            try:
+                times["cell"] = time.perf_counter()
+                if WORLD_SIZE > 1:  # says which process is which rank, before (not around) cell
+                    with annotate(RANK_FORMAT.format(RANK), domain=DOMAIN):
+                        pass
+                with torch_op_ranges(), annotate(CELL_RANGE, domain=DOMAIN):
+                    run_statements(ns)
+            finally:
+                # the cell's own time ends here; stopping the gate waits for its kernels and,
+                # in a warm nsys session, writes the report
+                times["stop"] = time.perf_counter()
+                with contextlib.suppress(Exception):
+                    gate.stop()
+                times["stopped"] = time.perf_counter()
+    except BaseException as exc:
+        out.update(failure(exc))
+    if "cell" in times and "stop" in times:
+        out["cell_s"] = times["stop"] - times["cell"]
+        out["gate_stop_s"] = times["stopped"] - times["stop"]
+    out["ranges"] = recorder.ranges()
+    if NVTX_TARGET is not None:
+        out["target"] = recorder.target_status()
+    return out
+
+
+class StatusFile:
+    """The status file the parent reads (``runs.CellStatus``), rewritten whole at each step."""
+
+    def __init__(self, path: str, **fields: Any) -> None:
+        self.path = path
+        self.status: dict[str, Any] = dict(fields)
+
+    def write(self, **fields: Any) -> None:
+        self.status.update(fields)
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.status, f)
+        os.replace(tmp, self.path)  # the parent never reads a half-written file
+
+
+def status_path(argv: list[str], rank: int) -> str:
+    """``argv[1]``, else status.json beside the script; rank 0 answers for the cell, the
+    other ranks write ``status.rank<R>.json`` beside it."""
+    path = argv[1] if len(argv) > 1 else os.path.join(HERE, "status.json")
+    if rank:
+        path = path[: -len(".json")] + f".rank{rank}.json"
+    return path
+
+
+def main() -> None:
+    """``python script.py [status.json]``: history, variables, warm-up, the captured cell (the
+    script's last lines call it when it is the main program; this module never does)."""
+    status = StatusFile(status_path(sys.argv, RANK), status="running", phase="start", gate=GATE,
+                        warmup=WARMUP)  # fmt: skip
+    ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+    t0 = time.perf_counter()
+    try:
+        status.write(phase="setup")
+        join_ranks()
+        run_history(ns, HISTORY, stop_on_error=True)
+        status.write(phase="vars")
+        prepare(ns)
+        status.write(phase="warmup")
+        warmup(ns)
+        status.write(phase="cell")
+    except BaseException as exc:
+        status.write(total_s=time.perf_counter() - t0, **failure(exc))
+        phase = status.status["phase"]
+        sys.stderr.write(f"[nsight_magic] {phase} raised {type(exc).__name__}; see {status.path}\n")
+        raise SystemExit(1) from None
+    result = capture(ns)
+    with contextlib.suppress(Exception):
+        leave_ranks()
+    status.write(phase="cell" if result["status"] != "ok" else "done",
+                 total_s=time.perf_counter() - t0, **result)  # fmt: skip
+    if result["status"] != "ok":
+        # the parent shows the traceback from the status file (printing it here too would
+        # show it twice); a one-line note keeps a bare `python script.py` honest
+        sys.stdout.flush()
+        exc_type = result["exc_type"]
+        sys.stderr.write(f"[nsight_magic] the cell raised {exc_type}; see {status.path}\n")
+        raise SystemExit(1)
