@@ -52,9 +52,18 @@ test: lint
 MATRIX := gpuimage oldest
 MATRIX_TESTS := -m "not gpu and not slow" --ignore=tests/test_session.py --ignore=tests/browser
 
+# The oldest tier also runs on the oldest Python pyproject allows (3.10) where this machine has
+# one (pyenv's, or python3.10 on PATH); elsewhere on $(PYTHON), and it says so.
+PYTHON_OLDEST ?= $(or $(shell for p in python3.10 $(HOME)/.pyenv/versions/3.10*/bin/python3.10; do \
+                   "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' 2>/dev/null \
+                   && echo "$$p" && break; done),$(PYTHON))
+MATRIX_PYTHON_gpuimage := $(PYTHON)
+MATRIX_PYTHON_oldest   := $(PYTHON_OLDEST)
+
 .venv-%/.installed: tests/deps/%.txt tests/deps/test.txt pyproject.toml
 	rm -rf .venv-$*
-	$(PYTHON) -m venv .venv-$*
+	$(MATRIX_PYTHON_$*) -m venv .venv-$*
+	@.venv-$*/bin/python -c 'import sys; print(".venv-$*: Python %d.%d.%d" % sys.version_info[:3])'
 	.venv-$*/bin/pip install -q --upgrade pip
 	.venv-$*/bin/pip install -q -c tests/deps/$*.txt -r tests/deps/$*.txt -r tests/deps/test.txt
 	.venv-$*/bin/pip install -q -c tests/deps/$*.txt -e .
