@@ -370,3 +370,34 @@ def test_an_nccl_kernel_gets_single_pass_metrics_whatever_was_asked(
     assert options.set is None and options.sections == () and "nccl" in options.kernel_exact
     assert options.metrics == ("gpu__time_duration.sum", "launch__grid_size",
                                "launch__block_size", "launch__registers_per_thread")  # fmt: skip
+
+
+# --- the generator on a declaration of every kind ---------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class _Every:
+    mode: typing.Literal["a", "b"] = decl.option("a", "--mode", "a or b.")
+    count: int | None = decl.option(None, "--count", "A count.", metavar="N")
+    seconds: float = decl.option(1.5, "--seconds", "Seconds.")
+    quiet: bool = decl.option(False, "--quiet", "Say less.")
+    tags: tuple[str, ...] = decl.option((), "--tag", "A tag (repeatable).", repeat=True)
+    level: str | None = decl.option(None, "--level", "Level.", cli={"off": None, "hi": "high"})
+    first: str | None = decl.option(None, "--first", "First.", meta_key="both")
+    second: str | None = decl.option(None, meta_key="both")
+
+
+def test_the_generator_on_every_kind_of_field() -> None:
+    parser = MagicArgumentParser("every")
+    for flags, kwargs in decl.argument_specs(_Every):
+        parser.add_argument(*flags, **kwargs)
+    line = "--mode b --count 3 --seconds 0.25 --quiet --tag x --tag y --level hi --first f"
+    parsed = decl.from_args(_Every, parser.parse_args(line.split()))
+    assert parsed == _Every(mode="b", count=3, seconds=0.25, quiet=True, tags=("x", "y"),
+                            level="high", first="f")  # fmt: skip
+    assert decl.from_args(_Every, parser.parse_args([])) == _Every()
+    for bad in ("--mode c", "--count x", "--seconds x", "--level on", "--second s"):
+        with pytest.raises(UsageError):
+            parser.parse_args(bad.split())
+    meta = decl.options_meta(_Every(second="s"))
+    assert meta["both"] == "s" and meta["tags"] == [] and "second" not in meta
+    assert decl.options_meta(_Every(first="f", second="s"))["both"] == "f"
+    assert decl.options_from_meta(_Every, meta) == _Every(first="s")  # a shared key: the first

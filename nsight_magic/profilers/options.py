@@ -92,8 +92,11 @@ def argument_specs(cls: type) -> list[tuple[tuple[str, ...], dict[str, Any]]]:
             if choices:
                 kwargs["choices"] = list(choices)
             hint = typing.get_type_hints(cls)[f.name]
-            if int in get_args(hint) or hint is int:
-                kwargs["type"] = int
+            kinds = set(get_args(hint)) | {hint}
+            for kind in (int, float):  # others stay text (``parse`` reads them)
+                if kind in kinds:
+                    kwargs["type"] = kind
+                    break
             kwargs["default"] = ",".join(default) if isinstance(default, tuple) else default
         out.append(((str(s.flag),), kwargs))
     return out
