@@ -351,6 +351,8 @@ def test_a_drill_request_refuses_what_a_drill_down_does_not_set() -> None:
         DrillRequest(kernel="k", count=0)
     request = DrillRequest.create("k", instance=2, count=3, set="full", metrics=["m"])
     assert request.ncu == NcuOptions(set="full", metrics=("m",))
+    text = DrillRequest.create("k", set="none", sections="SpeedOfLight", metrics="m1, m2")
+    assert text.ncu == NcuOptions(set=None, sections=("SpeedOfLight",), metrics=("m1", "m2"))
     collected = request.collect()
     assert set(collected) == set(DRILL_OPTIONS)
     assert {k: collected[k] for k in ("set", "sections", "metrics")} == {

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .ncu import NcuOptions
-from .options import drill_fields
+from .options import drill_fields, spec_of
 
 DRILL_OPTIONS = drill_fields(NcuOptions)
 
@@ -29,8 +29,17 @@ def drill_options(**ncu: Any) -> NcuOptions:
             f"a drill-down does not take {', '.join(unknown)}; the ncu options it sets are "
             f"{', '.join(DRILL_OPTIONS)}"
         )
-    normal: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in ncu.items()}
-    return NcuOptions(**normal)
+    return NcuOptions(**{name: _field_value(name, value) for name, value in ncu.items()})
+
+
+def _field_value(name: str, value: Any) -> Any:
+    """Text read as the magic's flag reads it (``set="none"``, ``metrics="m1,m2"``, one
+    section), a list as the tuple the field holds."""
+    field = next(f for f in dataclasses.fields(NcuOptions) if f.name == name)
+    spec = spec_of(field)
+    if isinstance(value, str):
+        return (value,) if spec.repeat else spec.parse(value) if spec.parse else value
+    return tuple(value) if isinstance(field.default, tuple) and value is not None else value
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -260,10 +260,11 @@ class NsysRun(_Run):
         collects (``NcuOptions``' drill-able fields); ``fresh``: a cold re-run of the saved
         script instead of the warm ncu worker; ``timeout``: seconds; ``rank``: the rank ncu
         profiles when the cell ran as several; ``progress``/``output``/``cancel``: the status
-        line, the cell's output and a stop button. An unknown option is a TypeError."""
+        line, the cell's output and a stop button. Text is read as ``%%ncu``'s flag reads it
+        (``set="none"``, ``metrics="m1,m2"``). An unknown option is a TypeError."""
         request = DrillRequest.create(name, instance=instance, count=count, set=set,
-                                      sections=tuple(sections), metrics=tuple(metrics),
-                                      fresh=fresh, timeout=timeout, rank=rank)  # fmt: skip
+                                      sections=sections, metrics=metrics, fresh=fresh,
+                                      timeout=timeout, rank=rank)  # fmt: skip
         child = self._profiler().profile_kernel(self, request, progress=progress, output=output,
                                                 cancel=cancel)  # fmt: skip
         return self._adopt(child)
@@ -287,8 +288,8 @@ class NsysRun(_Run):
         """Run ncu on every kernel inside the NVTX range ``domain:name`` (``style``: "PushPop"
         or "StartEnd") of this run's cell (the NVTX tab's "profile this range"); the options
         are ``profile_kernel``'s. The child run is kept in ``children``."""
-        request = DrillRequest.create(set=set, sections=tuple(sections), metrics=tuple(metrics),
-                                      fresh=fresh, timeout=timeout, rank=rank)  # fmt: skip
+        request = DrillRequest.create(set=set, sections=sections, metrics=metrics, fresh=fresh,
+                                      timeout=timeout, rank=rank)  # fmt: skip
         child = self._profiler().profile_range(
             self, domain, name, style, request, progress=progress, output=output, cancel=cancel
         )
