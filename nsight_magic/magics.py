@@ -11,23 +11,24 @@ stops, while the partial result is shown and kept in ``-o VAR`` and ``nsight_mag
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
-import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
-from IPython.utils.text import dedent
 from traitlets import Bool, Enum, Int, Unicode, observe
 
 from . import magic_names, tools
 from .errors import CellSyntaxError, NsightMagicError
+from .magic_help import magic_help
 from .magic_options import check_common, show_syntax_error, split_extra
-from .profilers import ncu as ncu_argv
-from .profilers import nsys as nsys_argv
+from .profilers import options as option_decl
+from .profilers.ncu import NcuOptions
+from .profilers.nsys import NsysOptions
 from .progress import ProgressLine
 from .results.base import in_kernel
 from .results.display import show_live_first
@@ -44,8 +45,8 @@ _STATE_NOTE = (
     "(up to auto_vars_max_bytes; --vars forces), but what the cell assigns is NOT sent back to "
     "the notebook. --fresh runs it in a new process with only the %%nsight_setup cells."
 )
-_PYTORCH = {"off": None, "ops": "autograd-nvtx", "shapes": "autograd-shapes-nvtx"}
 _LAST: dict[str, Any] = {}
+T = TypeVar("T")
 
 
 def last_run() -> Any:
@@ -84,6 +85,26 @@ def _common(func: Any) -> Any:
     ):  # fmt: skip
         func = deco(func)
     return func
+
+
+def _declared(options: type) -> Any:
+    """The magic's flags of a profiler's options, generated from their declaration
+    (``profilers/options.py``: flag, help, default, choices)."""
+
+    def apply(func: Any) -> Any:
+        for flags, kwargs in reversed(option_decl.argument_specs(options)):
+            func = argument(*flags, **kwargs)(func)
+        return func
+
+    return apply
+
+
+def _options(options: type[T], args: Any, extra: list[str]) -> T:
+    """The profiler's options from the parsed flags; a bad value is one UsageError line."""
+    try:
+        return option_decl.from_args(options, args, extra_args=tuple(extra))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 @magics_class
@@ -196,29 +217,11 @@ class NsightMagic(Magics):
     # --- magics -------------------------------------------------------------------------------
     @magic_arguments(name="nsight_nsys")
     @_common
-    @argument("--trace", default="cuda,nvtx", help="APIs to trace (nsys --trace).")
-    @argument("--cuda-graph-trace", choices=["node", "graph"], default="node",
-              help="node (default): the kernels of CUDA graph launches are in the kernel table; "
-              "graph: one item per graph launch (less overhead, no kernels).")  # fmt: skip
-    @argument("--pytorch", choices=sorted(_PYTORCH), default="off",
-              help="Record PyTorch's aten op ranges (ops; shapes: with input shapes), for "
-              "'which op launched this kernel'.")  # fmt: skip
-    @argument("--host", action="store_true",
-              help="Also capture the host side: OS runtime calls, CPU samples with Python "
-              "backtraces, CUDA API backtraces (the Idle tab then says which Python line the "
-              "thread ran while the GPU idled). Costs time: see README.")  # fmt: skip
+    @_declared(NsysOptions)
     @cell_magic("nsight_nsys")  # type: ignore[arg-type]  # (IPython types only the bare form)
     def nsys(self, line: str, cell: str) -> Any:
         """Profile this cell with Nsight Systems and show its kernels, NVTX ranges, copies,
         timeline and a kernel picker.
-
-        Usage::
-
-            %%nsight_nsys [--name NAME] [--warmup N] [--vars a,b] [--trace cuda,nvtx,osrt]
-                   [--cuda-graph-trace node|graph] [--pytorch off|ops|shapes] [--host] [--fresh]
-                   [--nproc N]
-                   [--env KEY=VALUE] [--python PY] [--timeout S] [--no-setup] [-o VAR]
-                   [-- extra nsys arguments]
 
         Example::
 
@@ -229,17 +232,7 @@ class NsightMagic(Magics):
         Only the cell is captured (cudaProfilerStart/Stop around it); setup cells and
         warm-up runs are not. Every run gets a folder under ./nsight-runs/."""
         args, extra = self._parse(self.nsys, line)
-        try:
-            trace = nsys_argv.parse_trace(args.trace)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        options = nsys_argv.NsysOptions(
-            trace=trace,
-            cuda_graph_trace=args.cuda_graph_trace,
-            pytorch=_PYTORCH[args.pytorch],  # type: ignore[arg-type]
-            extra_args=tuple(extra),
-            host=args.host,
-        )
+        options = _options(NsysOptions, args, extra)
         request = self._request(args, cell)
         return self._deliver(
             args,
@@ -253,43 +246,12 @@ class NsightMagic(Magics):
 
     @magic_arguments(name="nsight_ncu")
     @_common
-    @argument(
-        "--set",
-        dest="set_",
-        default="roofline",
-        metavar="SET",
-        help="ncu section set: roofline (default), basic, detailed, full, or 'none'.",
-    )
-    @argument("--section", action="append", default=[], help="ncu section (repeatable).")
-    @argument("--metrics", default="", metavar="M1,M2", help="Extra ncu metrics.")
-    @argument("--kernel", default=None, metavar="REGEX", help="Only kernels matching REGEX.")
-    @argument(
-        "--rank",
-        type=int,
-        default=0,
-        metavar="R",
-        help="With --nproc: the rank ncu profiles (the others run unprofiled).",
-    )
-    @argument("--launch-skip", type=int, default=None, metavar="N")
-    @argument("--launch-count", type=int, default=None, metavar="N")
-    @argument(
-        "--nvtx",
-        default=None,
-        metavar="RANGE",
-        help="Only kernels inside this NVTX range, as the NVTX tab shows it: "
-        "DOMAIN:RANGE (':RANGE' for the default domain) or a bare RANGE in any domain, "
-        "matched as plain text while the cell runs ('LLM@prefill' finds it in domain LLM).",
-    )
+    @_declared(NcuOptions)
+    @argument("--rank", type=int, default=0, metavar="R",
+              help="With --nproc: the rank ncu profiles (the others run unprofiled).")  # fmt: skip
     @cell_magic("nsight_ncu")  # type: ignore[arg-type]
-    def ncu(self, line: str, cell: str) -> Any:  # fmt: skip
+    def ncu(self, line: str, cell: str) -> Any:
         """Profile this cell's kernels with Nsight Compute (roofline set by default).
-
-        Usage::
-
-            %%nsight_ncu [--set roofline|basic|detailed|full] [--section S]... [--metrics M,...]
-                  [--kernel REGEX] [--launch-skip N] [--launch-count N] [--nvtx RANGE]
-                  [--nproc N [--rank R]] [common options as %%nsight_nsys]
-                  [-- extra ncu arguments]
 
         Example::
 
@@ -299,25 +261,13 @@ class NsightMagic(Magics):
         Kernels launched inside the cell's NVTX range are profiled (setup and warm-up are
         not); ncu replays each kernel many times, so keep the cell small."""
         args, extra = self._parse(self.ncu, line)
-        for flag in ("launch_skip", "launch_count"):
-            if getattr(args, flag) is not None and getattr(args, flag) < 0:
-                raise UsageError(f"--{flag.replace('_', '-')} must be >= 0")
-        nvtx: dict[str, Any] = {}
-        if args.nvtx:
+        options = _options(NcuOptions, args, extra)
+        if options.nvtx_target:  # the range as the user wrote it: resolved against the cell
             try:
-                nvtx = MANAGER.ncu_nvtx_options(args.nvtx, cell)
+                nvtx = MANAGER.ncu_nvtx_options(options.nvtx_target, cell)
             except ValueError as exc:
-                raise UsageError(f"--nvtx {args.nvtx!r}: {exc}") from None
-        options = ncu_argv.NcuOptions(
-            set=None if args.set_ in ("none", "") else args.set_,
-            sections=tuple(args.section),
-            metrics=tuple(m.strip() for m in args.metrics.split(",") if m.strip()),
-            kernel_regex=args.kernel,
-            launch_skip=args.launch_skip,
-            launch_count=args.launch_count,
-            extra_args=tuple(extra),
-            **nvtx,
-        )
+                raise UsageError(f"--nvtx {options.nvtx_target!r}: {exc}") from None
+            options = dataclasses.replace(options, nvtx_target=None, **nvtx)
         request = self._request(args, cell)
         return self._deliver(
             args,
@@ -409,7 +359,7 @@ class NsightMagic(Magics):
 
 for _magic, _short in ((NsightMagic.nsys, "nsys"), (NsightMagic.ncu, "ncu")):
     _notes = (magic_names.SHORT_NOTE.format(short=_short), _STATE_NOTE)
-    _magic.__doc__ = "\n\n".join([dedent(_magic.__doc__ or ""), *map(textwrap.fill, _notes)])
+    _magic.__doc__ = magic_help(_magic, extra=f"extra {_short} arguments", notes=_notes)
 
 
 def register(ip: Any) -> NsightMagic:

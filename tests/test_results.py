@@ -7,6 +7,8 @@ import html
 
 import pytest
 
+from nsight_magic.profilers.drill_request import DrillRequest
+from nsight_magic.profilers.ncu import NcuOptions
 from nsight_magic.reports.ncu.report import NcuReport
 from nsight_magic.reports.nsys.report import NsysReport
 from nsight_magic.results import WIDGET_MIME, NcuRun, NsysRun
@@ -77,22 +79,29 @@ def test_profile_kernel_goes_to_the_profiler_handed_in_and_keeps_child(nsys_run,
     child_run = NcuRun(ncu_run.report, None, {"name": "child"})
 
     class Recorder:
-        def profile_kernel(self, parent, name, **kw):
-            calls.append(("kernel", parent, name, kw))
+        def profile_kernel(self, parent, request, **callbacks):
+            calls.append(("kernel", parent, request, callbacks))
             return child_run
 
-        def profile_range(self, parent, domain, name, style="PushPop", **kw):
-            calls.append(("range", parent, (domain, name, style), kw))
+        def profile_range(self, parent, domain, name, style="PushPop", request=None, **callbacks):
+            calls.append(("range", parent, (domain, name, style), request))
             return child_run
 
     nsys_run.profiler = Recorder()
     before = len(nsys_run.children)
     child = nsys_run.profile_kernel(GEMM_64, set="full", instance=2)
     assert child is child_run and child.parent is nsys_run
-    assert calls == [("kernel", nsys_run, GEMM_64, {"set": "full", "instance": 2})]
+    wanted = DrillRequest(kernel=GEMM_64, instance=2, ncu=NcuOptions(set="full"))
+    no_callbacks = {"progress": None, "output": None, "cancel": None}
+    assert calls == [("kernel", nsys_run, wanted, no_callbacks)]
     assert nsys_run.children[before:] == [child_run]
     nsys_run.profile_range("LLM", "LLM@prefill", set="basic")
-    assert calls[-1] == ("range", nsys_run, ("LLM", "LLM@prefill", "PushPop"), {"set": "basic"})
+    assert calls[-1] == ("range", nsys_run, ("LLM", "LLM@prefill", "PushPop"),
+                         DrillRequest(ncu=NcuOptions(set="basic")))  # fmt: skip
+    # an option a drill-down does not take is a TypeError, never dropped on the way
+    with pytest.raises(TypeError, match="bogus"):
+        nsys_run.profile_kernel(GEMM_64, bogus=1)
+    assert len(calls) == 2
     nsys_run.profiler = None
 
 

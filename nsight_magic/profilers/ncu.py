@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..nvtx_names import CELL_RANGE, NVTX_DOMAIN, TARGET_RANGE, statement_line
+from .options import option
 
 CELL_FILTER = f"{NVTX_DOMAIN}@{CELL_RANGE}/"
 # the start/end range the cell script opens around the range ``--nvtx`` names (no slash:
@@ -104,9 +105,23 @@ def parse_nvtx_filter(text: str) -> tuple[str | None, list[str], bool]:
     return domain, tokens, push_pop
 
 
+def _metric_list(text: str) -> tuple[str, ...]:
+    return tuple(m.strip() for m in text.split(",") if m.strip())
+
+
+def _section_set(text: str | None) -> str | None:
+    return None if text in ("none", "", None) else text
+
+
+def _blank_none(text: str | None) -> str | None:
+    return text or None
+
+
 @dataclass(frozen=True)
 class NcuOptions:
-    """What ncu collects (``set``, ``sections``, ``metrics``) and which launches it profiles.
+    """What ncu collects (``set``, ``sections``, ``metrics``) and which launches it profiles:
+    the options of ``%%ncu``, declared once (``profilers/options.py`` generates the magic's
+    flags, its help, meta.json's ``options`` and what a drill-down may set from these fields).
 
     ``kernel_exact`` is a kernel name (escaped and anchored here); ``kernel_regex`` the user's own
     regex, passed as is. ``nvtx_include``/``nvtx_exclude`` are ncu NVTX filter expressions,
@@ -115,17 +130,42 @@ class NcuOptions:
     (``TARGET_FILTER``, in place of ``nvtx_include``); ``launch_skip``/``launch_count``
     count matching launches only, from the start of the run (fresh) or of the attach (warm)."""
 
-    set: str | None = "roofline"
-    sections: tuple[str, ...] = ()
-    metrics: tuple[str, ...] = ()
-    kernel_regex: str | None = None
-    kernel_exact: str | None = None
-    launch_skip: int | None = None
-    launch_count: int | None = None
-    nvtx_include: tuple[str, ...] = (CELL_FILTER,)
-    nvtx_exclude: tuple[str, ...] = ()
-    extra_args: tuple[str, ...] = ()
-    nvtx_target: str | None = None
+    set: str | None = option(
+        "roofline",
+        "--set",
+        "ncu section set: roofline (default), basic, detailed, full, or 'none'.",
+        metavar="SET",
+        parse=_section_set,
+        drill=True,
+    )
+    sections: tuple[str, ...] = option(
+        (), "--section", "ncu section (repeatable).", metavar="SECTION", repeat=True, drill=True
+    )
+    metrics: tuple[str, ...] = option(
+        (), "--metrics", "Extra ncu metrics.", metavar="M1,M2", parse=_metric_list, drill=True
+    )
+    kernel_regex: str | None = option(
+        None, "--kernel", "Only kernels matching REGEX.", metavar="REGEX", meta_key="kernel"
+    )
+    kernel_exact: str | None = option(None, meta_key="kernel")
+    launch_skip: int | None = option(
+        None, "--launch-skip", "Skip the first N launches that match the filters.", metavar="N"
+    )
+    launch_count: int | None = option(
+        None, "--launch-count", "Profile at most N launches that match the filters.", metavar="N"
+    )
+    nvtx_include: tuple[str, ...] = option((CELL_FILTER,))
+    nvtx_exclude: tuple[str, ...] = option(())
+    extra_args: tuple[str, ...] = option(())
+    nvtx_target: str | None = option(
+        None,
+        "--nvtx",
+        "Only kernels inside this NVTX range, as the NVTX tab shows it: "
+        "DOMAIN:RANGE (':RANGE' for the default domain) or a bare RANGE in any domain, matched "
+        "as plain text while the cell runs ('LLM@prefill' finds it in domain LLM).",
+        metavar="RANGE",
+        parse=_blank_none,
+    )
 
     def __post_init__(self) -> None:
         if self.kernel_regex and self.kernel_exact:

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from .options import option
+
 # nsys drops NVTX ranges of unregistered strings unless told otherwise; the python nvtx
 # package does not register them all, so the per-statement ranges would go missing.
 NSYS_ENV = {"NSYS_NVTX_PROFILER_REGISTER_ONLY": "0"}
@@ -44,6 +46,9 @@ KNOWN_TRACE = {
 
 GraphTrace = Literal["node", "graph"]
 PyTorchRanges = Literal["autograd-nvtx", "autograd-shapes-nvtx"]
+# ``--pytorch``'s words (sorted: the order argparse lists them) and nsys's values for them
+PYTORCH_WORDS: dict[str, PyTorchRanges | None] = {
+    "off": None, "ops": "autograd-nvtx", "shapes": "autograd-shapes-nvtx"}  # fmt: skip
 # ``launch`` refuses --sample/--cpuctxsw: they go on ``start``; fresh runs give them to profile.
 SAMPLING_OFF = ("--sample=none", "--cpuctxsw=none")
 # The host side (``--host``), measured on the lent H100 with Nsight Systems 2025.3.1
@@ -62,18 +67,44 @@ GATE = ("--capture-range=cudaProfilerApi", "--capture-range-end=stop")
 
 @dataclass(frozen=True)
 class NsysOptions:
-    """What nsys records. ``cuda_graph_trace``: "node" puts the kernels of CUDA graph launches in
+    """What nsys records: the options of ``%%nsys``, declared once (``profilers/options.py``
+    generates the magic's flags, its help and meta.json's ``options`` from these fields).
+    ``cuda_graph_trace``: "node" puts the kernels of CUDA graph launches in
     the kernel table (nsys's default "graph" records a whole launch as one item and no kernel
     rows); ``pytorch``: nsys's PyTorch NVTX ranges per aten op (with shapes for
     "autograd-shapes-nvtx"); None leaves them off. ``host``: the host side too: OS runtime
     calls, CPU samples with Python backtraces, and Python + native backtraces of CUDA API calls
     (what the thread was doing while the GPU idled: ``NsysRun.idle_breakdown``)."""
 
-    trace: tuple[str, ...] = DEFAULT_TRACE
-    cuda_graph_trace: GraphTrace = "node"
-    pytorch: PyTorchRanges | None = None
-    extra_args: tuple[str, ...] = ()
-    host: bool = False
+    trace: tuple[str, ...] = option(
+        DEFAULT_TRACE,
+        "--trace",
+        "APIs to trace (nsys --trace).",
+        metavar="API,...",
+        parse=lambda text: parse_trace(text),
+    )
+    # RUF009: ``option`` is a field specifier (dataclasses.field with metadata), not a default
+    cuda_graph_trace: GraphTrace = option(  # noqa: RUF009
+        "node",
+        "--cuda-graph-trace",
+        "node (default): the kernels of CUDA graph launches are "
+        "in the kernel table; graph: one item per graph launch (less overhead, no kernels).",
+    )
+    pytorch: PyTorchRanges | None = option(  # noqa: RUF009
+        None,
+        "--pytorch",
+        "Record PyTorch's aten op ranges (ops; shapes: with input shapes), for "
+        "'which op launched this kernel'.",
+        cli=PYTORCH_WORDS,
+    )
+    extra_args: tuple[str, ...] = option(())
+    host: bool = option(
+        False,
+        "--host",
+        "Also capture the host side: OS runtime calls, CPU samples with Python "
+        "backtraces, CUDA API backtraces (the Idle tab then says which Python line the thread "
+        "ran while the GPU idled). Costs time: see README.",
+    )
 
     def warm(self) -> NsysOptions:
         """A warm worker's launch options: no ``--pytorch``; the worker turns PyTorch's op

@@ -5,18 +5,37 @@ manager); the picker's Profile button and the NVTX tab's "profile this range" ca
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import threading
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ..profilers.drill_request import DrillRequest
 
 
 class KernelProfiler(Protocol):
     def profile_kernel(
-        self, parent: Any, kernel: str, *, instance: int = 0, count: int = 1, **kwargs: Any
+        self,
+        parent: Any,
+        request: DrillRequest,
+        *,
+        progress: Any = None,
+        output: Any = None,
+        cancel: threading.Event | None = None,
     ) -> Any:
-        """ncu on launch ``instance`` of ``kernel`` in the cell ``parent`` ran -> ``NcuRun``."""
+        """ncu on the launches of ``request.kernel`` in the cell ``parent`` ran -> ``NcuRun``."""
         ...
 
     def profile_range(
-        self, parent: Any, domain: str, name: str, style: str = "PushPop", **kwargs: Any
+        self,
+        parent: Any,
+        domain: str,
+        name: str,
+        style: str = "PushPop",
+        request: DrillRequest | None = None,
+        *,
+        progress: Any = None,
+        output: Any = None,
+        cancel: threading.Event | None = None,
     ) -> Any:
         """ncu on the kernels inside the NVTX range ``domain:name`` of that cell -> ``NcuRun``."""
         ...

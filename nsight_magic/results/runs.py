@@ -5,7 +5,8 @@ themselves as an ipywidgets view plus a static ``text/html`` form (``base``)."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from ..analysis import cold_run, processes, range_spec, statements, torch_ops
 from ..analysis import mfu as utilisation
 from ..errors import NsightMagicError
 from ..magic_names import cell_magic
+from ..profilers.drill_request import DrillRequest
 from ..views.nsys_view import nsys_static_html, nsys_widget
 from .base import WIDGET_MIME, _Run, in_kernel
 from .frames import NsysFrames
@@ -234,18 +236,64 @@ class NsysRun(_Run):
             peak_flops=peak_flops,
         )
 
-    def profile_kernel(self, name: str, **kwargs: Any) -> NcuRun:
-        """Run ncu on kernel ``name`` of this run's cell (what the picker's button calls):
-        ``instance`` (0-based launch within the cell), ``count``, ``set``, ``sections``,
-        ``metrics``, ``fresh``. The child run is kept in ``children``."""
-        return self._adopt(self._profiler().profile_kernel(self, name, **kwargs))
+    def profile_kernel(
+        self,
+        name: str,
+        *,
+        instance: int = 0,
+        count: int = 1,
+        set: str | None = "roofline",
+        sections: Sequence[str] = (),
+        metrics: Sequence[str] = (),
+        fresh: bool = False,
+        timeout: float | None = None,
+        rank: int = 0,
+        progress: Callable[..., Any] | None = None,
+        output: Callable[[str], Any] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> NcuRun:
+        """Run ncu on kernel ``name`` (its exact full name) of this run's cell; what the
+        picker's Profile button calls. The child run is kept in ``children``.
+
+        ``instance``: the 0-based launch of that kernel within the cell, ``count`` launches from
+        it; ``set`` (an ncu section set, None for none), ``sections``, ``metrics``: what ncu
+        collects (``NcuOptions``' drill-able fields); ``fresh``: a cold re-run of the saved
+        script instead of the warm ncu worker; ``timeout``: seconds; ``rank``: the rank ncu
+        profiles when the cell ran as several; ``progress``/``output``/``cancel``: the status
+        line, the cell's output and a stop button. Text is read as ``%%ncu``'s flag reads it
+        (``set="none"``, ``metrics="m1,m2"``). An unknown option is a TypeError."""
+        request = DrillRequest.create(name, instance=instance, count=count, set=set,
+                                      sections=sections, metrics=metrics, fresh=fresh,
+                                      timeout=timeout, rank=rank)  # fmt: skip
+        child = self._profiler().profile_kernel(self, request, progress=progress, output=output,
+                                                cancel=cancel)  # fmt: skip
+        return self._adopt(child)
 
     def profile_range(
-        self, domain: str, name: str, style: str = "PushPop", **kwargs: Any
+        self,
+        domain: str,
+        name: str,
+        style: str = "PushPop",
+        *,
+        set: str | None = "roofline",
+        sections: Sequence[str] = (),
+        metrics: Sequence[str] = (),
+        fresh: bool = False,
+        timeout: float | None = None,
+        rank: int = 0,
+        progress: Callable[..., Any] | None = None,
+        output: Callable[[str], Any] | None = None,
+        cancel: threading.Event | None = None,
     ) -> NcuRun:
-        """Run ncu on every kernel inside the NVTX range ``domain:name`` of this run's cell
-        (the NVTX tab's "profile this range"); the child run is kept in ``children``."""
-        return self._adopt(self._profiler().profile_range(self, domain, name, style, **kwargs))
+        """Run ncu on every kernel inside the NVTX range ``domain:name`` (``style``: "PushPop"
+        or "StartEnd") of this run's cell (the NVTX tab's "profile this range"); the options
+        are ``profile_kernel``'s. The child run is kept in ``children``."""
+        request = DrillRequest.create(set=set, sections=sections, metrics=metrics, fresh=fresh,
+                                      timeout=timeout, rank=rank)  # fmt: skip
+        child = self._profiler().profile_range(
+            self, domain, name, style, request, progress=progress, output=output, cancel=cancel
+        )
+        return self._adopt(child)
 
     def _profiler(self) -> KernelProfiler:
         if self.run_dir is None:

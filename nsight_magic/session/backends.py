@@ -35,6 +35,7 @@ from ..package_info import pythonpath_with_package
 from ..profilers import ncu as ncu_argv
 from ..profilers import nsys as nsys_argv
 from ..profilers.env import clean_env
+from ..profilers.options import options_meta
 from ..script import Gate
 from ..tools import Tool, ToolName
 from . import deadline
@@ -132,9 +133,7 @@ class NsysBackend:
         self.options = options or nsys_argv.NsysOptions()
 
     def options_meta(self) -> dict[str, Any]:
-        o = self.options
-        return {"trace": list(o.trace), "cuda_graph_trace": o.cuda_graph_trace,
-                "pytorch": o.pytorch, "extra_args": list(o.extra_args), "host": o.host}  # fmt: skip
+        return options_meta(self.options)
 
     def script_args(self) -> dict[str, Any]:
         """What the cell script needs of this backend beyond the gate (``build_script``)."""
@@ -287,12 +286,7 @@ class NcuBackend:
         self.options = options or ncu_argv.NcuOptions()
 
     def options_meta(self) -> dict[str, Any]:
-        o = self.options
-        return {"set": o.set, "sections": list(o.sections), "metrics": list(o.metrics),
-                "kernel": o.kernel_exact or o.kernel_regex, "launch_skip": o.launch_skip,
-                "launch_count": o.launch_count, "nvtx_include": list(o.nvtx_include),
-                "nvtx_exclude": list(o.nvtx_exclude), "extra_args": list(o.extra_args),
-                "nvtx_target": o.nvtx_target}  # fmt: skip
+        return options_meta(self.options)
 
     def script_args(self) -> dict[str, Any]:
         """``--nvtx NAME``: the script marks the ranges NAME names (``TARGET_FILTER``)."""

@@ -5,6 +5,7 @@ worker, or a cold re-run of the parent's saved script)."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import warnings
@@ -18,6 +19,7 @@ from ..errors import AmbiguousNvtxRangeError, FolderSettingsIgnored, NsightMagic
 from ..magic_names import cell_magic
 from ..nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
 from ..profilers import ncu as ncu_argv
+from ..profilers.drill_request import DrillRequest
 from .backends import NcuBackend
 from .history import History
 from .pipeline import now_utc
@@ -74,50 +76,65 @@ class DrillDowns:
         return {"nvtx_include": (expression,)}
 
     # --- drill-downs (results.KernelProfiler) -----------------------------------------------
-    def profile_kernel(self, parent: Any, kernel: str, *, instance: int = 0, count: int = 1,
-                       **kwargs: Any) -> Any:  # fmt: skip
-        """ncu on launch ``instance`` (0-based, within the cell) of ``kernel`` (exact name) of
-        the cell ``parent`` ran: in the warm ncu worker when this notebook ran that cell, else
-        a cold re-run of the parent's saved script. The child run lives in the parent's
-        folder (``ncu/<time>-<kernel>/``) and is listed in its meta.json. For a cell that ran
-        as several ranks, ``rank=R`` names the rank ncu profiles (the others run unprofiled);
-        an NCCL kernel gets single-pass metrics only: replaying a collective on one rank while
-        its peers wait hangs (measured on nvidia-h200-x2, tests/data/README.md)."""
-        options = dict(kernel_exact=kernel, launch_skip=instance, launch_count=count)
-        record = {"kernel": kernel, "instance": instance, "count": count}
-        if "nccl" in kernel.lower():
-            options.update(set=None, sections=(), metrics=NCCL_SINGLE_PASS)
-            record["note"] = "NCCL kernel: single-pass metrics only"
-            kwargs.update(set=None, sections=(), metrics=NCCL_SINGLE_PASS)
-        return self._drill(parent, kernel, options, record, **kwargs)
-
-    def profile_range(self, parent: Any, domain: str, name: str, style: str = "PushPop",
-                      **kwargs: Any) -> Any:  # fmt: skip
-        """ncu on every kernel launched inside the NVTX range ``domain:name`` of the cell
-        ``parent`` ran (warm-up runs excluded)."""
-        expression = ncu_argv.nvtx_filter(name, domain=domain or None, push_pop=style == "PushPop")
-        options = dict(nvtx_include=(expression,),
-                       nvtx_exclude=(f"{NVTX_DOMAIN}@{WARMUP_RANGE}/",))  # fmt: skip
-        label = f"{domain}:{name}"
-        return self._drill(parent, label, options, {"nvtx_range": label, "style": style}, **kwargs)
-
-    def _drill(
+    def profile_kernel(
         self,
         parent: Any,
-        label: str,
-        filters: dict[str, Any],
-        record: dict[str, Any],
+        request: DrillRequest,
         *,
-        set: str | None = "roofline",
-        sections: tuple[str, ...] = (),
-        metrics: tuple[str, ...] = (),
-        fresh: bool = False,
-        timeout: float | None = None,
-        rank: int = 0,
         progress: Any = None,
         output: Any = None,
         cancel: threading.Event | None = None,
     ) -> Any:
+        """ncu on launches ``request.instance`` .. ``+count`` (0-based, within the cell) of
+        ``request.kernel`` (exact name) of the cell ``parent`` ran: in the warm ncu worker when
+        this notebook ran that cell, else a cold re-run of the parent's saved script. The child
+        run lives in the parent's folder (``ncu/<time>-<kernel>/``) and is listed in its
+        meta.json. For a cell that ran as several ranks, ``request.rank`` names the rank ncu
+        profiles (the others run unprofiled); an NCCL kernel gets single-pass metrics only:
+        replaying a collective on one rank while its peers wait hangs (measured on
+        nvidia-h200-x2, tests/data/README.md)."""
+        kernel = request.kernel
+        if not kernel:
+            raise TypeError("profile_kernel needs a DrillRequest with a kernel name")
+        record: dict[str, Any] = {"kernel": kernel, "instance": request.instance,
+                                  "count": request.count}  # fmt: skip
+        if "nccl" in kernel.lower():
+            ncu = dataclasses.replace(request.ncu, set=None, sections=(), metrics=NCCL_SINGLE_PASS)
+            request = dataclasses.replace(request, ncu=ncu)
+            record["note"] = "NCCL kernel: single-pass metrics only"
+        filters = dict(kernel_exact=kernel, launch_skip=request.instance,
+                       launch_count=request.count)  # fmt: skip
+        callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)
+        return self._drill(parent, kernel, request, filters, record, callbacks)
+
+    def profile_range(
+        self,
+        parent: Any,
+        domain: str,
+        name: str,
+        style: str = "PushPop",
+        request: DrillRequest | None = None,
+        *,
+        progress: Any = None,
+        output: Any = None,
+        cancel: threading.Event | None = None,
+    ) -> Any:
+        """ncu on every kernel launched inside the NVTX range ``domain:name`` of the cell
+        ``parent`` ran (warm-up runs excluded), collecting what ``request`` says."""
+        request = request or DrillRequest()
+        expression = ncu_argv.nvtx_filter(name, domain=domain or None, push_pop=style == "PushPop")
+        filters = dict(nvtx_include=(expression,),
+                       nvtx_exclude=(f"{NVTX_DOMAIN}@{WARMUP_RANGE}/",))  # fmt: skip
+        label = f"{domain}:{name}"
+        callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)
+        return self._drill(parent, label, request, filters,
+                           {"nvtx_range": label, "style": style}, callbacks)  # fmt: skip
+
+    def _drill(self, parent: Any, label: str, drill: DrillRequest, filters: dict[str, Any],
+               record: dict[str, Any], callbacks: RunCallbacks) -> Any:  # fmt: skip
+        """Run ``drill`` as a child of ``parent``: every ncu option the request collects
+        reaches the child's ``NcuOptions`` (``DrillRequest.ncu_options``), none named here."""
+        timeout, rank = drill.timeout, drill.rank
         parent_dir = getattr(parent, "run_dir", None)
         if parent_dir is None:
             raise NsightMagicError(
@@ -139,7 +156,7 @@ class DrillDowns:
         if saved.ignored:
             warnings.warn(saved.notice(parent_dir), FolderSettingsIgnored, stacklevel=3)
         nproc = saved.nproc
-        before = None if fresh or entry is None or nproc > 1 else entry.id
+        before = None if drill.fresh or entry is None or nproc > 1 else entry.id
         cold = before is None
         if nproc > 1 and timeout is None:
             timeout = MULTI_RANK_TIMEOUT_S  # a stuck collective must never hang the notebook
@@ -155,9 +172,7 @@ class DrillDowns:
             nproc=nproc,
             rank=rank,
         )
-        filters = {k: v for k, v in filters.items() if k not in ("set", "sections", "metrics")}
-        backend = NcuBackend(ncu_argv.NcuOptions(set=set, sections=tuple(sections),
-                                                 metrics=tuple(metrics), **filters))  # fmt: skip
+        backend = NcuBackend(drill.ncu_options(**filters))
         backend.locate()  # a missing ncu is reported before a child folder exists
         run_dir = runs.child_run_dir(parent_dir, label)
         meta = {"name": f"{request.name}:{label}", "parent_run": str(parent_dir), **record}
@@ -165,7 +180,6 @@ class DrillDowns:
             meta["ignored_from_folder"] = saved.ignored
         if nproc > 1:
             meta["rank"] = rank
-        callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)
         t0 = time.perf_counter()
         child = None
         try:
@@ -178,6 +192,6 @@ class DrillDowns:
             ran_in = Path(getattr(child, "run_dir", None) or run_dir)
             mode = (getattr(child, "meta", None) or {}).get("mode") or ("fresh" if cold else "warm")
             runs.add_child(parent_dir, {"run_dir": str(ran_in.relative_to(parent_dir)),
-                                        **record, "set": set, "mode": mode,
+                                        **record, "set": drill.ncu.set, "mode": mode,
                                         "wall_s": time.perf_counter() - t0,
                                         "started_utc": now_utc()})  # fmt: skip
