@@ -267,7 +267,8 @@ class NsightMagic(Magics):
                 nvtx = MANAGER.ncu_nvtx_options(options.nvtx_target, cell)
             except ValueError as exc:
                 raise UsageError(f"--nvtx {options.nvtx_target!r}: {exc}") from None
-            options = dataclasses.replace(options, nvtx_target=None, **nvtx)
+            # the resolved form replaces the spelling (it may be nvtx_target itself, respelled)
+            options = dataclasses.replace(options, **{"nvtx_target": None, **nvtx})
         request = self._request(args, cell)
         return self._deliver(
             args,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from IPython.core.error import UsageError
@@ -156,3 +157,21 @@ def test_config_traits_roundtrip(ip: InteractiveShell, runs_dir: Path) -> None:
     ip.run_line_magic("config", 'NsightMagic.nsys_path = "/x/nsys"')
     magics = next(c for c in ip.configurables if type(c).__name__ == "NsightMagic")
     assert magics.nsys_path == "/x/nsys" and magics.runs_dir == str(runs_dir)
+
+
+@pytest.mark.parametrize("spec", ["LLM@prefill", "LLM:LLM@prefill", ":pick", "pick"])
+def test_ncu_nvtx_reaches_the_backend_in_every_spelling(
+    ip: InteractiveShell, runs_dir: Path, monkeypatch: pytest.MonkeyPatch, spec: str
+) -> None:
+    """``%%ncu --nvtx SPEC`` through the magic: the spelling the user typed becomes the range the
+    cell script marks (``nvtx_target``), with no earlier nsys run of the cell (issue 21: this
+    path raised a TypeError before the cell ran, on the GPU, in all four spellings)."""
+    seen: list[Any] = []
+
+    def profile(request: Any, backend: Any, **kwargs: Any) -> None:
+        seen.append(backend.options)
+
+    monkeypatch.setattr(MANAGER, "profile", profile)
+    ip.run_cell_magic("nsight_ncu", f"--nvtx {spec} --launch-count 3", "x = 1")
+    (options,) = seen
+    assert options.nvtx_target == spec and options.launch_count == 3
