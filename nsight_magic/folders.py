@@ -7,7 +7,6 @@ user does not own or that others can write (another user could have swapped a fi
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 from pathlib import Path
@@ -90,24 +89,4 @@ def private_mkdir(path: Path) -> None:
         raise RunFolderError(
             f"cannot create the run folder {path} ({exc.strerror or exc}); check that its "
             "disk is writable and not full."
-        ) from None
-
-
-def write_private(path: str | Path, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` created 0600 (replacing it atomically: a reader never sees
-    half a file); a full or read-only disk is one ``RunFolderError`` line."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise RunFolderError(
-            f"cannot write {path} ({exc.strerror or exc}); check that its disk is writable "
-            "and not full."
         ) from None

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import CounterPermissionError, ProfileInterrupted, ProfilerError, ProfileTimeout
+from .run_dir import append_private
 
 LineCallback = Callable[[str], None]
 
@@ -185,7 +186,7 @@ def run(
     argv = [os.fspath(a) for a in argv]
     result = RunResult(argv=argv, log_path=str(log_path))
     t0 = time.monotonic()
-    with open(log_path, "ab") as log:
+    with append_private(log_path) as log:  # 0600, as every file of a run folder
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,

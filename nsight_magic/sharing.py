@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ReportNotFoundError
-from .runs import META, read_json, write_json
+from .run_dir import RunDir, read_json
 
 MANIFEST = "share.json"
 _TEXT_SUFFIXES = {".json", ".log", ".txt", ".csv", ".md", ".out", ".err", ".yaml", ".toml", ""}
@@ -126,15 +126,15 @@ def share(
     (a project name, a cluster's host prefix). ``keep_nsys_rep``: copy the ``.nsys-rep`` too,
     for nsys-ui, as it is (it still names the host and holds the environment)."""
     src = Path(run_dir)
-    if not (src / META).is_file():
-        raise ReportNotFoundError(f"{src} is not a run folder (no {META}).")
+    if not RunDir(src).meta.is_file():
+        raise ReportNotFoundError(f"{src} is not a run folder (no {RunDir.META}).")
     dest = Path(dest)
     if dest.exists():
         raise FileExistsError(f"{dest} exists; share() writes a new folder.")
     found = _find(src, extra=redact)
     left_out: list[str] = []
     short_names: set[str] = set()
-    for folder in [src, *sorted(p.parent for p in src.glob(f"ncu/*/{META}"))]:
+    for folder in [src, *(child.path for child in RunDir(src).children())]:
         target = dest / folder.relative_to(src)
         own = [(folder.name, "."), *([(src.name, "../..")] if folder != src else [])]
         rules = Redactions(own, found.paths, found.words)
@@ -151,7 +151,7 @@ def share(
         "note": "Paths are relative to this folder. The .sqlite/.ncu-rep were rewritten in "
         "place of their strings; the GPU's UUID and the interpreter's location were dropped.",
     }
-    write_json(dest / MANIFEST, manifest)
+    RunDir(dest).write_copy(MANIFEST, json.dumps(manifest, indent=2))
     return dest
 
 
@@ -159,15 +159,16 @@ def _copy_folder(
     folder: Path, target: Path, rules: Redactions, keep_nsys_rep: bool, kept: set, root: Path
 ) -> list[str]:
     target.mkdir(parents=True)
+    copy = RunDir(target)  # writes each rewritten file, 0600
     left_out = []
     for item in sorted(folder.iterdir()):
         out = target / item.name
         rel = str(item.relative_to(root))
-        if item.name == "ncu" and item.is_dir():
+        if item.name == RunDir.CHILDREN and item.is_dir():
             continue  # picker runs: their own folders, from share()
         if item.name.endswith(".lock") or item.name.startswith("."):
             continue
-        if (item.suffix == ".nsys-rep" and not keep_nsys_rep) or item.name == "vars.pkl":
+        if (item.suffix == ".nsys-rep" and not keep_nsys_rep) or item.name == RunDir.VARS:
             left_out.append(rel)
         elif item.is_dir() and item.name.endswith("_pq"):
             _copy_parquet(item, out, rules)
@@ -175,17 +176,19 @@ def _copy_folder(
             _copy_sqlite(item, out, rules)
         elif item.suffix == ".ncu-rep":
             data, short = rules.binary(item.read_bytes())
-            out.write_bytes(data)
+            copy.write_copy(item.name, data)
             kept.update(short)
         elif item.suffix == ".json" and read_json(item) is not None:
-            out.write_text(json.dumps(_json(read_json(item), rules, item.name), indent=2))
+            copy.write_copy(
+                item.name, json.dumps(_json(read_json(item), rules, item.name), indent=2)
+            )
         elif item.suffix == ".py":
-            out.write_text(rules.text(item.read_text(errors="replace"), code=True))
+            copy.write_copy(item.name, rules.text(item.read_text(errors="replace"), code=True))
         elif item.is_file() and item.suffix in _TEXT_SUFFIXES:
-            out.write_bytes(rules.text(item.read_bytes().decode(errors="replace")).encode())
+            copy.write_copy(item.name, rules.text(item.read_bytes().decode(errors="replace")))
         elif item.is_file() and item.suffix != ".nsys-rep":
             data, short = rules.binary(item.read_bytes())  # any other file: string for string
-            out.write_bytes(data)
+            copy.write_copy(item.name, data)
             kept.update(short)
         elif item.is_file():
             shutil.copy2(item, out)  # keep_nsys_rep: as it is, by request
@@ -195,7 +198,7 @@ def _copy_folder(
 
 
 def _json(value: Any, rules: Redactions, name: str) -> Any:
-    if name == META and isinstance(value, dict):
+    if name == RunDir.META and isinstance(value, dict):
         value = dict(value)
         value["cwd"] = None  # a re-run uses the reader's cwd
         if value.get("python"):
@@ -257,11 +260,11 @@ def _find(src: Path, extra: Iterable[str]) -> Redactions:
     users = {getpass.getuser(), os.environ.get("USER", "")}
     hosts = {socket.gethostname(), socket.gethostname().split(".")[0]}
     cwds: set[str] = set()
-    for meta_path in [src / META, *src.glob(f"ncu/*/{META}")]:
-        meta = read_json(meta_path, {}) or {}
-        if meta.get("cwd"):
-            cwds.add(str(meta["cwd"]))
-        python = Path(str(meta.get("python") or "/"))
+    for folder in [RunDir(src), *RunDir(src).children()]:
+        meta = folder.read_meta()
+        if meta.cwd:
+            cwds.add(meta.cwd)
+        python = Path(meta.python or "/")
         if python.parent.name == "bin":
             found.add_path(python.parent.parent, "<python-env>")
     for path in src.rglob("*"):

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from nsight_magic import runs
+from nsight_magic.run_dir import RunDir
 from nsight_magic.script import build_script, history_entry, prepare_cell
 from nsight_magic.session.backends import WarmState, process_env
 from nsight_magic.session.ranks import cell_command
@@ -93,10 +94,10 @@ class BareBackend:
         return None
 
     def report_path(self, run_dir: Path) -> Path:
-        return run_dir / "status.json"
+        return RunDir(run_dir).status
 
     def load(self, tool: Tool, run_dir: Path, nproc: int = 1) -> Any:
-        return runs.read_cell_status(run_dir)
+        return RunDir(run_dir).read_status()
 
     def check_captured(self, report: Any, status: dict[str, Any], run_dir: Path) -> None:
         return None

@@ -30,12 +30,12 @@ from nsight_magic.errors import (
 )
 from nsight_magic.profilers.env import is_injection_variable
 from nsight_magic.results import load_run
+from nsight_magic.run_dir import RunDir, write_json, write_private
 from nsight_magic.script import prepare_cell
 from nsight_magic.session import manager as manager_module
 from nsight_magic.session.backends import NcuBackend
 from nsight_magic.session.history import History
 from nsight_magic.session.manager import SessionManager
-from nsight_magic.session.variables import write_vars
 from nsight_magic.tools import Tool
 
 IS_ROOT = os.geteuid() == 0
@@ -48,12 +48,12 @@ def _mode(path: Path) -> int:
 def test_runs_root_folders_and_files_are_private(tmp_path: Path) -> None:
     root = tmp_path / "deep" / "nsight-runs"
     run = runs.new_run_dir(root, "cell")
-    child = runs.child_run_dir(run, "kernel")
-    runs.write_json(run / runs.META, {"a": 1})
-    write_vars(run / "vars.pkl", b"blob")
+    child = RunDir(run).new_child("kernel").path
+    write_json(run / RunDir.META, {"a": 1})
+    RunDir(run).write_vars(b"blob")
     assert _mode(root) == 0o700 and _mode(run) == 0o700
     assert _mode(child) == 0o700 and _mode(run / "ncu") == 0o700
-    assert _mode(run / runs.META) == 0o600 and _mode(run / "vars.pkl") == 0o600
+    assert _mode(run / RunDir.META) == 0o600 and _mode(run / "vars.pkl") == 0o600
 
 
 def test_runs_root_writable_by_others_is_refused(tmp_path: Path) -> None:
@@ -95,7 +95,7 @@ def test_full_disk_is_one_typed_line(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(folders.os, "replace", full)  # the disk fills as the file is written
     with pytest.raises(RunFolderError, match="No space left"):
-        runs.write_json(tmp_path / "meta.json", {"a": 1})
+        write_json(tmp_path / "meta.json", {"a": 1})
     assert list(tmp_path.iterdir()) == []  # no half-written temp file left behind
 
 
@@ -114,10 +114,10 @@ EVIL_ENV = {"LD_PRELOAD": "/tmp/evil.so", "CUDA_INJECTION64_PATH": "/tmp/inject.
 def _saved_run(tmp_path: Path, nsys_small_sqlite: Path, **meta: Any) -> Path:
     run = runs.new_run_dir(tmp_path / "runs", "saved")
     shutil.copy(nsys_small_sqlite, run / "report.sqlite")
-    folders.write_private(run / "cell.py", "x = 1\n")
-    folders.write_private(run / "script.py", "print('saved script')\n")
-    runs.write_json(run / "env.json", EVIL_ENV)
-    runs.write_json(run / runs.META, {"tool": "nsys", "name": "saved", "python": "/tmp/evil-py",
+    write_private(run / "cell.py", "x = 1\n")
+    write_private(run / "script.py", "print('saved script')\n")
+    write_json(run / "env.json", EVIL_ENV)
+    write_json(run / RunDir.META, {"tool": "nsys", "name": "saved", "python": "/tmp/evil-py",
                                       "cwd": str(tmp_path), **meta})  # fmt: skip
     return run
 
@@ -199,7 +199,7 @@ def test_nothing_is_replayed_from_a_folder_others_control(
 
 def test_history_replay_refuses_a_vars_file_others_can_write(tmp_path: Path) -> None:
     run = runs.new_run_dir(tmp_path, "cell")
-    vars_file = write_vars(run / "vars.pkl", b"not replayed")
+    vars_file = RunDir(run).write_vars(b"not replayed")
     entry = History().add("cell", "c", prepare_cell("y = x"), vars_file=vars_file, run_dir=run)
     assert entry.payload()["vars_file"] == str(vars_file)  # ours, 0600: replayed
     vars_file.chmod(0o666)
@@ -232,7 +232,7 @@ def test_malformed_meta_is_one_typed_line(
     tmp_path: Path, nsys_small_sqlite: Path, meta: Any
 ) -> None:
     folder = _saved_run(tmp_path, nsys_small_sqlite)
-    (folder / runs.META).write_text(json.dumps(meta))
+    (folder / RunDir.META).write_text(json.dumps(meta))
     with pytest.raises(ReportError, match=r"meta\.json"):
         load_run(folder)
 
@@ -244,7 +244,7 @@ def test_malformed_meta_in_a_re_profile_is_one_typed_line(
     manager, _ = capturing_manager
     folder = _saved_run(tmp_path, nsys_small_sqlite)
     run = load_run(folder, profiler=manager)
-    runs.write_json(folder / runs.META, {"tool": "nsys", **meta})
+    write_json(folder / RunDir.META, {"tool": "nsys", **meta})
     with pytest.raises(RunFolderError, match=r"meta\.json"):
         run.profile_kernel(_kernel(run))
 
@@ -256,7 +256,7 @@ def test_manager_module_keeps_one_manager() -> None:
 def test_list_runs_survives_malformed_meta(tmp_path: Path) -> None:
     for meta in ([1], {"timings": "x", "children": 5}, {"name": "ok", "timings": {"total_s": 1.5}}):
         run = runs.new_run_dir(tmp_path, "r")
-        (run / runs.META).write_text(json.dumps(meta))
+        (run / RunDir.META).write_text(json.dumps(meta))
     listed = runs.list_runs(tmp_path)
     assert len(listed) == 3 and listed["wall_s"].dropna().tolist() == [1.5]
 
@@ -292,7 +292,7 @@ def test_fuzzed_meta_and_env_are_typed(fuzz_folder: Path, capturing_manager: Any
     or stops with a typed error."""
     manager, seen = capturing_manager
     seen.clear()
-    (fuzz_folder / runs.META).write_text(json.dumps(meta))
+    (fuzz_folder / RunDir.META).write_text(json.dumps(meta))
     (fuzz_folder / "env.json").write_text(json.dumps(env))
     try:
         run = load_run(fuzz_folder, profiler=manager)

@@ -19,7 +19,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic_arguments import MagicArgumentParser
 
-from nsight_magic import folders, magics, runs
+from nsight_magic import magics, runs
 from nsight_magic.magic_options import split_extra
 from nsight_magic.profilers import ncu as ncu_argv
 from nsight_magic.profilers import nsys as nsys_argv
@@ -29,6 +29,7 @@ from nsight_magic.profilers.ncu import NcuOptions
 from nsight_magic.profilers.nsys import NsysOptions
 from nsight_magic.results import load_run
 from nsight_magic.results.runs import NsysRun
+from nsight_magic.run_dir import RunDir, write_json, write_private
 from nsight_magic.session.backends import NcuBackend, NsysBackend
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest
@@ -284,9 +285,10 @@ def drill_manager(monkeypatch: pytest.MonkeyPatch) -> tuple[SessionManager, list
 def saved_parent(tmp_path: Path, nsys_small_sqlite: Path) -> Path:
     run = runs.new_run_dir(tmp_path / "runs", "saved")
     shutil.copy(nsys_small_sqlite, run / "report.sqlite")
-    folders.write_private(run / "cell.py", "x = 1\n")
-    folders.write_private(run / "script.py", "print('saved script')\n")
-    runs.write_json(run / runs.META, {"tool": "nsys", "name": "saved"})
+    folder = RunDir(run)
+    write_private(folder.cell, "x = 1\n")
+    write_private(folder.script, "print('saved script')\n")
+    write_json(folder.meta, {"tool": "nsys", "name": "saved"})
     return run
 
 

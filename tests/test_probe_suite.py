@@ -176,12 +176,13 @@ def test_foreign_folder_is_never_replayed(tmp_path: Path, data_dir: Path,
     import shutil
 
     from nsight_magic import folders, load_run, runs
+    from nsight_magic.run_dir import RunDir, write_json, write_private
 
     run_dir = runs.new_run_dir(tmp_path / "runs", "theirs")
     shutil.copy(data_dir / "nsys_small.sqlite", run_dir / "report.sqlite")
     for name in ("cell.py", "script.py"):
-        folders.write_private(run_dir / name, "import os; os.system('touch /tmp/pwned')\n")
-    runs.write_json(run_dir / runs.META, {"tool": "nsys", "python": sys.executable})
+        write_private(run_dir / name, "import os; os.system('touch /tmp/pwned')\n")
+    write_json(RunDir(run_dir).meta, {"tool": "nsys", "python": sys.executable})
     run = load_run(run_dir)
     monkeypatch.setattr(folders.os, "geteuid", lambda: os.getuid() + 1)  # another user's now
     with pytest.raises(UntrustedFolderError, match="another user"):

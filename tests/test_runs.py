@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nsight_magic import runs
+from nsight_magic import run_dir, runs
 from nsight_magic.errors import (
     CellSyntaxError,
     NsightMagicError,
@@ -18,6 +18,7 @@ from nsight_magic.errors import (
     UnpicklableVariableError,
 )
 from nsight_magic.results import load_run
+from nsight_magic.run_dir import RunDir, write_json
 from nsight_magic.session.backends import NcuBackend, NsysBackend
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
@@ -46,7 +47,7 @@ def test_run_dirs_are_unique_under_concurrency(tmp_path: Path) -> None:
 
 
 def test_same_stamp_gets_a_suffix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runs, "utc_stamp", lambda now=None: "20260101T000000.000000Z")
+    monkeypatch.setattr(run_dir, "utc_stamp", lambda now=None: "20260101T000000.000000Z")
     a, b, c = (runs.new_run_dir(tmp_path, "x") for _ in range(3))
     assert [p.name for p in (a, b, c)] == [
         "20260101T000000.000000Z-x",
@@ -57,22 +58,22 @@ def test_same_stamp_gets_a_suffix(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_child_dir_inside_parent_and_slugged(tmp_path: Path) -> None:
     parent = runs.new_run_dir(tmp_path, "cell")
-    child = runs.child_run_dir(parent, "void f<(int)4>(float *)")
+    child = RunDir(parent).new_child("void f<(int)4>(float *)").path
     assert child.parent == parent / "ncu" and child.name.endswith("void_f_int_4_float")
 
 
 def test_concurrent_child_records_are_all_kept(tmp_path: Path) -> None:
     parent = runs.new_run_dir(tmp_path, "cell")
-    runs.write_json(parent / runs.META, {"name": "cell", "children": []})
+    write_json(parent / RunDir.META, {"name": "cell", "children": []})
     threads = [
-        threading.Thread(target=runs.add_child, args=(parent, {"kernel": f"k{i}"}))
+        threading.Thread(target=RunDir(parent).add_child, args=({"kernel": f"k{i}"},))
         for i in range(20)
     ]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    meta = runs.read_json(parent / runs.META)
+    meta = runs.read_json(parent / RunDir.META)
     assert sorted(c["kernel"] for c in meta["children"]) == sorted(f"k{i}" for i in range(20))
 
 
@@ -80,8 +81,8 @@ def _fake_nsys_run(root: Path, data_dir: Path, name: str = "small") -> Path:
     """A run folder as profile_nsys leaves it, with the real captured export in it."""
     d = runs.new_run_dir(root, name)
     shutil.copy(data_dir / "nsys_small.sqlite", d / "report.sqlite")
-    runs.write_json(
-        d / runs.META,
+    write_json(
+        d / RunDir.META,
         {"name": name, "tool": "nsys", "status": "ok", "report": "report.sqlite",
          "started_utc": "2026-11-22T02:30:48+00:00", "timings": {"total_s": 12.5}},
     )  # fmt: skip
@@ -95,21 +96,21 @@ def test_load_run_rebuilds_nsys_run_offline(tmp_path: Path, data_dir: Path) -> N
     assert run.meta["status"] == "ok"
     kernels = run.kernels()
     assert len(kernels) > 0 and {"name", "duration_ns"} <= set(kernels.columns)
-    assert load_run(d / runs.META).run_dir == d  # meta.json path works too
+    assert load_run(d / RunDir.META).run_dir == d  # meta.json path works too
 
 
 def test_load_run_ncu_child(tmp_path: Path, data_dir: Path, ncu_reports: dict[str, Path]) -> None:
     parent = _fake_nsys_run(tmp_path, data_dir)
-    child = runs.child_run_dir(parent, "sm80_xmma_gemm")
+    child = RunDir(parent).new_child("sm80_xmma_gemm").path
     shutil.copy(ncu_reports["ncu_gemm_metrics"], child / "report.ncu-rep")
-    runs.write_json(child / runs.META, {"tool": "ncu", "status": "ok", "parent_run": str(parent)})
+    write_json(child / RunDir.META, {"tool": "ncu", "status": "ok", "parent_run": str(parent)})
     run = load_run(child)
     assert type(run).__name__ == "NcuRun" and len(run.kernels()) == 2
 
 
 def test_load_run_without_report_says_so(tmp_path: Path) -> None:
     d = runs.new_run_dir(tmp_path, "broken")
-    runs.write_json(d / runs.META, {"tool": "nsys", "status": "timeout"})
+    write_json(d / RunDir.META, {"tool": "nsys", "status": "timeout"})
     with pytest.raises(ReportNotFoundError, match="timeout"):
         load_run(d)
     with pytest.raises(ReportNotFoundError):
@@ -118,10 +119,10 @@ def test_load_run_without_report_says_so(tmp_path: Path) -> None:
 
 def test_list_runs(tmp_path: Path, data_dir: Path) -> None:
     a = _fake_nsys_run(tmp_path, data_dir, "first")
-    runs.add_child(a, {"kernel": "k"})
-    runs.update_meta(a, started_utc="2026-11-22T02:30:48+00:00")
+    RunDir(a).add_child({"kernel": "k"})
+    RunDir(a).update_meta(started_utc="2026-11-22T02:30:48+00:00")
     b = _fake_nsys_run(tmp_path, data_dir, "second")
-    runs.update_meta(b, started_utc="2026-11-23T00:00:00+00:00")
+    RunDir(b).update_meta(started_utc="2026-11-23T00:00:00+00:00")
     df = runs.list_runs(tmp_path)
     assert list(df["name"]) == ["second", "first"]
     assert list(df["children"]) == [0, 1] and set(df["tool"]) == {"nsys"}

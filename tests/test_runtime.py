@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from nsight_magic import nvtx_names
+from nsight_magic.run_dir import RunDir
 from nsight_magic.script import build_script, history_entry, prepare_cell, range_recorder, runtime
 from nsight_magic.script.template import (
     END_MODULE_ONLY,
@@ -28,7 +29,7 @@ from nsight_magic.script.template import (
     script_body,
     script_constants,
 )
-from nsight_magic.session.variables import pack_vars, write_vars
+from nsight_magic.session.variables import pack_vars
 
 
 class RecordingNvtx:
@@ -190,7 +191,7 @@ def test_shipped_variables_are_loaded_by_prepare_and_by_history(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     shipped = pack_vars(["n", "items"], {"n": 3, "items": [1, 2]})
-    vars_file = write_vars(tmp_path / "vars.pkl", shipped)
+    vars_file = RunDir(tmp_path).write_vars(shipped)
     use_cell(monkeypatch, "total = n + sum(items)", VARS_FILE=str(vars_file))
     ns: dict[str, Any] = {}
     runtime.prepare(ns)
@@ -324,9 +325,10 @@ def test_the_pasted_modules_import_only_the_standard_library(module: types.Modul
     assert pasted and all(level == 0 for _, level in pasted)
     outside = [name for name, _ in pasted if name.split(".")[0] not in sys.stdlib_module_names]
     assert outside == []
-    # the module form adds only the package-relative import the module-only block holds
+    # the module form adds only the package-relative imports the module-only block holds (the
+    # recorder; the run folder's file names, which the header writes as literals)
     extra = set(module_level_imports(ast.parse(source))) - set(pasted)
-    assert extra <= {("range_recorder", 1)}
+    assert extra <= {("range_recorder", 1), ("run_dir", 2)}
 
 
 def test_script_body_needs_one_module_only_block() -> None:

@@ -26,6 +26,8 @@ from nsight_magic.errors import (
     ProfileTimeout,
     WorkerDiedError,
 )
+from nsight_magic.run_dir import RunDir
+from nsight_magic.run_meta import SCHEMA_VERSION
 from nsight_magic.script import prepare_cell
 from nsight_magic.session import worker_process
 from nsight_magic.session.history import SetupRegistry
@@ -80,6 +82,10 @@ def test_state_persists_between_cells_in_one_worker(run, manager) -> None:
                            str(second.run_dir / "again.json")], capture_output=True, text=True,
                           timeout=60, check=False)  # fmt: skip
     assert done.returncode == 0 and "y is 42 4.0" in done.stdout
+    # meta.json is RunMeta's current version, and run.meta its dict view
+    saved = RunDir(second.run_dir).read_meta()
+    assert saved.schema_version == SCHEMA_VERSION and saved.to_dict() == second.meta
+    assert saved.mode == "warm" and saved.status == "ok" and "total_s" in saved.timings
 
 
 def test_ipython_syntax_runs_as_in_the_notebook(run) -> None:

@@ -14,6 +14,7 @@ import pytest
 from session_support import script_for as build_script
 
 from nsight_magic.errors import NsightMagicError, UnpicklableVariableError
+from nsight_magic.run_dir import RunDir
 from nsight_magic.session import variables as shipping
 
 torch = pytest.importorskip("torch")  # the dependency-matrix venvs have no torch
@@ -44,7 +45,7 @@ def test_vars_reach_the_script_with_dtypes_and_classes(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     ns = notebook_ns()
     blob = shipping.pack_vars(shipping.parse_names("model, t16,cfg"), ns)
-    shipping.write_vars(tmp_path / "vars.pkl", blob)
+    RunDir(tmp_path).write_vars(blob)
     cell = (
         "print(type(model).__name__, t16.dtype, t16.device, tuple(t16.shape))\n"
         "print(model(torch.ones(3)).tolist())\n"
@@ -66,7 +67,7 @@ def test_vars_reach_the_script_with_dtypes_and_classes(tmp_path: Path) -> None:
 def test_load_vars_keeps_tensor_values(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     ns = {"x": torch.tensor([1.5, -2.0], dtype=torch.float64), "n": 7}
-    path = shipping.write_vars(tmp_path / "v.pkl", shipping.pack_vars(["x", "n"], ns))
+    path = RunDir(tmp_path).write_vars(shipping.pack_vars(["x", "n"], ns))
     back = shipping.load_vars(path)
     assert back["x"].dtype == torch.float64 and back["x"].tolist() == [1.5, -2.0]
     assert back["n"] == 7

@@ -10,7 +10,8 @@ from ..errors import ReportError, ReportNotFoundError
 from ..folders import expand
 from ..reports import open_report
 from ..reports.nsys import merge
-from ..runs import META, read_json
+from ..run_dir import RunDir
+from ..run_meta import RunMeta
 from .protocols import KernelProfiler
 from .runs import NcuRun, NsysRun
 
@@ -19,48 +20,47 @@ def _inside(run_dir: Path, name: Any) -> str:
     """``meta["report"]`` as a name inside ``run_dir``: an absolute path, a ``..`` step or a
     link out of the folder would make a shared folder open any file on this machine."""
     if not isinstance(name, str):
-        raise ReportError(f"{run_dir / META}: 'report' is {name!r}, not a file name.")
+        raise ReportError(f"{RunDir(run_dir).meta}: 'report' is {name!r}, not a file name.")
     inside = run_dir.resolve()
     target = (run_dir / name).resolve()
     if Path(name).is_absolute() or ".." in Path(name).parts or not target.is_relative_to(inside):
         raise ReportError(
-            f"{run_dir / META} names the report {name!r}, outside the run folder; load_run "
+            f"{RunDir(run_dir).meta} names the report {name!r}, outside the run folder; load_run "
             "opens only files inside it (open_report(path) opens any file you choose)."
         )
     return name
 
 
-def _meta(run_dir: Path) -> dict[str, Any]:
-    meta = read_json(run_dir / META, {})
-    if meta is None:
-        return {}
-    if not isinstance(meta, dict):
-        raise ReportError(f"{run_dir / META} holds a {type(meta).__name__}, not an object.")
-    for key in ("tool", "name", "status"):
-        if meta.get(key) is not None and not isinstance(meta[key], str):
-            raise ReportError(f"{run_dir / META}: {key!r} is {meta[key]!r}, not a string.")
-    nproc = meta.get("nproc")
-    if nproc is not None and (isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1):
-        raise ReportError(f"{run_dir / META}: 'nproc' is {nproc!r}, not a whole number >= 1.")
+def _meta(run_dir: Path) -> RunMeta:
+    """meta.json, any version; a value a reader would trip on is one ``ReportError`` line."""
+    where = RunDir(run_dir).meta
+    raw = RunDir(run_dir).read_meta_json()
+    if raw is not None and not isinstance(raw, dict):
+        raise ReportError(f"{where} holds a {type(raw).__name__}, not an object.")
+    meta = RunMeta.from_dict(raw)
+    wrong = meta.mistyped()
+    for key in ("tool", "name", "status", "report"):
+        if key in wrong:
+            what = "not a file name" if key == "report" else "not a string"
+            raise ReportError(f"{where}: {key!r} is {wrong[key]!r}, {what}.")
+    nproc = wrong.get("nproc", meta.nproc)
+    if nproc is not None and (not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1):
+        raise ReportError(f"{where}: 'nproc' is {nproc!r}, not a whole number >= 1.")
     return meta
 
 
-def _report_in(run_dir: Path, meta: dict[str, Any]) -> Path:
+def _report_in(run_dir: Path, meta: RunMeta) -> Path:
     """The saved report to open: nsys export (.sqlite, parquet dir) before the .nsys-rep."""
-    tool = meta.get("tool")
     names = []
-    if meta.get("report"):
-        names.append(_inside(run_dir, meta["report"]))
-    if tool == "ncu":
-        names += ["report.ncu-rep"]
-    else:
-        names += ["report.sqlite", "report_pq", "report.nsys-rep"]
+    if meta.report:
+        names.append(_inside(run_dir, meta.report))
+    names += RunDir(run_dir).report_names(meta.tool)
     for name in names:
         path = run_dir / name
         if path.exists():
             return path
     raise ReportNotFoundError(
-        f"{run_dir} holds no report ({', '.join(names)}); status: {meta.get('status', '?')}."
+        f"{run_dir} holds no report ({', '.join(names)}); status: {meta.status or '?'}."
     )
 
 
@@ -72,17 +72,17 @@ def load_run(
     ``trust=True`` lets the folder's saved interpreter, working directory and ``--env`` apply and
     skips the ownership check (only for folders you trust: they choose what runs)."""
     run_dir = expand(path)
-    if run_dir.is_file() and run_dir.name == META:
+    if run_dir.is_file() and run_dir.name == RunDir.META:
         run_dir = run_dir.parent
     if not run_dir.is_dir():
         raise ReportNotFoundError(f"{run_dir} is not a run folder.")
     meta = _meta(run_dir)
     report_path = _report_in(run_dir, meta)
     report = open_report(report_path)
-    tool = meta.get("tool") or ("ncu" if report_path.suffix == ".ncu-rep" else "nsys")
+    tool = meta.tool or ("ncu" if report_path.suffix == ".ncu-rep" else "nsys")
     if tool == "ncu":
-        return NcuRun(report, run_dir, meta)
-    run = nsys_run(report, run_dir, meta, profiler=profiler)
+        return NcuRun(report, run_dir, meta.to_dict())
+    run = nsys_run(report, run_dir, meta.to_dict(), profiler=profiler)
     run.trust_folder = trust
     return run
 

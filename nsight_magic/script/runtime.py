@@ -41,6 +41,7 @@ from types import CodeType, ModuleType
 from typing import Any
 
 # --- module only: build_script writes these in the script's header, with the cell's values ---
+from ..run_dir import RunDir
 from .range_recorder import RangeRecorder
 
 CELL = ""  # the cell's source, as the user wrote it (tracebacks show its lines)
@@ -58,10 +59,12 @@ TARGET_RANGE = "nvtx-target"
 NVTX_TARGET: str | None = None  # %%ncu --nvtx: the range spec RangeRecorder marks
 RANK_FORMAT = "rank {}"  # nvtx_names.rank_label
 TORCH_NVTX = ""  # "ops" / "shapes": PyTorch's emit_nvtx around the captured cell
+VARS_NAME = RunDir.VARS  # the run folder's file names, beside the script
+STATUS_NAME = RunDir.STATUS
 # --- end module only ---
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-VARS_FILE = os.path.join(HERE, "vars.pkl")  # the notebook variables the cell reads, when sent
+VARS_FILE = os.path.join(HERE, VARS_NAME)  # the notebook variables the cell reads, when sent
 # set by torchrun when the cell runs as several ranks (%%nsys --nproc N)
 RANK = int(os.environ.get("RANK", "0"))
 LOCAL_RANK = int(os.environ.get("LOCAL_RANK", "0"))
@@ -370,7 +373,7 @@ class StatusFile:
 def status_path(argv: list[str], rank: int) -> str:
     """``argv[1]``, else status.json beside the script; rank 0 answers for the cell, the
     other ranks write ``status.rank<R>.json`` beside it."""
-    path = argv[1] if len(argv) > 1 else os.path.join(HERE, "status.json")
+    path = argv[1] if len(argv) > 1 else os.path.join(HERE, STATUS_NAME)
     if rank:
         path = path[: -len(".json")] + f".rank{rank}.json"
     return path

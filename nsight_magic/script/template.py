@@ -24,6 +24,7 @@ from types import ModuleType
 from typing import Any, Literal
 
 from ..nvtx_names import CELL_RANGE, NVTX_DOMAIN, TARGET_RANGE, WARMUP_RANGE, rank_label
+from ..run_dir import RunDir
 from . import range_recorder, runtime
 from .cell import PreparedCell
 
@@ -118,6 +119,8 @@ def script_constants(
         "NVTX_TARGET": nvtx_target,
         "RANK_FORMAT": rank_label(0).replace("0", "{}"),
         "TORCH_NVTX": torch_nvtx,
+        "VARS_NAME": RunDir.VARS,
+        "STATUS_NAME": RunDir.STATUS,
     }
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import runner, runs, tools
+from .. import runner, tools
 from ..analysis.range_spec import NvtxRange, opened_ranges, target_hint
 from ..errors import (
     CorruptReportError,
@@ -36,6 +36,7 @@ from ..profilers import ncu as ncu_argv
 from ..profilers import nsys as nsys_argv
 from ..profilers.env import clean_env
 from ..profilers.options import options_meta
+from ..run_dir import RunDir
 from ..script import Gate
 from ..tools import Tool, ToolName
 from . import deadline
@@ -174,9 +175,9 @@ class NsysBackend:
 
     def fresh_argv(self, tool: Tool, run_dir: Path, request: CellRequest) -> list[str]:
         # nsys follows torchrun's whole process tree: every rank is in the one report
-        command = cell_command(request.python, run_dir / "script.py",
-                               [str(run_dir / "status.json")], request.nproc)  # fmt: skip
-        return nsys_argv.profile_argv(tool.path, run_dir / "report", command, options=self.options)
+        folder = RunDir(run_dir)
+        command = cell_command(request.python, folder.script, [str(folder.status)], request.nproc)
+        return nsys_argv.profile_argv(tool.path, folder.report_base, command, options=self.options)
 
     def launch(self, tool: Tool, request: CellRequest, state: WarmState) -> Launch:
         def wrap(command: list[str]) -> list[str]:
@@ -189,7 +190,7 @@ class NsysBackend:
 
     def begin_capture(self, tool: Tool, state: WarmState, run_dir: Path) -> Any:
         _, start_extra = nsys_argv.split_extra(self.options.extra_args)
-        argv = nsys_argv.start_argv(tool.path, state.name, run_dir / "report", start_extra,
+        argv = nsys_argv.start_argv(tool.path, state.name, RunDir(run_dir).report_base, start_extra,
                                     sampling=self.options.sampling_args())  # fmt: skip
         done = run_cli(argv, run_dir)
         if done.returncode != 0:
@@ -206,7 +207,7 @@ class NsysBackend:
             run_cli(nsys_argv.session_argv(tool.path, "cancel", state.name), run_dir)
 
     def report_path(self, run_dir: Path) -> Path:
-        return run_dir / "report.nsys-rep"
+        return RunDir(run_dir).report("nsys")
 
     def load(self, tool: Tool, run_dir: Path, nproc: int = 1) -> Any:
         """The .nsys-rep exported as a parquet dir (columnar: 1M kernels load 3.4x faster than
@@ -230,7 +231,7 @@ class NsysBackend:
             with contextlib.suppress(CorruptReportError):
                 return open_report(export("sqlite"))
         try:
-            exported = export("parquetdir", run_dir / "report_pq")
+            exported = export("parquetdir", RunDir(run_dir).parquet_export)
         except CorruptReportError:
             exported = export("sqlite")
         return open_report(exported)
@@ -243,9 +244,7 @@ class NsysBackend:
                 if status.get("gate_kind") == "none"
                 else "the cell ran no CUDA work, so nsys wrote no report"
             )
-            raise NothingCapturedError(
-                f"Nothing was captured: {why}. Log: {run_dir / 'profiler.log'}"
-            )
+            raise NothingCapturedError(f"Nothing was captured: {why}. Log: {RunDir(run_dir).log}")
         work = report.gpu_work() if hasattr(report, "gpu_work") else None
         empty = (not work.has_gpu_work) if work is not None else (
             report.kernels().empty and report.memcpy().empty and report.memset().empty
@@ -327,16 +326,16 @@ class NcuBackend:
         return process_env(request)
 
     def fresh_argv(self, tool: Tool, run_dir: Path, request: CellRequest) -> list[str]:
-        script, status = run_dir / "script.py", [str(run_dir / "status.json")]
+        folder = RunDir(run_dir)
+        script, status = folder.script, [str(folder.status)]
         if request.nproc <= 1:
             command = cell_command(request.python, script, status)
             return ncu_argv.profile_argv(
-                tool.path, run_dir / "report", command, options=self.options
+                tool.path, folder.report_base, command, options=self.options
             )
         # one rank under ncu, its peers bare: ncu replays only that rank's kernels
-        prefix = run_dir / "rank_prefix.json"
-        runs.write_json(prefix, ncu_argv.profile_argv(tool.path, run_dir / "report",
-                                                      options=self.options))  # fmt: skip
+        prefix = folder.write_rank_prefix(ncu_argv.profile_argv(tool.path, folder.report_base,
+                                                                options=self.options))  # fmt: skip
         return one_rank_command(request.python, script, status, request.nproc, request.rank, prefix)
 
     def launch(self, tool: Tool, request: CellRequest, state: WarmState) -> Launch:
@@ -374,15 +373,16 @@ class NcuBackend:
         state.extra["cuda_init"] = reply
 
     def begin_capture(self, tool: Tool, state: WarmState, run_dir: Path) -> Any:
-        argv = ncu_argv.attach_argv(tool.path, state.port, run_dir / "report", self.options)
+        argv = ncu_argv.attach_argv(tool.path, state.port, RunDir(run_dir).report_base,
+                                    self.options)  # fmt: skip
         log_line(run_dir, f"$ {' '.join(argv)}")
-        return attach(argv, run_dir / "profiler.log")
+        return attach(argv, RunDir(run_dir).log)
 
     def end_capture(self, tool: Tool, state: WarmState, handle: Any, run_dir: Path) -> None:
         detach(handle)
 
     def report_path(self, run_dir: Path) -> Path:
-        return run_dir / "report.ncu-rep"
+        return RunDir(run_dir).report("ncu")
 
     def load(self, tool: Tool, run_dir: Path, nproc: int = 1) -> Any:
         from ..reports.ncu.report import NcuReport
@@ -390,7 +390,7 @@ class NcuBackend:
         return NcuReport.open(self.report_path(run_dir))
 
     def check_captured(self, report: Any, status: dict[str, Any], run_dir: Path) -> None:
-        log = runner.read_log(run_dir / "profiler.log")
+        log = runner.read_log(RunDir(run_dir).log)
         if report is None or "No kernels were profiled" in log or len(report) == 0:
             hint = (
                 " (the script could not import nvtx, so no range exists)"
@@ -399,7 +399,7 @@ class NcuBackend:
             )
             error = NothingCapturedError(
                 f"Nothing was captured: no kernel launch matched "
-                f"{self.options.describe_filter()}.{hint} Log: {run_dir / 'profiler.log'}"
+                f"{self.options.describe_filter()}.{hint} Log: {RunDir(run_dir).log}"
             )
             target = status.get("target")
             # the cell opened the range --nvtx names, yet the attach kept no launch of it: a

@@ -13,13 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import runs
 from ..analysis.range_spec import resolve_nvtx_range
 from ..errors import AmbiguousNvtxRangeError, FolderSettingsIgnored, NsightMagicError
 from ..magic_names import cell_magic
 from ..nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
 from ..profilers import ncu as ncu_argv
 from ..profilers.drill_request import DrillRequest
+from ..run_dir import RunDir
 from .backends import NcuBackend
 from .history import History
 from .pipeline import now_utc
@@ -143,7 +143,8 @@ class DrillDowns:
                 f"{cell_magic('nsys')} first, or use {cell_magic('ncu')}."
             )
         parent_dir = Path(parent_dir)
-        if not (parent_dir / "script.py").exists() or not (parent_dir / "cell.py").exists():
+        parent_folder = RunDir(parent_dir)
+        if not parent_folder.has_saved_cell():
             raise NsightMagicError(
                 f"{parent_dir} has no saved cell (script.py, cell.py), so it cannot be re-run; "
                 "profile the cell again."
@@ -161,7 +162,7 @@ class DrillDowns:
         if nproc > 1 and timeout is None:
             timeout = MULTI_RANK_TIMEOUT_S  # a stuck collective must never hang the notebook
         request = CellRequest(
-            cell=(parent_dir / "cell.py").read_text(errors="replace"),
+            cell=parent_folder.read_cell(),
             name=saved.name,
             warmup=saved.warmup,
             python=saved.python,
@@ -174,7 +175,7 @@ class DrillDowns:
         )
         backend = NcuBackend(drill.ncu_options(**filters))
         backend.locate()  # a missing ncu is reported before a child folder exists
-        run_dir = runs.child_run_dir(parent_dir, label)
+        run_dir = parent_folder.new_child(label).path
         meta = {"name": f"{request.name}:{label}", "parent_run": str(parent_dir), **record}
         if saved.ignored:
             meta["ignored_from_folder"] = saved.ignored
@@ -185,13 +186,13 @@ class DrillDowns:
         try:
             child = self.profile(request, backend, callbacks=callbacks, parent=parent,
                                  before=before, run_dir=run_dir, meta=meta,
-                                 script=parent_dir / "script.py" if cold else None)  # fmt: skip
+                                 script=parent_folder.script if cold else None)  # fmt: skip
             return child
         finally:
             # after an ncu worker crash the child is the fresh re-run beside the crashed folder
             ran_in = Path(getattr(child, "run_dir", None) or run_dir)
             mode = (getattr(child, "meta", None) or {}).get("mode") or ("fresh" if cold else "warm")
-            runs.add_child(parent_dir, {"run_dir": str(ran_in.relative_to(parent_dir)),
-                                        **record, "set": drill.ncu.set, "mode": mode,
-                                        "wall_s": time.perf_counter() - t0,
-                                        "started_utc": now_utc()})  # fmt: skip
+            parent_folder.add_child({"run_dir": str(ran_in.relative_to(parent_dir)),
+                                     **record, "set": drill.ncu.set, "mode": mode,
+                                     "wall_s": time.perf_counter() - t0,
+                                     "started_utc": now_utc()})  # fmt: skip

@@ -14,6 +14,7 @@ from typing import Any
 
 from .. import runs
 from ..errors import NothingCapturedError, WorkerDiedError
+from ..run_dir import RunDir
 from ..script import PreparedCell
 from .backends import Backend
 from .fresh import FreshExecutor
@@ -35,17 +36,16 @@ def crash_note(died: WorkerDiedError, executor: WarmExecutor, script: Path | Non
     """The one line the user reads: what crashed, when, what the fresh run holds, the log."""
     crashed = Path(died.run_dir) if died.run_dir is not None else None
     replayed = len(executor.plan.run)
-    meta = (runs.read_json(crashed / runs.META, {}) or {}) if crashed is not None else {}
     when = ""
-    if replayed:
-        done = "replayed" in meta  # written once the replay returned
+    if replayed:  # meta.replayed is written once the replay returned
+        done = crashed is not None and RunDir(crashed).read_meta().replayed is not None
         when = f" {'after' if done else 'while'} replaying {replayed} cell(s)"
     how = (
         "it replayed the cells the worker had run first, so their state is there"
         if script is not None
         else "only the setup cells ran first: state from profiled cells is not in it"
     )
-    where = f"; see {crashed / 'profiler.log'}" if crashed is not None else ""
+    where = f"; see {RunDir(crashed).log}" if crashed is not None else ""
     return (
         f"the ncu worker crashed ({crash_cause(executor.session, died)}){when}; this cell ran "
         f"in a fresh ncu process instead ({how}){where}"
@@ -99,7 +99,7 @@ def fresh_after_empty_attach(
         "ncu's attach to the warm worker profiled no kernel in the range the cell opened; this "
         "cell ran in a fresh ncu process instead"
         + (" (it replayed the cells the worker had run first)" if script is not None else "")
-        + (f"; see {warm / 'profiler.log'}" if warm is not None else "")
+        + (f"; see {RunDir(warm).log}" if warm is not None else "")
     )
     return _fresh_instead(empty, line, warm, script, request, backend, make_result,
                           setup=setup, notebook=notebook, callbacks=callbacks, run_dir=run_dir,
@@ -107,7 +107,7 @@ def fresh_after_empty_attach(
 
 
 def _script(folder: Path | None) -> Path | None:
-    script = folder / "script.py" if folder is not None else None
+    script = RunDir(folder).script if folder is not None else None
     return script if script is not None and script.exists() else None
 
 
@@ -128,8 +128,7 @@ def _fresh_instead(
 ) -> Any:
     """One fresh run of the warm run's script (or the setup cells and the cell), saying so."""
     if crashed is not None:  # the log the line points at holds what happened
-        with open(crashed / "profiler.log", "a", errors="replace") as log:
-            log.write(f"[nsight_magic] {why}\n[nsight_magic] {line}\n")
+        RunDir(crashed).append_log(f"[nsight_magic] {why}\n[nsight_magic] {line}")
     if callbacks is not None and callbacks.output is not None:
         callbacks.output(f"nsight_magic: {line}")
     fresh_dir = runs.new_run_dir(run_dir.parent, f"{run_dir.name}-fresh") if run_dir else None

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import runner, runs
+from .. import runner
 from ..errors import ProfileInterrupted, ProfileTimeout
-from ..folders import write_private
+from ..run_dir import CellStatus, cell_status
 from ..script import PreparedCell, build_script, history_entry
 from .pipeline import Outcome, RunContext
-from .variables import plan_shipping, write_vars
+from .variables import plan_shipping
 
 
 class FreshExecutor:
@@ -29,57 +29,53 @@ class FreshExecutor:
         self.script = script
 
     def execute(self, ctx: RunContext) -> Outcome:
-        request, run_dir = ctx.request, ctx.run_dir
+        request, folder = ctx.request, ctx.folder
         script = self.script or self._write_script(ctx)
-        ctx.meta["first_run"] = request.warmup == 0  # a new process runs the cell once
-        argv = ctx.backend.fresh_argv(ctx.tool, run_dir, request)
+        ctx.meta.first_run = request.warmup == 0  # a new process runs the cell once
+        argv = ctx.backend.fresh_argv(ctx.tool, ctx.run_dir, request)
         if self.script is not None:  # the saved script of the parent, not one written here
-            argv[argv.index(str(run_dir / "script.py"))] = str(script)
+            argv[argv.index(str(folder.script))] = str(script)
         env = ctx.backend.process_env(request)
-        runs.write_json(run_dir / "argv.json", argv)
-        runs.write_json(run_dir / "env.json", dict(request.env))
-        runs.write_json(run_dir / runs.META, ctx.meta)
+        folder.write_argv(argv)
+        folder.write_env(request.env)
+        folder.write_meta(ctx.meta)
         stopped = ""
         try:
-            result = runner.run(argv, log_path=run_dir / "profiler.log", env=env, cwd=request.cwd,
+            result = runner.run(argv, log_path=folder.log, env=env, cwd=request.cwd,
                                 timeout=ctx.remaining(), cancel=ctx.callbacks.cancel,
                                 on_line=ctx.lines)  # fmt: skip
         except (ProfileInterrupted, ProfileTimeout) as exc:
             result = exc.result
             stopped = "timeout" if isinstance(exc, ProfileTimeout) else result.outcome
-        ctx.meta["runner"] = result.to_dict()
+        ctx.meta.runner = result.to_dict()
         status = self._rank_status(ctx)
         if not stopped and status.get("status") != "error":
             runner.raise_for_profiler(result, ctx.tool.name)
         return Outcome(status, stopped, process=result)
 
     @staticmethod
-    def _rank_status(ctx: RunContext) -> runs.CellStatus:
+    def _rank_status(ctx: RunContext) -> CellStatus:
         """Rank 0's status; with several ranks, the first rank that failed speaks for the
         cell (its message says which rank)."""
-        status = runs.read_cell_status(ctx.run_dir)
+        ranks = {rank: ctx.folder.read_status(rank) for rank in range(ctx.request.nproc)}
+        status = ranks[0]
         if ctx.request.nproc <= 1:
             return status
-        ranks = {0: status}
-        for rank in range(1, ctx.request.nproc):
-            ranks[rank] = runs.cell_status(
-                runs.read_json(ctx.run_dir / f"status.rank{rank}.json", {})
-            )
-        ctx.meta["rank_status"] = {str(r): s.get("status") for r, s in ranks.items()}
+        ctx.meta.rank_status = {str(r): s.get("status") for r, s in ranks.items()}
         for rank, each in ranks.items():
             if each.get("status") not in ("ok", None):
                 failed = dict(each)
                 failed["exc_message"] = f"(rank {rank}) {each.get('exc_message', '')}"
-                return runs.cell_status(failed)
+                return cell_status(failed)
         return status
 
     def _write_script(self, ctx: RunContext) -> Path:
-        request, run_dir = ctx.request, ctx.run_dir
+        request, folder = ctx.request, ctx.folder
         setup = self.setup if request.setup else []
         history = [history_entry("setup", name, cell) for name, cell in setup]
         text = build_script(ctx.cell, history=history, warmup=request.warmup,
                             gate=ctx.backend.gate, **ctx.backend.script_args())  # fmt: skip
-        write_private(run_dir / "script.py", text)
+        folder.write_script(text)
         nb = ctx.notebook
         reads = ctx.cell.names_read if nb.auto_vars else frozenset()
         setup_names = frozenset().union(*(c.names_bound for _, c in setup))
@@ -94,6 +90,6 @@ class FreshExecutor:
         plan.check()
         blob = plan.blob()
         if blob is not None:
-            write_vars(run_dir / "vars.pkl", blob)
-        ctx.meta.update(setup_cells=len(setup), shipped_vars=sorted(plan.entries))
-        return run_dir / "script.py"
+            folder.write_vars(blob)
+        ctx.meta.setup_cells, ctx.meta.shipped_vars = len(setup), sorted(plan.entries)
+        return folder.script

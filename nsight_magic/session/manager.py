@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import runs, tools
+from .. import tools
 from ..errors import (
     NothingCapturedError,
     NsightMagicError,
     WorkerDiedError,
 )
+from ..run_dir import RunDir
 from ..script import PreparedCell
 from . import deadline, gpu_memory
 from .backends import Backend, NcuBackend, NsysBackend, WarmState
@@ -171,7 +172,7 @@ class SessionManager(DrillDowns):
                 self._end(session)
             state = WarmState(name=f"nsight-magic-{os.getpid()}-{next(self._ids)}")
             stops = self._stops if stops is None else stops
-            state.extra["log"] = str(ctx.run_dir / "profiler.log")  # start-up messages point here
+            state.extra["log"] = str(ctx.folder.log)  # start-up messages point here
             limit = deadline.bound(deadline.WORKER_START_S)  # or what --timeout left
             worker = WorkerProcess(backend.launch(ctx.tool, ctx.request, state), limit.seconds)
             ctx.lines.phase("starting", f"the {tool} worker")
@@ -180,7 +181,7 @@ class SessionManager(DrillDowns):
             except WorkerStartError as exc:
                 if limit.timeout is not None and "did not" in str(exc):  # --timeout ran out
                     raise limit.expired(f"the {tool} worker's start",
-                                        ctx.run_dir / "profiler.log") from None  # fmt: skip
+                                        ctx.folder.log) from None  # fmt: skip
                 raise
             try:
                 backend.after_start(ctx.tool, state, worker)
@@ -345,16 +346,17 @@ class SessionManager(DrillDowns):
         if before is not None:
             session.executed.append(before)
             return before
-        vars_file = ctx.run_dir / "vars.pkl"
+        vars_file = ctx.folder.vars
         entry = self.history.add("cell", ctx.request.name, ctx.cell,
                                  vars_file=vars_file if vars_file.exists() else None,
                                  run_dir=ctx.run_dir)  # fmt: skip
         session.executed.append(entry.id)
-        run.meta = runs.update_meta(ctx.run_dir, history_id=entry.id)
+        run.meta = RunDir(ctx.run_dir).update_meta(history_id=entry.id).to_dict()
         return entry.id
 
     def _result(self, report: Any, ctx: RunContext, parent: Any) -> Any:
-        return ctx.backend.result(report, ctx.run_dir, ctx.meta, parent=parent, profiler=self)
+        return ctx.backend.result(report, ctx.run_dir, ctx.meta.to_dict(), parent=parent,
+                                  profiler=self)  # fmt: skip
 
 
 MANAGER = SessionManager()

@@ -26,8 +26,9 @@ from ..errors import (
     ProfileTimeout,
     WorkerDiedError,
 )
-from ..folders import write_private
 from ..progress import ProgressParser, is_profiler_line
+from ..run_dir import CellStatus, RunDir
+from ..run_meta import RunMeta
 from ..runner import RunResult
 from ..script import PreparedCell, prepare_cell
 from .backends import Backend
@@ -44,7 +45,7 @@ class Lines:
     """Where the run's output goes: progress state, the cell's own lines to the user, and
     (``log``, when set: a warm worker's output) every line to the run's profiler.log."""
 
-    def __init__(self, tool: tools.ToolName, callbacks: RunCallbacks, log: Path | None) -> None:
+    def __init__(self, tool: tools.ToolName, callbacks: RunCallbacks, log: RunDir | None) -> None:
         self.parser = ProgressParser(tool)
         self.callbacks = callbacks
         self.log = log
@@ -61,8 +62,7 @@ class Lines:
 
     def __call__(self, line: str) -> None:
         if self.log is not None:  # a fresh run's runner writes the log itself
-            with open(self.log, "a", errors="replace") as f:
-                f.write(line + "\n")
+            self.log.append_log(line)
         if self.parser.feed(line) and self.callbacks.progress:
             self.callbacks.progress(self.parser.state)
         if self.callbacks.output and line.strip() and not is_profiler_line(line):
@@ -71,7 +71,8 @@ class Lines:
 
 @dataclass
 class RunContext:
-    """Everything one run knows; executors fill ``meta`` and the records."""
+    """Everything one run knows; executors fill ``meta`` and the records (through
+    ``folder``, the run folder's one writer)."""
 
     request: CellRequest
     backend: Backend
@@ -81,7 +82,7 @@ class RunContext:
     notebook: Notebook
     callbacks: RunCallbacks
     lines: Lines
-    meta: dict[str, Any]
+    meta: RunMeta
     t0: float = field(default_factory=time.perf_counter)
     # ``--vars``, serialized before the run folder existed
     explicit_vars: dict[str, tuple[str, bytes]] = field(default_factory=dict)
@@ -91,6 +92,10 @@ class RunContext:
             return None
         return max(0.0, self.request.timeout - (time.perf_counter() - self.t0))
 
+    @property
+    def folder(self) -> RunDir:
+        return RunDir(self.run_dir)
+
 
 @dataclass
 class Outcome:
@@ -98,7 +103,7 @@ class Outcome:
     "timeout") when it was stopped from outside; ``process`` is the runner's record of a fresh
     run's process group (pgid, signals sent), None for a warm worker."""
 
-    status: runs.CellStatus
+    status: CellStatus
     stopped: str = ""
     died: WorkerDiedError | None = None
     process: RunResult | None = None
@@ -143,14 +148,14 @@ def profile_cell(
         notebook=notebook,
         callbacks=callbacks,
         lines=Lines(backend.tool, callbacks, None),
-        meta=base_meta(request, tool, executor.mode) | (meta or {}),
+        meta=base_meta(request, tool, executor.mode).update(meta),
         t0=t0,
         explicit_vars=explicit_vars,
     )
-    ctx.meta["options"] = backend.options_meta()
-    write_private(run_dir / "cell.py", request.cell)
-    runs.write_json(run_dir / runs.META, ctx.meta)
-    ctx.meta["timings"]["prepare_s"] = time.perf_counter() - t0
+    ctx.meta.options = backend.options_meta()
+    ctx.folder.write_cell(request.cell)
+    ctx.folder.write_meta(ctx.meta)
+    ctx.meta.timings["prepare_s"] = time.perf_counter() - t0
     ctx.lines.phase("starting")
     # --timeout bounds every step (worker start, nsys start, ncu attach, the cell, export)
     with run_deadline(request.timeout, started):
@@ -165,30 +170,28 @@ def profile_cell(
         return conclude(ctx, outcome, make_result)
 
 
-def base_meta(request: CellRequest, tool: tools.Tool, mode: str) -> dict[str, Any]:
-    return {
-        "name": request.name,
-        "tool": tool.name,
-        "mode": mode,
-        "status": "running",
-        "started_utc": now_utc(),
-        "cwd": request.cwd,
-        "python": request.python,
-        "warmup": request.warmup,
-        "nproc": request.nproc,
-        "vars": list(request.vars),
-        "versions": runs.versions({tool.name: tool.version_text, f"{tool.name}_path": tool.path}),
-        "gpus": tools.gpu_info(),
-        "timings": {},
-        "children": [],
-    }
+def base_meta(request: CellRequest, tool: tools.Tool, mode: str) -> RunMeta:
+    return RunMeta(
+        name=request.name,
+        tool=tool.name,
+        mode=mode,
+        status="running",
+        started_utc=now_utc(),
+        cwd=request.cwd,
+        python=request.python,
+        warmup=request.warmup,
+        nproc=request.nproc,
+        vars=list(request.vars),
+        versions=runs.versions({tool.name: tool.version_text, f"{tool.name}_path": tool.path}),
+        gpus=tools.gpu_info(),
+    )
 
 
-def finish(ctx: RunContext, **fields: Any) -> dict[str, Any]:
+def finish(ctx: RunContext, **fields: Any) -> RunMeta:
     ctx.meta.update(fields)
-    ctx.meta["finished_utc"] = now_utc()
-    ctx.meta["timings"]["total_s"] = time.perf_counter() - ctx.t0
-    ctx.meta = runs.update_meta(ctx.run_dir, **ctx.meta)
+    ctx.meta.finished_utc = now_utc()
+    ctx.meta.timings["total_s"] = time.perf_counter() - ctx.t0
+    ctx.meta = ctx.folder.update_meta(ctx.meta)
     return ctx.meta
 
 
@@ -205,15 +208,15 @@ def _load(ctx: RunContext, make_result: ResultFactory, *, quiet: bool) -> Any:
         if quiet:
             return None
         raise
-    ctx.meta["timings"]["load_s"] = time.perf_counter() - t
-    ctx.meta["report"] = Path(getattr(report, "path", "") or "").name or None
+    ctx.meta.timings["load_s"] = time.perf_counter() - t
+    ctx.meta.report = Path(getattr(report, "path", "") or "").name or None
     return make_result(report, ctx)
 
 
 def conclude(ctx: RunContext, outcome: Outcome, make_result: ResultFactory) -> Any:
     """The outcome as a result, or as the typed error carrying what was captured."""
     status = outcome.status
-    ctx.meta["cell_status"] = dict(status)
+    ctx.meta.cell_status = dict(status)
     failed = outcome.died is not None or outcome.stopped or status.get("status") != "ok"
     partial = _load(ctx, make_result, quiet=True) if failed else None
     if outcome.died is not None:
@@ -249,11 +252,11 @@ def _with_meta(run: Any, ctx: RunContext, **fields: Any) -> Any:
     if fields:
         finish(ctx, **fields)
     if run is not None:
-        run.meta = dict(ctx.meta)
+        run.meta = ctx.meta.to_dict()  # results keep the dict view
     return run
 
 
-def cell_failed(status: runs.CellStatus, run_dir: Path, partial: Any) -> CellFailedError:
+def cell_failed(status: CellStatus, run_dir: Path, partial: Any) -> CellFailedError:
     phase = status.get("phase", "")
     where = {"cell": "The profiled cell", "warmup": "The cell (during warm-up)"}.get(
         phase, f"A {phase or 'setup'} step"

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..folders import write_private
+from ..run_dir import RunDir
 from ..script import build_script, prepare_cell
 from . import gpu_memory
 from .backends import Backend
@@ -116,8 +116,8 @@ def _replay(
                        everything=manager.replay_all)  # fmt: skip
     if not plan.run or plan.conflict or not session.alive():
         return
-    script = folder / "script.py"  # the worker needs a script's hooks to replay through
-    write_private(script, build_script(prepare_cell("pass"), gate=backend.gate))
+    # the worker needs a script's hooks to replay through
+    script = RunDir(folder).write_script(build_script(prepare_cell("pass"), gate=backend.gate))
     worker = session.worker
     if not worker.request({"op": "load", "script": str(script)}).data.get("ok"):
         return

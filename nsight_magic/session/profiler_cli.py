@@ -18,12 +18,12 @@ from ..errors import ProfilerError
 from ..profilers import ncu as ncu_argv
 from ..profilers import nsys as nsys_argv
 from ..profilers.env import clean_env
+from ..run_dir import RunDir, append_private
 from . import deadline
 
 
 def log_line(run_dir: Path, text: str) -> None:
-    with open(run_dir / "profiler.log", "a", errors="replace") as f:
-        f.write(text if text.endswith("\n") else text + "\n")
+    RunDir(run_dir).append_log(text)
 
 
 def run_cli(argv: list[str], run_dir: Path) -> subprocess.CompletedProcess[str]:
@@ -36,7 +36,7 @@ def run_cli(argv: list[str], run_dir: Path) -> subprocess.CompletedProcess[str]:
                               timeout=limit.seconds, env=clean_env(), check=False)  # fmt: skip
     except subprocess.TimeoutExpired:
         log_line(run_dir, f"$ {' '.join(argv)}\n[stopped after {limit.seconds:.1f} s]")
-        raise limit.expired(f"`nsys {argv[1]}`", run_dir / "profiler.log") from None
+        raise limit.expired(f"`nsys {argv[1]}`", RunDir(run_dir).log) from None
     except OSError as exc:
         raise ProfilerError(f"{' '.join(argv[:2])} failed to run ({exc}); argv: {argv}") from exc
     log_line(run_dir, f"$ {' '.join(argv)}\n{done.stdout}{done.stderr}[exit {done.returncode}]")
@@ -80,7 +80,7 @@ def attach(argv: list[str], log: Path, retry_s: float = 0.0) -> subprocess.Popen
     retry_until = time.monotonic() + min(retry_s, limit.seconds)
     while True:
         start = len(runner.read_log(log))
-        with open(log, "ab") as out:
+        with append_private(log) as out:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, env=clean_env(),
                                     start_new_session=True)  # fmt: skip

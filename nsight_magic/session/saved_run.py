@@ -15,13 +15,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .. import runs
 from ..errors import RunFolderError
 from ..folders import check_tree_owned
 from ..profilers.env import allowed_from_folder
+from ..run_dir import RunDir
+from ..run_meta import RunMeta
 
 # every file of a run folder that a re-run reads, unpickles or executes
-REPLAYED_FILES = ("cell.py", "script.py", "vars.pkl", "env.json", runs.META)
+REPLAYED_FILES = RunDir.REPLAYED
 
 
 @dataclass(frozen=True)
@@ -44,49 +45,47 @@ class RerunSettings:
                 "load_run to use them.")  # fmt: skip
 
 
-def _int_field(meta: dict[str, Any], key: str, default: int, folder: Path) -> int:
-    value = meta.get(key)
+def _int_field(meta: RunMeta, key: str, default: int, folder: Path) -> int:
+    value = meta.mistyped().get(key, getattr(meta, key))
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise RunFolderError(
-            f"{folder / runs.META}: {key!r} is {value!r}, not a whole number >= 0; the file is "
-            "damaged or edited by hand."
+            f"{RunDir(folder).meta}: {key!r} is {value!r}, not a whole number >= 0; the file "
+            "is damaged or edited by hand."
         )
     return value
 
 
-def saved_meta(folder: Path) -> dict[str, Any]:
-    """meta.json as a dict (a damaged file or a non-object is a one-line ``RunFolderError``)."""
-    meta = runs.read_json(folder / runs.META, {})
-    if meta is None:
-        meta = {}
-    if not isinstance(meta, dict):
+def saved_meta(folder: Path) -> RunMeta:
+    """meta.json, typed (a damaged file or a non-object is a one-line ``RunFolderError``)."""
+    raw = RunDir(folder).read_meta_json()
+    if raw is not None and not isinstance(raw, dict):
         raise RunFolderError(
-            f"{folder / runs.META} holds a {type(meta).__name__}, not an object; the file is "
+            f"{RunDir(folder).meta} holds a {type(raw).__name__}, not an object; the file is "
             "damaged or edited by hand."
         )
-    return meta
+    return RunMeta.from_dict(raw)
 
 
-def rerun_settings(folder: Path, meta: dict[str, Any], *, trusted: bool) -> RerunSettings:
+def rerun_settings(folder: Path, meta: RunMeta, *, trusted: bool) -> RerunSettings:
     """The interpreter, working directory, environment and counts a re-run of ``folder`` uses."""
     if not trusted:
         check_tree_owned(folder, REPLAYED_FILES)
-    env_saved = runs.read_json(folder / "env.json", {}) or {}
+    env_saved = RunDir(folder).read_env() or {}
     if not isinstance(env_saved, dict):
-        raise RunFolderError(f"{folder / 'env.json'} is not an object of KEY: VALUE strings.")
+        raise RunFolderError(f"{RunDir(folder).env} is not an object of KEY: VALUE strings.")
     env = {str(k): v for k, v in env_saved.items() if isinstance(v, str) and "\x00" not in v}
-    name = meta.get("name")
     base = RerunSettings(
-        name=name if isinstance(name, str) and name else "cell",
+        name=meta.name or "cell",
         warmup=_int_field(meta, "warmup", 0, folder),
         nproc=max(1, _int_field(meta, "nproc", 1, folder)),
         python=sys.executable,
         cwd=os.getcwd(),
         env=env,
     )
-    saved_python, saved_cwd = meta.get("python"), meta.get("cwd")
+    asked = meta.mistyped()  # a damaged value is still what the folder asked for
+    saved_python, saved_cwd = asked.get("python", meta.python), asked.get("cwd", meta.cwd)
     if trusted:
         python = saved_python if isinstance(saved_python, str) and saved_python else sys.executable
         cwd = saved_cwd if isinstance(saved_cwd, str) and os.path.isdir(saved_cwd) else os.getcwd()

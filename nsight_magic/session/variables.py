@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MissingVariableError, NsightMagicError, UnpicklableVariableError
-from ..folders import write_private
 
 DEFAULT_AUTO_MAX_BYTES = 256 << 20
 
@@ -101,12 +100,6 @@ def pack_vars(names: Iterable[str], user_ns: Mapping[str, Any]) -> bytes:
             raise NsightMagicError(f"--vars: {name!r} is not defined in the notebook.")
         entries[name] = serialize(name, user_ns[name])
     return pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def write_vars(path: str | Path, blob: bytes) -> Path:
-    path = Path(path)
-    write_private(path, blob)  # 0600: a pickle is code to whoever loads it
-    return path
 
 
 def load_vars(path: str | Path) -> dict[str, Any]:

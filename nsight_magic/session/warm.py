@@ -15,21 +15,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import runs
 from ..errors import NsightMagicError, WorkerDiedError
-from ..folders import write_private
+from ..run_dir import cell_status
 from ..script import build_script
 from ..tools import ToolName
 from .backends import WarmState
 from .history import History
 from .pipeline import Outcome, RunContext
 from .replay import ReplayPlan, plan_replay
-from .variables import plan_shipping, write_vars
+from .variables import plan_shipping
 from .worker_process import Reply, WorkerProcess
 
 # after a failed capture start: how long to wait for the worker to be seen dead (a crash)
 ATTACH_DEATH_GRACE_S = 1.0
-# a request's wall time in meta["timings"]: "load" and "prepare" would collide with the
+# a request's wall time in meta.timings: "load" and "prepare" would collide with the
 # pipeline's own load_s (the report) and prepare_s (the cell parsed)
 _TIMING_KEYS = {"load": "script_s", "prepare": "vars_s"}
 
@@ -98,7 +97,7 @@ class WarmExecutor:
         reply = self.session.worker.request(
             message, timeout=ctx.remaining(), cancel=ctx.callbacks.cancel, on_line=ctx.lines
         )
-        timings = ctx.meta["timings"]
+        timings = ctx.meta.timings
         key = _TIMING_KEYS.get(message["op"], f"{message['op']}_s")
         timings[key] = timings.get(key, 0.0) + reply.wall_s
         if reply.data.get("worker_broken"):
@@ -110,8 +109,8 @@ class WarmExecutor:
         return reply
 
     def execute(self, ctx: RunContext) -> Outcome:
-        request, run_dir = ctx.request, ctx.run_dir
-        ctx.lines.log = run_dir / "profiler.log"
+        request, folder = ctx.request, ctx.folder
+        ctx.lines.log = folder
         t0 = time.perf_counter()
         s = self.session = self.get_session(ctx, "")
         _wait_for(s, ctx)
@@ -120,7 +119,7 @@ class WarmExecutor:
         if self.plan.conflict:  # rare: a skipped cell is needed after later ones ran here
             ctx.lines.note(f"starting a new {s.tool} worker: {self.plan.conflict}.")
             s = self.session = self.get_session(ctx, self.plan.conflict)
-        ctx.meta["timings"]["worker_start_s"] = time.perf_counter() - t0
+        ctx.meta.timings["worker_start_s"] = time.perf_counter() - t0
         with s.lock:
             self.plan = self._plan(ctx, s)
             for note in s.notes:  # what happened in the background (prewarm) since
@@ -133,22 +132,22 @@ class WarmExecutor:
                                   warmup=request.warmup, gate=ctx.backend.gate,
                                   torch_nvtx=ctx.backend.torch_nvtx(),
                                   **ctx.backend.script_args())  # fmt: skip
-            write_private(run_dir / "script.py", script)
+            folder.write_script(script)
             # the trace cannot tell a first execution from a warm one by itself (cold_run.py)
             sources = {e.cell.source for e in replayed} | s.ran_sources
-            ctx.meta["first_run"] = request.warmup == 0 and ctx.cell.source not in sources
-            ctx.meta["worker"] = {
+            ctx.meta.first_run = request.warmup == 0 and ctx.cell.source not in sources
+            ctx.meta.worker = {
                 "pid": s.worker.pid,
                 "started_utc": s.started_utc,
                 "cells_before": s.cells,
                 "launch_argv": s.worker.argv,
             }
-            runs.write_json(run_dir / "env.json", dict(request.env))
-            runs.write_json(run_dir / runs.META, ctx.meta)
+            folder.write_env(request.env)
+            folder.write_meta(ctx.meta)
             try:
                 return self._run(ctx)
             except WorkerDiedError as died:
-                return Outcome(runs.read_cell_status(run_dir), died=died)
+                return Outcome(folder.read_status(), died=died)
 
     def _plan(self, ctx: RunContext, s: WarmSession) -> ReplayPlan:
         return plan_replay(self.history.entries(), s.executed, ctx.cell.names_read,
@@ -158,7 +157,7 @@ class WarmExecutor:
     def _run(self, ctx: RunContext) -> Outcome:
         s, run_dir = self.session, ctx.run_dir
         assert s is not None
-        reply = self._ask(ctx, {"op": "load", "script": str(run_dir / "script.py")})
+        reply = self._ask(ctx, {"op": "load", "script": str(ctx.folder.script)})
         if reply.stopped or not reply.data.get("ok"):
             return self._not_run(ctx, reply, "load")
         plan = self.plan
@@ -173,9 +172,9 @@ class WarmExecutor:
             for error in reply.data.get("errors", []):
                 ctx.lines.note(f"replaying {error['name']!r} in the {s.tool} worker raised "
                                f"{error['exc_type']}: {error['exc_message']}")  # fmt: skip
-            ctx.meta["replayed"] = [e.name for e in plan.run]
+            ctx.meta.replayed = [e.name for e in plan.run]
         if plan.skipped:  # not needed by this cell: they stay pending for later cells
-            ctx.meta["replay_skipped"] = [e.name for e in plan.skipped]
+            ctx.meta.replay_skipped = [e.name for e in plan.skipped]
         self._ship(ctx)
         ctx.lines.phase("running")
         reply = self._ask(ctx, {"op": "prepare"})
@@ -196,8 +195,8 @@ class WarmExecutor:
                 f"The profiling worker died while {ctx.backend.tool} attached "
                 f"({s.worker.exit_description()}): {exc}"
             ) from exc
-        ctx.meta["timings"]["begin_capture_s"] = time.perf_counter() - t0
-        ctx.meta["capture_argv"] = (
+        ctx.meta.timings["begin_capture_s"] = time.perf_counter() - t0
+        ctx.meta.capture_argv = (
             handle if isinstance(handle, list) else getattr(handle, "args", None)
         )
         s.ran_sources.add(ctx.cell.source)
@@ -207,11 +206,11 @@ class WarmExecutor:
         finally:
             t0 = time.perf_counter()
             ctx.backend.end_capture(ctx.tool, s.state, handle, run_dir)
-            ctx.meta["timings"]["end_capture_s"] = time.perf_counter() - t0
+            ctx.meta.timings["end_capture_s"] = time.perf_counter() - t0
         s.cells += 1
         s.names = frozenset(reply.data.get("names", s.names))
-        status = runs.cell_status(reply.data)
-        runs.write_json(run_dir / "status.json", dict(status))
+        status = cell_status(reply.data)
+        ctx.folder.write_status(status)
         return Outcome(status, reply.stopped)
 
     def _ship(self, ctx: RunContext) -> None:
@@ -230,9 +229,9 @@ class WarmExecutor:
         plan.check()
         blob = plan.blob()
         if blob is not None:
-            write_vars(ctx.run_dir / "vars.pkl", blob)
+            ctx.folder.write_vars(blob)
         s.shipped.update(plan.fingerprints)
-        ctx.meta["shipped_vars"] = sorted(plan.entries)
+        ctx.meta.shipped_vars = sorted(plan.entries)
 
     def _not_run(self, ctx: RunContext, reply: Reply, phase: str) -> Outcome:
         """A step before the capture failed or was stopped: the cell never ran gated."""
@@ -242,6 +241,6 @@ class WarmExecutor:
                         exc_type="WorkerError", exc_message=str(data.get("error", "")).strip(),
                         traceback=str(data.get("error", "")))  # fmt: skip
         data.setdefault("phase", phase)
-        status = runs.cell_status(data)
-        runs.write_json(ctx.run_dir / "status.json", dict(status))
+        status = cell_status(data)
+        ctx.folder.write_status(status)
         return Outcome(status, reply.stopped)
