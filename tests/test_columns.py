@@ -139,6 +139,30 @@ def test_registry_agrees_with_the_suffixes_and_the_formatters() -> None:
         column("median_ns")
 
 
+# Roofline rates named per precision (``precisions.Precision``: ``flops_<key>``, ``peak_<key>``)
+# and a ceiling's ``peak`` (FLOP/s or B/s: its ``kind`` says) predate the rule below.
+RATES_WITHOUT_SUFFIX = {
+    *(f"{kind}_{key}" for kind in ("flops", "peak") for key in ("fp64", "fp32", "fp16", "tensor")),
+    "peak",
+}
+
+
+def test_a_columns_name_says_its_unit() -> None:
+    """The naming rule (columns.py's docstring): a percent ends in ``_pct``, a fraction in
+    ``_frac``, a rate in ``_per_s`` (GB/s: ``_gb_per_s``, never the gigabit-looking ``gbps``)."""
+    for name, spec in COLUMNS.items():
+        if spec.unit == "%":
+            assert name.endswith("_pct") or name == "pct", name
+        if spec.unit == "fraction" or spec.format == "fraction":
+            assert name.endswith("_frac"), name
+        if spec.unit.endswith("/s") and name not in RATES_WITHOUT_SUFFIX:
+            assert name.endswith("_per_s"), name
+        assert "gbps" not in name, name
+    old_names = ("hfu", "mfu", "achieved_flops_per_s", "bandwidth_gbps", "peak_flops",
+                 "pct_of_ceiling", "before", "after", "before_short", "after_short")  # fmt: skip
+    assert not set(old_names) & set(COLUMNS)
+
+
 def test_every_column_a_view_shows_is_registered() -> None:
     tables: list[tuple[str, ...]] = [
         nsys_view.KERNEL_COLUMNS, nsys_view.GRAPH_COLUMNS, nsys_view.PROCESS_COLUMNS,

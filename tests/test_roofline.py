@@ -196,7 +196,7 @@ def test_bounds_memory_pct_is_ncus_own_dram_throughput(points, data_dir):
     # launch 0, x + 2x over 1M floats: AI 0.4993 FLOP/byte, far left of the FP32 ridge
     # (50.05 TFLOP/s / 4.787 TB/s = 10.46 FLOP/byte): the DRAM roof binds
     assert bounds.at[0, "verdict"] == "memory-bound, 20% of DRAM peak"
-    assert bounds.at[0, "pct_of_ceiling"] == pytest.approx(bounds.at[0, "bound_pct"])
+    assert bounds.at[0, "ceiling_pct"] == pytest.approx(bounds.at[0, "bound_pct"])
     assert bounds["plottable"].all() and (bounds["precision"] == "FP32").all()
 
 
@@ -213,13 +213,13 @@ def test_bounds_compute_pct_is_the_precisions_own_peak(points):
     assert gemm["ceiling_flops_per_s"] == roof.at[0, "peak_tensor"]
     assert gemm["short_name"] == "nvjet_sm90_tst_128x128_64x6_2x1_v_bz_NNT"
     # fp32 SIMT GEMM: compute-bound on FP32; bound_pct counts FP32 FLOPs only, while
-    # pct_of_ceiling counts all (it also ran a few half-precision FLOPs)
+    # ceiling_pct counts all (it also ran a few half-precision FLOPs)
     simt = bounds.iloc[1]
     assert simt["precision"] == "FP32" and simt["bound"] == "compute"
     assert simt["bound_pct"] == pytest.approx(
         100 * roof.at[1, "flops_fp32"] / roof.at[1, "peak_fp32"]
     )
-    assert simt["pct_of_ceiling"] > simt["bound_pct"]
+    assert simt["ceiling_pct"] > simt["bound_pct"]
 
 
 def test_bounds_without_flops_or_traffic():

@@ -54,7 +54,7 @@ def test_llm_decode_run_has_statement_ranges() -> None:
     phase = decode.mfu({stmt: 1e12}, dtype="bf16")
     spec = charts.utilisation_chart(phase, label="range").to_dict()
     (row,) = spec["datasets"][spec["data"]["name"]]
-    assert row["measure"] == "MFU" and row["pct"] == pytest.approx(100 * phase["mfu"].iloc[0])
+    assert row["measure"] == "MFU" and row["pct"] == pytest.approx(100 * phase["mfu_frac"].iloc[0])
     assert "H100 SXM bf16 dense" in spec["title"]["subtitle"]
 
 

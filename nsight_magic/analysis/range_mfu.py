@@ -2,8 +2,8 @@
 
 A range's numbers cover only what ncu profiled. A drill-down usually profiles 1 launch of the
 32 in a range: its hardware FLOPs over the whole range's time would read as a utilisation 32
-times too low. So ``hfu`` (and MFU from the GEMM ops around the profiled launches) is FLOPs over
-the time of the profiled launches, and every row says ``launches_profiled`` of
+times too low. So ``hfu_frac`` (and MFU from the GEMM ops around the profiled launches) is
+FLOPs over the time of the profiled launches, and every row says ``launches_profiled`` of
 ``launches_total`` (``coverage``). Model FLOPs the user gives for a range are the whole range's:
 their MFU is over the whole range's time (``range_time_ns``), never over a part of it."""
 
@@ -24,7 +24,7 @@ __all__ = ["RANGE_COLUMNS", "mfu_frames", "range_utilisation"]
 RANGE_COLUMNS = [
     "domain", "range", "label", "launches_profiled", "launches_total", "coverage", "dtype",
     "hw_flops", "model_flops", "model_flops_source", "time_ns", "time_source",
-    "range_time_ns", "range_time_source", "peak_flops", "peak_source", "hfu", "mfu",
+    "range_time_ns", "range_time_source", "peak_flops_per_s", "peak_source", "hfu_frac", "mfu_frac",
 ]  # fmt: skip
 
 NO_TOTAL = "the range's launch count needs the nsys run this was picked from"
@@ -147,11 +147,11 @@ def range_utilisation(
                 "time_source": t_source,
                 "range_time_ns": range_t,
                 "range_time_source": range_source,
-                "peak_flops": pk.flops_per_s,
+                "peak_flops_per_s": pk.flops_per_s,
                 "peak_source": pk.source,
                 # utilisation = FLOPs / seconds / peak
-                "hfu": hw / (t * 1e-9) / pk.flops_per_s if t > 0 else np.nan,
-                "mfu": model / (m_time * 1e-9) / pk.flops_per_s if m_time > 0 else np.nan,
+                "hfu_frac": hw / (t * 1e-9) / pk.flops_per_s if t > 0 else np.nan,
+                "mfu_frac": model / (m_time * 1e-9) / pk.flops_per_s if m_time > 0 else np.nan,
             }
         )
     out = pd.DataFrame(rows, columns=RANGE_COLUMNS)

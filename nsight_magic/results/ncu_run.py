@@ -125,7 +125,7 @@ class NcuRun(_Run):
         )
 
     def hfu(self, *, dtype: str | None = None, peak_flops: float | None = None) -> pd.DataFrame:
-        """:meth:`mfu` without user model FLOPs: the ``hfu`` column is the point."""
+        """:meth:`mfu` without user model FLOPs: the ``hfu_frac`` column is the point."""
         return self.mfu(dtype=dtype, peak_flops=peak_flops)
 
     def range_mfu(
