@@ -12,7 +12,7 @@ from typing import Any
 from nsight_magic import runs
 from nsight_magic.script import build_script, history_entry, prepare_cell
 from nsight_magic.session.backends import WarmState, process_env
-from nsight_magic.session.ranks import cell_command
+from nsight_magic.session.cell_command import cell_command
 from nsight_magic.session.spec import CellRequest
 from nsight_magic.session.worker_process import Launch, WorkerProcess
 from nsight_magic.tools import Tool

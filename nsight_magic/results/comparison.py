@@ -16,7 +16,7 @@ from ..views import charts
 from ..views.compare_view import compare_static_html, compare_widget
 from .base import WIDGET_MIME, in_kernel
 from .frames import nvtx_label
-from .runs import NsysRun
+from .nsys_run import NsysRun
 
 
 def _as_report(obj: Any) -> Any:

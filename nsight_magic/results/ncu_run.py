@@ -17,8 +17,8 @@ from ..analysis.torch_ops import parse_op_range
 from ..views.ncu_view import ncu_static_html, ncu_widget
 from ..views.roofline_chart import roofline_chart
 from .base import _Run
+from .drill_protocols import ParentRun
 from .ncu_frames import NcuFrames
-from .protocols import ParentRun
 
 
 class NcuRun(_Run):

@@ -38,6 +38,7 @@ from ..profilers.env import clean_env
 from ..script import Gate
 from ..tools import Tool, ToolName
 from . import deadline
+from .cell_command import cell_command, one_rank_command
 from .profiler_cli import (
     RELEASE_ATTACH_RETRY_S,
     RELEASE_S,
@@ -48,7 +49,6 @@ from .profiler_cli import (
     nsys_profile_help,
     run_cli,
 )
-from .ranks import cell_command, one_rank_command
 from .spec import CellRequest
 from .worker_process import Launch, WorkerProcess
 
@@ -161,7 +161,7 @@ class NsysBackend:
     ) -> Any:
         from ..results.loading import nsys_run
 
-        return nsys_run(report, run_dir, meta, profiler=profiler)
+        return nsys_run(report, run_dir, meta, drill_runner=profiler)
 
     def torch_nvtx(self) -> str:  # --pytorch in a warm worker: emit_nvtx around the cell
         return self.options.torch_nvtx

@@ -17,10 +17,10 @@ from ..errors import NsightMagicError
 from ..magic_names import cell_magic
 from ..views.nsys_view import nsys_static_html, nsys_widget
 from .base import WIDGET_MIME, _Run, in_kernel
+from .drill_protocols import DrillRunner
 from .frames import NsysFrames
 from .idle_frames import IdleFrames, cuda_api_summary, osrt_summary
 from .ncu_run import NcuRun
-from .protocols import KernelProfiler
 
 __all__ = ["WIDGET_MIME", "NcuRun", "NsysRun", "in_kernel"]
 
@@ -37,13 +37,13 @@ class NsysRun(_Run):
         report: Any,
         run_dir: str | Path | None = None,
         meta: dict[str, Any] | None = None,
-        profiler: KernelProfiler | None = None,
+        drill_runner: DrillRunner | None = None,
     ) -> None:
         super().__init__(report, run_dir, meta)
         self.children: list[NcuRun] = []
-        # what re-profiles this run's cell (ncu on a kernel or an NVTX range); handed in by
+        # what re-runs this run's cell under ncu (on a kernel or an NVTX range); handed in by
         # the session that profiled it, None for a run opened from a report file
-        self.profiler = profiler
+        self.drill_runner = drill_runner
         # load_run(..., trust=True): a re-profile may use the folder's interpreter and env
         self.trust_folder = False
 
@@ -53,15 +53,29 @@ class NsysRun(_Run):
         return NsysFrames(self)
 
     def kernels(self) -> pd.DataFrame:
+        """One row per kernel launch the capture holds: ``start_ns, end_ns, duration_ns``
+        (int64 ns on the report's clock), ``name`` (demangled, as ``nsys stats`` shows it),
+        ``short_name, mangled_name, device_id, context_id, stream_id, correlation_id, pid, tid``
+        (of the launching API call), ``grid_x/y/z, block_x/y/z, registers_per_thread,
+        static_smem_bytes, dynamic_smem_bytes`` (bytes), ``graph_node_id`` (-1: not a CUDA
+        graph node)."""
         return self.report.kernels()
 
     def nvtx(self) -> pd.DataFrame:
+        """NVTX ranges: ``domain`` ("" for the default), ``range`` (text), ``style``
+        ("PushPop"/"StartEnd"), ``start_ns, end_ns, duration_ns`` (ns), ``pid, tid, end_tid``,
+        ``level`` (nesting depth, 0 = outermost)."""
         return self.report.nvtx()
 
     def memcpy(self) -> pd.DataFrame:
+        """Memory copies: ``start_ns, end_ns, duration_ns`` (ns), ``bytes``, ``kind`` ("HtoD",
+        "DtoH", ... as nsys stats names them), ``label`` ("Host-to-Device"), ``device_id,
+        stream_id, correlation_id, pid, bandwidth_gb_per_s`` (GB/s: 10^9 bytes per second)."""
         return self.report.memcpy()
 
     def memset(self) -> pd.DataFrame:
+        """Memory sets: ``start_ns, end_ns, duration_ns`` (ns), ``bytes, device_id, stream_id,
+        correlation_id, pid``."""
         return self.report.memset()
 
     def graph_launches(self) -> pd.DataFrame:
@@ -70,6 +84,7 @@ class NsysRun(_Run):
         return self.report.graph_launches()
 
     def processes(self) -> pd.DataFrame:
+        """``pid, name``: one row per process with CUDA or NVTX events."""
         return self.report.processes()
 
     def process_summary(self) -> pd.DataFrame:
@@ -107,21 +122,40 @@ class NsysRun(_Run):
         return cold_run.first_call_effects(api, self.capture_window())
 
     def cuda_api(self) -> pd.DataFrame:
+        """CUDA API calls, each once: ``name`` (without the ``_vNNNN`` suffix, as nsys stats
+        prints it), ``start_ns, end_ns, duration_ns`` (ns), ``correlation_id, pid, tid,
+        return_value`` (a NULL id reads as -1)."""
         return self.report.cuda_api()
 
     def kernel_summary(self) -> pd.DataFrame:
+        """Per kernel name, = ``nsys stats --report cuda_gpu_kern_sum``: ``name, instances,
+        total_ns, avg_ns, med_ns, min_ns, max_ns, std_ns`` (ns; averages, medians and deviations
+        are floats), ``time_pct`` (percent of all kernel time), most ``total_ns`` first. CUDA
+        graph launches traced whole are left out, as nsys stats does."""
         return self.report.kernel_summary()
 
     def nvtx_gpu_projection(self) -> pd.DataFrame:
+        """Per NVTX range, the GPU time of the work it launched, = ``nsys stats --report
+        nvtx_gpu_proj_sum``: ``domain, range, style, instances, proj_total_ns`` (GPU time
+        projected onto the range, ns), ``range_total_ns`` (the range's own CPU time, ns),
+        ``gpu_ops`` (count), ``proj_avg_ns, proj_med_ns, proj_min_ns, proj_max_ns,
+        proj_std_ns, avg_level, avg_children``."""
         return self.report.nvtx_gpu_projection()
 
-    def gaps(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
-        return self.report.gaps(*args, **kwargs)
+    def gaps(self, min_gap_ns: int = 0, per_stream: bool = True) -> pd.DataFrame:
+        """Idle stretches longer than ``min_gap_ns`` between consecutive GPU ops of each
+        device and stream (``per_stream=False``: of each device, any stream busy counts as busy,
+        ``stream_id`` -1): ``device_id, stream_id, start_ns, end_ns, duration_ns`` (ns),
+        ``prev_op`` (the op that ended at ``start_ns``), ``next_op`` (the op that starts at
+        ``end_ns``), longest first (``analysis.gaps.gaps``)."""
+        return self.report.gaps(min_gap_ns, per_stream)
 
     def gpu_busy_pct(self) -> float:
+        """Percent (0-100) of the capture window during which some GPU op ran."""
         return self.report.gpu_busy_pct()
 
     def capture_window(self) -> tuple[int, int]:
+        """``(start_ns, end_ns)`` of the capture on the report's clock."""
         return self.report.capture_window()
 
     # --- host side and idle time (issue #24; frames from ``results.idle_frames``) ------------
@@ -168,9 +202,13 @@ class NsysRun(_Run):
         return self.idle.launch_bound(min_kernels)
 
     def gpu_info(self) -> dict[str, Any]:
+        """The GPU the report names: ``name``, ``sm_count``, ``sm_clock_max_hz`` (Hz),
+        ``memory_bytes``, ``memory_bandwidth_bytes_per_s`` (where the report has them)."""
         return self.report.gpu_info()
 
     def copies_by_kind(self) -> pd.DataFrame:
+        """Per copy kind: ``kind, count, bytes, total_ns`` (ns), ``bandwidth_gb_per_s`` (total
+        bytes over total time, GB/s) (``analysis.memory.copies_by_kind``)."""
         return self.report.copies_by_kind()
 
     def timeline(self, window: tuple[int, int] | None = None, max_rows: int = 5000) -> pd.DataFrame:
@@ -238,28 +276,28 @@ class NsysRun(_Run):
         """Run ncu on kernel ``name`` of this run's cell (what the picker's button calls):
         ``instance`` (0-based launch within the cell), ``count``, ``set``, ``sections``,
         ``metrics``, ``fresh``. The child run is kept in ``children``."""
-        return self._adopt(self._profiler().profile_kernel(self, name, **kwargs))
+        return self._adopt(self._drill_runner().profile_kernel(self, name, **kwargs))
 
     def profile_range(
         self, domain: str, name: str, style: str = "PushPop", **kwargs: Any
     ) -> NcuRun:
         """Run ncu on every kernel inside the NVTX range ``domain:name`` of this run's cell
         (the NVTX tab's "profile this range"); the child run is kept in ``children``."""
-        return self._adopt(self._profiler().profile_range(self, domain, name, style, **kwargs))
+        return self._adopt(self._drill_runner().profile_range(self, domain, name, style, **kwargs))
 
-    def _profiler(self) -> KernelProfiler:
+    def _drill_runner(self) -> DrillRunner:
         if self.run_dir is None:
             raise NsightMagicError(
                 "This run was opened from a report file, not profiled here, so there is no "
                 "saved cell to re-run under ncu; profile the cell with "
                 f"{cell_magic('nsys')} first, or use {cell_magic('ncu')}."
             )
-        if self.profiler is None:
+        if self.drill_runner is None:
             raise NsightMagicError(
-                "This run has no profiler to re-run its cell: open it with "
+                "This run has nothing to re-run its cell under ncu: open it with "
                 f"nsight_magic.load_run(...) or profile the cell with {cell_magic('nsys')}."
             )
-        return self.profiler
+        return self.drill_runner
 
     def _adopt(self, child: NcuRun) -> NcuRun:
         if getattr(child, "parent", True) is None:
