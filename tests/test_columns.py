@@ -7,6 +7,7 @@ that is unknown or missing (a renamed column must fail a test, not vanish from a
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,24 @@ def contract_errors(frames: Iterator[tuple[str, pd.DataFrame]]) -> list[str]:
     return errors
 
 
+# Columns every frame of a multi-rank run may carry (the class docstrings say so once).
+MERGED_KEYS = {"report", "rank"}
+
+
+def docstring_errors(frames: Iterator[tuple[str, pd.DataFrame]], obj: Any) -> list[str]:
+    """The columns a public frame method returns but its docstring does not name: each method
+    of the run objects states its columns (and their units), so a renamed column fails here
+    too until its documentation follows."""
+    errors = []
+    for where, frame in frames:
+        method = where.split(".")[1].split("[")[0]
+        words = set(re.findall(r"\w+", inspect.getdoc(getattr(obj, method)) or ""))
+        missing = [c for c in frame.columns if c not in words and c not in MERGED_KEYS]
+        if missing:
+            errors.append(f"{where}'s docstring does not name {missing}")
+    return errors
+
+
 @pytest.mark.parametrize("fixture", NSYS_FIXTURES)
 def test_every_nsys_frame_column_is_registered_with_its_dtype(fixture: str, tmp_path: Path) -> None:
     run = NsysRun(open_report(DATA / f"{fixture}.sqlite"), tmp_path, {"name": fixture})
@@ -97,6 +116,7 @@ def test_every_nsys_frame_column_is_registered_with_its_dtype(fixture: str, tmp_
             yield from frames_of(ranks, "RankFrames")
 
     assert contract_errors(frames()) == []
+    assert docstring_errors(frames_of(run, "NsysRun"), run) == []
 
 
 def test_merged_ranks_and_compare_frames_are_registered() -> None:
@@ -124,6 +144,9 @@ def test_every_ncu_frame_column_is_registered_with_its_dtype(
             yield from frames_of(run.frames, "NcuFrames")
 
     assert contract_errors(frames()) == []
+    for name, path in ncu_reports.items():
+        run = NcuRun(open_report(path), meta={"name": name})
+        assert docstring_errors(frames_of(run, "NcuRun"), run) == []
 
 
 def test_registry_agrees_with_the_suffixes_and_the_formatters() -> None:
