@@ -231,7 +231,7 @@ def test_utilisation_chart_shows_hfu_mfu_and_peak_used(gemm, data_dir):
     bf16 = points.loc[points["tensor_op_path"].str.contains("bf16"), "name"].item()
     # HFU = ncu's FLOP count / the nsys (real clock) time of that kernel / the dense peak.
     nsys_ns = nsys_kernels.loc[nsys_kernels["short_name"] == bf16, "duration_ns"].iloc[0]
-    flops = points.loc[points["name"] == bf16, "flops_total"].item()
+    flops = points.loc[points["name"] == bf16, "flop_count_total"].item()
     peak = hfu[bf16]["peak_tflops"] * 1e12
     assert hfu[bf16]["pct"] == pytest.approx(100 * flops / (nsys_ns * 1e-9) / peak)
     assert 0 < hfu[bf16]["pct"] < 100

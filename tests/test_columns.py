@@ -162,12 +162,8 @@ def test_registry_agrees_with_the_suffixes_and_the_formatters() -> None:
         column("median_ns")
 
 
-# Roofline rates named per precision (``precisions.Precision``: ``flops_<key>``, ``peak_<key>``)
-# and a ceiling's ``peak`` (FLOP/s or B/s: its ``kind`` says) predate the rule below.
-RATES_WITHOUT_SUFFIX = {
-    *(f"{kind}_{key}" for kind in ("flops", "peak") for key in ("fp64", "fp32", "fp16", "tensor")),
-    "peak",
-}
+# A roofline ceiling's ``peak`` is FLOP/s or B/s (its ``unit`` column says which).
+RATES_WITHOUT_SUFFIX = {"peak"}
 
 
 def test_a_columns_name_says_its_unit() -> None:
@@ -182,7 +178,8 @@ def test_a_columns_name_says_its_unit() -> None:
             assert name.endswith("_per_s"), name
         assert "gbps" not in name, name
     old_names = ("hfu", "mfu", "achieved_flops_per_s", "bandwidth_gbps", "peak_flops",
-                 "pct_of_ceiling", "before", "after", "before_short", "after_short")  # fmt: skip
+                 "pct_of_ceiling", "before", "after", "before_short", "after_short", "flops_fp32",
+                 "peak_fp32", "flops_tensor", "peak_tensor", "flops_total")  # fmt: skip
     assert not set(old_names) & set(COLUMNS)
 
 

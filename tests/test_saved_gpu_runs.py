@@ -34,7 +34,7 @@ def test_llm_prefill_run_and_its_picker_child_reload() -> None:
     assert list(child.kernels()["name"]) == [top]
     point = child.roofline().iloc[0]
     assert point["tensor_op_path"].endswith("bf16_dst_fp32_sparsity_off")
-    assert 0 < point["flops_tensor"] <= point["peak_tensor"]
+    assert 0 < point["tensor_flops_per_s"] <= point["peak_tensor_flops_per_s"]
     # notebook 02 draws it with kernel.roofline_chart(): the tensor roof and one labelled point
     spec = child.roofline_chart().to_dict()
     roof, dots, _labels = spec["layer"]

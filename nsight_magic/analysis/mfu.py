@@ -3,7 +3,7 @@
     utilisation = FLOPs / time / dense peak FLOP/s of the data type
 
 - HFU counts the FLOPs the hardware executed, as Nsight Compute measures them
-  (``roofline_points(...)["flops_total"]``). Tensor cores compute whole tiles, so a GEMM whose
+  (``roofline_points(...)["flop_count_total"]``). Tensor cores compute whole tiles, so a GEMM whose
   sizes are not tile multiples executes more FLOPs than its math needs: HFU >= MFU.
 - MFU counts model FLOPs only: given by the user (``flops=``), or derived where the math is
   known: a GEMM op's 2*M*N*K from the PyTorch op range around the launch
@@ -218,7 +218,7 @@ def kernel_utilisation(
     out = points[["launch", "name"]].copy().reset_index(drop=True)
     out["short_name"] = short_names(out["name"]).to_numpy()
     out["dtype"] = [dtype or launch_dtype(row) for row in points.to_dict("records")]
-    out["hw_flops"] = points["flops_total"].astype(float).to_numpy()
+    out["hw_flops"] = points["flop_count_total"].astype(float).to_numpy()
     out["model_flops"] = np.nan
     out["model_flops_source"] = NO_OP_RANGE
     if nvtx is not None and len(nvtx):

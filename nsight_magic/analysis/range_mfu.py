@@ -76,7 +76,7 @@ def range_utilisation(
     ``nvtx``: ``NcuReport.nvtx_ranges()``. Coverage: ``launches_profiled`` (ncu launches in
     the range), ``launches_total`` (``range_launches``, keyed like ``flops``: the kernels nsys
     saw in the range; NA when not given), ``coverage`` ("k/n launches profiled").
-    HFU: the summed ``flops_total`` of the profiled launches over their summed time
+    HFU: the summed ``flop_count_total`` of the profiled launches over their summed time
     (``time_ns``: nsys real-clock durations of the same launches from ``nsys_kernels`` +
     ``kernels``, ``mfu.launch_times``, else ncu's). Model FLOPs: ``flops`` (keyed by range
     name, ``(domain, range)``, ``"domain:range"`` or ``"domain@range"``) -> "given", over
@@ -102,7 +102,7 @@ def range_utilisation(
         total_given = _lookup(range_launches, domain, name)
         total = None if total_given is None else int(total_given)
         coverage = _coverage(profiled, total)
-        hw = float(group["flops_total"].sum(skipna=False))
+        hw = float(group["flop_count_total"].sum(skipna=False))
         t = float(group["time_ns"].sum())
         t_source = _time_source(group["time_source"])
         given_time = _lookup(time_ns, domain, name)
@@ -128,7 +128,7 @@ def range_utilisation(
                 if len(gemms)
                 else "no GEMM op range around the profiled launches: pass flops= for the range"
             )
-        top = group.loc[group["flops_total"].fillna(0).idxmax()]
+        top = group.loc[group["flop_count_total"].fillna(0).idxmax()]
         range_dtype = dtype or launch_dtype(top.to_dict())
         pk = _peak(gpu_name, range_dtype, peak_flops)
         rows.append(

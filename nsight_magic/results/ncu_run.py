@@ -60,11 +60,12 @@ class NcuRun(_Run):
 
     def roofline(self) -> pd.DataFrame:
         """Roofline numbers per launch, at the clock it ran at: ``launch, name, duration_ns``
-        (ns), ``flops_fp64, flops_fp32, flops_fp16, flops_tensor`` (achieved FLOP/s),
-        ``dram_bytes_per_s, arithmetic_intensity`` (FLOP/byte), ``peak_fp64, peak_fp32,
-        peak_fp16, peak_tensor`` (FLOP/s ceilings), ``peak_dram_bytes_per_s, sm_clock_hz``
-        (Hz), ``tensor_op_path``, the counts ``flop_count_fp64, flop_count_fp32,
-        flop_count_fp16, flop_count_tensor, flops_total`` (FLOPs) and ``dram_bytes``."""
+        (ns), ``fp64_flops_per_s, fp32_flops_per_s, fp16_flops_per_s, tensor_flops_per_s``
+        (achieved FLOP/s), ``dram_bytes_per_s, arithmetic_intensity`` (FLOP/byte), the
+        ceilings ``peak_fp64_flops_per_s, peak_fp32_flops_per_s, peak_fp16_flops_per_s,
+        peak_tensor_flops_per_s, peak_dram_bytes_per_s``, ``sm_clock_hz`` (Hz),
+        ``tensor_op_path``, the counts ``flop_count_fp64, flop_count_fp32, flop_count_fp16,
+        flop_count_tensor, flop_count_total`` (FLOPs) and ``dram_bytes``."""
         return self.report.roofline()
 
     def nvtx_ranges(self) -> pd.DataFrame:
