@@ -102,6 +102,6 @@ class BareBackend:
         return None
 
     def result(
-        self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any, profiler: Any
+        self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any, drill_runner: Any
     ) -> BareRun:
         return BareRun(report, run_dir, meta)

@@ -96,7 +96,7 @@ class Backend(Protocol):
     def load(self, tool: Tool, run_dir: Path, nproc: int = 1) -> Any: ...
     def check_captured(self, report: Any, status: dict[str, Any], run_dir: Path) -> None: ...
     def result(self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any,
-               profiler: Any) -> Any: ...  # fmt: skip
+               drill_runner: Any) -> Any: ...  # fmt: skip
 
 
 def process_env(request: CellRequest, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -157,11 +157,11 @@ class NsysBackend:
             )
 
     def result(
-        self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any, profiler: Any
+        self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any, drill_runner: Any
     ) -> Any:
         from ..results.loading import nsys_run
 
-        return nsys_run(report, run_dir, meta, drill_runner=profiler)
+        return nsys_run(report, run_dir, meta, drill_runner=drill_runner)
 
     def torch_nvtx(self) -> str:  # --pytorch in a warm worker: emit_nvtx around the cell
         return self.options.torch_nvtx
@@ -302,7 +302,7 @@ class NcuBackend:
         return locate_tool("ncu")
 
     def result(
-        self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any, profiler: Any
+        self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any, drill_runner: Any
     ) -> Any:
         from ..results import NcuRun
 

@@ -354,7 +354,7 @@ class SessionManager(DrillDowns):
         return entry.id
 
     def _result(self, report: Any, ctx: RunContext, parent: Any) -> Any:
-        return ctx.backend.result(report, ctx.run_dir, ctx.meta, parent=parent, profiler=self)
+        return ctx.backend.result(report, ctx.run_dir, ctx.meta, parent=parent, drill_runner=self)
 
 
 MANAGER = SessionManager()
