@@ -4,9 +4,17 @@ shows over it and the formatter (by name) the views print it with. Column names 
 and check each column against this registry, and views take titles and formats from it, so a
 renamed column fails a test instead of vanishing from a table.
 
-Most entries are derived from the name's suffix (``_ns`` integer nanoseconds, ``_pct`` a percent,
-``_bytes`` a byte count, ``_bytes_per_s`` and ``_flops_per_s`` rates, ``_hz`` a clock, ``_id`` an
-identifier); the rest are declared explicitly. A leaf module: standard library only."""
+Most entries are derived from the name's suffix, and a new column takes the suffix of its unit:
+
+- ``_ns`` integer nanoseconds (floats where listed in ``_FLOAT_NS``);
+- ``_pct`` a percent (0-100) and ``_frac`` a fraction (0-1: ``mfu_frac`` 0.42 shows as 42.0%):
+  a share is never unmarked, so nobody multiplies a percent by 100 again;
+- ``_bytes`` a byte count;
+- rates end in ``_per_s``: ``_bytes_per_s``, ``_gb_per_s`` (10^9 bytes per second, GB/s, not
+  gigabits), ``_flops_per_s`` (a ``_flops`` name without it is a count of FLOPs);
+- ``_hz`` a clock, ``_id`` an identifier, ``_count`` a count.
+
+The rest are declared explicitly. A leaf module: standard library only."""
 
 from __future__ import annotations
 
@@ -44,8 +52,10 @@ class UnknownColumnError(KeyError):
 _SUFFIXES: dict[str, tuple[Dtype, str, Format]] = {
     "_ns": ("int", "ns", "ns"),
     "_pct": ("float", "%", "pct"),
+    "_frac": ("float", "fraction", "fraction"),
     "_bytes": ("int", "B", "bytes"),
     "_bytes_per_s": ("float", "B/s", "bytes_per_s"),
+    "_gb_per_s": ("float", "GB/s", "gb_per_s"),
     "_flops_per_s": ("float", "FLOP/s", "flops_per_s"),
     "_per_s": ("float", "1/s", "num"),
     "_hz": ("float", "Hz", "hz"),
@@ -87,10 +97,6 @@ def number(name: str, title: str | None = None, unit: str = "") -> Column:
     return Column(name, "float", unit, title or name.replace("_", " "), "num")
 
 
-def fraction(name: str, title: str) -> Column:
-    return Column(name, "float", "fraction", title, "fraction")
-
-
 # averages, medians, deviations and MFU times are floats
 _FLOAT_NS = ("avg_ns", "med_ns", "std_ns", "time_ns", "avg_gpu_time_ns", "proj_avg_ns",
              "proj_med_ns", "proj_std_ns", "range_time_ns", "median_kernel_ns",
@@ -108,11 +114,12 @@ _DERIVED = [
     # percents
     "time_pct", "busy_pct", "gpu_time_pct", "compute_sol_pct", "memory_sol_pct",
     "achieved_occupancy_pct", "theoretical_occupancy_pct", "occupancy_pct", "speedup_pct",
-    "bound_pct",
+    "bound_pct", "ceiling_pct", "hfu_frac", "mfu_frac",
     # bytes and rates
     "total_bytes", "min_bytes", "max_bytes", "memcpy_bytes", "static_smem_bytes",
     "dynamic_smem_bytes", "shared_mem_bytes", "dram_bytes_per_s", "peak_dram_bytes_per_s",
-    "achieved_flops_per_s", "ceiling_flops_per_s", "hw_flops_per_s", "model_flops_per_s",
+    "bandwidth_gb_per_s", "ceiling_flops_per_s", "hw_flops_per_s", "model_flops_per_s",
+    "peak_flops_per_s",
     "sm_clock_hz",
     # identifiers
     "device_id", "context_id", "stream_id", "correlation_id", "graph_id", "graph_exec_id",
@@ -129,7 +136,9 @@ _TITLES = {
     "wait_ns": "waiting for others", "skew_ns": "skew", "end_spread_ns": "end spread",
     "compute_sol_pct": "compute SOL", "memory_sol_pct": "memory SOL",
     "achieved_occupancy_pct": "occupancy", "memcpy_bytes": "copied", "memcpy_count": "copies",
-    "time_ns": "time",
+    "time_ns": "time", "ceiling_pct": "% of its ceiling", "hfu_frac": "HFU (hardware FLOPs)",
+    "mfu_frac": "MFU (model FLOPs)", "bandwidth_gb_per_s": "GB/s", "peak_flops_per_s": "peak",
+    "hw_flops_per_s": "hardware FLOP/s", "model_flops_per_s": "model FLOP/s",
 }  # fmt: skip
 
 _EXPLICIT = [
@@ -145,9 +154,10 @@ _EXPLICIT = [
     text("model_flops_source", "model FLOPs from"), text("metric"), text("unit"),
     text("rule"), text("section"), text("section_name"), text("title"), text("message"),
     text("severity"), text("speedup_type"),
-    # the kernel/copy on either side of an idle gap, full and short
-    text("before"), text("after"), text("before_short", "after kernel/copy"),
-    text("after_short", "before kernel/copy"),
+    # the GPU op (kernel, copy, set, graph launch) on either side of an idle gap, full and short:
+    # prev_op ended at the gap's start, next_op starts at its end
+    text("prev_op", "previous GPU op"), text("next_op", "next GPU op"),
+    text("prev_op_short", "previous GPU op"), text("next_op_short", "next GPU op"),
     # counts
     count("instances"), count("instances_a"), count("instances_b"), count("instance", "#"),
     count("calls"), count("top_level_calls"), count("kernels"), count("launches"),
@@ -177,21 +187,17 @@ _EXPLICIT = [
     number("model_flops", "model FLOPs", "FLOP"), number("hw_flops", "hardware FLOPs", "FLOP"),
     number("flop_count_fp64", unit="FLOP"), number("flop_count_fp32", unit="FLOP"),
     number("flop_count_fp16", unit="FLOP"), number("flop_count_tensor", unit="FLOP"),
-    number("flops_total", unit="FLOP"),
+    number("flop_count_total", unit="FLOP"),
     Column("flops_per_s", "float", "FLOP/s", "achieved", "flops_per_s"),
-    Column("flops_fp64", "float", "FLOP/s", "FP64", "flops_per_s"),
-    Column("flops_fp32", "float", "FLOP/s", "FP32", "flops_per_s"),
-    Column("flops_fp16", "float", "FLOP/s", "FP16", "flops_per_s"),
-    Column("flops_tensor", "float", "FLOP/s", "tensor", "flops_per_s"),
-    Column("peak_flops", "float", "FLOP/s", "peak", "flops_per_s"),
-    Column("peak_fp64", "float", "FLOP/s", "FP64 peak", "flops_per_s"),
-    Column("peak_fp32", "float", "FLOP/s", "FP32 peak", "flops_per_s"),
-    Column("peak_fp16", "float", "FLOP/s", "FP16 peak", "flops_per_s"),
-    Column("peak_tensor", "float", "FLOP/s", "tensor peak", "flops_per_s"),
-    Column("bandwidth_gbps", "float", "GB/s", "GB/s", "gb_per_s"),
-    Column("pct_of_ceiling", "float", "%", "% of its ceiling", "pct"),
+    Column("fp64_flops_per_s", "float", "FLOP/s", "FP64", "flops_per_s"),
+    Column("fp32_flops_per_s", "float", "FLOP/s", "FP32", "flops_per_s"),
+    Column("fp16_flops_per_s", "float", "FLOP/s", "FP16", "flops_per_s"),
+    Column("tensor_flops_per_s", "float", "FLOP/s", "tensor", "flops_per_s"),
+    Column("peak_fp64_flops_per_s", "float", "FLOP/s", "FP64 peak", "flops_per_s"),
+    Column("peak_fp32_flops_per_s", "float", "FLOP/s", "FP32 peak", "flops_per_s"),
+    Column("peak_fp16_flops_per_s", "float", "FLOP/s", "FP16 peak", "flops_per_s"),
+    Column("peak_tensor_flops_per_s", "float", "FLOP/s", "tensor peak", "flops_per_s"),
     Column("ratio", "float", "x", "b / a", "times"),
-    fraction("hfu", "HFU (hardware FLOPs)"), fraction("mfu", "MFU (model FLOPs)"),
     Column("plottable", "bool", "", "plottable", "text"),
     # HFU over what ncu profiled of a range (analysis/range_mfu.py)
     text("coverage", "launches profiled"), count("launches_profiled"), count("launches_total"),

@@ -60,7 +60,7 @@ class Precision:
     @property
     def flops_column(self) -> str:
         """Achieved FLOP/s column of a roofline frame."""
-        return f"flops_{self.key}"
+        return f"{self.key}_flops_per_s"
 
     @property
     def count_column(self) -> str:
@@ -70,7 +70,7 @@ class Precision:
     @property
     def peak_column(self) -> str:
         """Ceiling (FLOP/s at the launch's clock) column of a roofline frame."""
-        return f"peak_{self.key}"
+        return f"peak_{self.key}_flops_per_s"
 
 
 FP64 = Precision(

@@ -13,7 +13,7 @@ from nsight_magic import runs
 from nsight_magic.run_dir import RunDir
 from nsight_magic.script import build_script, history_entry, prepare_cell
 from nsight_magic.session.backends import WarmState, process_env
-from nsight_magic.session.ranks import cell_command
+from nsight_magic.session.cell_command import cell_command
 from nsight_magic.session.spec import CellRequest
 from nsight_magic.session.worker_process import Launch, WorkerProcess
 from nsight_magic.tools import Tool
@@ -103,6 +103,6 @@ class BareBackend:
         return None
 
     def result(
-        self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any, profiler: Any
+        self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any, drill_runner: Any
     ) -> BareRun:
         return BareRun(report, run_dir, meta)

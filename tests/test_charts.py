@@ -124,7 +124,7 @@ def test_memcpy_chart_by_kind(small, data_dir):
     d2h = ref.loc[ref["Operation"].str.contains("Device-to-Host"), "Total Time (ns)"].item()
     assert rows["DtoH"]["time_us"] == pytest.approx(d2h / 1e3)
     assert rows["HtoD"]["mb"] == pytest.approx(4194304 / 1e6)
-    assert rows["HtoD"]["bandwidth_gbps"] == pytest.approx(4194304 / 104640)
+    assert rows["HtoD"]["bandwidth_gb_per_s"] == pytest.approx(4194304 / 104640)
 
 
 def test_delta_chart_signs():
@@ -200,7 +200,7 @@ def test_roofline_chart_ceilings_labels_and_verdicts(gemm, data_dir):
     bf16 = raw["Kernel Name"][0]
     assert by_name.loc[bf16, "precision"] == "Tensor"
     assert by_name.loc[bf16, "verdict"].startswith("compute-bound")
-    assert (drawn["pct_of_ceiling"] > 0).all() and (drawn["pct_of_ceiling"] <= 100).all()
+    assert (drawn["ceiling_pct"] > 0).all() and (drawn["ceiling_pct"] <= 100).all()
     tips = {t["field"] for t in dots["encoding"]["tooltip"]}
     assert {"name", "short_name", "verdict", "grid", "block", "registers"} <= tips
     pick = next(p for p in spec["params"] if p["name"] == PICK)
@@ -225,13 +225,13 @@ def test_utilisation_chart_shows_hfu_mfu_and_peak_used(gemm, data_dir):
     rows = _rows(spec)
     # No model FLOPs known here (no PyTorch op ranges around the launches): MFU bars are left
     # out, never drawn from the hardware count.
-    assert frame["mfu"].isna().all() and {r["measure"] for r in rows} == {"HFU"}
+    assert frame["mfu_frac"].isna().all() and {r["measure"] for r in rows} == {"HFU"}
     hfu = {r["full_name"]: r for r in rows}
     points = gemm.run.report.roofline()
     bf16 = points.loc[points["tensor_op_path"].str.contains("bf16"), "name"].item()
     # HFU = ncu's FLOP count / the nsys (real clock) time of that kernel / the dense peak.
     nsys_ns = nsys_kernels.loc[nsys_kernels["short_name"] == bf16, "duration_ns"].iloc[0]
-    flops = points.loc[points["name"] == bf16, "flops_total"].item()
+    flops = points.loc[points["name"] == bf16, "flop_count_total"].item()
     peak = hfu[bf16]["peak_tflops"] * 1e12
     assert hfu[bf16]["pct"] == pytest.approx(100 * flops / (nsys_ns * 1e-9) / peak)
     assert 0 < hfu[bf16]["pct"] < 100

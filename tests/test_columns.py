@@ -7,6 +7,7 @@ that is unknown or missing (a renamed column must fail a test, not vanish from a
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,24 @@ def contract_errors(frames: Iterator[tuple[str, pd.DataFrame]]) -> list[str]:
     return errors
 
 
+# Columns every frame of a multi-rank run may carry (the class docstrings say so once).
+MERGED_KEYS = {"report", "rank"}
+
+
+def docstring_errors(frames: Iterator[tuple[str, pd.DataFrame]], obj: Any) -> list[str]:
+    """The columns a public frame method returns but its docstring does not name: each method
+    of the run objects states its columns (and their units), so a renamed column fails here
+    too until its documentation follows."""
+    errors = []
+    for where, frame in frames:
+        method = where.split(".")[1].split("[")[0]
+        words = set(re.findall(r"\w+", inspect.getdoc(getattr(obj, method)) or ""))
+        missing = [c for c in frame.columns if c not in words and c not in MERGED_KEYS]
+        if missing:
+            errors.append(f"{where}'s docstring does not name {missing}")
+    return errors
+
+
 @pytest.mark.parametrize("fixture", NSYS_FIXTURES)
 def test_every_nsys_frame_column_is_registered_with_its_dtype(fixture: str, tmp_path: Path) -> None:
     run = NsysRun(open_report(DATA / f"{fixture}.sqlite"), tmp_path, {"name": fixture})
@@ -97,6 +116,7 @@ def test_every_nsys_frame_column_is_registered_with_its_dtype(fixture: str, tmp_
             yield from frames_of(ranks, "RankFrames")
 
     assert contract_errors(frames()) == []
+    assert docstring_errors(frames_of(run, "NsysRun"), run) == []
 
 
 def test_merged_ranks_and_compare_frames_are_registered() -> None:
@@ -124,6 +144,9 @@ def test_every_ncu_frame_column_is_registered_with_its_dtype(
             yield from frames_of(run.frames, "NcuFrames")
 
     assert contract_errors(frames()) == []
+    for name, path in ncu_reports.items():
+        run = NcuRun(open_report(path), meta={"name": name})
+        assert docstring_errors(frames_of(run, "NcuRun"), run) == []
 
 
 def test_registry_agrees_with_the_suffixes_and_the_formatters() -> None:
@@ -137,6 +160,27 @@ def test_registry_agrees_with_the_suffixes_and_the_formatters() -> None:
             assert spec.unit == _SUFFIXES[suffix][1], name
     with pytest.raises(UnknownColumnError, match="median_ns"):
         column("median_ns")
+
+
+# A roofline ceiling's ``peak`` is FLOP/s or B/s (its ``unit`` column says which).
+RATES_WITHOUT_SUFFIX = {"peak"}
+
+
+def test_a_columns_name_says_its_unit() -> None:
+    """The naming rule (columns.py's docstring): a percent ends in ``_pct``, a fraction in
+    ``_frac``, a rate in ``_per_s`` (GB/s: ``_gb_per_s``, never the gigabit-looking ``gbps``)."""
+    for name, spec in COLUMNS.items():
+        if spec.unit == "%":
+            assert name.endswith("_pct") or name == "pct", name
+        if spec.unit == "fraction" or spec.format == "fraction":
+            assert name.endswith("_frac"), name
+        if spec.unit.endswith("/s") and name not in RATES_WITHOUT_SUFFIX:
+            assert name.endswith("_per_s"), name
+        assert "gbps" not in name, name
+    old_names = ("hfu", "mfu", "achieved_flops_per_s", "bandwidth_gbps", "peak_flops",
+                 "pct_of_ceiling", "before", "after", "before_short", "after_short", "flops_fp32",
+                 "peak_fp32", "flops_tensor", "peak_tensor", "flops_total")  # fmt: skip
+    assert not set(old_names) & set(COLUMNS)
 
 
 def test_every_column_a_view_shows_is_registered() -> None:

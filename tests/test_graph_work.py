@@ -58,8 +58,8 @@ def test_busy_pct_counts_graph_launches(graph_level: NsysReport) -> None:
 def test_gaps_name_graph_launches_as_neighbours(graph_level: NsysReport) -> None:
     gaps = graph_level.gaps(0)
     assert len(gaps) == len(graph_level.gpu_ops()) - 1  # one stream, no overlaps
-    assert (gaps["before"] == "[CUDA graph launch 1]").sum() == 5
-    assert (gaps["after"] == "[CUDA graph launch 1]").sum() == 4
+    assert (gaps["prev_op"] == "[CUDA graph launch 1]").sum() == 5
+    assert (gaps["next_op"] == "[CUDA graph launch 1]").sum() == 4
 
 
 def test_timeline_has_graph_launch_rows(graph_level: NsysReport) -> None:

@@ -24,7 +24,7 @@ from nsight_magic.analysis.idle import is_sync_call
 from nsight_magic.reports.nsys.cupti import CUDA_BACKTRACE_CLASS
 from nsight_magic.reports.nsys.merge import load_runs
 from nsight_magic.reports.nsys.report import NsysReport
-from nsight_magic.results.runs import NsysRun
+from nsight_magic.results.nsys_run import NsysRun
 
 HOST = ["nsys_idle_decode", "nsys_idle_pipeline", "nsys_idle_2rank"]
 

@@ -127,7 +127,9 @@ def test_hfu_and_mfu_named_apart(ncu_reports: dict[str, Path], data_dir: Path) -
     page = text(tabs_of(run.widget())["MFU"])
     assert ">HFU (hardware FLOPs)</th>" in page and ">MFU (model FLOPs)</th>" in page
     frames = run.mfu_frames()
-    assert frames["kernels"]["hfu"].notna().all() and frames["kernels"]["mfu"].isna().all()
+    assert (
+        frames["kernels"]["hfu_frac"].notna().all() and frames["kernels"]["mfu_frac"].isna().all()
+    )
     assert "derived: H200 bf16 dense" in page
 
 
@@ -157,15 +159,18 @@ def test_ops_tab_and_the_op_in_the_picker(data_dir: Path) -> None:
     assert f">{html.escape(first['op'])}</td>" in page
     assert isinstance(ops.children[1], LiveChart)
     # op MFU where model FLOPs are known (GEMMs), from analysis.mfu.op_mfu
-    gemm = table[table["mfu"].notna()]
-    op_mfu = run.op_mfu(dtype="bf16").set_index(["op", "shapes"])["mfu"]
+    gemm = table[table["mfu_frac"].notna()]
+    op_mfu = run.op_mfu(dtype="bf16").set_index(["op", "shapes"])["mfu_frac"]
     assert len(gemm) and set(gemm["op"]) <= GEMM_OPS and "aten::mm" in set(gemm["op"])
     for row in gemm.itertuples():
-        assert row.mfu == op_mfu[(row.op, row.shapes)]
+        assert row.mfu_frac == op_mfu[(row.op, row.shapes)]
     (peak,) = set(gemm["peak_source"])
-    assert f"MFU peak: {html.escape(fmt_flops(gemm['peak_flops'].iloc[0]))} ({peak})" in page
+    assert f"MFU peak: {html.escape(fmt_flops(gemm['peak_flops_per_s'].iloc[0]))} ({peak})" in page
     top_gemm = gemm.iloc[0]
-    assert f">{fmt_ratio(top_gemm['mfu'])}</td>" in page and fmt_ratio(top_gemm["mfu"]) != "0.0%"
+    assert (
+        f">{fmt_ratio(top_gemm['mfu_frac'])}</td>" in page
+        and fmt_ratio(top_gemm["mfu_frac"]) != "0.0%"
+    )
     # every nvjet GEMM kernel in the picker names the op that launched it
     labels = [label for label, name in view.picker.kernel.options if name.startswith("nvjet")]
     assert labels and all(label.endswith("<- aten::mm") for label in labels)

@@ -65,18 +65,18 @@ def test_hfu_per_kernel_on_nsys_time(gemm, nsys_gemm):
     bf16, fp32 = out.iloc[0], out.iloc[1]
     # bf16 GEMM: 2147483648 FLOP in 6144 ns (nsys) = 349.525 TFLOP/s; / 989.43 = 0.35326
     assert bf16["hw_flops"] == GEMM_FLOPS and bf16["time_ns"] == 6144
-    assert bf16["peak_flops"] == H200_BF16
+    assert bf16["peak_flops_per_s"] == H200_BF16
     assert bf16["peak_source"].startswith("derived: H200 bf16 dense = 132 SMs x 1830 MHz")
-    assert bf16["hfu"] == pytest.approx(GEMM_FLOPS / 6144e-9 / H200_BF16)
-    assert bf16["hfu"] == pytest.approx(0.353259, abs=1e-6)
+    assert bf16["hfu_frac"] == pytest.approx(GEMM_FLOPS / 6144e-9 / H200_BF16)
+    assert bf16["hfu_frac"] == pytest.approx(0.353259, abs=1e-6)
     # fp32 SIMT GEMM: 33849344 FLOP (2*M*N*K = 33554432 + 2*M*N epilogue + 32768 half
     # FLOPs) in 5376 ns = 6.2964 TFLOP/s; / 66.908 = 0.094105
     assert fp32["hw_flops"] == 33849344 and fp32["time_ns"] == 5376
-    assert fp32["hfu"] == pytest.approx(33849344 / 5376e-9 / H200_FP32)
-    assert fp32["hfu"] == pytest.approx(0.094105, abs=1e-6)
+    assert fp32["hfu_frac"] == pytest.approx(33849344 / 5376e-9 / H200_FP32)
+    assert fp32["hfu_frac"] == pytest.approx(0.094105, abs=1e-6)
     # no model FLOPs known (no op ranges, none given): MFU is unknown, never the HFU, and the
     # blank says why
-    assert out["mfu"].isna().all() and (out["model_flops_source"] == NO_OP_RANGE).all()
+    assert out["mfu_frac"].isna().all() and (out["model_flops_source"] == NO_OP_RANGE).all()
 
 
 def test_mfu_with_given_model_flops(gemm, nsys_gemm):
@@ -91,9 +91,9 @@ def test_mfu_with_given_model_flops(gemm, nsys_gemm):
     assert bf16["model_flops_source"] == "given"
     # 2048, 1024 and 512 are multiples of the 128x128x64 tile (nvjet_..._128x128_64x6): no
     # padding, so the hardware did exactly the model's FLOPs and MFU = HFU here.
-    assert bf16["mfu"] == pytest.approx(GEMM_FLOPS / 6144e-9 / H200_BF16)
-    assert bf16["mfu"] == bf16["hfu"]
-    assert np.isnan(out.iloc[1]["mfu"])
+    assert bf16["mfu_frac"] == pytest.approx(GEMM_FLOPS / 6144e-9 / H200_BF16)
+    assert bf16["mfu_frac"] == bf16["hfu_frac"]
+    assert np.isnan(out.iloc[1]["mfu_frac"])
 
 
 def test_falls_back_to_ncu_time_and_user_peak(gemm):
@@ -101,7 +101,7 @@ def test_falls_back_to_ncu_time_and_user_peak(gemm):
     assert out["time_source"].tolist() == ["ncu", "ncu"]
     assert out["peak_source"].tolist() == ["user (peak_flops=)"] * 2
     # ncu's locked-clock duration of the bf16 GEMM: 9376 ns
-    assert out.at[0, "hfu"] == pytest.approx(GEMM_FLOPS / 9376e-9 / 1e15)
+    assert out.at[0, "hfu_frac"] == pytest.approx(GEMM_FLOPS / 9376e-9 / 1e15)
 
 
 def _with_op_ranges(gemm: NcuReport) -> pd.DataFrame:
@@ -132,12 +132,12 @@ def test_mfu_derived_from_the_op_range_around_the_launch(gemm, nsys_gemm):
     bf16, fp32 = out.iloc[0], out.iloc[1]
     assert bf16["model_flops"] == GEMM_FLOPS  # 2*2048*1024*512 from the recorded shapes
     assert bf16["model_flops_source"] == ("derived: 2*M*N*K of aten::mm [[2048, 512], [512, 1024]]")
-    assert bf16["mfu"] == pytest.approx(bf16["hfu"])
+    assert bf16["mfu_frac"] == pytest.approx(bf16["hfu_frac"])
     # fp32: model 2*512*256*128 = 33554432 FLOP; hardware 33849344 (the alpha/beta epilogue
     # and a few half FLOPs): MFU = 33554432 / 5376e-9 / 66.908e12 = 0.093288 < HFU 0.094105
     assert fp32["model_flops"] == 33554432
-    assert fp32["mfu"] == pytest.approx(33554432 / 5376e-9 / H200_FP32)
-    assert fp32["mfu"] < fp32["hfu"]
+    assert fp32["mfu_frac"] == pytest.approx(33554432 / 5376e-9 / H200_FP32)
+    assert fp32["mfu_frac"] < fp32["hfu_frac"]
 
 
 def test_op_flops_stay_with_the_op_when_it_has_several_launches(gemm):
@@ -184,15 +184,17 @@ def test_range_utilisation(gemm):
     # HFU covers the profiled launches: their own time (ncu here: no nsys kernels given)
     assert cell["time_source"] == "ncu" and cell["time_ns"] == ncu_ns.sum()
     assert cell["range_time_source"] == "nsys" and cell["range_time_ns"] == 20000
-    assert cell["dtype"] == "bf16" and np.isnan(cell["mfu"])
+    assert cell["dtype"] == "bf16" and np.isnan(cell["mfu_frac"])
     assert cell["model_flops_source"].startswith("no GEMM op range")
-    assert cell["hfu"] == pytest.approx((GEMM_FLOPS + 33849344) / (ncu_ns.sum() * 1e-9) / H200_BF16)
+    assert cell["hfu_frac"] == pytest.approx(
+        (GEMM_FLOPS + 33849344) / (ncu_ns.sum() * 1e-9) / H200_BF16
+    )
     l1 = out.loc[BF16_RANGE]
     assert l1["range_time_source"] == "given" and l1["model_flops_source"] == "given"
-    assert l1["mfu"] == pytest.approx(GEMM_FLOPS / 6144e-9 / H200_BF16)
+    assert l1["mfu_frac"] == pytest.approx(GEMM_FLOPS / 6144e-9 / H200_BF16)
     l2 = out.loc[FP32_RANGE]
     assert l2["time_source"] == "ncu" and l2["time_ns"] == 10208
-    assert l2["dtype"] == "fp32" and l2["peak_flops"] == H200_FP32
+    assert l2["dtype"] == "fp32" and l2["peak_flops_per_s"] == H200_FP32
     # no count given for L2: the total is unknown, and the row says so
     assert pd.isna(l2["launches_total"]) and "needs the nsys run" in l2["coverage"]
 
@@ -216,8 +218,8 @@ def test_range_hfu_covers_only_the_profiled_launches(gemm, nsys_gemm):
     cell = out.loc["cell"]
     assert cell["coverage"] == "1/32 launches profiled" and cell["launches_total"] == 32
     assert cell["time_source"] == "nsys" and cell["time_ns"] == 6144  # the launch, real clocks
-    assert cell["hfu"] == pytest.approx(GEMM_FLOPS / 6144e-9 / H200_BF16)
-    assert np.isnan(cell["range_time_ns"]) and np.isnan(cell["mfu"])
+    assert cell["hfu_frac"] == pytest.approx(GEMM_FLOPS / 6144e-9 / H200_BF16)
+    assert np.isnan(cell["range_time_ns"]) and np.isnan(cell["mfu_frac"])
     assert cell["model_flops_source"].startswith("given for the whole range, but only 1/32")
 
 
@@ -249,8 +251,8 @@ def test_model_mfu_per_range_on_nsys_time(nsys_gemm) -> None:
     )
     row = frame.iloc[0]
     assert row["range"] == BF16_RANGE and row["time_source"] == "nsys"
-    assert row["time_ns"] == t_ns and row["peak_flops"] == H200_BF16
-    assert row["mfu"] == pytest.approx(GEMM_FLOPS / (t_ns * 1e-9) / H200_BF16)
+    assert row["time_ns"] == t_ns and row["peak_flops_per_s"] == H200_BF16
+    assert row["mfu_frac"] == pytest.approx(GEMM_FLOPS / (t_ns * 1e-9) / H200_BF16)
     with pytest.raises(KeyError, match="no such range"):
         model_mfu(nsys_gemm.nvtx_gpu_projection(), {"no such range": 1.0}, gpu_name="NVIDIA H200")
 
@@ -269,7 +271,7 @@ def test_op_mfu_from_pytorch_op_ranges(data_dir: Path) -> None:
     # / 989.43 TFLOP/s (bf16, H100 SXM) = 0.000305: decode GEMMs of batch 2 are latency-bound.
     assert down["calls"] == 8 and down["model_flops"] == 8 * 2 * 2 * 1024 * 256
     assert down["gpu_time_ns"] == 27841
-    assert down["mfu"] == pytest.approx(8388608 / 27841e-9 / H100_BF16)
+    assert down["mfu_frac"] == pytest.approx(8388608 / 27841e-9 / H100_BF16)
     assert down["peak_source"].startswith("derived: H100 SXM bf16")
     # linear -> matmul -> mm describe one multiply: same FLOPs at every level
     linear = out.loc[("aten::linear", "[[2, 1, 1024], [256, 1024], []]")]
@@ -328,7 +330,7 @@ def test_range_mfu_from_the_gemm_ops_inside(data_dir: Path) -> None:
     proj = run_report.nvtx_gpu_projection().set_index(["domain", "range"])
     t_ns = proj.loc[("LLM", "LLM@prefill"), "proj_total_ns"]  # 7214218 ns
     assert prefill["time_ns"] == t_ns == 7214218
-    assert prefill["mfu"] == pytest.approx(202375168 / 7214218e-9 / H100_BF16)
+    assert prefill["mfu_frac"] == pytest.approx(202375168 / 7214218e-9 / H100_BF16)
     with pytest.raises(ValueError, match="flops="):
         model_mfu(run_report.nvtx_gpu_projection(), gpu_name="NVIDIA H100 80GB HBM3")
 
@@ -344,7 +346,7 @@ def test_nsys_mfu_without_op_ranges_is_empty_and_says_why(data_dir: Path) -> Non
     given = model_mfu(
         report.nvtx_gpu_projection(), {BF16_RANGE: GEMM_FLOPS}, gpu_name="NVIDIA H200"
     )
-    assert given["range"].tolist() == [BF16_RANGE] and given["mfu"].notna().all()
+    assert given["range"].tolist() == [BF16_RANGE] and given["mfu_frac"].notna().all()
 
 
 def test_bundled_example_kernel_mfu_hfu_and_ranges() -> None:
@@ -354,13 +356,15 @@ def test_bundled_example_kernel_mfu_hfu_and_ranges() -> None:
 
     run = examples.llm_kernel()
     kernels = run.mfu()
-    assert len(kernels) == 1 and kernels["hfu"].between(0, 1).all()
+    assert len(kernels) == 1 and kernels["hfu_frac"].between(0, 1).all()
     assert kernels.at[0, "model_flops_source"] == NO_OP_RANGE
-    assert run.hfu()["hfu"].tolist() == kernels["hfu"].tolist()
+    assert run.hfu()["hfu_frac"].tolist() == kernels["hfu_frac"].tolist()
     ranges = run.range_mfu().set_index("range")
     cell = ranges.loc["cell"]
     assert cell["launches_profiled"] == 1 and cell["launches_total"] == 86
     assert cell["coverage"] == "1/86 launches profiled"
     # HFU over the profiled launch's own (nsys) time: the kernel's HFU, not 1/86 of it
-    assert cell["time_source"] == "nsys" and cell["hfu"] == pytest.approx(kernels.at[0, "hfu"])
+    assert cell["time_source"] == "nsys" and cell["hfu_frac"] == pytest.approx(
+        kernels.at[0, "hfu_frac"]
+    )
     assert cell["range_time_ns"] > 100 * cell["time_ns"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 import sqlite3
 from pathlib import Path
 
@@ -13,6 +15,8 @@ from stats_reference import assert_duration_summary_equal
 from nsight_magic.analysis.gaps import busy_intervals, busy_pct
 from nsight_magic.analysis.timeline import TIMELINE_COLUMNS, timeline_frame
 from nsight_magic.reports.nsys.report import NsysReport
+from nsight_magic.results import NsysRun
+from nsight_magic.views import nsys_view
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +53,8 @@ def test_copies_by_kind(small: NsysReport) -> None:
     out = small.copies_by_kind().set_index("kind")
     assert out.loc["HtoD", "bytes"] == 4194304 and out.loc["HtoD", "total_ns"] == 104640
     # Pinned H2D runs ~15x faster than the pageable D2H copy in this capture.
-    assert out.loc["HtoD", "bandwidth_gbps"] == pytest.approx(40.08, abs=0.01)
-    assert out.loc["DtoH", "bandwidth_gbps"] == pytest.approx(2.75, abs=0.01)
+    assert out.loc["HtoD", "bandwidth_gb_per_s"] == pytest.approx(40.08, abs=0.01)
+    assert out.loc["DtoH", "bandwidth_gb_per_s"] == pytest.approx(2.75, abs=0.01)
 
 
 def test_gaps_per_stream(small: NsysReport) -> None:
@@ -70,7 +74,39 @@ def test_gaps_per_stream(small: NsysReport) -> None:
     # The longest idle gap on the default stream is the decode/step wait, after the GEMM.
     top = g.iloc[0]
     assert top["duration_ns"] == 126352719 - 96128295
-    assert top["before"].startswith("sm80_xmma_gemm") and "softmax" in top["after"]
+    assert top["prev_op"].startswith("sm80_xmma_gemm") and "softmax" in top["next_op"]
+
+
+@pytest.mark.parametrize("per_stream", [True, False])
+def test_a_gaps_prev_op_ends_at_its_start_and_next_op_starts_at_its_end(
+    small: NsysReport, per_stream: bool
+) -> None:
+    """``prev_op`` is the op the gap follows (it ended at the gap's start; nothing of its lane
+    runs inside the gap), ``next_op`` the op it precedes (it starts at the gap's end)."""
+    ops = small.gpu_ops()
+    gaps = small.gaps(per_stream=per_stream)
+    assert len(gaps) > 10
+    for gap in gaps.itertuples(index=False):
+        lane = ops[ops["device_id"] == gap.device_id]
+        if per_stream:
+            lane = lane[lane["stream_id"] == gap.stream_id]
+        ended = lane[lane["end_ns"] == gap.start_ns]
+        assert gap.prev_op in set(ended["name"]), gap
+        assert gap.next_op in set(lane.loc[lane["start_ns"] == gap.end_ns, "name"]), gap
+        inside = (lane["start_ns"] < gap.end_ns) & (lane["end_ns"] > gap.start_ns)
+        assert not inside.any(), gap
+
+
+def test_the_gaps_table_shows_the_previous_op_first(small: NsysReport, tmp_path: Path) -> None:
+    run = NsysRun(small, tmp_path, {"name": "small"})
+    page = nsys_view.gaps_html(run.frames)
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", page)
+    assert headers == ["stream", "idle", "previous GPU op", "next GPU op"]
+    top = run.frames.gaps(nsys_view.MIN_GAP_NS).iloc[0]
+    row = page.split("<tbody>")[1].split("</tr>")[0]
+    assert row.index(html.escape(top["prev_op_short"])) < row.index(
+        html.escape(top["next_op_short"])
+    )
 
 
 def test_gaps_min_gap_and_device_level(small: NsysReport) -> None:

@@ -84,7 +84,7 @@ def test_memcpy_kinds_from_enum_table(small: NsysReport) -> None:
     assert m["kind"].tolist() == ["HtoD", "DtoH"]
     assert m["label"].tolist() == ["Host-to-Device", "Device-to-Host"]
     assert (m["bytes"] == 4 << 20).all()
-    assert m["bandwidth_gbps"].iloc[0] == pytest.approx(4194304 / 104640)
+    assert m["bandwidth_gb_per_s"].iloc[0] == pytest.approx(4194304 / 104640)
     s = small.memset()
     assert len(s) == 3 and (s["bytes"] == 4).all()
 

@@ -28,7 +28,7 @@ from nsight_magic.profilers.drill_request import DRILL_OPTIONS, DrillRequest
 from nsight_magic.profilers.ncu import NcuOptions
 from nsight_magic.profilers.nsys import NsysOptions
 from nsight_magic.results import load_run
-from nsight_magic.results.runs import NsysRun
+from nsight_magic.results.nsys_run import NsysRun
 from nsight_magic.run_dir import RunDir, write_json, write_private
 from nsight_magic.session.backends import NcuBackend, NsysBackend
 from nsight_magic.session.manager import SessionManager
@@ -306,7 +306,7 @@ def test_each_drill_able_option_reaches_the_child_runs_ncu_argv(
     which names no option: the child's NcuOptions carry the value and both argv builders (a
     fresh ncu run, an attach to the warm worker) differ from the default's."""
     manager, seen = drill_manager
-    run = load_run(saved_parent, profiler=manager)
+    run = load_run(saved_parent, drill_runner=manager)
     value = _sample(name)
     with pytest.raises(_Captured):
         if how == "kernel":
@@ -367,7 +367,7 @@ def test_an_nccl_kernel_gets_single_pass_metrics_whatever_was_asked(
     drill_manager: Any, saved_parent: Path
 ) -> None:
     manager, seen = drill_manager
-    run = load_run(saved_parent, profiler=manager)
+    run = load_run(saved_parent, drill_runner=manager)
     with pytest.raises(_Captured):
         run.profile_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", set="full", sections=("A",))
     options = seen[0][1].options

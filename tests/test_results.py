@@ -72,8 +72,8 @@ def test_mimebundle_in_kernel_has_widget_and_static(nsys_run, monkeypatch):
     assert set(only) == {"text/plain"}
 
 
-def test_profile_kernel_goes_to_the_profiler_handed_in_and_keeps_child(nsys_run, ncu_run):
-    """Results never import the session: the run's KernelProfiler (the notebook's session)
+def test_profile_kernel_goes_to_the_drill_runner_handed_in_and_keeps_child(nsys_run, ncu_run):
+    """Results never import the session: the run's DrillRunner (the notebook's session)
     re-runs the cell; the run keeps the child and links it back for MFU."""
     calls = []
     child_run = NcuRun(ncu_run.report, None, {"name": "child"})
@@ -87,7 +87,7 @@ def test_profile_kernel_goes_to_the_profiler_handed_in_and_keeps_child(nsys_run,
             calls.append(("range", parent, (domain, name, style), request))
             return child_run
 
-    nsys_run.profiler = Recorder()
+    nsys_run.drill_runner = Recorder()
     before = len(nsys_run.children)
     child = nsys_run.profile_kernel(GEMM_64, set="full", instance=2)
     assert child is child_run and child.parent is nsys_run
@@ -102,7 +102,7 @@ def test_profile_kernel_goes_to_the_profiler_handed_in_and_keeps_child(nsys_run,
     with pytest.raises(TypeError, match="bogus"):
         nsys_run.profile_kernel(GEMM_64, bogus=1)
     assert len(calls) == 2
-    nsys_run.profiler = None
+    nsys_run.drill_runner = None
 
 
 def test_ncu_run_static_html(ncu_run, data_dir):

@@ -36,15 +36,15 @@ def section_formulas(raw: pd.DataFrame) -> pd.DataFrame:
     )
     return pd.DataFrame(
         {
-            "flops_fp32": (raw[sass.format("fadd")] + raw[sass.format("fmul")]
+            "fp32_flops_per_s": (raw[sass.format("fadd")] + raw[sass.format("fmul")]
                            + 2 * raw[sass.format("ffma")]) * smsp_hz,
-            "flops_fp64": (raw[sass.format("dadd")] + raw[sass.format("dmul")]
+            "fp64_flops_per_s": (raw[sass.format("dadd")] + raw[sass.format("dmul")]
                            + 2 * raw[sass.format("dfma")]) * smsp_hz,
-            "flops_fp16": (2 * raw[sass.format("hadd")] + 2 * raw[sass.format("hmul")]
+            "fp16_flops_per_s": (2 * raw[sass.format("hadd")] + 2 * raw[sass.format("hmul")]
                            + 4 * raw[sass.format("hfma")]) * smsp_hz,
-            "peak_fp32": 2 * raw[peak.format("ffma")] * sm_hz,
-            "peak_fp64": 2 * raw[peak.format("dfma")] * sm_hz,
-            "peak_fp16": 4 * raw[peak.format("hfma")] * sm_hz,
+            "peak_fp32_flops_per_s": 2 * raw[peak.format("ffma")] * sm_hz,
+            "peak_fp64_flops_per_s": 2 * raw[peak.format("dfma")] * sm_hz,
+            "peak_fp16_flops_per_s": 4 * raw[peak.format("hfma")] * sm_hz,
             "dram_bytes_per_s": raw["dram__bytes.sum.per_second"],
             "peak_dram_bytes_per_s": raw["dram__bytes.sum.peak_sustained"]
             * raw["dram__cycles_elapsed.avg.per_second"],
@@ -72,20 +72,24 @@ def test_equals_section_formulas_on_raw_csv(points, data_dir, name):
                                    err_msg=column)  # fmt: skip
     # tensor: the op path's per-cycle rate x SM clock, ceiling = its dense peak x SM clock
     hz = raw["sm__cycles_elapsed.avg.per_second"]
-    tensor = ours["flops_tensor"].to_numpy()
+    tensor = ours["tensor_flops_per_s"].to_numpy()
     if name == "ncu_gemm_roofline":
         assert ours["tensor_op_path"].tolist() == [BF16, ""]
         np.testing.assert_allclose(
             tensor[0], raw.at[0, f"{BF16}.sum.per_cycle_elapsed"] * hz[0], rtol=1e-5
         )
-        np.testing.assert_allclose(ours.at[0, "peak_tensor"], 540672 * hz[0], rtol=1e-9)
+        np.testing.assert_allclose(ours.at[0, "peak_tensor_flops_per_s"], 540672 * hz[0], rtol=1e-9)
         # the sparse path's ceiling is twice the dense one we use
         sparse = raw.at[0, "sm__ops_path_tensor_src_bf16_dst_fp32.sum.peak_sustained"]
         assert sparse == 2 * raw.at[0, f"{BF16}.sum.peak_sustained"] == 1081344
-        assert np.isnan(ours.at[1, "peak_tensor"])  # no tensor work: ncu draws no tensor roofline
+        assert np.isnan(
+            ours.at[1, "peak_tensor_flops_per_s"]
+        )  # no tensor work: ncu draws no tensor roofline
     else:
         assert (tensor == 0).all() and (ours["tensor_op_path"] == "").all()
-    flops = ours[["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]].sum(axis=1)
+    flops = ours[
+        ["fp64_flops_per_s", "fp32_flops_per_s", "fp16_flops_per_s", "tensor_flops_per_s"]
+    ].sum(axis=1)
     np.testing.assert_allclose(ours["arithmetic_intensity"], flops / expected["dram_bytes_per_s"],
                                rtol=1e-4)  # fmt: skip
     assert list(ours.columns) == ROOFLINE_COLUMNS
@@ -96,7 +100,7 @@ def test_bf16_gemm_tensor_flops(points):
     for name in ["ncu_gemm_metrics", "ncu_gemm_roofline"]:
         row = points[name].iloc[0]
         assert row["flop_count_tensor"] == pytest.approx(2 * m * n * k, rel=0.02)
-        assert row["flops_total"] == pytest.approx(2 * m * n * k, rel=0.02)
+        assert row["flop_count_total"] == pytest.approx(2 * m * n * k, rel=0.02)
     # the --metrics report stores the count itself: exact
     assert points["ncu_gemm_metrics"].at[0, "flop_count_tensor"] == 2147483648
 
@@ -119,7 +123,7 @@ def test_metrics_report_counts_give_the_same_rates(points):
     """--metrics stores .sum counts: rate = count / duration equals ncu's own per_second."""
     row = points["ncu_gemm_metrics"].iloc[0]
     assert row["dram_bytes_per_s"] == pytest.approx(337883959044.37, rel=1e-9)
-    assert row["flops_tensor"] == pytest.approx(170999.86 * 1339419148.83, rel=1e-6)
+    assert row["tensor_flops_per_s"] == pytest.approx(170999.86 * 1339419148.83, rel=1e-6)
 
 
 def test_missing_metrics_raise_with_the_fix(ncu_reports):
@@ -140,7 +144,7 @@ def test_missing_metrics_raise_with_the_fix(ncu_reports):
 
 def test_missing_metrics_fix_yields_tensor_flops():
     """Following the hint must give tensor FLOPs: on sm_90 it lists the tensor op paths (the
-    --metrics list without them leaves flops_tensor NaN); elsewhere it says --set roofline."""
+    --metrics list without them leaves tensor_flops_per_s NaN); elsewhere it says --set roofline."""
     lacking = pd.DataFrame(
         {"launch": [0], "name": ["k"], "metric": [M.DURATION], "value": [1000.0], "unit": ["ns"]}
     )
@@ -160,8 +164,8 @@ def test_precision_table_drives_the_columns():
     for p in precisions.ROOFLINE_PRECISIONS:
         assert {p.flops_column, p.peak_column, p.count_column} <= set(ROOFLINE_COLUMNS)
     assert dict(precisions.FP16.flop_weights) == {"hadd": 2, "hmul": 2, "hfma": 4}
-    assert precisions.PEAK_COLUMNS["peak_tensor"] == "Tensor"
-    assert precisions.FLOP_COLUMNS["flops_fp32"] == "peak_fp32"
+    assert precisions.PEAK_COLUMNS["peak_tensor_flops_per_s"] == "Tensor"
+    assert precisions.FLOP_COLUMNS["fp32_flops_per_s"] == "peak_fp32_flops_per_s"
     assert precisions.tensor_dtype(parse_tensor_path(BF16).src) == "bf16"
     assert precisions.tensor_dtype("fp64") == "fp64_tensor"
 
@@ -196,7 +200,7 @@ def test_bounds_memory_pct_is_ncus_own_dram_throughput(points, data_dir):
     # launch 0, x + 2x over 1M floats: AI 0.4993 FLOP/byte, far left of the FP32 ridge
     # (50.05 TFLOP/s / 4.787 TB/s = 10.46 FLOP/byte): the DRAM roof binds
     assert bounds.at[0, "verdict"] == "memory-bound, 20% of DRAM peak"
-    assert bounds.at[0, "pct_of_ceiling"] == pytest.approx(bounds.at[0, "bound_pct"])
+    assert bounds.at[0, "ceiling_pct"] == pytest.approx(bounds.at[0, "bound_pct"])
     assert bounds["plottable"].all() and (bounds["precision"] == "FP32").all()
 
 
@@ -207,19 +211,19 @@ def test_bounds_compute_pct_is_the_precisions_own_peak(points):
     bounds = roofline_bounds(roof)
     gemm = bounds.iloc[0]
     assert gemm["precision"] == "Tensor" and gemm["bound"] == "compute"
-    expected = 100 * roof.at[0, "flops_tensor"] / roof.at[0, "peak_tensor"]
+    expected = 100 * roof.at[0, "tensor_flops_per_s"] / roof.at[0, "peak_tensor_flops_per_s"]
     assert gemm["bound_pct"] == pytest.approx(expected)  # 32.06%
     assert gemm["verdict"] == "compute-bound, 32% of Tensor peak"
-    assert gemm["ceiling_flops_per_s"] == roof.at[0, "peak_tensor"]
+    assert gemm["ceiling_flops_per_s"] == roof.at[0, "peak_tensor_flops_per_s"]
     assert gemm["short_name"] == "nvjet_sm90_tst_128x128_64x6_2x1_v_bz_NNT"
     # fp32 SIMT GEMM: compute-bound on FP32; bound_pct counts FP32 FLOPs only, while
-    # pct_of_ceiling counts all (it also ran a few half-precision FLOPs)
+    # ceiling_pct counts all (it also ran a few half-precision FLOPs)
     simt = bounds.iloc[1]
     assert simt["precision"] == "FP32" and simt["bound"] == "compute"
     assert simt["bound_pct"] == pytest.approx(
-        100 * roof.at[1, "flops_fp32"] / roof.at[1, "peak_fp32"]
+        100 * roof.at[1, "fp32_flops_per_s"] / roof.at[1, "peak_fp32_flops_per_s"]
     )
-    assert simt["pct_of_ceiling"] > simt["bound_pct"]
+    assert simt["ceiling_pct"] > simt["bound_pct"]
 
 
 def test_bounds_without_flops_or_traffic():
@@ -228,8 +232,8 @@ def test_bounds_without_flops_or_traffic():
             "launch": [0, 1],
             "name": ["copy", "idle"],
             "duration_ns": [1000, 1000],
-            "flops_fp32": [0.0, 0.0],
-            "peak_fp32": [50e12, 50e12],
+            "fp32_flops_per_s": [0.0, 0.0],
+            "peak_fp32_flops_per_s": [50e12, 50e12],
             "arithmetic_intensity": [0.0, np.nan],
             "dram_bytes_per_s": [2e12, 0.0],
             "peak_dram_bytes_per_s": [4e12, 4e12],
@@ -247,7 +251,7 @@ def test_ceilings_with_ridge_points(points):
     assert ceilings.at["dram", "kind"] == "memory" and ceilings.at["dram", "unit"] == "byte/s"
     tensor = ceilings.loc["tensor"]
     # the tensor ceiling of the only tensor launch: 540672 FLOP/cycle x its SM clock
-    assert tensor["peak"] == points["ncu_gemm_roofline"].at[0, "peak_tensor"]
+    assert tensor["peak"] == points["ncu_gemm_roofline"].at[0, "peak_tensor_flops_per_s"]
     assert tensor["ridge_ai"] == pytest.approx(tensor["peak"] / ceilings.at["dram", "peak"])
     assert roofline_ceilings(points["ncu_small_roofline"])["label"].tolist() == [
         "FP16", "FP32", "FP64", "DRAM",

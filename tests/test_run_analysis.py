@@ -29,10 +29,10 @@ def test_ncu_run_hfu_takes_the_gpu_from_the_report(gemm_runs):
     out = run.hfu()  # no gpu_name=: "NVIDIA H200" from the report's device attributes
     assert list(out.columns) == KERNEL_COLUMNS
     assert out["time_source"].tolist() == ["nsys", "nsys"]  # the parent run's real clocks
-    assert out.at[0, "hfu"] == pytest.approx(2147483648 / 6144e-9 / H200_BF16)
-    assert out["mfu"].isna().all()
+    assert out.at[0, "hfu_frac"] == pytest.approx(2147483648 / 6144e-9 / H200_BF16)
+    assert out["mfu_frac"].isna().all()
     given = run.mfu({0: 2 * 2048 * 1024 * 512})
-    assert given.at[0, "mfu"] == pytest.approx(given.at[0, "hfu"])
+    assert given.at[0, "mfu_frac"] == pytest.approx(given.at[0, "hfu_frac"])
     ranges = run.range_mfu()
     assert list(ranges.columns) == RANGE_COLUMNS and "cell" in set(ranges["range"])
     frames = run.mfu_frames()

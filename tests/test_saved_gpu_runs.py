@@ -34,7 +34,7 @@ def test_llm_prefill_run_and_its_picker_child_reload() -> None:
     assert list(child.kernels()["name"]) == [top]
     point = child.roofline().iloc[0]
     assert point["tensor_op_path"].endswith("bf16_dst_fp32_sparsity_off")
-    assert 0 < point["flops_tensor"] <= point["peak_tensor"]
+    assert 0 < point["tensor_flops_per_s"] <= point["peak_tensor_flops_per_s"]
     # notebook 02 draws it with kernel.roofline_chart(): the tensor roof and one labelled point
     spec = child.roofline_chart().to_dict()
     roof, dots, _labels = spec["layer"]
@@ -54,7 +54,7 @@ def test_llm_decode_run_has_statement_ranges() -> None:
     phase = decode.mfu({stmt: 1e12}, dtype="bf16")
     spec = charts.utilisation_chart(phase, label="range").to_dict()
     (row,) = spec["datasets"][spec["data"]["name"]]
-    assert row["measure"] == "MFU" and row["pct"] == pytest.approx(100 * phase["mfu"].iloc[0])
+    assert row["measure"] == "MFU" and row["pct"] == pytest.approx(100 * phase["mfu_frac"].iloc[0])
     assert "H100 SXM bf16 dense" in spec["title"]["subtitle"]
 
 

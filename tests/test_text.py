@@ -76,7 +76,7 @@ def test_mfu_frames_of_a_report_without_nvtx_ranges(ncu_reports: dict[str, Path]
         report.roofline(), report.kernels(), nvtx=report.nvtx_ranges().iloc[:0], gpu_name="H200"
     )
     assert list(frames["ranges"].columns) == RANGE_COLUMNS and frames["ranges"].empty
-    assert len(frames["kernels"]) == 2 and frames["kernels"]["hfu"].notna().all()
+    assert len(frames["kernels"]) == 2 and frames["kernels"]["hfu_frac"].notna().all()
 
 
 def test_occupancy_falls_back_to_theoretical_and_says_so(ncu_reports: dict[str, Path]) -> None:

@@ -67,13 +67,13 @@ def gaps(ops: pd.DataFrame, min_gap_ns: int = 0, per_stream: bool = True) -> pd.
     (``per_stream=False``: on each device, any stream busy counts as busy, stream_id = -1).
 
     ``ops`` is :func:`gpu_ops` output. Returns ``device_id, stream_id, start_ns, end_ns,
-    duration_ns, before, after`` (names of the op that ended last before the gap and of the
-    op after it), longest first."""
-    cols = ["device_id", "stream_id", "start_ns", "end_ns", "duration_ns", "before", "after"]
+    duration_ns, prev_op, next_op`` (names of the op that ended last before the gap, at its
+    ``start_ns``, and of the op that starts at its ``end_ns``), longest first."""
+    cols = ["device_id", "stream_id", "start_ns", "end_ns", "duration_ns", "prev_op", "next_op"]
     if ops.empty:
         empty = {c: np.array([], dtype=np.int64) for c in cols[:5]}
         return pd.DataFrame(
-            {**empty, "before": pd.Series([], dtype="str"), "after": pd.Series([], dtype="str")}
+            {**empty, "prev_op": pd.Series([], dtype="str"), "next_op": pd.Series([], dtype="str")}
         )
     stream = ops["stream_id"].to_numpy() if per_stream else np.full(len(ops), -1)
     dev = ops["device_id"].to_numpy()
@@ -97,11 +97,11 @@ def gaps(ops: pd.DataFrame, min_gap_ns: int = 0, per_stream: bool = True) -> pd.
             "start_ns": gap_start[i],
             "end_ns": start[i],
             "duration_ns": start[i] - gap_start[i],
-            "before": names[reach_idx[i - 1]],
-            "after": names[i],
+            "prev_op": names[reach_idx[i - 1]],
+            "next_op": names[i],
         }
     )
-    for c in ("before", "after"):
+    for c in ("prev_op", "next_op"):
         out[c] = out[c].astype("str")
     out = out.sort_values(["duration_ns", "start_ns"], ascending=[False, True], kind="stable")
     return out.reset_index(drop=True)[cols]

@@ -92,7 +92,7 @@ def launch_threads(ops: pd.DataFrame, cuda_api: pd.DataFrame) -> np.ndarray:
 def gpu_idle_gaps(ops: pd.DataFrame, min_gap_ns: int = 0) -> pd.DataFrame:
     """Idle gaps per device (no op on any stream), longer than ``min_gap_ns``: ``gap`` (id),
     ``device_id`` (+ ``report``, ``rank``), ``start_ns, end_ns, duration_ns``, and the op after
-    the gap: ``after`` (name), ``pid, tid`` (its launching thread). ``ops``: ``device_id,
+    the gap: ``next_op`` (name), ``pid, tid`` (its launching thread). ``ops``: ``device_id,
     start_ns, end_ns, name, pid, tid`` (+ ``report, rank``). Sorted by start."""
     keys = _lane_keys(ops)
     extra = [c for c in ("rank",) if c in ops]
@@ -110,15 +110,15 @@ def gpu_idle_gaps(ops: pd.DataFrame, min_gap_ns: int = 0) -> pd.DataFrame:
         part = pd.DataFrame(
             {k: after[k].to_numpy() for k in keys}
             | {"start_ns": gs, "end_ns": ge, "duration_ns": ge - gs}
-            | {"after": after["name"].astype(str).to_numpy()}
+            | {"next_op": after["name"].astype(str).to_numpy()}
             | {"pid": after["pid"].to_numpy(np.int64), "tid": after["tid"].to_numpy(np.int64)}
             | {c: after[c].to_numpy() for c in extra}
         )
         parts.append(part)
-    cols = [*keys, "start_ns", "end_ns", "duration_ns", "after", "pid", "tid", *extra]
+    cols = [*keys, "start_ns", "end_ns", "duration_ns", "next_op", "pid", "tid", *extra]
     if not parts:
         empty = pd.DataFrame({c: np.array([], dtype=np.int64) for c in ["gap", *cols]})
-        return empty.assign(after=pd.Series([], dtype="str"))
+        return empty.assign(next_op=pd.Series([], dtype="str"))
     out = pd.concat(parts, ignore_index=True).sort_values("start_ns", kind="stable")
     out = out.reset_index(drop=True)
     out.insert(0, "gap", np.arange(len(out), dtype=np.int64))

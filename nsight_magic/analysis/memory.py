@@ -43,7 +43,7 @@ def memory_size_summary(memcpy: pd.DataFrame, memset: pd.DataFrame | None = None
 
 
 def copies_by_kind(memcpy: pd.DataFrame) -> pd.DataFrame:
-    """Per copy kind: ``kind, count, bytes, total_ns, bandwidth_gbps`` (total bytes over total
+    """Per copy kind: ``kind, count, bytes, total_ns, bandwidth_gb_per_s`` (total bytes over total
     copy time; bytes/ns = GB/s), sorted by total time."""
     grouped = memcpy.groupby("kind", sort=False, observed=True)
     out = grouped.agg(
@@ -52,7 +52,7 @@ def copies_by_kind(memcpy: pd.DataFrame) -> pd.DataFrame:
     for col in ("count", "bytes", "total_ns"):
         out[col] = out[col].astype(np.int64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        out["bandwidth_gbps"] = np.where(
+        out["bandwidth_gb_per_s"] = np.where(
             out["total_ns"] > 0, out["bytes"] / out["total_ns"].clip(lower=1), np.nan
         )
     out = out.sort_values(["total_ns", "kind"], ascending=[False, True], kind="stable")

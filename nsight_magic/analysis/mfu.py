@@ -3,13 +3,13 @@
     utilisation = FLOPs / time / dense peak FLOP/s of the data type
 
 - HFU counts the FLOPs the hardware executed, as Nsight Compute measures them
-  (``roofline_points(...)["flops_total"]``). Tensor cores compute whole tiles, so a GEMM whose
+  (``roofline_points(...)["flop_count_total"]``). Tensor cores compute whole tiles, so a GEMM whose
   sizes are not tile multiples executes more FLOPs than its math needs: HFU >= MFU.
 - MFU counts model FLOPs only: given by the user (``flops=``), or derived where the math is
   known: a GEMM op's 2*M*N*K from the PyTorch op range around the launch
   (``model_flops.gemm_flops``; in ncu reports the launch's NVTX stack holds it when
   ``emit_nvtx(record_shapes=True)`` was on, in nsys reports ``--pytorch=autograd-shapes-nvtx``).
-  Where no model FLOPs are known ``mfu`` is NaN, never the hardware count.
+  Where no model FLOPs are known ``mfu_frac`` is NaN, never the hardware count.
 - Op FLOPs belong to the op: an ``aten::addmm`` may launch a GEMM and a split-K reduction, and
   no kernel alone does the op's math. A kernel gets its op's FLOPs only when it is the op's
   only profiled launch; ranges and ops always get the FLOPs of the ops inside them.
@@ -17,7 +17,7 @@
   flushes caches, so its durations run long), else ncu's own duration.
 - peak: ``gpu_peaks.peak`` (derived from SMs x clock x per-SM rate) or ``peak_flops=``.
 
-Every frame says which it used: ``time_source``, ``model_flops_source``, ``peak_flops``,
+Every frame says which it used: ``time_source``, ``model_flops_source``, ``peak_flops_per_s``,
 ``peak_source``.
 """
 
@@ -189,8 +189,8 @@ NO_OP_RANGE = (
 
 KERNEL_COLUMNS = [
     "launch", "name", "short_name", "dtype", "hw_flops", "model_flops", "model_flops_source",
-    "time_ns", "time_source", "hw_flops_per_s", "model_flops_per_s", "peak_flops",
-    "peak_source", "hfu", "mfu",
+    "time_ns", "time_source", "hw_flops_per_s", "model_flops_per_s", "peak_flops_per_s",
+    "peak_source", "hfu_frac", "mfu_frac",
 ]  # fmt: skip
 
 
@@ -206,8 +206,8 @@ def kernel_utilisation(
     peak_flops: float | None = None,
 ) -> pd.DataFrame:
     """Per ncu launch: ``launch, name, short_name, dtype, hw_flops, model_flops,
-    model_flops_source, time_ns, time_source, hw_flops_per_s, model_flops_per_s, peak_flops,
-    peak_source, hfu, mfu`` (fractions).
+    model_flops_source, time_ns, time_source, hw_flops_per_s, model_flops_per_s,
+    peak_flops_per_s, peak_source, hfu_frac, mfu_frac`` (fractions of the peak).
 
     ``points``: ``roofline_points``; ``kernels``: ncu ``kernels()`` (its mangled names match
     nsys's); ``nvtx``: ncu ``nvtx_ranges()`` (PyTorch op ranges give model FLOPs, see
@@ -218,7 +218,7 @@ def kernel_utilisation(
     out = points[["launch", "name"]].copy().reset_index(drop=True)
     out["short_name"] = short_names(out["name"]).to_numpy()
     out["dtype"] = [dtype or launch_dtype(row) for row in points.to_dict("records")]
-    out["hw_flops"] = points["flops_total"].astype(float).to_numpy()
+    out["hw_flops"] = points["flop_count_total"].astype(float).to_numpy()
     out["model_flops"] = np.nan
     out["model_flops_source"] = NO_OP_RANGE
     if nvtx is not None and len(nvtx):
@@ -238,16 +238,16 @@ def kernel_utilisation(
     out["hw_flops_per_s"] = out["hw_flops"] / seconds
     out["model_flops_per_s"] = out["model_flops"] / seconds
     peaks = [_peak(gpu_name, d, peak_flops) for d in out["dtype"]]
-    out["peak_flops"] = [p.flops_per_s for p in peaks]
+    out["peak_flops_per_s"] = [p.flops_per_s for p in peaks]
     out["peak_source"] = [p.source for p in peaks]
-    out["hfu"] = out["hw_flops_per_s"] / out["peak_flops"]
-    out["mfu"] = out["model_flops_per_s"] / out["peak_flops"]
+    out["hfu_frac"] = out["hw_flops_per_s"] / out["peak_flops_per_s"]
+    out["mfu_frac"] = out["model_flops_per_s"] / out["peak_flops_per_s"]
     return out[KERNEL_COLUMNS]
 
 
 MODEL_MFU_COLUMNS = [
     "domain", "range", "model_flops", "model_flops_source", "time_ns", "time_source", "dtype",
-    "peak_flops", "peak_source", "achieved_flops_per_s", "mfu",
+    "peak_flops_per_s", "peak_source", "model_flops_per_s", "mfu_frac",
 ]  # fmt: skip
 # Why ``model_mfu`` found no range to report: no flops= and no GEMM op range to derive them from.
 NO_GEMM_OPS = (
@@ -274,9 +274,10 @@ def model_mfu(
     GEMM op calls inside each range of ``nvtx`` (``torch_ops.range_model_flops``, nsys
     ``--pytorch=autograd-shapes-nvtx``) -> "derived: N GEMM op calls", for every range that
     holds some. Columns: ``domain, range, model_flops, model_flops_source, time_ns,
-    time_source, dtype, peak_flops, peak_source, achieved_flops_per_s, mfu``. A range named in
-    ``flops`` that nsys did not see raises ``KeyError`` naming it, rather than silently
-    dropping a phase the user asked about. An empty result carries the reason in
+    time_source, dtype, peak_flops_per_s, peak_source, model_flops_per_s, mfu_frac``
+    (``model_flops_per_s`` is the same quantity as ``NcuRun.mfu()``'s: model FLOPs over time).
+    A range named in ``flops`` that nsys did not see raises ``KeyError`` naming it, rather
+    than silently dropping a phase the user asked about. An empty result carries the reason in
     ``frame.attrs["reason"]`` and warns it (``EmptyResultWarning``)."""
     pk = _peak(gpu_name, dtype, peak_flops)
     sources: dict[Any, str] = {}
@@ -315,10 +316,10 @@ def model_mfu(
                 "time_ns": float(t),
                 "time_source": "nsys",
                 "dtype": dtype,
-                "peak_flops": pk.flops_per_s,
+                "peak_flops_per_s": pk.flops_per_s,
                 "peak_source": pk.source,
-                "achieved_flops_per_s": per_s,
-                "mfu": per_s / pk.flops_per_s,
+                "model_flops_per_s": per_s,
+                "mfu_frac": per_s / pk.flops_per_s,
             }
         )
     missing = [k for k in flops if k not in found]
@@ -340,17 +341,17 @@ def op_mfu(
     peak_flops: float | None = None,
 ) -> pd.DataFrame:
     """MFU per PyTorch GEMM op (nsys, real clocks): the rows of ``torch_ops.op_summary`` with
-    model FLOPs, ``op, shapes, calls, model_flops, gpu_time_ns, time_source, dtype, peak_flops,
-    peak_source, achieved_flops_per_s, mfu``, best first. The op ranges do not record the data
-    type, so ``dtype`` (default bf16) names the peak to use."""
+    model FLOPs, ``op, shapes, calls, model_flops, gpu_time_ns, time_source, dtype,
+    peak_flops_per_s, peak_source, model_flops_per_s, mfu_frac``, best first. The op ranges
+    do not record the data type, so ``dtype`` (default bf16) names the peak to use."""
     pk = _peak(gpu_name, dtype, peak_flops)
     rows = summary[summary["model_flops"].notna()]
     out = rows[["op", "shapes", "calls", "model_flops", "gpu_time_ns"]].copy()
     out["time_source"] = "nsys"
     out["dtype"] = dtype
-    out["peak_flops"] = pk.flops_per_s
+    out["peak_flops_per_s"] = pk.flops_per_s
     out["peak_source"] = pk.source
     seconds = out["gpu_time_ns"].where(out["gpu_time_ns"] > 0) * 1e-9
-    out["achieved_flops_per_s"] = out["model_flops"] / seconds
-    out["mfu"] = out["achieved_flops_per_s"] / pk.flops_per_s
-    return out.sort_values("mfu", ascending=False, kind="stable").reset_index(drop=True)
+    out["model_flops_per_s"] = out["model_flops"] / seconds
+    out["mfu_frac"] = out["model_flops_per_s"] / pk.flops_per_s
+    return out.sort_values("mfu_frac", ascending=False, kind="stable").reset_index(drop=True)

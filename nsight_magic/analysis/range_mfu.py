@@ -2,8 +2,8 @@
 
 A range's numbers cover only what ncu profiled. A drill-down usually profiles 1 launch of the
 32 in a range: its hardware FLOPs over the whole range's time would read as a utilisation 32
-times too low. So ``hfu`` (and MFU from the GEMM ops around the profiled launches) is FLOPs over
-the time of the profiled launches, and every row says ``launches_profiled`` of
+times too low. So ``hfu_frac`` (and MFU from the GEMM ops around the profiled launches) is
+FLOPs over the time of the profiled launches, and every row says ``launches_profiled`` of
 ``launches_total`` (``coverage``). Model FLOPs the user gives for a range are the whole range's:
 their MFU is over the whole range's time (``range_time_ns``), never over a part of it."""
 
@@ -24,7 +24,7 @@ __all__ = ["RANGE_COLUMNS", "mfu_frames", "range_utilisation"]
 RANGE_COLUMNS = [
     "domain", "range", "label", "launches_profiled", "launches_total", "coverage", "dtype",
     "hw_flops", "model_flops", "model_flops_source", "time_ns", "time_source",
-    "range_time_ns", "range_time_source", "peak_flops", "peak_source", "hfu", "mfu",
+    "range_time_ns", "range_time_source", "peak_flops_per_s", "peak_source", "hfu_frac", "mfu_frac",
 ]  # fmt: skip
 
 NO_TOTAL = "the range's launch count needs the nsys run this was picked from"
@@ -76,7 +76,7 @@ def range_utilisation(
     ``nvtx``: ``NcuReport.nvtx_ranges()``. Coverage: ``launches_profiled`` (ncu launches in
     the range), ``launches_total`` (``range_launches``, keyed like ``flops``: the kernels nsys
     saw in the range; NA when not given), ``coverage`` ("k/n launches profiled").
-    HFU: the summed ``flops_total`` of the profiled launches over their summed time
+    HFU: the summed ``flop_count_total`` of the profiled launches over their summed time
     (``time_ns``: nsys real-clock durations of the same launches from ``nsys_kernels`` +
     ``kernels``, ``mfu.launch_times``, else ncu's). Model FLOPs: ``flops`` (keyed by range
     name, ``(domain, range)``, ``"domain:range"`` or ``"domain@range"``) -> "given", over
@@ -102,7 +102,7 @@ def range_utilisation(
         total_given = _lookup(range_launches, domain, name)
         total = None if total_given is None else int(total_given)
         coverage = _coverage(profiled, total)
-        hw = float(group["flops_total"].sum(skipna=False))
+        hw = float(group["flop_count_total"].sum(skipna=False))
         t = float(group["time_ns"].sum())
         t_source = _time_source(group["time_source"])
         given_time = _lookup(time_ns, domain, name)
@@ -128,7 +128,7 @@ def range_utilisation(
                 if len(gemms)
                 else "no GEMM op range around the profiled launches: pass flops= for the range"
             )
-        top = group.loc[group["flops_total"].fillna(0).idxmax()]
+        top = group.loc[group["flop_count_total"].fillna(0).idxmax()]
         range_dtype = dtype or launch_dtype(top.to_dict())
         pk = _peak(gpu_name, range_dtype, peak_flops)
         rows.append(
@@ -147,11 +147,11 @@ def range_utilisation(
                 "time_source": t_source,
                 "range_time_ns": range_t,
                 "range_time_source": range_source,
-                "peak_flops": pk.flops_per_s,
+                "peak_flops_per_s": pk.flops_per_s,
                 "peak_source": pk.source,
                 # utilisation = FLOPs / seconds / peak
-                "hfu": hw / (t * 1e-9) / pk.flops_per_s if t > 0 else np.nan,
-                "mfu": model / (m_time * 1e-9) / pk.flops_per_s if m_time > 0 else np.nan,
+                "hfu_frac": hw / (t * 1e-9) / pk.flops_per_s if t > 0 else np.nan,
+                "mfu_frac": model / (m_time * 1e-9) / pk.flops_per_s if m_time > 0 else np.nan,
             }
         )
     out = pd.DataFrame(rows, columns=RANGE_COLUMNS)

@@ -49,7 +49,7 @@ ROOFLINE_COLUMNS = [
     "tensor_op_path",
     # hardware FLOP counts per launch (FLOP, not FLOP/s) for HFU
     *(p.count_column for p in _PRECISIONS),
-    "flops_total",
+    "flop_count_total",
     "dram_bytes",
 ]
 
@@ -215,14 +215,15 @@ def roofline_points(
     metrics_long: pd.DataFrame, compute_capability: str | None = None
 ) -> pd.DataFrame:
     """One row per launch of a long ``launch, name, metric, value, unit`` frame (``NcuReport
-    .metrics()``): achieved FLOP/s per precision (``flops_fp64/fp32/fp16/tensor``), DRAM bytes/s,
-    ``arithmetic_intensity`` (all FLOP/s over DRAM bytes/s; NaN without DRAM traffic), the
-    ceilings ``peak_*`` at the launch's own clock, ``sm_clock_hz``, ``tensor_op_path``, and the
-    FLOP counts ``flop_count_*`` / ``flops_total`` (FLOP, not FLOP/s) and ``dram_bytes``.
+    .metrics()``): achieved FLOP/s per precision (``<key>_flops_per_s``, key fp64, fp32, fp16,
+    tensor), ``dram_bytes_per_s``, ``arithmetic_intensity`` (all FLOP/s over DRAM bytes/s; NaN
+    without DRAM traffic), the ceilings ``peak_<key>_flops_per_s`` and ``peak_dram_bytes_per_s``
+    at the launch's own clock, ``sm_clock_hz``, ``tensor_op_path``, and the FLOP counts
+    ``flop_count_<key>`` / ``flop_count_total`` (FLOP, not FLOP/s) and ``dram_bytes``.
 
     FP16 and tensor columns are NaN when the report has no such metrics (``--set detailed``);
-    ``flops_total`` is then NaN too rather than an undercount. Raises MissingMetricsError when
-    the FP32/FP64/DRAM/clock metrics the roofline needs are absent; its fix names the metrics
+    ``flop_count_total`` is then NaN too rather than an undercount. Raises MissingMetricsError
+    when the FP32/FP64/DRAM/clock metrics the roofline needs are absent; its fix names the metrics
     of ``compute_capability`` ("9.0", from ``NcuReport.device()``) when known."""
     if metrics_long.empty:
         return pd.DataFrame({c: [] for c in ROOFLINE_COLUMNS})
@@ -245,6 +246,8 @@ def roofline_points(
         frame["arithmetic_intensity"] = np.where(
             frame["dram_bytes_per_s"] > 0, flops / frame["dram_bytes_per_s"], np.nan
         )
-    frame["flops_total"] = frame[[p.count_column for p in _PRECISIONS]].sum(axis=1, skipna=False)
+    frame["flop_count_total"] = frame[[p.count_column for p in _PRECISIONS]].sum(
+        axis=1, skipna=False
+    )
     frame["duration_ns"] = frame["duration_ns"].round().astype(np.int64)
     return frame[ROOFLINE_COLUMNS]

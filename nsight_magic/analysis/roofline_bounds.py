@@ -22,7 +22,7 @@ __all__ = ["BOUND_COLUMNS", "CEILING_COLUMNS", "roofline_bounds", "roofline_ceil
 
 BOUND_COLUMNS = [
     "launch", "name", "short_name", "duration_ns", "arithmetic_intensity", "flops_per_s",
-    "precision", "ceiling_flops_per_s", "pct_of_ceiling", "bound", "bound_pct", "verdict",
+    "precision", "ceiling_flops_per_s", "ceiling_pct", "bound", "bound_pct", "verdict",
     "plottable",
 ]  # fmt: skip
 CEILING_COLUMNS = ["ceiling", "label", "kind", "peak", "unit", "ridge_ai"]
@@ -40,7 +40,7 @@ def roofline_bounds(roofline: pd.DataFrame) -> pd.DataFrame:
     """Per launch of a ``roofline_points`` frame: ``launch, name, short_name, duration_ns,
     arithmetic_intensity, flops_per_s`` (all precisions), ``precision`` (label of the pipe
     with the most FLOP/s: "Tensor", "FP16", "FP32", "FP64"; "none" without FLOPs),
-    ``ceiling_flops_per_s`` (min of that pipe's peak and AI x DRAM peak), ``pct_of_ceiling``
+    ``ceiling_flops_per_s`` (min of that pipe's peak and AI x DRAM peak), ``ceiling_pct``
     (100 x FLOP/s / ceiling), ``bound`` ("memory", "compute", "" with neither FLOPs nor DRAM
     traffic), ``bound_pct`` (% of the binding peak, see the module doc), ``verdict`` (e.g.
     "memory-bound, 71% of DRAM peak") and ``plottable`` (FLOP/s > 0 and a finite AI > 0: the
@@ -82,7 +82,7 @@ def roofline_bounds(roofline: pd.DataFrame) -> pd.DataFrame:
             "flops_per_s": flops.to_numpy(),
             "precision": precision,
             "ceiling_flops_per_s": ceiling,
-            "pct_of_ceiling": pct,
+            "ceiling_pct": pct,
             "bound": bound,
             "bound_pct": np.where(bound == "", np.nan, bound_pct),
         }

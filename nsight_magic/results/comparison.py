@@ -16,7 +16,7 @@ from ..views import charts
 from ..views.compare_view import compare_static_html, compare_widget
 from .base import WIDGET_MIME, in_kernel
 from .frames import nvtx_label
-from .runs import NsysRun
+from .nsys_run import NsysRun
 
 
 def _as_report(obj: Any) -> Any:
@@ -42,7 +42,11 @@ def _label(obj: Any, default: str) -> str:
 
 
 class Comparison:
-    """``kernels`` and ``nvtx`` delta frames; ``chart()``, ``to_html()``, and a rich display."""
+    """``kernels`` and ``nvtx`` delta frames; ``chart()``, ``to_html()``, and a rich display.
+
+    ``kernels``: ``name, short_name, instances_a, instances_b, total_ns_a, total_ns_b,
+    delta_ns`` (b - a, ns), ``ratio`` (b / a); ``nvtx``: ``domain, range`` and the same numbers
+    of GPU-projected time, + ``label``; largest absolute change first."""
 
     def __init__(self, kernels: pd.DataFrame, nvtx: pd.DataFrame, label_a: str, label_b: str):
         # What the views show next to the numbers: "domain:range" labels (kernel_deltas gives
@@ -54,17 +58,21 @@ class Comparison:
         self._html: str | None = None
 
     def chart(self, n: int = 20) -> Any:
+        """Bars of the ``n`` largest kernel time changes (b - a), an altair chart."""
         return charts.delta_chart(self.kernels, "name", n)
 
     def nvtx_chart(self, n: int = 20) -> Any:
+        """Bars of the ``n`` largest NVTX range GPU-time changes (b - a), an altair chart."""
         return charts.delta_chart(self.nvtx, "label", n)
 
     def to_html(self) -> str:
+        """The static HTML form (tables and chart images), built once."""
         if self._html is None:
             self._html = compare_static_html(self)
         return self._html
 
     def widget(self) -> Any:
+        """The live view (ipywidgets)."""
         return compare_widget(self)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None, **kw: Any) -> dict:

@@ -132,11 +132,11 @@ class NsysFrames:
         return copies_by_kind(self.report.memcpy())
 
     def gaps(self, min_gap_ns: int) -> pd.DataFrame:
-        """Idle stretches + ``before_short, after_short`` (the neighbours' short names)."""
+        """Idle stretches + ``prev_op_short, next_op_short`` (the neighbours' short names)."""
         gaps = self.report.gaps(min_gap_ns)
         return gaps.assign(
-            before_short=short_names(gaps["before"].astype(str)),
-            after_short=short_names(gaps["after"].astype(str)),
+            prev_op_short=short_names(gaps["prev_op"].astype(str)),
+            next_op_short=short_names(gaps["next_op"].astype(str)),
         )
 
     def origin_ns(self) -> int:
@@ -202,10 +202,11 @@ class NsysFrames:
 
     @functools.cache  # noqa: B019
     def op_table(self) -> pd.DataFrame:
-        """PyTorch ops by GPU time (``analysis.torch_ops.op_summary``) + ``mfu, peak_flops,
-        peak_source, dtype`` of the GEMM ops (``analysis.mfu.op_mfu`` at OP_DTYPE's peak; NaN
-        for ops without model FLOPs; when no op has MFU, every ``peak_source`` is "no MFU:
-        <why>"). Empty without op ranges (a run without ``--pytorch=autograd-shapes-nvtx``)."""
+        """PyTorch ops by GPU time (``analysis.torch_ops.op_summary``) + ``mfu_frac,
+        peak_flops_per_s, peak_source, dtype`` of the GEMM ops (``analysis.mfu.op_mfu`` at
+        OP_DTYPE's peak; NaN for ops without model FLOPs; when no op has MFU, every
+        ``peak_source`` is "no MFU: <why>"). Empty without op ranges (a run without
+        ``--pytorch=autograd-shapes-nvtx``)."""
         summary = self.run.op_summary()
         gpu = _or_none(lambda: self.report.gpu_info().get("name"))
         try:
@@ -216,9 +217,9 @@ class NsysFrames:
         if mfu is None or mfu.empty:
             # every MFU blank: peak_source carries the one reason (the view shows it)
             return summary.assign(
-                mfu=float("nan"), peak_flops=float("nan"), peak_source=f"no MFU: {why}"
+                mfu_frac=float("nan"), peak_flops_per_s=float("nan"), peak_source=f"no MFU: {why}"
             )
-        cols = ["op", "shapes", "dtype", "mfu", "peak_flops", "peak_source"]
+        cols = ["op", "shapes", "dtype", "mfu_frac", "peak_flops_per_s", "peak_source"]
         return summary.merge(mfu[cols], on=["op", "shapes"], how="left")
 
     @functools.cached_property

@@ -36,7 +36,9 @@ class IdleFrames:
 
     @functools.cached_property
     def gaps(self) -> pd.DataFrame:
-        """``idle.gpu_idle_gaps`` of the run's kernels, copies and sets."""
+        """``idle.gpu_idle_gaps`` of the run's kernels, copies and sets: ``gap, device_id,
+        start_ns, end_ns, duration_ns`` (ns), ``next_op`` (the op after the gap), ``pid, tid``
+        (the thread that launched it) (+ ``report, rank``)."""
         return idle.gpu_idle_gaps(self._ops, self.min_gap_ns)
 
     @functools.cached_property
@@ -71,20 +73,33 @@ class IdleFrames:
         return waits.assign(statement=statement)
 
     def pieces(self) -> pd.DataFrame:
+        """Each gap cut by the launching thread's calls (``analysis.idle.idle_pieces``): ``gap,
+        device_id, pid, tid, start_ns, end_ns, duration_ns`` (ns), ``category, call, frame,
+        statement``."""
         return self._pieces[0]
 
     def breakdown(self) -> pd.DataFrame:
+        """Idle time by cause (``analysis.idle_summary.idle_breakdown``): ``scope, rank,
+        statement, category, call, frame, idle_ns`` (ns), ``pct`` (percent of the scope's idle
+        time), ``gaps``."""
         pieces, samples = self._pieces
         return idle_summary.idle_breakdown(pieces, samples, self._waits)
 
     def causes(self, top: int = 5) -> pd.DataFrame:
+        """The ``top`` causes (``analysis.idle_summary.idle_causes``): ``category, call, frame,
+        statement, idle_ns`` (ns), ``pct`` (percent of all idle time), ``sentence``."""
         pieces, samples = self._pieces
         return idle_summary.idle_causes(pieces, samples, self._waits, top=top)
 
     def gap_causes(self) -> pd.DataFrame:
+        """:attr:`gaps` + ``cuda_sync_ns, cuda_api_ns, os_wait_ns, host_ns`` (ns of each cause),
+        ``cause, call, statement`` (``analysis.idle_summary.gap_causes``), longest first."""
         return idle_summary.gap_causes(self.gaps, self._pieces[0])
 
     def launch_bound(self, min_kernels: int = 8) -> pd.DataFrame:
+        """Launch-bound stretches (``analysis.launch_bound.launch_bound``): ``device_id, pid,
+        start_ns, end_ns, kernels, gpu_busy_ns, busy_pct, median_kernel_ns,
+        median_launch_interval_ns, cpu_launches_per_ms, gpu_kernels_per_ms``."""
         kernels = launches.launch_times(self.report.kernels(), self.report.cuda_api())
         return launches.launch_bound(kernels, min_kernels)
 

@@ -12,8 +12,8 @@ from ..reports import open_report
 from ..reports.nsys import merge
 from ..run_dir import RunDir
 from ..run_meta import RunMeta
-from .protocols import KernelProfiler
-from .runs import NcuRun, NsysRun
+from .drill_protocols import DrillRunner
+from .nsys_run import NcuRun, NsysRun
 
 
 def _inside(run_dir: Path, name: Any) -> str:
@@ -65,7 +65,7 @@ def _report_in(run_dir: Path, meta: RunMeta) -> Path:
 
 
 def load_run(
-    path: str | Path, profiler: KernelProfiler | None = None, *, trust: bool = False
+    path: str | Path, drill_runner: DrillRunner | None = None, *, trust: bool = False
 ) -> Any:
     """Rebuild ``NsysRun``/``NcuRun`` from a run folder, offline (no profiler needed). A
     re-profile of it (``profile_kernel``) runs under this session's interpreter and environment;
@@ -82,20 +82,23 @@ def load_run(
     tool = meta.tool or ("ncu" if report_path.suffix == ".ncu-rep" else "nsys")
     if tool == "ncu":
         return NcuRun(report, run_dir, meta.to_dict())
-    run = nsys_run(report, run_dir, meta.to_dict(), profiler=profiler)
+    run = nsys_run(report, run_dir, meta.to_dict(), drill_runner=drill_runner)
     run.trust_folder = trust
     return run
 
 
 def nsys_run(
-    report: Any, run_dir: Path | None, meta: dict[str, Any], profiler: KernelProfiler | None = None
+    report: Any,
+    run_dir: Path | None,
+    meta: dict[str, Any],
+    drill_runner: DrillRunner | None = None,
 ) -> NsysRun:
     """The run of a captured or reloaded nsys report: a cell that ran as several ranks
     (``meta["nproc"]`` > 1, one report holding every rank) gets per-rank frames and a Ranks tab,
     live and reloaded alike."""
     if int(meta.get("nproc") or 1) > 1:
         report = merge.load_runs([report])
-    return NsysRun(report, run_dir, meta, profiler=profiler)
+    return NsysRun(report, run_dir, meta, drill_runner=drill_runner)
 
 
 def load_runs(sources: Any, align: bool = True, name: str | None = None) -> NsysRun:

@@ -17,8 +17,8 @@ from ..analysis.torch_ops import parse_op_range
 from ..views.ncu_view import ncu_static_html, ncu_widget
 from ..views.roofline_chart import roofline_chart
 from .base import _Run
+from .drill_protocols import ParentRun
 from .ncu_frames import NcuFrames
-from .protocols import ParentRun
 
 
 class NcuRun(_Run):
@@ -38,32 +38,56 @@ class NcuRun(_Run):
         self.parent = parent
 
     def kernels(self) -> pd.DataFrame:
+        """One row per profiled launch: ``launch`` (0-based, report order), ``name``
+        (function name), ``demangled, mangled, duration_ns`` (ns, at ncu's locked clock),
+        ``grid, block`` ("(x, y, z)"), ``registers_per_thread, shared_mem_bytes, sm_clock_hz``
+        (Hz), ``device_id, stream_id, nvtx`` (innermost range path, or ""), ``process_id``."""
         return self.report.kernels()
 
     def metrics(self) -> pd.DataFrame:
+        """Every numeric metric, long: ``launch, name, metric, value, unit`` (ncu's unit)."""
         return self.report.metrics()
 
     def sol(self) -> pd.DataFrame:
+        """Speed of light per launch: ``launch, name, duration_ns`` (ns), ``compute_sol_pct,
+        memory_sol_pct, achieved_occupancy_pct, theoretical_occupancy_pct`` (percents; NaN
+        when the report lacks the metric)."""
         return self.report.sol()
 
     def sections(self, launch: int) -> dict[str, pd.DataFrame]:
+        """Section name -> ``metric, value, unit`` of launch ``launch`` (for details views)."""
         return self.report.sections(launch)
 
     def roofline(self) -> pd.DataFrame:
+        """Roofline numbers per launch, at the clock it ran at: ``launch, name, duration_ns``
+        (ns), ``fp64_flops_per_s, fp32_flops_per_s, fp16_flops_per_s, tensor_flops_per_s``
+        (achieved FLOP/s), ``dram_bytes_per_s, arithmetic_intensity`` (FLOP/byte), the
+        ceilings ``peak_fp64_flops_per_s, peak_fp32_flops_per_s, peak_fp16_flops_per_s,
+        peak_tensor_flops_per_s, peak_dram_bytes_per_s``, ``sm_clock_hz`` (Hz),
+        ``tensor_op_path``, the counts ``flop_count_fp64, flop_count_fp32, flop_count_fp16,
+        flop_count_tensor, flop_count_total`` (FLOPs) and ``dram_bytes``."""
         return self.report.roofline()
 
     def nvtx_ranges(self) -> pd.DataFrame:
+        """The NVTX ranges around each launch: ``launch, domain, range, style, level``."""
         return self.report.nvtx_ranges()
 
     def device(self) -> dict[str, Any]:
+        """The GPU: ``name``, ``compute_capability``, SM count and max clock."""
         return self.report.device()
 
     def roofline_bounds(self) -> pd.DataFrame:
-        """Which roof binds each launch (``analysis.roofline_bounds.roofline_bounds``)."""
+        """Which roof binds each launch (``analysis.roofline_bounds.roofline_bounds``):
+        ``launch, name, short_name, duration_ns`` (ns), ``arithmetic_intensity`` (FLOP/byte),
+        ``flops_per_s`` (all precisions), ``precision, ceiling_flops_per_s``, ``ceiling_pct``
+        (percent of that roof), ``bound`` ("memory"/"compute"), ``bound_pct`` (percent of the
+        binding peak), ``verdict``, ``plottable``."""
         return bounds.roofline_bounds(self.roofline())
 
     def roofline_ceilings(self) -> pd.DataFrame:
-        """The roofs to draw (``analysis.roofline_bounds.roofline_ceilings``)."""
+        """The roofs to draw (``analysis.roofline_bounds.roofline_ceilings``): ``ceiling,
+        label, kind`` ("compute"/"memory"), ``peak`` (FLOP/s, or bytes/s for DRAM), ``unit``,
+        ``ridge_ai`` (FLOP/byte where the roof turns flat)."""
         return bounds.roofline_ceilings(self.roofline())
 
     def _parent_frames(self) -> dict[str, Any]:
@@ -109,7 +133,12 @@ class NcuRun(_Run):
         """HFU and MFU per profiled launch (``analysis.mfu.kernel_utilisation``) against the
         derived peak of this report's GPU: hardware FLOPs from the report (MissingMetricsError
         with the fix when it lacks FLOP counts), model FLOPs from ``flops`` (launch -> FLOPs)
-        or the PyTorch op ranges around the launches, times from the parent nsys run if any."""
+        or the PyTorch op ranges around the launches, times from the parent nsys run if any.
+        Columns: ``launch, name, short_name, dtype, hw_flops, model_flops`` (FLOPs),
+        ``model_flops_source, time_ns`` (ns), ``time_source, hw_flops_per_s,
+        model_flops_per_s`` (FLOP/s), ``peak_flops_per_s, peak_source``, ``hfu_frac,
+        mfu_frac`` (fractions of the peak; ``mfu_frac`` NaN where model FLOPs are unknown and
+        ``model_flops_source`` says why)."""
         points = self.roofline()
         device = self.device()
         utilisation.require_flop_counts(points, device["compute_capability"])
@@ -125,7 +154,10 @@ class NcuRun(_Run):
         )
 
     def hfu(self, *, dtype: str | None = None, peak_flops: float | None = None) -> pd.DataFrame:
-        """:meth:`mfu` without user model FLOPs: the ``hfu`` column is the point."""
+        """:meth:`mfu` without user model FLOPs (the same columns: ``launch, name,
+        short_name, dtype, hw_flops, model_flops, model_flops_source, time_ns, time_source,
+        hw_flops_per_s, model_flops_per_s, peak_flops_per_s, peak_source, hfu_frac,
+        mfu_frac``): the ``hfu_frac`` column is the point."""
         return self.mfu(dtype=dtype, peak_flops=peak_flops)
 
     def range_mfu(
@@ -139,7 +171,12 @@ class NcuRun(_Run):
         """HFU and MFU per NVTX range (``analysis.range_mfu.range_utilisation``): over the
         profiled launches only, with ``launches_profiled`` of ``launches_total`` (the parent
         nsys run's count); ``flops`` / ``time_ns`` keyed by range name, ``(domain, range)`` or
-        ``"domain:range"`` are the whole range's."""
+        ``"domain:range"`` are the whole range's. Columns: ``domain, range, label``,
+        ``launches_profiled, launches_total, coverage`` ("k/n launches profiled"), ``dtype``,
+        ``hw_flops, model_flops`` (FLOPs), ``model_flops_source``, ``time_ns`` (ns of the
+        profiled launches), ``time_source``, ``range_time_ns`` (ns of the whole range),
+        ``range_time_source, peak_flops_per_s`` (FLOP/s), ``peak_source``, ``hfu_frac,
+        mfu_frac`` (fractions of the peak)."""
         points = self.roofline()
         device = self.device()
         utilisation.require_flop_counts(points, device["compute_capability"])
@@ -157,7 +194,14 @@ class NcuRun(_Run):
 
     def mfu_frames(self) -> dict[str, pd.DataFrame]:
         """``{"kernels": ..., "ranges": ...}`` for the ncu view (``analysis.range_mfu
-        .mfu_frames``); FLOP counts NaN rather than an error when the report lacks them."""
+        .mfu_frames``); FLOP counts NaN rather than an error when the report lacks them.
+        ``kernels`` has :meth:`mfu`'s columns: ``launch, name, short_name, dtype, hw_flops,
+        model_flops, model_flops_source, time_ns, time_source, hw_flops_per_s,
+        model_flops_per_s, peak_flops_per_s, peak_source, hfu_frac, mfu_frac``; ``ranges``
+        :meth:`range_mfu`'s: ``domain, range, label, launches_profiled, launches_total,
+        coverage, dtype, hw_flops, model_flops, model_flops_source, time_ns, time_source,
+        range_time_ns, range_time_source, peak_flops_per_s, peak_source, hfu_frac, mfu_frac``
+        (units there)."""
         return range_mfu.mfu_frames(
             self.roofline(),
             self.kernels(),
@@ -185,6 +229,7 @@ class NcuRun(_Run):
 
     @functools.cached_property
     def frames(self) -> NcuFrames:
+        """What the view shows, computed (``results.ncu_frames``)."""
         return NcuFrames(self)
 
     def roofline_chart(self) -> Any:

@@ -40,6 +40,7 @@ from ..run_dir import RunDir
 from ..script import Gate
 from ..tools import Tool, ToolName
 from . import deadline
+from .cell_command import cell_command, one_rank_command
 from .profiler_cli import (
     RELEASE_ATTACH_RETRY_S,
     RELEASE_S,
@@ -50,7 +51,6 @@ from .profiler_cli import (
     nsys_profile_help,
     run_cli,
 )
-from .ranks import cell_command, one_rank_command
 from .spec import CellRequest
 from .worker_process import Launch, WorkerProcess
 
@@ -98,7 +98,7 @@ class Backend(Protocol):
     def load(self, tool: Tool, run_dir: Path, nproc: int = 1) -> Any: ...
     def check_captured(self, report: Any, status: dict[str, Any], run_dir: Path) -> None: ...
     def result(self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any,
-               profiler: Any) -> Any: ...  # fmt: skip
+               drill_runner: Any) -> Any: ...  # fmt: skip
 
 
 def process_env(request: CellRequest, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -157,11 +157,11 @@ class NsysBackend:
             )
 
     def result(
-        self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any, profiler: Any
+        self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any, drill_runner: Any
     ) -> Any:
         from ..results.loading import nsys_run
 
-        return nsys_run(report, run_dir, meta, profiler=profiler)
+        return nsys_run(report, run_dir, meta, drill_runner=drill_runner)
 
     def torch_nvtx(self) -> str:  # --pytorch in a warm worker: emit_nvtx around the cell
         return self.options.torch_nvtx
@@ -295,7 +295,7 @@ class NcuBackend:
         return locate_tool("ncu")
 
     def result(
-        self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any, profiler: Any
+        self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any, drill_runner: Any
     ) -> Any:
         from ..results import NcuRun
 

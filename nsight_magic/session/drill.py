@@ -1,4 +1,4 @@
-"""Drill-downs into a cell the session ran (``results.KernelProfiler``): ncu on one kernel the
+"""Drill-downs into a cell the session ran (``results.DrillRunner``): ncu on one kernel the
 picker chose, on every kernel of an NVTX range, and ``%%ncu --nvtx``'s range spec. A mixin of
 ``SessionManager``: it runs each drill-down through the manager's own ``profile`` (warm ncu
 worker, or a cold re-run of the parent's saved script)."""
@@ -75,7 +75,7 @@ class DrillDowns:
                                           push_pop=found.style == "PushPop")  # fmt: skip
         return {"nvtx_include": (expression,)}
 
-    # --- drill-downs (results.KernelProfiler) -----------------------------------------------
+    # --- drill-downs (results.DrillRunner) -----------------------------------------------
     def profile_kernel(
         self,
         parent: Any,

@@ -356,7 +356,7 @@ class SessionManager(DrillDowns):
 
     def _result(self, report: Any, ctx: RunContext, parent: Any) -> Any:
         return ctx.backend.result(report, ctx.run_dir, ctx.meta.to_dict(), parent=parent,
-                                  profiler=self)  # fmt: skip
+                                  drill_runner=self)  # fmt: skip
 
 
 MANAGER = SessionManager()

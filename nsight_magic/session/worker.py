@@ -4,7 +4,7 @@ single persistent namespace, so a profiled cell costs its own time plus the prof
     python -m nsight_magic.session.worker --socket PATH --parent PID [--parent-start TICKS]
 
 It runs under ``nsys launch`` or ``ncu --mode launch`` (or bare, for tests), connects back to the
-notebook over a Unix socket and serves one request at a time (``protocol.py``). Each cell comes
+notebook over a Unix socket and serves one request at a time (``messages.py``). Each cell comes
 as the run folder's generated ``script.py``: the worker imports it and calls its hooks
 (``run_history``, ``prepare``, ``warmup``, ``capture``), so a warm run executes the very code a
 fresh run would. Stdlib only; nothing from the notebook side is imported here.
@@ -32,7 +32,7 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
-from nsight_magic.session import protocol
+from nsight_magic.session import messages
 
 EXIT_PARENT_GONE = 70
 WATCH_INTERVAL_S = 0.5
@@ -190,7 +190,7 @@ class Worker:
 def _send(sock: socket.socket, reply: dict[str, Any]) -> None:
     # a SIGINT in the middle of a reply would leave half a message on the socket
     with _sigint_blocked():
-        protocol.send(sock, reply)
+        messages.send(sock, reply)
 
 
 @contextlib.contextmanager
@@ -208,8 +208,8 @@ def _sigint_blocked() -> Iterator[None]:
 def serve(sock: socket.socket, worker: Worker) -> None:
     while True:
         try:
-            msg = protocol.recv(sock)
-        except protocol.ConnectionClosed:
+            msg = messages.recv(sock)
+        except messages.ConnectionClosed:
             return
         except KeyboardInterrupt:  # an interrupt that arrived after the cell had finished
             continue
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(args.socket)
     worker = Worker()
-    protocol.send(
+    messages.send(
         sock,
         {
             "op": "hello",

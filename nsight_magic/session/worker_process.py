@@ -32,7 +32,7 @@ from typing import Any
 from .. import runner
 from ..errors import NsightMagicError, WorkerDiedError
 from ..package_info import pythonpath_with_package
-from . import protocol
+from . import messages
 from .worker import EXIT_PARENT_GONE, process_start_ticks
 
 LineSink = Callable[[str], None]
@@ -129,12 +129,12 @@ class WorkerProcess:
                 self.conn = self._accept(listener, cancel)
                 self._remove_socket_dir()  # connected: nothing is left in the temp dir, even
                 # when this kernel is killed and kill() never runs
-                if not protocol.readable(self.conn, self._left()):
+                if not messages.readable(self.conn, self._left()):
                     raise WorkerStartError(
                         f"The profiling worker connected but did not say hello within "
                         f"{self.startup_timeout:.3g} s.{self.output_tail()}\nargv: {self.argv}"
                     )
-                self.hello = protocol.recv(self.conn)
+                self.hello = messages.recv(self.conn)
             self.pid = int(self.hello["pid"])
         except BaseException:
             self.kill()
@@ -152,7 +152,7 @@ class WorkerProcess:
 
     def _accept(self, listener: socket.socket, cancel: threading.Event | None) -> socket.socket:
         deadline = self.started_at + self.startup_timeout
-        while not protocol.readable(listener, 0.1):
+        while not messages.readable(listener, 0.1):
             assert self.proc is not None
             if self.proc.poll() is not None:
                 raise WorkerStartError(
@@ -274,7 +274,7 @@ class WorkerProcess:
             assert self.conn is not None
             t0 = time.monotonic()
             try:
-                protocol.send(self.conn, message)
+                messages.send(self.conn, message)
             except OSError:  # it exited between two requests
                 description = self.exit_description()
                 self.kill()
@@ -286,11 +286,11 @@ class WorkerProcess:
             stop_deadline = 0.0
             while True:
                 try:
-                    if protocol.readable(self.conn, 0.05):
-                        data = protocol.recv(self.conn)
+                    if messages.readable(self.conn, 0.05):
+                        data = messages.recv(self.conn)
                         return Reply(data, stopped, time.monotonic() - t0)
                     if self.proc is not None and self.proc.poll() is not None:
-                        raise protocol.ConnectionClosed("the worker's launcher exited")
+                        raise messages.ConnectionClosed("the worker's launcher exited")
                     now = time.monotonic()
                     if stopped and now > stop_deadline:
                         self.kill()
@@ -312,7 +312,7 @@ class WorkerProcess:
                             stopped="interrupted",
                         ) from None
                     stopped, stop_deadline = "interrupted", self._interrupt(grace_s)
-                except (protocol.ConnectionClosed, OSError):
+                except (messages.ConnectionClosed, OSError):
                     with contextlib.suppress(Exception):
                         assert self.proc is not None
                         self.proc.wait(5)

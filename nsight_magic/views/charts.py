@@ -112,11 +112,11 @@ def nvtx_ranges_chart(projection: pd.DataFrame, n: int = 20) -> alt.Chart:
 
 @shown_with_png
 def memcpy_chart(by_kind: pd.DataFrame) -> alt.Chart:
-    """Bytes copied per kind: ``kind, count, bytes, total_ns, bandwidth_gbps``."""
+    """Bytes copied per kind: ``kind, count, bytes, total_ns, bandwidth_gb_per_s``."""
     frame = by_kind.copy()
     frame["mb"] = frame["bytes"] / 1e6
     frame["time_us"] = frame["total_ns"] / 1e3
-    frame = frame[["kind", "count", "mb", "time_us", "bandwidth_gbps"]]
+    frame = frame[["kind", "count", "mb", "time_us", "bandwidth_gb_per_s"]]
     return (
         alt.Chart(frame, title="Memory copies by kind")
         .mark_bar()
@@ -129,7 +129,7 @@ def memcpy_chart(by_kind: pd.DataFrame) -> alt.Chart:
                 alt.Tooltip("count:Q", title="copies"),
                 alt.Tooltip("mb:Q", format=",.3f", title="MB"),
                 alt.Tooltip("time_us:Q", format=",.1f", title="time (us)"),
-                alt.Tooltip("bandwidth_gbps:Q", format=",.2f", title="GB/s"),
+                alt.Tooltip("bandwidth_gb_per_s:Q", format=",.2f", title="GB/s"),
             ],
         )
         .properties(width=WIDTH)
@@ -180,26 +180,26 @@ def sol_chart(sol: pd.DataFrame) -> alt.Chart:
     )
 
 
-MEASURES = {"hfu": "HFU", "mfu": "MFU"}
+MEASURES = {"hfu_frac": "HFU", "mfu_frac": "MFU"}
 
 
 @shown_with_png
 def utilisation_chart(frame: pd.DataFrame, label: str = "name", n: int = 20) -> alt.Chart:
     """Bars of HFU (hardware FLOPs ncu counted) and MFU (model FLOPs; left out where unknown)
-    in percent of the peak, per kernel, NVTX range or op: ``<label>, hfu and/or mfu,
-    peak_flops, peak_source`` (``kernel_utilisation``, ``range_utilisation``, ``model_mfu``
-    frames); the peaks used are in the subtitle and tooltip (a utilisation means nothing
-    without its peak)."""
+    in percent of the peak, per kernel, NVTX range or op: ``<label>, hfu_frac and/or
+    mfu_frac, peak_flops_per_s, peak_source`` (``kernel_utilisation``, ``range_utilisation``,
+    ``model_mfu`` frames); the peaks used are in the subtitle and tooltip (a utilisation means
+    nothing without its peak)."""
     measures = {c: name for c, name in MEASURES.items() if c in frame}
     if not measures:
-        raise KeyError("no hfu or mfu column to chart")
+        raise KeyError("no hfu_frac or mfu_frac column to chart")
     top = frame.sort_values(next(iter(measures)), ascending=False, na_position="last").head(n)
     shown = top["short_name"] if label == "name" and "short_name" in top else top[label]
     rows = pd.DataFrame(
         {
             "bar": unique_labels(shown),
             "full_name": top[label].astype(str).to_numpy(),
-            "peak_tflops": (top["peak_flops"] / 1e12).to_numpy(),
+            "peak_tflops": (top["peak_flops_per_s"] / 1e12).to_numpy(),
             "peak_source": top["peak_source"].astype(str).to_numpy(),
             **{name: (100.0 * top[c]).to_numpy() for c, name in measures.items()},
         }
@@ -213,7 +213,8 @@ def utilisation_chart(frame: pd.DataFrame, label: str = "name", n: int = 20) -> 
     pairs = zip(rows["peak_tflops"], rows["peak_source"], strict=True)
     peaks = sorted({f"{p:,.0f} TFLOP/s ({s})" for p, s in pairs if pd.notna(p)})
     named = " and ".join(
-        f"{name} ({'hardware' if c == 'hfu' else 'model'} FLOPs)" for c, name in measures.items()
+        f"{name} ({'hardware' if c == 'hfu_frac' else 'model'} FLOPs)"
+        for c, name in measures.items()
     )
     title = alt.Title(named, subtitle=("peak: " + "; ".join(peaks)) if peaks else "")
     return (

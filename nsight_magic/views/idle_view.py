@@ -43,7 +43,7 @@ GAP_COLUMNS = {
     "cause": "mostly",
     "call": "longest call",
     "statement": "statement",
-    "after_short": "next GPU op",
+    "next_op_short": "next GPU op",
 }
 GAP_FORMATS = {
     "duration_ns": html.fmt_ns,
@@ -132,7 +132,7 @@ def _gaps(idle: IdleSource, origin_ns: int) -> Any:
     gaps = idle.gap_causes()
     return gaps.assign(
         start_ms=(gaps["start_ns"] - origin_ns) / 1e6,
-        after_short=[html.shorten(a, 40) for a in gaps["after"].astype(str)],
+        next_op_short=[html.shorten(a, 40) for a in gaps["next_op"].astype(str)],
     )
 
 

@@ -30,9 +30,9 @@ LAUNCH_COLUMNS = ("launch", "short_name", "duration_ns", "compute_sol_pct", "mem
                   "occupancy_pct", "occupancy_source", "grid", "block", "registers_per_thread",
                   "sm_clock_hz", "nvtx")  # fmt: skip
 VERDICT_COLUMNS = ("launch", "short_name", "verdict", "flops_per_s", "arithmetic_intensity",
-                   "pct_of_ceiling")  # fmt: skip
-_MFU_NUMBERS = ("dtype", "time_ns", "time_source", "hfu", "mfu", "model_flops_source",
-                "peak_flops", "peak_source")  # fmt: skip
+                   "ceiling_pct")  # fmt: skip
+_MFU_NUMBERS = ("dtype", "time_ns", "time_source", "hfu_frac", "mfu_frac", "model_flops_source",
+                "peak_flops_per_s", "peak_source")  # fmt: skip
 # per kernel, per NVTX range (``NcuSource.mfu()``'s keys)
 MFU_COLUMNS = {
     "kernels": ("short_name", *_MFU_NUMBERS),
@@ -158,7 +158,7 @@ def mfu_note(source: NcuSource) -> str:
     frames, err = attempt(source.mfu)
     if err is not None:
         return NO_MFU.format(err)
-    if not len(frames["kernels"]) or frames["kernels"]["hfu"].isna().all():
+    if not len(frames["kernels"]) or frames["kernels"]["hfu_frac"].isna().all():
         return NO_MFU_ROWS
     return ""
 

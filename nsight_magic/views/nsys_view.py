@@ -49,11 +49,11 @@ PROCESS_COLUMNS = ("rank", "pid", "name", "kernels", "graph_launches", "memcpy_c
 PROCESS_HEADERS = {"name": "process"}
 PROCESS_OPTIONAL = ("rank",)  # a multi-rank run only
 NVTX_COLUMNS = ("label", "style", "instances", "proj_total_ns", "range_total_ns", "gpu_ops")
-MEMORY_COLUMNS = ("kind", "count", "bytes", "total_ns", "bandwidth_gbps")
+MEMORY_COLUMNS = ("kind", "count", "bytes", "total_ns", "bandwidth_gb_per_s")
 MEMORY_HEADERS = {"count": "copies", "total_ns": "time"}
-GAP_COLUMNS = ("stream_id", "duration_ns", "before_short", "after_short")
+GAP_COLUMNS = ("stream_id", "duration_ns", "prev_op_short", "next_op_short")
 GAP_HEADERS = {"duration_ns": "idle"}
-GAP_TITLES = {"before_short": "before", "after_short": "after"}
+GAP_TITLES = {"prev_op_short": "prev_op", "next_op_short": "next_op"}
 
 
 def _count(value: Any) -> str | None:

@@ -19,8 +19,8 @@ from .protocols import NsysSource
 TOP_N = 15
 # Shown columns; headers and formats come from nsight_magic/columns.py.
 OP_COLUMNS = ("op", "shapes", "calls", "kernels", "gpu_time_ns", "kernel_time_ns", "model_flops",
-              "mfu")  # fmt: skip
-OP_HEADERS = {"mfu": "MFU"}
+              "mfu_frac")  # fmt: skip
+OP_HEADERS = {"mfu_frac": "MFU"}
 NVTX_NOTE = "PyTorch op ranges (one per op call) are in the Ops tab, not in this table."
 ABOUT = (
     "GPU time is nsys's projection of each op call (it includes its callees': aten::linear"
@@ -56,10 +56,10 @@ def ops_html(source: NsysSource, max_rows: int = 25) -> str:
 
 def peaks_html(ops: pd.DataFrame) -> str:
     """One line per peak the MFU column is against; when no op has MFU, the one line why."""
-    with_mfu = ops.dropna(subset=["mfu"])
+    with_mfu = ops.dropna(subset=["mfu_frac"])
     if with_mfu.empty and len(ops):
         return html.note_html(str(ops["peak_source"].iloc[0] or "no MFU for any op"))
-    pairs = with_mfu[["peak_flops", "peak_source"]].drop_duplicates()
+    pairs = with_mfu[["peak_flops_per_s", "peak_source"]].drop_duplicates()
     return "".join(
         html.note_html(f"MFU peak: {html.fmt_flops(peak)} ({source})")
         for peak, source in pairs.itertuples(index=False)

@@ -80,7 +80,7 @@ class IdleSource(Protocol):
         ...
 
     def gap_causes(self) -> pd.DataFrame:
-        """One row per idle gap: ``start_ns, end_ns, duration_ns, after, cause, call,
+        """One row per idle gap: ``start_ns, end_ns, duration_ns, next_op, cause, call,
         statement, cuda_sync_ns, cuda_api_ns, os_wait_ns, host_ns`` (+ ``device_id, rank``),
         longest first."""
         ...
@@ -120,7 +120,7 @@ class NsysSource(TimelineSource, Protocol):
         ...
 
     def copies(self) -> pd.DataFrame:
-        """``kind, count, bytes, total_ns, bandwidth_gbps``."""
+        """``kind, count, bytes, total_ns, bandwidth_gb_per_s``."""
         ...
 
     def gaps(self, min_gap_ns: int) -> pd.DataFrame: ...
@@ -142,7 +142,7 @@ class NsysSource(TimelineSource, Protocol):
 
     def op_table(self) -> pd.DataFrame:
         """PyTorch ops by GPU time: ``op, shapes, calls, kernels, kernel_time_ns, gpu_time_ns,
-        model_flops, mfu, peak_flops, peak_source`` (empty without op ranges)."""
+        model_flops, mfu_frac, peak_flops_per_s, peak_source`` (empty without op ranges)."""
         ...
 
     def ranks(self) -> RankSource | None:
@@ -188,8 +188,8 @@ class NcuSource(Protocol):
         ...
 
     def mfu(self) -> dict[str, pd.DataFrame]:
-        """``{"kernels": ..., "ranges": ...}``: ``hfu`` (hardware FLOPs) and ``mfu`` (model
-        FLOPs, NaN when unknown) with ``peak_flops, peak_source, time_source,
+        """``{"kernels": ..., "ranges": ...}``: ``hfu_frac`` (hardware FLOPs) and ``mfu_frac``
+        (model FLOPs, NaN when unknown) with ``peak_flops_per_s, peak_source, time_source,
         model_flops_source``."""
         ...
 

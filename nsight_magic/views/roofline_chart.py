@@ -1,7 +1,7 @@
 """Roofline chart builder (log-log). Inputs are frames analysis computed:
 
 - points, one per launch (``roofline_bounds``): ``launch, name, short_name, duration_ns,
-  arithmetic_intensity, flops_per_s, precision, pct_of_ceiling, verdict, plottable`` (the rows
+  arithmetic_intensity, flops_per_s, precision, ceiling_pct, verdict, plottable`` (the rows
   a log-log chart can place) (+ ``level`` for a hierarchical roofline: one point per launch and
   memory level L1/L2/DRAM; + ``grid, block, registers`` when known);
 - ceilings (``roofline_ceilings``): ``label`` ("Tensor", "DRAM", ...), ``kind`` ("memory":
@@ -108,7 +108,7 @@ def roofline_chart(points: pd.DataFrame, ceilings: pd.DataFrame) -> alt.LayerCha
         "ai",
         "flops_per_s",
         "precision",
-        "pct_of_ceiling",
+        "ceiling_pct",
         "verdict",
     ]
     extra = [c for c in ("level", "grid", "block", "registers") if c in data.columns]
@@ -123,7 +123,7 @@ def roofline_chart(points: pd.DataFrame, ceilings: pd.DataFrame) -> alt.LayerCha
         alt.Tooltip("duration_us:Q", format=",.2f", title="duration (us)"),
         alt.Tooltip("ai:Q", format=".3g", title="AI (FLOP/byte)"),
         alt.Tooltip("flops_per_s:Q", format=".3s", title="FLOP/s"),
-        alt.Tooltip("pct_of_ceiling:Q", format=".1f", title="% of its ceiling"),
+        alt.Tooltip("ceiling_pct:Q", format=".1f", title="% of its ceiling"),
         *[alt.Tooltip(f"{c}:N") for c in extra],
     ]
     dots = (

@@ -272,7 +272,11 @@ class NcuReport:
         return advice_note(self.advice(), self._rules_supported, sections)
 
     def roofline(self) -> pd.DataFrame:
-        """Per-launch roofline points: :func:`..analysis.roofline.roofline_points`."""
+        """Per-launch roofline points (:func:`..analysis.roofline.roofline_points`): ``launch,
+        name, duration_ns``, ``<p>_flops_per_s`` and ceilings ``peak_<p>_flops_per_s`` (FLOP/s;
+        p = fp64, fp32, fp16, tensor), ``dram_bytes_per_s, peak_dram_bytes_per_s,
+        arithmetic_intensity, sm_clock_hz, tensor_op_path``, counts ``flop_count_<p>,
+        flop_count_total, dram_bytes``."""
         if "roofline" not in self._cache:
             # read only the counters the roofline uses: a full-set launch has ~7000 metrics
             self._cache["roofline"] = roofline_points(

@@ -365,7 +365,7 @@ def load_memcpy(src: ExportSource) -> pd.DataFrame:
         copyKind INTEGER NOT NULL -- ENUM_CUDA_MEMCPY_OPER; srcKind, dstKind, ...
 
     -> ``start_ns, end_ns, duration_ns, bytes, kind, label, device_id, stream_id,
-    correlation_id, pid, bandwidth_gbps`` (``label`` is nsys's "Host-to-Device" form;
+    correlation_id, pid, bandwidth_gb_per_s`` (``label`` is nsys's "Host-to-Device" form;
     GB/s = bytes / ns)."""
     ints = sort_by_start(read_keyed(src, MEMCPY, _MEMCPY)).ints
     kinds, labels = load_memcpy_kinds(src), load_memcpy_labels(src)
@@ -380,7 +380,7 @@ def load_memcpy(src: ExportSource) -> pd.DataFrame:
             "kind": kinds.reindex(code).to_numpy(dtype=object, na_value="Unknown"),
             "label": labels.reindex(code).to_numpy(dtype=object, na_value="Unknown"),
             **{k: op[k] for k in ("device_id", "stream_id", "correlation_id", "pid")},
-            "bandwidth_gbps": gbps.astype(np.float64),
+            "bandwidth_gb_per_s": gbps.astype(np.float64),
         }
     )
 

@@ -171,6 +171,7 @@ class RankedReport(CopySummaries):
 
     # --- frames -------------------------------------------------------------------------------
     def kernels(self) -> pd.DataFrame:
+        """``NsysReport.kernels()`` of every report on one clock, + ``report, rank``."""
         return self._merged("kernels", lambda r: r.kernels())
 
     def nvtx(self) -> pd.DataFrame:
@@ -179,12 +180,15 @@ class RankedReport(CopySummaries):
         return self._merged("nvtx", _with_payload)
 
     def memcpy(self) -> pd.DataFrame:
+        """``NsysReport.memcpy()`` of every report on one clock, + ``report, rank``."""
         return self._merged("memcpy", lambda r: r.memcpy())
 
     def memset(self) -> pd.DataFrame:
+        """``NsysReport.memset()`` of every report on one clock, + ``report, rank``."""
         return self._merged("memset", lambda r: r.memset())
 
     def graph_launches(self) -> pd.DataFrame:
+        """``NsysReport.graph_launches()`` of every report on one clock, + ``report, rank``."""
         return self._merged("graph_launches", lambda r: r.graph_launches())
 
     def processes(self) -> pd.DataFrame:
@@ -240,12 +244,15 @@ class RankedReport(CopySummaries):
         return merged.iloc[np.sort(np.concatenate(rows))] if rows else merged.iloc[:0]
 
     def cuda_api(self) -> pd.DataFrame:
+        """``NsysReport.cuda_api()`` of every report on one clock, + ``report, rank``."""
         return self._merged("cuda_api", lambda r: r.cuda_api())
 
     def osrt(self) -> pd.DataFrame:
+        """``NsysReport.osrt()`` of every report on one clock, + ``report, rank``."""
         return self._merged("osrt", lambda r: r.osrt())
 
     def python_samples(self) -> pd.DataFrame:
+        """``NsysReport.python_samples()`` of every report on one clock, + ``report, rank``."""
         return self._merged("python_samples", lambda r: r.python_samples())
 
     def gpus(self) -> list[dict[str, object]]:

@@ -67,14 +67,17 @@ class CopySummaries(abc.ABC):
     def memset(self) -> pd.DataFrame: ...
 
     def memory_time_summary(self) -> pd.DataFrame:
-        """= ``cuda_gpu_mem_time_sum``."""
+        """= ``cuda_gpu_mem_time_sum``: ``operation, instances, total_ns, avg_ns, med_ns,
+        min_ns, max_ns, std_ns`` (ns), ``time_pct`` (percent of all copy and set time)."""
         return memory_time_summary(self.memcpy(), self.memset())
 
     def memory_size_summary(self) -> pd.DataFrame:
-        """= ``cuda_gpu_mem_size_sum`` (bytes, not MB)."""
+        """= ``cuda_gpu_mem_size_sum`` in bytes, not MB: ``operation, instances, total_bytes,
+        avg_bytes, med_bytes, min_bytes, max_bytes, std_bytes``."""
         return memory_size_summary(self.memcpy(), self.memset())
 
     def copies_by_kind(self) -> pd.DataFrame:
+        """Per copy kind: ``kind, count, bytes, total_ns, bandwidth_gb_per_s`` (GB/s)."""
         return copies_by_kind(self.memcpy())
 
 
@@ -94,6 +97,7 @@ class NsysReport(CopySummaries):
     # --- opening ------------------------------------------------------------------------------
     @classmethod
     def open(cls, path: str | Path) -> NsysReport:
+        """The report of a ``.sqlite`` export, a parquet dir or a ``.nsys-rep`` (see the class)."""
         path = Path(path)
         if not path.exists():
             raise ReportNotFoundError(f"{path} does not exist; check the path or the run folder.")
@@ -175,6 +179,8 @@ class NsysReport(CopySummaries):
         return self._cached("strings", lambda: strings.load_string_table(self.source))
 
     def cuda_api(self) -> pd.DataFrame:
+        """CUDA API calls (``cupti.load_cuda_api``): ``name, start_ns, end_ns, duration_ns``
+        (ns), ``correlation_id, pid, tid, return_value``."""
         return self._cached("cuda_api", lambda: cupti.load_cuda_api(self.source, self._strings()))
 
     def osrt(self) -> pd.DataFrame:
@@ -187,8 +193,10 @@ class NsysReport(CopySummaries):
         return self._cached("python_samples", lambda: host.load_python_samples(self.source))
 
     def kernels(self) -> pd.DataFrame:
-        """One row per kernel (``cupti.load_kernels``); ``graph_node_id`` is -1 for a kernel
-        that did not run as a CUDA graph node."""
+        """One row per kernel (``cupti.load_kernels``): ``start_ns, end_ns, duration_ns`` (ns),
+        ``name, short_name, mangled_name, device_id, context_id, stream_id, correlation_id, pid,
+        tid, grid_x, grid_y, grid_z, block_x, block_y, block_z, registers_per_thread,
+        static_smem_bytes, dynamic_smem_bytes, graph_node_id`` (-1: not a CUDA graph node)."""
         return self._cached(
             "kernels",
             lambda: cupti.load_kernels(self.source, self._strings(), self._launches()),
@@ -214,12 +222,18 @@ class NsysReport(CopySummaries):
         return self._cached("launches", load)
 
     def nvtx(self) -> pd.DataFrame:
+        """NVTX ranges (``nvtx_events.load_nvtx``): ``domain, range, style, start_ns, end_ns,
+        duration_ns`` (ns), ``pid, tid, end_tid, level``."""
         return self._cached("nvtx", lambda: nvtx_events.load_nvtx(self.source, self._strings()))
 
     def memcpy(self) -> pd.DataFrame:
+        """Copies (``cupti.load_memcpy``): ``start_ns, end_ns, duration_ns`` (ns), ``bytes,
+        kind, label, device_id, stream_id, correlation_id, pid, bandwidth_gb_per_s`` (GB/s)."""
         return self._cached("memcpy", lambda: cupti.load_memcpy(self.source))
 
     def memset(self) -> pd.DataFrame:
+        """Sets (``cupti.load_memset``): ``start_ns, end_ns, duration_ns`` (ns), ``bytes,
+        device_id, stream_id, correlation_id, pid``."""
         return self._cached("memset", lambda: cupti.load_memset(self.source))
 
     def graph_launches(self) -> pd.DataFrame:
@@ -286,7 +300,8 @@ class NsysReport(CopySummaries):
 
     # --- summaries ----------------------------------------------------------------------------
     def kernel_summary(self) -> pd.DataFrame:
-        """= ``nsys stats --report cuda_gpu_kern_sum``."""
+        """= ``nsys stats --report cuda_gpu_kern_sum``: ``name, short_name, instances,
+        total_ns, avg_ns, med_ns, min_ns, max_ns, std_ns`` (ns), ``time_pct``."""
         kernels = self._cache.get("kernels")
         return self._cached(
             "kernel_summary",
@@ -303,7 +318,9 @@ class NsysReport(CopySummaries):
         )
 
     def nvtx_gpu_projection(self) -> pd.DataFrame:
-        """= ``nsys stats --report nvtx_gpu_proj_sum``."""
+        """= ``nsys stats --report nvtx_gpu_proj_sum``: ``domain, range, style, instances,
+        proj_total_ns, range_total_ns, gpu_ops, proj_avg_ns, proj_med_ns, proj_min_ns,
+        proj_max_ns, proj_std_ns`` (ns), ``avg_gpu_ops, avg_level, avg_children``."""
         return self._cached(
             "nvtx_gpu_projection", lambda: nvtx_gpu_projection(self.nvtx_gpu_trace())
         )
@@ -358,7 +375,9 @@ class NsysReport(CopySummaries):
         return _gaps.busy_pct(self.gpu_ops(), window or self.capture_window())
 
     def gaps(self, min_gap_ns: int = 0, per_stream: bool = True) -> pd.DataFrame:
-        """Idle gaps per device/stream (``analysis.gaps.gaps``), longest first."""
+        """Idle gaps per device/stream (``analysis.gaps.gaps``), longest first: ``device_id,
+        stream_id, start_ns, end_ns, duration_ns`` (ns), ``prev_op`` (ended at ``start_ns``),
+        ``next_op`` (starts at ``end_ns``)."""
         return _gaps.gaps(self.gpu_ops(), min_gap_ns, per_stream)
 
     def timeline(self, max_rows: int = 5000, window: tuple[int, int] | None = None) -> pd.DataFrame:

@@ -1,7 +1,9 @@
 """What results need from the layers above them, as Protocols: results never import the session.
 
-A run that can be drilled into gets a ``KernelProfiler`` handed in (the notebook's session
-manager); the picker's Profile button and the NVTX tab's "profile this range" call it."""
+A run that can be drilled into gets a ``DrillRunner`` handed in (the notebook's session
+manager): what re-runs the run's cell under ncu (a drill-down). The picker's Profile button and
+the NVTX tab's "profile this range" call it. ("Profiler" in this package names only Nsight
+Systems / Nsight Compute themselves.)"""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ if TYPE_CHECKING:
     from ..profilers.drill_request import DrillRequest
 
 
-class KernelProfiler(Protocol):
+class DrillRunner(Protocol):
     def profile_kernel(
         self,
         parent: Any,

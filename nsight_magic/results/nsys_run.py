@@ -19,10 +19,10 @@ from ..magic_names import cell_magic
 from ..profilers.drill_request import DrillRequest
 from ..views.nsys_view import nsys_static_html, nsys_widget
 from .base import WIDGET_MIME, _Run, in_kernel
+from .drill_protocols import DrillRunner
 from .frames import NsysFrames
 from .idle_frames import IdleFrames, cuda_api_summary, osrt_summary
 from .ncu_run import NcuRun
-from .protocols import KernelProfiler
 
 __all__ = ["WIDGET_MIME", "NcuRun", "NsysRun", "in_kernel"]
 
@@ -39,13 +39,13 @@ class NsysRun(_Run):
         report: Any,
         run_dir: str | Path | None = None,
         meta: dict[str, Any] | None = None,
-        profiler: KernelProfiler | None = None,
+        drill_runner: DrillRunner | None = None,
     ) -> None:
         super().__init__(report, run_dir, meta)
         self.children: list[NcuRun] = []
-        # what re-profiles this run's cell (ncu on a kernel or an NVTX range); handed in by
+        # what re-runs this run's cell under ncu (on a kernel or an NVTX range); handed in by
         # the session that profiled it, None for a run opened from a report file
-        self.profiler = profiler
+        self.drill_runner = drill_runner
         # load_run(..., trust=True): a re-profile may use the folder's interpreter and env
         self.trust_folder = False
 
@@ -55,27 +55,48 @@ class NsysRun(_Run):
         return NsysFrames(self)
 
     def kernels(self) -> pd.DataFrame:
+        """One row per kernel launch the capture holds: ``start_ns, end_ns, duration_ns``
+        (int64 ns on the report's clock), ``name`` (demangled, as ``nsys stats`` shows it),
+        ``short_name, mangled_name, device_id, context_id, stream_id, correlation_id, pid, tid``
+        (of the launching API call), ``grid_x, grid_y, grid_z, block_x, block_y, block_z,
+        registers_per_thread,
+        static_smem_bytes, dynamic_smem_bytes`` (bytes), ``graph_node_id`` (-1: not a CUDA
+        graph node)."""
         return self.report.kernels()
 
     def nvtx(self) -> pd.DataFrame:
+        """NVTX ranges: ``domain`` ("" for the default), ``range`` (text), ``style``
+        ("PushPop"/"StartEnd"), ``start_ns, end_ns, duration_ns`` (ns), ``pid, tid, end_tid``,
+        ``level`` (nesting depth, 0 = outermost)."""
         return self.report.nvtx()
 
     def memcpy(self) -> pd.DataFrame:
+        """Memory copies: ``start_ns, end_ns, duration_ns`` (ns), ``bytes``, ``kind`` ("HtoD",
+        "DtoH", ... as nsys stats names them), ``label`` ("Host-to-Device"), ``device_id,
+        stream_id, correlation_id, pid, bandwidth_gb_per_s`` (GB/s: 10^9 bytes per second)."""
         return self.report.memcpy()
 
     def memset(self) -> pd.DataFrame:
+        """Memory sets: ``start_ns, end_ns, duration_ns`` (ns), ``bytes, device_id, stream_id,
+        correlation_id, pid``."""
         return self.report.memset()
 
     def graph_launches(self) -> pd.DataFrame:
         """Whole CUDA graph launches (nsys ``--cuda-graph-trace=graph``: their kernels have no
-        kernel rows); empty otherwise."""
+        kernel rows); empty otherwise: ``start_ns, end_ns, duration_ns`` (ns), ``graph_id,
+        graph_exec_id, device_id, stream_id, correlation_id, pid``."""
         return self.report.graph_launches()
 
     def processes(self) -> pd.DataFrame:
+        """``pid, name``: one row per process with CUDA or NVTX events."""
         return self.report.processes()
 
     def process_summary(self) -> pd.DataFrame:
-        """GPU work per process, most first (``analysis.processes.process_summary``)."""
+        """GPU work per process, most first (``analysis.processes.process_summary``): ``pid,
+        name, kernels, kernel_time_ns, graph_launches, graph_time_ns, memcpy_count,
+        memcpy_bytes, memcpy_time_ns, memset_count, memset_time_ns, gpu_time_ns`` (the op
+        durations summed, ns), ``gpu_time_pct`` (percent of all processes'), ``devices``
+        ("0,1"), ``first_start_ns, last_end_ns`` (+ ``rank`` of a multi-rank run)."""
         return processes.process_summary(
             self.kernels(), self.memcpy(), self.processes(), self.memset(), self.graph_launches()
         )
@@ -109,21 +130,41 @@ class NsysRun(_Run):
         return cold_run.first_call_effects(api, self.capture_window())
 
     def cuda_api(self) -> pd.DataFrame:
+        """CUDA API calls, each once: ``name`` (without the ``_vNNNN`` suffix, as nsys stats
+        prints it), ``start_ns, end_ns, duration_ns`` (ns), ``correlation_id, pid, tid,
+        return_value`` (a NULL id reads as -1)."""
         return self.report.cuda_api()
 
     def kernel_summary(self) -> pd.DataFrame:
+        """Per kernel name, = ``nsys stats --report cuda_gpu_kern_sum``: ``name, short_name,
+        instances, total_ns, avg_ns, med_ns, min_ns, max_ns, std_ns`` (ns; averages, medians
+        and deviations are floats), ``time_pct`` (percent of all kernel time), most
+        ``total_ns`` first. CUDA graph launches traced whole are left out, as nsys stats
+        does."""
         return self.report.kernel_summary()
 
     def nvtx_gpu_projection(self) -> pd.DataFrame:
+        """Per NVTX range, the GPU time of the work it launched, = ``nsys stats --report
+        nvtx_gpu_proj_sum``: ``domain, range, style, instances, proj_total_ns`` (GPU time
+        projected onto the range, ns), ``range_total_ns`` (the range's own CPU time, ns),
+        ``gpu_ops`` (count), ``proj_avg_ns, proj_med_ns, proj_min_ns, proj_max_ns,
+        proj_std_ns, avg_gpu_ops, avg_level, avg_children``."""
         return self.report.nvtx_gpu_projection()
 
-    def gaps(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
-        return self.report.gaps(*args, **kwargs)
+    def gaps(self, min_gap_ns: int = 0, per_stream: bool = True) -> pd.DataFrame:
+        """Idle stretches longer than ``min_gap_ns`` between consecutive GPU ops of each
+        device and stream (``per_stream=False``: of each device, any stream busy counts as busy,
+        ``stream_id`` -1): ``device_id, stream_id, start_ns, end_ns, duration_ns`` (ns),
+        ``prev_op`` (the op that ended at ``start_ns``), ``next_op`` (the op that starts at
+        ``end_ns``), longest first (``analysis.gaps.gaps``)."""
+        return self.report.gaps(min_gap_ns, per_stream)
 
     def gpu_busy_pct(self) -> float:
+        """Percent (0-100) of the capture window during which some GPU op ran."""
         return self.report.gpu_busy_pct()
 
     def capture_window(self) -> tuple[int, int]:
+        """``(start_ns, end_ns)`` of the capture on the report's clock."""
         return self.report.capture_window()
 
     # --- host side and idle time (issue #24; frames from ``results.idle_frames``) ------------
@@ -133,7 +174,9 @@ class NsysRun(_Run):
         return IdleFrames(self.report)
 
     def osrt(self) -> pd.DataFrame:
-        """OS runtime calls (``--trace=osrt``, on by ``%%nsys --host``)."""
+        """OS runtime calls (``--trace=osrt``, on by ``%%nsys --host``): ``name, start_ns,
+        end_ns, duration_ns`` (ns), ``pid, tid, return_value, nesting_level, callchain_id``;
+        empty without that trace."""
         return self.report.osrt()
 
     def python_samples(self) -> pd.DataFrame:
@@ -148,7 +191,9 @@ class NsysRun(_Run):
         return cuda_api_summary(self.report)
 
     def osrt_summary(self) -> pd.DataFrame:
-        """Per OS runtime function, the same columns = ``nsys stats --report osrt_sum``."""
+        """Per OS runtime function, = ``nsys stats --report osrt_sum``: ``name, calls,
+        total_ns, avg_ns, med_ns, min_ns, max_ns, std_ns`` (ns), ``time_pct`` (percent of all
+        OS runtime time)."""
         return osrt_summary(self.report)
 
     def idle_breakdown(self) -> pd.DataFrame:
@@ -158,31 +203,49 @@ class NsysRun(_Run):
         return self.idle.breakdown()
 
     def idle_causes(self, top: int = 5) -> pd.DataFrame:
-        """The top causes of idle time, one ``sentence`` each."""
+        """The ``top`` causes of GPU idle time (``analysis.idle_summary.idle_causes``):
+        ``category, call, frame, statement, idle_ns`` (ns), ``pct`` (percent of all idle
+        time), ``sentence`` (e.g. "61% of idle time: cudaStreamSynchronize in L3 ...")."""
         return self.idle.causes(top)
 
     def idle_gaps(self) -> pd.DataFrame:
-        """Each idle gap with its time per cause (``analysis.idle_summary.gap_causes``)."""
+        """Each device-level idle gap with its time per cause
+        (``analysis.idle_summary.gap_causes``): ``gap, device_id, start_ns, end_ns,
+        duration_ns, next_op`` (the op after the gap), ``pid, tid`` (the thread that launched
+        it), ``cuda_sync_ns, cuda_api_ns, os_wait_ns, host_ns`` (ns of each cause),
+        ``cause`` (the largest), ``call`` (its longest call), ``statement``; longest first."""
         return self.idle.gap_causes()
 
     def launch_bound(self, min_kernels: int = 8) -> pd.DataFrame:
-        """Stretches where the CPU's launch rate set the pace (``analysis.launch_bound``)."""
+        """Stretches of at least ``min_kernels`` kernels where the CPU's launch rate set the
+        pace (``analysis.launch_bound``): ``device_id, pid, start_ns, end_ns, kernels,
+        gpu_busy_ns`` (ns), ``busy_pct`` (percent of the stretch), ``median_kernel_ns,
+        median_launch_interval_ns`` (ns), ``cpu_launches_per_ms, gpu_kernels_per_ms``."""
         return self.idle.launch_bound(min_kernels)
 
     def gpu_info(self) -> dict[str, Any]:
+        """The GPU the report names: ``name``, ``sm_count``, ``sm_clock_max_hz`` (Hz),
+        ``memory_bytes``, ``memory_bandwidth_bytes_per_s`` (where the report has them)."""
         return self.report.gpu_info()
 
     def copies_by_kind(self) -> pd.DataFrame:
+        """Per copy kind: ``kind, count, bytes, total_ns`` (ns), ``bandwidth_gb_per_s`` (total
+        bytes over total time, GB/s) (``analysis.memory.copies_by_kind``)."""
         return self.report.copies_by_kind()
 
     def timeline(self, window: tuple[int, int] | None = None, max_rows: int = 5000) -> pd.DataFrame:
         """Timeline rows of the events overlapping ``window`` (all when None), at most
-        ``max_rows`` (``analysis.timeline.timeline_frame``)."""
+        ``max_rows`` (``analysis.timeline.timeline_frame``): ``lane, kind, start_ns, end_ns``
+        (ns), ``name, count`` (events binned into the row), ``short_name, level``."""
         return self.report.timeline(max_rows=max_rows, window=window)
 
     def ordered_projection(self) -> pd.DataFrame:
         """The NVTX projection in reading order: cell, statements by line, then the user's
-        ranges (``analysis.statements.ordered_projection``)."""
+        ranges (``analysis.statements.ordered_projection``): :meth:`nvtx_gpu_projection`'s
+        columns (``domain, range, style, instances, proj_total_ns, range_total_ns, gpu_ops,
+        proj_avg_ns, proj_med_ns, proj_min_ns, proj_max_ns, proj_std_ns, avg_gpu_ops,
+        avg_level, avg_children``; ns) + ``scope`` (cell, statement, warmup, user) and
+        ``line`` (a statement's cell line)."""
         return statements.ordered_projection(self.nvtx_gpu_projection())
 
     def resolve_nvtx_range(self, spec: str) -> range_spec.NvtxRange:
@@ -195,18 +258,26 @@ class NsysRun(_Run):
         return self.report.kernels_in_range(domain, range)
 
     def kernel_ops(self) -> pd.DataFrame:
-        """The PyTorch op that launched each kernel (``analysis.torch_ops.kernel_ops``)."""
+        """The PyTorch op that launched each kernel (``analysis.torch_ops.kernel_ops``), on the
+        index of :meth:`kernels`: ``op, op_id, shapes, op_nvtx_row`` ("", <NA>, "", -1
+        outside every op range)."""
         return self.report.kernel_ops()
 
     def op_summary(self) -> pd.DataFrame:
-        """PyTorch ops by GPU time (``analysis.torch_ops.op_summary``); needs a run captured
-        with ``--pytorch=autograd-shapes-nvtx`` (empty otherwise)."""
+        """PyTorch ops by GPU time (``analysis.torch_ops.op_summary``), one row per (op,
+        shapes): ``op, shapes, calls, top_level_calls, gpu_ops, gpu_time_ns, avg_gpu_time_ns,
+        cpu_time_ns`` (ns), ``kernels, kernel_time_ns`` (kernels whose innermost op it is),
+        ``model_flops`` (FLOPs of GEMM ops, NaN for others); needs a run captured with
+        ``--pytorch=autograd-shapes-nvtx`` (empty otherwise)."""
         kernels = self.kernels()
         return torch_ops.op_summary(self.report.nvtx_gpu_trace(), kernels, self.kernel_ops())
 
     def op_mfu(self, *, dtype: str = "bf16", peak_flops: float | None = None) -> pd.DataFrame:
         """MFU per PyTorch GEMM op from its shapes' 2*M*N*K over its projected GPU time
-        (``analysis.mfu.op_mfu``); op ranges do not record the data type: ``dtype``."""
+        (``analysis.mfu.op_mfu``): ``op, shapes, calls, model_flops`` (FLOPs),
+        ``gpu_time_ns, time_source, dtype, peak_flops_per_s, peak_source, model_flops_per_s``
+        (FLOP/s), ``mfu_frac`` (fraction of the peak), best first; op ranges do not record the
+        data type: ``dtype``."""
         return utilisation.op_mfu(
             self.op_summary(),
             gpu_name=self.gpu_info().get("name"),
@@ -224,9 +295,13 @@ class NsysRun(_Run):
         """MFU per NVTX range from model FLOPs (e.g. ``analysis.model_flops.transformer_flops``;
         without ``flops``, the 2*M*N*K of the PyTorch GEMM op ranges inside each range) over
         the range's GPU-projected time in this run, against the derived dense peak of this run's
-        GPU for ``dtype`` (or ``peak_flops``). See ``analysis.mfu.model_mfu``. Empty, with the
-        reason in ``attrs["reason"]`` and an ``EmptyResultWarning``, for a run captured
-        without ``--pytorch shapes`` when no ``flops`` are given."""
+        GPU for ``dtype`` (or ``peak_flops``, FLOP/s). See ``analysis.mfu.model_mfu``.
+        Columns: ``domain, range, model_flops`` (FLOPs), ``model_flops_source, time_ns``
+        (projected GPU time, ns), ``time_source, dtype, peak_flops_per_s, peak_source,
+        model_flops_per_s`` (FLOP/s: the same quantity as ``NcuRun.mfu()``'s), ``mfu_frac``
+        (fraction of the peak). Empty, with the reason in ``attrs["reason"]`` and an
+        ``EmptyResultWarning``, for a run captured without ``--pytorch shapes`` when no
+        ``flops`` are given."""
         return utilisation.model_mfu(
             self.nvtx_gpu_projection(),
             flops,
@@ -265,7 +340,7 @@ class NsysRun(_Run):
         request = DrillRequest.create(name, instance=instance, count=count, set=set,
                                       sections=sections, metrics=metrics, fresh=fresh,
                                       timeout=timeout, rank=rank)  # fmt: skip
-        child = self._profiler().profile_kernel(self, request, progress=progress, output=output,
+        child = self._drill_runner().profile_kernel(self, request, progress=progress, output=output,
                                                 cancel=cancel)  # fmt: skip
         return self._adopt(child)
 
@@ -290,24 +365,24 @@ class NsysRun(_Run):
         are ``profile_kernel``'s. The child run is kept in ``children``."""
         request = DrillRequest.create(set=set, sections=sections, metrics=metrics, fresh=fresh,
                                       timeout=timeout, rank=rank)  # fmt: skip
-        child = self._profiler().profile_range(
+        child = self._drill_runner().profile_range(
             self, domain, name, style, request, progress=progress, output=output, cancel=cancel
         )
         return self._adopt(child)
 
-    def _profiler(self) -> KernelProfiler:
+    def _drill_runner(self) -> DrillRunner:
         if self.run_dir is None:
             raise NsightMagicError(
                 "This run was opened from a report file, not profiled here, so there is no "
                 "saved cell to re-run under ncu; profile the cell with "
                 f"{cell_magic('nsys')} first, or use {cell_magic('ncu')}."
             )
-        if self.profiler is None:
+        if self.drill_runner is None:
             raise NsightMagicError(
-                "This run has no profiler to re-run its cell: open it with "
+                "This run has nothing to re-run its cell under ncu: open it with "
                 f"nsight_magic.load_run(...) or profile the cell with {cell_magic('nsys')}."
             )
-        return self.profiler
+        return self.drill_runner
 
     def _adopt(self, child: NcuRun) -> NcuRun:
         if getattr(child, "parent", True) is None:
