@@ -30,6 +30,7 @@ from ..errors import (
 from ..run_dir import RunDir
 from ..script import PreparedCell
 from . import deadline, gpu_memory
+from .activity import Activity
 from .backends import Backend, NcuBackend, NsysBackend, WarmState
 from .drill import DrillDowns
 from .fallback import fresh_after_crash, fresh_after_empty_attach
@@ -85,6 +86,7 @@ class SessionManager(DrillDowns):
         self._drill_prewarmed = False
         self.background: list[threading.Thread] = []  # prewarm threads (tests join them)
         self._stops = 0  # stop() calls: a worker whose start a stop() overtook is ended
+        self.activity = Activity()  # profiled cells in flight: the ncu prewarm waits for a pause
 
     # --- setup cells ------------------------------------------------------------------------
     def record_setup(self, source: str, name: str, cell: PreparedCell) -> None:
@@ -286,6 +288,24 @@ class SessionManager(DrillDowns):
         """Profile ``request`` with ``backend``: in the warm worker, or fresh when
         ``request.fresh`` (or a saved ``script`` is re-run cold). Returns an ``NsysRun`` /
         ``NcuRun``; raises the typed errors of ``errors.py``."""
+        with self.activity.cell():
+            return self._profile(request, backend, notebook=notebook, callbacks=callbacks,
+                                 parent=parent, before=before, run_dir=run_dir, meta=meta,
+                                 script=script)  # fmt: skip
+
+    def _profile(
+        self,
+        request: CellRequest,
+        backend: Backend,
+        *,
+        notebook: Notebook | None,
+        callbacks: RunCallbacks | None,
+        parent: Any,
+        before: int | None,
+        run_dir: Path | None,
+        meta: dict[str, Any] | None,
+        script: Path | None,
+    ) -> Any:
         captured: dict[str, RunContext] = {}
 
         def make_result(report: Any, ctx: RunContext) -> Any:

@@ -5,7 +5,9 @@
 - ncu: once the first nsys result is back, when the GPU has room for a second copy of the
   notebook's state (``gpu_memory.py``); it replays what a drill-down into that cell needs, so
   the first drill-down costs ncu's own replay. The nsys worker is held meanwhile (its lock), so
-  an nsys capture never runs beside the ncu worker's replay on the GPU.
+  an nsys capture never runs beside the ncu worker's replay on the GPU; and the replay starts
+  only once no profiled cell has run for a moment (``activity.py``), so cells run back to back
+  (Run All) are not held by it.
 
 A profiled cell that arrives meanwhile waits for the same worker (the start and the replay hold
 the locks a cell takes), then replays only what is still missing. What went wrong in the
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING
 from ..run_dir import RunDir
 from ..script import build_script, prepare_cell
 from . import gpu_memory
+from .activity import PREWARM_IDLE_S
 from .backends import Backend
 from .pipeline import Lines, RunContext, base_meta
 from .replay import plan_replay
@@ -82,6 +85,10 @@ def _prewarm(
                                  lines=Lines(backend.tool, callbacks, None),
                                  meta=base_meta(request, tool, "prewarm"))  # fmt: skip
                 session = manager._session(backend, ctx, stops=stops)
+            if hold is not None and not manager.activity.wait_idle(
+                PREWARM_IDLE_S, lambda: manager._stops != stops
+            ):
+                return  # stopped meanwhile; a Run All keeps going past here until it ends
             waiting = f"the {session.tool} worker replays ahead of time; no capture runs beside it"
             with _busy(hold, waiting), _busy(session, "replaying earlier cells ahead of time"):
                 _replay(manager, session, Path(tmp), backend, reads, before)
