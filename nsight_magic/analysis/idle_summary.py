@@ -194,9 +194,13 @@ def gap_causes(gaps: pd.DataFrame, pieces: pd.DataFrame) -> pd.DataFrame:
     longest = calls.sort_values("duration_ns", ascending=False, kind="stable").drop_duplicates(
         "gap"
     )
-    out["call"] = out["gap"].map(longest.set_index("gap")["call"]).fillna("").astype(str)
+    # object first: with no call at all the mapped column is float NaN, and filling a float
+    # column with "" is deprecated in pandas 3 (an error in 4)
+    out["call"] = out["gap"].map(longest.set_index("gap")["call"]).astype(object).fillna("")
+    out["call"] = out["call"].astype(str)
     first = pieces.sort_values("start_ns", kind="stable").drop_duplicates("gap")
-    out["statement"] = out["gap"].map(first.set_index("gap")["statement"]).fillna("").astype(str)
+    out["statement"] = out["gap"].map(first.set_index("gap")["statement"]).astype(object)
+    out["statement"] = out["statement"].fillna("").astype(str)
     out["cause"] = out["cause"].astype(str)
     return out.sort_values(
         ["duration_ns", "start_ns"], ascending=[False, True], kind="stable"
