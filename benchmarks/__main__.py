@@ -46,6 +46,10 @@ def main() -> None:
         from . import host
 
         host.main(rest if what == "host" else [])
+    if what == "view":  # P10, CPU: the display's foreground cost
+        from . import view
+
+        view.main(rest)
     if what == "two-ranks":  # needs 2 GPUs: never part of "all"
         from . import two_ranks
 
