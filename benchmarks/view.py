@@ -58,6 +58,9 @@ def _timed_waits(spent: list[float]) -> Iterator[None]:
     is built (``RenderBatch.fill``: the renders that did not overlap the widget's build)."""
     from nsight_magic.views import static
 
+    if not hasattr(static, "RenderBatch"):  # a version before issue 22: charts render inline
+        yield
+        return
     saved = static.RenderBatch.fill
 
     def fill(self: Any, page: str) -> str:
@@ -77,7 +80,7 @@ def _timed_waits(spent: list[float]) -> Iterator[None]:
 def _forget_renders() -> None:
     from nsight_magic.views import static
 
-    static.forget_renders()
+    static._png_from_spec.cache_clear()
 
 
 def measure(name: str) -> dict[str, float]:
@@ -98,7 +101,7 @@ def measure(name: str) -> dict[str, float]:
             bundle = run._repr_mimebundle_()
             row["warm_s"] = time.perf_counter() - t0
             row["warm_cpu_s"] = time.process_time() - c0  # the kernel's own CPU, not helpers'
-        row["warm_chart_wait_s"] = sum(waits)
+        row["warm_chart_wait_s"] = sum(waits) if waits else float("nan")
         row["widget_state_bytes"] = len(json.dumps(bundle, default=str))
 
         _forget_renders()

@@ -152,8 +152,3 @@ def shown_with_png(builder: Callable[P, C]) -> Callable[P, C]:
             return with_png(builder(*args, **kwargs))
 
     return build
-
-
-def forget_renders() -> None:
-    """Empty the PNG cache (benchmarks: a later cell's report gives other charts)."""
-    _png_from_spec.cache_clear()
