@@ -22,7 +22,7 @@ NsysRun(open_report({path!r}), meta={{"name": {name!r}}})
 """
 HELPERS = """
 from nsight_magic.views import render_pool
-print("helpers", sorted(render_pool._pool._processes) if render_pool._pool else [])
+print("helpers", [helper.proc.pid for helper in render_pool._helpers])
 """
 
 
