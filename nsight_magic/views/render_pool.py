@@ -30,6 +30,10 @@ from typing import IO
 
 PROCESSES_ENV = "NSIGHT_MAGIC_RENDER_PROCESSES"
 WORKER = Path(__file__).with_name("render_worker.py")
+# The worker file run by path with nothing added to sys.path: run as ``python FILE`` its folder
+# (this one, with ``html.py``) would shadow the standard library; ``python -I`` would drop the
+# user site-packages a ``pip install --user`` puts vl-convert in.
+_RUN_WORKER = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
 _TINY = '{"data": {"values": [{"a": 1}]}, "mark": "bar", "encoding": {"x": {"field": "a"}}}'
 
 
@@ -59,7 +63,7 @@ class _Helper:
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", str(WORKER)],
+            [sys.executable, "-c", _RUN_WORKER, str(WORKER)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

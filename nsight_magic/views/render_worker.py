@@ -1,8 +1,8 @@
 """A render helper (``render_pool``): Vega-Lite specs in on stdin, PNGs out on stdout, one at a
-time, until stdin ends (its kernel closed it or died). Run as a file with ``python -I``, so it
-imports only the standard library and vl-convert: never the user's ``__main__`` (what a spawned
-``multiprocessing`` child would re-run) and never this package's modules named like the
-standard library's (``html``).
+time, until stdin ends (its kernel closed it or died). Run by path (``runpy.run_path``, see
+``render_pool``), it imports only the standard library and vl-convert: never the user's
+``__main__`` (what a spawned ``multiprocessing`` child would re-run) and never this package's
+modules named like the standard library's (``html``).
 
 Frames: a request is a JSON line ``{"id", "scale", "n"}`` and ``n`` bytes of spec JSON; an answer
 is ``{"id", "n"}`` (+ ``"error"``) and ``n`` bytes of PNG."""
