@@ -1,6 +1,6 @@
-"""``python -m benchmarks [ingest|weight|gpu|session|tracing|host|two-ranks|all]``: ratios.
+"""``python -m benchmarks [ingest|weight|view|gpu|session|tracing|host|two-ranks|all]``: ratios.
 
-ingest (P1) and weight (P2) run anywhere; gpu (P3, P4), session (P5, P6), tracing (P7) and
+ingest (P1), weight (P2) and view (P10: what displaying a result costs) run anywhere; gpu (P3, P4), session (P5, P6), tracing (P7) and
 host (P9) need a GPU with nsys and ncu (session and tracing also transformers); two-ranks (P8)
 needs 2 GPUs.
 ``all`` runs ingest and weight, and the one-GPU ones when nsys and ncu are on PATH.
@@ -46,6 +46,10 @@ def main() -> None:
         from . import host
 
         host.main(rest if what == "host" else [])
+    if what == "view":  # P10, CPU: the display's foreground cost
+        from . import view
+
+        view.main(rest)
     if what == "two-ranks":  # needs 2 GPUs: never part of "all"
         from . import two_ranks
 

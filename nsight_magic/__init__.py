@@ -61,17 +61,23 @@ def __dir__() -> list[str]:
 def load_ipython_extension(ipython: Any) -> None:
     """Called by ``%load_ext nsight_magic``."""
     from .magics import register
+    from .results.base import in_kernel
+    from .views import render_pool
 
     # Nothing global changes: the charts we return carry their own PNG (views.static.with_png);
     # the user's altair renderer and their own charts stay as they were.
     register(ipython)
+    if in_kernel():  # the static copies' chart renderers warm up now, not in the first result
+        render_pool.start()
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """``%unload_ext nsight_magic``: stop the profiling workers."""
     from .session.manager import MANAGER
+    from .views import render_pool
 
     MANAGER.stop()
+    render_pool.stop()
 
 
 def open_report(path: Any) -> Any:

@@ -65,6 +65,7 @@ class NsysFrames:
         self.name: str = run.name
         self.run_dir: Path | None = run.run_dir
 
+    @functools.cache  # noqa: B019 - the view's header, warnings and notes each ask (issue 22)
     def header(self) -> dict[str, Any]:
         """Raw header numbers; a missing one is None (the view leaves it out)."""
         report = self.report
@@ -128,9 +129,11 @@ class NsysFrames:
         ordered = statements.ordered_projection(projection)
         return ordered.assign(label=nvtx_label(ordered))
 
+    @functools.cache  # noqa: B019
     def copies(self) -> pd.DataFrame:
         return copies_by_kind(self.report.memcpy())
 
+    @functools.cache  # noqa: B019
     def gaps(self, min_gap_ns: int) -> pd.DataFrame:
         """Idle stretches + ``prev_op_short, next_op_short`` (the neighbours' short names)."""
         gaps = self.report.gaps(min_gap_ns)
@@ -142,6 +145,7 @@ class NsysFrames:
     def origin_ns(self) -> int:
         return int(self.report.capture_window()[0])
 
+    @functools.cache  # noqa: B019 - the static chart and the live one show the same rows
     def timeline(
         self, window: tuple[int, int] | None = None, rows: int | None = None
     ) -> pd.DataFrame:
@@ -173,11 +177,11 @@ class NsysFrames:
         """``name, short_name, instances, total_ns`` by total GPU time (+ ``op``: the PyTorch
         op that launched it, "" if none), optionally only the kernels launched inside NVTX
         range ``(domain, range)``."""
-        if nvtx_range is None:
-            kernels = self.report.kernels()
+        if nvtx_range is None:  # the whole capture: the report's own summary, computed once
+            summary = self.report.kernel_summary()
         else:
-            kernels = self.report.kernels_in_range(*nvtx_range)
-        ranked = kernel_summary(kernels)[["name", "short_name", "instances", "total_ns"]]
+            summary = kernel_summary(self.report.kernels_in_range(*nvtx_range))
+        ranked = summary[["name", "short_name", "instances", "total_ns"]]
         ops = _or_none(self._kernel_op_names)
         if ops is None or ops.empty:
             return ranked

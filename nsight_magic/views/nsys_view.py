@@ -197,16 +197,20 @@ def nsys_static_html(source: NsysSource) -> str:
     """Everything a reader without a kernel needs: header, top kernels (table + chart), NVTX
     projection (table + chart), timeline, copies and idle gaps; per-process GPU work, PyTorch
     ops and ranks when the run has them."""
+    # The charts first: within ``static.rendering_together`` (results) they render in helper
+    # processes while the tables below, and the live view, are built.
+    kernel_chart = chart_html(
+        lambda: charts.top_kernels_chart(source.kernel_table(), TOP_N), "top kernels"
+    )
+    timeline = chart_html(lambda: timeline_chart(source.timeline(), source.origin_ns()), "timeline")
+    nvtx_chart = chart_html(lambda: charts.nvtx_ranges_chart(source.nvtx_table()), "NVTX ranges")
     parts = [
         header_html(source),
         html.section_html("Kernels (by total GPU time)", kernels_html(source)),
-        chart_html(lambda: charts.top_kernels_chart(source.kernel_table(), TOP_N), "top kernels"),
+        kernel_chart,
         html.section_html("NVTX ranges (GPU-projected)", nvtx_html(source)),
-        chart_html(lambda: charts.nvtx_ranges_chart(source.nvtx_table()), "NVTX ranges"),
-        html.section_html(
-            "Timeline",
-            chart_html(lambda: timeline_chart(source.timeline(), source.origin_ns()), "timeline"),
-        ),
+        nvtx_chart,
+        html.section_html("Timeline", timeline),
         html.section_html("Memory copies", memory_html(source)),
         html.section_html("Gaps", gaps_html(source)),
         html.section_html("Idle: why the GPU idled", _idle_static(source)),

@@ -12,7 +12,7 @@ import ipywidgets as w
 import pandas as pd
 
 from . import html
-from .charts import WIDTH, unique_labels
+from .charts import WIDTH, label_axis, unique_labels
 from .common import chart_html, chart_widget, table_or_note
 from .protocols import NsysSource
 
@@ -88,7 +88,7 @@ def top_ops_chart(ops: pd.DataFrame, n: int = TOP_N) -> alt.Chart:
         .mark_bar()
         .encode(
             x=alt.X("gpu_us:Q", title="GPU time (us)"),
-            y=alt.Y("bar:N", sort="-x", title=None),
+            y=alt.Y("bar:N", sort="-x", title=None, axis=label_axis()),
             tooltip=[
                 alt.Tooltip("op:N", title="op"),
                 alt.Tooltip("calls:Q"),

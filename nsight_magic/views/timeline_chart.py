@@ -103,7 +103,7 @@ def timeline_chart(
         .mark_bar(strokeWidth=1, cursor="pointer", clip=True)
         .encode(
             x=alt.X("start_ms:Q", title="time into the capture (ms)", scale=scale),
-            x2="end_ms:Q",
+            x2=alt.X2("end_ms"),
             opacity=focus_opacity(0.25),
             tooltip=[
                 alt.Tooltip("name:N", title="name"),
@@ -130,7 +130,7 @@ def timeline_overview(frame: pd.DataFrame, origin_ns: int | None = None) -> alt.
         base.mark_bar(strokeWidth=1)
         .encode(
             x=alt.X("start_ms:Q", title="drag to zoom (ms)"),
-            x2="end_ms:Q",
+            x2=alt.X2("end_ms"),
         )
         .add_params(brush)
         .properties(width=WIDTH, height=max(30, 9 * len(lanes)))
