@@ -1,8 +1,8 @@
 """``python -m benchmarks [ingest|weight|view|gpu|session|tracing|host|two-ranks|all]``: ratios.
 
-ingest (P1), weight (P2) and view (P10: what displaying a result costs) run anywhere; gpu (P3, P4), session (P5, P6), tracing (P7) and
-host (P9) need a GPU with nsys and ncu (session and tracing also transformers); two-ranks (P8)
-needs 2 GPUs.
+ingest (P1), weight (P2) and view (P10: what displaying a result costs) run anywhere; gpu (P3,
+P4), session (P5, P6), tracing (P7) and host (P9) need a GPU with nsys and ncu (session and
+tracing also transformers); two-ranks (P8) needs 2 GPUs.
 ``all`` runs ingest and weight, and the one-GPU ones when nsys and ncu are on PATH.
 """
 
