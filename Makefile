@@ -43,7 +43,8 @@ lint: setup
 # -n auto: one worker per core; loadgroup keeps the browser tests on one worker (one JupyterLab)
 test: lint
 	$(BIN)/python -m pytest -q -n auto --dist loadgroup
-	$(MAKE) test-deps
+	# the tiers are single-process pytest runs: side by side they take one tier's time on 2 cores
+	$(MAKE) -j2 --output-sync=target test-deps
 
 # The dependency matrix: tests/deps/NAME.txt pins a dependency set; .venv-NAME gets the package
 # under it (no torch: tests that need it skip) and runs the fast tier, less the worker/session
