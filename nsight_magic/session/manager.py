@@ -288,62 +288,49 @@ class SessionManager(DrillDowns):
         """Profile ``request`` with ``backend``: in the warm worker, or fresh when
         ``request.fresh`` (or a saved ``script`` is re-run cold). Returns an ``NsysRun`` /
         ``NcuRun``; raises the typed errors of ``errors.py``."""
+        # a profiled cell in flight: the ncu prewarm waits for a pause (activity.py)
         with self.activity.cell():
-            return self._profile(request, backend, notebook=notebook, callbacks=callbacks,
-                                 parent=parent, before=before, run_dir=run_dir, meta=meta,
-                                 script=script)  # fmt: skip
+            captured: dict[str, RunContext] = {}
 
-    def _profile(
-        self,
-        request: CellRequest,
-        backend: Backend,
-        *,
-        notebook: Notebook | None,
-        callbacks: RunCallbacks | None,
-        parent: Any,
-        before: int | None,
-        run_dir: Path | None,
-        meta: dict[str, Any] | None,
-        script: Path | None,
-    ) -> Any:
-        captured: dict[str, RunContext] = {}
+            def make_result(report: Any, ctx: RunContext) -> Any:
+                captured["ctx"] = ctx
+                return self._result(report, ctx, parent)
 
-        def make_result(report: Any, ctx: RunContext) -> Any:
-            captured["ctx"] = ctx
-            return self._result(report, ctx, parent)
-
-        executor: FreshExecutor | WarmExecutor
-        if request.fresh or script is not None or request.nproc > 1:  # ranks: torchrun each time
-            executor = FreshExecutor(self.setup.prepared() if script is None else (), script)
-        else:
-            executor = WarmExecutor(lambda ctx, replace: self._session(backend, ctx, replace),
-                                    self.history, before, replay_all=self.replay_all)  # fmt: skip
-        try:
-            run = profile_cell(request, backend, executor, make_result, notebook=notebook,
-                               callbacks=callbacks, run_dir=run_dir, meta=meta)  # fmt: skip
-        except WorkerDiedError as died:
-            if backend.tool != "ncu" or died.stopped or not isinstance(executor, WarmExecutor):
-                raise
-            return self._fresh_after_crash(died, executor, request, backend, make_result,
-                                           notebook=notebook, callbacks=callbacks,
-                                           run_dir=run_dir, meta=meta)  # fmt: skip
-        except NothingCapturedError as empty:
-            if not (empty.target_opened and isinstance(executor, WarmExecutor)):
-                raise
-            return fresh_after_empty_attach(empty, request, backend, make_result,
-                                            setup=self.setup.prepared, notebook=notebook,
-                                            callbacks=callbacks, run_dir=run_dir,
-                                            meta=meta)  # fmt: skip
-        if backend.tool == "nsys" and hasattr(run, "nvtx"):  # its ranges answer %%ncu --nvtx
-            self._nsys_runs[request.cell] = weakref.ref(run)
-        if isinstance(executor, WarmExecutor) and executor.session is not None:
-            entry_id = self._remember(executor.session, captured["ctx"], before, run)
-            # once, after the first nsys result: the ncu worker for drill-downs into it
-            if backend.tool == "nsys" and self.prewarm and not self._drill_prewarmed:
-                self._drill_prewarmed = True
-                ctx = captured["ctx"]
-                self.background += prewarm_drill_down(self, executor.session, ctx, entry_id)
-        return run
+            executor: FreshExecutor | WarmExecutor
+            # ranks: torchrun each time
+            if request.fresh or script is not None or request.nproc > 1:
+                executor = FreshExecutor(self.setup.prepared() if script is None else (), script)
+            else:
+                executor = WarmExecutor(
+                    lambda ctx, replace: self._session(backend, ctx, replace),
+                    self.history, before, replay_all=self.replay_all,
+                )  # fmt: skip
+            try:
+                run = profile_cell(request, backend, executor, make_result, notebook=notebook,
+                                   callbacks=callbacks, run_dir=run_dir, meta=meta)  # fmt: skip
+            except WorkerDiedError as died:
+                if backend.tool != "ncu" or died.stopped or not isinstance(executor, WarmExecutor):
+                    raise
+                return self._fresh_after_crash(died, executor, request, backend, make_result,
+                                               notebook=notebook, callbacks=callbacks,
+                                               run_dir=run_dir, meta=meta)  # fmt: skip
+            except NothingCapturedError as empty:
+                if not (empty.target_opened and isinstance(executor, WarmExecutor)):
+                    raise
+                return fresh_after_empty_attach(empty, request, backend, make_result,
+                                                setup=self.setup.prepared, notebook=notebook,
+                                                callbacks=callbacks, run_dir=run_dir,
+                                                meta=meta)  # fmt: skip
+            if backend.tool == "nsys" and hasattr(run, "nvtx"):  # its ranges answer %%ncu --nvtx
+                self._nsys_runs[request.cell] = weakref.ref(run)
+            if isinstance(executor, WarmExecutor) and executor.session is not None:
+                entry_id = self._remember(executor.session, captured["ctx"], before, run)
+                # once, after the first nsys result: the ncu worker for drill-downs into it
+                if backend.tool == "nsys" and self.prewarm and not self._drill_prewarmed:
+                    self._drill_prewarmed = True
+                    ctx = captured["ctx"]
+                    self.background += prewarm_drill_down(self, executor.session, ctx, entry_id)
+            return run
 
     def _fresh_after_crash(self, died: WorkerDiedError, executor: WarmExecutor,
                            request: CellRequest, backend: Backend, make_result: Any,
