@@ -88,6 +88,16 @@ def wait_for(pred, limit: float, step: float = 0.005) -> float | None:
     return None
 
 
+def nsys_start(
+    session: str, args: list[str], report: Path
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``nsys start`` of one collection in the launched session, and how long it took."""
+    t = time.perf_counter()
+    argv = ["nsys", "start", f"--session={session}", *args, "--force-overwrite=true", "-o"]
+    p = subprocess.run([*argv, str(report)], capture_output=True, text=True, timeout=60)
+    return p, time.perf_counter() - t
+
+
 def complete(path: Path) -> bool:
     """A report is complete once it exists and its size stays put for 50 ms."""
     if not path.exists():
@@ -118,43 +128,13 @@ def run_variant(out: Path, name: str, spec: dict[str, list[str]]) -> dict:
     repeat = "once" in spec
     try:
         if repeat:
-            t = time.perf_counter()
-            p = subprocess.run(
-                [
-                    "nsys",
-                    "start",
-                    f"--session={session}",
-                    *spec["start"],
-                    "--force-overwrite=true",
-                    "-o",
-                    str(d / "rep"),
-                ],
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-            result["start_once_s"] = time.perf_counter() - t
+            p, result["start_once_s"] = nsys_start(session, spec["start"], d / "rep")
             result["start_rc"] = p.returncode
             result["start_err"] = (p.stderr or p.stdout)[-400:]
         for i in range(CYCLES):
             cyc: dict = {}
             if not repeat:
-                t = time.perf_counter()
-                p = subprocess.run(
-                    [
-                        "nsys",
-                        "start",
-                        f"--session={session}",
-                        *spec["start"],
-                        "--force-overwrite=true",
-                        "-o",
-                        str(d / f"rep{i}"),
-                    ],
-                    capture_output=True,
-                    text=True,
-                    timeout=60,
-                )
-                cyc["nsys_start_s"] = time.perf_counter() - t
+                p, cyc["nsys_start_s"] = nsys_start(session, spec["start"], d / f"rep{i}")
                 if p.returncode != 0:
                     cyc["error"] = (p.stderr or p.stdout)[-400:]
                     result["cycles"].append(cyc)
