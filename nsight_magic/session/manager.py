@@ -181,7 +181,7 @@ class SessionManager(DrillDowns):
             try:
                 worker.start(on_line=ctx.lines, cancel=ctx.callbacks.cancel)
             except WorkerStartError as exc:
-                if limit.timeout is not None and "did not" in str(exc):  # --timeout ran out
+                if limit.timeout is not None and exc.timed_out:  # --timeout ran out
                     raise limit.expired(f"the {tool} worker's start",
                                         ctx.folder.log) from None  # fmt: skip
                 raise
