@@ -178,10 +178,8 @@ def _copy_folder(
             data, short = rules.binary(item.read_bytes())
             copy.write_copy(item.name, data)
             kept.update(short)
-        elif item.suffix == ".json" and read_json(item) is not None:
-            copy.write_copy(
-                item.name, json.dumps(_json(read_json(item), rules, item.name), indent=2)
-            )
+        elif item.suffix == ".json" and (data := read_json(item)) is not None:
+            copy.write_copy(item.name, json.dumps(_json(data, rules, item.name), indent=2))
         elif item.suffix == ".py":
             copy.write_copy(item.name, rules.text(item.read_text(errors="replace"), code=True))
         elif item.is_file() and item.suffix in _TEXT_SUFFIXES:

@@ -2,7 +2,8 @@
 was seen on the GPU right after a history replay): the user's cell runs once more in a fresh
 ncu process, and one line says so. Never silently: the line names the crash, how far the
 worker got, what state the fresh run has, and where the log is. Never a loop: a fresh run that
-fails too raises its own typed error.
+fails too raises its own typed error. The same fresh run answers a warm ``%%ncu --nvtx`` attach
+that kept no launch of the range the cell opened (``empty_attach_note``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def crash_cause(session: WarmSession | None, died: WorkerDiedError) -> str:
 
 
 def crash_note(died: WorkerDiedError, executor: WarmExecutor, script: Path | None) -> str:
-    """The one line the user reads: what crashed, when, what the fresh run holds, the log."""
+    """The one line the user reads: what crashed, when, what the fresh run holds (the log it
+    points at is added by ``fresh_instead``)."""
     crashed = Path(died.run_dir) if died.run_dir is not None else None
     replayed = len(executor.plan.run)
     when = ""
@@ -45,94 +47,53 @@ def crash_note(died: WorkerDiedError, executor: WarmExecutor, script: Path | Non
         if script is not None
         else "only the setup cells ran first: state from profiled cells is not in it"
     )
-    where = f"; see {RunDir(crashed).log}" if crashed is not None else ""
     return (
         f"the ncu worker crashed ({crash_cause(executor.session, died)}){when}; this cell ran "
-        f"in a fresh ncu process instead ({how}){where}"
+        f"in a fresh ncu process instead ({how})"
     )
 
 
-def fresh_after_crash(
-    died: WorkerDiedError,
-    executor: WarmExecutor,
-    request: CellRequest,
-    backend: Backend,
-    make_result: Callable[[Any, Any], Any],
-    *,
-    setup: Callable[[], Sequence[tuple[str, PreparedCell]]],
-    notebook: Notebook | None = None,
-    callbacks: RunCallbacks | None = None,
-    run_dir: Path | None = None,
-    meta: dict[str, Any] | None = None,
-) -> Any:
-    """Run ``request`` fresh after its warm worker crashed: from the script the crashed run
-    wrote (the history that worker had run, then the cell: the same state, built from
-    scratch), or with the setup cells only when there is none. A drill-down's fresh run is a
-    sibling of its crashed folder; the fresh run's meta.json says what it replaces."""
-    crashed = Path(died.run_dir) if died.run_dir is not None else None
-    script = _script(crashed)
-    line = crash_note(died, executor, script)
-    return _fresh_instead(died, line, crashed, script, request, backend, make_result,
-                          setup=setup, notebook=notebook, callbacks=callbacks, run_dir=run_dir,
-                          meta=meta)  # fmt: skip
-
-
-def fresh_after_empty_attach(
-    empty: NothingCapturedError,
-    request: CellRequest,
-    backend: Backend,
-    make_result: Callable[[Any, Any], Any],
-    *,
-    setup: Callable[[], Sequence[tuple[str, PreparedCell]]],
-    notebook: Notebook | None = None,
-    callbacks: RunCallbacks | None = None,
-    run_dir: Path | None = None,
-    meta: dict[str, Any] | None = None,
-) -> Any:
+def empty_attach_note(script: Path | None) -> str:
     """``%%ncu --nvtx`` in a warm worker: the cell opened the range, but the attach kept no
     launch of it (seen on the H100, 2026-11-23, on the first cell of a new ncu worker only; the
-    same cell later in that worker was profiled). Run the warm run's own script once in a fresh
-    ncu process, where ncu's NVTX filter sees the process from its start."""
-    warm = Path(empty.run_dir) if empty.run_dir is not None else None
-    script = _script(warm)
-    line = (
-        "ncu's attach to the warm worker profiled no kernel in the range the cell opened; this "
-        "cell ran in a fresh ncu process instead"
+    same cell later in that worker was profiled). The fresh run's ncu NVTX filter sees the
+    process from its start."""
+    return (
+        "ncu's attach to the warm worker profiled no kernel in the range the cell opened; "
+        "this cell ran in a fresh ncu process instead"
         + (" (it replayed the cells the worker had run first)" if script is not None else "")
-        + (f"; see {RunDir(warm).log}" if warm is not None else "")
     )
-    return _fresh_instead(empty, line, warm, script, request, backend, make_result,
-                          setup=setup, notebook=notebook, callbacks=callbacks, run_dir=run_dir,
-                          meta=meta)  # fmt: skip
 
 
-def _script(folder: Path | None) -> Path | None:
-    script = RunDir(folder).script if folder is not None else None
-    return script if script is not None and script.exists() else None
-
-
-def _fresh_instead(
-    why: Exception,
-    line: str,
-    crashed: Path | None,
-    script: Path | None,
+def fresh_instead(
+    why: WorkerDiedError | NothingCapturedError,
+    note: Callable[[Path | None], str],
     request: CellRequest,
     backend: Backend,
     make_result: Callable[[Any, Any], Any],
     *,
     setup: Callable[[], Sequence[tuple[str, PreparedCell]]],
-    notebook: Notebook | None,
-    callbacks: RunCallbacks | None,
-    run_dir: Path | None,
-    meta: dict[str, Any] | None,
+    notebook: Notebook | None = None,
+    callbacks: RunCallbacks | None = None,
+    run_dir: Path | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> Any:
-    """One fresh run of the warm run's script (or the setup cells and the cell), saying so."""
-    if crashed is not None:  # the log the line points at holds what happened
-        RunDir(crashed).append_log(f"[nsight_magic] {why}\n[nsight_magic] {line}")
+    """Run ``request`` once in a fresh ncu process after its warm run failed (``why``): from
+    the script the warm run wrote (the history that worker had run, then the cell: the same
+    state, built from scratch), or with the setup cells only when there is none, saying so in
+    one line (``note(script)``, then where the log is). A drill-down's fresh run is a sibling
+    of its warm folder; the fresh run's meta.json says what it replaces."""
+    warm = Path(why.run_dir) if why.run_dir is not None else None
+    script = RunDir(warm).script if warm is not None else None
+    if script is not None and not script.exists():
+        script = None
+    line = note(script) + (f"; see {RunDir(warm).log}" if warm is not None else "")
+    if warm is not None:  # the log the line points at holds what happened
+        RunDir(warm).append_log(f"[nsight_magic] {why}\n[nsight_magic] {line}")
     if callbacks is not None and callbacks.output is not None:
         callbacks.output(f"nsight_magic: {line}")
     fresh_dir = runs.new_run_dir(run_dir.parent, f"{run_dir.name}-fresh") if run_dir else None
-    fallback = {"from": str(crashed) if crashed else None, "why": str(why), "note": line}
+    fallback = {"from": str(warm) if warm else None, "why": str(why), "note": line}
     return profile_cell(
         replace(request, fresh=True),
         backend,

@@ -33,7 +33,7 @@ from . import deadline, gpu_memory
 from .activity import Activity
 from .backends import Backend, NcuBackend, NsysBackend, WarmState
 from .drill import DrillDowns
-from .fallback import fresh_after_crash, fresh_after_empty_attach
+from .fallback import crash_note, empty_attach_note, fresh_instead
 from .fresh import FreshExecutor
 from .history import REGISTRY, History, HistoryEntry, SetupRegistry
 from .pipeline import RunContext, now_utc, profile_cell
@@ -181,7 +181,7 @@ class SessionManager(DrillDowns):
             try:
                 worker.start(on_line=ctx.lines, cancel=ctx.callbacks.cancel)
             except WorkerStartError as exc:
-                if limit.timeout is not None and "did not" in str(exc):  # --timeout ran out
+                if limit.timeout is not None and exc.timed_out:  # --timeout ran out
                     raise limit.expired(f"the {tool} worker's start",
                                         ctx.folder.log) from None  # fmt: skip
                 raise
@@ -317,10 +317,9 @@ class SessionManager(DrillDowns):
             except NothingCapturedError as empty:
                 if not (empty.target_opened and isinstance(executor, WarmExecutor)):
                     raise
-                return fresh_after_empty_attach(empty, request, backend, make_result,
-                                                setup=self.setup.prepared, notebook=notebook,
-                                                callbacks=callbacks, run_dir=run_dir,
-                                                meta=meta)  # fmt: skip
+                return fresh_instead(empty, empty_attach_note, request, backend, make_result,
+                                     setup=self.setup.prepared, notebook=notebook,
+                                     callbacks=callbacks, run_dir=run_dir, meta=meta)  # fmt: skip
             if backend.tool == "nsys" and hasattr(run, "nvtx"):  # its ranges answer %%ncu --nvtx
                 self._nsys_runs[request.cell] = weakref.ref(run)
             if isinstance(executor, WarmExecutor) and executor.session is not None:
@@ -336,7 +335,7 @@ class SessionManager(DrillDowns):
                            request: CellRequest, backend: Backend, make_result: Any,
                            **kwargs: Any) -> Any:  # fmt: skip
         """The ncu worker crashed on this cell: drop it (the next cell starts a new one) and
-        run the cell once in a fresh ncu process (``fallback.fresh_after_crash``)."""
+        run the cell once in a fresh ncu process (``fallback.fresh_instead``)."""
         dead = executor.session
         if dead is not None:
             with self._lock:
@@ -344,8 +343,9 @@ class SessionManager(DrillDowns):
                 if dead in workers:
                     workers.remove(dead)
             dead.worker.kill()
-        return fresh_after_crash(died, executor, request, backend, make_result,
-                                 setup=self.setup.prepared, **kwargs)  # fmt: skip
+        return fresh_instead(died, lambda script: crash_note(died, executor, script), request,
+                             backend, make_result, setup=self.setup.prepared,
+                             **kwargs)  # fmt: skip
 
     def _remember(self, session: WarmSession, ctx: RunContext, before: int | None, run: Any) -> int:
         """A warm cell that completed joins the history (a re-run of an earlier one does not:

@@ -32,7 +32,7 @@ from .backends import Backend
 from .pipeline import Lines, RunContext, base_meta
 from .replay import plan_replay
 from .spec import CellRequest, Notebook, RunCallbacks
-from .warm import WarmSession
+from .warm import WarmSession, replay_errors
 
 if TYPE_CHECKING:
     from .manager import SessionManager
@@ -139,9 +139,7 @@ def _replay(
         return
     session.names = frozenset(reply.data.get("names", ()))
     session.prewarmed = [e.name for e in plan.run]
-    for error in reply.data.get("errors", []):
-        session.notes.append(f"replaying {error['name']!r} in the {session.tool} worker raised "
-                             f"{error['exc_type']}: {error['exc_message']}")  # fmt: skip
+    session.notes += replay_errors(session.tool, reply)
 
 
 def prewarm_for_setup(manager: SessionManager) -> threading.Thread:

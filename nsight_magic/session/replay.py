@@ -80,9 +80,10 @@ def plan_replay(
     ]
     done = set(executed)
     pending = [e for e in considered if e.id not in done]
-    chosen = pending if everything else _slice(considered, done, reads, _Effects(entries))
+    fx = _Effects(entries)
+    chosen = pending if everything else _slice(considered, done, reads, fx)
     skipped = [e for e in pending if e not in chosen]
-    return ReplayPlan(chosen, len(pending), skipped, _conflict(chosen, done, entries))
+    return ReplayPlan(chosen, len(pending), skipped, _conflict(chosen, done, entries, fx))
 
 
 def _slice(
@@ -106,11 +107,10 @@ def _slice(
 
 
 def _conflict(
-    chosen: Sequence[HistoryEntry], done: set[int], entries: Sequence[HistoryEntry]
+    chosen: Sequence[HistoryEntry], done: set[int], entries: Sequence[HistoryEntry], fx: _Effects
 ) -> str:
     """An entry to replay that must come before one this worker ran already, when their names
     overlap (one writes what the other reads or writes)."""
-    fx = _Effects(entries)
     ran = [e for e in entries if e.id in done]
     for entry in chosen:
         later = [e for e in ran if e.id > entry.id]

@@ -68,6 +68,16 @@ def _wait_for(s: WarmSession, ctx: RunContext) -> None:
         pass
 
 
+def replay_errors(tool: str, reply: Reply) -> list[str]:
+    """One line per history entry that raised when the worker replayed it (a ``history``
+    request's reply): for the cell's output, or kept on the worker after a prewarm."""
+    return [
+        f"replaying {error['name']!r} in the {tool} worker raised "
+        f"{error['exc_type']}: {error['exc_message']}"
+        for error in reply.data.get("errors", [])
+    ]
+
+
 class WarmExecutor:
     """Run a cell in the session ``get_session`` gives (it starts a worker when none is alive:
     only once the cell parsed and the run folder exists; given a reason, it replaces the
@@ -169,9 +179,8 @@ class WarmExecutor:
                 return self._not_run(ctx, reply, "setup")
             s.executed += [e.id for e in plan.run]
             s.names = frozenset(reply.data.get("names", ()))
-            for error in reply.data.get("errors", []):
-                ctx.lines.note(f"replaying {error['name']!r} in the {s.tool} worker raised "
-                               f"{error['exc_type']}: {error['exc_message']}")  # fmt: skip
+            for note in replay_errors(s.tool, reply):
+                ctx.lines.note(note)
             ctx.meta.replayed = [e.name for e in plan.run]
         if plan.skipped:  # not needed by this cell: they stay pending for later cells
             ctx.meta.replay_skipped = [e.name for e in plan.skipped]

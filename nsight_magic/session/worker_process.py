@@ -41,7 +41,12 @@ INTERRUPT_GRACE_S = 5.0
 
 
 class WorkerStartError(NsightMagicError):
-    """The worker (or its launcher) did not come up; the message holds the output tail."""
+    """The worker (or its launcher) did not come up; the message holds the output tail.
+    ``timed_out``: it ran out of its start bound (rather than exiting or being cancelled)."""
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
 def _pid_alive(pid: int) -> bool:
@@ -132,7 +137,8 @@ class WorkerProcess:
                 if not messages.readable(self.conn, self._left()):
                     raise WorkerStartError(
                         f"The profiling worker connected but did not say hello within "
-                        f"{self.startup_timeout:.3g} s.{self.output_tail()}\nargv: {self.argv}"
+                        f"{self.startup_timeout:.3g} s.{self.output_tail()}\nargv: {self.argv}",
+                        timed_out=True,
                     )
                 self.hello = messages.recv(self.conn)
             self.pid = int(self.hello["pid"])
@@ -164,7 +170,8 @@ class WorkerProcess:
             if time.monotonic() > deadline:
                 raise WorkerStartError(
                     f"The profiling worker did not start within {self.startup_timeout:.3g} s."
-                    f"{self.output_tail()}\nargv: {self.argv}"
+                    f"{self.output_tail()}\nargv: {self.argv}",
+                    timed_out=True,
                 )
         conn, _ = listener.accept()
         return conn
