@@ -162,12 +162,15 @@ def launch_bound_html(idle: IdleSource, origin_ns: int, max_rows: int = 10) -> s
     return table_or_note(build)
 
 
-def idle_static_html(idle: IdleSource, origin_ns: int) -> str:
+def idle_static_html(
+    idle: IdleSource, origin_ns: int, breakdown_rows: int = 12, gap_rows: int = 10
+) -> str:
+    """The tab's sections; the live tab shows more rows of the breakdown and the gaps."""
     return (
         summary_html(idle)
         + html.section_html("Top causes", causes_html(idle))
-        + html.section_html("Idle time by cause", breakdown_html(idle))
-        + html.section_html("Longest idle gaps", gaps_html(idle, origin_ns))
+        + html.section_html("Idle time by cause", breakdown_html(idle, breakdown_rows))
+        + html.section_html("Longest idle gaps", gaps_html(idle, origin_ns, gap_rows))
         + html.section_html("Launch-bound stretches", launch_bound_html(idle, origin_ns))
     )
 
@@ -177,13 +180,7 @@ def idle_widget(
 ) -> Any:
     """The tab: the static content plus, when ``show_window`` is given (it zooms the Timeline
     tab and switches to it), a picker of the longest gaps with "Show in timeline"."""
-    body = w.HTML(
-        summary_html(idle)
-        + html.section_html("Top causes", causes_html(idle))
-        + html.section_html("Idle time by cause", breakdown_html(idle, max_rows=30))
-        + html.section_html("Longest idle gaps", gaps_html(idle, origin_ns, max_rows=25))
-        + html.section_html("Launch-bound stretches", launch_bound_html(idle, origin_ns))
-    )
+    body = w.HTML(idle_static_html(idle, origin_ns, breakdown_rows=30, gap_rows=25))
     gaps, err = attempt(lambda: _gaps(idle, origin_ns).head(50))
     if show_window is None or err is not None or gaps.empty:
         return w.VBox([body])
