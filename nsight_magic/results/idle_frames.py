@@ -102,10 +102,15 @@ class IdleFrames:
         pieces, samples = self._pieces
         return idle_summary.idle_causes(pieces, samples, self._waits, top=top)
 
+    @functools.cached_property
+    def _gap_causes(self) -> pd.DataFrame:
+        # the static Idle section, the live tab's table and its gap picker each read it
+        return idle_summary.gap_causes(self.gaps, self._pieces[0])
+
     def gap_causes(self) -> pd.DataFrame:
         """:attr:`gaps` + ``cuda_sync_ns, cuda_api_ns, os_wait_ns, host_ns`` (ns of each cause),
         ``cause, call, statement`` (``analysis.idle_summary.gap_causes``), longest first."""
-        return idle_summary.gap_causes(self.gaps, self._pieces[0])
+        return self._gap_causes
 
     def launch_bound(self, min_kernels: int = 8) -> pd.DataFrame:
         """Launch-bound stretches (``analysis.launch_bound.launch_bound``): ``device_id, pid,
