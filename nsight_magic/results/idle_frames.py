@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis import api_summary, idle, idle_summary
+from ..analysis import idle, idle_summary
 from ..analysis import launch_bound as launches
 from ..analysis.gaps import gpu_ops
 
@@ -131,11 +131,3 @@ class IdleFrames:
     def has_host_capture(self) -> bool:
         """Whether the run has OS runtime calls or Python samples (``%%nsys --host``)."""
         return bool(len(self.report.osrt()) or len(self._samples))
-
-
-def cuda_api_summary(report: Any) -> pd.DataFrame:
-    return api_summary.api_summary(report.cuda_api())
-
-
-def osrt_summary(report: Any) -> pd.DataFrame:
-    return api_summary.api_summary(report.osrt())
