@@ -10,7 +10,6 @@ process outlives its cell does not apply to it.
 
 from __future__ import annotations
 
-import glob
 import os
 import shutil
 import subprocess
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ToolNotFoundError
-from .tools import configured_path
+from .tools import candidates, configured_path
 
 # tool -> (GUI executable, report suffix it opens, product name)
 GUIS = {
@@ -90,11 +89,9 @@ def find_gui(tool: str) -> str | None:
     on_path = shutil.which(exe)
     if on_path:
         return on_path
-    for pattern in _GUI_GLOBS[tool]:
-        for installed in sorted(glob.glob(pattern), reverse=True):
-            if os.access(installed, os.X_OK):
-                return installed
-    return None
+    # the GUI's own install folders, newest version first (the name picks no globs here)
+    installed = candidates(tool, _GUI_GLOBS[tool])  # type: ignore[arg-type]
+    return installed[0] if installed else None
 
 
 def open_in_gui(tool: str, path: Path | None) -> subprocess.Popen[bytes]:

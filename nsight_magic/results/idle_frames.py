@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis import api_summary, idle, idle_summary
+from ..analysis import idle, idle_summary
 from ..analysis import launch_bound as launches
 from ..analysis.gaps import gpu_ops
 
@@ -43,8 +43,19 @@ class IdleFrames:
 
     @functools.cached_property
     def _samples(self) -> pd.DataFrame:
-        samples = self.report.python_samples()
-        return samples
+        return self.report.python_samples()
+
+    @functools.cached_property
+    def _statements(self) -> pd.DataFrame:
+        """The cell's statement ranges (``idle.statement_ranges``): the pieces and the
+        collective waits are each placed in one."""
+        return idle.statement_ranges(self.report.nvtx())
+
+    @functools.cached_property
+    def _launch_times(self) -> pd.DataFrame:
+        """The kernels with the API call that launched each (``launch_bound.launch_times``),
+        for the collective waits and the launch-bound stretches alike."""
+        return launches.launch_times(self.report.kernels(), self.report.cuda_api())
 
     @functools.cached_property
     def _pieces(self) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -53,7 +64,7 @@ class IdleFrames:
         cuda_frames = samples[(samples["kind"] == "cuda").to_numpy()] if len(samples) else None
         periodic = samples[(samples["kind"] == "periodic").to_numpy()] if len(samples) else None
         calls = idle.host_calls(r.cuda_api(), r.osrt(), cuda_frames)
-        return idle.idle_pieces(self.gaps, calls, idle.statement_ranges(r.nvtx()), periodic)
+        return idle.idle_pieces(self.gaps, calls, self._statements, periodic)
 
     @functools.cached_property
     def _waits(self) -> pd.DataFrame | None:
@@ -62,13 +73,13 @@ class IdleFrames:
             return None
         waits = idle_summary.collective_waits(r.collectives(), r.rank_skew())
         # the statement that launched the collective (its kernel may start long after)
-        kernels = launches.launch_times(r.kernels(), r.cuda_api())
+        kernels = self._launch_times
         keys = [k for k in ("report", "pid", "start_ns") if k in waits and k in kernels]
         launched = waits.merge(kernels[[*keys, "launch_start_ns"]].drop_duplicates(keys),
                                on=keys, how="left")  # fmt: skip
         at = launched["launch_start_ns"].fillna(launched["start_ns"]).astype("int64")
         statement = idle.statements_of(
-            launched.assign(at_ns=at.to_numpy()), idle.statement_ranges(r.nvtx()), at="at_ns"
+            launched.assign(at_ns=at.to_numpy()), self._statements, at="at_ns"
         )
         return waits.assign(statement=statement)
 
@@ -91,17 +102,21 @@ class IdleFrames:
         pieces, samples = self._pieces
         return idle_summary.idle_causes(pieces, samples, self._waits, top=top)
 
+    @functools.cached_property
+    def _gap_causes(self) -> pd.DataFrame:
+        # the static Idle section, the live tab's table and its gap picker each read it
+        return idle_summary.gap_causes(self.gaps, self._pieces[0])
+
     def gap_causes(self) -> pd.DataFrame:
         """:attr:`gaps` + ``cuda_sync_ns, cuda_api_ns, os_wait_ns, host_ns`` (ns of each cause),
         ``cause, call, statement`` (``analysis.idle_summary.gap_causes``), longest first."""
-        return idle_summary.gap_causes(self.gaps, self._pieces[0])
+        return self._gap_causes
 
     def launch_bound(self, min_kernels: int = 8) -> pd.DataFrame:
         """Launch-bound stretches (``analysis.launch_bound.launch_bound``): ``device_id, pid,
         start_ns, end_ns, kernels, gpu_busy_ns, busy_pct, median_kernel_ns,
         median_launch_interval_ns, cpu_launches_per_ms, gpu_kernels_per_ms``."""
-        kernels = launches.launch_times(self.report.kernels(), self.report.cuda_api())
-        return launches.launch_bound(kernels, min_kernels)
+        return launches.launch_bound(self._launch_times, min_kernels)
 
     def summary(self) -> dict[str, Any]:
         """``idle_ns, gaps, host_capture, collective_wait_ns`` (None when not multi-rank)."""
@@ -116,11 +131,3 @@ class IdleFrames:
     def has_host_capture(self) -> bool:
         """Whether the run has OS runtime calls or Python samples (``%%nsys --host``)."""
         return bool(len(self.report.osrt()) or len(self._samples))
-
-
-def cuda_api_summary(report: Any) -> pd.DataFrame:
-    return api_summary.api_summary(report.cuda_api())
-
-
-def osrt_summary(report: Any) -> pd.DataFrame:
-    return api_summary.api_summary(report.osrt())

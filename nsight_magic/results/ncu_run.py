@@ -109,6 +109,7 @@ class NcuRun(_Run):
         find = getattr(self.parent, "kernels_in_range", None)
         if find is None:
             return counts
+        rank = self.meta.get("rank")
         ranges = self.nvtx_ranges()[["domain", "range"]].drop_duplicates()
         for domain, name in ranges.itertuples(index=False, name=None):
             if parse_op_range(str(name)) is not None:
@@ -117,7 +118,6 @@ class NcuRun(_Run):
                 inside = find(str(domain), str(name))
             except Exception:  # a range the parent did not record: its total stays unknown
                 continue
-            rank = self.meta.get("rank")
             if rank is not None and "rank" in inside:
                 inside = inside[inside["rank"] == rank]
             counts[(str(domain), str(name))] = len(inside)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis import cold_run, processes, range_spec, statements, torch_ops
+from ..analysis import api_summary, cold_run, processes, range_spec, statements, torch_ops
 from ..analysis import mfu as utilisation
 from ..errors import NsightMagicError
 from ..magic_names import cell_magic
@@ -21,7 +21,7 @@ from ..views.nsys_view import nsys_static_html, nsys_widget
 from .base import WIDGET_MIME, _Run, in_kernel
 from .drill_protocols import DrillRunner
 from .frames import NsysFrames
-from .idle_frames import IdleFrames, cuda_api_summary, osrt_summary
+from .idle_frames import IdleFrames
 from .ncu_run import NcuRun
 
 __all__ = ["WIDGET_MIME", "NcuRun", "NsysRun", "in_kernel"]
@@ -188,13 +188,13 @@ class NsysRun(_Run):
         """Per CUDA API function: ``name, calls, total_ns, avg_ns, med_ns, min_ns, max_ns,
         std_ns, time_pct`` = ``nsys stats --report cuda_api_sum`` (without the backtrace copies
         that ``--cudabacktrace`` adds, see ``reports.nsys.cupti.CUDA_BACKTRACE_CLASS``)."""
-        return cuda_api_summary(self.report)
+        return api_summary.api_summary(self.cuda_api())
 
     def osrt_summary(self) -> pd.DataFrame:
         """Per OS runtime function, = ``nsys stats --report osrt_sum``: ``name, calls,
         total_ns, avg_ns, med_ns, min_ns, max_ns, std_ns`` (ns), ``time_pct`` (percent of all
         OS runtime time)."""
-        return osrt_summary(self.report)
+        return api_summary.api_summary(self.osrt())
 
     def idle_breakdown(self) -> pd.DataFrame:
         """GPU idle time by cause (``analysis.idle_summary.idle_breakdown``): ``scope`` total /

@@ -21,54 +21,36 @@ CATEGORY_TITLES = {
     "host": "running host code (Python)",
     "collective_wait": "waiting in a collective",
 }
-BREAKDOWN_COLUMNS = {
-    "statement": "statement",
-    "rank": "rank",
-    "category": "the thread was",
-    "call": "call",
-    "frame": "Python line",
-    "idle_ns": "idle",
-    "pct": "share",
-    "gaps": "gaps",
-}
-BREAKDOWN_FORMATS = {
-    "idle_ns": html.fmt_ns,
-    "pct": html.fmt_pct,
-    "category": lambda c: CATEGORY_TITLES.get(str(c), str(c)),
-    "rank": html.fmt_id,
-}
-GAP_COLUMNS = {
-    "start_ms": "at",
-    "duration_ns": "idle",
-    "cause": "mostly",
-    "call": "longest call",
-    "statement": "statement",
-    "next_op_short": "next GPU op",
-}
-GAP_FORMATS = {
-    "duration_ns": html.fmt_ns,
-    "cause": lambda c: CATEGORY_TITLES.get(str(c), str(c)),
-    "start_ms": lambda v: f"{v:,.3f} ms",
-}
-LAUNCH_COLUMNS = {
-    "kernels": "kernels",
+
+
+def category_title(category: object) -> str:
+    """What the launching thread was doing, in words (the category's own name if unknown)."""
+    return CATEGORY_TITLES.get(str(category), str(category))
+
+
+def at_ms(value: float) -> str:
+    """An offset into the capture, in ms ("12.345 ms")."""
+    return f"{value:,.3f} ms"
+
+
+# Shown columns; headers and formats come from nsight_magic/columns.py (``*_HEADERS`` rename a
+# column for one table only, ``*_FORMATS`` are the formats this tab writes its own way).
+BREAKDOWN_COLUMNS = ("statement", "rank", "category", "call", "frame", "idle_ns", "pct", "gaps")
+BREAKDOWN_HEADERS = {"category": "the thread was", "frame": "Python line", "pct": "share"}
+BREAKDOWN_FORMATS = {"category": category_title}
+GAP_COLUMNS = ("start_ms", "duration_ns", "cause", "call", "statement", "next_op_short")
+GAP_HEADERS = {"duration_ns": "idle", "cause": "mostly", "call": "longest call"}
+GAP_FORMATS = {"cause": category_title, "start_ms": at_ms}
+LAUNCH_COLUMNS = ("kernels", "start_ms", "span_ns", "busy_pct", "median_kernel_ns",
+                  "median_launch_interval_ns", "cpu_launches_per_ms",
+                  "gpu_kernels_per_ms")  # fmt: skip
+LAUNCH_HEADERS = {
     "start_ms": "from",
     "span_ns": "lasting",
-    "busy_pct": "GPU busy",
-    "median_kernel_ns": "median kernel",
-    "median_launch_interval_ns": "median launch interval",
     "cpu_launches_per_ms": "CPU launches / ms",
     "gpu_kernels_per_ms": "GPU could run / ms",
 }
-LAUNCH_FORMATS = {
-    "span_ns": html.fmt_ns,
-    "busy_pct": html.fmt_pct,
-    "median_kernel_ns": html.fmt_ns,
-    "median_launch_interval_ns": html.fmt_ns,
-    "cpu_launches_per_ms": html.fmt_num,
-    "gpu_kernels_per_ms": html.fmt_num,
-    "start_ms": lambda v: f"{v:,.3f} ms",
-}
+LAUNCH_FORMATS = {"start_ms": at_ms}
 NO_HOST = (
     "This run has no host capture: the time outside CUDA calls shows as host code without "
     "its Python lines, and OS waits (a data loader, a lock) are not told apart. "
@@ -113,16 +95,16 @@ def breakdown_html(idle: IdleSource, max_rows: int = 12) -> str:
             rows = frame[(frame["scope"] == scope).to_numpy()]
             if rows.empty:
                 continue
-            columns = {
-                k: v
-                for k, v in BREAKDOWN_COLUMNS.items()
-                if not (k == "statement" and scope != "statement")
-                and not (k == "rank" and scope != "rank")
-            }
+            # the statement and rank columns only in their own scope's table
+            columns = [c for c in BREAKDOWN_COLUMNS if c not in ("statement", "rank") or c == scope]
             if not (rows["frame"] != "").any():
-                columns.pop("frame")
+                columns.remove("frame")
             parts.append(f"<h4>{title}</h4>")
-            parts.append(html.frame_html(rows, columns, BREAKDOWN_FORMATS, max_rows))
+            parts.append(
+                html.frame_html(
+                    rows, columns, BREAKDOWN_FORMATS, max_rows, headers=BREAKDOWN_HEADERS
+                )
+            )
         return "".join(parts)
 
     return table_or_note(build)
@@ -138,7 +120,9 @@ def _gaps(idle: IdleSource, origin_ns: int) -> Any:
 
 def gaps_html(idle: IdleSource, origin_ns: int, max_rows: int = 10) -> str:
     return table_or_note(
-        lambda: html.frame_html(_gaps(idle, origin_ns), GAP_COLUMNS, GAP_FORMATS, max_rows)
+        lambda: html.frame_html(
+            _gaps(idle, origin_ns), GAP_COLUMNS, GAP_FORMATS, max_rows, headers=GAP_HEADERS
+        )
     )
 
 
@@ -157,17 +141,22 @@ def launch_bound_html(idle: IdleSource, origin_ns: int, max_rows: int = 10) -> s
             "Kernels that ran shorter than the time between their launches and found the GPU "
             "idle: here the CPU's launch rate, not the GPU, set the pace."
         )
-        return note + html.frame_html(rows, LAUNCH_COLUMNS, LAUNCH_FORMATS, max_rows)
+        return note + html.frame_html(
+            rows, LAUNCH_COLUMNS, LAUNCH_FORMATS, max_rows, headers=LAUNCH_HEADERS
+        )
 
     return table_or_note(build)
 
 
-def idle_static_html(idle: IdleSource, origin_ns: int) -> str:
+def idle_static_html(
+    idle: IdleSource, origin_ns: int, breakdown_rows: int = 12, gap_rows: int = 10
+) -> str:
+    """The tab's sections; the live tab shows more rows of the breakdown and the gaps."""
     return (
         summary_html(idle)
         + html.section_html("Top causes", causes_html(idle))
-        + html.section_html("Idle time by cause", breakdown_html(idle))
-        + html.section_html("Longest idle gaps", gaps_html(idle, origin_ns))
+        + html.section_html("Idle time by cause", breakdown_html(idle, breakdown_rows))
+        + html.section_html("Longest idle gaps", gaps_html(idle, origin_ns, gap_rows))
         + html.section_html("Launch-bound stretches", launch_bound_html(idle, origin_ns))
     )
 
@@ -177,20 +166,14 @@ def idle_widget(
 ) -> Any:
     """The tab: the static content plus, when ``show_window`` is given (it zooms the Timeline
     tab and switches to it), a picker of the longest gaps with "Show in timeline"."""
-    body = w.HTML(
-        summary_html(idle)
-        + html.section_html("Top causes", causes_html(idle))
-        + html.section_html("Idle time by cause", breakdown_html(idle, max_rows=30))
-        + html.section_html("Longest idle gaps", gaps_html(idle, origin_ns, max_rows=25))
-        + html.section_html("Launch-bound stretches", launch_bound_html(idle, origin_ns))
-    )
+    body = w.HTML(idle_static_html(idle, origin_ns, breakdown_rows=30, gap_rows=25))
     gaps, err = attempt(lambda: _gaps(idle, origin_ns).head(50))
     if show_window is None or err is not None or gaps.empty:
         return w.VBox([body])
     options = [
         (
-            f"{html.fmt_ns(g.duration_ns)} at {g.start_ms:,.3f} ms: "
-            f"{CATEGORY_TITLES.get(g.cause, g.cause)} {g.call}".rstrip(),
+            f"{html.fmt_ns(g.duration_ns)} at {at_ms(g.start_ms)}: "
+            f"{category_title(g.cause)} {g.call}".rstrip(),
             i,
         )
         for i, g in enumerate(gaps.itertuples())

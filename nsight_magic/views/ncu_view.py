@@ -47,10 +47,6 @@ NO_SOL = (
 )
 NO_ROOFLINE = "No roofline: {}"
 NO_MFU = "No HFU/MFU: {}"
-NO_SOL = (
-    "No speed of light: this report has no SpeedOfLight section (a --metrics run; "
-    "--set basic or larger measures it)."
-)
 NO_MFU_ROWS = "No HFU/MFU: no launch in this report has FLOP counts."
 
 

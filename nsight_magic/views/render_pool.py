@@ -34,7 +34,6 @@ WORKER = Path(__file__).with_name("render_worker.py")
 # (this one, with ``html.py``) would shadow the standard library; ``python -I`` would drop the
 # user site-packages a ``pip install --user`` puts vl-convert in.
 _RUN_WORKER = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
-_TINY = '{"data": {"values": [{"a": 1}]}, "mark": "bar", "encoding": {"x": {"field": "a"}}}'
 
 
 def processes() -> int:
