@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
             f"P10 {name:>16}: display cold {best['cold_s']:.2f} s, warm {best['warm_s']:.2f} s "
             f"in the foreground (CPU {best['warm_cpu_s']:.2f} s); warm parts: widget "
             f"{best['widget_s']:.2f} s, static copy "
-            f"{best['static_s']:.2f} s alone, waiting for its charts after the widget "
+            f"{best['static_s']:.2f} s alone (waiting for its charts after the widget "
             f"{best['warm_chart_wait_s']:.2f} s), Idle section {best['idle_static_s']:.2f} s; "
             f"text/html {best['html_bytes'] / 1e3:.0f} kB, bundle "
             f"{best['widget_state_bytes'] / 1e3:.0f} kB; static_view='background' shows the widget "
