@@ -43,8 +43,15 @@ class IdleFrames:
 
     @functools.cached_property
     def _samples(self) -> pd.DataFrame:
-        samples = self.report.python_samples()
-        return samples
+        return self.report.python_samples()
+
+    @functools.cached_property
+    def _statements(self) -> pd.DataFrame:
+        return idle.statement_ranges(self.report.nvtx())
+
+    @functools.cached_property
+    def _launch_times(self) -> pd.DataFrame:
+        return launches.launch_times(self.report.kernels(), self.report.cuda_api())
 
     @functools.cached_property
     def _pieces(self) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -53,7 +60,7 @@ class IdleFrames:
         cuda_frames = samples[(samples["kind"] == "cuda").to_numpy()] if len(samples) else None
         periodic = samples[(samples["kind"] == "periodic").to_numpy()] if len(samples) else None
         calls = idle.host_calls(r.cuda_api(), r.osrt(), cuda_frames)
-        return idle.idle_pieces(self.gaps, calls, idle.statement_ranges(r.nvtx()), periodic)
+        return idle.idle_pieces(self.gaps, calls, self._statements, periodic)
 
     @functools.cached_property
     def _waits(self) -> pd.DataFrame | None:
@@ -62,13 +69,13 @@ class IdleFrames:
             return None
         waits = idle_summary.collective_waits(r.collectives(), r.rank_skew())
         # the statement that launched the collective (its kernel may start long after)
-        kernels = launches.launch_times(r.kernels(), r.cuda_api())
+        kernels = self._launch_times
         keys = [k for k in ("report", "pid", "start_ns") if k in waits and k in kernels]
         launched = waits.merge(kernels[[*keys, "launch_start_ns"]].drop_duplicates(keys),
                                on=keys, how="left")  # fmt: skip
         at = launched["launch_start_ns"].fillna(launched["start_ns"]).astype("int64")
         statement = idle.statements_of(
-            launched.assign(at_ns=at.to_numpy()), idle.statement_ranges(r.nvtx()), at="at_ns"
+            launched.assign(at_ns=at.to_numpy()), self._statements, at="at_ns"
         )
         return waits.assign(statement=statement)
 
@@ -104,8 +111,7 @@ class IdleFrames:
         """Launch-bound stretches (``analysis.launch_bound.launch_bound``): ``device_id, pid,
         start_ns, end_ns, kernels, gpu_busy_ns, busy_pct, median_kernel_ns,
         median_launch_interval_ns, cpu_launches_per_ms, gpu_kernels_per_ms``."""
-        kernels = launches.launch_times(self.report.kernels(), self.report.cuda_api())
-        return launches.launch_bound(kernels, min_kernels)
+        return launches.launch_bound(self._launch_times, min_kernels)
 
     def summary(self) -> dict[str, Any]:
         """``idle_ns, gaps, host_capture, collective_wait_ns`` (None when not multi-rank)."""
