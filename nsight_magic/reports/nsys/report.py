@@ -190,7 +190,9 @@ class NsysReport(CopySummaries):
     def python_samples(self) -> pd.DataFrame:
         """Python backtraces of ``--python-sampling`` / ``--python-backtrace=cuda``
         (``host.load_python_samples``; empty without them or without the JSON payloads)."""
-        return self._cached("python_samples", lambda: host.load_python_samples(self.source))
+        return self._cached(
+            "python_samples", lambda: host.load_python_samples(self.source, self._strings())
+        )
 
     def kernels(self) -> pd.DataFrame:
         """One row per kernel (``cupti.load_kernels``): ``start_ns, end_ns, duration_ns`` (ns),
