@@ -117,7 +117,7 @@ class NsysReport(CopySummaries):
         sibling stamped as exported from this very file; else a new export from nsys; else,
         without nsys, an unstamped sibling (warned: nothing proves it is this report's); a
         sibling stamped from another file is refused (``StaleExportError``)."""
-        candidate = sibling_export(rep, fresh_only=False)
+        candidate = sibling_export(rep)
         origin = export_origin(rep, candidate) if candidate is not None else "unknown"
         if candidate is not None and origin == "same":
             return candidate, ""
