@@ -26,9 +26,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..nvtx_names import NVTX_DOMAIN, statement_line
 from .gaps import busy_intervals
 from .keyjoin import first_match
+from .statements import statement_lines
 
 __all__ = [
     "CATEGORIES",
@@ -166,12 +166,11 @@ def _call_frames(api: pd.DataFrame, frames: pd.DataFrame | None) -> np.ndarray:
 def statement_ranges(nvtx: pd.DataFrame) -> pd.DataFrame:
     """The cell's statement ranges (domain ``nsight_magic``, ``L<n>: ...``) as ``pid, start_ns,
     end_ns, statement`` (+ ``report``); the ``cell`` range itself where it has none."""
-    mine = nvtx[(nvtx["domain"] == NVTX_DOMAIN).to_numpy()]
-    labels = mine["range"].astype(str)
-    is_statement = np.array([statement_line(s) is not None for s in labels], dtype=bool)
+    is_statement = statement_lines(nvtx).notna().to_numpy()
     keys = ["report"] if "report" in nvtx else []
     cols = [*keys, "pid", "start_ns", "end_ns"]
-    out = mine.loc[is_statement, cols].assign(statement=labels[is_statement].to_numpy())
+    labels = nvtx["range"].astype(str)
+    out = nvtx.loc[is_statement, cols].assign(statement=labels[is_statement].to_numpy())
     return out.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
