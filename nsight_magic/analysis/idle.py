@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .gaps import busy_intervals
-from .keyjoin import first_match
+from .keyjoin import first_match, take_matched
 from .statements import statement_lines
 
 __all__ = [
@@ -84,8 +84,7 @@ def launch_threads(ops: pd.DataFrame, cuda_api: pd.DataFrame) -> np.ndarray:
         ops["pid"].to_numpy(np.int64),
         ops["correlation_id"].to_numpy(np.int64),
     )
-    api_tid = cuda_api["tid"].to_numpy(np.int64)
-    joined = np.where(row >= 0, api_tid[np.maximum(row, 0)] if len(api_tid) else -1, -1)
+    joined = take_matched(cuda_api["tid"].to_numpy(np.int64), row)
     return np.where(own >= 0, own, joined).astype(np.int64)
 
 
