@@ -64,20 +64,13 @@ _SUFFIXES: dict[str, tuple[Dtype, str, Format]] = {
 }
 
 
-def _title(name: str) -> str:
-    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
-        if name.endswith(suffix) and name != suffix.lstrip("_"):
-            name = name[: -len(suffix)]
-            break
-    return name.replace("_", " ")
-
-
 def derived(name: str, title: str | None = None, dtype: Dtype | None = None) -> Column:
     """The column its suffix describes (``dtype`` overrides: ``avg_ns`` is a float)."""
     for suffix in sorted(_SUFFIXES, key=len, reverse=True):
         if name.endswith(suffix):
             kind, unit, fmt = _SUFFIXES[suffix]
-            return Column(name, dtype or kind, unit, title or _title(name), fmt)
+            default_title = name[: -len(suffix)].replace("_", " ")  # "gpu_time_ns" -> "gpu time"
+            return Column(name, dtype or kind, unit, title or default_title, fmt)
     raise ValueError(f"{name!r} has no unit suffix ({', '.join(_SUFFIXES)}): declare it")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nsight_magic.analysis.keyjoin import first_match, pack_pairs
+from nsight_magic.analysis.keyjoin import first_match, pack_pairs, take_matched
 
 
 def reference(ref_a, ref_b, query_a, query_b) -> np.ndarray:
@@ -53,3 +53,16 @@ def test_empty_inputs() -> None:
     empty = np.zeros(0, dtype=np.int64)
     np.testing.assert_array_equal(first_match(empty, empty, np.array([1]), np.array([2])), [-1])
     assert first_match(np.array([1]), np.array([2]), empty, empty).shape == (0,)
+
+
+def test_take_matched_fills_the_unmatched() -> None:
+    tids = np.array([10, 20, 30])
+    rows = first_match(
+        np.array([1, 1, 2]), np.array([5, 6, 5]), np.array([1, 9, 2]), np.array([6, 9, 5])
+    )
+    got = take_matched(tids, rows)
+    np.testing.assert_array_equal(got, [20, -1, 30])
+    assert got.dtype == np.int64
+    # no reference rows at all (a report without CUDA API calls): every query is unmatched
+    none = first_match(np.zeros(0), np.zeros(0), np.array([1, 2]), np.array([5, 6]))
+    np.testing.assert_array_equal(take_matched(np.zeros(0, dtype=np.int64), none), [-1, -1])

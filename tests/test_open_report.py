@@ -125,6 +125,4 @@ def test_export_argv_and_sibling(data_dir: Path) -> None:
     ]  # fmt: skip
     # a parquet dir has no JSON to include: the flag is the SQLite export's only
     assert "--include-json=true" not in export_argv("/opt/nsys", "r.nsys-rep", "r_pq", "parquetdir")
-    assert sibling_export(data_dir / "nsys_small.nsys-rep", fresh_only=False) == (
-        data_dir / "nsys_small.sqlite"
-    )
+    assert sibling_export(data_dir / "nsys_small.nsys-rep") == (data_dir / "nsys_small.sqlite")

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .gaps import busy_intervals
+
 __all__ = ["FirstCallEffects", "cold_run_warnings", "first_call_effects"]
 
 MODULE_LOAD_PREFIXES = ("cuLibraryLoad", "cuModuleLoad", "cudaLibraryLoad")
@@ -63,22 +65,6 @@ class FirstCallEffects:
         return self.effect_ns >= MIN_EFFECT_NS and self.share >= MIN_EFFECT_SHARE
 
 
-def _union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Total length of the union of the intervals [start, end)."""
-    if len(starts) == 0:
-        return 0
-    order = np.argsort(starts, kind="stable")
-    total, cur_start, cur_end = 0, int(starts[order[0]]), int(ends[order[0]])
-    for i in order[1:]:
-        s, e = int(starts[i]), int(ends[i])
-        if s > cur_end:
-            total += cur_end - cur_start
-            cur_start, cur_end = s, e
-        else:
-            cur_end = max(cur_end, e)
-    return total + cur_end - cur_start
-
-
 def first_call_effects(cuda_api: pd.DataFrame, window: tuple[int, int]) -> FirstCallEffects:
     """First-call costs in ``cuda_api`` (``NsysReport.cuda_api()``: ``name, start_ns, end_ns,
     duration_ns``) over the capture ``window`` (``capture_window()``)."""
@@ -94,12 +80,13 @@ def first_call_effects(cuda_api: pd.DataFrame, window: tuple[int, int]) -> First
     either = loads | slow
     starts = cuda_api["start_ns"].to_numpy(dtype=np.int64, na_value=0)
     ends = cuda_api["end_ns"].to_numpy(dtype=np.int64, na_value=0)
+    union_starts, union_ends = busy_intervals(starts[either], ends[either])
     return FirstCallEffects(
         module_loads=int(loads.sum()),
         load_ns=int(duration[loads].sum()),
         slow_launches=int(slow.sum()),
         slow_launch_ns=int(duration[slow].sum()),
-        effect_ns=_union_ns(starts[either], ends[either]),
+        effect_ns=int((union_ends - union_starts).sum()),
         window_ns=max(0, int(window[1]) - int(window[0])),
     )
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..nvtx_names import NVTX_DOMAIN, statement_line
 from .gaps import busy_intervals
-from .keyjoin import first_match
+from .keyjoin import first_match, take_matched
+from .statements import statement_lines
 
 __all__ = [
     "CATEGORIES",
@@ -84,8 +84,7 @@ def launch_threads(ops: pd.DataFrame, cuda_api: pd.DataFrame) -> np.ndarray:
         ops["pid"].to_numpy(np.int64),
         ops["correlation_id"].to_numpy(np.int64),
     )
-    api_tid = cuda_api["tid"].to_numpy(np.int64)
-    joined = np.where(row >= 0, api_tid[np.maximum(row, 0)] if len(api_tid) else -1, -1)
+    joined = take_matched(cuda_api["tid"].to_numpy(np.int64), row)
     return np.where(own >= 0, own, joined).astype(np.int64)
 
 
@@ -166,12 +165,11 @@ def _call_frames(api: pd.DataFrame, frames: pd.DataFrame | None) -> np.ndarray:
 def statement_ranges(nvtx: pd.DataFrame) -> pd.DataFrame:
     """The cell's statement ranges (domain ``nsight_magic``, ``L<n>: ...``) as ``pid, start_ns,
     end_ns, statement`` (+ ``report``); the ``cell`` range itself where it has none."""
-    mine = nvtx[(nvtx["domain"] == NVTX_DOMAIN).to_numpy()]
-    labels = mine["range"].astype(str)
-    is_statement = np.array([statement_line(s) is not None for s in labels], dtype=bool)
+    is_statement = statement_lines(nvtx).notna().to_numpy()
     keys = ["report"] if "report" in nvtx else []
     cols = [*keys, "pid", "start_ns", "end_ns"]
-    out = mine.loc[is_statement, cols].assign(statement=labels[is_statement].to_numpy())
+    labels = nvtx["range"].astype(str)
+    out = nvtx.loc[is_statement, cols].assign(statement=labels[is_statement].to_numpy())
     return out.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
@@ -192,12 +190,20 @@ def statements_of(
         )
         if not len(rows):
             continue
-        s, e = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
         t = frame[at].to_numpy()[rows]
-        i = np.searchsorted(s, t, side="right") - 1
-        inside = (i >= 0) & (e[np.maximum(i, 0)] > t)
+        i = _containing(st["start_ns"].to_numpy(), st["end_ns"].to_numpy(), t)
+        inside = i >= 0
         out[rows[inside]] = st["statement"].to_numpy()[i[inside]]
     return out
+
+
+def _containing(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Index of the interval holding each ``t`` among disjoint intervals sorted by start
+    (the last one started by ``t``, if it has not ended), -1 if none."""
+    if len(starts) == 0:
+        return np.full(len(t), -1, dtype=np.int64)
+    i = np.searchsorted(starts, t, side="right") - 1
+    return np.where((i >= 0) & (ends[np.maximum(i, 0)] > t), i, -1)
 
 
 def _covering(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -230,8 +236,8 @@ def _thread_pieces(gaps: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
                                             live["end_ns"].to_numpy(np.int64)]))  # fmt: skip
     points = points[(points >= lo) & (points <= hi)]
     left, right = points[:-1], points[1:]
-    g = np.searchsorted(gs, left, side="right") - 1
-    in_gap = (g >= 0) & (ge[np.maximum(g, 0)] > left)
+    g = _containing(gs, ge, left)
+    in_gap = g >= 0
     left, right, g = left[in_gap], right[in_gap], g[in_gap]
     category = np.full(len(left), "host", dtype=object)
     call = np.full(len(left), "", dtype=object)
@@ -334,8 +340,8 @@ def _host_samples(pieces: pd.DataFrame, samples: pd.DataFrame | None) -> pd.Data
             continue
         hp = hp.sort_values("start_ns")
         t = sm["start_ns"].to_numpy()
-        i = np.searchsorted(hp["start_ns"].to_numpy(), t, side="right") - 1
-        inside = (i >= 0) & (hp["end_ns"].to_numpy()[np.maximum(i, 0)] > t)
+        i = _containing(hp["start_ns"].to_numpy(), hp["end_ns"].to_numpy(), t)
+        inside = i >= 0
         hit = hp.iloc[i[inside]]
         rows.append(
             hit[[c for c in cols if c != "frame"]].assign(frame=sm["frame"].to_numpy()[inside])

@@ -153,17 +153,12 @@ def _sentence(row: pd.Series, total_ns: float) -> str:
     return f"{pct}: host code between CUDA calls {where} (no Python sample there)"
 
 
-def idle_causes(
-    pieces: pd.DataFrame,
-    host_samples: pd.DataFrame,
-    waits: pd.DataFrame | None = None,
-    top: int = 5,
-) -> pd.DataFrame:
+def idle_causes(breakdown: pd.DataFrame, top: int = 5) -> pd.DataFrame:
     """The ``top`` causes of idle time over the whole capture, by ``category, call, frame,
-    statement``: those columns + ``idle_ns, pct, sentence`` (e.g. "61% of idle time:
-    cudaStreamSynchronize in L3 `tok = out.logits.argmax(-1)`")."""
-    waits = waits if waits is not None else pd.DataFrame()
-    rows = _scope(pieces, host_samples, waits, ["statement"], "total")
+    statement`` (the "statement" scope of ``breakdown``, an ``idle_breakdown`` frame): those
+    columns + ``idle_ns, pct, sentence`` (e.g. "61% of idle time: cudaStreamSynchronize in L3
+    `tok = out.logits.argmax(-1)`")."""
+    rows = breakdown[(breakdown["scope"] == "statement").to_numpy()]
     total = float(rows["idle_ns"].sum())
     rows = rows.sort_values("idle_ns", ascending=False, kind="stable").head(top)
     rows = rows.assign(pct=100.0 * rows["idle_ns"] / total if total else np.nan)

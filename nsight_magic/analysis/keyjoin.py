@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["first_match", "pack_pairs"]
+__all__ = ["first_match", "pack_pairs", "take_matched"]
 
 _KEY_SPAN = 1 << 62  # keys stay below this, so they never overflow int64
 
@@ -65,6 +65,15 @@ def first_match(
     hit = ref_sorted[pos] == query_key
     row = pos if order is None else order[pos]
     return np.where(hit, row, -1).astype(np.int64)
+
+
+def take_matched(values: np.ndarray, rows: np.ndarray, missing: int = -1) -> np.ndarray:
+    """``values[rows]`` where :func:`first_match` found a row, ``missing`` where it did not
+    (-1 rows), as int64: e.g. the tid of the API call that launched each GPU op."""
+    if len(values) == 0:
+        return np.full(len(rows), missing, dtype=np.int64)
+    taken = np.asarray(values)[np.maximum(rows, 0)]
+    return np.where(rows >= 0, taken, missing).astype(np.int64)
 
 
 def _first_match_general(

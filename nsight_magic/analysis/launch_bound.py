@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .keyjoin import first_match
+from .keyjoin import first_match, take_matched
 
 __all__ = ["LAUNCH_BOUND_COLUMNS", "launch_bound", "launch_times"]
 
@@ -45,13 +45,9 @@ def launch_times(kernels: pd.DataFrame, cuda_api: pd.DataFrame) -> pd.DataFrame:
         kernels["pid"].to_numpy(np.int64),
         kernels["correlation_id"].to_numpy(np.int64),
     )
-    found = row >= 0
-    safe = np.maximum(row, 0)
-    starts = cuda_api["start_ns"].to_numpy(np.int64)
-    ends = cuda_api["end_ns"].to_numpy(np.int64)
     return kernels.assign(
-        launch_start_ns=np.where(found, starts[safe] if len(starts) else -1, -1),
-        launch_end_ns=np.where(found, ends[safe] if len(ends) else -1, -1),
+        launch_start_ns=take_matched(cuda_api["start_ns"].to_numpy(np.int64), row),
+        launch_end_ns=take_matched(cuda_api["end_ns"].to_numpy(np.int64), row),
     )
 
 

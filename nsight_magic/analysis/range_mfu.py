@@ -52,8 +52,8 @@ def _coverage(profiled: int, total: int | None) -> str:
 
 
 def _time_source(sources: pd.Series) -> str:
-    kinds = sorted(set(sources))
-    return kinds[0] if len(kinds) == 1 else " and ".join(kinds)
+    """Where the launches' times came from: "nsys", "ncu", or "ncu and nsys" for both."""
+    return " and ".join(sorted(set(sources)))
 
 
 def range_utilisation(

@@ -89,18 +89,22 @@ class IdleFrames:
         statement``."""
         return self._pieces[0]
 
+    @functools.cached_property
+    def _breakdown(self) -> pd.DataFrame:
+        pieces, samples = self._pieces
+        return idle_summary.idle_breakdown(pieces, samples, self._waits)
+
     def breakdown(self) -> pd.DataFrame:
         """Idle time by cause (``analysis.idle_summary.idle_breakdown``): ``scope, rank,
         statement, category, call, frame, idle_ns`` (ns), ``pct`` (percent of the scope's idle
         time), ``gaps``."""
-        pieces, samples = self._pieces
-        return idle_summary.idle_breakdown(pieces, samples, self._waits)
+        return self._breakdown
 
     def causes(self, top: int = 5) -> pd.DataFrame:
-        """The ``top`` causes (``analysis.idle_summary.idle_causes``): ``category, call, frame,
-        statement, idle_ns`` (ns), ``pct`` (percent of all idle time), ``sentence``."""
-        pieces, samples = self._pieces
-        return idle_summary.idle_causes(pieces, samples, self._waits, top=top)
+        """The ``top`` causes (``analysis.idle_summary.idle_causes`` of :meth:`breakdown`):
+        ``category, call, frame, statement, idle_ns`` (ns), ``pct`` (percent of all idle
+        time), ``sentence``."""
+        return idle_summary.idle_causes(self._breakdown, top=top)
 
     @functools.cached_property
     def _gap_causes(self) -> pd.DataFrame:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...analysis.keyjoin import first_match
+from ...analysis.keyjoin import first_match, take_matched
 from ...errors import CorruptReportError
 from .columns import Columns, Spec, split_global_id, to_frame
 from .source import ExportSource
@@ -194,9 +194,7 @@ def _launch_tid(api: pd.DataFrame, correlation: np.ndarray, pid: np.ndarray) -> 
     """tid of the API call that launched each GPU op (join on correlationId + pid; the first
     such call in ``api``'s order); -1 if none. ``api`` needs ``correlation_id, pid, tid``."""
     row = first_match(api["pid"].to_numpy(), api["correlation_id"].to_numpy(), pid, correlation)
-    if len(api) == 0:
-        return row  # all -1
-    return np.where(row >= 0, api["tid"].to_numpy()[np.maximum(row, 0)], -1).astype(np.int64)
+    return take_matched(api["tid"].to_numpy(), row)
 
 
 # --- CUPTI_ACTIVITY_KIND_KERNEL -----------------------------------------------------------------

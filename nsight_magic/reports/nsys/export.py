@@ -76,20 +76,13 @@ def export_origin(rep: Path, export: Path) -> Origin:
     return "same" if stamp.get("sha256") == _digest(rep) else "other"
 
 
-def sibling_export(rep: str | Path, fresh_only: bool = True) -> Path | None:
+def sibling_export(rep: str | Path) -> Path | None:
     """An export already next to ``rep`` (``X.sqlite``, or a parquet dir ``X_pq`` /
-    ``X_parquet`` / ``X``); with ``fresh_only`` only one not older than ``rep``."""
-    rep = Path(rep)
-    stem = rep.with_suffix("")
+    ``X_parquet`` / ``X``), whatever its age: whether it is ``rep``'s own is
+    :func:`export_origin`'s to say."""
+    stem = Path(rep).with_suffix("")
     candidates = [stem.with_suffix(".sqlite"), Path(f"{stem}_pq"), Path(f"{stem}_parquet"), stem]
-    rep_mtime = rep.stat().st_mtime if rep.exists() else 0.0
-    for cand in candidates:
-        if not _is_export(cand):
-            continue
-        # 1 s slack: copies and checkouts keep coarse mtimes.
-        if not fresh_only or cand.stat().st_mtime + 1 >= rep_mtime:
-            return cand
-    return None
+    return next((cand for cand in candidates if _is_export(cand)), None)
 
 
 def find_nsys() -> Path:

@@ -17,6 +17,7 @@ import pandas as pd
 
 from .columns import Spec, split_global_id, to_frame
 from .cupti import sort_by_start
+from .nvtx_events import NVTX_DOMAIN_CREATE
 from .source import ExportSource
 from .strings import StringTable, load_string_table, require_names
 
@@ -180,14 +181,16 @@ def load_python_samples(src: ExportSource, strings: StringTable | None = None) -
     if not src.has("NVTX_EVENTS"):
         return _empty_samples()
     table = load_string_table(src) if strings is None else strings
-    raw = src.read_columns("NVTX_EVENTS", _MARKS, where=("eventType", (NVTX_MARK, 75)))
+    raw = src.read_columns(
+        "NVTX_EVENTS", _MARKS, where=("eventType", (NVTX_MARK, NVTX_DOMAIN_CREATE))
+    )
     ints, texts = raw.ints, raw.texts
     etype = ints["eventType"]
     domain_text = texts["text"].to_pylist()
     domains = {
         int(d): PYTHON_DOMAINS[t]
         for d, t, e in zip(ints["domainId"], domain_text, etype, strict=True)
-        if e == 75 and t in PYTHON_DOMAINS
+        if e == NVTX_DOMAIN_CREATE and t in PYTHON_DOMAINS
     }
     if not domains:
         return _empty_samples()

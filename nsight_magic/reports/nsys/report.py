@@ -117,7 +117,7 @@ class NsysReport(CopySummaries):
         sibling stamped as exported from this very file; else a new export from nsys; else,
         without nsys, an unstamped sibling (warned: nothing proves it is this report's); a
         sibling stamped from another file is refused (``StaleExportError``)."""
-        candidate = sibling_export(rep, fresh_only=False)
+        candidate = sibling_export(rep)
         origin = export_origin(rep, candidate) if candidate is not None else "unknown"
         if candidate is not None and origin == "same":
             return candidate, ""
@@ -190,7 +190,9 @@ class NsysReport(CopySummaries):
     def python_samples(self) -> pd.DataFrame:
         """Python backtraces of ``--python-sampling`` / ``--python-backtrace=cuda``
         (``host.load_python_samples``; empty without them or without the JSON payloads)."""
-        return self._cached("python_samples", lambda: host.load_python_samples(self.source))
+        return self._cached(
+            "python_samples", lambda: host.load_python_samples(self.source, self._strings())
+        )
 
     def kernels(self) -> pd.DataFrame:
         """One row per kernel (``cupti.load_kernels``): ``start_ns, end_ns, duration_ns`` (ns),
