@@ -164,7 +164,8 @@ def _call_frames(api: pd.DataFrame, frames: pd.DataFrame | None) -> np.ndarray:
 
 def statement_ranges(nvtx: pd.DataFrame) -> pd.DataFrame:
     """The cell's statement ranges (domain ``nsight_magic``, ``L<n>: ...``) as ``pid, start_ns,
-    end_ns, statement`` (+ ``report``); the ``cell`` range itself where it has none."""
+    end_ns, statement`` (+ ``report``). Time outside every statement range (the ``cell`` range
+    alone) has no statement: ``statements_of`` gives it ""."""
     is_statement = statement_lines(nvtx).notna().to_numpy()
     keys = ["report"] if "report" in nvtx else []
     cols = [*keys, "pid", "start_ns", "end_ns"]
