@@ -133,6 +133,25 @@ def test_python_samples(runs: dict[str, NsysRun]) -> None:
     assert {"cell L5", "cell L6"} <= set(cell.loc[cell["kind"] == "cuda", "frame"])
 
 
+def test_python_sample_domains_are_per_process(data_dir: Path, tmp_path: Path) -> None:
+    """nsys numbers NVTX domains per process, in creation order. Renumber one rank's two Python
+    domains (periodic 1 <-> CUDA-backtrace 2), as the other creation order would number them:
+    every sample keeps its kind, although id 2 now names another kind in each process."""
+    original = NsysReport.open(data_dir / "nsys_idle_2rank.sqlite").python_samples()
+    copy = tmp_path / "renumbered.sqlite"
+    copy.write_bytes((data_dir / "nsys_idle_2rank.sqlite").read_bytes())
+    rank_pid = 1111
+    with sqlite3.connect(copy) as db:
+        db.execute(
+            "UPDATE NVTX_EVENTS SET domainId = 3 - domainId"
+            " WHERE (globalTid >> 24) & 16777215 = ? AND domainId IN (1, 2)",
+            (rank_pid,),
+        )
+    renumbered = NsysReport.open(copy).python_samples()
+    assert set(original["pid"]) >= {rank_pid} and len(original) == 411
+    pd.testing.assert_frame_equal(renumbered, original)
+
+
 @pytest.mark.parametrize(
     "name",
     [*HOST, "nsys_idle_decode_plain", "nsys_idle_warm_cell", "nsys_graphs_graph", "nsys_procs"],

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from ...analysis.keyjoin import first_match
 from .columns import Spec, split_global_id, to_frame
 from .cupti import sort_by_start
 from .nvtx_events import NVTX_DOMAIN_CREATE
@@ -185,16 +186,17 @@ def load_python_samples(src: ExportSource, strings: StringTable | None = None) -
         "NVTX_EVENTS", _MARKS, where=("eventType", (NVTX_MARK, NVTX_DOMAIN_CREATE))
     )
     ints, texts = raw.ints, raw.texts
-    etype = ints["eventType"]
+    etype, domain_id = ints["eventType"], ints["domainId"]
+    all_pid, _ = split_global_id(ints["globalTid"])
+    # Domains are per process: (pid, domainId) -> kind. In a report of several processes, one
+    # process's id for nsys's Python domain can be another's id for a user domain.
     domain_text = texts["text"].to_pylist()
-    domains = {
-        int(d): PYTHON_DOMAINS[t]
-        for d, t, e in zip(ints["domainId"], domain_text, etype, strict=True)
-        if e == NVTX_DOMAIN_CREATE and t in PYTHON_DOMAINS
-    }
-    if not domains:
+    dom_rows = np.flatnonzero(etype == NVTX_DOMAIN_CREATE)
+    dom_kinds = [PYTHON_DOMAINS.get(domain_text[i] or "", "") for i in dom_rows]
+    if not any(dom_kinds):
         return _empty_samples()
-    kinds = np.array([domains.get(int(d), "") for d in ints["domainId"]], dtype=object)
+    dom = first_match(all_pid[dom_rows], domain_id[dom_rows], all_pid, domain_id)
+    kinds = np.array([*dom_kinds, ""], dtype=object)[np.where(dom >= 0, dom, len(dom_rows))]
     keep = (etype == NVTX_MARK) & (kinds != "")
     rows = np.flatnonzero(keep)
     inline: list[str] = [texts["jsonText"][int(i)].as_py() or "" for i in rows]
