@@ -179,6 +179,26 @@ def test_idle_time_is_split_without_loss(
     assert (per_gap[cats].sum(axis=1) == per_gap["duration_ns"]).all()
 
 
+def test_one_thread_driving_two_gpus_keeps_every_gap(runs: dict[str, NsysRun]) -> None:
+    """One thread launching on two GPUs (pipeline stages in one process) gives two lanes of
+    gaps that overlap in time; each gap is still split whole. The second lane is the real
+    decode loop's ops again on device 1, 1 us later, launched by the same thread."""
+    from nsight_magic.analysis import idle as idle_analysis
+
+    run = runs["nsys_idle_decode"]
+    ops = run.idle._ops
+    second = ops.assign(device_id=ops["device_id"] + 1, start_ns=ops["start_ns"] + 1_000,
+                        end_ns=ops["end_ns"] + 1_000)  # fmt: skip
+    gaps = idle_analysis.gpu_idle_gaps(pd.concat([ops, second], ignore_index=True))
+    assert gaps["device_id"].nunique() == 2 and gaps[["pid", "tid"]].drop_duplicates().shape[0] == 1
+    calls = idle_analysis.host_calls(run.report.cuda_api(), run.report.osrt())
+    pieces, _ = idle_analysis.idle_pieces(gaps, calls, run.idle._statements)
+    per_gap = pieces.groupby("gap")["duration_ns"].sum()
+    assert per_gap.reindex(gaps["gap"]).to_numpy().tolist() == gaps["duration_ns"].tolist()
+    by_device = pieces.groupby("device_id")["duration_ns"].sum()
+    assert by_device[0] == by_device[1] == run.idle.gaps["duration_ns"].sum()
+
+
 def test_decode_loop_causes(runs: dict[str, NsysRun]) -> None:
     causes = runs["nsys_idle_decode"].idle_causes()
     top = causes.iloc[0]

@@ -216,3 +216,20 @@ def test_process_summary_keys_on_report_and_pid(run: RankedReport, data_dir: Pat
     assert sorted(out[["report", "pid", "rank"]].values.tolist()) == [[0, 993, 0], [1, 993, 1]]
     per_rank = again.kernels().groupby("report")["duration_ns"].sum()
     assert out.set_index("report")["kernel_time_ns"].sort_index().tolist() == per_rank.tolist()
+
+
+def test_launch_joins_key_on_report_and_pid(run: RankedReport, data_dir: Path, tmp_path: Path):
+    """The idle split and the launch-bound stretches join each GPU op to the call that launched
+    it; with the same pid (and main-thread id) on two hosts, each rank still finds its own."""
+    from nsight_magic.results.nsys_run import NsysRun
+
+    twin = _same_pid(data_dir / RANK_FILES[1], tmp_path / "r1_pid993.sqlite", 990, 993)
+    again, ref = NsysRun(load_runs([data_dir / RANK_FILES[0], twin])), NsysRun(run)
+    assert again.report.ranks()["pid"].tolist() == [993, 993]
+    ids = ["pid", "tid"]
+    pd.testing.assert_frame_equal(again.idle_gaps().drop(columns=ids),
+                                  ref.idle_gaps().drop(columns=ids))  # fmt: skip
+    pd.testing.assert_frame_equal(again.idle_breakdown(), ref.idle_breakdown())
+    assert (again.idle.pieces()["category"] != "host").any()
+    pd.testing.assert_frame_equal(again.launch_bound().drop(columns="pid"),
+                                  ref.launch_bound().drop(columns="pid"))  # fmt: skip

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .gaps import busy_intervals
-from .keyjoin import first_match, take_matched
+from .keyjoin import first_match, process_ids, take_matched
 from .statements import statement_lines
 
 __all__ = [
@@ -76,12 +76,13 @@ def _lane_keys(frame: pd.DataFrame) -> list[str]:
 
 def launch_threads(ops: pd.DataFrame, cuda_api: pd.DataFrame) -> np.ndarray:
     """tid of the call that launched each op (``pid, correlation_id`` joined with the API
-    calls; an op's own ``tid`` where it has one); -1 when unknown."""
+    calls, + ``report`` in merged frames; an op's own ``tid`` where it has one); -1 when
+    unknown."""
     own = ops["tid"].to_numpy(np.int64) if "tid" in ops else np.full(len(ops), -1, np.int64)
     row = first_match(
-        cuda_api["pid"].to_numpy(np.int64),
+        process_ids(cuda_api),
         cuda_api["correlation_id"].to_numpy(np.int64),
-        ops["pid"].to_numpy(np.int64),
+        process_ids(ops),
         ops["correlation_id"].to_numpy(np.int64),
     )
     joined = take_matched(cuda_api["tid"].to_numpy(np.int64), row)
@@ -152,11 +153,10 @@ def _call_frames(api: pd.DataFrame, frames: pd.DataFrame | None) -> np.ndarray:
     out = np.full(len(api), "", dtype=object)
     if frames is None or frames.empty or api.empty:
         return out
-    left = api[["pid", "tid", "start_ns"]].reset_index().sort_values("start_ns")
-    right = frames[["pid", "tid", "start_ns", "frame"]].sort_values("start_ns")
-    hit = pd.merge_asof(
-        left, right, on="start_ns", by=["pid", "tid"], direction="backward", tolerance=20_000
-    )
+    by = ["report", "pid", "tid"] if "report" in api and "report" in frames else ["pid", "tid"]
+    left = api[[*by, "start_ns"]].reset_index().sort_values("start_ns")
+    right = frames[[*by, "start_ns", "frame"]].sort_values("start_ns")
+    hit = pd.merge_asof(left, right, on="start_ns", by=by, direction="backward", tolerance=20_000)
     pos = hit["index"].to_numpy()
     out[pos] = hit["frame"].fillna("").astype(str).to_numpy()
     return out
@@ -229,7 +229,8 @@ def _sorted_unique(values: np.ndarray) -> np.ndarray:
 
 
 def _thread_pieces(gaps: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
-    """Gaps of one launching thread cut into pieces, each with its category and call."""
+    """Gaps of one launching thread on one device (disjoint, sorted by start) cut into pieces,
+    each with its category and call."""
     gs, ge = gaps["start_ns"].to_numpy(np.int64), gaps["end_ns"].to_numpy(np.int64)
     lo, hi = gs.min(), ge.max()
     live = calls[(calls["end_ns"] > lo).to_numpy() & (calls["start_ns"] < hi).to_numpy()]
@@ -283,8 +284,10 @@ def idle_pieces(
     thread_keys = [*keys, "pid", "tid"]
     call_groups = dict(list(calls.groupby(thread_keys, sort=False))) if len(calls) else {}
     empty_calls = calls.iloc[:0]
-    for key, g in gaps.groupby(thread_keys, sort=False):
-        piece = _thread_pieces(g, call_groups.get(key, empty_calls))
+    # per thread AND device: a thread driving two GPUs has two lanes of gaps that overlap in
+    # time, and _thread_pieces cuts one lane's disjoint gaps
+    for key, g in gaps.groupby([*thread_keys, "device_id"], sort=False):
+        piece = _thread_pieces(g, call_groups.get(key[:-1], empty_calls))
         parts.append(piece)
     if parts:
         pieces = pd.concat(parts, ignore_index=True)
@@ -335,8 +338,12 @@ def _host_samples(pieces: pd.DataFrame, samples: pd.DataFrame | None) -> pd.Data
         return pd.DataFrame({c: pd.Series([], dtype="str") for c in cols})
     host = pieces[(pieces["category"] == "host").to_numpy()]
     rows = []
-    for (pid, tid), hp in host.groupby(["pid", "tid"], sort=False):
-        sm = samples[(samples["pid"] == pid).to_numpy() & (samples["tid"] == tid).to_numpy()]
+    keys = ["report", "pid", "tid"] if "report" in host and "report" in samples else ["pid", "tid"]
+    # per device too: a thread's host pieces on two devices overlap in time, and _containing
+    # needs disjoint ones; a sample then counts in each device's gap it fell in
+    for key, hp in host.groupby([*keys, "device_id"], sort=False):
+        mine = np.all([samples[k].to_numpy() == v for k, v in zip(keys, key, strict=False)], axis=0)
+        sm = samples[mine]
         if sm.empty:
             continue
         hp = hp.sort_values("start_ns")

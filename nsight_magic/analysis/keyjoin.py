@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["first_match", "pack_pairs", "take_matched"]
+__all__ = ["first_match", "pack_pairs", "process_ids", "take_matched"]
 
 _KEY_SPAN = 1 << 62  # keys stay below this, so they never overflow int64
 
@@ -37,6 +37,16 @@ def pack_pairs(
     if (a_hi - a_lo + 1) * b_span >= _KEY_SPAN:
         return None
     return [(x - a_lo) * b_span + (y - b_lo) for x, y in pairs]
+
+
+def process_ids(frame: pd.DataFrame) -> np.ndarray:
+    """One int64 per row naming its process: the ``pid``, or in frames merged from several
+    reports (``report`` column) the pair ``(report, pid)`` packed, since pids repeat across
+    nodes (containers often give every rank the same pid). Use it for both sides of a join."""
+    pid = frame["pid"].to_numpy(np.int64)
+    if "report" not in frame:
+        return pid
+    return (frame["report"].to_numpy(np.int64) << 32) | pid  # pids fit in 22 bits
 
 
 def first_match(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .keyjoin import first_match, take_matched
+from .keyjoin import first_match, process_ids, take_matched
 
 __all__ = ["LAUNCH_BOUND_COLUMNS", "launch_bound", "launch_times"]
 
@@ -38,11 +38,11 @@ _FLOATS = {"busy_pct", "median_kernel_ns", "median_launch_interval_ns", "cpu_lau
 
 def launch_times(kernels: pd.DataFrame, cuda_api: pd.DataFrame) -> pd.DataFrame:
     """``kernels`` + ``launch_start_ns, launch_end_ns`` (the API call that launched each, joined
-    on ``pid, correlation_id``; -1 when none was recorded)."""
+    on ``pid, correlation_id``, + ``report`` in merged frames; -1 when none was recorded)."""
     row = first_match(
-        cuda_api["pid"].to_numpy(np.int64),
+        process_ids(cuda_api),
         cuda_api["correlation_id"].to_numpy(np.int64),
-        kernels["pid"].to_numpy(np.int64),
+        process_ids(kernels),
         kernels["correlation_id"].to_numpy(np.int64),
     )
     return kernels.assign(
