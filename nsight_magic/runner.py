@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .child_signals import default_sigint_argv
 from .errors import CounterPermissionError, ProfileInterrupted, ProfilerError, ProfileTimeout
 from .run_dir import append_private
 
@@ -188,7 +189,7 @@ def run(
     t0 = time.monotonic()
     with append_private(log_path) as log:  # 0600, as every file of a run folder
         proc = subprocess.Popen(
-            argv,
+            default_sigint_argv(argv, None if env is None else env.get("PATH")),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import runner
+from ..child_signals import default_sigint_argv
 from ..errors import NsightMagicError, WorkerDiedError
 from ..package_info import pythonpath_with_package
 from . import messages
@@ -119,7 +120,7 @@ class WorkerProcess:
         env["PYTHONUNBUFFERED"] = "1"
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen(
-            self.argv,
+            default_sigint_argv(self.argv, env.get("PATH")),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -1,0 +1,49 @@
+"""The processes we start take SIGINT at its default action, whatever the notebook does with it.
+
+ipykernel ignores SIGINT between cells (``SIG_IGN``; it installs its handler only while a cell
+runs), and an ignored signal stays ignored across fork and exec. A process started between cells,
+from a background thread (the ncu worker's prewarm, the attach that releases it), would ignore
+the SIGINT we stop it with: the worker could not be interrupted (it is killed instead, and its
+state lost), and an ncu attach would hold its detach for the whole grace period. The same holds
+for a notebook or pytest started in the background by a shell (``cmd &``).
+
+``subprocess`` can reset no signal (only ``preexec_fn``, which is unsafe with threads), so while
+SIGINT is ignored here a child starts through a short exec trampoline: the Python we run on,
+without site or environment (``-I -S``, ~10 ms), resets SIGINT and ``execv``s the real argv, so
+the pid, process group and session are the child's own, as without it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Sequence
+
+__all__ = ["TRAMPOLINE", "default_sigint_argv", "sigint_ignored"]
+
+TRAMPOLINE = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[2:])"
+)
+
+
+def sigint_ignored() -> bool:
+    """Whether a child started now would inherit SIGINT ignored."""
+    return signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+
+def default_sigint_argv(argv: Sequence[str], path: str | None = None) -> list[str]:
+    """``argv`` as it should be started now: unchanged while SIGINT is handled here, else
+    behind the trampoline. The program is resolved first (``path``: the PATH the child gets),
+    so a missing one still fails in ``Popen`` with FileNotFoundError, as without the
+    trampoline."""
+    argv = [os.fspath(a) for a in argv]
+    if not argv or not sigint_ignored():
+        return argv
+    program = shutil.which(argv[0], path=path)
+    if program is None or not sys.executable:
+        return argv
+    # the program by its resolved path, then the argv it sees (its argv[0] unchanged)
+    return [sys.executable, "-I", "-S", "-c", TRAMPOLINE, program, *argv]
