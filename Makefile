@@ -47,11 +47,11 @@ test: lint
 	$(MAKE) -j2 --output-sync=target test-deps
 
 # The dependency matrix: tests/deps/NAME.txt pins a dependency set; .venv-NAME gets the package
-# under it (no torch: tests that need it skip) and runs the fast tier, less the worker/session
-# tests (tests/test_session.py: subprocess logic on the stdlib, and its torchrun test needs torch)
-# and the browser tests (slow).
+# under it (no torch: tests that need it skip) and runs the fast tier, less the worker/session/
+# runner tests (marked stdlib in tests/conftest.py: subprocess logic on the standard library,
+# the same under any dependency set) and the browser tests (slow).
 MATRIX := gpuimage oldest
-MATRIX_TESTS := -m "not gpu and not slow" --ignore=tests/test_session.py --ignore=tests/browser
+MATRIX_TESTS := -m "not gpu and not slow and not stdlib" --ignore=tests/browser
 
 # The oldest tier also runs on the oldest Python pyproject allows (3.10) where this machine has
 # one (pyenv's, or python3.10 on PATH); elsewhere on $(PYTHON), and it says so.

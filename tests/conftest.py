@@ -53,6 +53,23 @@ def nsys_small_parquet() -> Path:
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 
+# The worker, session manager and runner tested through BareBackend (no profiler, no report
+# read): standard-library code whatever the dependency set, so ``make test-deps``' tiers
+# (``-m "not stdlib"``) leave these files out and spend their time where pandas, pyarrow,
+# altair and IPython are.
+STDLIB_ONLY = {
+    "test_session.py",
+    "test_session_prewarm.py",
+    "test_session_replay.py",
+    "test_session_options.py",
+    "test_crash_fallback.py",
+    "test_bounded_waits.py",
+    "test_rank_exec.py",
+    "test_runner.py",
+    "test_child_signals.py",
+}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Fuzzing and the browser tests take minutes: marked ``slow`` here, in one place, so
     ``make quick`` (``-m "not slow"``) leaves them out while ``make test`` runs everything.
@@ -64,5 +81,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("browser"):
             item.add_marker(pytest.mark.xdist_group("browser"))
+        if item.path.name in STDLIB_ONLY:
+            item.add_marker(pytest.mark.stdlib)
         if item.get_closest_marker("torch") and not HAS_TORCH:
             item.add_marker(no_torch)
