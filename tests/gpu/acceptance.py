@@ -221,6 +221,29 @@ k3
 """,
         None,
     ),
+    # The ncu worker takes an interrupt (here --timeout) as KeyboardInterrupt and keeps its
+    # state, even when it was started between cells (the prewarm), where ipykernel ignores
+    # SIGINT and the worker used to inherit that (child_signals.py).
+    (
+        "4 an interrupted %%ncu cell",
+        "%%ncu --timeout 30 --launch-count 1\nncu_state = 7\nimport time\ntime.sleep(120)\n",
+        "ProfileTimeout",
+    ),
+    (
+        "4 the ncu worker kept its state",
+        "%%ncu --launch-count 1 -o after_int\nassert ncu_state == 7\n"
+        "tok = generate(ids, steps=2)\n",
+        None,
+    ),
+    (
+        "4 the same ncu worker",
+        r"""
+same = after_int.meta.get("worker", {}).get("pid") == k3.meta.get("worker", {}).get("pid")
+FIG["ncu_interrupt_same_worker"] = same
+assert same, (after_int.meta.get("worker"), k3.meta.get("worker"))
+""",
+        None,
+    ),
     (
         "5 --nvtx LLM:LLM@prefill after drill-downs",
         "%%ncu --nvtx LLM:LLM@prefill --launch-count 2 -o n2\ntok = generate(ids, steps=2)\n",
