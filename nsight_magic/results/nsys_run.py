@@ -18,6 +18,7 @@ from ..errors import NsightMagicError
 from ..magic_names import cell_magic
 from ..profilers.drill_request import DrillRequest
 from ..views.nsys_view import nsys_static_html, nsys_widget
+from ..views.protocols import ProfileFn, ProfileRangeFn
 from .base import WIDGET_MIME, _Run, in_kernel
 from .drill_protocols import DrillRunner
 from .frames import NsysFrames
@@ -392,8 +393,8 @@ class NsysRun(_Run):
 
     def widget(
         self,
-        profile_fn: Callable[..., Any] | None = None,
-        profile_range_fn: Callable[..., Any] | None = None,
+        profile_fn: ProfileFn | None = None,
+        profile_range_fn: ProfileRangeFn | None = None,
     ) -> Any:
         """The live view; the picker calls ``profile_fn`` (default ``profile_kernel``) and
         "Profile this range" ``profile_range_fn`` (default ``profile_range``)."""

@@ -8,6 +8,7 @@ Charts link to it: a click on a kernel (bar, timeline bar, roofline point) calls
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -183,6 +184,7 @@ class KernelPicker:
 
     # --- running -----------------------------------------------------------------------------
     def options(self) -> dict[str, Any]:
+        """The chosen ncu options, as the Profile button passes them."""
         return {
             "set": self.ncu_set.value,
             "instance": int(self.instance.value),
@@ -198,7 +200,18 @@ class KernelPicker:
         if name is None:
             return
         options = self.options()
-        self.background.start(name, lambda **kw: self.profile_fn(name, **kw, **options))
+
+        def work(progress: Callable[..., Any], cancel: threading.Event) -> Any:
+            return self.profile_fn(
+                name,
+                set=options["set"],
+                instance=options["instance"],
+                count=options["count"],
+                progress=progress,
+                cancel=cancel,
+            )
+
+        self.background.start(name, work)
 
     def cancel(self) -> None:
         self.background.cancel()

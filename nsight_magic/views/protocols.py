@@ -6,16 +6,46 @@ would be."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import pandas as pd
 
-# profile_fn(kernel_name, *, progress, cancel, set, instance, count) -> an NcuRun-like object
-# whose ``widget()`` is its view. profile_range_fn(domain, range, style, *, progress, cancel,
-# set) -> the same.
-ProfileFn = Callable[..., Any]
-ProfileRangeFn = Callable[..., Any]
+
+class ProfileFn(Protocol):
+    """The picker's Profile button (``NsysRun.profile_kernel``): ncu on launches ``instance``..
+    ``instance + count - 1`` of kernel ``name`` with ncu's section set ``set``, reporting to
+    ``progress``, stopped by ``cancel``; returns an NcuRun-like object whose ``widget()`` is its
+    view. Declared here, keyword by keyword, so a picker option that the session does not take
+    fails the type check instead of reaching it as ``**kwargs``."""
+
+    def __call__(
+        self,
+        name: str,
+        *,
+        instance: int = ...,
+        count: int = ...,
+        set: str | None = ...,
+        progress: Callable[..., Any] | None = ...,
+        cancel: threading.Event | None = ...,
+    ) -> Any: ...
+
+
+class ProfileRangeFn(Protocol):
+    """ "Profile this range" (``NsysRun.profile_range``): ncu on every kernel inside the NVTX
+    range ``domain:name`` (``style``: "PushPop" or "StartEnd"), as :class:`ProfileFn`."""
+
+    def __call__(
+        self,
+        domain: str,
+        name: str,
+        style: str = ...,
+        *,
+        set: str | None = ...,
+        progress: Callable[..., Any] | None = ...,
+        cancel: threading.Event | None = ...,
+    ) -> Any: ...
 
 
 class TimelineSource(Protocol):

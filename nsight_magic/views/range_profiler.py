@@ -4,6 +4,7 @@ button, and ``profile_range_fn`` runs Nsight Compute on the kernels launched ins
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -72,8 +73,11 @@ class RangeProfiler:
         if self.range.value is None:
             return
         domain, name, style = self.range.value
-        options = {"set": self.ncu_set.value}
-        self.background.start(
-            f"{domain}:{name}",
-            lambda **kw: self.profile_range_fn(domain, name, style, **kw, **options),
-        )
+        ncu_set = self.ncu_set.value
+
+        def work(progress: Callable[..., Any], cancel: threading.Event) -> Any:
+            return self.profile_range_fn(
+                domain, name, style, set=ncu_set, progress=progress, cancel=cancel
+            )
+
+        self.background.start(f"{domain}:{name}", work)
