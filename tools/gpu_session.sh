@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU work of this project, in stages, on the lent GPU machine (device tool, carry .device):
 #     source .device/env.sh && bash tools/gpu_session.sh tests notebooks bench-gpu bench-ingest
-# Stages: tests, notebooks|nb02|nb03|nb04, bench-gpu, bench-p3-deep, bench-session, bench-tracing,
-# bench-two-ranks, bench-ingest.
+# Stages: acceptance, acceptance-ranks (2 GPUs), tests, notebooks|nb02|nb03|nb04, bench-gpu,
+# bench-p3-deep, bench-session, bench-warm, bench-tracing, bench-two-ranks, bench-ingest.
 # Each stage logs to $OUT (what comes back); see tests/gpu, notebooks/, benchmarks/README.md.
 set -uo pipefail
 # NVLink multicast stays off in every process (the lent 2-GPU machine needs it; harmless on one)
@@ -12,6 +12,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >
 for stage in "$@"; do
   echo "=== $stage $(date -u +%H:%M:%S)"
   case "$stage" in
+    acceptance)  # issue 21's user session, one notebook kernel (tests/gpu/README.md), ~5 min
+      python3 tests/gpu/acceptance.py --out "$out" 2>&1 | tee "$out/acceptance.log" ;;
+    acceptance-ranks)  # its step 11, 2 GPUs (nvidia-h200-x2)
+      python3 tests/gpu/acceptance.py --ranks --out "$out" 2>&1 | tee "$out/acceptance_ranks.log" ;;
     tests)  # one GPU: the ranks tests skip; on nvidia-h200-x2 they run too
       python3 -m pytest -q -s -m gpu tests/gpu -p no:cacheprovider 2>&1 | tee "$out/gpu_tests.log" ;;
     notebooks|nb02|nb03|nb04)  # nb04 needs 2 GPUs (nvidia-h200-x2)
@@ -29,6 +33,9 @@ for stage in "$@"; do
         | tee "$out/bench_p3_deep.log" ;;
     bench-session)
       python3 -m benchmarks session --json "$out/bench_session.json" 2>&1 | tee "$out/bench_session.log" ;;
+    bench-warm)  # P5/P6 extended: first cell after setup, first drill-down, --pytorch, later cell
+      python3 -m benchmarks session --only warm --json "$out/bench_warm.json" 2>&1 \
+        | tee "$out/bench_warm.log" ;;
     bench-tracing)
       python3 -m benchmarks tracing --json "$out/tracing.json" 2>&1 | tee "$out/tracing.log" ;;
     bench-two-ranks)  # 2 GPUs
