@@ -1,0 +1,65 @@
+"""A profiled cell runs in a process we start from the notebook's kernel, and inherits what
+ipykernel changed there. Each test sets that state here the way ipykernel does (as
+test_child_signals.py sets SIGINT ignored) and checks what the cell sees, warm and fresh."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from session_support import BareBackend
+
+from nsight_magic.profilers.env import without_notebook_backend
+from nsight_magic.session.history import SetupRegistry
+from nsight_magic.session.manager import SessionManager
+from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+
+# what ipykernel's kernelapp.py sets when MPLBACKEND is unset (``init_gui_pylab``)
+KERNEL_MPLBACKEND = "module://matplotlib_inline.backend_inline"
+
+
+@pytest.fixture
+def manager():
+    m = SessionManager(setup=SetupRegistry())
+    yield m
+    m.stop()
+
+
+def _printed(manager: SessionManager, tmp_path: Path, cell: str, **kw) -> list[str]:
+    out: list[str] = []
+    request = CellRequest(cell=textwrap.dedent(cell), runs_root=tmp_path / "runs",
+                          cwd=str(tmp_path), **kw)  # fmt: skip
+    result = manager.profile(request, BareBackend(), notebook=Notebook(user_ns={}),
+                             callbacks=RunCallbacks(output=out.append))  # fmt: skip
+    assert result.report["status"] == "ok", result.report
+    return out
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_the_cell_draws_with_agg_not_the_notebooks_inline_backend(
+    manager, tmp_path, monkeypatch, fresh
+) -> None:
+    """The inline backend lives in the notebook: a worker Python without matplotlib_inline
+    failed at ``import matplotlib`` ("not a valid value for backend")."""
+    monkeypatch.setenv("MPLBACKEND", KERNEL_MPLBACKEND)
+    cell = "import os\nprint('backend:', os.environ.get('MPLBACKEND'))"
+    assert "backend: agg" in _printed(manager, tmp_path, cell, fresh=fresh)
+
+
+def test_a_backend_the_user_chose_is_kept(manager, tmp_path, monkeypatch) -> None:
+    cell = "import os\nprint('backend:', os.environ.get('MPLBACKEND'))"
+    monkeypatch.setenv("MPLBACKEND", "svg")  # set before the notebook started: not ipykernel's
+    assert "backend: svg" in _printed(manager, tmp_path, cell)
+    monkeypatch.setenv("MPLBACKEND", KERNEL_MPLBACKEND)
+    assert "backend: pdf" in _printed(manager, tmp_path, cell, env={"MPLBACKEND": "pdf"})
+
+
+def test_only_notebook_backends_are_replaced() -> None:
+    old_ipykernel = "module://ipykernel.pylab.backend_inline"
+    for inline in (KERNEL_MPLBACKEND, old_ipykernel):
+        assert without_notebook_backend({"MPLBACKEND": inline, "A": "1"}) == {
+            "MPLBACKEND": "agg", "A": "1"}  # fmt: skip
+    for chosen in ("QtAgg", "module://my.backend", ""):
+        assert without_notebook_backend({"MPLBACKEND": chosen}) == {"MPLBACKEND": chosen}
+    assert without_notebook_backend({}) == {}
