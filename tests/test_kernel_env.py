@@ -1,6 +1,7 @@
-"""A profiled cell runs in a process we start from the notebook's kernel, and inherits what
-ipykernel changed there. Each test sets that state here the way ipykernel does (as
-test_child_signals.py sets SIGINT ignored) and checks what the cell sees, warm and fresh."""
+"""A profiled cell runs in a process we start from the notebook's kernel: it inherits what
+ipykernel changed there, and lacks what IPython gives a cell there. Each test sets the kernel's
+state here the way ipykernel does (as test_child_signals.py sets SIGINT ignored) and checks what
+the cell sees, warm and fresh."""
 
 from __future__ import annotations
 
@@ -63,3 +64,13 @@ def test_only_notebook_backends_are_replaced() -> None:
     for chosen in ("QtAgg", "module://my.backend", ""):
         assert without_notebook_backend({"MPLBACKEND": chosen}) == {"MPLBACKEND": chosen}
     assert without_notebook_backend({}) == {}
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_display_works_as_in_the_notebook(manager, tmp_path, fresh) -> None:
+    """IPython makes ``display`` a builtin in the notebook: a profiled cell (or a setup cell it
+    replays) that calls it failed with NameError in the profiled process."""
+    assert "shown 42" in _printed(manager, tmp_path, "display('shown', 42)", fresh=fresh)
+    # with IPython syntax the cell has a shell, whose display shows a repr, as IPython does
+    assert "'with shell'" in _printed(manager, tmp_path, "%time x = 1\ndisplay('with shell')",
+                                      fresh=fresh)  # fmt: skip

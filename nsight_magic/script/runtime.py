@@ -122,6 +122,23 @@ def use_ipython(ns: dict[str, Any]) -> None:
     ns["get_ipython"] = lambda: shell
 
 
+def notebook_display(*objs: Any, **kwargs: Any) -> None:
+    """``display``, which IPython makes a builtin in the notebook: a cell that calls it runs here
+    too (shown as IPython shows it outside a notebook: printed); without IPython, printed."""
+    try:
+        from IPython.display import display
+    except ImportError:
+        print(*objs)
+        return
+    display(*objs, **kwargs)
+
+
+def provide_display() -> None:
+    """``display`` as a builtin, unless there is one (an IPython shell here puts its own)."""
+    if not hasattr(builtins, "display"):
+        builtins.display = notebook_display  # type: ignore[attr-defined]
+
+
 def load_vars(ns: dict[str, Any], path: str) -> None:
     """The notebook variables shipped in ``path`` (``session/variables.py``) into ``ns``."""
     with open(path, "rb") as f:
@@ -154,6 +171,7 @@ def run_history(
     stop the others: its error is returned (the user sees it as a warning); a script run on
     its own stops at it (``stop_on_error``), as the notebook's setup would have."""
     errors = []
+    provide_display()
     for entry in entries:
         try:
             if entry.get("vars_file") and os.path.exists(entry["vars_file"]):
@@ -276,8 +294,10 @@ _CODES: list[CodeType] = []  # the cell's statements, compiled by prepare()
 
 
 def prepare(ns: dict[str, Any]) -> None:
-    """Compile the cell, load shipped variables, give IPython syntax its shell."""
+    """Compile the cell, load shipped variables, give IPython syntax its shell (and every cell
+    IPython's ``display``)."""
     _CODES[:] = compile_statements(CODE, CELL_FILE, CELL)
+    provide_display()
     if os.path.exists(VARS_FILE):
         load_vars(ns, VARS_FILE)
     if NEEDS_IPYTHON:
