@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from session_support import BareBackend
 
+from nsight_magic.errors import CellFailedError
 from nsight_magic.profilers.env import without_notebook_backend
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
@@ -74,3 +75,28 @@ def test_display_works_as_in_the_notebook(manager, tmp_path, fresh) -> None:
     # with IPython syntax the cell has a shell, whose display shows a repr, as IPython does
     assert "'with shell'" in _printed(manager, tmp_path, "%time x = 1\ndisplay('with shell')",
                                       fresh=fresh)  # fmt: skip
+
+
+def test_top_level_await_runs_as_in_the_notebook(manager, tmp_path) -> None:
+    """The kernel runs a cell on its event loop, so ``await`` at a cell's top level works there
+    (and the magic's own check lets it through); the profiled process said "SyntaxError:
+    'await' outside function". One loop serves every statement and cell, as the kernel's: a
+    queue bound to it by one cell is used by the next."""
+    first = "import asyncio\nqueue = asyncio.Queue()\nawait queue.put(21)"
+    assert _printed(manager, tmp_path, first) == []
+    second = "x = await queue.get()\nawait asyncio.sleep(0)\nprint('x is', 2 * x)"
+    assert "x is 42" in _printed(manager, tmp_path, second)
+    fresh = "import asyncio\nawait asyncio.sleep(0)\nprint('fresh', await asyncio.sleep(0, 42))"
+    assert "fresh 42" in _printed(manager, tmp_path, fresh, fresh=True)
+
+
+def test_an_awaiting_statement_that_raises_shows_the_cells_frames(manager, tmp_path) -> None:
+    with pytest.raises(CellFailedError) as info:
+        _printed(manager, tmp_path, "import asyncio\nx = await asyncio.sleep(0, 0)\n1 / x")
+    with pytest.raises(CellFailedError) as awaiting:
+        _printed(manager, tmp_path, "await asyncio.sleep(0)\nawait asyncio.sleep(0, 1 / x)")
+    for err in (info.value, awaiting.value):
+        lines = err.traceback.splitlines()
+        assert lines[0] == "Traceback (most recent call last):", lines
+        assert lines[1].startswith('  File "<nsight_magic cell>"') and "asyncio" not in lines[1]
+        assert err.exc_type == "ZeroDivisionError"

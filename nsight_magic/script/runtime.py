@@ -37,6 +37,7 @@ import sys
 import time
 import traceback
 from collections.abc import Iterable, Mapping
+from inspect import CO_COROUTINE
 from types import CodeType, ModuleType
 from typing import Any
 
@@ -97,10 +98,11 @@ def register(filename: str, text: str) -> None:
 
 def compile_statements(code: str, filename: str, source: str) -> list[CodeType]:
     """One code object per top-level statement, keeping cell line numbers and the cell's own
-    ``from __future__`` imports (for all its statements, as in the notebook)."""
+    ``from __future__`` imports (for all its statements, as in the notebook); a top-level
+    ``await`` compiles, as IPython allows it (``run_code`` runs it)."""
     register(filename, source)
     tree = ast.parse(code, filename)
-    flags = 0
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":
             for alias in node.names:
@@ -110,6 +112,19 @@ def compile_statements(code: str, filename: str, source: str) -> list[CodeType]:
                 dont_inherit=True)
         for node in tree.body
     ]  # fmt: skip
+
+
+@functools.cache
+def event_loop() -> Any:
+    """The event loop of top-level ``await``, kept (as the kernel's) for what cells bind to it."""
+    return __import__("asyncio").new_event_loop()  # imported only for a cell that awaits
+
+
+def run_code(code: CodeType, ns: dict[str, Any]) -> None:
+    """One statement; one with a top-level ``await`` runs to its end on ``event_loop()``."""
+    result = eval(code, ns)  # a coroutine when the statement awaits at the top level
+    if code.co_flags & CO_COROUTINE:
+        event_loop().run_until_complete(result)
 
 
 def use_ipython(ns: dict[str, Any]) -> None:
@@ -123,8 +138,7 @@ def use_ipython(ns: dict[str, Any]) -> None:
 
 
 def notebook_display(*objs: Any, **kwargs: Any) -> None:
-    """``display``, which IPython makes a builtin in the notebook: a cell that calls it runs here
-    too (shown as IPython shows it outside a notebook: printed); without IPython, printed."""
+    """``display``, a builtin in the notebook (IPython's; printed here, as outside one)."""
     try:
         from IPython.display import display
     except ImportError:
@@ -156,10 +170,11 @@ def load_vars(ns: dict[str, Any], path: str) -> None:
 
 
 def user_traceback(exc: BaseException) -> str:
-    """The exception as the notebook would show it: frames of this script dropped."""
+    """The exception as the notebook would show it: frames of this script (and of the event loop
+    running a top-level ``await``) before the cell's dropped."""
     tb = exc.__traceback__
-    here = os.path.abspath(__file__)
-    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) == here:
+    ours = (os.path.abspath(__file__), os.path.join(os.path.dirname(os.__file__), "asyncio", ""))
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(ours):
         tb = tb.tb_next
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
@@ -179,7 +194,7 @@ def run_history(
             if entry.get("needs_ipython"):
                 use_ipython(ns)
             for code in compile_statements(entry["code"], entry["filename"], entry["source"]):
-                exec(code, ns)
+                run_code(code, ns)
         except Exception as exc:
             if stop_on_error:
                 raise
@@ -308,7 +323,7 @@ def run_statements(ns: dict[str, Any]) -> None:
     """The cell once, each top-level statement in its own NVTX range."""
     for label, code in zip(LABELS, _CODES, strict=False):
         with annotate(label, domain=DOMAIN):
-            exec(code, ns)
+            run_code(code, ns)
 
 
 def torch_op_ranges() -> contextlib.AbstractContextManager[Any]:
