@@ -6,12 +6,13 @@ the cell sees, warm and fresh."""
 from __future__ import annotations
 
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
 from session_support import BareBackend
 
-from nsight_magic.errors import CellFailedError
+from nsight_magic.errors import CellFailedError, ProfileInterrupted
 from nsight_magic.profilers.env import without_notebook_backend
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
@@ -28,12 +29,12 @@ def manager():
     m.stop()
 
 
-def _printed(manager: SessionManager, tmp_path: Path, cell: str, **kw) -> list[str]:
+def _printed(manager: SessionManager, tmp_path: Path, cell: str, cancel=None, **kw) -> list[str]:
     out: list[str] = []
     request = CellRequest(cell=textwrap.dedent(cell), runs_root=tmp_path / "runs",
                           cwd=str(tmp_path), **kw)  # fmt: skip
     result = manager.profile(request, BareBackend(), notebook=Notebook(user_ns={}),
-                             callbacks=RunCallbacks(output=out.append))  # fmt: skip
+                             callbacks=RunCallbacks(output=out.append, cancel=cancel))  # fmt: skip
     assert result.report["status"] == "ok", result.report
     return out
 
@@ -80,12 +81,11 @@ def test_display_works_as_in_the_notebook(manager, tmp_path, fresh) -> None:
 def test_top_level_await_runs_as_in_the_notebook(manager, tmp_path) -> None:
     """The kernel runs a cell on its event loop, so ``await`` at a cell's top level works there
     (and the magic's own check lets it through); the profiled process said "SyntaxError:
-    'await' outside function". One loop serves every statement and cell, as the kernel's: a
-    queue bound to it by one cell is used by the next."""
-    first = "import asyncio\nqueue = asyncio.Queue()\nawait queue.put(21)"
-    assert _printed(manager, tmp_path, first) == []
-    second = "x = await queue.get()\nawait asyncio.sleep(0)\nprint('x is', 2 * x)"
-    assert "x is 42" in _printed(manager, tmp_path, second)
+    'await' outside function". One loop serves every statement and cell, as the kernel's."""
+    running = "asyncio.sleep(0, asyncio.get_running_loop())"
+    assert _printed(manager, tmp_path, f"import asyncio\nfirst = await {running}") == []
+    cell = f"now = await {running}\nprint('same loop', now is first)"
+    assert "same loop True" in _printed(manager, tmp_path, cell)
     fresh = "import asyncio\nawait asyncio.sleep(0)\nprint('fresh', await asyncio.sleep(0, 42))"
     assert "fresh 42" in _printed(manager, tmp_path, fresh, fresh=True)
 
@@ -100,3 +100,14 @@ def test_an_awaiting_statement_that_raises_shows_the_cells_frames(manager, tmp_p
         assert lines[0] == "Traceback (most recent call last):", lines
         assert lines[1].startswith('  File "<nsight_magic cell>"') and "asyncio" not in lines[1]
         assert err.exc_type == "ZeroDivisionError"
+
+
+def test_an_interrupted_await_does_not_resume_in_a_later_cell(manager, tmp_path) -> None:
+    setup = "import asyncio\nsteps = []\nasync def slow():\n    await asyncio.sleep(2)\n"
+    _printed(manager, tmp_path, setup + "    steps.append('resumed')")
+    cancel = threading.Event()
+    threading.Timer(1.0, cancel.set).start()
+    with pytest.raises(ProfileInterrupted):
+        _printed(manager, tmp_path, "await slow()", cancel=cancel)
+    later = "await asyncio.sleep(3)\nprint('steps', steps)"
+    assert "steps []" in _printed(manager, tmp_path, later)

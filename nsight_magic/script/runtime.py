@@ -74,8 +74,7 @@ WORLD_SIZE = int(os.environ.get("WORLD_SIZE", "1"))
 
 @functools.cache
 def nvtx_module() -> ModuleType | None:
-    """The ``nvtx`` package, or None: ranges are then missing (the parent warns: ncu needs
-    them to gate). Looked up once."""
+    """The ``nvtx`` package, or None (no ranges: the parent warns, ncu gates on them)."""
     try:
         import nvtx
     except ImportError:
@@ -114,17 +113,18 @@ def compile_statements(code: str, filename: str, source: str) -> list[CodeType]:
     ]  # fmt: skip
 
 
-@functools.cache
-def event_loop() -> Any:
-    """The event loop of top-level ``await``, kept (as the kernel's) for what cells bind to it."""
-    return __import__("asyncio").new_event_loop()  # imported only for a cell that awaits
-
-
 def run_code(code: CodeType, ns: dict[str, Any]) -> None:
-    """One statement; one with a top-level ``await`` runs to its end on ``event_loop()``."""
+    """One statement; one with a top-level ``await`` runs to its end on an event loop kept in
+    ``ns`` for every cell (the kernel keeps its own: what a cell binds to it works later)."""
     result = eval(code, ns)  # a coroutine when the statement awaits at the top level
     if code.co_flags & CO_COROUTINE:
-        event_loop().run_until_complete(result)
+        if "__event_loop__" not in ns:  # asyncio imported only for a cell that awaits
+            ns["__event_loop__"] = __import__("asyncio").new_event_loop()
+        task = ns["__event_loop__"].create_task(result)
+        try:
+            ns["__event_loop__"].run_until_complete(task)
+        finally:  # interrupted, it would resume in the next cell that awaits
+            task.cancel()
 
 
 def use_ipython(ns: dict[str, Any]) -> None:
@@ -170,8 +170,7 @@ def load_vars(ns: dict[str, Any], path: str) -> None:
 
 
 def user_traceback(exc: BaseException) -> str:
-    """The exception as the notebook would show it: frames of this script (and of the event loop
-    running a top-level ``await``) before the cell's dropped."""
+    """The exception as the notebook shows it: our frames and asyncio's before the cell's cut."""
     tb = exc.__traceback__
     ours = (os.path.abspath(__file__), os.path.join(os.path.dirname(os.__file__), "asyncio", ""))
     while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(ours):
