@@ -31,8 +31,8 @@ def manager():
 
 def _printed(manager: SessionManager, tmp_path: Path, cell: str, cancel=None, **kw) -> list[str]:
     out: list[str] = []
-    request = CellRequest(cell=textwrap.dedent(cell), runs_root=tmp_path / "runs",
-                          cwd=str(tmp_path), **kw)  # fmt: skip
+    kw.setdefault("cwd", str(tmp_path))
+    request = CellRequest(cell=textwrap.dedent(cell), runs_root=tmp_path / "runs", **kw)
     result = manager.profile(request, BareBackend(), notebook=Notebook(user_ns={}),
                              callbacks=RunCallbacks(output=out.append, cancel=cancel))  # fmt: skip
     assert result.report["status"] == "ok", result.report
@@ -111,3 +111,16 @@ def test_an_interrupted_await_does_not_resume_in_a_later_cell(manager, tmp_path)
         _printed(manager, tmp_path, "await slow()", cancel=cancel)
     later = "await asyncio.sleep(3)\nprint('steps', steps)"
     assert "steps []" in _printed(manager, tmp_path, later)
+
+
+def test_a_cell_runs_in_the_notebooks_directory_of_now(manager, tmp_path) -> None:
+    """``%cd`` in the notebook moves the cells after it; a warm worker kept running them in the
+    directory it started in (a fresh run, started in the new one, did not)."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "input.txt").write_text("from data/")
+    _printed(manager, tmp_path, "x = 1")
+    cell = "import os\nprint(open('input.txt').read(), os.getcwd() == os.path.realpath(here))"
+    for fresh in (False, True):
+        out = _printed(manager, tmp_path, f"here = {str(tmp_path / 'data')!r}\n{cell}",
+                       cwd=str(tmp_path / "data"), fresh=fresh)  # fmt: skip
+        assert "from data/ True" in out
