@@ -65,9 +65,6 @@ def extract_in_child(path: Path, timeout: float, known_damage: str = "") -> dict
                 stderr=subprocess.PIPE,
                 timeout=timeout,
                 check=False,
-                # Jupyter interrupts a cell with SIGINT to the kernel's process group: a read in
-                # a thread (a background profile) is not that cell, and died there ("damaged")
-                start_new_session=True,
             )
         except subprocess.TimeoutExpired as exc:
             raise damaged(
