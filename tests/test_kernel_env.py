@@ -124,3 +124,20 @@ def test_a_cell_runs_in_the_notebooks_directory_of_now(manager, tmp_path) -> Non
         out = _printed(manager, tmp_path, f"here = {str(tmp_path / 'data')!r}\n{cell}",
                        cwd=str(tmp_path / "data"), fresh=fresh)  # fmt: skip
         assert "from data/ True" in out
+
+
+ARGV_CELL = """\
+import argparse, sys
+parser = argparse.ArgumentParser()
+parser.add_argument("--parent_dir", default="data")
+print("args", parser.parse_args(), sys.argv[1:], sys.argv[0].endswith("script.py"))
+"""
+
+
+def test_the_cell_sees_the_same_argv_warm_and_fresh(manager, tmp_path) -> None:
+    """A profiled cell's sys.argv is its script alone, warm or fresh. The notebook's is
+    ipykernel's (``-f kernel.json``); the warm worker's was its own options, which an argparse
+    in the cell took for its own (``--parent`` abbreviates ``--parent_dir``)."""
+    for fresh in (False, True):
+        out = _printed(manager, tmp_path, ARGV_CELL, fresh=fresh)
+        assert "args Namespace(parent_dir='data') [] True" in out, out

@@ -418,6 +418,7 @@ def main() -> None:
     script's last lines call it when it is the main program; this module never does)."""
     status = StatusFile(status_path(sys.argv, RANK), status="running", phase="start", gate=GATE,
                         warmup=WARMUP)  # fmt: skip
+    del sys.argv[1:]  # the cell sees the script alone, as in a warm worker (its argv is ours)
     ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     t0 = time.perf_counter()
     try:
