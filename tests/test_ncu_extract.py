@@ -4,10 +4,13 @@ a typed error and this process lives on; the child's data equals ncu's raw CSV e
 from __future__ import annotations
 
 import io
+import os
 import pickle
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -231,3 +234,51 @@ def test_sections_fall_back_to_raw_metric_families() -> None:
         ("Raw metrics: dram", ["dram__bytes.sum", "dram__cycles.avg"]),
         ("Raw metrics: gpu", ["gpu__time_duration.sum"]),
     ]
+
+
+KERNEL = """
+import signal, sys, threading, time
+from pathlib import Path
+from nsight_magic.reports.ncu.report import NcuReport
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as ipykernel while a cell runs
+said = []
+
+def load():  # a profile in a thread (the picker's "Profile with ncu") reads its report
+    try:
+        NcuReport.open(Path(sys.argv[1]))
+    except Exception as exc:
+        said.append(str(exc))
+
+thread = threading.Thread(target=load)
+thread.start()
+print("ready", flush=True)
+try:
+    time.sleep(60)  # the cell the user interrupts meanwhile
+except KeyboardInterrupt:
+    pass
+thread.join(60)
+print(said)
+"""
+
+
+def test_interrupting_a_cell_does_not_stop_a_read_in_a_thread(fake_ncu_report, tmp_path):
+    """Jupyter interrupts a kernel with SIGINT to its whole process group (jupyter_client
+    ``LocalProvisioner.send_signal``). A report read in a thread meanwhile is not the cell: its
+    child died there, and the report was called damaged ("crashed reading it (SIGINT)")."""
+    path = fake_ncu_report(
+        "import time\ndef load_report(p):\n"
+        "    time.sleep(2)\n    raise RuntimeError('read to the end')\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.environ["PYTHONPATH"], str(root)])}
+    kernel = subprocess.Popen([sys.executable, "-c", KERNEL, str(path)], env=env, text=True,
+                              stdout=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    try:
+        assert kernel.stdout is not None and kernel.stdout.readline().strip() == "ready"
+        time.sleep(0.7)  # the child is reading
+        os.killpg(kernel.pid, signal.SIGINT)  # what Jupyter's interrupt button does
+        out, _ = kernel.communicate(timeout=60)
+    finally:
+        if kernel.poll() is None:
+            kernel.kill()
+    assert "read to the end" in out and "SIGINT" not in out, out

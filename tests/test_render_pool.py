@@ -113,3 +113,42 @@ def test_a_script_without_a_main_guard_runs_once(nsys_small_sqlite, tmp_path: Pa
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["3"] and log.read_text() == "ran\n"
+
+
+KERNEL = """
+import signal, sys, time
+from nsight_magic.views import render_pool
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as ipykernel while a cell runs
+render_pool.start()
+helpers = list(render_pool._helpers)
+print("ready", flush=True)
+try:
+    time.sleep(60)  # the cell the user interrupts
+except KeyboardInterrupt:
+    pass
+time.sleep(0.5)
+spec = '{"data": {"values": [{"a": 1}]}, "mark": "bar", "encoding": {"x": {"field": "a"}}}'
+future = render_pool.submit_png(spec)
+png = render_pool.png_result(future, spec)
+alive = all(h.alive for h in helpers)
+print("alive" if alive else "dead", render_pool._off, png[:4] == b"\\x89PNG")
+"""
+
+
+def test_an_interrupted_cell_leaves_the_helpers_running(tmp_path: Path):
+    """Jupyter interrupts a kernel with SIGINT to its whole process group (jupyter_client
+    ``LocalProvisioner.send_signal``; it starts the kernel as a group leader). The helpers are
+    not the cell: one in that group died, and every later chart rendered in the kernel."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), render_pool.PROCESSES_ENV: "1"}
+    kernel = subprocess.Popen([sys.executable, "-c", KERNEL], env=env, stdout=subprocess.PIPE,
+                              text=True, start_new_session=True)  # fmt: skip
+    try:
+        assert kernel.stdout is not None and kernel.stdout.readline().strip() == "ready"
+        time.sleep(0.5)  # the helper is past its start
+        os.killpg(kernel.pid, signal.SIGINT)  # what Jupyter's interrupt button does
+        out, _ = kernel.communicate(timeout=120)
+    finally:
+        if kernel.poll() is None:
+            kernel.kill()
+    assert out.split() == ["alive", "False", "True"]

@@ -30,6 +30,24 @@ def clean_env(
     return env
 
 
+# ipykernel sets MPLBACKEND to its inline backend for the notebook (kernelapp.py, when unset),
+# and every process we start inherits it. A profiled process is no notebook: a Python without
+# matplotlib_inline (``--python`` another env) fails at ``import matplotlib`` ("not a valid value
+# for backend"), and one with it prints a figure's repr and imports IPython. There matplotlib
+# draws off screen, as in a script (never a window that would hold the cell: Agg); a backend the
+# user chose (any other value, or ``--env MPLBACKEND=...``) is kept.
+NOTEBOOK_MPL_BACKENDS = ("module://matplotlib_inline.", "module://ipykernel.pylab.")
+PROFILED_MPL_BACKEND = "agg"
+
+
+def without_notebook_backend(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with the notebook's inline matplotlib backend replaced by Agg."""
+    out = dict(env)
+    if out.get("MPLBACKEND", "").startswith(NOTEBOOK_MPL_BACKENDS):
+        out["MPLBACKEND"] = PROFILED_MPL_BACKEND
+    return out
+
+
 # What a saved run folder's env.json may set when the run is re-profiled without trust=True:
 # device choice, threading and allocator knobs. Nothing that loads code (LD_*, PYTHON*, PATH,
 # *_PLUGIN, injection variables) or redirects where libraries come from.

@@ -37,6 +37,7 @@ import sys
 import time
 import traceback
 from collections.abc import Iterable, Mapping
+from inspect import CO_COROUTINE
 from types import CodeType, ModuleType
 from typing import Any
 
@@ -73,8 +74,7 @@ WORLD_SIZE = int(os.environ.get("WORLD_SIZE", "1"))
 
 @functools.cache
 def nvtx_module() -> ModuleType | None:
-    """The ``nvtx`` package, or None: ranges are then missing (the parent warns: ncu needs
-    them to gate). Looked up once."""
+    """The ``nvtx`` package, or None (no ranges: the parent warns, ncu gates on them)."""
     try:
         import nvtx
     except ImportError:
@@ -97,10 +97,11 @@ def register(filename: str, text: str) -> None:
 
 def compile_statements(code: str, filename: str, source: str) -> list[CodeType]:
     """One code object per top-level statement, keeping cell line numbers and the cell's own
-    ``from __future__`` imports (for all its statements, as in the notebook)."""
+    ``from __future__`` imports (for all its statements, as in the notebook); a top-level
+    ``await`` compiles, as IPython allows it (``run_code`` runs it)."""
     register(filename, source)
     tree = ast.parse(code, filename)
-    flags = 0
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":
             for alias in node.names:
@@ -112,6 +113,20 @@ def compile_statements(code: str, filename: str, source: str) -> list[CodeType]:
     ]  # fmt: skip
 
 
+def run_code(code: CodeType, ns: dict[str, Any]) -> None:
+    """One statement; one with a top-level ``await`` runs to its end on an event loop kept in
+    ``ns`` for every cell (the kernel keeps its own: what a cell binds to it works later)."""
+    result = eval(code, ns)  # a coroutine when the statement awaits at the top level
+    if code.co_flags & CO_COROUTINE:
+        if "__event_loop__" not in ns:  # asyncio imported only for a cell that awaits
+            ns["__event_loop__"] = __import__("asyncio").new_event_loop()
+        task = ns["__event_loop__"].create_task(result)
+        try:
+            ns["__event_loop__"].run_until_complete(task)
+        finally:  # interrupted, it would resume in the next cell that awaits
+            task.cancel()
+
+
 def use_ipython(ns: dict[str, Any]) -> None:
     """Magics and ! commands run through an IPython shell whose namespace is ``ns``."""
     if callable(ns.get("get_ipython")):
@@ -120,6 +135,22 @@ def use_ipython(ns: dict[str, Any]) -> None:
 
     shell = InteractiveShell.instance(user_ns=ns)
     ns["get_ipython"] = lambda: shell
+
+
+def notebook_display(*objs: Any, **kwargs: Any) -> None:
+    """``display``, a builtin in the notebook (IPython's; printed here, as outside one)."""
+    try:
+        from IPython.display import display
+    except ImportError:
+        print(*objs)
+        return
+    display(*objs, **kwargs)
+
+
+def provide_display() -> None:
+    """``display`` as a builtin, unless there is one (an IPython shell here puts its own)."""
+    if not hasattr(builtins, "display"):
+        builtins.display = notebook_display  # type: ignore[attr-defined]
 
 
 def load_vars(ns: dict[str, Any], path: str) -> None:
@@ -139,10 +170,10 @@ def load_vars(ns: dict[str, Any], path: str) -> None:
 
 
 def user_traceback(exc: BaseException) -> str:
-    """The exception as the notebook would show it: frames of this script dropped."""
+    """The exception as the notebook shows it: our frames and asyncio's before the cell's cut."""
     tb = exc.__traceback__
-    here = os.path.abspath(__file__)
-    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) == here:
+    ours = (os.path.abspath(__file__), os.path.join(os.path.dirname(os.__file__), "asyncio", ""))
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(ours):
         tb = tb.tb_next
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
@@ -154,6 +185,7 @@ def run_history(
     stop the others: its error is returned (the user sees it as a warning); a script run on
     its own stops at it (``stop_on_error``), as the notebook's setup would have."""
     errors = []
+    provide_display()
     for entry in entries:
         try:
             if entry.get("vars_file") and os.path.exists(entry["vars_file"]):
@@ -161,7 +193,7 @@ def run_history(
             if entry.get("needs_ipython"):
                 use_ipython(ns)
             for code in compile_statements(entry["code"], entry["filename"], entry["source"]):
-                exec(code, ns)
+                run_code(code, ns)
         except Exception as exc:
             if stop_on_error:
                 raise
@@ -276,8 +308,10 @@ _CODES: list[CodeType] = []  # the cell's statements, compiled by prepare()
 
 
 def prepare(ns: dict[str, Any]) -> None:
-    """Compile the cell, load shipped variables, give IPython syntax its shell."""
+    """Compile the cell, load shipped variables, give IPython syntax its shell (and every cell
+    IPython's ``display``)."""
     _CODES[:] = compile_statements(CODE, CELL_FILE, CELL)
+    provide_display()
     if os.path.exists(VARS_FILE):
         load_vars(ns, VARS_FILE)
     if NEEDS_IPYTHON:
@@ -288,7 +322,7 @@ def run_statements(ns: dict[str, Any]) -> None:
     """The cell once, each top-level statement in its own NVTX range."""
     for label, code in zip(LABELS, _CODES, strict=False):
         with annotate(label, domain=DOMAIN):
-            exec(code, ns)
+            run_code(code, ns)
 
 
 def torch_op_ranges() -> contextlib.AbstractContextManager[Any]:
@@ -384,6 +418,7 @@ def main() -> None:
     script's last lines call it when it is the main program; this module never does)."""
     status = StatusFile(status_path(sys.argv, RANK), status="running", phase="start", gate=GATE,
                         warmup=WARMUP)  # fmt: skip
+    del sys.argv[1:]  # the cell sees the script alone, as in a warm worker (its argv is ours)
     ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     t0 = time.perf_counter()
     try:

@@ -13,6 +13,7 @@ stopped with SIGINT once the cell is done (measured: tools/probes/session_probe2
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import socket
 import tempfile
@@ -34,7 +35,7 @@ from ..errors import (
 from ..package_info import pythonpath_with_package
 from ..profilers import ncu as ncu_argv
 from ..profilers import nsys as nsys_argv
-from ..profilers.env import clean_env
+from ..profilers.env import clean_env, without_notebook_backend
 from ..profilers.options import options_meta
 from ..run_dir import RunDir
 from ..script import Gate
@@ -103,8 +104,10 @@ class Backend(Protocol):
 
 def process_env(request: CellRequest, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The profiled process's environment: ours plus the user's ``--env``, no injection
-    variables; with several ranks the package is importable (the per-rank shim)."""
-    env = clean_env({**(extra or {}), "PYTHONUNBUFFERED": "1", **request.env})
+    variables nor the notebook's inline matplotlib backend; with several ranks the package is
+    importable (the per-rank shim)."""
+    env = clean_env({**(extra or {}), "PYTHONUNBUFFERED": "1", **request.env},
+                    base=without_notebook_backend(os.environ))  # fmt: skip
     if request.nproc > 1:
         env["PYTHONPATH"] = pythonpath_with_package(env)
         # torchrun sets 1 itself when it is unset, with a 3-line banner in the cell's output:

@@ -167,7 +167,9 @@ class WarmExecutor:
     def _run(self, ctx: RunContext) -> Outcome:
         s, run_dir = self.session, ctx.run_dir
         assert s is not None
-        reply = self._ask(ctx, {"op": "load", "script": str(ctx.folder.script)})
+        # the notebook's directory now (a %cd since the worker started moves the cell too)
+        reply = self._ask(ctx, {"op": "load", "script": str(ctx.folder.script),
+                                "cwd": ctx.request.cwd})  # fmt: skip
         if reply.stopped or not reply.data.get("ok"):
             return self._not_run(ctx, reply, "load")
         plan = self.plan

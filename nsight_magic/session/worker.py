@@ -130,6 +130,11 @@ class Worker:
         return self.module[name]
 
     def op_load(self, msg: dict[str, Any]) -> dict[str, Any]:
+        if msg.get("cwd"):  # the cell runs where the notebook is now, as a fresh run would
+            os.chdir(msg["cwd"])
+        # the cell's sys.argv: the script alone, as in a fresh run, not this worker's options
+        # (an argparse in the cell said "unrecognized arguments: --socket /tmp/nsm-…")
+        sys.argv[:] = [msg["script"]]
         # run_name keeps the script's ``main()`` from running: we call its hooks instead
         self.module = runpy.run_path(msg["script"], run_name="nsight_magic_cell")
         return {"ok": True}

@@ -11,7 +11,8 @@ did not answer) the chart renders in the kernel's own process, as before: never 
 the user.
 
 The helpers end with the kernel: each exits when its stdin ends (closed at exit and by
-``stop()``, or by the OS when the kernel dies)."""
+``stop()``, or by the OS when the kernel dies). They run in a session of their own, so the
+interrupt of a cell (SIGINT to the kernel's process group) does not end them."""
 
 from __future__ import annotations
 
@@ -66,6 +67,9 @@ class _Helper:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
+            # Jupyter interrupts a cell with SIGINT to the kernel's whole process group: in it,
+            # a helper died with the cell, and every later chart rendered in the kernel
+            start_new_session=True,
         )
         self.pending: dict[int, Future[bytes]] = {}
         self.lock = threading.Lock()

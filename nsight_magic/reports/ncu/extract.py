@@ -258,4 +258,10 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    # Jupyter interrupts a cell with SIGINT to the kernel's whole process group, where this
+    # child stays (so the kernel's shutdown still ends it): a read for a background profile is
+    # not that cell, and died ("damaged"). The parent stops a read by SIGKILL (timeout, Ctrl-C).
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.exit(main(sys.argv[1:]))
