@@ -180,6 +180,15 @@ def test_run_history_collects_errors_and_goes_on_in_a_worker() -> None:
     assert ns["a"] == 1 and ns["c"] == 2 and "b" not in ns
 
 
+def test_a_replayed_system_exit_is_an_error_not_the_end_of_the_worker() -> None:
+    """IPython shows a cell's SystemExit (a sys.exit(), an argparse error) and the kernel goes
+    on; a replay of that cell in a worker must not end the worker either."""
+    ns: dict[str, Any] = {}
+    errors = runtime.run_history(ns, history("a = 1", "import sys\nsys.exit(2)", "c = a + 1"))
+    assert errors == [{"name": "setup 2", "exc_type": "SystemExit", "exc_message": "2"}]
+    assert ns["c"] == 2
+
+
 def test_run_history_stops_at_the_first_error_on_its_own() -> None:
     ns: dict[str, Any] = {}
     with pytest.raises(NameError):

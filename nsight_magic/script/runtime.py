@@ -194,7 +194,7 @@ def run_history(
                 use_ipython(ns)
             for code in compile_statements(entry["code"], entry["filename"], entry["source"]):
                 run_code(code, ns)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # the notebook shows a SystemExit and goes on
             if stop_on_error:
                 raise
             errors.append({"name": entry.get("name", ""), "exc_type": type(exc).__name__,
