@@ -138,8 +138,16 @@ def tool_version(path: str, timeout: float | None = None) -> tuple[int, ...] | N
     one ``ProfilerError`` line (after ``timeout``, default ``VERSION_TIMEOUT_S``)."""
     timeout = VERSION_TIMEOUT_S if timeout is None else timeout
     try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, errors="replace",
-                             timeout=timeout, env=clean_env(), check=False)  # fmt: skip
+        out = subprocess.run(
+            [path, "--version"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            env=clean_env(),
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         raise ProfilerError(
             f"`{path} --version` did not answer within {timeout:.0f} s; the install looks broken "
@@ -184,6 +192,7 @@ def gpu_info() -> list[dict[str, str]]:
     try:
         out = subprocess.run(
             [smi, f"--query-gpu={fields}", "--format=csv,noheader"],
+            stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
             errors="replace",

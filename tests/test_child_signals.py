@@ -3,11 +3,13 @@ ipykernel does between cells (``child_signals``): the worker can still be interr
 state kept, and an ncu attach still detaches on SIGINT.
 
 Each test sets SIGINT to SIG_IGN here (main thread) for the start, as the ncu prewarm's
-background thread finds it after a cell, and restores it."""
+background thread finds it after a cell, and restores it. Likewise the kernel's stdin (a pipe that
+never closes) is not handed to the commands we run to completion."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import time
@@ -111,3 +113,22 @@ def test_a_worker_started_while_sigint_is_ignored_can_be_interrupted(tmp_path: P
         assert worker_pid() == pid is not None
     finally:
         manager.stop()
+
+
+def test_a_tool_that_reads_stdin_gets_eof_not_the_kernels_pipe(tmp_path: Path) -> None:
+    """The kernel's stdin is a pipe from jupyter_client that never closes: a command we run to
+    completion must not inherit it (one that read stdin would wait out its whole time limit)."""
+    from nsight_magic.tools import tool_version
+
+    asks = _script(tmp_path, "asks", 'read answer\necho "NVIDIA Nsight Systems version 2025.3.1"')
+    read_end, write_end = os.pipe()  # our stdin as the kernel's: open, nothing ever written
+    saved = os.dup(0)
+    os.dup2(read_end, 0)
+    try:
+        t0 = time.monotonic()
+        assert tool_version(str(asks), timeout=5) == (2025, 3, 1)
+        assert time.monotonic() - t0 < 3
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read_end, write_end):
+            os.close(fd)

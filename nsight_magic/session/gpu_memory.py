@@ -69,9 +69,16 @@ def read() -> GpuMemory:
     texts = []
     for query in ("--query-compute-apps=pid,gpu_uuid,used_memory", "--query-gpu=uuid,memory.free"):
         try:
-            texts.append(subprocess.run([smi, query, "--format=csv,noheader,nounits"],
-                                        capture_output=True, text=True, timeout=15,
-                                        check=False).stdout)  # fmt: skip
+            texts.append(
+                subprocess.run(
+                    [smi, query, "--format=csv,noheader,nounits"],
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    text=True,
+                    timeout=15,
+                    check=False,
+                ).stdout
+            )
         except (OSError, subprocess.TimeoutExpired):
             texts.append("")
     return parse(*texts)

@@ -113,8 +113,16 @@ def export_report(
     out = Path(out)
     argv = export_argv(nsys if nsys is not None else find_nsys(), rep, out, kind)
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace",
-                              timeout=timeout_s, env=clean_env(), check=False)  # fmt: skip
+        proc = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout_s,
+            env=clean_env(),
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         raise ReportTimeoutError(
             f"`nsys export` of {rep} ran past {timeout_s:.0f} s and was stopped; export it by "
