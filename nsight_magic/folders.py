@@ -59,8 +59,10 @@ def check_tree_owned(run_dir: str | Path, names: tuple[str, ...] = ()) -> None:
 def private_root(root: str | Path) -> Path:
     """The runs root, created 0700 when missing (parents too); an existing one must be ours
     and not writable by others (``UntrustedFolderError``), and a file, a read-only disk or a
-    full disk give one ``RunFolderError`` line."""
-    root = expand(root)
+    full disk give one ``RunFolderError`` line. Returned absolute: a relative ``runs_dir`` is
+    taken from the current directory once, and the paths a run records (its variables file,
+    replayed by workers that follow the notebook's ``%cd``) keep meaning the same folder."""
+    root = expand(root).absolute()
     try:
         root.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     except FileExistsError:

@@ -141,3 +141,25 @@ def test_the_cell_sees_the_same_argv_warm_and_fresh(manager, tmp_path) -> None:
     for fresh in (False, True):
         out = _printed(manager, tmp_path, ARGV_CELL, fresh=fresh)
         assert "args Namespace(parent_dir='data') [] True" in out, out
+
+
+def test_a_relative_runs_dir_still_replays_after_a_cd(manager, tmp_path, monkeypatch) -> None:
+    """With ``runs_dir`` relative, a run's variables file was recorded relative too: after a
+    ``%cd`` a new worker (which follows the notebook's directory) replayed the cell that read a
+    shipped variable without it. Run folders are made absolute when created."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+
+    def cell(code: str, ns: dict[str, object]) -> list[str]:
+        out: list[str] = []
+        request = CellRequest(cell=code, runs_root=Path("runs"), cwd=str(Path.cwd()))
+        result = manager.profile(request, BareBackend(), notebook=Notebook(user_ns=ns),
+                                 callbacks=RunCallbacks(output=out.append))  # fmt: skip
+        assert result.report["status"] == "ok", result.report
+        assert result.run_dir.is_absolute()
+        return out
+
+    cell("w = v + 1", {"v": 41})
+    monkeypatch.chdir(tmp_path / "elsewhere")  # the notebook's %cd
+    manager.stop()  # the next cell gets a new worker, which replays what it reads
+    assert "w is 42" in cell("print('w is', w)", {})
