@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .errors import ProfilerError, ToolNotFoundError, ToolVersionError
-from .profilers.env import clean_env
+from .profilers.env import run_quiet
 
 ToolName = Literal["nsys", "ncu"]
 
@@ -138,16 +138,7 @@ def tool_version(path: str, timeout: float | None = None) -> tuple[int, ...] | N
     one ``ProfilerError`` line (after ``timeout``, default ``VERSION_TIMEOUT_S``)."""
     timeout = VERSION_TIMEOUT_S if timeout is None else timeout
     try:
-        out = subprocess.run(
-            [path, "--version"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
-            env=clean_env(),
-            check=False,
-        )
+        out = run_quiet([path, "--version"], timeout)
     except subprocess.TimeoutExpired:
         raise ProfilerError(
             f"`{path} --version` did not answer within {timeout:.0f} s; the install looks broken "

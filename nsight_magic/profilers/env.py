@@ -1,4 +1,5 @@
-"""Environments for the profiler processes we start.
+"""Environments for the profiler processes we start, and ``run_quiet``: a profiler command run
+to completion with that environment and no stdin.
 
 Variables that inject a profiler into a process (LD_PRELOAD, NSYS_*, QUADD_*, CUDA_INJECTION*,
 NVTX_INJECTION*) are inherited by every child. When the notebook itself runs under a profiler,
@@ -9,7 +10,8 @@ variables we mean to set are added back."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import subprocess
+from collections.abc import Mapping, Sequence
 
 INJECTION_PREFIXES = ("NSYS_", "QUADD_", "CUDA_INJECTION", "NVTX_INJECTION")
 INJECTION_NAMES = ("LD_PRELOAD",)
@@ -17,6 +19,23 @@ INJECTION_NAMES = ("LD_PRELOAD",)
 
 def is_injection_variable(name: str) -> bool:
     return name in INJECTION_NAMES or name.startswith(INJECTION_PREFIXES)
+
+
+def run_quiet(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """A profiler command run to completion: its environment cleaned (``clean_env``), no stdin
+    (a kernel's stdin is a pipe that never closes: a command reading it would wait out its whole
+    limit), output captured as text. Raises ``subprocess.TimeoutExpired`` after ``timeout`` s
+    (the child killed), ``OSError`` when it cannot start."""
+    return subprocess.run(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=timeout,
+        env=clean_env(),
+        check=False,
+    )
 
 
 def clean_env(

@@ -18,7 +18,7 @@ from ..child_signals import default_sigint_argv
 from ..errors import ProfilerError
 from ..profilers import ncu as ncu_argv
 from ..profilers import nsys as nsys_argv
-from ..profilers.env import clean_env
+from ..profilers.env import clean_env, run_quiet
 from ..run_dir import RunDir, append_private
 from . import deadline
 
@@ -33,16 +33,7 @@ def run_cli(argv: list[str], run_dir: Path) -> subprocess.CompletedProcess[str]:
     ProfilerError when it cannot run at all, the bound's error when it hangs."""
     limit = deadline.bound(deadline.CLI_S)
     try:
-        done = subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=limit.seconds,
-            env=clean_env(),
-            check=False,
-        )
+        done = run_quiet(argv, limit.seconds)
     except subprocess.TimeoutExpired:
         log_line(run_dir, f"$ {' '.join(argv)}\n[stopped after {limit.seconds:.1f} s]")
         raise limit.expired(f"`nsys {argv[1]}`", RunDir(run_dir).log) from None
@@ -57,14 +48,7 @@ def shutdown_session(nsys: str, name: str, timeout: float = 30.0) -> None:
     nsys's daemon; a hung or missing nsys is let go after ``timeout``."""
     argv = nsys_argv.session_argv(nsys, "shutdown", name)
     with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-        subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout,
-            env=clean_env(),
-            check=False,
-        )
+        run_quiet(argv, timeout)
 
 
 @functools.lru_cache(maxsize=8)
@@ -74,16 +58,7 @@ def ncu_catalog(ncu: str) -> dict[str, frozenset[str]]:
     out = {}
     for kind, flag in (("set", "--list-sets"), ("section", "--list-sections")):
         try:
-            text = subprocess.run(
-                [ncu, flag],
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=60,
-                env=clean_env(),
-                check=False,
-            ).stdout
+            text = run_quiet([ncu, flag], 60).stdout
         except (OSError, subprocess.TimeoutExpired):
             text = ""
         out[kind] = ncu_argv.listed_identifiers(text)
@@ -147,14 +122,6 @@ def nsys_profile_help(nsys: str) -> str:
     """``nsys profile --help`` of this nsys, asked once; "" when it cannot say (then nothing
     is refused)."""
     try:
-        return subprocess.run(
-            [nsys, "profile", "--help"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=clean_env(),
-            check=False,
-        ).stdout
+        return run_quiet([nsys, "profile", "--help"], 60).stdout
     except (OSError, subprocess.TimeoutExpired):
         return ""

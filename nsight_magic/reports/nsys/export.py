@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 from ...errors import CorruptReportError, ReportTimeoutError, ToolNotFoundError
-from ...profilers.env import clean_env
+from ...profilers.env import run_quiet
 
 __all__ = ["ExportKind", "export_argv", "export_origin", "export_report", "find_nsys",
            "sibling_export", "stamp_path", "write_stamp"]  # fmt: skip
@@ -113,16 +113,7 @@ def export_report(
     out = Path(out)
     argv = export_argv(nsys if nsys is not None else find_nsys(), rep, out, kind)
     try:
-        proc = subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout_s,
-            env=clean_env(),
-            check=False,
-        )
+        proc = run_quiet(argv, timeout_s)
     except subprocess.TimeoutExpired:
         raise ReportTimeoutError(
             f"`nsys export` of {rep} ran past {timeout_s:.0f} s and was stopped; export it by "
