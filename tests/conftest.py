@@ -67,6 +67,7 @@ STDLIB_ONLY = {
     "test_rank_exec.py",
     "test_runner.py",
     "test_child_signals.py",
+    "test_kernel_env.py",
 }
 
 
