@@ -1,0 +1,2 @@
+for _ in range(10):
+    out = naive_attention(q, k, v)
