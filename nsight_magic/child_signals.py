@@ -18,10 +18,12 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-__all__ = ["TRAMPOLINE", "default_sigint_argv", "sigint_ignored"]
+__all__ = ["TRAMPOLINE", "default_sigint_argv", "sigint_ignored", "start_child"]
 
 TRAMPOLINE = (
     "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
@@ -47,3 +49,15 @@ def default_sigint_argv(argv: Sequence[str], path: str | None = None) -> list[st
         return argv
     # the program by its resolved path, then the argv it sees (its argv[0] unchanged)
     return [sys.executable, "-I", "-S", "-c", TRAMPOLINE, program, *argv]
+
+
+def start_child(
+    argv: Sequence[str], env: Mapping[str, str] | None = None, **popen: Any
+) -> subprocess.Popen[bytes]:
+    """Start one of the processes we stop ourselves (a profiler, the worker, an attach): a
+    session of its own (the notebook's Ctrl-C to the kernel's group does not reach it: we
+    stop it), no stdin (the kernel's is a pipe that never closes), SIGINT at its default."""
+    path = None if env is None else env.get("PATH")
+    return subprocess.Popen(default_sigint_argv(argv, path), stdin=subprocess.DEVNULL,
+                            env=None if env is None else dict(env), start_new_session=True,
+                            **popen)  # fmt: skip

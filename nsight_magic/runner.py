@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .child_signals import default_sigint_argv
+from .child_signals import start_child
 from .errors import CounterPermissionError, ProfileInterrupted, ProfilerError, ProfileTimeout
 from .run_dir import append_private
 
@@ -188,15 +188,7 @@ def run(
     result = RunResult(argv=argv, log_path=str(log_path))
     t0 = time.monotonic()
     with append_private(log_path) as log:  # 0600, as every file of a run folder
-        proc = subprocess.Popen(
-            default_sigint_argv(argv, None if env is None else env.get("PATH")),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            start_new_session=True,
-        )
+        proc = start_child(argv, env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd)
         pgid = result.pgid = proc.pid  # new session: the child leads its own group
         reader = _Reader(proc.stdout, log, on_line)
         reader.start()

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from .. import runner
-from ..child_signals import default_sigint_argv
+from ..child_signals import start_child
 from ..errors import ProfilerError
 from ..profilers import ncu as ncu_argv
 from ..profilers import nsys as nsys_argv
@@ -79,12 +79,8 @@ def attach(argv: list[str], log: Path, retry_s: float = 0.0) -> subprocess.Popen
     retry_until = time.monotonic() + min(retry_s, limit.seconds)
     while True:
         start = len(runner.read_log(log))
-        env = clean_env()
         with append_private(log) as out:
-            proc = subprocess.Popen(default_sigint_argv(argv, env.get("PATH")),
-                                    stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, env=env,
-                                    start_new_session=True)  # fmt: skip
+            proc = start_child(argv, clean_env(), stdout=out, stderr=subprocess.STDOUT)
         while time.monotonic() < give_up:
             text = runner.read_log(log)[start:]
             if "==PROF== Connected" in text:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import runner
-from ..child_signals import default_sigint_argv
+from ..child_signals import start_child
 from ..errors import NsightMagicError, WorkerDiedError
 from ..package_info import pythonpath_with_package
 from . import messages
@@ -119,15 +119,8 @@ class WorkerProcess:
         env["PYTHONPATH"] = pythonpath_with_package(env)
         env["PYTHONUNBUFFERED"] = "1"
         self.started_at = time.monotonic()
-        self.proc = subprocess.Popen(
-            default_sigint_argv(self.argv, env.get("PATH")),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=self.launch.cwd,
-            start_new_session=True,
-        )
+        self.proc = start_child(self.argv, env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                cwd=self.launch.cwd)  # fmt: skip
         self._pump = threading.Thread(target=self._read_output, daemon=True)
         self._pump.start()
         try:
