@@ -74,6 +74,12 @@ def _lane_keys(frame: pd.DataFrame) -> list[str]:
     return ["report", "device_id"] if "report" in frame else ["device_id"]
 
 
+def _process_keys(*frames: pd.DataFrame) -> list[str]:
+    """The columns naming a process in all of ``frames``: ``report, pid`` in merged multi-report
+    frames (pids repeat across nodes), else ``pid``."""
+    return ["report", "pid"] if all("report" in f for f in frames) else ["pid"]
+
+
 def launch_threads(ops: pd.DataFrame, cuda_api: pd.DataFrame) -> np.ndarray:
     """tid of the call that launched each op (``pid, correlation_id`` joined with the API
     calls, + ``report`` in merged frames; an op's own ``tid`` where it has one); -1 when
@@ -153,7 +159,7 @@ def _call_frames(api: pd.DataFrame, frames: pd.DataFrame | None) -> np.ndarray:
     out = np.full(len(api), "", dtype=object)
     if frames is None or frames.empty or api.empty:
         return out
-    by = ["report", "pid", "tid"] if "report" in api and "report" in frames else ["pid", "tid"]
+    by = [*_process_keys(api, frames), "tid"]
     left = api[[*by, "start_ns"]].reset_index().sort_values("start_ns")
     right = frames[[*by, "start_ns", "frame"]].sort_values("start_ns")
     hit = pd.merge_asof(left, right, on="start_ns", by=by, direction="backward", tolerance=20_000)
@@ -182,7 +188,7 @@ def statements_of(
     out = np.full(len(frame), "", dtype=object)
     if statements.empty or frame.empty:
         return out
-    keys = ["report", "pid"] if "report" in frame and "report" in statements else ["pid"]
+    keys = _process_keys(frame, statements)
     where = frame[keys].reset_index(drop=True)
     for key, st in statements.groupby(keys, sort=False):
         key = key if isinstance(key, tuple) else (key,)
@@ -338,7 +344,7 @@ def _host_samples(pieces: pd.DataFrame, samples: pd.DataFrame | None) -> pd.Data
         return pd.DataFrame({c: pd.Series([], dtype="str") for c in cols})
     host = pieces[(pieces["category"] == "host").to_numpy()]
     rows = []
-    keys = ["report", "pid", "tid"] if "report" in host and "report" in samples else ["pid", "tid"]
+    keys = [*_process_keys(host, samples), "tid"]
     # per device too: a thread's host pieces on two devices overlap in time, and _containing
     # needs disjoint ones; a sample then counts in each device's gap it fell in
     for key, hp in host.groupby([*keys, "device_id"], sort=False):
