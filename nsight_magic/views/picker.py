@@ -215,6 +215,3 @@ class KernelPicker:
 
     def cancel(self) -> None:
         self.background.cancel()
-
-    def _on_progress(self, *args: Any, **kwargs: Any) -> None:
-        self.background.on_progress(*args, **kwargs)
