@@ -88,6 +88,27 @@ def test_state_persists_between_cells_in_one_worker(run, manager) -> None:
     assert saved.mode == "warm" and saved.status == "ok" and "total_s" in saved.timings
 
 
+def test_every_line_a_cell_prints_is_shown_before_its_result(run, manager) -> None:
+    """The output comes by a pipe and the reply by the socket: the reply waits for the mark the
+    worker writes after the output, so nothing printed last is lost (nor is the mark shown),
+    including a last line with no newline and output written to fd 1 behind sys.stdout."""
+    cell = """
+    import os, sys
+    for i in range(3000):
+        print("line", i)
+    os.write(1, b"from fd 1\\n")
+    sys.stdout.write("no newline at the end")
+    """
+    for _ in range(3):
+        result, out = run(cell)
+        assert result.report["status"] == "ok"
+        assert [ln for ln in out if ln.startswith("line ")] == [f"line {i}" for i in range(3000)]
+        assert "from fd 1" in out and "no newline at the end" in out
+        assert not any("nsight_magic-reply" in ln or "\x00" in ln for ln in out)
+    (session,) = manager._sessions_of("nsys")
+    assert not session.worker._marks_lost  # every reply found its mark: none was waited out
+
+
 def test_ipython_syntax_runs_as_in_the_notebook(run) -> None:
     result, out = run("x = 3\n%time y = x * 2\n!echo from-a-shell\nassert y == 6\n")
     assert result.report["status"] == "ok", result.report

@@ -16,6 +16,24 @@ from typing import Any
 
 HEADER = struct.Struct(">I")
 MAX_MESSAGE = 64 << 20  # a reply holds names and tracebacks, never data
+# The worker writes this (and the reply's number) on its stdout just before each reply: the
+# output travels by a pipe, the reply by the socket, so the notebook waits for the mark to know
+# it has every line the request printed, instead of sleeping on the chance.
+OUTPUT_MARK = "\x00nsight_magic-reply "
+
+
+def output_mark(number: int) -> bytes:
+    """The line that ends a reply's output on the worker's stdout."""
+    return f"{OUTPUT_MARK}{number}\x00\n".encode()
+
+
+def split_mark(line: str) -> tuple[str, int | None]:
+    """``(text, number)`` of an output line that ends with a reply's mark (the text printed
+    before it on the same line, "" if none); ``(line, None)`` for any other line."""
+    head, sep, tail = line.partition(OUTPUT_MARK)
+    if not sep or not tail.endswith("\x00") or not tail[:-1].isdigit():
+        return line, None
+    return head, int(tail[:-1])
 
 
 class ConnectionClosed(EOFError):

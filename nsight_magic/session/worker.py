@@ -210,7 +210,22 @@ def _sigint_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+def _mark_output(number: int) -> int | None:
+    """Flush the cell's output and write the reply's mark after it on the real stdout (fd 1,
+    which is the notebook's pipe whatever the cell did to ``sys.stdout``); None when it cannot
+    be written (the notebook then does not wait for it)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a cell may have replaced or closed them
+            stream.flush()
+    try:
+        os.write(1, messages.output_mark(number))
+    except OSError:
+        return None
+    return number
+
+
 def serve(sock: socket.socket, worker: Worker) -> None:
+    number = 0
     while True:
         try:
             msg = messages.recv(sock)
@@ -225,8 +240,7 @@ def serve(sock: socket.socket, worker: Worker) -> None:
             reply = {"ok": False, "interrupted": True, "error": "interrupted"}
         except Exception:
             reply = {"ok": False, "error": traceback.format_exc()}
-        sys.stdout.flush()
-        sys.stderr.flush()
+        reply["mark"] = _mark_output(number := number + 1)
         try:
             _send(sock, reply)
         except OSError:

@@ -39,6 +39,10 @@ from .worker import EXIT_PARENT_GONE, process_start_ticks
 LineSink = Callable[[str], None]
 WORKER_MODULE = "nsight_magic.session.worker"
 INTERRUPT_GRACE_S = 5.0
+# How long a reply waits for the output mark behind it (the pipe is read by a thread; what a
+# cell printed last is usually there within milliseconds). A worker that could not write the
+# mark says so and is not waited for.
+OUTPUT_MARK_WAIT_S = 2.0
 
 
 class WorkerStartError(NsightMagicError):
@@ -97,6 +101,10 @@ class WorkerProcess:
         self.tail: collections.deque[str] = collections.deque(maxlen=200)
         self._sinks: list[LineSink] = []
         self._sinks_lock = threading.Lock()
+        self._marks: set[int] = set()  # reply marks the output pump has seen
+        self._marks_seen = threading.Condition()
+        self._pump_done = False
+        self._marks_lost = False  # a mark never came: do not wait for marks again
         self._lock = threading.Lock()  # one request at a time
         self._dir: str | None = None
         self._pump: threading.Thread | None = None
@@ -124,7 +132,7 @@ class WorkerProcess:
         self._pump = threading.Thread(target=self._read_output, daemon=True)
         self._pump.start()
         try:
-            with self.listening(on_line):
+            with self.listening(on_line, settle_s=0.05):
                 self.conn = self._accept(listener, cancel)
                 self._remove_socket_dir()  # connected: nothing is left in the temp dir, even
                 # when this kernel is killed and kill() never runs
@@ -225,8 +233,33 @@ class WorkerProcess:
     # --- output -------------------------------------------------------------------------------
     def _read_output(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
-        for line in runner.output_lines(self.proc.stdout.fileno()):
-            self._emit(line)
+        try:
+            for line in runner.output_lines(self.proc.stdout.fileno()):
+                text, mark = messages.split_mark(line)
+                if mark is not None:
+                    with self._marks_seen:
+                        self._marks.add(mark)
+                        self._marks_seen.notify_all()
+                    if not text:
+                        continue
+                self._emit(text)
+        finally:
+            with self._marks_seen:
+                self._pump_done = True
+                self._marks_seen.notify_all()
+
+    def _await_output(self, mark: Any) -> None:
+        """Return once the pump has handed on every line printed before reply ``mark``."""
+        if not isinstance(mark, int):
+            return
+        if self._marks_lost:  # a launcher that keeps the worker's stdout: the old short wait
+            time.sleep(0.05)
+            return
+        with self._marks_seen:
+            seen = self._marks_seen.wait_for(lambda: mark in self._marks or self._pump_done,
+                                             OUTPUT_MARK_WAIT_S)  # fmt: skip
+            self._marks.discard(mark)
+        self._marks_lost = not seen
 
     def _emit(self, line: str) -> None:
         self.tail.append(line)
@@ -237,8 +270,9 @@ class WorkerProcess:
                 sink(line)
 
     @contextlib.contextmanager
-    def listening(self, sink: LineSink | None) -> Iterator[None]:
-        """Hand the output lines to ``sink`` while the block runs."""
+    def listening(self, sink: LineSink | None, settle_s: float = 0.0) -> Iterator[None]:
+        """Hand the output lines to ``sink`` while the block runs (and ``settle_s`` after it:
+        the start, whose hello has no output mark)."""
         if sink is None:
             yield
             return
@@ -247,7 +281,7 @@ class WorkerProcess:
         try:
             yield
         finally:
-            time.sleep(0.05)  # lines the worker printed just before replying
+            time.sleep(settle_s)
             with self._sinks_lock:
                 self._sinks.remove(sink)
 
@@ -289,6 +323,7 @@ class WorkerProcess:
                 try:
                     if messages.readable(self.conn, 0.05):
                         data = messages.recv(self.conn)
+                        self._await_output(data.pop("mark", None))
                         return Reply(data, stopped, time.monotonic() - t0)
                     if self.proc is not None and self.proc.poll() is not None:
                         raise messages.ConnectionClosed("the worker's launcher exited")
