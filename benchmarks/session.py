@@ -50,15 +50,22 @@ for _ in range(4):
     t0 = time.perf_counter()
     exec(code)
     times.append(time.perf_counter() - t0)
-print("CELL_S", min(times[1:]))
+print("CELL_S", min(times[1:]), "CELL_COLD_S", times[0])
 """
+
+
+def cell_times(layers: int) -> tuple[float, float]:
+    """The cell's own time in a plain process with no profiler: its first run there (cold:
+    CUDA modules loaded on first use, cuBLAS handles made) and warm (the best later run)."""
+    code = PLAIN.format(setup=SETUP.format(layers=layers), cell=CELL)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    fields = out.stdout.split()
+    return float(fields[fields.index("CELL_COLD_S") + 1]), float(fields[fields.index("CELL_S") + 1])
 
 
 def cell_warm_s(layers: int) -> float:
     """The cell's own time, warm, in a plain process with no profiler."""
-    code = PLAIN.format(setup=SETUP.format(layers=layers), cell=CELL)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return float(out.stdout.split("CELL_S")[1])
+    return cell_times(layers)[1]
 
 
 def _manager(layers: int) -> Any:

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .session import CELL, SETUP, cell_warm_s
+from .session import CELL, SETUP, cell_times
 
 
 def _ops(run: Any) -> int:
@@ -56,6 +56,11 @@ def _profile(
     t0 = time.perf_counter()
     run = manager.profile(request, backend)
     return run, time.perf_counter() - t0
+
+
+def _body_s(run: Any) -> float:
+    """The cell body's own time in the worker, as the worker measured it (status ``cell_s``)."""
+    return float((run.meta.get("cell_status") or {}).get("cell_s") or float("nan"))
 
 
 def _bare(argv: list[str], report: Path) -> float:
@@ -81,11 +86,11 @@ def warm_start(root: Path, layers: int = 4) -> dict[str, Any]:
     from nsight_magic.session.history import SetupRegistry
     from nsight_magic.session.manager import SessionManager
 
-    own = cell_warm_s(layers)
+    cold, own = cell_times(layers)
     setup = SETUP.format(layers=layers)
     manager = SessionManager(setup=SetupRegistry())
     manager.prewarm = True
-    out: dict[str, Any] = {"layers": layers, "cell_warm_s": own}
+    out: dict[str, Any] = {"layers": layers, "cell_warm_s": own, "cell_cold_s": cold}
     try:
         # the %%nsight_setup cell: the notebook runs it while the nsys worker replays it
         t0 = time.perf_counter()
@@ -96,6 +101,7 @@ def warm_start(root: Path, layers: int = 4) -> dict[str, Any]:
         out["setup_in_notebook_s"] = time.perf_counter() - t0
         first, out["first_s"] = _profile(manager, root, "first")
         out["first_timings"] = first.meta["timings"]
+        out["first_body_s"] = _body_s(first)  # the body's first run in the worker: cold
         out["ncu_prewarm_wait_s"] = _join(manager)  # the user looks at the result meanwhile
         names = list(first.kernel_summary()["name"])
         top = next((n for n in names if "nvjet" in n or "gemm" in n.lower()), names[0])
@@ -111,6 +117,7 @@ def warm_start(root: Path, layers: int = 4) -> dict[str, Any]:
         later = [_profile(manager, root, f"later{i}") for i in range(3)]
         out["later_s"] = [s for _, s in later]
         out["later_timings"] = later[-1][0].meta["timings"]
+        out["later_body_s"] = [_body_s(r) for r, _ in later]
         t0 = time.perf_counter()
         later[-1][0].to_html()  # the static view (tables + PNG charts), built once per result
         out["static_view_s"] = time.perf_counter() - t0
@@ -138,15 +145,22 @@ def _print(o: dict[str, Any]) -> None:
         return "met" if ok else "MISSED"
 
     first = o["first_timings"]
+    # The first cell runs the body for the first time in the worker process: cold, as the
+    # notebook's own first run of it was. What the profiler and we add is the same as later.
+    overhead = later - min(o["later_body_s"])
+    first_target = o["first_body_s"] + overhead + 1
     prewarmed = next((p for tool, _, p in o["workers"] if tool == "ncu"), [])
     print(
         f"P5 warm start ({o['layers']}-layer Llama; body alone {o['cell_warm_s']:.3f} s): setup "
         f"cell {o['setup_in_notebook_s']:.1f} s in the notebook (nsys worker replaying it "
         f"meanwhile); first %%nsys cell {o['first_s']:.2f} s (worker wait "
-        f"{first.get('worker_start_s', 0):.2f} s, replay {first.get('history_s', 0):.2f} s) vs "
-        f"a later cell {later:.2f} s (target <= later + 1 s: "
-        f"{verdict(o['first_s'] <= later + 1)}) vs bare nsys profile of the same script "
-        f"{o['bare_nsys_first_s']:.1f} s\n"
+        f"{first.get('worker_start_s', 0):.2f} s, replay {first.get('history_s', 0):.2f} s, "
+        f"its body {o['first_body_s']:.2f} s: the body's first run in the worker; "
+        f"{o['cell_cold_s']:.2f} s cold in a plain process) vs a later cell {later:.2f} s "
+        f"(body {min(o['later_body_s']):.3f} s; target <= later + 1 s: "
+        f"{verdict(o['first_s'] <= later + 1)}; <= its body + a later cell's overhead "
+        f"{overhead:.2f} s + 1 s = {first_target:.2f}: {verdict(o['first_s'] <= first_target)}) "
+        f"vs bare nsys profile of the same script {o['bare_nsys_first_s']:.1f} s\n"
         f"P6 warm start: ncu worker prewarmed: {prewarmed or 'no (no GPU memory room?)'}, done "
         f"{o['ncu_prewarm_wait_s']:.1f} s after the first result; first drill-down "
         f"{o['first_drill_s']:.2f} s (ncu capture {capture:.2f} s; "

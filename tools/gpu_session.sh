@@ -2,7 +2,8 @@
 # The GPU work of this project, in stages, on the lent GPU machine (device tool, carry .device):
 #     source .device/env.sh && bash tools/gpu_session.sh tests notebooks bench-gpu bench-ingest
 # Stages: acceptance, acceptance-ranks (2 GPUs), tests, notebooks|nb02|nb03|nb04, bench-gpu,
-# bench-p3-deep, bench-session, bench-warm, bench-tracing, bench-two-ranks, bench-ingest.
+# bench-p3-deep, bench-session, bench-warm, bench-tracing, bench-two-ranks, bench-ingest,
+# probe-cold-body.
 # Each stage logs to $OUT (what comes back); see tests/gpu, notebooks/, benchmarks/README.md.
 set -uo pipefail
 # NVLink multicast stays off in every process (the lent 2-GPU machine needs it; harmless on one)
@@ -43,6 +44,8 @@ for stage in "$@"; do
     bench-ingest)
       python3 -m benchmarks ingest --workdir /tmp/bench --json "$out/bench_ingest.json" 2>&1 \
         | tee "$out/bench_ingest.log" ;;
+    probe-cold-body)  # what the first run of a cell costs in a new process (issue 22)
+      python3 tools/probes/cold_body_probe.py "$out" 2>&1 | tee "$out/cold_body_probe.log" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
