@@ -10,6 +10,7 @@ import contextlib
 import json
 import linecache
 import shutil
+import subprocess
 import sys
 import types
 from collections.abc import Iterator
@@ -20,7 +21,14 @@ import pytest
 
 from nsight_magic import nvtx_names
 from nsight_magic.run_dir import RunDir
-from nsight_magic.script import build_script, history_entry, prepare_cell, range_recorder, runtime
+from nsight_magic.script import (
+    build_script,
+    cuda_gate,
+    history_entry,
+    prepare_cell,
+    range_recorder,
+    runtime,
+)
 from nsight_magic.script.template import (
     END_MODULE_ONLY,
     MODULE_ONLY,
@@ -121,22 +129,35 @@ def test_annotate_without_nvtx_is_a_no_op(monkeypatch: pytest.MonkeyPatch) -> No
 def test_gate_without_a_gpu_is_none_and_its_calls_do_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(runtime, "CODE", "x = 1")
-    gate = runtime.Gate("cudaProfilerApi")
+    monkeypatch.setattr(cuda_gate, "CODE", "x = 1")
+    gate = cuda_gate.Gate("cudaProfilerApi")
     assert (gate.kind, gate.lib) == ("none", None)
     gate.start()
     gate.stop()
-    nvtx_gate = runtime.Gate("nvtx")
+    nvtx_gate = cuda_gate.Gate("nvtx")
     assert nvtx_gate.kind == "nvtx"
     nvtx_gate.start()
     nvtx_gate.stop()
+
+
+@pytest.mark.skipif(cuda_gate.gpu_device_nodes(), reason="this machine shows a GPU")
+def test_without_a_gpu_device_the_gate_does_not_import_torch() -> None:
+    """A new worker's first cell on a machine with no GPU: nothing to gate, and learning that
+    costs a stat, not torch's import (seconds), even when the cell mentions torch."""
+    code = (
+        "import sys\nfrom nsight_magic.script import cuda_gate\n"
+        "cuda_gate.CODE = 'import torch'\ngate = cuda_gate.Gate('cudaProfilerApi')\n"
+        "print(gate.kind, 'torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["none", "False"]
 
 
 def test_a_failing_cell_reports_in_cell_coordinates_and_stops_the_gate(
     monkeypatch: pytest.MonkeyPatch, nvtx_log: RecordingNvtx
 ) -> None:
     stops: list[str] = []
-    monkeypatch.setattr(runtime.Gate, "stop", lambda self: stops.append(self.kind))
+    monkeypatch.setattr(cuda_gate.Gate, "stop", lambda self: stops.append(self.kind))
     use_cell(monkeypatch, "def f(v):\n    return 1 / v\n\ny = f(0)\n")
     runtime.prepare({})
     status = runtime.capture({})
@@ -302,7 +323,7 @@ def test_the_pasted_modules_define_no_name_twice() -> None:
 
 
 def test_placeholder_defaults_are_the_names_nvtx_names_gives() -> None:
-    for module in SCRIPT_MODULES:
+    for module in (range_recorder, runtime):  # the gate names no range
         assert module.DOMAIN == nvtx_names.NVTX_DOMAIN
         assert module.TARGET_RANGE == nvtx_names.TARGET_RANGE
     assert runtime.CELL_RANGE == nvtx_names.CELL_RANGE
@@ -335,9 +356,9 @@ def test_the_pasted_modules_import_only_the_standard_library(module: types.Modul
     outside = [name for name, _ in pasted if name.split(".")[0] not in sys.stdlib_module_names]
     assert outside == []
     # the module form adds only the package-relative imports the module-only block holds (the
-    # recorder; the run folder's file names, which the header writes as literals)
+    # recorder and the gate; the run folder's file names, which the header writes as literals)
     extra = set(module_level_imports(ast.parse(source))) - set(pasted)
-    assert extra <= {("range_recorder", 1), ("run_dir", 2)}
+    assert extra <= {("range_recorder", 1), ("cuda_gate", 1), ("run_dir", 2)}
 
 
 def test_script_body_needs_one_module_only_block() -> None:

@@ -1,10 +1,11 @@
 """The runtime of the generated script: what runs in the profiled process around one cell.
 
 ``build_script`` (``script/template.py``) writes the script as a header assigning this cell's
-constants, then the source of ``range_recorder.py`` and of this module, each without its block
-marked "module only" (here: the placeholders below and the import of ``RangeRecorder``, which
-the script has pasted above). So this is real, linted, typed and tested code, and the script
-still runs where nsight_magic cannot be imported (any ``--python``, a torchrun rank).
+constants, then the source of ``range_recorder.py``, ``cuda_gate.py`` and of this module, each
+without its block marked "module only" (here: the placeholders below and the imports of
+``RangeRecorder`` and ``Gate``, which the script has pasted above). So this is real, linted,
+typed and tested code, and the script still runs where nsight_magic cannot be imported (any
+``--python``, a torchrun rank).
 
 One script serves both ways of running a cell:
 
@@ -26,9 +27,7 @@ import ast
 import builtins
 import contextlib
 import ctypes
-import ctypes.util
 import functools
-import glob
 import json
 import linecache
 import os
@@ -43,6 +42,7 @@ from typing import Any
 
 # --- module only: build_script writes these in the script's header, with the cell's values ---
 from ..run_dir import RunDir
+from .cuda_gate import Gate
 from .range_recorder import RangeRecorder
 
 CELL = ""  # the cell's source, as the user wrote it (tracebacks show its lines)
@@ -200,83 +200,6 @@ def run_history(
             errors.append({"name": entry.get("name", ""), "exc_type": type(exc).__name__,
                            "exc_message": str(exc)})  # fmt: skip
     return errors
-
-
-class Gate:
-    """cudaProfilerStart/Stop for nsys (--capture-range=cudaProfilerApi): through torch when the
-    cell state uses it, else cudart through ctypes (CuPy/Triton/numba cells), else torch. For
-    ncu the cell's NVTX range is the gate, so ``kind`` is "nvtx" and start/stop only sync.
-    Without a GPU ``kind`` is "none" and start/stop do nothing."""
-
-    def __init__(self, mode: str) -> None:
-        self.kind = "none"
-        self.lib: ctypes.CDLL | None = None
-        if mode == "nvtx":
-            self.kind = "nvtx"
-            return
-        # a torch cell gates through torch's own cudart, the one its kernels go through
-        if ("torch" in sys.modules or "torch" in CODE) and self._torch_cuda():
-            self.kind = "torch"
-            return
-        lib = self._find_cudart()
-        if lib is not None:
-            self.kind, self.lib = "cudart", lib
-        elif self._torch_cuda():
-            self.kind = "torch"
-
-    @staticmethod
-    def _torch_cuda() -> bool:
-        try:
-            import torch
-
-            return bool(torch.cuda.is_available())
-        except Exception:
-            return False
-
-    @staticmethod
-    def _find_cudart() -> ctypes.CDLL | None:
-        names = [ctypes.util.find_library("cudart")]
-        names += ["libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"]
-        for base in sys.path:  # pip wheels: nvidia/cuda_runtime/lib (12.x), nvidia/cu13/lib
-            names += sorted(glob.glob(os.path.join(base, "nvidia", "*", "lib", "libcudart.so*")))
-        for name in names:
-            if not name:
-                continue
-            try:
-                lib = ctypes.CDLL(name)
-            except OSError:
-                continue
-            count = ctypes.c_int(0)
-            if lib.cudaGetDeviceCount(ctypes.byref(count)) == 0 and count.value > 0:
-                return lib
-        return None
-
-    def sync(self) -> None:
-        if self.kind == "torch" or (self.kind == "nvtx" and "torch" in sys.modules):
-            import torch
-
-            if torch.cuda.is_initialized():
-                torch.cuda.synchronize()
-        elif self.lib is not None:
-            self.lib.cudaDeviceSynchronize()
-
-    def start(self) -> None:
-        self.sync()  # work queued before the cell must not leak into the capture
-        if self.kind == "torch":
-            import torch.cuda.profiler
-
-            torch.cuda.profiler.start()
-        elif self.lib is not None:
-            self.lib.cudaProfilerStart()
-
-    def stop(self) -> None:
-        self.sync()  # kernels still running at stop would be cut off
-        if self.kind == "torch":
-            import torch.cuda.profiler
-
-            torch.cuda.profiler.stop()
-        elif self.lib is not None:
-            self.lib.cudaProfilerStop()
 
 
 def join_ranks() -> None:
