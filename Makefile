@@ -5,6 +5,7 @@
 #   make test  - set up, then lint and run the tests on every core (pytest-xdist; GPU tests are
 #                skipped; see tests/gpu)
 #   make quick - lint and the tests without the slow ones (fuzzing, browser): a local loop
+#   make fuzz  - the long fuzzing campaign (4x the cases make test runs; ~10 min on 2 cores)
 #   make test-deps - the fast tier again under each dependency set in tests/deps (the GPU image's
 #                pandas 3.0.6 + pyarrow 25; the oldest versions pyproject allows), one venv each
 PYTHON ?= python3
@@ -14,7 +15,7 @@ STAMP  := $(VENV)/.installed
 DEMO_VENV  ?= .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed
 
-.PHONY: setup demo test quick lint gpu-test bench clean test-deps test-deps-gpuimage test-deps-oldest readme-images
+.PHONY: setup demo test quick fuzz lint gpu-test bench clean test-deps test-deps-gpuimage test-deps-oldest readme-images
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +76,10 @@ $(addprefix test-deps-,$(MATRIX)): test-deps-%: .venv-%/.installed
 	.venv-$*/bin/python -m pytest -q $(MATRIX_TESTS)
 
 test-deps: $(addprefix test-deps-,$(MATRIX))
+
+fuzz: setup
+	NSIGHT_MAGIC_FUZZ_SCALE=4 $(BIN)/python -m pytest -q -n auto tests/test_fuzz_reports.py \
+	    tests/test_fuzz_views.py tests/test_fuzz_magics.py
 
 quick: lint
 	$(BIN)/python -m pytest -q -m "not gpu and not slow"

@@ -8,13 +8,15 @@ huge or HTML): ``nsys_small`` and the reports whose views have more tabs (``nsys
 merged by ``load_runs``. ncu: the plain data a real ``.ncu-rep`` was read into, edited the same way
 (metrics removed such as ``gpu__time_duration.sum``, values set to NaN/None/text, launches or
 sections dropped). A damage that makes the report refuse to open (a ``ReportError``) is fine;
-anything else raised by a view fails. ``derandomize`` keeps CI repeatable. ~1 min on 2 cores."""
+anything else raised by a view fails. ``derandomize`` keeps CI repeatable; NSIGHT_MAGIC_FUZZ_SCALE
+(``make fuzz``: 4) runs more (each example ~1 s: a view is built every way)."""
 
 from __future__ import annotations
 
 import contextlib
 import copy
 import math
+import os
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -36,6 +38,7 @@ from nsight_magic.views.common import STRICT_ENV
 FUZZ = settings(
     derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck)
 )
+SCALE = float(os.environ.get("NSIGHT_MAGIC_FUZZ_SCALE", "1"))
 
 KERNEL, NVTX = "CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS"
 MEMCPY, RUNTIME = "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -105,7 +108,7 @@ def damaged_copy(src: Path, dst: Path, damages: list[str]) -> Path:
     return dst
 
 
-@settings(FUZZ, max_examples=60)
+@settings(FUZZ, max_examples=round(24 * SCALE))
 @given(
     base=st.sampled_from(NSYS_BASES),
     damages=st.lists(st.sampled_from(SQL_DAMAGES), min_size=1, max_size=3),
@@ -130,7 +133,7 @@ def test_views_survive_damaged_nsys_reports(
     path.unlink()
 
 
-@settings(FUZZ, max_examples=10)
+@settings(FUZZ, max_examples=round(5 * SCALE))
 @given(damages=st.lists(st.sampled_from(SQL_DAMAGES), min_size=1, max_size=2))
 def test_views_survive_damaged_per_rank_reports(
     damages: list[str], data_dir: Path, scratch: Path, monkeypatch: pytest.MonkeyPatch
@@ -186,7 +189,7 @@ def _damage_ncu(data: dict[str, Any], damage: tuple[str, int]) -> None:
         launches.pop(index % len(launches))
 
 
-@settings(FUZZ, max_examples=25)
+@settings(FUZZ, max_examples=round(15 * SCALE))
 @given(
     damages=st.lists(
         st.tuples(
