@@ -3,7 +3,8 @@
 #                no test or browser tooling), then execute notebooks/01_quickstart.ipynb on the
 #                bundled real reports and write build/01_quickstart.html
 #   make test  - set up, then lint and run the tests on every core (pytest-xdist; GPU tests are
-#                skipped; see tests/gpu)
+#                skipped; see tests/gpu), beside them the fast tier under the GPU image's pandas
+#                and pyarrow (tests/deps/gpuimage.txt)
 #   make quick - lint and the tests without the slow ones (fuzzing, browser): a local loop
 #   make fuzz  - the long fuzzing campaign (4x the cases make test runs; ~10 min on 2 cores)
 #   make test-deps - the fast tier again under each dependency set in tests/deps (the GPU image's
@@ -15,7 +16,7 @@ STAMP  := $(VENV)/.installed
 DEMO_VENV  ?= .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed
 
-.PHONY: setup demo test quick fuzz lint gpu-test bench clean test-deps test-deps-gpuimage test-deps-oldest readme-images
+.PHONY: setup demo test test-main quick fuzz lint gpu-test bench clean test-deps test-deps-gpuimage test-deps-oldest readme-images
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,11 +42,15 @@ lint: setup
 	$(BIN)/ruff format --check nsight_magic tests benchmarks tools
 	$(BIN)/mypy
 
-# -n auto: one worker per core; loadgroup keeps the browser tests on one worker (one JupyterLab)
+# The main suite and the GPU image's dependency tier run side by side: the suite leaves a core
+# idle a third of its time (tests waiting on workers, kernels, JupyterLab), which the tier fills.
+# The oldest tier runs in CI after it (.ci/run: make test-deps-oldest) and in make test-deps.
 test: lint
+	$(MAKE) -j2 --output-sync=target test-main test-deps-gpuimage
+
+# -n auto: one worker per core; loadgroup keeps the browser tests on one worker (one JupyterLab)
+test-main: setup
 	$(BIN)/python -m pytest -q -n auto --dist loadgroup
-	# the tiers are single-process pytest runs: side by side they take one tier's time on 2 cores
-	$(MAKE) -j2 --output-sync=target test-deps
 
 # The dependency matrix: tests/deps/NAME.txt pins a dependency set; .venv-NAME gets the package
 # under it (no torch: tests that need it skip) and runs the fast tier, less the worker/session/

@@ -344,7 +344,7 @@ HOST_DAMAGES = [
 ]
 
 
-@settings(derandomize=True, deadline=None, database=None, max_examples=15,
+@settings(derandomize=True, deadline=None, database=None, max_examples=8,
           suppress_health_check=list(HealthCheck))  # fmt: skip
 @given(damages=st.lists(st.sampled_from(HOST_DAMAGES), min_size=1, max_size=3))
 def test_idle_views_survive_damaged_host_reports(
