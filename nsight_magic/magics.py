@@ -31,7 +31,7 @@ from .profilers.ncu import NcuOptions
 from .profilers.nsys import NsysOptions
 from .progress import ProgressLine
 from .results.base import in_kernel
-from .results.display import show_live_first
+from .results.display import show_live_first, static_later
 from .script import prepare_cell
 from .session.backends import NcuBackend, NsysBackend
 from .session.manager import MANAGER
@@ -133,9 +133,12 @@ class NsightMagic(Magics):
     prewarm = Bool(True, help="Start the nsys worker when a %%nsight_setup cell runs (it replays "
                    "it meanwhile), the ncu worker after the first nsys result if the GPU has "
                    "room.").tag(config=True)  # fmt: skip
-    static_view = Enum(["inline", "background"], "inline", help="'background': a result's live "
-                       "view at once, its static HTML/PNG copy after (the next cell waits for "
-                       "it); 'inline': both before the cell ends.").tag(config=True)  # fmt: skip
+    static_view = Enum(["auto", "inline", "background"], "auto", help="'auto': in a notebook "
+                       "editor (JupyterLab, Notebook 7) a result's live view at once and its "
+                       "static HTML/PNG copy after, into the same output (the next cell waits "
+                       "for it); both before the cell ends when run headless (nbclient, "
+                       "papermill), which keeps no later update. 'background' / 'inline': "
+                       "always one or the other.").tag(config=True)  # fmt: skip
     replay = Enum(["needed", "all"], "needed", help="What a new worker replays of the profiled "
                   "cells it has not run: those the cell needs (setup cells always) or all."
                   ).tag(config=True)  # fmt: skip
@@ -200,7 +203,7 @@ class NsightMagic(Magics):
                 display(partial)
             raise
         self._store(args, run)
-        if self.static_view == "background" and in_kernel() and hasattr(run, "live_bundle"):
+        if static_later(self.static_view) and in_kernel() and hasattr(run, "live_bundle"):
             show_live_first(run)
             return None  # shown already; -o VAR and nsight_magic.last_run() keep it
         return run
