@@ -144,9 +144,9 @@ class _Run:
 
     def live_bundle(self) -> tuple[dict[str, Any], Callable[[], dict[str, Any]]]:
         """The live view now, the static form later (``results.display.static_later``: in a
-        notebook editor by default): the widget with a one-line text/html saying the static copy follows,
-        and a function that builds the full bundle around the same widget (its timing line
-        then says what the static copy cost)."""
+        notebook editor by default): the widget with a one-line text/html saying the static
+        copy follows, and a function that builds the full bundle around the same widget (its
+        timing line then says what the static copy cost)."""
         import ipywidgets
 
         t0 = time.perf_counter()
