@@ -313,10 +313,6 @@ class RunDir:
         with append_private(self.log) as f:
             f.write((text if text.endswith("\n") else text + "\n").encode("utf-8", "replace"))
 
-    def open_log(self) -> IO[bytes]:
-        """profiler.log for a process's output to be appended as it runs."""
-        return append_private(self.log)
-
     def write_copy(self, name: str, data: str | bytes) -> Path:
         """A file of a share-safe copy of a run folder, as ``sharing.py`` rewrote it."""
         write_private(self.path / name, data)

@@ -132,8 +132,7 @@ def test_every_write_is_private(tmp_path: Path) -> None:
     folder.write_rank_prefix(["ncu"])
     folder.write_meta(RunMeta(name="cell"))
     folder.append_log("a line")
-    with folder.open_log() as log:
-        log.write(b"process output\n")
+    folder.append_log("process output\n")
     written = [p for p in folder.path.iterdir() if p.is_file() and not p.name.endswith(".lock")]
     assert {p.name for p in written} == FOLDER_NAMES - {
         RunDir.NSYS_REPORT,
