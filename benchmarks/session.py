@@ -42,25 +42,50 @@ with torch.no_grad():
 torch.cuda.synchronize()
 """
 PLAIN = """
-import time
+import json, time
+t0 = time.perf_counter()
 exec({setup!r})
+torch.cuda.synchronize()
+setup_s = time.perf_counter() - t0
+t0 = time.perf_counter()
+exec({prepare!r})
+torch.cuda.synchronize()
+prepare_s = time.perf_counter() - t0
 code = compile({cell!r}, "cell", "exec")
 times = []
 for _ in range(4):
     t0 = time.perf_counter()
     exec(code)
     times.append(time.perf_counter() - t0)
-print("CELL_S", min(times[1:]), "CELL_COLD_S", times[0])
+print("RESULT", json.dumps({{"setup_s": setup_s, "prepare_s": prepare_s, "cell_s": times}}))
 """
 
 
+def plain_runs(
+    layers: int, prepare: str = "pass", env: dict[str, str] | None = None, timeout: float = 600
+) -> dict[str, Any]:
+    """The setup cell, then ``prepare``, then the cell four times, in a plain process with no
+    profiler (``env`` added to ours): ``setup_s``, ``prepare_s`` and ``cell_s`` (each run; the
+    first is cold: CUDA modules loaded on first use, cuBLAS handles made). Raises
+    ``subprocess.CalledProcessError`` / ``TimeoutExpired`` as ``subprocess.run`` does."""
+    code = PLAIN.format(setup=SETUP.format(layers=layers), prepare=prepare, cell=CELL)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+        check=True,
+    )
+    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT "))
+    return dict(json.loads(line.removeprefix("RESULT ")))
+
+
 def cell_times(layers: int) -> tuple[float, float]:
-    """The cell's own time in a plain process with no profiler: its first run there (cold:
-    CUDA modules loaded on first use, cuBLAS handles made) and warm (the best later run)."""
-    code = PLAIN.format(setup=SETUP.format(layers=layers), cell=CELL)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    fields = out.stdout.split()
-    return float(fields[fields.index("CELL_COLD_S") + 1]), float(fields[fields.index("CELL_S") + 1])
+    """The cell's own time in a plain process with no profiler: its first run there (cold) and
+    warm (the best later run)."""
+    runs = plain_runs(layers)["cell_s"]
+    return runs[0], min(runs[1:])
 
 
 def cell_warm_s(layers: int) -> float:

@@ -15,32 +15,13 @@ OUT_DIR/cold_body_probe.json; each run is bounded (300 s).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.session import CELL, SETUP  # noqa: E402
+from benchmarks.session import plain_runs  # noqa: E402
 
-RUN = """
-import time, json
-t0 = time.perf_counter()
-exec({setup!r})
-torch.cuda.synchronize()
-setup_s = time.perf_counter() - t0
-t0 = time.perf_counter()
-exec({prepare!r})
-torch.cuda.synchronize()
-prepare_s = time.perf_counter() - t0
-code = compile({cell!r}, "cell", "exec")
-times = []
-for _ in range(4):
-    t0 = time.perf_counter()
-    exec(code)
-    times.append(time.perf_counter() - t0)
-print("RESULT", json.dumps({{"setup_s": setup_s, "prepare_s": prepare_s, "cell_s": times}}))
-"""
 VARIANTS = {
     "nothing": ("pass", {}),
     "blas handle": ("torch.cuda.current_blas_handle()", {}),
@@ -56,15 +37,12 @@ def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     results = {}
     for name, (prepare, env) in VARIANTS.items():
-        code = RUN.format(setup=SETUP.format(layers=4), prepare=prepare, cell=CELL)
         try:
-            done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                  env={**os.environ, **env}, timeout=300)  # fmt: skip
+            results[name] = plain_runs(4, prepare, env, timeout=300)
         except subprocess.TimeoutExpired:
             results[name] = {"error": "timed out"}
-            continue
-        line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), "")
-        results[name] = json.loads(line[7:]) if line else {"error": done.stderr[-600:]}
+        except subprocess.CalledProcessError as exc:
+            results[name] = {"error": (exc.stderr or "")[-600:]}
         print(name, results[name], flush=True)
     (out / "cold_body_probe.json").write_text(json.dumps(results, indent=1))
 
