@@ -34,6 +34,7 @@ from nsight_magic.reports.ncu.report import NcuReport
 from nsight_magic.results import NcuRun, NsysRun
 from nsight_magic.results import base as results_base
 from nsight_magic.views.common import STRICT_ENV
+from nsight_magic.views.nsys_view import NsysView
 
 FUZZ = settings(
     derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck)
@@ -79,7 +80,10 @@ def show_everything(run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         m.setattr(results_base, "in_kernel", lambda: True)
         assert "text/html" in run._repr_mimebundle_()
     assert run.to_html()
-    assert run.widget() is not None
+    view = run.widget()
+    assert view is not None
+    for title in view.tabs.titles if isinstance(view, NsysView) else ():
+        assert view.page(title).children  # each page opened, as a user clicking through
 
 
 @pytest.fixture(scope="module", autouse=True)

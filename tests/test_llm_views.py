@@ -21,6 +21,7 @@ from nsight_magic.results import NcuRun, NsysRun
 from nsight_magic.views.html import fmt_flops, fmt_ns, fmt_ratio
 from nsight_magic.views.live import LiveChart
 from nsight_magic.views.ncu_view import NO_SOL
+from nsight_magic.views.nsys_view import NsysView
 
 WARNING = "&#9888;"
 
@@ -30,7 +31,11 @@ def run_of(data_dir: Path, name: str) -> NsysRun:
 
 
 def tabs_of(view: w.VBox) -> dict[str, w.Widget]:
+    """Title -> page, each page opened (the nsys view builds a page when it is first opened)."""
     _header, tabs, _report = view.children
+    if isinstance(view, NsysView):
+        for title in tabs.titles:
+            view.page(title)
     return dict(zip(tabs.titles, tabs.children, strict=True))
 
 
@@ -137,7 +142,7 @@ def test_processes(data_dir: Path) -> None:
     run = run_of(data_dir, "nsys_procs")
     view = run.widget()
     assert "<b>processes</b>: python3 (992), python3 (1029)" in view.children[0].value
-    page = tabs_of(view)["Processes"].value
+    page = text(tabs_of(view)["Processes"])
     summary = run.process_summary()
     assert summary["pid"].tolist() == [992, 1029]
     assert page.index(">992</td>") < page.index(">1029</td>")

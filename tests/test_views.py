@@ -7,6 +7,7 @@ from __future__ import annotations
 import ipywidgets as w
 import pytest
 
+from nsight_magic.errors import ReportError
 from nsight_magic.reports import open_report
 from nsight_magic.results import NcuRun, NsysRun
 from nsight_magic.views import html, ncu_view, nsys_view
@@ -61,6 +62,11 @@ def test_nsys_widget_tree(nsys_run):
     assert "NVIDIA H200" in header.value and "26" in header.value
     assert str(nsys_run.run_dir) in header.value
     kernels_tab, nvtx_tab, timeline_tab, memory_tab, gaps_tab, idle_tab, _picker = tabs.children
+    # Only the first page is built at display; the others when opened (``page``, or a tab
+    # selected in the front end: test_tabs_are_built_when_first_opened).
+    assert "computed when this tab is opened" in idle_tab.children[0].value
+    for title in NSYS_TABS[1:5]:
+        view.page(title)
     assert "30.528 us" in kernels_tab.children[0].value
     # Short names in the table, the full template name on hover.
     assert ">softmax_warp_forward&lt;9, 0, 0&gt;</td>" in kernels_tab.children[0].value
@@ -75,8 +81,46 @@ def test_nsys_widget_tree(nsys_run):
     assert "40.08" in memory_tab.children[0].value  # HtoD GB/s: 4194304 B / 104640 ns
     assert isinstance(memory_tab.children[1], LiveChart)
     assert "GPU idle" in gaps_tab.children[0].value
-    assert "computed when this tab is opened" in idle_tab.children[0].value
     assert "Why the GPU idled" in view.load_idle().children[0].value
+
+
+def test_tabs_are_built_when_first_opened(nsys_run):
+    """A notebook editor shows nothing of a result until its whole widget has arrived: only the
+    Kernels page is built at display. Selecting a tab (what a click in the front end sets)
+    builds its page once; a click on a kernel builds the picker, which then leads the focus."""
+    view = nsys_run.widget()
+    lazy = view.tabs
+    assert [lazy.built(t) for t in NSYS_TABS] == [True] + [False] * (len(NSYS_TABS) - 1)
+    waiting = view.children[1].children[2].children[0].value
+    assert "Built when this tab is first opened" in waiting
+    kernel_chart = view.children[1].children[0].children[1]
+    top = nsys_run.frames.kernel_table()["name"].iloc[0]
+    assert kernel_chart.params.focus == top  # the picker's first choice, before the picker
+    view.children[1].selected_index = NSYS_TABS.index("Timeline")
+    assert lazy.built("Timeline") and not lazy.built("Profile a kernel")
+    detail = view.children[1].children[2].children[2]
+    assert detail is view.timeline.detail and detail.params.focus == top
+    page = view.children[1].children[2]
+    view.children[1].selected_index = 0
+    view.children[1].selected_index = NSYS_TABS.index("Timeline")
+    assert view.children[1].children[2] is page and page.children[2] is detail  # built once
+    click(kernel_chart, name=SOFTMAX)
+    assert lazy.built("Profile a kernel") is False  # the picker exists; its tab is not shown
+    assert view.picker.kernel.value == SOFTMAX and detail.params.focus == SOFTMAX
+    picker_page = view.page("Profile a kernel")
+    assert picker_page.children[2] is view.picker.kernel
+
+
+def test_a_page_that_fails_to_build_says_why_and_leaves_the_others(nsys_run, monkeypatch):
+    def broken(*_a, **_k):
+        raise ReportError("the copies table is damaged")
+
+    view = nsys_run.widget()
+    monkeypatch.setattr(nsys_view, "memory_html", broken)
+    memory = view.page("Memory")
+    assert memory.children[0].value.count("Memory not shown: ReportError") == 1
+    assert "the copies table is damaged" in memory.children[0].value
+    assert "GPU idle" in view.page("Gaps").children[0].value
 
 
 def test_live_chart_state_is_small_and_answers_for_the_bundle(nsys_run):
@@ -134,7 +178,7 @@ def test_brush_zooms_the_timeline_to_the_window(nsys_run):
 def test_nvtx_bar_click_chooses_range_to_profile(nsys_run):
     calls = []
     view = nsys_run.widget(profile_range_fn=lambda *a, **k: calls.append((a, k)) or None)
-    nvtx_chart = view.children[1].children[1].children[1]
+    nvtx_chart = view.page("NVTX").children[1]
     click(nvtx_chart, name=":decode")
     assert view.ranges.range.value == ("", "decode", "PushPop")
     view.ranges.background.button.click()

@@ -7,6 +7,7 @@ picker: a click on a kernel picks it, the picked kernel is highlighted."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import ipywidgets as w
@@ -21,6 +22,7 @@ from .common import (
     table_or_note,
 )
 from .idle_view import idle_static_html, idle_widget
+from .lazy_tabs import LazyTabs
 from .live import PICK, LiveChart, picked_name
 from .ops_view import NVTX_NOTE, has_ops, ops_static_html, ops_widget
 from .picker import KernelPicker
@@ -248,81 +250,166 @@ def _call_with_name(callback: Any, value: Any) -> None:
         callback(name)
 
 
-def nsys_widget(source: NsysSource, profile_fn: ProfileFn, profile_range_fn: ProfileRangeFn) -> Any:
-    """The live view: header + Tab(Kernels, NVTX, Timeline, Memory, Gaps, Idle, [Processes],
-    [Ops], [Ranks], Profile a kernel)."""
-    picker = KernelPicker(source, profile_fn=profile_fn)
-    ranges = RangeProfiler(source, profile_range_fn, on_pick=picker.select)
+class _LinkedParts:
+    """The parts of the live view that link to each other, each built when first wanted: the
+    picker (its tab, or a click on a kernel anywhere), the range profiler (the NVTX tab), the
+    timeline (its tab, or "Show in timeline" on the Idle tab). The picked kernel is the charts'
+    focus; before the picker exists it is the top kernel, the picker's first choice."""
 
-    kernel_chart = chart_widget(lambda: charts.top_kernels_chart(source.kernel_table()), "chart")
-    nvtx_chart = chart_widget(lambda: charts.nvtx_ranges_chart(source.nvtx_table()), "chart")
-    timeline, err = attempt(lambda: TimelineView(source, on_pick=picker.select))
-    _on_pick(kernel_chart, picker.select)
-    _on_pick(nvtx_chart, ranges.select)
+    def __init__(
+        self, source: NsysSource, profile_fn: ProfileFn, profile_range_fn: ProfileRangeFn
+    ) -> None:
+        self.source = source
+        self.profile_fn = profile_fn
+        self.profile_range_fn = profile_range_fn
+        self.kernel_chart: Any = None
+        table, _ = attempt(source.kernel_table)
+        top = table is not None and len(table) > 0
+        self.focus: str | None = str(table["name"].iloc[0]) if top else None
 
-    def highlight(name: str | None) -> None:
-        if isinstance(kernel_chart, LiveChart):
-            kernel_chart.set_focus(name)
+    @functools.cached_property
+    def picker(self) -> KernelPicker:
+        picker = KernelPicker(self.source, profile_fn=self.profile_fn)
+        picker.on_change(self.highlight)
+        self.highlight(picker.kernel.value)
+        return picker
+
+    @functools.cached_property
+    def ranges(self) -> RangeProfiler:
+        return RangeProfiler(self.source, self.profile_range_fn, on_pick=self.pick)
+
+    @functools.cached_property
+    def timeline_or_error(self) -> tuple[TimelineView | None, str | None]:
+        timeline, err = attempt(lambda: TimelineView(self.source, on_pick=self.pick))
         if timeline is not None:
-            timeline.set_focus(name)
+            timeline.set_focus(self.focus)
+        return timeline, err
 
-    copies, _ = attempt(source.copies)
-    has_copies = copies is not None and len(copies) > 0
-    picker.on_change(highlight)
-    highlight(picker.kernel.value)
+    def pick(self, name: str) -> None:
+        """A click on a kernel: choose it in the picker."""
+        self.picker.select(name)
 
-    pages = {
-        "Kernels": w.VBox([w.HTML(kernels_html(source, max_rows=50)), kernel_chart]),
-        "NVTX": w.VBox([w.HTML(nvtx_html(source, max_rows=100)), nvtx_chart, ranges.widget]),
-        "Timeline": timeline.widget if timeline is not None else note_widget(f"no timeline: {err}"),
-        "Memory": w.VBox(
-            [w.HTML(memory_html(source))]
-            + ([chart_widget(lambda: charts.memcpy_chart(copies), "chart")] if has_copies else [])
-        ),
-        "Gaps": w.VBox([w.HTML(gaps_html(source, max_rows=25))]),
-    }
-    tabs = w.Tab()
+    def highlight(self, name: str | None) -> None:
+        self.focus = name
+        if isinstance(self.kernel_chart, LiveChart):
+            self.kernel_chart.set_focus(name)
+        if "timeline_or_error" in self.__dict__:  # built: focus it too
+            timeline, _ = self.timeline_or_error
+            if timeline is not None:
+                timeline.set_focus(name)
 
-    def show_window(window: tuple[int, int]) -> None:  # the Idle tab's "Show in timeline"
+
+class NsysView(w.VBox):
+    """The live view: header + Tab(Kernels, NVTX, Timeline, Memory, Gaps, Idle, [Processes],
+    [Ops], [Ranks], Profile a kernel) + the report's link. Only the Kernels page is built at
+    display; each other page when first opened (``LazyTabs``). ``picker``, ``ranges`` and
+    ``timeline`` reach the parts (built on first use), ``page(title)`` builds a page."""
+
+    def __init__(
+        self, source: NsysSource, profile_fn: ProfileFn, profile_range_fn: ProfileRangeFn
+    ) -> None:
+        parts = _LinkedParts(source, profile_fn, profile_range_fn)
+        builders = {
+            "Kernels": lambda: _kernels_page(source, parts),
+            "NVTX": lambda: _nvtx_page(source, parts),
+            "Timeline": lambda: _timeline_page(parts),
+            "Memory": lambda: _memory_page(source),
+            "Gaps": lambda: [w.HTML(gaps_html(source, max_rows=25))],
+            "Idle": lambda: _idle_page(source, parts, self._show_window),
+        }
+        if has_processes(source):
+            builders["Processes"] = lambda: [w.HTML(processes_html(source))]
+        if has_ops(source):
+            builders["Ops"] = lambda: _children(ops_widget(source))
+        ranks, _ = attempt(source.ranks)
+        if ranks is not None:
+            builders["Ranks"] = lambda: _children(ranks_widget(ranks))
+        builders["Profile a kernel"] = lambda: _children(parts.picker.widget)
+        self._parts = parts
+        self.tabs = LazyTabs(builders, waiting={"Idle": IDLE_WAITING})
+        super().__init__(
+            [
+                w.HTML(header_html(source, with_report=False)),
+                self.tabs.tab,
+                report_widget(source.header),  # last: the children before it keep their places
+            ]
+        )
+
+    @property
+    def picker(self) -> KernelPicker:
+        return self._parts.picker
+
+    @property
+    def ranges(self) -> RangeProfiler:
+        return self._parts.ranges
+
+    @property
+    def timeline(self) -> TimelineView | None:
+        return self._parts.timeline_or_error[0]
+
+    def page(self, title: str) -> Any:
+        """Page ``title``, built if it was not (``open`` is the widget's own: its comm)."""
+        return self.tabs.page(title)
+
+    def load_idle(self) -> Any:
+        """The Idle tab's content (computed once: it reads every CUDA call)."""
+        return self.tabs.page("Idle").children[0]
+
+    def _show_window(self, window: tuple[int, int]) -> None:
+        """The Idle tab's "Show in timeline": zoom the timeline and switch to it."""
+        timeline = self.timeline
         if timeline is not None:
             timeline.zoom(window)
-            tabs.selected_index = list(pages).index("Timeline")
+            self.tabs.show("Timeline")
 
-    idle_page = w.VBox([note_widget("Why the GPU idled: computed when this tab is opened.")])
-    pages["Idle"] = idle_page
 
-    def load_idle() -> Any:
-        """Build the Idle tab (once): it reads every CUDA call, so only when it is wanted."""
-        if not getattr(idle_page, "loaded", False):
-            link = show_window if timeline is not None else None
-            idle, err = attempt(lambda: idle_widget(source.idle(), source.origin_ns(), link))
-            failed = note_widget(f"idle time not computed: {err}")
-            idle_page.children = [idle if idle is not None else failed]
-            idle_page.loaded = True
-        return idle_page.children[0]
+IDLE_WAITING = "Why the GPU idled: computed when this tab is opened."
 
-    def on_tab(change: Any) -> None:
-        index = change.get("new")
-        if index is not None and index < len(tabs.titles) and tabs.titles[index] == "Idle":
-            load_idle()
 
-    tabs.observe(on_tab, names="selected_index")
-    if has_processes(source):
-        pages["Processes"] = w.HTML(processes_html(source))
-    if has_ops(source):
-        pages["Ops"] = ops_widget(source)
-    ranks, _ = attempt(source.ranks)
-    if ranks is not None:
-        pages["Ranks"] = ranks_widget(ranks)
-    pages["Profile a kernel"] = picker.widget
-    tabs.children, tabs.titles = list(pages.values()), list(pages)
-    view = w.VBox(
-        [
-            w.HTML(header_html(source, with_report=False)),
-            tabs,
-            report_widget(source.header),  # last: the children before it keep their places
-        ]
+def _children(widget: Any) -> list[Any]:
+    """A page's widgets: a box's children (the page is a box already), else the widget."""
+    return list(widget.children) if isinstance(widget, w.Box) else [widget]
+
+
+def _kernels_page(source: NsysSource, parts: _LinkedParts) -> list[Any]:
+    chart = chart_widget(lambda: charts.top_kernels_chart(source.kernel_table()), "chart")
+    parts.kernel_chart = chart
+    if isinstance(chart, LiveChart):
+        chart.set_focus(parts.focus)
+    _on_pick(chart, parts.pick)
+    return [w.HTML(kernels_html(source, max_rows=50)), chart]
+
+
+def _nvtx_page(source: NsysSource, parts: _LinkedParts) -> list[Any]:
+    chart = chart_widget(lambda: charts.nvtx_ranges_chart(source.nvtx_table()), "chart")
+    _on_pick(chart, parts.ranges.select)
+    return [w.HTML(nvtx_html(source, max_rows=100)), chart, parts.ranges.widget]
+
+
+def _timeline_page(parts: _LinkedParts) -> list[Any]:
+    timeline, err = parts.timeline_or_error
+    return (
+        list(timeline.widget.children)
+        if timeline is not None
+        else [note_widget(f"no timeline: {err}")]
     )
-    # Kept on the view so tests and users can reach the parts (the picker, the timeline).
-    view.picker, view.ranges, view.timeline, view.load_idle = picker, ranges, timeline, load_idle
-    return view
+
+
+def _memory_page(source: NsysSource) -> list[Any]:
+    copies, _ = attempt(source.copies)
+    page = [w.HTML(memory_html(source))]
+    if copies is not None and len(copies) > 0:
+        page.append(chart_widget(lambda: charts.memcpy_chart(copies), "chart"))
+    return page
+
+
+def _idle_page(source: NsysSource, parts: _LinkedParts, show_window: Any) -> list[Any]:
+    timeline, _ = attempt(lambda: parts.timeline_or_error[0])
+    link = show_window if timeline is not None else None
+    idle, err = attempt(lambda: idle_widget(source.idle(), source.origin_ns(), link))
+    return [idle if idle is not None else note_widget(f"idle time not computed: {err}")]
+
+
+def nsys_widget(source: NsysSource, profile_fn: ProfileFn, profile_range_fn: ProfileRangeFn) -> Any:
+    """The live view (``NsysView``)."""
+    return NsysView(source, profile_fn, profile_range_fn)
