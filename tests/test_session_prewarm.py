@@ -69,6 +69,21 @@ def test_the_nsys_worker_replays_a_setup_cell_while_the_notebook_runs_it(manager
     assert len(manager.setup) == 1  # fresh runs replay it too
 
 
+def test_the_worker_load_ext_started_is_the_one_a_setup_cell_replays_into(manager, tmp_path):
+    """``%load_ext`` starts the nsys worker (``NsightMagic.start_at_load``); a setup cell run
+    right after it (Run All), while that worker may still be starting, replays into it: one
+    worker, no second start."""
+    manager.start_worker("nsys")
+    setup = "import os\nbase = os.getpid()\n"
+    entry = manager.begin_setup("base", prepare_cell(setup))
+    _join(manager)
+    manager.end_setup(entry, setup, "base", ok=True)
+    status = _status(manager, "nsys")  # the only nsys worker
+    assert status.alive and status.prewarmed == ["base"]
+    result, out = _run(manager, tmp_path, "print(base)")
+    assert "replayed" not in result.meta and out[-1] == str(status.pid)
+
+
 def test_a_setup_cell_that_failed_in_the_notebook_is_taken_back(manager, tmp_path) -> None:
     setup = "value = 1"
     entry = manager.begin_setup("v", prepare_cell(setup))

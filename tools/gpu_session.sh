@@ -2,8 +2,8 @@
 # The GPU work of this project, in stages, on the lent GPU machine (device tool, carry .device):
 #     source .device/env.sh && bash tools/gpu_session.sh tests notebooks bench-gpu bench-ingest
 # Stages: acceptance, acceptance-ranks (2 GPUs), tests, notebooks|nb02|nb03|nb04, bench-gpu,
-# bench-p3-deep, bench-session, bench-warm, bench-tracing, bench-two-ranks, bench-ingest,
-# probe-cold-body.
+# bench-p3-deep, bench-session, bench-warm, bench-first-cell, bench-tracing, bench-two-ranks,
+# bench-ingest, probe-cold-body.
 # Each stage logs to $OUT (what comes back); see tests/gpu, notebooks/, benchmarks/README.md.
 set -uo pipefail
 # NVLink multicast stays off in every process (the lent 2-GPU machine needs it; harmless on one)
@@ -37,6 +37,9 @@ for stage in "$@"; do
     bench-warm)  # P5/P6 extended: first cell after setup, first drill-down, --pytorch, later cell
       python3 -m benchmarks session --only warm --json "$out/bench_warm.json" 2>&1 \
         | tee "$out/bench_warm.log" ;;
+    bench-first-cell)  # P5 first cell: the worker started at the setup cell vs at %load_ext
+      python3 -m benchmarks.first_cell --json "$out/first_cell.json" 2>&1 \
+        | tee "$out/first_cell.log" ;;
     bench-tracing)
       python3 -m benchmarks tracing --json "$out/tracing.json" 2>&1 | tee "$out/tracing.log" ;;
     bench-two-ranks)  # 2 GPUs
