@@ -3,11 +3,11 @@ nsys worker starts (GPU, nsys, transformers). Each way runs in a new process (a 
 kernel: the model's imports are cold in each), through the session manager as the magics call
 it, with P5's workload (``benchmarks.session``: a 4-layer Llama built by the setup cell):
 
-- ``at-setup``: the worker starts when the setup cell runs and replays it meanwhile (``prewarm``
-  before ``%load_ext`` started it: ``%config NsightMagic.prewarm`` on, nothing at load);
-- ``run-all``: ``%load_ext`` starts the worker and the setup cell follows at once (Run All);
-- ``after-a-pause``: ``%load_ext`` starts the worker and the setup cell comes once it is up (a
-  user who reads between cells).
+- ``at-setup``: the worker starts when the setup cell runs and replays it meanwhile (the
+  default, ``prewarm``);
+- ``run-all``: the worker is started before the setup (``%nsight_session start``, what starting
+  it at ``%load_ext`` would do) and the setup cell follows at once, as in Run All;
+- ``after-a-pause``: the same, with the setup cell run once that worker is up.
 
 Then the first profiled cell and a later one. Printed per way: the first cell (its worker wait,
 its body's cold first run in the worker, its capture) against the target the issue set: the
@@ -48,7 +48,7 @@ def one_way(way: str, root: Path, layers: int = 4) -> dict[str, Any]:
     out: dict[str, Any] = {"way": way, "load_ext_s": time.perf_counter() - t0}
     try:
         if way != "at-setup":
-            loaded = manager.start_worker("nsys")  # what NsightMagic.start_at_load does
+            loaded = manager.start_worker("nsys")  # %nsight_session start
             if way == "after-a-pause":
                 t0 = time.perf_counter()
                 loaded.join()

@@ -2,10 +2,10 @@
 GPU, nsys, ncu and transformers; everything through the session manager as the magics call it,
 each step beside the same body under bare nsys / ncu, in one run.
 
-The benchmark process plays the notebook: ``%load_ext`` starts the nsys worker, then (at once, as
-Run All does) it runs the ``%%nsight_setup`` cell itself (the model built here too, as a notebook
-would) while that worker replays it (``benchmarks.first_cell`` compares when the worker starts).
-Then, as a user would:
+The benchmark process plays the notebook: it runs the ``%%nsight_setup`` cell itself (the model
+built here too, as a notebook would) while the prewarmed nsys worker replays it
+(``benchmarks.first_cell`` compares that with a worker started before the setup). Then, as a
+user would:
 
 1. the first ``%%nsys`` cell right after the setup; beside it the bare ``nsys profile`` of that
    run's own script and argv (a new process: setup, then the cell), and a later cell (body +
@@ -127,7 +127,6 @@ def warm_start(root: Path, layers: int = 4) -> dict[str, Any]:
     manager.prewarm = True
     out: dict[str, Any] = {"layers": layers, "cell_warm_s": own, "cell_cold_s": cold}
     try:
-        manager.start_worker("nsys")  # what %load_ext does (NsightMagic.start_at_load)
         # the %%nsight_setup cell: the notebook runs it while the nsys worker replays it
         t0 = time.perf_counter()
         entry = manager.begin_setup("model", prepare_cell(setup))

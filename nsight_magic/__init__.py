@@ -66,10 +66,9 @@ def load_ipython_extension(ipython: Any) -> None:
 
     # Nothing global changes: the charts we return carry their own PNG (views.static.with_png);
     # the user's altair renderer and their own charts stay as they were.
-    magics = register(ipython)
-    if in_kernel():
-        render_pool.start()  # the static copies' chart renderers warm up now, not in a result
-        magics.start_at_load()  # the nsys worker too (``prewarm``), not in the first cell
+    register(ipython)
+    if in_kernel():  # the static copies' chart renderers warm up now, not in the first result
+        render_pool.start()
 
 
 def unload_ipython_extension(ipython: Any) -> None:

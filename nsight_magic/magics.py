@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-import threading
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -131,11 +130,9 @@ class NsightMagic(Magics):
         if self._registered and self.shell is not None:
             print(magic_names.assign_and_tell(self.shell, claim=change["new"], always=True))
 
-    prewarm = Bool(True, help="Start the nsys worker at %load_ext (in a kernel) and have it "
-                   "replay each %%nsight_setup cell while the notebook runs it; start the ncu "
-                   "worker after the first nsys result if the GPU has room. Off before the "
-                   "extension loads: c.NsightMagic.prewarm = False in an IPython profile's "
-                   "config.").tag(config=True)  # fmt: skip
+    prewarm = Bool(True, help="Start the nsys worker when a %%nsight_setup cell runs (it replays "
+                   "it meanwhile), the ncu worker after the first nsys result if the GPU has "
+                   "room.").tag(config=True)  # fmt: skip
     static_view = Enum(["auto", "inline", "background"], "auto", help="'auto': in a notebook "
                        "editor (JupyterLab, Notebook 7) a result's live view at once and its "
                        "static HTML/PNG copy after, into the same output (the next cell waits "
@@ -168,15 +165,6 @@ class NsightMagic(Magics):
         MANAGER.replay_all, MANAGER.prewarm = self.replay == "all", self.prewarm
         tools.set_configured_path("nsys", self.nsys_path or None)
         tools.set_configured_path("ncu", self.ncu_path or None)
-
-    def start_at_load(self) -> threading.Thread | None:
-        """``%load_ext`` in a kernel, with ``prewarm``: start the nsys worker now, in the
-        background, so that nsys's launch, Python's start and the worker's imports are done
-        before the first setup cell or profiled cell asks for it; a setup cell then replays
-        into this worker. It holds no GPU memory until a cell runs in it; without nsys the
-        thread ends at once. Returns the thread (None with ``prewarm`` off)."""
-        self._apply_config()
-        return MANAGER.start_worker("nsys") if self.prewarm else None
 
     def _request(self, args: Any, cell: str) -> CellRequest:
         env = dict(item.split("=", 1) for item in args.env)

@@ -10,7 +10,6 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from nsight_magic.errors import CellSyntaxError, ToolNotFoundError, UnpicklableVariableError
-from nsight_magic.magics import NsightMagic
 from nsight_magic.session.history import REGISTRY
 from nsight_magic.session.manager import MANAGER
 
@@ -42,20 +41,6 @@ def runs_dir(ip: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     MANAGER.clear_setup()
     yield root
     MANAGER.clear_setup()
-
-
-def test_load_ext_starts_the_nsys_worker_unless_prewarm_is_off(ip, monkeypatch) -> None:
-    """What ``%load_ext`` does in a kernel after registering (the worker itself:
-    tests/test_session_prewarm.py, for real)."""
-    magics = next(c for c in ip.configurables if isinstance(c, NsightMagic))
-    started: list[str] = []
-    monkeypatch.setattr(MANAGER, "start_worker", lambda tool="nsys": started.append(tool) or tool)
-    ip.run_line_magic("config", "NsightMagic.prewarm = False")
-    try:
-        assert magics.start_at_load() is None and not started and not MANAGER.prewarm
-    finally:
-        ip.run_line_magic("config", "NsightMagic.prewarm = True")
-    assert magics.start_at_load() == "nsys" and started == ["nsys"] and MANAGER.prewarm
 
 
 def test_magics_registered_with_real_help(ip: InteractiveShell) -> None:

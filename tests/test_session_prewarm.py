@@ -69,10 +69,10 @@ def test_the_nsys_worker_replays_a_setup_cell_while_the_notebook_runs_it(manager
     assert len(manager.setup) == 1  # fresh runs replay it too
 
 
-def test_the_worker_load_ext_started_is_the_one_a_setup_cell_replays_into(manager, tmp_path):
-    """``%load_ext`` starts the nsys worker (``NsightMagic.start_at_load``); a setup cell run
-    right after it (Run All), while that worker may still be starting, replays into it: one
-    worker, no second start."""
+def test_a_setup_cell_replays_into_the_worker_started_by_hand(manager, tmp_path):
+    """``%nsight_session start`` starts the nsys worker; a setup cell run right after it (Run
+    All), while that worker may still be starting, replays into it: one worker, no second
+    start."""
     manager.start_worker("nsys")
     setup = "import os\nbase = os.getpid()\n"
     entry = manager.begin_setup("base", prepare_cell(setup))
