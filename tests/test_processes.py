@@ -6,8 +6,9 @@ import sqlite3
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
-from nsight_magic.analysis.processes import PROCESS_COLUMNS, process_summary
+from nsight_magic.analysis.processes import PROCESS_COLUMNS, process_count, process_summary
 from nsight_magic.reports.nsys.report import NsysReport
 
 
@@ -50,3 +51,26 @@ def test_without_names_or_work(data_dir: Path) -> None:
     out = process_summary(small.kernels())
     assert len(out) == 1 and out.at[0, "name"] == "" and out.at[0, "kernels"] == 26
     assert process_summary(small.kernels().iloc[:0]).empty
+
+
+NSYS_SQLITE = sorted(p.name for p in Path(__file__).parent.joinpath("data").glob("nsys_*.sqlite"))
+
+
+@pytest.mark.parametrize("name", NSYS_SQLITE)
+def test_the_cheap_answers_agree_with_the_tables_they_stand_for(data_dir: Path, name: str) -> None:
+    """The header and the view ask "more than one process?" and "any op ranges?" before
+    building the per-process and op tables (the common answer, no, then costs neither); on
+    every real report the cheap answer is the one the full table gives."""
+    from nsight_magic.results import NsysRun
+
+    frames = NsysRun(NsysReport.open(data_dir / name), meta={"name": name}).frames
+    report = frames.report
+    rows = len(frames.process_table())
+    others = (report.memcpy(), report.memset(), report.graph_launches())
+    assert process_count(report.kernels(), *others, stop_at=10**9) == rows
+    assert frames.several_processes() == (rows > 1)
+    assert frames.has_op_ranges() or frames.op_table().empty
+    if name == "nsys_ops.sqlite":
+        assert frames.has_op_ranges() and not frames.op_table().empty
+    if name == "nsys_procs.sqlite":
+        assert rows == 2 and frames.header()["processes"] == ["python3 (992)", "python3 (1029)"]

@@ -3,12 +3,14 @@ torchrun ranks) and nsys records their CUDA work in the same report."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
 from .ranks import process_keys
 
-__all__ = ["PROCESS_COLUMNS", "process_summary"]
+__all__ = ["PROCESS_COLUMNS", "process_count", "process_summary"]
 
 PROCESS_COLUMNS = [
     "pid", "name", "kernels", "kernel_time_ns", "graph_launches", "graph_time_ns",
@@ -28,6 +30,21 @@ def _per_process(
         empty = {k: pd.Series([], dtype=np.int64) for k in [*keys, *cols]}
         return pd.DataFrame(empty).set_index(keys)
     return frame.groupby(keys).agg(**cols)
+
+
+def process_count(kernels: pd.DataFrame, *others: pd.DataFrame | None, stop_at: int = 2) -> int:
+    """How many processes ran GPU work in ``kernels`` and ``others`` (copies, sets, graph
+    launches), counted up to ``stop_at`` (whether there is more than one is what the header and
+    the view ask, and one process is the common case: no per-process table is needed for it)."""
+    keys = process_keys(kernels)
+    seen: set[tuple[Any, ...]] = set()
+    for frame in (kernels, *others):
+        if frame is None or frame.empty:
+            continue
+        seen.update(frame[keys].drop_duplicates().itertuples(index=False, name=None))
+        if len(seen) >= stop_at:
+            break
+    return len(seen)
 
 
 def process_summary(

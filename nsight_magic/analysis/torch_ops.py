@@ -28,6 +28,7 @@ __all__ = [
     "KERNEL_OP_COLUMNS",
     "OP_SUMMARY_COLUMNS",
     "OpRange",
+    "has_op_ranges",
     "kernel_ops",
     "op_ranges",
     "op_summary",
@@ -64,6 +65,12 @@ def _bracketed(text: str, start: int) -> str:
             if depth == 0:
                 return text[start : i + 1]
     return text[start:]
+
+
+def has_op_ranges(nvtx: pd.DataFrame) -> bool:
+    """Whether any NVTX range is a PyTorch op's (``parse_op_range``): without one, every op
+    frame is empty, and a view can say so without building them."""
+    return any(parse_op_range(str(text)) is not None for text in pd.unique(nvtx["range"]))
 
 
 def parse_op_range(text: str) -> OpRange | None:

@@ -88,6 +88,8 @@ class NsysFrames:
 
     def _process_names(self) -> list[str]:
         """``name (pid)`` of each process that ran GPU work, when more than one did."""
+        if not self.several_processes():
+            return []
         table = self.process_table()
         if len(table) < 2:
             return []
@@ -203,6 +205,20 @@ class NsysFrames:
             report.memset(),
             report.graph_launches(),
         )
+
+    @functools.cache  # noqa: B019
+    def several_processes(self) -> bool:
+        """Whether more than one process ran GPU work (``analysis.processes.process_count``,
+        without the per-process table)."""
+        report = self.report
+        others = (report.memcpy(), report.memset(), report.graph_launches())
+        return processes.process_count(report.kernels(), *others) > 1
+
+    @functools.cache  # noqa: B019
+    def has_op_ranges(self) -> bool:
+        """Whether the run has PyTorch op ranges (``analysis.torch_ops.has_op_ranges``): without
+        them ``op_table`` is empty."""
+        return torch_ops.has_op_ranges(self.report.nvtx())
 
     @functools.cache  # noqa: B019
     def op_table(self) -> pd.DataFrame:

@@ -148,8 +148,8 @@ def processes_html(source: NsysSource) -> str:
 
 
 def has_processes(source: NsysSource) -> bool:
-    table, err = attempt(source.process_table)
-    return err is None and len(table) > 1
+    several, err = attempt(source.several_processes)
+    return err is None and bool(several)
 
 
 def nvtx_html(source: NsysSource, max_rows: int = 25) -> str:

@@ -33,8 +33,10 @@ SHAPES_WIDTH = 60  # shapes run long (attention ops list 13 tensors); the full t
 
 
 def has_ops(source: NsysSource) -> bool:
+    """Whether the Ops tab is shown: op ranges with GPU work (``op_table`` built only when the
+    run has op ranges at all)."""
     try:
-        return len(source.op_table()) > 0
+        return source.has_op_ranges() and len(source.op_table()) > 0
     except Exception:  # the tab says why when it is shown; no op table means no tab
         return False
 

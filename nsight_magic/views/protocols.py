@@ -170,6 +170,14 @@ class NsysSource(TimelineSource, Protocol):
         memcpy_count, memcpy_bytes, gpu_time_ns, gpu_time_pct, devices`` (+ ``rank``)."""
         ...
 
+    def has_op_ranges(self) -> bool:
+        """Whether the run has PyTorch op ranges (without them ``op_table`` is empty)."""
+        ...
+
+    def several_processes(self) -> bool:
+        """Whether more than one process ran GPU work (the Processes tab is shown then)."""
+        ...
+
     def op_table(self) -> pd.DataFrame:
         """PyTorch ops by GPU time: ``op, shapes, calls, kernels, kernel_time_ns, gpu_time_ns,
         model_flops, mfu_frac, peak_flops_per_s, peak_source`` (empty without op ranges)."""
