@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .gaps import busy_intervals
-from .keyjoin import first_match, process_ids, take_matched
+from .keyjoin import first_match, process_ids, process_keys, take_matched
 from .statements import statement_lines
 
 __all__ = [
@@ -72,12 +72,6 @@ def is_sync_call(name: str) -> bool:
 def _lane_keys(frame: pd.DataFrame) -> list[str]:
     """A device lane: ``(report, device_id)`` in merged multi-report frames, else device."""
     return ["report", "device_id"] if "report" in frame else ["device_id"]
-
-
-def _process_keys(*frames: pd.DataFrame) -> list[str]:
-    """The columns naming a process in all of ``frames``: ``report, pid`` in merged multi-report
-    frames (pids repeat across nodes), else ``pid``."""
-    return ["report", "pid"] if all("report" in f for f in frames) else ["pid"]
 
 
 def launch_threads(ops: pd.DataFrame, cuda_api: pd.DataFrame) -> np.ndarray:
@@ -159,7 +153,7 @@ def _call_frames(api: pd.DataFrame, frames: pd.DataFrame | None) -> np.ndarray:
     out = np.full(len(api), "", dtype=object)
     if frames is None or frames.empty or api.empty:
         return out
-    by = [*_process_keys(api, frames), "tid"]
+    by = [*process_keys(api, frames), "tid"]
     left = api[[*by, "start_ns"]].reset_index().sort_values("start_ns")
     right = frames[[*by, "start_ns", "frame"]].sort_values("start_ns")
     hit = pd.merge_asof(left, right, on="start_ns", by=by, direction="backward", tolerance=20_000)
@@ -188,7 +182,7 @@ def statements_of(
     out = np.full(len(frame), "", dtype=object)
     if statements.empty or frame.empty:
         return out
-    keys = _process_keys(frame, statements)
+    keys = process_keys(frame, statements)
     where = frame[keys].reset_index(drop=True)
     for key, st in statements.groupby(keys, sort=False):
         key = key if isinstance(key, tuple) else (key,)
@@ -344,7 +338,7 @@ def _host_samples(pieces: pd.DataFrame, samples: pd.DataFrame | None) -> pd.Data
         return pd.DataFrame({c: pd.Series([], dtype="str") for c in cols})
     host = pieces[(pieces["category"] == "host").to_numpy()]
     rows = []
-    keys = [*_process_keys(host, samples), "tid"]
+    keys = [*process_keys(host, samples), "tid"]
     # per device too: a thread's host pieces on two devices overlap in time, and _containing
     # needs disjoint ones; a sample then counts in each device's gap it fell in
     for key, hp in host.groupby([*keys, "device_id"], sort=False):

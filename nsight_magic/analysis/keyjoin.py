@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["first_match", "pack_pairs", "process_ids", "take_matched"]
+__all__ = ["first_match", "pack_pairs", "process_ids", "process_keys", "take_matched"]
 
 _KEY_SPAN = 1 << 62  # keys stay below this, so they never overflow int64
 
@@ -37,6 +37,13 @@ def pack_pairs(
     if (a_hi - a_lo + 1) * b_span >= _KEY_SPAN:
         return None
     return [(x - a_lo) * b_span + (y - b_lo) for x, y in pairs]
+
+
+def process_keys(*frames: pd.DataFrame) -> list[str]:
+    """The columns naming a process in all of ``frames`` (to group or join them on):
+    ``report, pid`` in frames merged from several reports (pids repeat across nodes), else
+    ``pid``."""
+    return ["report", "pid"] if all("report" in f for f in frames) else ["pid"]
 
 
 def process_ids(frame: pd.DataFrame) -> np.ndarray:

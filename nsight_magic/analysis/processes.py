@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .ranks import process_keys
+from .keyjoin import process_keys
 
 __all__ = ["PROCESS_COLUMNS", "process_count", "process_summary"]
 

@@ -22,6 +22,7 @@ import pandas as pd
 
 from ..nvtx_names import NVTX_DOMAIN, label_rank
 from .kernels import KERNEL_SUMMARY_COLUMNS, duration_stats
+from .keyjoin import process_keys
 from .names import short_names
 from .nvtx_projection import nvtx_gpu_projection
 from .text import join_text
@@ -116,11 +117,6 @@ def rank_map(
         out.loc[clash, "rank"] = pd.NA
         out.loc[clash, "source"] = "conflict"
     return out[RANK_MAP_COLUMNS]
-
-
-def process_keys(frame: pd.DataFrame) -> list[str]:
-    """The columns naming a process: ``(report, pid)`` in merged frames, else ``pid``."""
-    return ["report", "pid"] if "report" in frame else ["pid"]
 
 
 def add_rank(frame: pd.DataFrame, ranks: pd.DataFrame) -> pd.DataFrame:
