@@ -91,8 +91,6 @@ class NsysFrames:
         if not self.several_processes():
             return []
         table = self.process_table()
-        if len(table) < 2:
-            return []
         names = table["name"].where(table["name"] != "", "pid")
         return [f"{n} ({p})" for n, p in zip(names, table["pid"], strict=True)]
 

@@ -389,9 +389,7 @@ def _nvtx_page(source: NsysSource, parts: _LinkedParts) -> list[Any]:
 def _timeline_page(parts: _LinkedParts) -> list[Any]:
     timeline, err = parts.timeline_or_error
     return (
-        list(timeline.widget.children)
-        if timeline is not None
-        else [note_widget(f"no timeline: {err}")]
+        _children(timeline.widget) if timeline is not None else [note_widget(f"no timeline: {err}")]
     )
 
 
@@ -404,7 +402,7 @@ def _memory_page(source: NsysSource) -> list[Any]:
 
 
 def _idle_page(source: NsysSource, parts: _LinkedParts, show_window: Any) -> list[Any]:
-    timeline, _ = attempt(lambda: parts.timeline_or_error[0])
+    timeline, _ = parts.timeline_or_error  # built here: the link needs one that works
     link = show_window if timeline is not None else None
     idle, err = attempt(lambda: idle_widget(source.idle(), source.origin_ns(), link))
     return [idle if idle is not None else note_widget(f"idle time not computed: {err}")]
