@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .session import CELL, SETUP
+from .session import CELL, SETUP, result_of
+from .warm_start import body_s
 
 WAYS = ("at-setup", "run-all", "after-a-pause")
 
@@ -66,7 +67,7 @@ def one_way(way: str, root: Path, layers: int = 4) -> dict[str, Any]:
             run = manager.profile(request, NsysBackend())
             out[f"{name}_s"] = time.perf_counter() - t0
             out[f"{name}_timings"] = run.meta["timings"]
-            out[f"{name}_body_s"] = float((run.meta.get("cell_status") or {}).get("cell_s"))
+            out[f"{name}_body_s"] = body_s(run)
     finally:
         manager.stop()
     return out
@@ -79,8 +80,7 @@ def _in_new_process(way: str, root: Path) -> dict[str, Any]:
     )
     done = subprocess.run([sys.executable, "-c", code, way, str(root)], capture_output=True,
                           text=True, timeout=300, check=True)  # fmt: skip
-    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("RESULT "))
-    return dict(json.loads(line[len("RESULT ") :]))
+    return result_of(done.stdout)
 
 
 def _line(r: dict[str, Any]) -> str:

@@ -77,7 +77,12 @@ def plain_runs(
         timeout=timeout,
         check=True,
     )
-    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT "))
+    return result_of(out.stdout)
+
+
+def result_of(stdout: str) -> dict[str, Any]:
+    """The JSON a benchmark child process printed on its ``RESULT`` line."""
+    line = next(ln for ln in stdout.splitlines() if ln.startswith("RESULT "))
     return dict(json.loads(line.removeprefix("RESULT ")))
 
 

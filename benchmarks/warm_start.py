@@ -90,7 +90,7 @@ def _views(run_dir: Path, repeats: int = 2) -> dict[str, float]:
     return {k: min(v) for k, v in times.items()}
 
 
-def _body_s(run: Any) -> float:
+def body_s(run: Any) -> float:
     """The cell body's own time in the worker, as the worker measured it (status ``cell_s``)."""
     return float((run.meta.get("cell_status") or {}).get("cell_s") or float("nan"))
 
@@ -136,7 +136,7 @@ def warm_start(root: Path, layers: int = 4) -> dict[str, Any]:
         out["setup_in_notebook_s"] = time.perf_counter() - t0
         first, out["first_s"] = _profile(manager, root, "first")
         out["first_timings"] = first.meta["timings"]
-        out["first_body_s"] = _body_s(first)  # the body's first run in the worker: cold
+        out["first_body_s"] = body_s(first)  # the body's first run in the worker: cold
         out["ncu_prewarm_wait_s"] = _join(manager)  # the user looks at the result meanwhile
         names = list(first.kernel_summary()["name"])
         top = next((n for n in names if "nvjet" in n or "gemm" in n.lower()), names[0])
@@ -152,7 +152,7 @@ def warm_start(root: Path, layers: int = 4) -> dict[str, Any]:
         later = [_profile(manager, root, f"later{i}") for i in range(3)]
         out["later_s"] = [s for _, s in later]
         out["later_timings"] = later[-1][0].meta["timings"]
-        out["later_body_s"] = [_body_s(r) for r, _ in later]
+        out["later_body_s"] = [body_s(r) for r, _ in later]
         t0 = time.perf_counter()
         later[-1][0].to_html()  # the static view (tables + PNG charts), built once per result
         out["static_view_s"] = time.perf_counter() - t0

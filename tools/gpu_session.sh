@@ -37,7 +37,7 @@ for stage in "$@"; do
     bench-warm)  # P5/P6 extended: first cell after setup, first drill-down, --pytorch, later cell
       python3 -m benchmarks session --only warm --json "$out/bench_warm.json" 2>&1 \
         | tee "$out/bench_warm.log" ;;
-    bench-first-cell)  # P5 first cell: the worker started at the setup cell vs at %load_ext
+    bench-first-cell)  # P5 first cell: the worker started at the setup cell vs before it
       python3 -m benchmarks.first_cell --json "$out/first_cell.json" 2>&1 \
         | tee "$out/first_cell.log" ;;
     bench-tracing)
