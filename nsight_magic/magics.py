@@ -289,13 +289,15 @@ class NsightMagic(Magics):
     @argument("--clear", action="store_true", help="Forget all recorded setup cells.")
     @argument("--name", default="", help="Name; re-running a named setup cell replaces it.")
     @argument("--worker-only", action="store_true",
-              help="Do not run the cell in the notebook: only the profiling workers build "
-              "what it defines (one copy of a model on the GPU, not two).")  # fmt: skip
+              help="Do not run the cell in the notebook: each profiling worker builds what it "
+              "defines itself. Not needed for one copy of a model: without it the cell runs "
+              "once, here, and the workers share its GPU tensors.")  # fmt: skip
     @line_cell_magic
     def nsight_setup(self, line: str, cell: str | None = None) -> None:
-        """Run this cell in the notebook as usual AND record it: every profiling worker runs
-        it once (a new worker replays it), fresh runs run it first (outside the capture):
-        imports, model, data.
+        """Run this cell in the notebook as usual AND record it: the profiling workers receive
+        what it defines (GPU tensors by reference: one copy of the model; the rest by value),
+        a worker replays it only when something it defines cannot be sent, and fresh runs
+        run it first (outside the capture): imports, model, data.
 
         Usage::
 
@@ -321,6 +323,7 @@ class NsightMagic(Magics):
             raise UsageError(str(exc)) from None
         self._apply_config()
         shell = self.shell
+        MANAGER.notebook = self._notebook()  # what a prewarmed worker receives once it ran
         ok = MANAGER.run_setup(args.name, prepared, lambda: args.worker_only or shell is None
                                or shell.run_cell(cell, store_history=False).success)  # fmt: skip
         if not ok:  # its traceback is shown already

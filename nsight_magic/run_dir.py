@@ -143,6 +143,7 @@ class RunDir:
     CELL = "cell.py"
     SCRIPT = "script.py"
     VARS = "vars.pkl"
+    SHARED = "shared.pkl"  # a warm cell's share of the notebook's state (IPC handles: live only)
     ARGV = "argv.json"
     ENV = "env.json"
     META = "meta.json"
@@ -213,6 +214,10 @@ class RunDir:
         return self.path / self.VARS
 
     @property
+    def shared(self) -> Path:
+        return self.path / self.SHARED
+
+    @property
     def argv(self) -> Path:
         return self.path / self.ARGV
 
@@ -274,6 +279,10 @@ class RunDir:
     def write_vars(self, blob: bytes) -> Path:
         write_private(self.vars, blob)  # 0600: a pickle is code to whoever loads it
         return self.vars
+
+    def write_shared(self, blob: bytes) -> Path:
+        write_private(self.shared, blob)
+        return self.shared
 
     def write_argv(self, argv: list[str]) -> None:
         write_json(self.argv, argv)

@@ -53,6 +53,9 @@ class RunMeta:
     replay_skipped: list[str] | None = None  # history cells left pending (not needed)
     setup_cells: int | None = None  # a fresh run's replayed setup cells
     shipped_vars: list[str] | None = None
+    # how the notebook's names reached a warm worker: shared (GPU memory by IPC handle),
+    # copied (by value), cannot (name -> why), mapped_bytes, copied_bytes, dropped
+    shared_vars: dict[str, Any] | None = None
     cell_status: dict[str, Any] | None = None  # runs.CellStatus, as the profiled process said
     rank_status: dict[str, str | None] | None = None  # a fresh multi-rank run: rank -> status
     report: str | None = None  # the report's file name inside the folder

@@ -44,6 +44,7 @@ from typing import Any
 from ..run_dir import RunDir
 from .cuda_gate import Gate
 from .range_recorder import RangeRecorder
+from .shared_objects import preserved, receive
 
 CELL = ""  # the cell's source, as the user wrote it (tracebacks show its lines)
 CODE = ""  # the cell as Python (IPython syntax transformed)
@@ -60,12 +61,18 @@ TARGET_RANGE = "nvtx-target"
 NVTX_TARGET: str | None = None  # %%ncu --nvtx: the range spec RangeRecorder marks
 RANK_FORMAT = "rank {}"  # nvtx_names.rank_label
 TORCH_NVTX = ""  # "ops" / "shapes": PyTorch's emit_nvtx around the captured cell
+# names whose shared GPU memory a re-run must leave as it was (shared_objects.preserved):
+# the names the cell changes in place (["*"]: unknown), None when it changes nothing
+CHANGES: list[str] | None = None
+RERUN = False  # the captured run repeats one the notebook already has (a drill-down)
 VARS_NAME = RunDir.VARS  # the run folder's file names, beside the script
 STATUS_NAME = RunDir.STATUS
+SHARED_NAME = RunDir.SHARED
 # --- end module only ---
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VARS_FILE = os.path.join(HERE, VARS_NAME)  # the notebook variables the cell reads, when sent
+SHARED_FILE = os.path.join(HERE, SHARED_NAME)  # a warm worker's share of the notebook's state
 # set by torchrun when the cell runs as several ranks (%%nsys --nproc N)
 RANK = int(os.environ.get("RANK", "0"))
 LOCAL_RANK = int(os.environ.get("LOCAL_RANK", "0"))
@@ -192,8 +199,11 @@ def run_history(
                 load_vars(ns, entry["vars_file"])
             if entry.get("needs_ipython"):
                 use_ipython(ns)
-            for code in compile_statements(entry["code"], entry["filename"], entry["source"]):
-                run_code(code, ns)
+            codes = compile_statements(entry["code"], entry["filename"], entry["source"])
+            # a replayed profiled cell's changes to shared memory are the notebook's already
+            with preserved(ns, entry.get("preserve")):
+                for code in codes:
+                    run_code(code, ns)
         except (Exception, SystemExit) as exc:  # the notebook shows a SystemExit and goes on
             if stop_on_error:
                 raise
@@ -259,9 +269,18 @@ def torch_op_ranges() -> contextlib.AbstractContextManager[Any]:
     return torch.autograd.profiler.emit_nvtx(record_shapes=TORCH_NVTX == "shapes")
 
 
+def receive_shared(ns: dict[str, Any]) -> dict[str, Any]:
+    """A warm worker's first step of a cell: the notebook's names it needs (shared_objects)."""
+    if not os.path.exists(SHARED_FILE):
+        return {}
+    return receive(ns, SHARED_FILE)
+
+
 def warmup(ns: dict[str, Any]) -> None:
+    """Ungated runs before the captured one; they leave the notebook's shared memory as it
+    was (only the captured run changes it, once, as the notebook's own run would)."""
     if WARMUP:
-        with annotate(WARMUP_RANGE, domain=DOMAIN):
+        with preserved(ns, CHANGES), annotate(WARMUP_RANGE, domain=DOMAIN):
             for _ in range(WARMUP):
                 run_statements(ns)
 
@@ -285,7 +304,9 @@ def capture(ns: dict[str, Any]) -> dict[str, Any]:
     recorder = RangeRecorder(NVTX_TARGET)
     times: dict[str, float] = {}
     try:
-        with recorder:
+        # a re-run (drill-down) copies the shared memory it changes to host before the gate
+        # opens and writes it back after it closed: outside the capture
+        with preserved(ns, CHANGES if RERUN else None), recorder:
             gate.start()
             try:
                 times["cell"] = time.perf_counter()

@@ -51,6 +51,8 @@ class History:
     _entries: list[HistoryEntry] = field(default_factory=list)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # setup entry id -> GPU bytes the notebook's run of it allocated (what a replay needs)
+    gpu_bytes: dict[int, int] = field(default_factory=dict)
 
     def add(
         self,

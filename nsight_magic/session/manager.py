@@ -29,7 +29,7 @@ from ..errors import (
 )
 from ..run_dir import RunDir
 from ..script import PreparedCell
-from . import deadline, gpu_memory
+from . import deadline, gpu_memory, shared_state
 from .activity import Activity
 from .backends import Backend, NcuBackend, NsysBackend, WarmState
 from .drill import DrillDowns
@@ -62,6 +62,8 @@ class SessionStatus:
     gpu_memory_mib: float | None = None  # what nvidia-smi says the worker process holds
     prewarmed: list[str] = field(default_factory=list)  # replayed before any cell asked
     busy: str = ""  # what it does in the background now
+    mapped_bytes: int = 0  # the notebook's GPU memory it maps (CUDA IPC), not its own
+    shared_names: list[str] = field(default_factory=list)  # names it got from the notebook
 
 
 class SessionManager(DrillDowns):
@@ -87,6 +89,9 @@ class SessionManager(DrillDowns):
         self.background: list[threading.Thread] = []  # prewarm threads (tests join them)
         self._stops = 0  # stop() calls: a worker whose start a stop() overtook is ended
         self.activity = Activity()  # profiled cells in flight: the ncu prewarm waits for a pause
+        # the notebook whose names workers receive (the magics set it): what a prewarm sends
+        self.notebook = Notebook()
+        self._setup_done: dict[int, threading.Event] = {}  # setup entry id -> its run ended
 
     # --- setup cells ------------------------------------------------------------------------
     def record_setup(self, source: str, name: str, cell: PreparedCell) -> None:
@@ -99,30 +104,49 @@ class SessionManager(DrillDowns):
         (or is found) and replays it meanwhile. ``end_setup`` says how the notebook's run
         ended."""
         entry = self.history.add("setup", name or "setup", cell)
+        self._setup_done[entry.id] = threading.Event()
         if self.prewarm:
-            self.background.append(prewarm_for_setup(self))
+            self.background.append(prewarm_for_setup(self, entry.id))
         return entry
 
+    def wait_setup(self, entry_id: int, timeout: float | None = None) -> bool:
+        """Wait until the notebook's run of setup entry ``entry_id`` ended; True when it is
+        still in the history (it succeeded)."""
+        done = self._setup_done.get(entry_id)
+        if done is not None:
+            done.wait(timeout)
+        return self.history.get(entry_id) is not None
+
     def run_setup(self, name: str, cell: PreparedCell, run: Callable[[], bool]) -> bool:
-        """A ``%%nsight_setup`` cell: recorded first, so that a prewarmed worker replays it while
-        ``run`` (the notebook's own run of it) runs; kept if that succeeds, else taken back."""
+        """A ``%%nsight_setup`` cell: recorded first, so that a prewarmed worker starts while
+        ``run`` (the notebook's own run of it) runs and receives what it defined after; kept
+        if that succeeds, else taken back."""
         entry, ok = self.begin_setup(name, cell), False
+        before = shared_state.cuda_allocated_bytes() or 0
         try:
             ok = bool(run())
         finally:
+            # what a worker that must rebuild it (a name that cannot be shared) will need
+            after = shared_state.cuda_allocated_bytes()
+            if after is not None:
+                self.history.gpu_bytes[entry.id] = max(0, after - before)
             self.end_setup(entry, cell.source, name, ok)
         return ok
 
     def end_setup(self, entry: HistoryEntry, source: str, name: str, ok: bool) -> None:
         """Keep the setup cell (fresh runs replay it too), or, when it failed in the notebook,
         take it back and end the workers that ran it (their state is not the notebook's)."""
-        if ok:
-            self.setup.add(source, name=name)
-            return
-        self.history.remove(entry.id)
-        for session in self._sessions_of():
-            if entry.id in session.executed:
-                session.worker.kill()
+        try:
+            if ok:
+                self.setup.add(source, name=name)
+                return
+            self.history.remove(entry.id)
+            for session in self._sessions_of():
+                if entry.id in session.executed:
+                    session.worker.kill()
+        finally:
+            if (done := self._setup_done.pop(entry.id, None)) is not None:
+                done.set()
 
     def start_worker(self, tool: str = "nsys") -> threading.Thread:
         """Start the worker of ``tool`` (default launch options) and replay the setup cells,
@@ -217,6 +241,8 @@ class SessionManager(DrillDowns):
         if session.tool == "nsys":  # the session name must not linger in nsys's daemon
             with contextlib.suppress(Exception):
                 shutdown_session(tools.find_tool("nsys"), session.state.name)
+        with contextlib.suppress(Exception):  # the memory it mapped is the notebook's to free
+            shared_state.collect_ipc()
 
     def stop(self, tool: str | None = None) -> list[str]:
         """Stop the workers of ``tool`` (all when None); returns which tools had any."""
@@ -241,16 +267,15 @@ class SessionManager(DrillDowns):
         sessions = self._sessions_of()
         smi = gpu_memory.read().mib_by_pid()  # what nvidia-smi says each process holds
         for s in sessions:
-            memory: dict[str, Any] = {}
+            data: dict[str, Any] = {}
             if s.alive() and s.lock.acquire(timeout=0.5):  # a busy worker is not asked
                 try:
-                    memory = s.worker.request({"op": "status"}, timeout=10).data.get(
-                        "cuda_memory", {}
-                    )
+                    data = s.worker.request({"op": "status"}, timeout=10).data
                 except NsightMagicError:
                     pass
                 finally:
                     s.lock.release()
+            memory = data.get("cuda_memory", {})
             out.append(
                 SessionStatus(
                     tool=s.tool,
@@ -264,6 +289,8 @@ class SessionManager(DrillDowns):
                     gpu_memory_mib=smi.get(s.worker.pid or -1),
                     prewarmed=list(s.prewarmed),
                     busy=s.busy,
+                    mapped_bytes=int(data.get("mapped_bytes", s.mapped_bytes) or 0),
+                    shared_names=sorted(s.shipped),
                 )
             )
         return out
@@ -288,6 +315,8 @@ class SessionManager(DrillDowns):
         """Profile ``request`` with ``backend``: in the warm worker, or fresh when
         ``request.fresh`` (or a saved ``script`` is re-run cold). Returns an ``NsysRun`` /
         ``NcuRun``; raises the typed errors of ``errors.py``."""
+        if notebook is not None:
+            self.notebook = notebook
         # a profiled cell in flight: the ncu prewarm waits for a pause (activity.py)
         with self.activity.cell():
             captured: dict[str, RunContext] = {}

@@ -26,11 +26,10 @@ from typing import TYPE_CHECKING
 
 from ..run_dir import RunDir
 from ..script import build_script, prepare_cell
-from . import gpu_memory
+from . import catch_up, gpu_memory
 from .activity import PREWARM_IDLE_S
 from .backends import Backend
 from .pipeline import Lines, RunContext, base_meta
-from .replay import plan_replay
 from .spec import CellRequest, Notebook, RunCallbacks
 from .warm import WarmSession, replay_errors
 
@@ -47,13 +46,16 @@ def prewarm(
     before: int | None = None,
     hold: WarmSession | None = None,
     into: WarmSession | None = None,
+    setup_entry: int | None = None,
 ) -> threading.Thread:
-    """Start (or find) the worker ``request`` would use (or use ``into``) and replay what a cell
-    reading ``reads`` (before history id ``before``) needs, in a daemon thread; ``hold``: a
-    worker kept waiting meanwhile. Returns the thread (tests join it)."""
+    """Start (or find) the worker ``request`` would use (or use ``into``) and bring it up to
+    date for a cell reading ``reads`` (before history id ``before``: ``catch_up.py``), in a
+    daemon thread; ``hold``: a worker kept waiting meanwhile; ``setup_entry``: a setup cell
+    the notebook is running: the worker starts meanwhile and receives what it defined once it
+    ran. Returns the thread (tests join it)."""
     thread = threading.Thread(
         target=_prewarm,
-        args=(manager, backend, request, reads, before, hold, into, manager._stops),
+        args=(manager, backend, request, reads, before, hold, into, manager._stops, setup_entry),
         name=f"nsight_magic prewarm {backend.tool}",
         daemon=True,
     )
@@ -70,6 +72,7 @@ def _prewarm(
     hold: WarmSession | None,
     into: WarmSession | None,
     stops: int,
+    setup_entry: int | None = None,
 ) -> None:
     """``stops``: manager.stop()'s count when this was decided: a stop since ends it."""
     notes: list[str] = []
@@ -85,6 +88,8 @@ def _prewarm(
                                  lines=Lines(backend.tool, callbacks, None),
                                  meta=base_meta(request, tool, "prewarm"))  # fmt: skip
                 session = manager._session(backend, ctx, stops=stops)
+            if setup_entry is not None and not manager.wait_setup(setup_entry):
+                return  # it failed in the notebook: nothing to receive
             if hold is not None and not manager.activity.wait_idle(
                 PREWARM_IDLE_S, lambda: manager._stops != stops
             ):
@@ -119,35 +124,59 @@ def _replay(
     reads: frozenset[str],
     before: int | None,
 ) -> None:
-    plan = plan_replay(manager.history.entries(), session.executed, reads, before=before,
-                       everything=manager.replay_all)  # fmt: skip
-    if not plan.run or plan.conflict or not session.alive():
+    notebook = manager.notebook
+    entries = manager.history.entries()
+    plan = catch_up.plan_catch_up(entries, session, notebook, reads, before=before,
+                                  replay_all=manager.replay_all,
+                                  setup_gpu_bytes=manager.history.gpu_bytes)  # fmt: skip
+    if plan.replay.conflict or not session.alive():
         return
-    # the worker needs a script's hooks to replay through
-    script = RunDir(folder).write_script(build_script(prepare_cell("pass"), gate=backend.gate))
+    if not plan.replay.run and not plan.share.names:
+        return
+    run_dir = RunDir(folder)
+    # the worker needs a script's hooks to receive and replay through
+    script = run_dir.write_script(build_script(prepare_cell("pass"), gate=backend.gate))
     worker = session.worker
     if not worker.request({"op": "load", "script": str(script)}).data.get("ok"):
         return
-    reply = worker.request({"op": "history", "entries": [e.payload() for e in plan.run]})
+    catch_up.write_share(plan, session, run_dir)
+    reply = catch_up.ask_receive(session, run_dir, worker.request)
+    if reply is not None:
+        if reply.data.get("status") != "ok":
+            session.notes.append(f"the {session.tool} worker could not receive the notebook's "
+                                 f"variables: {reply.data.get('exc_message', '')}")  # fmt: skip
+            return
+        catch_up.received(plan, session, notebook.user_ns)
+        session.names = frozenset(reply.data.get("names", session.names))
+    if not plan.replay.run:
+        return
+    session.notes += plan.notes(session.tool)
+    catch_up.admit(plan, session)
+    payload = catch_up.history_payload(plan, entries, notebook.user_ns)
+    reply = worker.request({"op": "history", "entries": payload})
     if not reply.data.get("ok"):
         session.notes.append(f"prewarming the {session.tool} worker failed: "
                              f"{str(reply.data.get('error', '')).strip()[-300:]}")  # fmt: skip
         return
-    session.executed += [e.id for e in plan.run]
-    if any(manager.history.get(e.id) is None for e in plan.run):  # its setup cell failed
+    session.executed += [e.id for e in plan.replay.run]
+    if any(manager.history.get(e.id) is None for e in plan.replay.run):  # its setup cell failed
         worker.kill()  # in the notebook meanwhile: this worker ran what the notebook has not
         return
+    for entry in plan.replay.run:
+        catch_up.own_names(session, entry.cell.names_bound)
     session.names = frozenset(reply.data.get("names", ()))
-    session.prewarmed = [e.name for e in plan.run]
+    session.prewarmed = [e.name for e in plan.replay.run]
     session.notes += replay_errors(session.tool, reply)
 
 
-def prewarm_for_setup(manager: SessionManager) -> threading.Thread:
-    """A setup cell was recorded: the nsys worker in use (whatever its launch options) replays
-    it, or, with none alive, one with the default options starts and does."""
+def prewarm_for_setup(manager: SessionManager, entry_id: int) -> threading.Thread:
+    """A setup cell runs in the notebook: the nsys worker in use (whatever its launch options),
+    or, with none alive, one with the default options started meanwhile, receives what it
+    defined once it ran."""
     live = [s for s in manager._sessions_of("nsys") if s.alive()]
     backend = manager.prewarm_backends["nsys"]()
-    return prewarm(manager, backend, CellRequest(cell="pass"), into=live[-1] if live else None)
+    return prewarm(manager, backend, CellRequest(cell="pass"), into=live[-1] if live else None,
+                   setup_entry=entry_id)  # fmt: skip
 
 
 def prewarm_drill_down(

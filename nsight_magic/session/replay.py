@@ -17,9 +17,14 @@ one, which replays in notebook order.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import ast
+import builtins
+import sys
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from ..script import PreparedCell
 from .history import HistoryEntry
 
 
@@ -129,3 +134,39 @@ def _conflict(
                     f"since run {other.name!r}, which {why}"
                 )
     return ""
+
+
+def changed_names(
+    cell: PreparedCell, modules: frozenset[str], user_ns: Mapping[str, Any]
+) -> list[str] | None:
+    """The names whose objects a run of ``cell`` may change in place, for a re-run that must
+    leave the notebook's shared GPU memory as it was (``shared_objects.preserved``): what its
+    text changes (``opt.step()``), the arguments it passes to a function of the notebook's
+    (``train_step(model, opt)`` steps the optimizer inside); ``["*"]`` when its effects cannot
+    be read from its text; None when it changes nothing. Calling a module (``model(x)``) is
+    its forward: the weights stay."""
+    if cell.effects.opaque:
+        return ["*"]
+    changed = set(cell.effects.changed(modules))
+    for node in ast.walk(ast.parse(cell.code)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            continue
+        target = user_ns.get(node.func.id, getattr(builtins, node.func.id, None))
+        if target is None or _keeps_arguments(target):
+            continue
+        args = [*node.args, *(k.value for k in node.keywords)]
+        changed |= {a.id for a in args if isinstance(a, ast.Name)}
+    return sorted(changed) or None
+
+
+def _keeps_arguments(target: Any) -> bool:
+    """Builtins, classes and torch modules' forwards leave their arguments as they were."""
+    if isinstance(target, type) or getattr(target, "__module__", None) == "builtins":
+        return True
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(target, torch.nn.Module)
+
+
+def module_names(entries: Sequence[HistoryEntry]) -> frozenset[str]:
+    """Names bound by an import anywhere in the history (``x.append`` on a module is a call)."""
+    return _Effects(entries).modules

@@ -33,12 +33,16 @@ def format_status(statuses: list[SessionStatus], notebook_gpu: dict[str, Any]) -
             lines.append(f"  GPU {device}: torch holds {human_bytes(mem['reserved_bytes'])} "
                          f"({human_bytes(mem['allocated_bytes'])} in tensors)")  # fmt: skip
         if s.gpu_memory_mib is not None:
-            lines.append(f"  nvidia-smi: the worker process uses {s.gpu_memory_mib:,.0f} MiB")
+            lines.append(f"  nvidia-smi: its own GPU memory {s.gpu_memory_mib:,.0f} MiB")
+        if s.mapped_bytes or s.shared_names:
+            names = ", ".join(s.shared_names[:8]) + (" ..." if len(s.shared_names) > 8 else "")
+            mapped = human_bytes(s.mapped_bytes)
+            lines.append(f"  maps {mapped} of the notebook's GPU memory (not a copy); "
+                         f"received from the notebook: {names or 'nothing'}")  # fmt: skip
         lines.append(f"  launched as: {' '.join(s.launch_argv[:6])} ...")
     for device, mem in sorted(notebook_gpu.items()):
         lines.append(f"notebook GPU {device}: torch holds {human_bytes(mem['reserved_bytes'])} "
-                     "(a model built in %%nsight_setup lives here AND in each worker; "
-                     "%%nsight_setup --worker-only builds it in the workers only)")  # fmt: skip
+                     "(the one copy: workers map its tensors, they do not copy them)")  # fmt: skip
     return "\n".join(lines)
 
 

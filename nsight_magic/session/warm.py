@@ -19,10 +19,12 @@ from ..errors import NsightMagicError, WorkerDiedError
 from ..run_dir import cell_status
 from ..script import build_script
 from ..tools import ToolName
+from . import catch_up, shared_state
 from .backends import WarmState
 from .history import History
 from .pipeline import Outcome, RunContext
-from .replay import ReplayPlan, plan_replay
+from .replay import ReplayPlan, changed_names, module_names
+from .shared_state import SentObjects
 from .variables import plan_shipping
 from .worker_process import Reply, WorkerProcess
 
@@ -44,7 +46,10 @@ class WarmSession:
     state: WarmState
     started_utc: str
     executed: list[int] = field(default_factory=list)  # history ids, in the order run
-    shipped: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # names sent from the notebook -> the fingerprint of the value sent (shared_state)
+    shipped: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    sent: SentObjects = field(default_factory=SentObjects)  # objects it has, by reference
+    mapped_bytes: int = 0  # the notebook's GPU memory it maps (the most sent at once)
     names: frozenset[str] = frozenset()
     cells: int = 0
     broken: str = ""  # why the worker cannot be used again (a sticky CUDA error)
@@ -100,6 +105,9 @@ class WarmExecutor:
         self.before = before
         self.replay_all = replay_all
         self.plan = ReplayPlan()
+        self.catch_up: catch_up.CatchUpPlan = catch_up.CatchUpPlan(
+            ReplayPlan(), shared_state.SharePlan()
+        )
         self.session: WarmSession | None = None
 
     def _ask(self, ctx: RunContext, message: dict[str, Any]) -> Reply:
@@ -125,22 +133,29 @@ class WarmExecutor:
         s = self.session = self.get_session(ctx, "")
         _wait_for(s, ctx)
         with s.lock:
-            self.plan = self._plan(ctx, s)
-        if self.plan.conflict:  # rare: a skipped cell is needed after later ones ran here
-            ctx.lines.note(f"starting a new {s.tool} worker: {self.plan.conflict}.")
-            s = self.session = self.get_session(ctx, self.plan.conflict)
+            self.catch_up = self._plan(ctx, s)
+        if self.catch_up.replay.conflict:  # rare: a skipped cell is needed after later ones ran
+            conflict = self.catch_up.replay.conflict
+            ctx.lines.note(f"starting a new {s.tool} worker: {conflict}.")
+            s = self.session = self.get_session(ctx, conflict)
         ctx.meta.timings["worker_start_s"] = time.perf_counter() - t0
         with s.lock:
-            self.plan = self._plan(ctx, s)
+            plan = self.catch_up = self._plan(ctx, s)
+            self.plan = plan.replay
+            catch_up.check(plan, ctx.cell.names_read)
             for note in s.notes:  # what happened in the background (prewarm) since
                 ctx.lines.note(note)
             s.notes.clear()
             ran = {*s.executed, *(e.id for e in self.plan.run)}
             # the script alone reproduces this state: what the worker has run, then the cell
+            # (a re-run without the notebook's shared names: --fresh semantics)
             replayed = [e for e in self.history.entries() if e.id in ran]
+            modules = module_names(self.history.entries())
+            changes = changed_names(ctx.cell, modules, ctx.notebook.user_ns)
             script = build_script(ctx.cell, history=[e.payload() for e in replayed],
                                   warmup=request.warmup, gate=ctx.backend.gate,
-                                  torch_nvtx=ctx.backend.torch_nvtx(),
+                                  torch_nvtx=ctx.backend.torch_nvtx(), changes=changes,
+                                  rerun=self.before is not None,
                                   **ctx.backend.script_args())  # fmt: skip
             folder.write_script(script)
             # the trace cannot tell a first execution from a warm one by itself (cold_run.py)
@@ -159,10 +174,12 @@ class WarmExecutor:
             except WorkerDiedError as died:
                 return Outcome(folder.read_status(), died=died)
 
-    def _plan(self, ctx: RunContext, s: WarmSession) -> ReplayPlan:
-        return plan_replay(self.history.entries(), s.executed, ctx.cell.names_read,
-                           before=self.before, setup=ctx.request.setup,
-                           everything=self.replay_all)  # fmt: skip
+    def _plan(self, ctx: RunContext, s: WarmSession) -> catch_up.CatchUpPlan:
+        return catch_up.plan_catch_up(
+            self.history.entries(), s, ctx.notebook, ctx.cell.names_read, before=self.before,
+            setup=ctx.request.setup, replay_all=self.replay_all,
+            explicit=frozenset(ctx.explicit_vars or {}), setup_gpu_bytes=self.history.gpu_bytes,
+        )  # fmt: skip
 
     def _run(self, ctx: RunContext) -> Outcome:
         s, run_dir = self.session, ctx.run_dir
@@ -172,21 +189,10 @@ class WarmExecutor:
                                 "cwd": ctx.request.cwd})  # fmt: skip
         if reply.stopped or not reply.data.get("ok"):
             return self._not_run(ctx, reply, "load")
-        plan = self.plan
-        if plan.run:
-            ctx.lines.phase("replaying", plan.describe(s.tool))
-            payload = [e.payload() for e in plan.run]
-            reply = self._ask(ctx, {"op": "history", "entries": payload})
-            if reply.stopped or not reply.data.get("ok"):
-                return self._not_run(ctx, reply, "setup")
-            s.executed += [e.id for e in plan.run]
-            s.names = frozenset(reply.data.get("names", ()))
-            for note in replay_errors(s.tool, reply):
-                ctx.lines.note(note)
-            ctx.meta.replayed = [e.name for e in plan.run]
-        if plan.skipped:  # not needed by this cell: they stay pending for later cells
-            ctx.meta.replay_skipped = [e.name for e in plan.skipped]
-        self._ship(ctx)
+        outcome = self._catch_up(ctx)
+        if outcome is not None:
+            return outcome
+        self._ship_explicit(ctx)
         ctx.lines.phase("running")
         reply = self._ask(ctx, {"op": "prepare"})
         if reply.stopped or reply.data.get("status") != "ok":
@@ -220,29 +226,61 @@ class WarmExecutor:
             ctx.meta.timings["end_capture_s"] = time.perf_counter() - t0
         s.cells += 1
         s.names = frozenset(reply.data.get("names", s.names))
+        catch_up.own_names(s, ctx.cell.names_bound)
         status = cell_status(reply.data)
         ctx.folder.write_status(status)
         return Outcome(status, reply.stopped)
 
-    def _ship(self, ctx: RunContext) -> None:
+    def _catch_up(self, ctx: RunContext) -> Outcome | None:
+        """Send the notebook's names, then replay what cannot be sent (``catch_up.py``);
+        an Outcome when a step failed or was stopped."""
+        s, plan, user_ns = self.session, self.catch_up, ctx.notebook.user_ns
+        assert s is not None
+        catch_up.write_share(plan, s, ctx.folder)
+        reply = catch_up.ask_receive(s, ctx.folder, lambda m: self._ask(ctx, m))
+        if reply is not None:
+            if reply.stopped or reply.data.get("status") != "ok":
+                return self._not_run(ctx, reply, "vars")
+            catch_up.received(plan, s, user_ns)
+            s.names = frozenset(reply.data.get("names", s.names))
+        ctx.meta.shared_vars = plan.share.summary()
+        if plan.replay.run:
+            for note in plan.notes(s.tool):
+                ctx.lines.note(note)
+            catch_up.admit(plan, s)
+            ctx.lines.phase("replaying", plan.replay.describe(s.tool))
+            payload = catch_up.history_payload(plan, self.history.entries(), user_ns)
+            reply = self._ask(ctx, {"op": "history", "entries": payload})
+            if reply.stopped or not reply.data.get("ok"):
+                return self._not_run(ctx, reply, "setup")
+            s.executed += [e.id for e in plan.replay.run]
+            for entry in plan.replay.run:
+                catch_up.own_names(s, entry.cell.names_bound)
+            s.names = frozenset(reply.data.get("names", ()))
+            for note in replay_errors(s.tool, reply):
+                ctx.lines.note(note)
+            ctx.meta.replayed = [e.name for e in plan.replay.run]
+        if plan.replay.skipped:  # not needed by this cell: they stay pending for later cells
+            ctx.meta.replay_skipped = [e.name for e in plan.replay.skipped]
+        return None
+
+    def _ship_explicit(self, ctx: RunContext) -> None:
+        """``--vars``: sent by value, whatever their size (vars.pkl, loaded by ``prepare``)."""
         s, nb = self.session, ctx.notebook
         assert s is not None
-        reads = ctx.cell.names_read if nb.auto_vars else frozenset()
-        plan = plan_shipping(
-            reads,
-            nb.user_ns,
-            hidden=nb.hidden,
-            worker_names=s.names,
-            shipped=s.shipped,
-            explicit=ctx.explicit_vars,
-            max_bytes=nb.auto_vars_max_bytes,
-        )
-        plan.check()
+        shared = ctx.meta.shared_vars or {}
+        sent = [*shared.get("shared", []), *shared.get("copied", [])]
+        if not ctx.explicit_vars:
+            ctx.meta.shipped_vars = sorted(sent)
+            return
+        plan = plan_shipping((), nb.user_ns, explicit=ctx.explicit_vars,
+                             max_bytes=nb.auto_vars_max_bytes)  # fmt: skip
         blob = plan.blob()
         if blob is not None:
             ctx.folder.write_vars(blob)
-        s.shipped.update(plan.fingerprints)
-        ctx.meta.shipped_vars = sorted(plan.entries)
+        for name in plan.entries:
+            s.shipped[name] = shared_state.object_fingerprint(nb.user_ns[name])
+        ctx.meta.shipped_vars = sorted({*plan.entries, *sent})
 
     def _not_run(self, ctx: RunContext, reply: Reply, phase: str) -> Outcome:
         """A step before the capture failed or was stopped: the cell never ran gated."""

@@ -143,6 +143,21 @@ class Worker:
         errors = self._hook("run_history")(self.ns, msg.get("entries", []))
         return {"ok": True, "errors": errors, "names": self.names()}
 
+    def op_receive(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The notebook's names this cell needs (CUDA memory by IPC handle: one copy)."""
+        try:
+            got = self._hook("receive_shared")(self.ns)
+        except BaseException as exc:  # a class the worker cannot import, a handle it cannot map
+            return {
+                "ok": True,
+                "status": "interrupted" if isinstance(exc, KeyboardInterrupt) else "error",
+                "phase": "vars",
+                "exc_type": type(exc).__name__,
+                "exc_message": f"receiving the notebook's variables failed: {exc}",
+                "traceback": traceback.format_exc(),
+            }
+        return {"ok": True, "status": "ok", "received": got, "names": self.names()}
+
     def op_prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Shipped variables, then warm-up runs (outside any capture)."""
         phase = "vars"
@@ -185,8 +200,18 @@ class Worker:
             "uptime_s": time.time() - self.started,
             "cells": self.cells,
             "cuda_memory": cuda_memory(),
+            "mapped_bytes": self._mapped_bytes(),
             "names": len(self.names()),
         }
+
+    def _mapped_bytes(self) -> int:
+        """The notebook's GPU memory this worker maps (0 before any cell's script)."""
+        if self.module is None or "mapped_bytes" not in self.module:
+            return 0
+        try:
+            return int(self.module["mapped_bytes"](self.ns))
+        except Exception:  # a status must answer whatever the cell left behind
+            return 0
 
     def op_exit(self, msg: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "exit": True}

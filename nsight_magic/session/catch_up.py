@@ -1,0 +1,196 @@
+"""Bring a worker up to date with the notebook before a cell (or ahead of time, ``prewarm``).
+
+The order, each a request the notebook can interrupt:
+
+1. ``load``: the run's script (its hooks do the rest);
+2. ``receive``: the notebook's names the worker needs, in one pickle (``shared_state``): what
+   the setup cells defined, what the cell and the cells replayed for it read. CUDA memory goes
+   by IPC handle (one copy on the GPU), the rest by value;
+3. ``history``: what cannot be shared is rebuilt: a setup cell is replayed only when a name it
+   defines cannot be pickled (it then says so, with the GPU memory it needs checked first:
+   ``admission``), and of the profiled cells, those whose effects the cell reads
+   (``replay.py``), each leaving the notebook's shared memory as it was.
+
+A setup cell otherwise runs once, in the notebook.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import MissingVariableError
+from ..run_dir import RunDir
+from . import admission, shared_state
+from .history import HistoryEntry
+from .replay import ReplayPlan, changed_names, module_names, plan_replay
+from .spec import Notebook
+from .worker_process import Reply
+
+if TYPE_CHECKING:
+    from .warm import WarmSession
+
+
+@dataclass
+class CatchUpPlan:
+    """``replay``: the entries to run (setup cells that cannot be shared, profiled cells the
+    cell needs); ``share``: the names to send; ``fallback``: setup cell name -> why it is
+    replayed; ``setup_bytes``: GPU bytes the notebook's run of those setup cells took."""
+
+    replay: ReplayPlan
+    share: shared_state.SharePlan
+    fallback: dict[str, str] = field(default_factory=dict)
+    setup_bytes: int = 0
+    packed: shared_state.Packed | None = None
+
+    def notes(self, tool: str) -> list[str]:
+        return [
+            f"the {tool} worker replays setup cell {name!r}: {why}"
+            for name, why in self.fallback.items()
+        ]
+
+
+def _up_to_date(session: WarmSession, user_ns: Mapping[str, Any]) -> set[str]:
+    """Names the worker has that need not be sent: its own, and those we sent that the
+    notebook has not rebound or changed since."""
+    fingerprint = shared_state.object_fingerprint
+    return {
+        name
+        for name in session.names
+        if name not in session.shipped
+        or (name in user_ns and session.shipped[name] == fingerprint(user_ns[name]))
+    }
+
+
+def _unsendable(entry: HistoryEntry, cannot: Mapping[str, str], user_ns: Mapping[str, Any]) -> str:
+    """Why the worker must replay setup ``entry`` ("" when its names can all be sent): a name
+    it defines cannot be pickled, or the notebook does not have it (the cell did not run
+    there: ``record_setup``, or it deleted the name since)."""
+    bad = [f"{n}: {cannot[n]}" for n in sorted(entry.cell.names_bound & cannot.keys())]
+    missing = sorted(entry.cell.effects.defined - user_ns.keys())
+    if missing:
+        bad.append(f"{', '.join(missing[:3])} not in the notebook")
+    return "; ".join(bad[:3])
+
+
+def plan_catch_up(
+    entries: list[HistoryEntry],
+    session: WarmSession,
+    notebook: Notebook,
+    reads: frozenset[str],
+    *,
+    before: int | None = None,
+    setup: bool = True,
+    replay_all: bool = False,
+    explicit: frozenset[str] = frozenset(),
+    setup_gpu_bytes: Mapping[int, int] | None = None,
+) -> CatchUpPlan:
+    """What ``session`` needs before a cell that reads ``reads`` (``before``: a re-run of an
+    earlier cell sees only what came before it; ``explicit``: ``--vars`` names, sent by value)."""
+    user_ns = notebook.user_ns
+    setups = [
+        e for e in entries if e.kind == "setup" and setup and (before is None or e.id < before)
+    ]
+    cells = plan_replay([e for e in entries if e.kind != "setup"], session.executed, reads,
+                        before=before, setup=False, everything=replay_all)  # fmt: skip
+    wanted = set(reads if notebook.auto_vars else ()).union(*(e.cell.names_read for e in cells.run))
+    wanted |= {n for e in setups for n in e.cell.names_bound}
+    wanted -= set(notebook.hidden) | set(explicit)
+    wanted = {n for n in wanted if not n.startswith("_")}
+    gone = sorted(n for n in session.shipped if n not in user_ns)
+    share = shared_state.plan(wanted, user_ns, max_bytes=notebook.auto_vars_max_bytes,
+                              skip=_up_to_date(session, user_ns), gone=gone)  # fmt: skip
+    cannot = share.cannot()
+    fallback: dict[str, str] = {}
+    replayed_setups = []
+    for entry in setups:
+        why = "" if entry.id in session.executed else _unsendable(entry, cannot, user_ns)
+        if not why:
+            continue
+        replayed_setups.append(entry)
+        fallback[entry.name] = why
+        for name in entry.cell.names_bound:  # the replay binds them: the worker's own
+            share.names.pop(name, None)
+            share.shares.pop(name, None)
+    run = sorted([*replayed_setups, *cells.run], key=lambda e: e.id)
+    replay = ReplayPlan(run, cells.pending + len(replayed_setups), cells.skipped, cells.conflict)
+    gpu = setup_gpu_bytes or {}
+    return CatchUpPlan(replay, share, fallback, sum(gpu.get(e.id, 0) for e in replayed_setups))
+
+
+def check(plan: CatchUpPlan, reads: frozenset[str]) -> None:
+    """MissingVariableError for a name the cell reads that can neither be sent nor rebuilt."""
+    held = {n: why for n, why in plan.share.cannot().items() if n in reads}
+    if not held:
+        return
+    lines = [f"  {name}: {why}" for name, why in sorted(held.items())]
+    names = ",".join(sorted(held))
+    raise MissingVariableError(
+        "The cell reads notebook variables the profiling worker cannot receive:\n"
+        + "\n".join(lines)
+        + f"\nFix: pass --vars {names} to send them by value anyway, or create them in a "
+        "%%nsight_setup cell (a setup cell's names that cannot be sent are rebuilt in the "
+        "worker by replaying it).",
+        names=sorted(held),
+    )
+
+
+def history_payload(
+    plan: CatchUpPlan, entries: list[HistoryEntry], user_ns: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The entries to replay, each with the names whose shared memory it must leave as it
+    was (their changes are the notebook's already)."""
+    modules = module_names(entries)
+    out = []
+    for entry in plan.replay.run:
+        payload = entry.payload()
+        payload["preserve"] = changed_names(entry.cell, modules, user_ns)
+        out.append(payload)
+    return out
+
+
+def write_share(plan: CatchUpPlan, session: WarmSession, folder: RunDir) -> None:
+    """The one pickle ``receive`` loads (none when nothing goes)."""
+    share = plan.share
+    if not share.names and not share.drop:
+        return
+    plan.packed = shared_state.pack(share, session.sent)
+    folder.write_shared(plan.packed.blob)
+
+
+def received(plan: CatchUpPlan, session: WarmSession, user_ns: Mapping[str, Any]) -> None:
+    """The worker has the names: remember what it got (and from which notebook value)."""
+    if plan.packed is not None:
+        session.sent.commit(plan.packed.new)
+    for name in plan.share.names:
+        session.shipped[name] = shared_state.object_fingerprint(user_ns[name])
+    for name in plan.share.drop:
+        session.shipped.pop(name, None)
+    session.mapped_bytes = max(session.mapped_bytes, plan.share.summary()["mapped_bytes"])
+
+
+def own_names(session: WarmSession, names: frozenset[str]) -> None:
+    """Names a cell or a replay bound in the worker are the worker's own from now on."""
+    for name in names:
+        session.shipped.pop(name, None)
+
+
+def admit(plan: CatchUpPlan, session: WarmSession) -> None:
+    """Before replaying setup cells that cannot be shared: room on the GPU for what they
+    built in the notebook (``admission.GpuMemoryError`` with the numbers otherwise)."""
+    if plan.setup_bytes:
+        what = f"replaying setup cell(s) {', '.join(map(repr, plan.fallback))} in the " \
+            f"{session.tool} worker"  # fmt: skip
+        admission.require(plan.setup_bytes, what, worker_pid=session.worker.pid)
+
+
+def ask_receive(session: WarmSession, folder: RunDir, ask: Any) -> Reply | None:
+    """The ``receive`` request when there is something to receive."""
+    if not folder.shared.exists():
+        return None
+    t0 = time.perf_counter()
+    reply: Reply = ask({"op": "receive"})
+    reply.data.setdefault("receive_s", time.perf_counter() - t0)
+    return reply

@@ -1,0 +1,302 @@
+"""The notebook's state reaching a worker by reference: one copy of the model on the GPU.
+
+The notebook owns the state. A setup cell runs there once; before a cell, the worker receives
+the names it needs (what the setup cells defined, what the cell reads) in one pickle:
+
+- CUDA tensors (parameters, buffers, optimizer state, plain tensors) go as CUDA IPC handles
+  (``torch.multiprocessing.reductions.reduce_tensor``): the worker maps the notebook's memory,
+  no copy. In-place changes made in the worker are the notebook's changes. torch keeps a sent
+  block alive in the notebook while a worker maps it (its IPC reference counts), so a notebook
+  ``del`` frees the memory only once the worker drops the name too (``torch.cuda.ipc_collect``).
+- Everything else is pickled by value with cloudpickle (classes and functions defined in the
+  notebook by value, modules by name), within ``auto_vars_max_bytes`` of copied bytes.
+- Identity is kept across cells: a tensor, module or optimizer the worker already received is
+  sent as a reference to its copy there (``persistent_id``), so an optimizer shipped after the
+  model updates the very parameters the model's forward uses.
+
+What cannot be pickled (a lock, a generator, a CUDA graph, a non-leaf CUDA tensor's autograd
+graph...) is not shared; ``plan`` says which and why, and the session replays the setup cell that
+made it instead. Nothing here imports torch unless the notebook already did.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import pickle
+import sys
+import weakref
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..errors import NsightMagicError
+
+ShareKind = Literal["shared", "copied", "cannot"]
+
+
+def _torch() -> Any:
+    """torch when the notebook imported it (nothing to share by handle otherwise)."""
+    return sys.modules.get("torch")
+
+
+def is_cuda_tensor(obj: Any) -> bool:
+    torch = _torch()
+    return torch is not None and isinstance(obj, torch.Tensor) and obj.is_cuda
+
+
+def _tracked(obj: Any) -> bool:
+    """Objects whose identity matters to the worker (shared between names and cells)."""
+    torch = _torch()
+    if torch is None:
+        return False
+    return isinstance(obj, torch.Tensor | torch.nn.Module | torch.optim.Optimizer)
+
+
+def _unshareable_tensor(obj: Any) -> str:
+    """Why a CUDA tensor cannot go by IPC handle ("" when it can)."""
+    torch = _torch()
+    if type(obj) not in (torch.Tensor, torch.nn.Parameter):
+        return f"a CUDA tensor of type {type(obj).__name__} (only plain tensors go by handle)"
+    if obj.is_sparse or obj.is_quantized:
+        return "a sparse or quantized CUDA tensor"
+    return ""
+
+
+def object_fingerprint(obj: Any) -> tuple[Any, ...]:
+    """What must stay the same for the worker's copy of ``obj`` to still be it: the memory a
+    tensor views (and, by value, its in-place version), a module's tensors' memory, an
+    optimizer's parameters and how much state it has."""
+    torch = _torch()
+    if torch is None:
+        return (id(obj),)
+    if isinstance(obj, torch.Tensor):
+        version = 0 if obj.is_cuda else int(getattr(obj, "_version", 0) or 0)
+        return (id(obj), obj.device.type, obj.dtype, tuple(obj.shape), obj.data_ptr(), version)
+    if isinstance(obj, torch.nn.Module):
+        tensors = itertools.chain(obj.parameters(), obj.buffers())
+        return (id(obj), tuple(t.data_ptr() for t in tensors))
+    if isinstance(obj, torch.optim.Optimizer):
+        params = tuple(id(p) for g in obj.param_groups for p in g["params"])
+        return (id(obj), params, len(obj.state))
+    return (id(obj),)
+
+
+@dataclass
+class SentObjects:
+    """Per worker: the tracked objects it received, by key. Weak: a dead object is never
+    matched again (its id may be reused), and its key is forgotten in the worker too."""
+
+    _by_id: dict[int, tuple[weakref.ref[Any], int, tuple[Any, ...]]] = field(default_factory=dict)
+    _keys: Iterable[int] = field(default_factory=lambda: itertools.count(1))
+
+    def key_of(self, obj: Any) -> int | None:
+        entry = self._by_id.get(id(obj))
+        if entry is None or entry[0]() is not obj or entry[2] != object_fingerprint(obj):
+            return None
+        return entry[1]
+
+    def new_key(self) -> int:
+        return next(iter(self._keys))
+
+    def commit(self, new: Iterable[tuple[int, Any]]) -> None:
+        """The worker loaded these: reference them from now on."""
+        for key, obj in new:
+            self._by_id[id(obj)] = (weakref.ref(obj), key, object_fingerprint(obj))
+
+    def stale_keys(self) -> list[int]:
+        """Keys whose notebook object died or changed: the worker drops its references."""
+        stale = [
+            (oid, key)
+            for oid, (ref, key, fp) in self._by_id.items()
+            if (obj := ref()) is None or object_fingerprint(obj) != fp
+        ]
+        for oid, _ in stale:
+            del self._by_id[oid]
+        return [key for _, key in stale]
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+
+class _CountingSink:
+    """A file that keeps only the byte count (the dry run's size)."""
+
+    def __init__(self) -> None:
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.size += len(data)
+        return len(data)
+
+
+def _pickler_base() -> type:
+    import cloudpickle
+
+    return cloudpickle.Pickler
+
+
+def make_pickler(file: Any, sent: SentObjects | None, *, dry_run: bool = False) -> Any:
+    """A cloudpickle pickler that sends CUDA tensors by IPC handle and objects the worker has
+    (``sent``) by reference. ``dry_run``: no handle is made (a CUDA tensor stands in by its
+    size, counted in ``cuda_bytes``), to learn what would be copied and what cannot go."""
+
+    class SharingPickler(_pickler_base()):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+            self.new: list[tuple[int, Any]] = []
+            self._seen: set[int] = set()
+            self.cuda_bytes = 0
+            self._storages: set[int] = set()
+
+        def persistent_id(self, obj: Any) -> Any:
+            if not _tracked(obj):
+                return None
+            if is_cuda_tensor(obj):
+                why = _unshareable_tensor(obj)
+                if why:
+                    raise pickle.PicklingError(why)
+                storage = obj.untyped_storage()
+                if storage.data_ptr() not in self._storages:
+                    self._storages.add(storage.data_ptr())
+                    self.cuda_bytes += int(storage.nbytes())
+                if dry_run:
+                    return ("cuda", id(obj))
+            if dry_run or sent is None:
+                return None
+            key = sent.key_of(obj)
+            if key is not None:
+                return ("ref", key)
+            if id(obj) not in self._seen:  # pickled below; the worker files it under key
+                self._seen.add(id(obj))
+                self.new.append((sent.new_key(), obj))
+            return None
+
+        def reducer_override(self, obj: Any) -> Any:
+            if not dry_run and is_cuda_tensor(obj):
+                from torch.multiprocessing.reductions import reduce_tensor
+
+                # a tensor inside an autograd graph goes as its data: the worker cannot
+                # backpropagate into the notebook's graph anyway
+                leaf = obj if obj.is_leaf or not obj.requires_grad else obj.detach()
+                return reduce_tensor(leaf)
+            return super().reducer_override(obj)
+
+    return SharingPickler()
+
+
+@dataclass(frozen=True)
+class NameShare:
+    """How one name reaches the worker: ``shared`` (CUDA memory by handle, maybe some bytes
+    copied beside), ``copied`` (by value), ``cannot`` (``why``)."""
+
+    name: str
+    kind: ShareKind
+    copied_bytes: int = 0
+    cuda_bytes: int = 0
+    why: str = ""
+
+
+def classify(name: str, obj: Any, max_bytes: int) -> NameShare:
+    """A dry run of one name: what would be copied, what mapped, or why it cannot go."""
+    from .variables import _too_big, estimated_bytes
+
+    torch = _torch()
+    if torch is not None and isinstance(obj, torch.Tensor) and not obj.is_cuda:
+        size = estimated_bytes(obj)
+        if size is not None and size > max_bytes:
+            return NameShare(name, "cannot", why=_too_big(obj, size, max_bytes))
+    sink = _CountingSink()
+    pickler = make_pickler(sink, None, dry_run=True)
+    try:
+        pickler.dump(obj)
+    except Exception as exc:  # any pickling failure: the object cannot leave the notebook
+        return NameShare(name, "cannot", why=f"{type(obj).__name__} cannot be pickled ({exc})")
+    if sink.size > max_bytes:
+        return NameShare(name, "cannot", why=_too_big(obj, sink.size, max_bytes))
+    kind: ShareKind = "shared" if pickler.cuda_bytes else "copied"
+    return NameShare(name, kind, sink.size, pickler.cuda_bytes)
+
+
+@dataclass
+class SharePlan:
+    """``names``: what goes, in one pickle; ``shares``: how each name goes; ``drop``: names the
+    worker got from the notebook that the notebook no longer has."""
+
+    names: dict[str, Any] = field(default_factory=dict)
+    shares: dict[str, NameShare] = field(default_factory=dict)
+    drop: list[str] = field(default_factory=list)
+
+    def cannot(self) -> dict[str, str]:
+        return {n: s.why for n, s in self.shares.items() if s.kind == "cannot"}
+
+    def summary(self) -> dict[str, Any]:
+        """For meta.json and ``%nsight_session``: names by how they went, bytes."""
+        going = [s for s in self.shares.values() if s.kind != "cannot"]
+        return {
+            "shared": sorted(s.name for s in going if s.kind == "shared"),
+            "copied": sorted(s.name for s in going if s.kind == "copied"),
+            "cannot": self.cannot(),
+            "mapped_bytes": sum(s.cuda_bytes for s in going),
+            "copied_bytes": sum(s.copied_bytes for s in going),
+            "dropped": list(self.drop),
+        }
+
+
+def plan(
+    wanted: Collection[str],
+    user_ns: Mapping[str, Any],
+    *,
+    max_bytes: int,
+    skip: Collection[str] = (),
+    gone: Collection[str] = (),
+) -> SharePlan:
+    """What to send of ``wanted`` (names the notebook has; ``skip``: the worker has them
+    already). ``gone``: names sent earlier that the notebook no longer has (dropped there)."""
+    out = SharePlan(drop=sorted(gone))
+    for name in sorted(set(wanted) - set(skip)):
+        if name not in user_ns:
+            continue
+        share = classify(name, user_ns[name], max_bytes)
+        out.shares[name] = share
+        if share.kind != "cannot":
+            out.names[name] = user_ns[name]
+    return out
+
+
+@dataclass
+class Packed:
+    blob: bytes
+    new: list[tuple[int, Any]]
+
+
+def pack(plan: SharePlan, sent: SentObjects) -> Packed:
+    """The one pickle the worker loads (``runtime.receive``): (names, [(key, obj) first sent],
+    keys to forget, names to drop). Nothing is committed to ``sent`` until the worker has it."""
+    buf = io.BytesIO()
+    pickler = make_pickler(buf, sent)
+    new: list[tuple[int, Any]] = pickler.new
+    forget = sent.stale_keys()
+    try:
+        pickler.dump((plan.names, new, forget, plan.drop))
+    except Exception as exc:
+        raise NsightMagicError(
+            f"Sharing {', '.join(sorted(plan.names))} with the worker failed ({exc})."
+        ) from exc
+    return Packed(buf.getvalue(), list(new))
+
+
+def cuda_allocated_bytes() -> int | None:
+    """What the notebook's caching allocator holds now (None before CUDA is up: asking
+    would start it)."""
+    torch = _torch()
+    if torch is None or not torch.cuda.is_initialized():
+        return None
+    return sum(int(torch.cuda.memory_allocated(d)) for d in range(torch.cuda.device_count()))
+
+
+def collect_ipc() -> None:
+    """Free blocks the notebook kept for workers that have let go of them."""
+    torch = _torch()
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.ipc_collect()
