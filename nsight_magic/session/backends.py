@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import runner, tools
+from .. import tools
 from ..analysis.range_spec import NvtxRange, opened_ranges, target_hint
 from ..errors import (
     CorruptReportError,
