@@ -317,6 +317,8 @@ class SessionManager(DrillDowns):
         ``NcuRun``; raises the typed errors of ``errors.py``."""
         if notebook is not None:
             self.notebook = notebook
+        else:  # a drill-down: the worker receives the notebook's names as the cell's did
+            notebook = self.notebook
         # a profiled cell in flight: the ncu prewarm waits for a pause (activity.py)
         with self.activity.cell():
             captured: dict[str, RunContext] = {}
