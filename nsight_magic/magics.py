@@ -324,8 +324,10 @@ class NsightMagic(Magics):
         self._apply_config()
         shell = self.shell
         MANAGER.notebook = self._notebook()  # what a prewarmed worker receives once it ran
-        ok = MANAGER.run_setup(args.name, prepared, lambda: args.worker_only or shell is None
-                               or shell.run_cell(cell, store_history=False).success)  # fmt: skip
+        here = not args.worker_only and shell is not None
+        ok = MANAGER.run_setup(args.name, prepared, lambda: not here or (shell is not None and
+                               shell.run_cell(cell, store_history=False).success),
+                               in_notebook=here)  # fmt: skip
         if not ok:  # its traceback is shown already
             raise NsightMagicError("the setup cell failed, so it was not recorded.")
         return None

@@ -17,7 +17,7 @@ A setup cell otherwise runs once, in the notebook.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -64,12 +64,15 @@ def _up_to_date(session: WarmSession, user_ns: Mapping[str, Any]) -> set[str]:
     }
 
 
-def _unsendable(entry: HistoryEntry, cannot: Mapping[str, str], user_ns: Mapping[str, Any]) -> str:
+def _unsendable(
+    entry: HistoryEntry, cannot: Mapping[str, str], user_ns: Mapping[str, Any], in_notebook: bool
+) -> str:
     """Why the worker must replay setup ``entry`` ("" when its names can all be sent): a name
-    it defines cannot be pickled, or the notebook does not have it (the cell did not run
-    there: ``record_setup``, or it deleted the name since)."""
+    it defines cannot be pickled, or the cell never ran in the notebook (``--worker-only``,
+    ``record_setup``) and the notebook lacks a name it defines. A name the notebook deleted
+    after running the cell is gone from the workers too."""
     bad = [f"{n}: {cannot[n]}" for n in sorted(entry.cell.names_bound & cannot.keys())]
-    missing = sorted(entry.cell.effects.defined - user_ns.keys())
+    missing = [] if in_notebook else sorted(entry.cell.effects.defined - user_ns.keys())
     if missing:
         bad.append(f"{', '.join(missing[:3])} not in the notebook")
     return "; ".join(bad[:3])
@@ -86,6 +89,7 @@ def plan_catch_up(
     replay_all: bool = False,
     explicit: frozenset[str] = frozenset(),
     setup_gpu_bytes: Mapping[int, int] | None = None,
+    in_notebook: Collection[int] = (),
 ) -> CatchUpPlan:
     """What ``session`` needs before a cell that reads ``reads`` (``before``: a re-run of an
     earlier cell sees only what came before it; ``explicit``: ``--vars`` names, sent by value)."""
@@ -106,7 +110,11 @@ def plan_catch_up(
     fallback: dict[str, str] = {}
     replayed_setups = []
     for entry in setups:
-        why = "" if entry.id in session.executed else _unsendable(entry, cannot, user_ns)
+        why = (
+            ""
+            if entry.id in session.executed
+            else _unsendable(entry, cannot, user_ns, entry.id in in_notebook)
+        )
         if not why:
             continue
         replayed_setups.append(entry)

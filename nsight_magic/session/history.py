@@ -53,6 +53,9 @@ class History:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # setup entry id -> GPU bytes the notebook's run of it allocated (what a replay needs)
     gpu_bytes: dict[int, int] = field(default_factory=dict)
+    # setup entry ids that ran in the notebook (not --worker-only): a name of theirs the
+    # notebook no longer has was deleted there, not left to the workers to build
+    in_notebook: set[int] = field(default_factory=set)
 
     def add(
         self,

@@ -117,7 +117,9 @@ class SessionManager(DrillDowns):
             done.wait(timeout)
         return self.history.get(entry_id) is not None
 
-    def run_setup(self, name: str, cell: PreparedCell, run: Callable[[], bool]) -> bool:
+    def run_setup(
+        self, name: str, cell: PreparedCell, run: Callable[[], bool], *, in_notebook: bool = True
+    ) -> bool:
         """A ``%%nsight_setup`` cell: recorded first, so that a prewarmed worker starts while
         ``run`` (the notebook's own run of it) runs and receives what it defined after; kept
         if that succeeds, else taken back."""
@@ -130,6 +132,8 @@ class SessionManager(DrillDowns):
             after = shared_state.cuda_allocated_bytes()
             if after is not None:
                 self.history.gpu_bytes[entry.id] = max(0, after - before)
+            if ok and in_notebook:  # its names are the notebook's: workers receive them
+                self.history.in_notebook.add(entry.id)
             self.end_setup(entry, cell.source, name, ok)
         return ok
 

@@ -128,7 +128,8 @@ def _replay(
     entries = manager.history.entries()
     plan = catch_up.plan_catch_up(entries, session, notebook, reads, before=before,
                                   replay_all=manager.replay_all,
-                                  setup_gpu_bytes=manager.history.gpu_bytes)  # fmt: skip
+                                  setup_gpu_bytes=manager.history.gpu_bytes,
+                                  in_notebook=manager.history.in_notebook)  # fmt: skip
     if plan.replay.conflict or not session.alive():
         return
     if not plan.replay.run and not plan.share.names:
