@@ -147,7 +147,7 @@ def changed_names(
     its forward: the weights stay."""
     if cell.effects.opaque:
         return ["*"]
-    changed = set(cell.effects.changed(modules))
+    changed = set(cell.effects.changed(modules)) - _tensors_only_read(cell, user_ns)
     for node in ast.walk(ast.parse(cell.code)):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
             continue
@@ -170,3 +170,32 @@ def _keeps_arguments(target: Any) -> bool:
 def module_names(entries: Sequence[HistoryEntry]) -> frozenset[str]:
     """Names bound by an import anywhere in the history (``x.append`` on a module is a call)."""
     return _Effects(entries).modules
+
+
+# tensor methods that return a new tensor (the text-only rule cannot count them as reads:
+# ``model.float()`` changes a module in place, ``x.float()`` leaves a tensor as it was)
+TENSOR_READ_METHODS = frozenset(
+    {"float", "half", "bfloat16", "double", "int", "long", "bool", "to", "cpu", "cuda", "type",
+     "square", "t", "cumsum", "sin", "cos", "tanh", "relu", "sigmoid", "gather", "index_select",
+     "masked_fill", "where", "topk", "sort", "argsort", "eq", "ne", "float16"}
+)  # fmt: skip
+
+
+def _tensors_only_read(cell: PreparedCell, user_ns: Mapping[str, Any]) -> set[str]:
+    """Names of the notebook's tensors the cell only calls non-in-place methods on: copying a
+    31 GiB tensor to host and back around a re-run of ``w[:8].float().sum()`` costs a minute."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return set()
+    from ..script.effects import READ_ONLY_METHODS
+
+    calls: dict[str, set[str]] = {}
+    for name, method in cell.effects.method_calls:
+        calls.setdefault(name, set()).add(method)
+    return {
+        name
+        for name, methods in calls.items()
+        if isinstance(user_ns.get(name), torch.Tensor)
+        and name not in cell.effects.mutated
+        and methods <= (READ_ONLY_METHODS | TENSOR_READ_METHODS)
+    }

@@ -1,0 +1,174 @@
+"""One copy of the notebook's state (issue 33), on the CPU: what a worker receives and how,
+identity kept across cells, what cannot be sent and why, which names a re-run must leave as they
+were, and, with the real worker process, a setup cell that runs once (in the notebook) while the
+worker gets its names, a setup name that cannot be pickled rebuilt by one replay that says so,
+and a notebook ``del`` reaching the worker. CUDA IPC itself needs a GPU: tests/gpu."""
+
+from __future__ import annotations
+
+import io
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+from session_support import BareBackend
+
+from nsight_magic.errors import CellFailedError
+from nsight_magic.script import prepare_cell
+from nsight_magic.script.shared_objects import TABLE, _SharedUnpickler, receive
+from nsight_magic.session import shared_state
+from nsight_magic.session.history import SetupRegistry
+from nsight_magic.session.manager import SessionManager
+from nsight_magic.session.replay import changed_names
+from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+
+torch = pytest.importorskip("torch")
+
+
+def _load(blob: bytes, ns: dict) -> dict:  # type: ignore[type-arg]
+    path = io.BytesIO(blob)
+    table = ns.setdefault(TABLE, {})
+    names, new, forget, drop = _SharedUnpickler(path, table).load()
+    for key in forget:
+        table.pop(key, None)
+    for key, obj in new:
+        table[key] = obj
+    ns.update(names)
+    for name in drop:
+        ns.pop(name, None)
+    return ns
+
+
+def test_objects_sent_in_different_cells_stay_one_in_the_worker() -> None:
+    model = torch.nn.Linear(4, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    nb = {"model": model, "opt": opt}
+    sent = shared_state.SentObjects()
+    worker: dict = {}  # type: ignore[type-arg]
+    first = shared_state.plan({"model"}, nb, max_bytes=1 << 20)
+    packed = shared_state.pack(first, sent)
+    _load(packed.blob, worker)
+    sent.commit(packed.new)
+    second = shared_state.plan({"opt"}, nb, max_bytes=1 << 20)
+    _load(shared_state.pack(second, sent).blob, worker)
+    # the optimizer steps the very parameters the model's forward uses
+    params = worker["opt"].param_groups[0]["params"]
+    assert params[0] is worker["model"].weight and params[1] is worker["model"].bias
+    assert first.summary()["copied"] == ["model"] and first.summary()["mapped_bytes"] == 0
+
+
+def test_what_cannot_be_sent_says_why() -> None:
+    nb = {"lock": threading.Lock(), "big": torch.zeros(1 << 20), "n": 3, "f": len}
+    share = shared_state.plan(set(nb), nb, max_bytes=1 << 16)
+    cannot = share.cannot()
+    assert set(cannot) == {"lock", "big"}
+    assert "cannot be pickled" in cannot["lock"] and "over auto_vars_max_bytes" in cannot["big"]
+    assert set(share.names) == {"n", "f"}
+
+
+def test_a_changed_or_dead_object_is_sent_again_and_forgotten_in_the_worker() -> None:
+    t = torch.zeros(3)
+    nb = {"t": t}
+    sent = shared_state.SentObjects()
+    packed = shared_state.pack(shared_state.plan({"t"}, nb, max_bytes=1 << 20), sent)
+    sent.commit(packed.new)
+    assert sent.key_of(t) is not None
+    t.add_(1)  # a CPU tensor went by value: its in-place change makes it another object
+    assert sent.key_of(t) is None
+    assert sent.stale_keys() and len(sent) == 0
+
+
+def test_a_rerun_keeps_what_its_text_changes() -> None:
+    def train(m, o):
+        return None
+
+    ns = {"model": torch.nn.Linear(2, 2), "opt": object(), "w": torch.zeros(3), "train": train}
+    mods = frozenset({"torch"})
+
+    def changes(cell: str) -> list[str] | None:
+        return changed_names(prepare_cell(textwrap.dedent(cell)), mods, ns)
+
+    assert changes("loss = model(w).sum()\nloss.backward()\nopt.step()") == ["loss", "opt"]
+    assert changes("y = model(w)\ns = w[:2].float().sum()") is None  # reads only
+    assert changes("w.add_(1)") == ["w"]
+    assert changes("train(model, opt)") == ["model", "opt"]  # the notebook's function
+    assert changes("exec('x = 1')") == ["*"]
+
+
+@pytest.fixture
+def manager():  # type: ignore[no-untyped-def]
+    m = SessionManager(setup=SetupRegistry())
+    yield m
+    m.stop()
+
+
+def _cell(manager: SessionManager, tmp_path: Path, ns: dict, cell: str):  # type: ignore[no-untyped-def,type-arg]
+    out: list[str] = []
+    request = CellRequest(cell=cell, runs_root=tmp_path / "runs", cwd=str(tmp_path))
+    result = manager.profile(request, BareBackend(), notebook=Notebook(user_ns=ns),
+                             callbacks=RunCallbacks(output=out.append))  # fmt: skip
+    return result, out
+
+
+def _setup(manager: SessionManager, ns: dict, source: str, name: str = "setup") -> None:  # type: ignore[type-arg]
+    manager.notebook = Notebook(user_ns=ns)
+    cell = prepare_cell(source)
+    assert manager.run_setup(name, cell, lambda: exec(cell.code, ns) is None)
+
+
+def test_a_setup_cell_runs_once_in_the_notebook_and_the_worker_receives_its_names(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    log = tmp_path / "setup_runs.txt"
+    ns: dict = {}  # type: ignore[type-arg]
+    source = (
+        f"import torch\nopen({str(log)!r}, 'a').write('ran\\n')\n"
+        "model = torch.nn.Linear(8, 8)\nopt = torch.optim.SGD(model.parameters(), lr=1.0)\n"
+    )
+    _setup(manager, ns, source)
+    result, out = _cell(manager, tmp_path, ns, "print(type(model).__name__, len(opt.param_groups))")
+    assert "Linear 1" in out
+    assert log.read_text() == "ran\n", "the setup cell ran in the notebook only"
+    assert not result.meta.get("replayed")
+    assert {"model", "opt", "torch"} <= set(result.meta["shared_vars"]["copied"])
+    status = next(s for s in manager.status() if s.tool == "nsys")
+    assert {"model", "opt"} <= set(status.shared_names)
+
+
+def test_a_setup_name_that_cannot_be_pickled_is_rebuilt_by_one_replay_that_says_so(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    ns: dict = {}  # type: ignore[type-arg]
+    _setup(manager, ns, "import threading\nlock = threading.Lock()\nn = 5\n", name="locks")
+    result, out = _cell(manager, tmp_path, ns, "with lock:\n    print('n is', n)")
+    assert "n is 5" in out
+    assert result.meta["replayed"] == ["locks"]
+    assert any("replays setup cell 'locks': lock: " in line for line in out)
+    again, out = _cell(manager, tmp_path, ns, "with lock:\n    print('again', n)")
+    assert "again 5" in out and not again.meta.get("replayed"), "replayed once per worker"
+
+
+def test_a_name_the_notebook_deletes_is_gone_from_the_worker(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    ns: dict = {}  # type: ignore[type-arg]
+    _setup(manager, ns, "import torch\nw = torch.ones(4)\n")
+    _cell(manager, tmp_path, ns, "print(float(w.sum()))")
+    del ns["w"]
+    with pytest.raises(CellFailedError, match="NameError"):
+        _cell(manager, tmp_path, ns, "print(w)")
+    status = next(s for s in manager.status() if s.tool == "nsys")
+    assert "w" not in status.shared_names
+
+
+def test_receive_binds_names_and_forgets_dropped_ones(tmp_path: Path) -> None:
+    nb = {"a": torch.ones(2), "b": [1, 2]}
+    sent = shared_state.SentObjects()
+    plan = shared_state.plan({"a", "b"}, nb, max_bytes=1 << 20, gone=["old"])
+    path = tmp_path / "shared.pkl"
+    path.write_bytes(shared_state.pack(plan, sent).blob)
+    ns = {"old": 1}
+    got = receive(ns, str(path))
+    assert got == {"names": ["a", "b"], "dropped": ["old"]}
+    assert "old" not in ns and ns["b"] == [1, 2] and float(ns["a"].sum()) == 2.0
