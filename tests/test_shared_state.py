@@ -149,6 +149,19 @@ def test_a_setup_name_that_cannot_be_pickled_is_rebuilt_by_one_replay_that_says_
     assert "again 5" in out and not again.meta.get("replayed"), "replayed once per worker"
 
 
+def test_a_replayed_setup_cell_gets_the_names_it_reads_from_ordinary_cells(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    # `time` was imported in an ordinary cell; the setup cell that uses it must be replayed
+    import time
+
+    ns: dict = {"time": time}  # type: ignore[type-arg]
+    _setup(manager, ns, "import threading\nlock = threading.Lock()\nt0 = time.monotonic()\n")
+    result, out = _cell(manager, tmp_path, ns, "with lock:\n    print('t0', t0 > 0)")
+    assert "t0 True" in out and result.meta["replayed"] == ["setup"]
+    assert "time" in result.meta["shared_vars"]["copied"]
+
+
 def test_a_name_the_notebook_deletes_is_gone_from_the_worker(
     manager: SessionManager, tmp_path: Path
 ) -> None:

@@ -122,6 +122,14 @@ def plan_catch_up(
         for name in entry.cell.names_bound:  # the replay binds them: the worker's own
             share.names.pop(name, None)
             share.shares.pop(name, None)
+    # what a replayed setup cell reads from ordinary cells (``time``, imported in the first
+    # one) is sent as a profiled cell's reads are
+    extra = {n for e in replayed_setups for n in e.cell.names_read} - set(share.shares)
+    extra -= {n for e in replayed_setups for n in e.cell.names_bound} | set(notebook.hidden)
+    more = shared_state.plan(extra, user_ns, max_bytes=notebook.auto_vars_max_bytes,
+                             skip=_up_to_date(session, user_ns))  # fmt: skip
+    share.names.update(more.names)
+    share.shares.update(more.shares)
     run = sorted([*replayed_setups, *cells.run], key=lambda e: e.id)
     replay = ReplayPlan(run, cells.pending + len(replayed_setups), cells.skipped, cells.conflict)
     gpu = setup_gpu_bytes or {}
