@@ -105,7 +105,7 @@ def test_every_line_a_cell_prints_is_shown_before_its_result(run, manager) -> No
         assert [ln for ln in out if ln.startswith("line ")] == [f"line {i}" for i in range(3000)]
         assert "from fd 1" in out and "no newline at the end" in out
         assert not any("nsight_magic-reply" in ln or "\x00" in ln for ln in out)
-    (session,) = manager._sessions_of("nsys")
+    (session,) = manager.workers.sessions_of("nsys")
     assert not session.worker._marks_lost  # every reply found its mark: none was waited out
 
 
@@ -266,7 +266,7 @@ def test_stop_and_status(run, manager) -> None:
     text = format_status([status], {"0": {"reserved_bytes": 3_000_000_000, "allocated_bytes": 0}})
     assert text.startswith(f"nsys worker: running, pid {pid}, up ")
     assert "1 cell(s) profiled" in text and "launched as: " in text
-    assert "notebook GPU 0: torch holds 3.0 GB" in text and "--worker-only" in text
+    assert "notebook GPU 0: torch holds 3.0 GB" in text and "the one copy" in text
     assert manager.stop() == ["nsys"]
     assert manager.status() == [] and not alive(pid)
 

@@ -1,7 +1,7 @@
 """Prewarmed workers, for real on the CPU (the worker without a profiler): the nsys worker
-starts and replays a setup cell while the notebook runs it, a setup cell that failed in the
-notebook is taken back from the worker, and the ncu worker is prewarmed for drill-downs after
-the first nsys result."""
+starts while the notebook runs a setup cell and receives what it defined once it ran, a setup
+cell that failed in the notebook is taken back, and the ncu worker is prewarmed for drill-downs
+after the first nsys result."""
 
 from __future__ import annotations
 
@@ -39,11 +39,11 @@ def _join(manager: SessionManager) -> None:
         assert not thread.is_alive()
 
 
-def _run(manager: SessionManager, tmp_path: Path, cell: str, tool: str = "nsys", **kw):
+def _run(manager: SessionManager, tmp_path: Path, cell: str, tool: str = "nsys", ns=None, **kw):
     out: list[str] = []
     request = CellRequest(cell=textwrap.dedent(cell), runs_root=tmp_path / "runs",
                           cwd=str(tmp_path), **kw)  # fmt: skip
-    result = manager.profile(request, BareBackend(tool), notebook=Notebook(),
+    result = manager.profile(request, BareBackend(tool), notebook=Notebook(user_ns=ns or {}),
                              callbacks=RunCallbacks(output=out.append))  # fmt: skip
     return result, out
 
@@ -53,47 +53,59 @@ def _status(manager: SessionManager, tool: str):
     return status
 
 
-def test_the_nsys_worker_replays_a_setup_cell_while_the_notebook_runs_it(manager, tmp_path) -> None:
-    flag = tmp_path / "notebook-is-running-it"
-    setup = (f"import os, time\nwhile not os.path.exists({str(flag)!r}):\n"
-             "    time.sleep(0.02)\nbase = os.getpid()\n")  # fmt: skip
-    entry = manager.begin_setup("base", prepare_cell(setup))
-    # begin_setup returned while the worker waits inside the setup cell for the notebook
-    flag.write_text("")
+def _notebook_setup(manager: SessionManager, ns: dict, name: str, source: str, run=None) -> bool:
+    """A setup cell as %%nsight_setup runs it: in the notebook (``ns``), the workers told."""
+    manager.notebook = Notebook(user_ns=ns)
+    cell = prepare_cell(source)
+    return manager.run_setup(name, cell, run or (lambda: exec(cell.code, ns) is None))
+
+
+def test_the_nsys_worker_starts_while_the_notebook_runs_a_setup_cell_and_receives_its_names(
+    manager, tmp_path
+) -> None:
+    ns: dict = {}
+    setup = "import os\nbase = os.getpid()\n"
+
+    def notebook_run() -> bool:  # the notebook's run takes until the worker is up
+        deadline = time.monotonic() + 30
+        while not [s for s in manager.status() if s.tool == "nsys"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        exec(setup, ns)
+        return True
+
+    assert _notebook_setup(manager, ns, "base", setup, notebook_run)
     _join(manager)
-    manager.end_setup(entry, setup, "base", ok=True)
     status = _status(manager, "nsys")
-    assert status.alive and status.prewarmed == ["base"] and status.cells == 0
-    result, out = _run(manager, tmp_path, "print(base)")
-    assert "replayed" not in result.meta and out[-1] == str(status.pid)
+    assert status.alive and status.cells == 0 and status.prewarmed == []  # nothing replayed
+    assert "base" in status.shared_names  # received once the notebook's run ended
+    result, out = _run(manager, tmp_path, "print(base)", ns=ns)
+    # the notebook's value (its pid), not one the worker computed: the cell ran once, there
+    assert "replayed" not in result.meta and out[-1] == str(os.getpid())
     assert len(manager.setup) == 1  # fresh runs replay it too
 
 
-def test_a_setup_cell_replays_into_the_worker_started_by_hand(manager, tmp_path):
+def test_a_setup_cell_reaches_the_worker_started_by_hand(manager, tmp_path):
     """``%nsight_session start`` starts the nsys worker; a setup cell run right after it (Run
-    All), while that worker may still be starting, replays into it: one worker, no second
-    start."""
+    All), while that worker may still be starting, reaches it: one worker, no second start."""
     manager.start_worker("nsys")
-    setup = "import os\nbase = os.getpid()\n"
-    entry = manager.begin_setup("base", prepare_cell(setup))
+    ns: dict = {}
+    assert _notebook_setup(manager, ns, "base", "base = 41\n")
     _join(manager)
-    manager.end_setup(entry, setup, "base", ok=True)
     status = _status(manager, "nsys")  # the only nsys worker
-    assert status.alive and status.prewarmed == ["base"]
-    result, out = _run(manager, tmp_path, "print(base)")
-    assert "replayed" not in result.meta and out[-1] == str(status.pid)
+    assert status.alive and "base" in status.shared_names
+    result, out = _run(manager, tmp_path, "print(base + 1)", ns=ns)
+    assert "replayed" not in result.meta and out[-1] == "42"
 
 
 def test_a_setup_cell_that_failed_in_the_notebook_is_taken_back(manager, tmp_path) -> None:
-    setup = "value = 1"
-    entry = manager.begin_setup("v", prepare_cell(setup))
+    ns: dict = {}
+    assert not _notebook_setup(
+        manager, ns, "v", "value = 1\n1 / 0\n", run=lambda: exec("value = 1", ns) is None and False
+    )
     _join(manager)
-    pid = _status(manager, "nsys").pid
-    manager.end_setup(entry, setup, "v", ok=False)
     assert not manager.history.entries() and len(manager.setup) == 0
-    assert not alive(pid)
-    result, out = _run(manager, tmp_path, "print('value' in globals())")
-    assert out[-1] == "False" and result.meta["worker"]["pid"] != pid
+    _, out = _run(manager, tmp_path, "print('value' in globals())")
+    assert out[-1] == "False"
 
 
 def test_the_ncu_worker_is_prewarmed_for_drill_downs_after_the_first_nsys_result(
@@ -118,17 +130,15 @@ def test_the_ncu_worker_is_prewarmed_for_drill_downs_after_the_first_nsys_result
     assert len([s for s in manager.status() if s.tool == "ncu"]) == 1
 
 
-def test_a_setup_cell_is_replayed_by_the_worker_in_use_whatever_its_options(
-    manager, tmp_path
-) -> None:
+def test_a_setup_cell_reaches_the_worker_in_use_whatever_its_options(manager, tmp_path) -> None:
     _run(manager, tmp_path, "x = 1", env={"NSM_OPTION": "other"})
     _join(manager)
     pid = _status(manager, "nsys").pid
-    entry = manager.begin_setup("late", prepare_cell("late = 5"))
+    ns: dict = {}
+    assert _notebook_setup(manager, ns, "late", "late = 5")
     _join(manager)
-    manager.end_setup(entry, "late = 5", "late", ok=True)
     status = _status(manager, "nsys")  # no second worker for the default options
-    assert status.pid == pid and status.prewarmed == ["late"]
+    assert status.pid == pid and "late" in status.shared_names
 
 
 def test_an_nsys_cell_waits_while_the_ncu_worker_replays_and_says_so(manager, tmp_path) -> None:
@@ -139,7 +149,7 @@ def test_an_nsys_cell_waits_while_the_ncu_worker_replays_and_says_so(manager, tm
     manager.record_setup(setup, "base", prepare_cell(setup))
     manager.prewarm_backends["ncu"] = lambda: _SlotBackend("ncu")
     _run(manager, tmp_path, "y = base")
-    nsys = manager._sessions_of("nsys")[0]
+    nsys = manager.workers.sessions_of("nsys")[0]
     for _ in range(600):  # until the ncu worker is up and replaying (it holds the nsys one)
         if nsys.busy:
             break
@@ -201,10 +211,13 @@ from nsight_magic.script import prepare_cell
 from nsight_magic.session.manager import SessionManager
 m = SessionManager()
 m.prewarm, m.prewarm_backends = True, {"nsys": BareBackend, "ncu": BareBackend}
-m.begin_setup("busy", prepare_cell("import time\nwhile True:\n    time.sleep(0.02)\n"))
-while not m._sessions_of():
+# a setup cell that never ran in the notebook: the prewarmed worker replays it (forever)
+busy = "import time\nwhile True:\n    time.sleep(0.02)\n"
+m.record_setup(busy, "busy", prepare_cell(busy))
+m.start_worker("nsys")
+while not m.workers.sessions_of():
     time.sleep(0.05)
-print("worker", m._sessions_of()[0].worker.pid, flush=True)
+print("worker", m.workers.sessions_of()[0].worker.pid, flush=True)
 time.sleep(120)
 """
 

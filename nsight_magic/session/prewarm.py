@@ -20,25 +20,38 @@ from __future__ import annotations
 import contextlib
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..run_dir import RunDir
 from ..script import build_script, prepare_cell
 from . import catch_up, gpu_memory
-from .activity import PREWARM_IDLE_S
+from .activity import PREWARM_IDLE_S, Activity
 from .backends import Backend
+from .history import History
 from .pipeline import Lines, RunContext, base_meta
 from .spec import CellRequest, Notebook, RunCallbacks
 from .warm import WarmSession, replay_errors
+from .worker_pool import WorkerPool
 
-if TYPE_CHECKING:
-    from .manager import SessionManager
+
+class PrewarmHost(Protocol):
+    """What a prewarm needs of the session (``SessionManager`` is one): its workers, history,
+    the notebook whose names a worker receives, and when to wait."""
+
+    workers: WorkerPool
+    history: History
+    activity: Activity
+    replay_all: bool
+    prewarm_backends: dict[str, Callable[[], Backend]]
+    notebook: Notebook
+
+    def wait_setup(self, entry_id: int, timeout: float | None = None) -> bool: ...
 
 
 def prewarm(
-    manager: SessionManager,
+    manager: PrewarmHost,
     backend: Backend,
     request: CellRequest,
     *,
@@ -55,7 +68,17 @@ def prewarm(
     ran. Returns the thread (tests join it)."""
     thread = threading.Thread(
         target=_prewarm,
-        args=(manager, backend, request, reads, before, hold, into, manager._stops, setup_entry),
+        args=(
+            manager,
+            backend,
+            request,
+            reads,
+            before,
+            hold,
+            into,
+            manager.workers.stop_count,
+            setup_entry,
+        ),
         name=f"nsight_magic prewarm {backend.tool}",
         daemon=True,
     )
@@ -64,7 +87,7 @@ def prewarm(
 
 
 def _prewarm(
-    manager: SessionManager,
+    manager: PrewarmHost,
     backend: Backend,
     request: CellRequest,
     reads: frozenset[str],
@@ -87,11 +110,11 @@ def _prewarm(
                                  notebook=Notebook(), callbacks=callbacks,
                                  lines=Lines(backend.tool, callbacks, None),
                                  meta=base_meta(request, tool, "prewarm"))  # fmt: skip
-                session = manager._session(backend, ctx, stops=stops)
+                session = manager.workers.session_for(backend, ctx, stops=stops)
             if setup_entry is not None and not manager.wait_setup(setup_entry):
                 return  # it failed in the notebook: nothing to receive
             if hold is not None and not manager.activity.wait_idle(
-                PREWARM_IDLE_S, lambda: manager._stops != stops
+                PREWARM_IDLE_S, lambda: manager.workers.stop_count != stops
             ):
                 return  # stopped meanwhile; a Run All keeps going past here until it ends
             waiting = f"the {session.tool} worker replays ahead of time; no capture runs beside it"
@@ -117,7 +140,7 @@ def _busy(session: WarmSession | None, why: str) -> Iterator[None]:
 
 
 def _replay(
-    manager: SessionManager,
+    manager: PrewarmHost,
     session: WarmSession,
     folder: Path,
     backend: Backend,
@@ -170,28 +193,28 @@ def _replay(
     session.notes += replay_errors(session.tool, reply)
 
 
-def prewarm_for_setup(manager: SessionManager, entry_id: int) -> threading.Thread:
+def prewarm_for_setup(manager: PrewarmHost, entry_id: int) -> threading.Thread:
     """A setup cell runs in the notebook: the nsys worker in use (whatever its launch options),
     or, with none alive, one with the default options started meanwhile, receives what it
     defined once it ran."""
-    live = [s for s in manager._sessions_of("nsys") if s.alive()]
+    live = [s for s in manager.workers.sessions_of("nsys") if s.alive()]
     backend = manager.prewarm_backends["nsys"]()
     return prewarm(manager, backend, CellRequest(cell="pass"), into=live[-1] if live else None,
                    setup_entry=entry_id)  # fmt: skip
 
 
 def prewarm_drill_down(
-    manager: SessionManager, nsys: WarmSession, ctx: RunContext, entry_id: int
+    manager: PrewarmHost, nsys: WarmSession, ctx: RunContext, entry_id: int
 ) -> list[threading.Thread]:
     """The ncu worker a drill-down into the cell ``nsys`` just ran (``ctx``, history id
     ``entry_id``) would use, started and replayed when none is alive and the GPU has room for
     it beside the nsys worker; the nsys worker waits while it replays."""
-    if any(s.alive() for s in manager._sessions_of("ncu")):
+    if any(s.alive() for s in manager.workers.sessions_of("ncu")):
         return []
     r = ctx.request  # what the drill-down's request will have: the ncu worker's launch key
     request = CellRequest(cell="pass", python=r.python, cwd=r.cwd, env=dict(r.env))
     backend = manager.prewarm_backends["ncu"]()
-    stops = manager._stops
+    stops = manager.workers.stop_count
 
     def run() -> None:
         room, _ = gpu_memory.read().room_for_copy_of(nsys.worker.pid)

@@ -8,8 +8,8 @@ import sys
 from typing import Any
 
 from ..magic_names import cell_magic
-from .manager import SessionStatus
 from .variables import human_bytes
+from .worker_pool import SessionStatus
 
 
 def format_status(statuses: list[SessionStatus], notebook_gpu: dict[str, Any]) -> str:
