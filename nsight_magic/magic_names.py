@@ -85,6 +85,7 @@ def _under_short_name(magic: Any, short: str, long: str) -> Any:
     twin = types.FunctionType(
         func.__code__, func.__globals__, short, func.__defaults__, func.__closure__
     )
+    twin.__kwdefaults__ = func.__kwdefaults__
     twin.__dict__.update(func.__dict__)
     twin.__qualname__ = func.__qualname__
     twin.__doc__ = renamed(func.__doc__ or "", long, short)
