@@ -5,6 +5,7 @@ opens a bundled example from outside the repository."""
 from __future__ import annotations
 
 import email
+import os
 import re
 import shutil
 import site
@@ -59,7 +60,10 @@ def test_metadata_an_index_can_show() -> None:
 
 
 def _run(argv: list[str], cwd: Path) -> str:
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600)
+    # no PYTHONPATH: a checkout on it (and the egg-info an editable install leaves there) would
+    # answer for the package instead of what is being built and installed
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"{argv}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout
 
@@ -118,7 +122,10 @@ def test_build_gives_a_wheel_and_sdist_that_install_and_open_an_example(tmp_path
     )
     deps = [p for p in site.getsitepackages() if Path(p).is_dir()]
     (Path(target.strip()) / "deps-of-the-test.pth").write_text("\n".join(deps) + "\n")
+    # --ignore-installed: the copy of the package the .pth line shows (an editable install)
+    # is not this one, and not for pip to replace
     pip = [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps"]
+    pip.append("--ignore-installed")
     _run([*pip, "--no-index", str(wheel)], tmp_path)
     outside = tmp_path / "elsewhere"
     outside.mkdir()
