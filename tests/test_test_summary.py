@@ -4,6 +4,7 @@ for want of Chromium (one line saying so, and how to get them)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -84,8 +85,10 @@ def test_no_notice_when_no_browser_test_was_skipped(tmp_path: Path) -> None:
 
 
 def test_make_test_ends_with_the_summary_and_clean_removes_every_venv() -> None:
+    # not the flags of a make this suite may run under (make test: -j2, its jobserver)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     dry = subprocess.run(
-        ["make", "-n", "test", "clean", "VENV=.venv-never-made"], cwd=REPO,
+        ["make", "-n", "test", "clean", "VENV=.venv-never-made"], cwd=REPO, env=env,
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert dry.returncode == 0, dry.stderr
