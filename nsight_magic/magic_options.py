@@ -161,6 +161,7 @@ def check_common(
     env: Sequence[str],
     var: str | None,
     hidden: Collection[str],
+    *,
     var_flag: str = "--var",
 ) -> None:
     """``--timeout`` finite and > 0, ``--env`` items KEY=VALUE without NUL, ``-o NAME`` a plain

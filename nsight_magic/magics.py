@@ -159,7 +159,8 @@ class NsightMagic(Magics):
         if args.warmup < 0:
             raise UsageError("--warmup must be >= 0")
         hidden = getattr(self.shell, "user_ns_hidden", {}) or {}
-        check_common(args.timeout, args.env, args.var, hidden, typed_flag(ours, ("-o", "--var")))
+        var_flag = typed_flag(ours, ("-o", "--var"))  # the spelling messages name
+        check_common(args.timeout, args.env, args.var, hidden, var_flag=var_flag)
         if magic.parser.prog.endswith("ncu"):  # values ncu alone would refuse, before it is found
             check_ncu_values(args.set, args.sections, args.kernel_regex, typed)
         if args.nproc < 1 or getattr(args, "rank", 0) not in range(args.nproc):
