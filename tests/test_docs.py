@@ -117,3 +117,16 @@ def test_enough_blocks_are_checked() -> None:
         p.name for p in PAGES if any(runnable(b) for b in python_blocks(p.read_text("utf-8")))
     }
     assert {"README.md", "options.md", "numbers.md", "workloads.md"} <= runnable_pages
+
+
+def test_every_page_is_reachable_from_the_readme() -> None:
+    """No orphan page: README.md links every page of docs/ (the package index page excepted:
+    pyproject.toml names it)."""
+    readme = links((REPO / "README.md").read_text(encoding="utf-8"))
+    linked = {(REPO / target.partition("#")[0]).resolve() for target in readme}
+    orphans = [
+        page.name
+        for page in PAGES[1:]
+        if page.resolve() not in linked and page.name != "index-page.md"
+    ]
+    assert orphans == []
