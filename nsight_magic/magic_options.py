@@ -118,16 +118,25 @@ def _check_choice(action: argparse.Action, value: str, magic: str) -> None:
 
 
 def check_ncu_values(
-    set_name: str | None, sections: Sequence[str], kernel_regex: str | None, magic: str
+    set_name: str | None,
+    sections: Sequence[str],
+    kernel_regex: str | None,
+    magic: str,
+    extra: Sequence[str] = (),
 ) -> None:
     """``%%ncu``'s values that ncu alone would reject, checked before ncu is looked for: a set
     or section one typo away from ncu's own (``--set fulll`` -> did you mean full?), and a
     ``--kernel`` regex that does not compile (ncu reads it as an ECMAScript regex; Python's
-    ``re`` refuses the same broken ones: unbalanced brackets and parentheses, a bad repeat)."""
+    ``re`` refuses the same broken ones: unbalanced brackets and parentheses, a bad repeat).
+    With ``-- --section-folder DIR`` in ``extra`` the sets and sections are that folder's:
+    only ncu can say which it has."""
+    own_sections = any(t.startswith("--section-folder") for t in extra)  # -recursive too
     for flag, value, known in (
         ("--set", set_name, NCU_SETS),
         *(("--section", section, NCU_SECTIONS) for section in sections),
     ):
+        if own_sections:
+            break
         if not value or value == "none" or value in known:
             continue
         match = nearest(value, known, cutoff=0.75)

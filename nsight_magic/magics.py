@@ -162,7 +162,7 @@ class NsightMagic(Magics):
         var_flag = typed_flag(ours, ("-o", "--var"))  # the spelling messages name
         check_common(args.timeout, args.env, args.var, hidden, var_flag=var_flag)
         if magic.parser.prog.endswith("ncu"):  # values ncu alone would refuse, before it is found
-            check_ncu_values(args.set, args.sections, args.kernel_regex, typed)
+            check_ncu_values(args.set, args.sections, args.kernel_regex, typed, extra)
         if args.nproc < 1 or getattr(args, "rank", 0) not in range(args.nproc):
             raise UsageError(f"--nproc must be >= 1 and --rank in 0..{max(args.nproc, 1) - 1}")
         try:

@@ -111,6 +111,9 @@ def test_valid_spellings_pass_the_checks(ip: InteractiveShell) -> None:
     magic_options.check_ncu_values("my_set", ["MySection"], r"gemm\(", "%%ncu")
     magic_options.check_ncu_values("detailed", ["SpeedOfLight"], None, "%%ncu")
     magic_options.check_ncu_values("none", [], "^ampere_.*gemm$", "%%ncu")
+    # a section folder of the user's own: its sets are for ncu to check
+    magic_options.check_ncu_values("fulll", [], None, "%%ncu", ["--section-folder", "mine"])
+    magic_options.check_ncu_values("fulll", [], None, "%%ncu", ["--section-folder=mine"])
 
 
 def test_known_sets_and_sections_are_ncus_own(data_dir: Path) -> None:
