@@ -4,25 +4,38 @@
 #                bundled real reports and write build/01_quickstart.html
 #   make test  - set up, then lint and run the tests on every core (pytest-xdist; GPU tests are
 #                skipped; see tests/gpu), beside them the fast tier under the GPU image's pandas
-#                and pyarrow (tests/deps/gpuimage.txt)
+#                and pyarrow (tests/deps/gpuimage.txt); ends with one line, "make test: PASSED
+#                ..." or "make test: FAILED ...", and says so when the browser tests were skipped
 #   make quick - lint and the tests without the slow ones (fuzzing, browser): a local loop
 #   make fuzz  - the long fuzzing campaign (4x the cases make test runs; ~10 min on 2 cores)
 #   make test-deps - the fast tier again under each dependency set in tests/deps (the GPU image's
 #                pandas 3.0.6 + pyarrow 25; the oldest versions pyproject allows), one venv each
+#   make clean - remove build output, run folders and every venv this Makefile made (.venv,
+#                .venv-demo, .venv-gpuimage, .venv-oldest: about 3 GB after make test)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_VENV  ?= .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed
+TORCH_VERSION   ?= 2.13.0
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+# each test run's JUnit XML, which tools/test_summary.py reads for the closing line
+RESULTS := build/test-results
 
 .PHONY: setup demo test test-main quick fuzz lint gpu-test bench clean test-deps test-deps-gpuimage test-deps-oldest readme-images
 
+# torch is optional for users; the tests ship real tensors/modules, so .venv gets the CPU build
+# from PyTorch's CPU index as PyTorch documents it (the default index's Linux wheel is the CUDA
+# build, GBs larger). Where that index cannot be reached, pip fails fast and quietly (no
+# retries) and the default index's torch is taken.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# torch is optional for users; the tests ship real tensors/modules, so install the CPU build.
-	$(BIN)/pip install -q torch==2.13.0 || $(BIN)/pip install -q torch
+	$(BIN)/pip install -q --retries 0 --timeout 10 torch==$(TORCH_VERSION) \
+	    --index-url $(TORCH_CPU_INDEX) 2>/dev/null \
+	  || { echo "$(TORCH_CPU_INDEX) not reachable: torch from the default index"; \
+	       $(BIN)/pip install -q torch==$(TORCH_VERSION) || $(BIN)/pip install -q torch; }
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
@@ -45,12 +58,18 @@ lint: setup
 # The main suite and the GPU image's dependency tier run side by side: the suite leaves a core
 # idle a third of its time (tests waiting on workers, kernels, JupyterLab), which the tier fills.
 # The oldest tier runs in CI after it (.ci/run: make test-deps-oldest) and in make test-deps.
-test: lint
-	$(MAKE) -j2 --output-sync=target test-main test-deps-gpuimage
+# -k: both run to the end; then one closing line for both (and lint), which CI can read.
+test: setup
+	@rm -rf $(RESULTS) && mkdir -p $(RESULTS)
+	@$(MAKE) --no-print-directory lint || { echo "make test: FAILED (lint)"; exit 1; }
+	-@$(MAKE) --no-print-directory -j2 --output-sync=target -k test-main test-deps-gpuimage
+	@$(BIN)/python tools/test_summary.py "main suite=$(RESULTS)/main.xml" \
+	    "GPU-image tier=$(RESULTS)/gpuimage.xml"
 
 # -n auto: one worker per core; loadgroup keeps the browser tests on one worker (one JupyterLab)
 test-main: setup
-	$(BIN)/python -m pytest -q -n auto --dist loadgroup
+	@mkdir -p $(RESULTS)
+	$(BIN)/python -m pytest -q -n auto --dist loadgroup --junitxml=$(RESULTS)/main.xml
 
 # The dependency matrix: tests/deps/NAME.txt pins a dependency set; .venv-NAME gets the package
 # under it (no torch: tests that need it skip) and runs the fast tier, less the worker/session/
@@ -78,7 +97,8 @@ MATRIX_PYTHON_oldest   := $(PYTHON_OLDEST)
 
 # a static pattern rule: make searches no implicit rule for .PHONY targets
 $(addprefix test-deps-,$(MATRIX)): test-deps-%: .venv-%/.installed
-	.venv-$*/bin/python -m pytest -q $(MATRIX_TESTS)
+	@mkdir -p $(RESULTS)
+	.venv-$*/bin/python -m pytest -q $(MATRIX_TESTS) --junitxml=$(RESULTS)/$*.xml
 
 test-deps: $(addprefix test-deps-,$(MATRIX))
 
@@ -100,5 +120,6 @@ gpu-test:
 bench: setup
 	$(BIN)/python -m benchmarks
 
+# every venv this Makefile made: .venv, .venv-demo and one per dependency set
 clean:
-	rm -rf build nsight-runs .pytest_cache $(addprefix .venv-,$(MATRIX))
+	rm -rf build dist nsight-runs .pytest_cache $(VENV) $(DEMO_VENV) $(addprefix .venv-,$(MATRIX))

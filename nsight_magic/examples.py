@@ -6,12 +6,14 @@ and no Nsight tools::
     nsight_magic.examples.llm_kernel()   # the picker's ncu run of that prefill's top GEMM
     nsight_magic.examples.compare()      # naive fp32 attention -> fused bf16 SDPA
 
-All were captured on an NVIDIA H200 with Nsight Systems / Compute 2025.3.1 by the notebooks in
-``notebooks/`` (02 and 03; their run folders are in ``notebooks/runs/``) and by
-``tools/fixtures`` (``tour``). The reports are stored xz-packed (300 kB in all): SQLite exports
-are unpacked once per process into a temporary folder that is removed when Python exits (an
-nsys report reads its tables on demand); an ``.ncu-rep`` is unpacked into a temporary folder that
-is removed as soon as it is read (the ncu reader reads the whole report when it opens it).
+All were captured on an NVIDIA H200 with Nsight Systems / Compute 2025.3.1 (committed
+2026-11-22) by the code of the notebooks in ``notebooks/`` (02 and 03) and by ``tools/fixtures``
+(``tour``). The committed notebooks and their run folders in ``notebooks/runs/`` are a later
+execution of the same code on an H100, so their numbers differ. The reports are stored xz-packed
+(300 kB in all): SQLite exports are unpacked once per process into a temporary folder that is
+removed when Python exits (an nsys report reads its tables on demand); an ``.ncu-rep`` is
+unpacked into a temporary folder that is removed as soon as it is read (the ncu reader reads the
+whole report when it opens it).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ the user actually has (:func:`cell_magic`).
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 PACKAGE = __name__.split(".")[0]
@@ -63,13 +64,32 @@ def assign_short_names(shell: Any, claim: bool) -> dict[str, str]:
         if claim or theirs is None:
             if theirs_cell is not None:
                 _displaced[short] = theirs_cell
-            table["cell"][short] = ours
+            table["cell"][short] = _under_short_name(ours, short, long)
             _held_elsewhere.pop(short, None)
         else:
             if short in _displaced:
                 table["cell"][short] = _displaced.pop(short)
             _held_elsewhere[short] = owner(theirs)
     return held_elsewhere()
+
+
+def _under_short_name(magic: Any, short: str, long: str) -> Any:
+    """``magic`` (a bound method) as ``%%short`` answers: the same code bound to the same
+    instance, with a help that names ``%%short`` (IPython's ``%%nsys?`` shows the registered
+    callable's docstring); its attributes (the argument parser) are the original's."""
+    from .magic_help import renamed  # imports IPython: only once there is a shell
+
+    func, instance = getattr(magic, "__func__", None), getattr(magic, "__self__", None)
+    if func is None or instance is None:
+        return magic
+    twin = types.FunctionType(
+        func.__code__, func.__globals__, short, func.__defaults__, func.__closure__
+    )
+    twin.__kwdefaults__ = func.__kwdefaults__
+    twin.__dict__.update(func.__dict__)
+    twin.__qualname__ = func.__qualname__
+    twin.__doc__ = renamed(func.__doc__ or "", long, short)
+    return types.MethodType(twin, instance)
 
 
 CLAIM_HELP = (

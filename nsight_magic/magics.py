@@ -25,7 +25,14 @@ from traitlets import Bool, Enum, Int, Unicode, observe
 from . import magic_names, tools
 from .errors import CellSyntaxError, NsightMagicError
 from .magic_help import magic_help
-from .magic_options import check_common, show_syntax_error, split_extra
+from .magic_options import (
+    check_common,
+    check_flags,
+    check_ncu_values,
+    show_syntax_error,
+    split_extra,
+    typed_flag,
+)
 from .profilers import options as option_decl
 from .profilers.ncu import NcuOptions
 from .profilers.nsys import NsysOptions
@@ -146,11 +153,16 @@ class NsightMagic(Magics):
     # --- parsing ------------------------------------------------------------------------------
     def _parse(self, magic: Any, line: str) -> tuple[Any, list[str]]:
         ours, extra = split_extra(line)
+        typed = magic_names.cell_magic(magic.parser.prog.lstrip("%").removeprefix("nsight_"))
+        check_flags(magic.parser, ours, typed)  # a typo gets its nearest spelling
         args = magic.parser.parse_args(ours)  # MagicArgumentParser: errors are UsageError
         if args.warmup < 0:
             raise UsageError("--warmup must be >= 0")
         hidden = getattr(self.shell, "user_ns_hidden", {}) or {}
-        check_common(args.timeout, args.env, args.var, hidden)
+        var_flag = typed_flag(ours, ("-o", "--var"))  # the spelling messages name
+        check_common(args.timeout, args.env, args.var, hidden, var_flag=var_flag)
+        if magic.parser.prog.endswith("ncu"):  # values ncu alone would refuse, before it is found
+            check_ncu_values(args.set, args.sections, args.kernel_regex, typed, extra)
         if args.nproc < 1 or getattr(args, "rank", 0) not in range(args.nproc):
             raise UsageError(f"--nproc must be >= 1 and --rank in 0..{max(args.nproc, 1) - 1}")
         try:

@@ -103,7 +103,7 @@ class NsysOptions:
         "--host",
         "Also capture the host side: OS runtime calls, CPU samples with Python "
         "backtraces, CUDA API backtraces (the Idle tab then says which Python line the thread "
-        "ran while the GPU idled). Costs time: see README.",
+        "ran while the GPU idled). Costs time: see docs/benchmarks.md.",
     )
 
     def warm(self) -> NsysOptions:

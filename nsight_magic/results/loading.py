@@ -59,8 +59,62 @@ def _report_in(run_dir: Path, meta: RunMeta) -> Path:
         path = run_dir / name
         if path.exists():
             return path
+    # meta.json's status is how the profile ended (ok, failed, cell_failed, worker_died, ...)
+    ended = f" The profile ended {meta.status!r}" if meta.status else ""
+    why = f": {meta.error}" if meta.error else ""
     raise ReportNotFoundError(
-        f"{run_dir} holds no report ({', '.join(names)}); status: {meta.status or '?'}."
+        f"{run_dir} holds no report (looked for {', '.join(names)}).{ended}{why}"
+        + ("." if ended else "")
+    )
+
+
+LISTED_RUNS = 10  # a folder of runs names this many, newest first
+
+
+def runs_inside(folder: Path, depth: int = 2) -> list[Path]:
+    """The run folders (a ``meta.json`` inside) under ``folder``, at most ``depth`` levels down
+    (``nsight-runs/<run>``, ``notebooks/runs/<notebook>/<run>``), newest first: by the start
+    time meta.json records, else the folder's time stamp name, else its modification time."""
+    found: list[Path] = []
+    level = [folder]
+    for _ in range(depth):
+        level = sorted(p for d in level for p in _subfolders(d))
+        found += [p for p in level if (p / RunDir.META).is_file()]
+        level = [p for p in level if not (p / RunDir.META).is_file()]
+
+    def started(run: Path) -> tuple[str, float]:
+        raw = RunDir(run).read_meta_json()
+        stamp = raw.get("started_utc") if isinstance(raw, dict) else None
+        return (stamp if isinstance(stamp, str) else run.name, (run / RunDir.META).stat().st_mtime)
+
+    return sorted(found, key=started, reverse=True)
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    """Real subfolders (no links out), none where the folder cannot be read."""
+    try:
+        return [p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()]
+    except OSError:
+        return []
+
+
+def _not_a_run(folder: Path) -> ReportNotFoundError:
+    """What ``load_run`` says for a folder that is not a run: the runs inside it, newest
+    first, and how to open one; or what a run folder holds."""
+    runs = runs_inside(folder)
+    if not runs:
+        return ReportNotFoundError(
+            f"{folder} is not a run folder: it has no {RunDir.META} and no run folder inside. "
+            "A run folder is what %%nsys / %%ncu wrote (nsight-runs/<time>-<name>/); "
+            "open_report(path) opens a report file itself."
+        )
+    listed = "\n".join(f"  {run.relative_to(folder)}" for run in runs[:LISTED_RUNS])
+    more = f"\n  ... and {len(runs) - LISTED_RUNS} older" if len(runs) > LISTED_RUNS else ""
+    example = (folder / runs[0].relative_to(folder)).as_posix()
+    return ReportNotFoundError(
+        f"{folder} is a folder of {len(runs)} run{'s' if len(runs) > 1 else ''}, not a run; "
+        f"newest first:\n{listed}{more}\n"
+        f"Open one: nsight_magic.load_run({example!r})"
     )
 
 
@@ -76,6 +130,10 @@ def load_run(
         run_dir = run_dir.parent
     if not run_dir.is_dir():
         raise ReportNotFoundError(f"{run_dir} is not a run folder.")
+    folder = RunDir(run_dir)
+    reports = [*folder.report_names("nsys"), *folder.report_names("ncu")]
+    if not folder.meta.exists() and not any((run_dir / name).exists() for name in reports):
+        raise _not_a_run(run_dir)
     meta = _meta(run_dir)
     report_path = _report_in(run_dir, meta)
     report = open_report(report_path)

@@ -285,5 +285,17 @@ def section_html(title: str, body: str) -> str:
     return f'<h4 style="font-family:sans-serif;margin:10px 0 2px 0">{esc(title)}</h4>{body}'
 
 
+def folded_section_html(title: str, body: str) -> str:
+    """A section a reader opens by its heading (``<details>``: no JavaScript), so a static page
+    leads with the summary and the top kernels and the rest waits behind headings."""
+    heading = (
+        f'<h4 style="font-family:sans-serif;margin:10px 0 2px 0;display:inline">{esc(title)}</h4>'
+    )
+    return (
+        f'<details class="nsight-magic-section"><summary style="cursor:pointer">{heading}'
+        f"</summary>{body}</details>"
+    )
+
+
 def note_html(text: str) -> str:
     return f'<div style="font-size:12px;color:#666;font-family:sans-serif">{esc(text)}</div>'

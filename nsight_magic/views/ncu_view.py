@@ -187,7 +187,7 @@ def _has_mfu(source: NcuSource, key: str) -> bool:
 
 def ncu_static_html(source: NcuSource) -> str:
     parts = [
-        header_html(source),
+        header_html(source, with_report=False),  # the GUI line closes the view (below)
         html.section_html(
             "Advice (ncu rules, largest estimated speedup first)", advice_html(source)
         ),
@@ -216,6 +216,8 @@ def ncu_static_html(source: NcuSource) -> str:
         ]
         if _has_mfu(source, "ranges"):
             parts.append(html.section_html("HFU / MFU per NVTX range", mfu_html(source, "ranges")))
+    info, err = attempt(source.header)
+    parts.append(html.gui_html(info) if err is None else "")
     return '<div class="nsight-magic ncu">' + "".join(parts) + "</div>"
 
 

@@ -206,24 +206,28 @@ def nsys_static_html(source: NsysSource) -> str:
     )
     timeline = chart_html(lambda: timeline_chart(source.timeline(), source.origin_ns()), "timeline")
     nvtx_chart = chart_html(lambda: charts.nvtx_ranges_chart(source.nvtx_table()), "NVTX ranges")
+    # The summary and the top kernels lead; every other tab waits behind its heading, and the
+    # report's GUI line closes the view (a note that there is none must not open the page).
+    folded = html.folded_section_html
     parts = [
-        header_html(source),
+        header_html(source, with_report=False),
         html.section_html("Kernels (by total GPU time)", kernels_html(source)),
         kernel_chart,
-        html.section_html("NVTX ranges (GPU-projected)", nvtx_html(source)),
-        nvtx_chart,
-        html.section_html("Timeline", timeline),
-        html.section_html("Memory copies", memory_html(source)),
-        html.section_html("Gaps", gaps_html(source)),
-        html.section_html("Idle: why the GPU idled", _idle_static(source)),
+        folded("NVTX ranges (GPU-projected)", nvtx_html(source) + nvtx_chart),
+        folded("Timeline", timeline),
+        folded("Memory copies", memory_html(source)),
+        folded("Gaps", gaps_html(source)),
+        folded("Idle: why the GPU idled", _idle_static(source)),
     ]
     if has_processes(source):
-        parts.append(html.section_html("GPU work per process", processes_html(source)))
+        parts.append(folded("GPU work per process", processes_html(source)))
     if has_ops(source):
-        parts.append(html.section_html("PyTorch ops", ops_static_html(source)))
+        parts.append(folded("PyTorch ops", ops_static_html(source)))
     ranks, _ = attempt(source.ranks)
     if ranks is not None:
-        parts.append(ranks_static_html(ranks))
+        parts.append(ranks_static_html(ranks))  # a multi-rank run's finding: left open
+    info, _ = attempt(source.header)
+    parts.append(html.gui_html(info or {}))
     return '<div class="nsight-magic nsys">' + "".join(parts) + "</div>"
 
 

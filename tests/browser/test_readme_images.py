@@ -1,7 +1,8 @@
-"""What the README shows, taken from the real front end: the saved H200 prefill run of notebook
+"""What the README shows, taken from the real front end: the saved H100 prefill run of notebook
 02 and the picker's ncu child of it, opened with ``nsight_magic.load_run`` in a notebook Run
 All'd in JupyterLab. Checks the report link of each view (Jupyter serves the very file to
-download) and writes the README's screenshots: the picker, the roofline, the Idle tab.
+download) and writes the screenshots of README.md (the picker) and docs/ (the roofline, the Idle
+tab).
 
 Screenshots go to build/screenshots/readme/; ``NSIGHT_MAGIC_README_IMAGES=docs/images`` (what
 ``make readme-images`` sets) writes them where the README takes them from."""
