@@ -13,6 +13,7 @@ calls a range encloses are one contiguous slice, found with two binary searches 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +21,14 @@ import pandas as pd
 
 from .nvtx_nesting import nesting, thread_order
 
-__all__ = ["Calls", "enclosed_calls", "innermost_enclosing", "kernels_in_range", "launch_calls"]
+__all__ = [
+    "Calls",
+    "enclosed_any_thread",
+    "enclosed_calls",
+    "innermost_enclosing",
+    "kernels_in_range",
+    "launch_calls",
+]
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,32 @@ def enclosed_calls(
         lo[mine] = s + np.searchsorted(calls.start[s:e], r_lo[mine], side="left")
         hi[mine] = s + np.searchsorted(ends, r_hi[mine], side="right")
     return lo, hi
+
+
+def enclosed_any_thread(
+    pid: np.ndarray, start: np.ndarray, end: np.ndarray, ranges: pd.DataFrame
+) -> Iterator[tuple[int, np.ndarray]]:
+    """The phase rule (``analysis.phases``): per range (``pid, start_ns, end_ns``; position i),
+    the positions of the calls (``pid, start, end``, sorted by (pid, start)) of the range's
+    process, on ANY thread, that start at or after its start and end by its end. Yields
+    ``(i, positions)`` for ranges that enclose some call. One binary search per range, then a
+    check of the calls that started inside it (calls of other threads may outlive it)."""
+    if not len(pid) or not len(ranges):
+        return
+    pids, first = np.unique(pid, return_index=True)
+    last = np.r_[first[1:], len(pid)]
+    bounds = {int(p): (int(a), int(b)) for p, a, b in zip(pids, first, last, strict=True)}
+    r_pid, r_lo, r_hi = (ranges[c].to_numpy(np.int64) for c in ("pid", "start_ns", "end_ns"))
+    for i in range(len(ranges)):
+        seg = bounds.get(int(r_pid[i]))
+        if seg is None:
+            continue
+        a, b = seg
+        lo = a + int(np.searchsorted(start[a:b], r_lo[i], side="left"))
+        hi = a + int(np.searchsorted(start[a:b], r_hi[i], side="right"))
+        inside = np.flatnonzero(end[lo:hi] <= r_hi[i]) + lo
+        if len(inside):
+            yield i, inside
 
 
 def _same_thread(nvtx: pd.DataFrame) -> np.ndarray:

@@ -146,7 +146,12 @@ class NsysSource(TimelineSource, Protocol):
         ...
 
     def nvtx_table(self) -> pd.DataFrame:
-        """NVTX GPU projection in display order + ``label`` ("domain:range")."""
+        """NVTX GPU projection in display order + ``phase_total_ns, phase_gpu_ops`` (work
+        launched by any thread while the range was open) + ``label`` ("domain:range")."""
+        ...
+
+    def phases_differ(self) -> bool:
+        """Whether some range's phase time differs from its own thread's GPU time."""
         ...
 
     def copies(self) -> pd.DataFrame:

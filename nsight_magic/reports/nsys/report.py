@@ -19,6 +19,7 @@ from ...analysis.attribution import kernels_in_range
 from ...analysis.kernels import kernel_summary
 from ...analysis.memory import copies_by_kind, memory_size_summary, memory_time_summary
 from ...analysis.nvtx_projection import nvtx_gpu_projection, project_nvtx_to_gpu
+from ...analysis.phases import phase_summary, project_phases
 from ...analysis.timeline import timeline_frame
 from ...errors import (
     CorruptReportError,
@@ -326,6 +327,22 @@ class NsysReport(CopySummaries):
         return self._cached(
             "nvtx_gpu_projection", lambda: nvtx_gpu_projection(self.nvtx_gpu_trace())
         )
+
+    def nvtx_phase_trace(self) -> pd.DataFrame:
+        """Per range, its phase: the GPU work launched by any thread of its process while it
+        was open (``analysis.phases.project_phases``; PyTorch op ranges left out)."""
+        return self._cached(
+            "nvtx_phase_trace",
+            lambda: project_phases(
+                self.nvtx(), self._launches(), self._kernel_core(), self.memcpy(), self.memset()
+            ),
+        )
+
+    def nvtx_phases(self) -> pd.DataFrame:
+        """Per (domain, range, style): ``instances, phase_total_ns, phase_gpu_ops``
+        (``analysis.phases.phase_summary``); beside ``nvtx_gpu_projection()``, which counts
+        only the range's own thread as nsys does."""
+        return self._cached("nvtx_phases", lambda: phase_summary(self.nvtx_phase_trace()))
 
     def gpu_ops(self) -> pd.DataFrame:
         """Kernels, copies, sets and whole CUDA graph launches in one frame (``device_id,
