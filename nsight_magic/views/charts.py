@@ -219,6 +219,9 @@ def utilisation_chart(frame: pd.DataFrame, label: str = "name", n: int = 20) -> 
         var_name="measure",
         value_name="pct",
     ).dropna(subset=["pct"])
+    # analysis blanks an impossible fraction (analysis/plausible.py); a frame made by hand is
+    # held to the same rule: no bar above 100% of the peak or below 0
+    long = long[(long["pct"] >= 0) & (long["pct"] <= 100)]
     pairs = zip(rows["peak_tflops"], rows["peak_source"], strict=True)
     peaks = sorted({f"{p:,.0f} TFLOP/s ({s})" for p, s in pairs if pd.notna(p)})
     named = " and ".join(

@@ -140,7 +140,7 @@ def mfu_html(source: NcuSource, key: str, max_rows: int = 20) -> str:
             return ""
         return html.frame_html(
             frame,
-            MFU_COLUMNS[key],
+            (*MFU_COLUMNS[key], "reason") if html.has_text(frame, "reason") else MFU_COLUMNS[key],
             max_rows=max_rows,
             titles={"short_name": "name"},
             headers=MFU_HEADERS,
