@@ -1,0 +1,284 @@
+"""A real training step (tests/data/README.md, "Training steps": a small GPT, push/pop phases
+``train@fwd/bwd/opt`` in domain ``train``, autograd's backward on its own thread, two steps):
+the per-thread projection stays equal to ``nsys stats``; each range's phase (any thread of its
+process while it was open) holds the backward; MFU uses the phase time; no impossible number."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from stats_reference import assert_duration_summary_equal, assert_projection_equal
+
+from nsight_magic.analysis import mfu
+from nsight_magic.analysis.phases import project_phases, with_phases
+from nsight_magic.analysis.plausible import blank_impossible
+from nsight_magic.reports import open_report
+from nsight_magic.reports.nsys.report import NsysReport
+from nsight_magic.results.frames import NsysFrames
+from nsight_magic.results.nsys_run import NsysRun
+from nsight_magic.views import nsys_view
+
+STEP = "nsys_train_step"
+BWD = ("train", "train@bwd")
+
+
+@pytest.fixture(scope="module")
+def step(data_dir: Path) -> NsysReport:
+    return NsysReport.open(data_dir / f"{STEP}.sqlite")
+
+
+def _stats(data_dir: Path, report: str) -> pd.DataFrame:
+    return pd.read_csv(data_dir / "nsys_stats" / f"{STEP}_{report}.csv")
+
+
+def test_per_thread_projection_still_equals_nsys_stats(step: NsysReport, data_dir: Path) -> None:
+    assert_projection_equal(step.nvtx_gpu_projection(), _stats(data_dir, "nvtx_gpu_proj_sum"))
+    # two kernels tie on total time (22656 ns): nsys lists them in its own order, so compare
+    # by name
+    ref = _stats(data_dir, "cuda_gpu_kern_sum").sort_values(["Total Time (ns)", "Name"])
+    ours = step.kernel_summary().sort_values(["total_ns", "name"])
+    assert ours["name"].tolist() == ref["Name"].tolist()
+    assert_duration_summary_equal(ours, ref, count="Instances")
+
+
+def test_backward_phase_holds_autograds_work(step: NsysReport, data_dir: Path) -> None:
+    """nsys gives train@bwd the 1 op its own thread launched per step; its phase holds the
+    192 launched by autograd's thread (2 steps), and its time is at least the forward's."""
+    ref = _stats(data_dir, "nvtx_gpu_proj_sum").set_index("Range")
+    phases = step.nvtx_phases().set_index(["domain", "range"])
+    assert ref.loc["train:train@bwd", "Total GPU Ops"] == 2
+    assert ref.loc["train:train@bwd", "Total Proj Time (ns)"] < 2_000
+    assert phases.loc[BWD, "phase_gpu_ops"] == 192
+    assert (
+        phases.loc[BWD, "phase_total_ns"]
+        >= 0.9 * phases.loc[("train", "train@fwd"), "phase_total_ns"]
+    )
+    assert (
+        phases.loc[BWD, "phase_total_ns"]
+        > 1_000 * ref.loc["train:train@bwd", "Total Proj Time (ns)"]
+    )
+
+
+def test_phase_equals_projection_where_one_thread_launched_everything(
+    step: NsysReport, data_dir: Path
+) -> None:
+    """Forward, optimizer and the blocks launch from the main thread only: their phase time
+    and ops are nsys stats' own numbers."""
+    ref = _stats(data_dir, "nvtx_gpu_proj_sum").set_index("Range")
+    phases = step.nvtx_phases().set_index(["domain", "range"])
+    for name in ("train@fwd", "train@opt", "train@block0", "train@block1"):
+        row, theirs = phases.loc[("train", name)], ref.loc[f"train:{name}"]
+        assert row["phase_total_ns"] == theirs["Total Proj Time (ns)"], name
+        assert row["phase_gpu_ops"] == theirs["Total GPU Ops"], name
+
+
+def test_phase_by_a_plain_join(step: NsysReport) -> None:
+    """The phase of each train@bwd instance, recomputed with a merge instead of the sorted
+    search: every GPU op whose launching call (any thread, same process) lies in the range."""
+    nvtx = step.nvtx()
+    api = step.cuda_api()
+    ops = pd.concat([f[["pid", "correlation_id", "start_ns", "end_ns"]]
+                     for f in (step.kernels(), step.memcpy(), step.memset())])  # fmt: skip
+    calls = api[["pid", "correlation_id", "start_ns", "end_ns"]].drop_duplicates(
+        ["pid", "correlation_id"]
+    )
+    joined = ops.merge(calls, on=["pid", "correlation_id"], suffixes=("", "_call"))
+    trace = project_phases(nvtx, api, step.kernels(), step.memcpy(), step.memset())
+    bwd = nvtx[(nvtx["domain"] == "train") & (nvtx["range"] == "train@bwd")]
+    assert len(bwd) == 2
+    for row, r in bwd.iterrows():
+        inside = joined[(joined["pid"] == r["pid"]) & (joined["start_ns_call"] >= r["start_ns"])
+                        & (joined["end_ns_call"] <= r["end_ns"])]  # fmt: skip
+        got = trace.loc[row]
+        assert got["phase_start_ns"] == inside["start_ns"].min()
+        assert got["phase_end_ns"] == inside["end_ns"].max()
+        assert got["phase_gpu_ops"] == inside["correlation_id"].nunique()
+
+
+def test_nested_phases_add_up(step: NsysReport) -> None:
+    """The blocks nest in the forward, the phases in the cell, the cell in the start/end
+    ``train@step``: a phase never holds more ops than the one around it, and forward +
+    backward + optimizer hold every op of the step."""
+    ph = step.nvtx_phases().set_index(["domain", "range"])["phase_gpu_ops"]
+    fwd, bwd, opt = (ph[("train", n)] for n in ("train@fwd", "train@bwd", "train@opt"))
+    assert ph[("train", "train@block0")] + ph[("train", "train@block1")] <= fwd
+    assert fwd + bwd + opt == ph[("nsight_magic", "cell")] == ph[("train", "train@step")]
+
+
+def test_processes_stay_apart(data_dir: Path) -> None:
+    """Two ranks run at the same time in one report: a range of one rank counts only its own
+    process's work, so with one launching thread per rank every phase is its projection."""
+    report = open_report(data_dir / "nsys_2rank.sqlite")
+    table = with_phases(report.nvtx_gpu_projection(), report.nvtx_phases())
+    assert len(table) > 5
+    assert (table["phase_total_ns"] == table["proj_total_ns"]).all()
+    assert (table["phase_gpu_ops"] == table["gpu_ops"]).all()
+
+
+def test_ranked_reports_phase_per_report(data_dir: Path) -> None:
+    """Per-rank reports merged: each rank's phases, none larger than its own projection."""
+    from nsight_magic.reports.nsys.merge import RankedReport
+
+    paths = [data_dir / "nsys_2rank_r0.sqlite", data_dir / "nsys_2rank_r1.sqlite"]
+    ranked = RankedReport([NsysReport.open(p) for p in paths])
+    trace = ranked.nvtx_phase_trace()
+    assert set(trace["rank"]) == {0, 1}
+    table = with_phases(ranked.nvtx_gpu_projection(), ranked.nvtx_phases())
+    assert (table["phase_gpu_ops"] == table["gpu_ops"]).all()
+
+
+def test_mfu_per_phase_uses_phase_time(step: NsysReport) -> None:
+    """Op-derived MFU per phase: the backward's GEMMs (on autograd's thread) count, twice the
+    forward's FLOPs (a linear's backward is two GEMMs); times are phase times; all in (0, 1]."""
+    out = mfu.model_mfu(
+        step.nvtx_gpu_projection(),
+        nvtx=step.nvtx(),
+        phases=step.nvtx_phases(),
+        gpu_name=step.gpu_info()["name"],
+    ).set_index(["domain", "range"])
+    fwd, bwd = out.loc[("train", "train@fwd")], out.loc[BWD]
+    assert bwd["model_flops"] == 2 * fwd["model_flops"]
+    assert bwd["model_flops_source"] == "derived: 36 GEMM op calls"
+    assert out.loc[("train", "train@step"), "model_flops"] == 3 * fwd["model_flops"]
+    assert (out["time_source"] == mfu.PHASE_TIME_SOURCE).all()
+    phases = step.nvtx_phases().set_index(["domain", "range"])
+    assert bwd["time_ns"] == phases.loc[BWD, "phase_total_ns"]
+    assert ((out["mfu_frac"] > 0) & (out["mfu_frac"] <= 1)).all()
+    assert (out["reason"] == "").all()
+
+
+def test_flops_over_a_per_thread_backward_are_blanked(step: NsysReport) -> None:
+    """The issue's case: FLOPs given for train@bwd over its per-thread projection (1 op) would
+    read thousands of percent: the row has no number and says why and what to do."""
+    flops = {"train:train@fwd": 2e10, "train:train@bwd": 4e10}
+    out = mfu.model_mfu(step.nvtx_gpu_projection(), flops, gpu_name="NVIDIA H200")
+    bwd = out.set_index("range").loc["train@bwd"]
+    assert np.isnan(bwd["mfu_frac"]) and np.isnan(bwd["model_flops_per_s"])
+    assert bwd["reason"].startswith("the FLOPs given for train:train@bwd need ")
+    assert "another thread" in bwd["reason"] and "FLOP scope" in bwd["reason"]
+    fwd = out.set_index("range").loc["train@fwd"]
+    assert 0 < fwd["mfu_frac"] < 1 and fwd["reason"] == ""
+    # the same FLOPs over the phase time stand
+    fixed = mfu.model_mfu(step.nvtx_gpu_projection(), flops, phases=step.nvtx_phases(),
+                          gpu_name="NVIDIA H200").set_index("range")  # fmt: skip
+    assert 0 < fixed.loc["train@bwd", "mfu_frac"] < 1
+
+
+def test_blank_impossible_negative_and_hfu() -> None:
+    frame = pd.DataFrame(
+        {
+            "label": ["a", "b", "c"],
+            "hfu_frac": [0.5, 1.7, -0.1],
+            "hw_flops_per_s": [1.0, 2.0, 3.0],
+            "mfu_frac": [0.4, 0.3, np.nan],
+        }
+    )
+    out = blank_impossible(frame, "label")
+    assert out["hfu_frac"].isna().tolist() == [False, True, True]
+    assert out["hw_flops_per_s"].isna().tolist() == [False, True, True]
+    assert out["reason"][0] == "" and "peak_flops=" in out["reason"][1]
+    assert "negative" in out["reason"][2]
+    assert frame["hfu_frac"][1] == 1.7  # the input is not changed
+
+
+def test_nvtx_tab_shows_phase_time_where_it_differs(data_dir: Path) -> None:
+    run = NsysRun(open_report(data_dir / f"{STEP}.sqlite"), meta={"name": STEP})
+    frames = NsysFrames(run)
+    table = frames.nvtx_table().set_index("label")
+    assert table.loc["train:train@bwd", "phase_gpu_ops"] == 192
+    assert table.loc["train:train@bwd", "gpu_ops"] == 2
+    assert frames.phases_differ()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        page = nsys_view.nvtx_html(frames)
+    assert nsys_view.PHASE_NOTE.split(":")[0] in page and "phase time (any thread)" in page
+    # a run without other threads' work keeps today's table
+    small = NsysFrames(NsysRun(open_report(data_dir / "nsys_small.sqlite"), meta={"name": "s"}))
+    assert not small.phases_differ()
+    assert "phase time" not in nsys_view.nvtx_html(small)
+
+
+def test_training_step_flops_match_the_gemm_ops(step: NsysReport) -> None:
+    """The fixture's GPT: matmul parameters per block 256x768 + 256x256 + 256x1024 + 1024x256,
+    2 blocks, LM head 256x4096; 2 steps of 8 x 256 tokens. Without the attention term the
+    helper's forward and backward are exactly the FLOPs of the GEMM ops nsys recorded in each
+    phase (attention runs in cuDNN's SDPA kernel, which is no GEMM op)."""
+    from nsight_magic import training_step_flops
+
+    n_params = 2 * (256 * 768 + 256 * 256 + 256 * 1024 + 1024 * 256) + 256 * 4096
+    flops = training_step_flops(n_params, 2 * 8 * 256)
+    derived = mfu.model_mfu(
+        step.nvtx_gpu_projection(), nvtx=step.nvtx(), phases=step.nvtx_phases(), peak_flops=1e15
+    ).set_index("range")
+    assert flops.forward == derived.loc["train@fwd", "model_flops"]
+    assert flops.backward == derived.loc["train@bwd", "model_flops"]
+    assert flops.step == derived.loc["train@step", "model_flops"] == 6 * n_params * 2 * 8 * 256
+    keyed = flops.by_range(step="train@step")
+    assert keyed == {
+        "train:train@fwd": flops.forward,
+        "train:train@bwd": flops.backward,
+        "train:train@step": flops.step,
+    }
+    given = mfu.model_mfu(
+        step.nvtx_gpu_projection(), keyed, phases=step.nvtx_phases(), gpu_name="NVIDIA H200"
+    )
+    assert len(given) == 3 and ((given["mfu_frac"] > 0) & (given["mfu_frac"] < 1)).all()
+
+
+def test_training_step_flops_attention_term() -> None:
+    from nsight_magic.analysis.model_flops import training_step_flops, transformer_flops
+
+    f = training_step_flops(1e6, 1024, n_layers=2, seq_len=512, d_model=256)
+    assert f.forward == transformer_flops(1e6, 1024, n_layers=2, seq_len=512, d_model=256,
+                                          causal=True)  # fmt: skip
+    assert f.forward == (2e6 + 4 * 2 * 512 * 256 / 2) * 1024
+    assert f.backward == 2 * f.forward and f.step == 3 * f.forward
+
+
+def test_backward_ops_parse_and_join_their_forward_op(step: NsysReport) -> None:
+    """Autograd's ranges are op ranges (so they leave the NVTX table for the Ops tab), and each
+    backward node joins its forward op by seq: the GEMM nodes get two GEMMs' worth of FLOPs."""
+    from nsight_magic.analysis import torch_ops
+
+    node = torch_ops.parse_op_range("MmBackward0, seq = 378, op_id = 4106, sizes = [[2048, 4096]]")
+    assert node is not None and node.op == "MmBackward0" and node.seq == 378
+    assert node.shapes == "[[2048, 4096]]" and torch_ops.is_backward_op(node.op)
+    engine = torch_ops.parse_op_range("autograd::engine::evaluate_function: MmBackward0, op_id = 5")
+    assert engine is not None and torch_ops.is_backward_op(engine.op)
+    assert torch_ops.parse_op_range("train@bwd") is None
+
+    nvtx = step.nvtx()
+    links = torch_ops.backward_links(nvtx)
+    ops = torch_ops.op_ranges(nvtx)
+    mm = ops.index[ops["op"] == "MmBackward0"]
+    assert len(mm) == 2 and set(links.loc[mm, "forward_op"]) == {"aten::mm"}
+    forward = ops.loc[links.loc[mm, "forward_nvtx_row"]]
+    assert (forward["shapes"] == "[[2048, 256], [256, 4096]]").all()  # the LM head's GEMM
+    assert (forward["seq"].to_numpy() == ops.loc[mm, "seq"].to_numpy()).all()
+    assert (links.loc[mm, "forward_flops"] == 2 * 2048 * 256 * 4096).all()
+    # a cast's node shares its linear's seq but differentiates the cast: no FLOPs
+    casts = ops.index[ops["op"] == "ToCopyBackward0"]
+    assert set(links.loc[casts, "forward_op"]) == {"aten::_to_copy"}
+    assert links.loc[casts, "forward_flops"].isna().all()
+
+    run = NsysRun(open_report(step.path), meta={"name": STEP})
+    summary = run.op_summary().set_index(["op", "shapes"])
+    head = summary.loc[("MmBackward0", "[[2048, 4096]]")]
+    assert head["forward_op"] == "aten::mm" and head["calls"] == 2
+    assert head["model_flops"] == 2 * (2 * 2048 * 256 * 4096) * 2
+    table = NsysFrames(run).nvtx_table()
+    assert not table["range"].str.contains("Backward|evaluate_function").any()
+
+
+def test_op_derived_mfu_has_forward_and_backward_shares(step: NsysReport) -> None:
+    out = mfu.model_mfu(
+        step.nvtx_gpu_projection(), nvtx=step.nvtx(), phases=step.nvtx_phases(), peak_flops=1e15
+    ).set_index("range")
+    assert out.loc["train@fwd", "backward_flops"] == 0
+    assert out.loc["train@bwd", "backward_flops"] == out.loc["train@bwd", "model_flops"]
+    step_row = out.loc["train@step"]
+    assert step_row["backward_flops"] / step_row["model_flops"] == pytest.approx(2 / 3)
