@@ -282,3 +282,61 @@ def test_op_derived_mfu_has_forward_and_backward_shares(step: NsysReport) -> Non
     assert out.loc["train@bwd", "backward_flops"] == out.loc["train@bwd", "model_flops"]
     step_row = out.loc["train@step"]
     assert step_row["backward_flops"] / step_row["model_flops"] == pytest.approx(2 / 3)
+
+
+def test_loader_bound_loop_names_the_data_loader(data_dir: Path) -> None:
+    """The DataLoader-fed training loop (2 worker processes): the main thread's poll on the
+    loader's queue is named as the wait for the loader's next batch, and so are the host
+    pieces whose Python samples ran inside dataloader.py."""
+    from nsight_magic.analysis import data_loader
+
+    run = NsysRun(open_report(data_dir / "nsys_train_loader.sqlite"), meta={"name": "loader"})
+    causes = run.idle_causes(10)
+    top = causes.iloc[0]
+    assert (top["category"], top["call"], top["frame"]) == ("os_wait", "poll", data_loader.WAITING)
+    assert top["sentence"].startswith(f"{top['pct']:.0f}% of idle time: waiting for the DataLoader")
+    assert 40 < top["pct"] < 70
+    host = causes[(causes["category"] == "host") & (causes["frame"] == data_loader.WAITING)]
+    assert len(host) and "running Python" not in host.iloc[0]["sentence"]
+
+
+def test_loader_activity_from_real_backtraces(data_dir: Path) -> None:
+    from nsight_magic.analysis.data_loader import STARTING, STOPPING, WAITING, loader_activity
+
+    samples = open_report(data_dir / "nsys_train_loader.sqlite").python_samples()
+    found = {loader_activity(b) for b in samples["backtrace"]}
+    assert {WAITING, STARTING, STOPPING, ""} <= found
+    backward = samples[samples["backtrace"].str.contains("_engine_run_backward")]
+    assert len(backward) and (backward["backtrace"].map(loader_activity) == "").all()
+
+
+def test_setup_cell_frames_name_their_cell(data_dir: Path) -> None:
+    """A frame in a replayed setup cell reads as that cell's line, never the profiled cell's;
+    the profiled cell's own frames keep ``cell L<n>`` (the loader fixture's loop)."""
+    from nsight_magic.reports.nsys.host import _frame_text
+
+    assert _frame_text("<nsight_magic setup 1: data>", 5, "__getitem__") == "setup 'data' L5"
+    assert _frame_text("<nsight_magic cell 4: train>", 2, "<module>") == "cell 'train' L2"
+    assert _frame_text("<nsight_magic cell>", 3, "<module>") == "cell L3"
+    assert _frame_text("<nsight_magic setup 7: >", 1, "<module>") == "setup #7 L1"
+    frames = open_report(data_dir / "nsys_train_loader.sqlite").python_samples()["frame"]
+    assert frames.str.fullmatch(r"cell L\d+").any()
+
+
+def test_picker_lists_a_backward_ranges_kernels(data_dir: Path, step: NsysReport) -> None:
+    """The range filter of the kernel list (and picker): train@bwd lists the 172 kernels
+    autograd launched (192 GPU ops with its memsets), where nsys's own per-thread rule finds 2
+    ops."""
+    from nsight_magic.analysis.attribution import kernels_in_phase, kernels_in_range
+
+    kernels, api, nvtx = step.kernels(), step.cuda_api(), step.nvtx()
+    assert len(kernels_in_range(kernels, api, nvtx, *BWD)) == 2
+    phase = kernels_in_phase(kernels, api, nvtx, *BWD)
+    sets = kernels_in_phase(step.memset(), api, nvtx, *BWD)
+    copies = kernels_in_phase(step.memcpy(), api, nvtx, *BWD)
+    ops = step.nvtx_phases().set_index(["domain", "range"]).loc[BWD, "phase_gpu_ops"]
+    assert len(phase) == 172 and len(phase) + len(sets) + len(copies) == ops
+    run = NsysRun(open_report(data_dir / f"{STEP}.sqlite"), meta={"name": STEP})
+    ranked = NsysFrames(run).ranked_kernels(BWD)
+    assert ranked["instances"].sum() == len(phase)
+    assert ranked["op"].str.contains("mm|Backward|addmm").any()

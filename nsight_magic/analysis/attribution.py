@@ -26,6 +26,7 @@ __all__ = [
     "enclosed_any_thread",
     "enclosed_calls",
     "innermost_enclosing",
+    "kernels_in_phase",
     "kernels_in_range",
     "launch_calls",
 ]
@@ -161,6 +162,24 @@ def kernels_in_range(
     np.add.at(cover, lo, 1)
     np.add.at(cover, hi, -1)
     inside = np.cumsum(cover[:-1]) > 0
+    return kernels.iloc[np.sort(calls.row[inside])]
+
+
+def kernels_in_phase(
+    kernels: pd.DataFrame, launches: pd.DataFrame, nvtx: pd.DataFrame, domain: str, range: str
+) -> pd.DataFrame:
+    """The rows of ``kernels`` launched by ANY thread of the range's process while an instance
+    of NVTX range ``domain``/``range`` was open (the phase rule, :func:`enclosed_any_thread`;
+    a backward pass's kernels come from autograd's thread). Same inputs and output as
+    :func:`kernels_in_range`."""
+    match = (nvtx["domain"] == domain).to_numpy() & (nvtx["range"] == range).to_numpy()
+    ranges = nvtx.loc[match, ["pid", "start_ns", "end_ns"]]
+    calls = launch_calls(kernels, launches)
+    order = np.lexsort((calls.start, calls.pid))
+    inside = np.zeros(len(calls), dtype=bool)
+    for _, hit in enclosed_any_thread(calls.pid[order], calls.start[order], calls.end[order],
+                                      ranges):  # fmt: skip
+        inside[order[hit]] = True
     return kernels.iloc[np.sort(calls.row[inside])]
 
 

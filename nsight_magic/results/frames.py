@@ -187,12 +187,13 @@ class NsysFrames:
 
     def ranked_kernels(self, nvtx_range: tuple[str, str] | None = None) -> pd.DataFrame:
         """``name, short_name, instances, total_ns`` by total GPU time (+ ``op``: the PyTorch
-        op that launched it, "" if none), optionally only the kernels launched inside NVTX
-        range ``(domain, range)``."""
+        op that launched it, "" if none), optionally only the kernels of NVTX range ``(domain,
+        range)``'s phase: launched by any thread of its process while it was open."""
         if nvtx_range is None:  # the whole capture: the report's own summary, computed once
             summary = self.report.kernel_summary()
         else:
-            summary = kernel_summary(self.report.kernels_in_range(*nvtx_range))
+            # its phase: a backward range lists autograd's kernels too (analysis.phases)
+            summary = kernel_summary(self.report.kernels_in_phase(*nvtx_range))
         ranked = summary[["name", "short_name", "instances", "total_ns"]]
         ops = _or_none(self._kernel_op_names)
         if ops is None or ops.empty:

@@ -230,6 +230,11 @@ class RankedReport(CopySummaries):
         report's own ``kernels_in_range`` (correlation ids and pids are per report)."""
         return self._per_report_rows(self.kernels(), lambda r: r.kernels_in_range(domain, range))
 
+    def kernels_in_phase(self, domain: str, range: str) -> pd.DataFrame:
+        """Rows of :meth:`kernels` in the phase of NVTX range ``domain``/``range``, by each
+        report's own ``kernels_in_phase`` (a rank's range holds only its own work)."""
+        return self._per_report_rows(self.kernels(), lambda r: r.kernels_in_phase(domain, range))
+
     def kernel_ops(self) -> pd.DataFrame:
         """Each report's ``kernel_ops()``, with the index of :meth:`kernels`."""
         ops = [r.kernel_ops() for r in self.reports]

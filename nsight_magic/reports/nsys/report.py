@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from ...analysis import gaps as _gaps
 from ...analysis import torch_ops
-from ...analysis.attribution import kernels_in_range
+from ...analysis.attribution import kernels_in_phase, kernels_in_range
 from ...analysis.kernels import kernel_summary
 from ...analysis.memory import copies_by_kind, memory_size_summary, memory_time_summary
 from ...analysis.nvtx_projection import nvtx_gpu_projection, project_nvtx_to_gpu
@@ -416,6 +416,11 @@ class NsysReport(CopySummaries):
         """Rows of :meth:`kernels` launched inside NVTX range ``domain``/``range`` (nsys's
         attribution rule, ``analysis.attribution.kernels_in_range``)."""
         return kernels_in_range(self.kernels(), self.cuda_api(), self.nvtx(), domain, range)
+
+    def kernels_in_phase(self, domain: str, range: str) -> pd.DataFrame:
+        """Rows of :meth:`kernels` launched by any thread of the range's process while NVTX
+        range ``domain``/``range`` was open (``analysis.attribution.kernels_in_phase``)."""
+        return kernels_in_phase(self.kernels(), self.cuda_api(), self.nvtx(), domain, range)
 
     def kernel_ops(self) -> pd.DataFrame:
         """The PyTorch op that launched each kernel (``analysis.torch_ops.kernel_ops``), with
