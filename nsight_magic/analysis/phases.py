@@ -90,8 +90,8 @@ def project_phases(
     p_start = np.zeros(n, dtype=np.int64)
     p_end = np.zeros(n, dtype=np.int64)
     n_ops = np.zeros(n, dtype=np.int64)
-    calls = (ops[c].to_numpy(np.int64) for c in ("pid", "c_start", "c_end"))
-    for i, inside in enclosed_any_thread(*calls, ranges):
+    pid, start, end = (ops[c].to_numpy(np.int64) for c in ("pid", "c_start", "c_end"))
+    for i, inside in enclosed_any_thread(pid, start, end, ranges):
         p_start[i] = g_start[inside].min()
         p_end[i] = g_end[inside].max()
         n_ops[i] = len(np.unique(corr[inside]))  # a graph launch's nodes share one call

@@ -373,10 +373,10 @@ def _in_backward(calls: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
         return np.zeros(len(calls), dtype=bool)
     order = np.lexsort((calls["start_ns"].to_numpy(), calls["tid"].to_numpy(),
                         calls["pid"].to_numpy()))  # fmt: skip
-    sorted_calls = Calls(
-        *(calls[c].to_numpy(np.int64)[order] for c in ("pid", "tid", "start_ns", "end_ns")),
-        order,
+    pid, tid, start, end = (
+        calls[c].to_numpy(np.int64)[order] for c in ("pid", "tid", "start_ns", "end_ns")
     )
+    sorted_calls = Calls(pid, tid, start, end, order)
     inside = np.zeros(len(calls), dtype=bool)
     inside[order] = innermost_enclosing(sorted_calls, backward) >= 0
     return inside
@@ -409,8 +409,8 @@ def range_model_flops(nvtx: pd.DataFrame) -> pd.DataFrame:
     model_flops = np.zeros(len(user))
     backward_flops = np.zeros(len(user))
     gemm_calls = np.zeros(len(user), dtype=np.int64)
-    calls = (outer[c].to_numpy(np.int64) for c in ("pid", "start_ns", "end_ns"))
-    for i, inside in enclosed_any_thread(*calls, user):
+    pid, start, end = (outer[c].to_numpy(np.int64) for c in ("pid", "start_ns", "end_ns"))
+    for i, inside in enclosed_any_thread(pid, start, end, user):
         model_flops[i] = g_flops[inside].sum()
         backward_flops[i] = g_backward[inside].sum()
         gemm_calls[i] = len(inside)
