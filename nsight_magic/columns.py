@@ -199,6 +199,7 @@ _EXPLICIT = [
     # HFU over what ncu profiled of a range (analysis/range_mfu.py)
     text("coverage", "launches profiled"), count("launches_profiled"), count("launches_total"),
     text("range_time_source", "range time from"), text("forward_op", "forward op"),
+    text("phase"),
     text("forward_shapes", "forward shapes"), count("forward_nvtx_row"),
     number("forward_flops", "forward FLOPs", "FLOP"),
     number("backward_flops", "backward FLOPs", "FLOP"),

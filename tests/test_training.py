@@ -340,3 +340,21 @@ def test_picker_lists_a_backward_ranges_kernels(data_dir: Path, step: NsysReport
     ranked = NsysFrames(run).ranked_kernels(BWD)
     assert ranked["instances"].sum() == len(phase)
     assert ranked["op"].str.contains("mm|Backward|addmm").any()
+
+
+def test_kernels_know_their_phase(data_dir: Path, step: NsysReport) -> None:
+    """Each kernel carries the user's range it was launched in, from any thread: autograd's
+    172 backward kernels read train:train@bwd (nsys's per-thread rule puts them in no range
+    of the main thread); the blocks' kernels their block, the innermost range."""
+    phases = step.kernel_phases()
+    counts = phases.value_counts()
+    assert counts["train:train@bwd"] == 172
+    assert counts["train:train@block0"] == counts["train:train@block1"] == 40
+    assert (phases != "").all()  # every kernel of the step ran in some phase
+    run = NsysRun(open_report(data_dir / f"{STEP}.sqlite"), meta={"name": STEP})
+    from nsight_magic.views.picker import kernel_options
+
+    ranked = NsysFrames(run).ranked_kernels(BWD)
+    assert (ranked["phase"] == "train:train@bwd").sum() >= len(ranked) // 2
+    labels = [label for label, _ in kernel_options(ranked)]
+    assert any(label.endswith("in train:train@bwd") for label in labels)

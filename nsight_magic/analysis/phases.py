@@ -26,14 +26,18 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from ..nvtx_names import NVTX_DOMAIN
 from .attribution import enclosed_any_thread, launch_calls
 from .kernels import as_text
+from .text import join_text
 from .torch_ops import op_range_mask
 
 __all__ = [
     "PHASE_COLUMNS",
+    "kernel_phases",
     "phase_summary",
     "phase_totals",
+    "phases_by_kernel_name",
     "project_phases",
     "with_phases",
 ]
@@ -159,3 +163,46 @@ def with_phases(projection: pd.DataFrame, phases: pd.DataFrame) -> pd.DataFrame:
     out["phase_total_ns"] = out["phase_total_ns"].fillna(0).astype(np.int64)
     out["phase_gpu_ops"] = out["phase_gpu_ops"].fillna(0).astype(np.int64)
     return out
+
+
+def kernel_phases(kernels: pd.DataFrame, launches: pd.DataFrame, nvtx: pd.DataFrame) -> pd.Series:
+    """The phase each kernel (any GPU-op frame with ``pid, correlation_id``) was launched in:
+    ``"domain:range"`` of the shortest of the user's NVTX ranges (not PyTorch op ranges, not
+    nsight_magic's cell and statement ranges) open in its process, on any thread, around its
+    launching call; "" when none. A backward kernel launched by autograd's thread reads
+    ``train:train@bwd``, as the phase the user marked on the main thread. Index of
+    ``kernels``."""
+    out = pd.Series("", index=kernels.index, dtype=str)
+    mine = ~op_range_mask(nvtx) & (nvtx["domain"] != NVTX_DOMAIN).to_numpy()
+    ranges = nvtx.loc[mine]
+    if ranges.empty or kernels.empty:
+        return out
+    # longest first: a shorter (inner) range that also holds the call overwrites its label
+    ranges = ranges.assign(_d=ranges["end_ns"] - ranges["start_ns"])
+    ranges = ranges.sort_values("_d", ascending=False, kind="stable")
+    labels = join_text(ranges["domain"], ":", ranges["range"]).to_numpy(dtype=object)
+    calls = launch_calls(kernels, launches)
+    order = np.lexsort((calls.start, calls.pid))
+    pid, start, end = calls.pid[order], calls.start[order], calls.end[order]
+    phase = np.full(len(calls), "", dtype=object)
+    for i, inside in enclosed_any_thread(pid, start, end, ranges):
+        phase[order[inside]] = labels[i]
+    values = np.full(len(kernels), "", dtype=object)
+    values[calls.row] = phase
+    return pd.Series(values, index=kernels.index, dtype=object).astype(str)
+
+
+def phases_by_kernel_name(kernels: pd.DataFrame, phases: pd.Series) -> pd.DataFrame:
+    """Per kernel name, the phase (:func:`kernel_phases`) it spent the most GPU time in:
+    ``name, phase``; names launched in no phase are left out."""
+    frame = pd.DataFrame(
+        {
+            "name": kernels["name"].astype(str).to_numpy(),
+            "phase": phases.astype(str).to_numpy(),
+            "duration_ns": kernels["duration_ns"].to_numpy(np.int64),
+        }
+    )
+    frame = frame[frame["phase"] != ""]
+    time = frame.groupby(["name", "phase"], sort=False)["duration_ns"].sum().reset_index()
+    time = time.sort_values(["name", "duration_ns", "phase"], ascending=[True, False, True])
+    return time.drop_duplicates("name")[["name", "phase"]].reset_index(drop=True)

@@ -185,10 +185,19 @@ class NsysFrames:
         PyTorch op ranges."""
         return torch_ops.ops_by_kernel_name(self.report.kernels(), self.report.kernel_ops())
 
+    @functools.cache  # noqa: B019
+    def _kernel_phase_names(self) -> pd.DataFrame:
+        """``name, phase`` (``analysis.phases.phases_by_kernel_name``); empty without user
+        NVTX ranges."""
+        kernels = self.report.kernels()
+        return phases.phases_by_kernel_name(kernels, self.report.kernel_phases())
+
     def ranked_kernels(self, nvtx_range: tuple[str, str] | None = None) -> pd.DataFrame:
         """``name, short_name, instances, total_ns`` by total GPU time (+ ``op``: the PyTorch
-        op that launched it, "" if none), optionally only the kernels of NVTX range ``(domain,
-        range)``'s phase: launched by any thread of its process while it was open."""
+        op that launched it, "" if none; + ``phase``: the user's NVTX range it was launched
+        in, any thread, when the run has such ranges), optionally only the kernels of NVTX
+        range ``(domain, range)``'s phase: launched by any thread of its process while it was
+        open."""
         if nvtx_range is None:  # the whole capture: the report's own summary, computed once
             summary = self.report.kernel_summary()
         else:
@@ -196,10 +205,14 @@ class NsysFrames:
             summary = kernel_summary(self.report.kernels_in_phase(*nvtx_range))
         ranked = summary[["name", "short_name", "instances", "total_ns"]]
         ops = _or_none(self._kernel_op_names)
-        if ops is None or ops.empty:
-            return ranked
-        op = ranked.merge(ops[["name", "op"]], on="name", how="left")["op"]
-        return ranked.assign(op=op.fillna("").astype(str).to_numpy())
+        if ops is not None and not ops.empty:
+            op = ranked.merge(ops[["name", "op"]], on="name", how="left")["op"]
+            ranked = ranked.assign(op=op.fillna("").astype(str).to_numpy())
+        named = _or_none(self._kernel_phase_names)
+        if named is not None and not named.empty:
+            phase = ranked.merge(named, on="name", how="left")["phase"]
+            ranked = ranked.assign(phase=phase.fillna("").astype(str).to_numpy())
+        return ranked
 
     def instances(self, kernel: str) -> int:
         """How many times ``kernel`` ran in the whole capture (ncu counts over the run)."""

@@ -165,7 +165,8 @@ class NsysSource(TimelineSource, Protocol):
         ...
 
     def ranked_kernels(self, nvtx_range: tuple[str, str] | None = None) -> pd.DataFrame:
-        """``name, short_name, instances, total_ns`` (+ ``op``), by total GPU time."""
+        """``name, short_name, instances, total_ns`` (+ ``op``, ``phase``), by total GPU
+        time."""
         ...
 
     def instances(self, kernel: str) -> int: ...

@@ -235,6 +235,12 @@ class RankedReport(CopySummaries):
         report's own ``kernels_in_phase`` (a rank's range holds only its own work)."""
         return self._per_report_rows(self.kernels(), lambda r: r.kernels_in_phase(domain, range))
 
+    def kernel_phases(self) -> pd.Series:
+        """Each report's ``kernel_phases()``, with the index of :meth:`kernels`."""
+        out = pd.concat([r.kernel_phases() for r in self.reports], ignore_index=True)
+        out.index = self.kernels().index
+        return out
+
     def kernel_ops(self) -> pd.DataFrame:
         """Each report's ``kernel_ops()``, with the index of :meth:`kernels`."""
         ops = [r.kernel_ops() for r in self.reports]

@@ -19,7 +19,7 @@ from ...analysis.attribution import kernels_in_phase, kernels_in_range
 from ...analysis.kernels import kernel_summary
 from ...analysis.memory import copies_by_kind, memory_size_summary, memory_time_summary
 from ...analysis.nvtx_projection import nvtx_gpu_projection, project_nvtx_to_gpu
-from ...analysis.phases import phase_summary, project_phases
+from ...analysis.phases import kernel_phases, phase_summary, project_phases
 from ...analysis.timeline import timeline_frame
 from ...errors import (
     CorruptReportError,
@@ -421,6 +421,13 @@ class NsysReport(CopySummaries):
         """Rows of :meth:`kernels` launched by any thread of the range's process while NVTX
         range ``domain``/``range`` was open (``analysis.attribution.kernels_in_phase``)."""
         return kernels_in_phase(self.kernels(), self.cuda_api(), self.nvtx(), domain, range)
+
+    def kernel_phases(self) -> pd.Series:
+        """The phase each kernel was launched in (``analysis.phases.kernel_phases``: the
+        innermost user NVTX range open in its process, any thread), index of :meth:`kernels`."""
+        return self._cached(
+            "kernel_phases", lambda: kernel_phases(self.kernels(), self.cuda_api(), self.nvtx())
+        )
 
     def kernel_ops(self) -> pd.DataFrame:
         """The PyTorch op that launched each kernel (``analysis.torch_ops.kernel_ops``), with
