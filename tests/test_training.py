@@ -129,6 +129,12 @@ def test_ranked_reports_phase_per_report(data_dir: Path) -> None:
     assert set(trace["rank"]) == {0, 1}
     table = with_phases(ranked.nvtx_gpu_projection(), ranked.nvtx_phases())
     assert (table["phase_gpu_ops"] == table["gpu_ops"]).all()
+    per_rank = ranked.rank_nvtx_phases()
+    proj = ranked.rank_nvtx_gpu_projection()
+    keys = ["rank", "domain", "range", "style"]
+    both = per_rank.merge(proj, on=keys, suffixes=("", "_proj"))
+    assert len(both) == len(proj) and set(both["rank"]) == {0, 1}
+    assert (both["phase_total_ns"] == both["proj_total_ns"]).all()
 
 
 def test_mfu_per_phase_uses_phase_time(step: NsysReport) -> None:
@@ -358,3 +364,37 @@ def test_kernels_know_their_phase(data_dir: Path, step: NsysReport) -> None:
     assert (ranked["phase"] == "train:train@bwd").sum() >= len(ranked) // 2
     labels = [label for label, _ in kernel_options(ranked)]
     assert any(label.endswith("in train:train@bwd") for label in labels)
+
+
+def test_ncu_range_mfu_uses_the_parent_phase_time_and_blanks_the_impossible(
+    ncu_reports: dict[str, Path],
+) -> None:
+    """The ncu GEMM report (bf16 2048x1024x512 + fp32 512x256x128 in the cell range): the
+    range's time comes from the parent run's phase (any thread) before its per-thread
+    projection, and FLOPs that cannot fit that time at the peak leave the MFU blank with the
+    reason."""
+    from nsight_magic.analysis.range_mfu import range_utilisation
+    from nsight_magic.reports.ncu.report import NcuReport
+
+    gemm = NcuReport.open(ncu_reports["ncu_gemm_metrics"])
+    cell = {"domain": ["nsight_magic"], "range": ["cell"]}
+    out = range_utilisation(
+        gemm.roofline(),
+        gemm.nvtx_ranges(),
+        projection=pd.DataFrame({**cell, "proj_total_ns": [20_000]}),
+        phases=pd.DataFrame({**cell, "phase_total_ns": [30_000]}),
+        flops={"cell": 2 * 2048 * 1024 * 512},
+        gpu_name="NVIDIA H200",
+    ).set_index("range")
+    row = out.loc["cell"]
+    assert row["range_time_ns"] == 30_000 and row["range_time_source"] == mfu.PHASE_TIME_SOURCE
+    assert 0 < row["mfu_frac"] < 1 and row["reason"] == ""
+    wrong = range_utilisation(
+        gemm.roofline(),
+        gemm.nvtx_ranges(),
+        projection=pd.DataFrame({**cell, "proj_total_ns": [20_000]}),
+        flops={"cell": 1e15},
+        gpu_name="NVIDIA H200",
+    ).set_index("range")
+    assert np.isnan(wrong.loc["cell", "mfu_frac"])
+    assert wrong.loc["cell", "reason"].startswith("the FLOPs given for nsight_magic:cell need ")

@@ -332,6 +332,13 @@ class RankedReport(CopySummaries):
         """All ranks' phases together (``analysis.phases.phase_summary``)."""
         return self._cached("nvtx_phases", lambda: phase_summary(self.nvtx_phase_trace()))
 
+    def rank_nvtx_phases(self) -> pd.DataFrame:
+        """``rank`` + ``nvtx_phases`` columns: each rank's own phases."""
+        return self._cached(
+            "rank_nvtx_phases",
+            lambda: phase_summary(self.nvtx_phase_trace().dropna(subset=["rank"]), by=["rank"]),
+        )
+
     def rank_nvtx_gpu_projection(self) -> pd.DataFrame:
         """``rank`` + ``nvtx_gpu_projection`` columns: each rank's own ``nvtx_gpu_proj_sum``."""
         return self._cached(
