@@ -398,3 +398,17 @@ def test_ncu_range_mfu_uses_the_parent_phase_time_and_blanks_the_impossible(
     ).set_index("range")
     assert np.isnan(wrong.loc["cell", "mfu_frac"])
     assert wrong.loc["cell", "reason"].startswith("the FLOPs given for nsight_magic:cell need ")
+
+
+def test_nvtx_chart_shows_phase_time_where_it_differs(data_dir: Path) -> None:
+    from nsight_magic.views import charts
+
+    run = NsysRun(open_report(data_dir / f"{STEP}.sqlite"), meta={"name": STEP})
+    spec = charts.nvtx_ranges_chart.__wrapped__(NsysFrames(run).nvtx_table()).to_dict()
+    assert spec["encoding"]["x"]["field"] == "phase_ms"
+    rows = next(iter(spec["datasets"].values()))
+    bwd = next(r for r in rows if r["name"] == "train:train@bwd")
+    assert bwd["phase_ms"] > 10 and bwd["proj_ms"] < 0.01
+    small = NsysFrames(NsysRun(open_report(data_dir / "nsys_small.sqlite"), meta={"name": "s"}))
+    plain = charts.nvtx_ranges_chart.__wrapped__(small.nvtx_table()).to_dict()
+    assert plain["encoding"]["x"]["field"] == "proj_ms"
