@@ -55,10 +55,12 @@ def test_short_names_stay_distinct(all_names):
     # two ArgMax reductions (bf16 logits, fp32 logits): the op, then a type tells them apart
     argmax = _name(all_names, "ReduceOp<c10::BFloat16, at::native::ArgMaxOps")
     assert by_name[argmax] == "reduce_kernel<512, 1> [ArgMaxOps, BFloat16]"
-    # the only <128, 2> elementwise kernel needs no tag
-    assert by_name[_name(all_names, "elementwise_kernel<(int)128, (int)2")] == (
-        "elementwise_kernel<128, 2>"
-    )
+    # two <128, 2> elementwise kernels (the training step added the second): the functor
+    # tells them apart
+    mul = _name(all_names, "elementwise_kernel<(int)128, (int)2", "MulFunctor")
+    add = _name(all_names, "elementwise_kernel<(int)128, (int)2", "CUDAFunctor_add")
+    assert by_name[mul] == "elementwise_kernel<128, 2> [BinaryFunctor]"
+    assert by_name[add] == "elementwise_kernel<128, 2> [CUDAFunctor_add]"
 
 
 def test_short_names_of_repeated_rows_and_hash_fallback():
