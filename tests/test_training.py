@@ -412,3 +412,17 @@ def test_nvtx_chart_shows_phase_time_where_it_differs(data_dir: Path) -> None:
     small = NsysFrames(NsysRun(open_report(data_dir / "nsys_small.sqlite"), meta={"name": "s"}))
     plain = charts.nvtx_ranges_chart.__wrapped__(small.nvtx_table()).to_dict()
     assert plain["encoding"]["x"]["field"] == "proj_ms"
+
+
+def test_statement_that_ran_backward_holds_its_kernels(data_dir: Path) -> None:
+    """Per statement: L3 (``loss.backward()``) holds the backward's work in its phase time,
+    where nsys's own-thread projection gives it one op per step."""
+    run = NsysRun(open_report(data_dir / f"{STEP}.sqlite"), meta={"name": STEP})
+    table = run.ordered_projection()
+    statements = table[table["scope"] == "statement"].set_index("line")
+    assert list(statements.index) == [1, 3, 5]  # L8 (synchronize) launches nothing
+    assert statements.loc[3, "gpu_ops"] == 2 and statements.loc[3, "phase_gpu_ops"] == 192
+    assert statements.loc[3, "phase_total_ns"] > 10_000_000
+    assert (statements.loc[[1, 5], "phase_gpu_ops"] == statements.loc[[1, 5], "gpu_ops"]).all()
+    ops = table[table["range"].str.startswith("aten::mm,")]
+    assert len(ops) and (ops["phase_total_ns"] == ops["proj_total_ns"]).all()

@@ -145,13 +145,18 @@ def with_phases(projection: pd.DataFrame, phases: pd.DataFrame) -> pd.DataFrame:
     """``projection`` (``nvtx_gpu_projection()``) + ``phase_total_ns, phase_gpu_ops`` per
     (domain, range, style). Ranges with phase work but no same-thread work (a push/pop range
     whose work all came from other threads, a start/end range ending on another thread) are
-    added with 0 GPU time; ranges with neither are not listed. Existing columns keep their
-    values and types."""
+    added with 0 GPU time; ranges with neither are not listed. PyTorch op ranges, which get
+    no phase (one op call runs on one thread), keep their projection as their phase.
+    Existing columns keep their values and types."""
     keys = ["domain", "range", "style"]
     ph = phases[[*keys, "instances", "range_total_ns", "phase_total_ns", "phase_gpu_ops"]]
     ph = ph.rename(columns={"instances": "_instances", "range_total_ns": "_range_total_ns"})
     out = projection.merge(ph, on=keys, how="outer", indicator=True, sort=False)
-    only = (out.pop("_merge") == "right_only").to_numpy()
+    merged = out.pop("_merge")
+    only = (merged == "right_only").to_numpy()
+    own = (merged == "left_only").to_numpy()  # op ranges: their own thread is all they hold
+    out.loc[own, "phase_total_ns"] = out.loc[own, "proj_total_ns"]
+    out.loc[own, "phase_gpu_ops"] = out.loc[own, "gpu_ops"]
     known = {"instances": out.pop("_instances"), "range_total_ns": out.pop("_range_total_ns")}
     if only.any():
         for col in projection.columns:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis import api_summary, cold_run, processes, range_spec, statements, torch_ops
+from ..analysis import api_summary, cold_run, phases, processes, range_spec, statements, torch_ops
 from ..analysis import mfu as utilisation
 from ..errors import NsightMagicError
 from ..magic_names import cell_magic
@@ -254,9 +254,12 @@ class NsysRun(_Run):
         ranges (``analysis.statements.ordered_projection``): :meth:`nvtx_gpu_projection`'s
         columns (``domain, range, style, instances, proj_total_ns, range_total_ns, gpu_ops,
         proj_avg_ns, proj_med_ns, proj_min_ns, proj_max_ns, proj_std_ns, avg_gpu_ops,
-        avg_level, avg_children``; ns) + ``scope`` (cell, statement, warmup, user) and
-        ``line`` (a statement's cell line)."""
-        return statements.ordered_projection(self.nvtx_gpu_projection())
+        avg_level, avg_children``; ns) + each range's phase (``phase_total_ns`` ns,
+        ``phase_gpu_ops``: work launched by any thread while it was open, so the statement
+        that ran ``loss.backward()`` holds the backward's kernels; :meth:`nvtx_phases`) +
+        ``scope`` (cell, statement, warmup, user) and ``line`` (a statement's cell line)."""
+        table = phases.with_phases(self.nvtx_gpu_projection(), self.nvtx_phases())
+        return statements.ordered_projection(table)
 
     def resolve_nvtx_range(self, spec: str) -> range_spec.NvtxRange:
         """The range ``spec`` (``RANGE`` or ``DOMAIN:RANGE``) names in this run."""
