@@ -426,3 +426,32 @@ def test_statement_that_ran_backward_holds_its_kernels(data_dir: Path) -> None:
     assert (statements.loc[[1, 5], "phase_gpu_ops"] == statements.loc[[1, 5], "gpu_ops"]).all()
     ops = table[table["range"].str.startswith("aten::mm,")]
     assert len(ops) and (ops["phase_total_ns"] == ops["proj_total_ns"]).all()
+
+
+def test_a_drill_down_of_a_backward_kernel_knows_its_phase(step: NsysReport) -> None:
+    """The picker profiles instances k.. of one kernel; ncu's own nvtx column is per thread
+    (empty for autograd's launches), the parent nsys run gives each its phase."""
+    from nsight_magic.analysis.phases import drill_phases
+
+    kernels, phases = step.kernels(), step.kernel_phases()
+    # a kernel that runs in the forward and in the backward
+    by_name = pd.DataFrame({"name": kernels["name"].astype(str), "phase": phases})
+    bwd = set(by_name.loc[by_name["phase"] == "train:train@bwd", "name"])
+    fwd = set(by_name.loc[by_name["phase"].str.startswith("train:train@block"), "name"])
+    name = sorted(bwd & fwd)[0]
+    mine = kernels[kernels["name"] == name].sort_values("start_ns")
+    expected = phases[mine.index].tolist()
+    assert drill_phases(kernels, phases, name, 0, len(mine)) == expected
+    assert drill_phases(kernels, phases, name, 1, 2) == expected[1:3]
+    assert "train:train@bwd" in expected and len(set(expected)) > 1
+    assert expected.index("train:train@bwd") > 0  # forward instances come first
+    assert drill_phases(kernels, phases, name, len(mine), 1) == [""]  # no such instance
+
+
+def test_ncu_launches_have_a_phase_column(ncu_reports: dict[str, Path]) -> None:
+    from nsight_magic.results.ncu_frames import NcuFrames
+    from nsight_magic.results.ncu_run import NcuRun
+
+    run = NcuRun(open_report(ncu_reports["ncu_gemm_metrics"]), meta={"name": "g"})
+    assert run.launch_phases() == ["", ""]  # no parent nsys run: unknown
+    assert NcuFrames(run).launches()["phase"].tolist() == ["", ""]

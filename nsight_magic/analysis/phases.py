@@ -34,6 +34,7 @@ from .torch_ops import op_range_mask
 
 __all__ = [
     "PHASE_COLUMNS",
+    "drill_phases",
     "kernel_phases",
     "phase_summary",
     "phase_totals",
@@ -211,3 +212,20 @@ def phases_by_kernel_name(kernels: pd.DataFrame, phases: pd.Series) -> pd.DataFr
     time = frame.groupby(["name", "phase"], sort=False)["duration_ns"].sum().reset_index()
     time = time.sort_values(["name", "duration_ns", "phase"], ascending=[True, False, True])
     return time.drop_duplicates("name")[["name", "phase"]].reset_index(drop=True)
+
+
+def drill_phases(
+    kernels: pd.DataFrame, phases: pd.Series, name: str, instance: int, count: int
+) -> list[str]:
+    """The phases (:func:`kernel_phases` of an nsys run: ``kernels`` and its ``phases``) of
+    the launches an ncu drill-down of kernel ``name`` profiled: instances ``instance`` ..
+    ``instance + count - 1`` of that name in start order (the picker's ``--launch-skip`` /
+    ``--launch-count``, counted within the cell as nsys saw it). ncu's own NVTX column is
+    per thread and stays empty for a kernel autograd launched; the nsys run knows the phase.
+    "" for an instance the nsys run does not have."""
+    mine = kernels["name"].astype(str).to_numpy() == name
+    order = np.argsort(kernels["start_ns"].to_numpy()[mine], kind="stable")
+    labels = phases.to_numpy(dtype=object)[mine][order]
+    return [
+        str(labels[i]) if 0 <= i < len(labels) else "" for i in range(instance, instance + count)
+    ]

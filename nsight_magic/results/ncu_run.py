@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import mfu as utilisation
-from ..analysis import range_mfu, range_spec
+from ..analysis import phases, range_mfu, range_spec
 from ..analysis import roofline_bounds as bounds
 from ..analysis.torch_ops import parse_op_range
 from ..views.ncu_view import ncu_static_html, ncu_widget
@@ -43,6 +43,18 @@ class NcuRun(_Run):
         ``grid, block`` ("(x, y, z)"), ``registers_per_thread, shared_mem_bytes, sm_clock_hz``
         (Hz), ``device_id, stream_id, nvtx`` (innermost range path, or ""), ``process_id``."""
         return self.report.kernels()
+
+    def launch_phases(self) -> list[str]:
+        """The phase each profiled launch (``launch`` order) was launched in, from the parent
+        nsys run (``analysis.phases.drill_phases``): a picker drill-down of one kernel's
+        instances, autograd's backward kernels included (ncu's own ``nvtx`` is per thread);
+        "" where unknown (no parent, or not a drill-down of one kernel)."""
+        n = len(self.report.kernels())
+        name, instance = self.meta.get("kernel"), self.meta.get("instance")
+        get = getattr(self.parent, "kernel_phases", None)
+        if self.parent is None or get is None or not name or instance is None:
+            return [""] * n
+        return phases.drill_phases(self.parent.kernels(), get(), str(name), int(instance), n)
 
     def metrics(self) -> pd.DataFrame:
         """Every numeric metric, long: ``launch, name, metric, value, unit`` (ncu's unit)."""

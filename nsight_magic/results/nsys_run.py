@@ -270,6 +270,12 @@ class NsysRun(_Run):
         ``analysis.attribution.kernels_in_range``, per report)."""
         return self.report.kernels_in_range(domain, range)
 
+    def kernel_phases(self) -> pd.Series:
+        """The phase each kernel of :meth:`kernels` was launched in: ``"domain:range"`` of the
+        innermost user NVTX range open in its process on any thread ("" none;
+        ``analysis.phases.kernel_phases``), on the index of :meth:`kernels`."""
+        return self.report.kernel_phases()
+
     def kernel_ops(self) -> pd.DataFrame:
         """The PyTorch op that launched each kernel (``analysis.torch_ops.kernel_ops``), on the
         index of :meth:`kernels`: ``op, op_id, shapes, op_nvtx_row`` ("", <NA>, "", -1
