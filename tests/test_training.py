@@ -455,3 +455,15 @@ def test_ncu_launches_have_a_phase_column(ncu_reports: dict[str, Path]) -> None:
     run = NcuRun(open_report(ncu_reports["ncu_gemm_metrics"]), meta={"name": "g"})
     assert run.launch_phases() == ["", ""]  # no parent nsys run: unknown
     assert NcuFrames(run).launches()["phase"].tolist() == ["", ""]
+
+
+def test_ops_tab_lists_backward_ops_with_their_forward_op(data_dir: Path) -> None:
+    from nsight_magic.views import ops_view
+
+    run = NsysRun(open_report(data_dir / f"{STEP}.sqlite"), meta={"name": STEP})
+    frames = NsysFrames(run)
+    table = frames.op_table().set_index(["op", "shapes"])
+    node = table.loc[("AddmmBackward0", "[[2048, 768]]")]
+    assert node["forward_op"] == "aten::addmm" and 0 < node["mfu_frac"] < 1
+    page = ops_view.ops_html(frames, max_rows=200)
+    assert "forward op" in page and "AddmmBackward0" in page
