@@ -16,7 +16,9 @@ one, ``RankedReport``). PyTorch's op ranges get no phase: one op call runs on on
 its own-thread projection is already its whole work; thousands of them would only cost time.
 
 ``phase_total_ns`` can differ from ``proj_total_ns`` only when work was launched from another
-thread while the range was open: the views show it where it does, and MFU uses it.
+thread while the range was open: the views show it where it does, and MFU uses it. Any thread
+means any: a thread that prefetches data or runs a second model while the range is open counts
+too (the range's process did that work while the range was open).
 """
 
 from __future__ import annotations
@@ -115,7 +117,13 @@ def phase_summary(trace: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
     ``phase_gpu_ops``, longest first."""
     keys = [*by, "domain", "range", "style"]
     if trace.empty:
-        return pd.DataFrame({c: pd.Series([], dtype=object) for c in [*by, *PHASE_COLUMNS]})
+        texts = {"domain", "range", "style"}
+        return pd.DataFrame(
+            {
+                c: pd.Series([], dtype=str if c in texts else np.int64)
+                for c in [*by, *PHASE_COLUMNS]
+            }
+        )
     out = (
         trace.groupby(keys, sort=False, observed=True)
         .agg(
