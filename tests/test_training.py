@@ -467,3 +467,20 @@ def test_ops_tab_lists_backward_ops_with_their_forward_op(data_dir: Path) -> Non
     assert node["forward_op"] == "aten::addmm" and 0 < node["mfu_frac"] < 1
     page = ops_view.ops_html(frames, max_rows=200)
     assert "forward op" in page and "AddmmBackward0" in page
+
+
+@pytest.mark.parametrize("report", ["cuda_api_sum", "osrt_sum", "cuda_gpu_kern_sum"])
+def test_loader_loop_summaries_equal_nsys_stats(data_dir: Path, report: str) -> None:
+    """The loader fixture's host and kernel summaries are nsys stats' own (no --cudabacktrace
+    copies here: plain equality; ties on total time compared by name)."""
+    run = NsysRun(open_report(data_dir / "nsys_train_loader.sqlite"), meta={"name": "loader"})
+    ref = pd.read_csv(data_dir / "nsys_stats" / f"nsys_train_loader_{report}.csv")
+    if report == "cuda_gpu_kern_sum":
+        ours, count = run.kernel_summary(), "Instances"
+    else:
+        ours = run.cuda_api_summary() if report == "cuda_api_sum" else run.osrt_summary()
+        ours, count = ours.rename(columns={"calls": "instances"}), "Num Calls"
+    ref = ref.sort_values(["Total Time (ns)", "Name"]).reset_index(drop=True)
+    ours = ours.sort_values(["total_ns", "name"]).reset_index(drop=True)
+    assert ours["name"].tolist() == ref["Name"].tolist()
+    assert_duration_summary_equal(ours, ref, count=count)
