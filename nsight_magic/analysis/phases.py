@@ -119,10 +119,7 @@ def phase_summary(trace: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
     if trace.empty:
         texts = {"domain", "range", "style"}
         return pd.DataFrame(
-            {
-                c: pd.Series([], dtype=str if c in texts else np.int64)
-                for c in [*by, *PHASE_COLUMNS]
-            }
+            {c: pd.Series([], dtype=str if c in texts else np.int64) for c in [*by, *PHASE_COLUMNS]}
         )
     out = (
         trace.groupby(keys, sort=False, observed=True)
