@@ -3,8 +3,8 @@
 ``%load_ext nsight_magic`` registers ``%%nsight_nsys``, ``%%nsight_ncu`` (and ``%%nsys``,
 ``%%ncu`` where no other extension holds them), ``%%nsight_setup`` and ``%nsight_session``.
 Everything the magics do is callable from Python: :func:`open_report`, :func:`load_run`,
-:func:`compare`, :func:`last_run`, and the MFU helpers (``nsight_magic.transformer_flops``
-...). Imports stay light: pandas, IPython and ipywidgets
+:func:`compare`, :func:`last_run`, and the MFU helpers (``nsight_magic.transformer_flops``,
+``nsight_magic.training_step_flops`` ...). Imports stay light: pandas, IPython and ipywidgets
 load only when a function needs them (the profiling worker imports this package too).
 """
 
@@ -18,6 +18,8 @@ from .package_info import __version__
 # Public names served lazily: name -> (module, attribute).
 _LAZY = {
     "transformer_flops": ("nsight_magic.analysis.mfu", "transformer_flops"),
+    # a training step's FLOPs by phase (forward, backward = 2x forward), keyed for mfu()
+    "training_step_flops": ("nsight_magic.analysis.model_flops", "training_step_flops"),
     "model_mfu": ("nsight_magic.analysis.mfu", "model_mfu"),
     "op_mfu": ("nsight_magic.analysis.mfu", "op_mfu"),
     "kernel_utilisation": ("nsight_magic.analysis.mfu", "kernel_utilisation"),

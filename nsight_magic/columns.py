@@ -100,6 +100,8 @@ _DERIVED = [
     "start_ns", "end_ns", "duration_ns", "total_ns", "min_ns", "max_ns", "proj_total_ns",
     "proj_min_ns", "proj_max_ns",
     "proj_start_ns", "proj_end_ns", "proj_duration_ns", "range_total_ns", "gpu_time_ns",
+    # a range's phase: work launched by any thread while it was open (analysis/phases.py)
+    "phase_total_ns", "phase_start_ns", "phase_end_ns", "phase_duration_ns",
     "kernel_time_ns", "cpu_time_ns", "graph_time_ns", "memcpy_time_ns", "memset_time_ns",
     "wait_ns", "skew_ns", "span_ns", "gpu_busy_ns", "cuda_api_ns", "cuda_sync_ns", "host_ns",
     "os_wait_ns", "end_spread_ns", "first_start_ns", "last_start_ns", "last_end_ns",
@@ -124,7 +126,8 @@ _TITLES = {
     "avg_ns": "avg", "med_ns": "median", "std_ns": "std dev", "min_ns": "min", "max_ns": "max",
     "total_ns": "total", "duration_ns": "duration", "time_pct": "time %",
     "stream_id": "stream", "device_id": "device", "sm_clock_hz": "SM clock",
-    "proj_total_ns": "GPU time", "range_total_ns": "CPU range time", "busy_pct": "GPU busy",
+    "proj_total_ns": "GPU time", "range_total_ns": "CPU range time",
+    "phase_total_ns": "phase time (any thread)", "busy_pct": "GPU busy",
     "gpu_time_ns": "GPU time", "gpu_time_pct": "GPU time %", "kernel_time_ns": "own kernel time",
     "wait_ns": "waiting for others", "skew_ns": "skew", "end_spread_ns": "end spread",
     "compute_sol_pct": "compute SOL", "memory_sol_pct": "memory SOL",
@@ -155,7 +158,8 @@ _EXPLICIT = [
     count("instances"), count("instances_a"), count("instances_b"), count("instance", "#"),
     count("calls"), count("top_level_calls"), count("kernels"), count("launches"),
     count("graph_launches"), count("graph_node_instances", "as CUDA graph node"),
-    count("gpu_ops", "GPU ops"), count("count"), count("children"), count("ranks"),
+    count("gpu_ops", "GPU ops"), count("phase_gpu_ops", "phase GPU ops"), count("count"),
+    count("children"), count("ranks"),
     count("times_last"), count("level"), count("line"), count("registers_per_thread", "regs"),
     count("registers"), count("block_x"), count("block_y"), count("block_z"), count("grid_x"),
     count("grid_y"), count("grid_z"), count("return_value"), count("op_nvtx_row"),
@@ -194,7 +198,13 @@ _EXPLICIT = [
     Column("plottable", "bool", "", "plottable", "text"),
     # HFU over what ncu profiled of a range (analysis/range_mfu.py)
     text("coverage", "launches profiled"), count("launches_profiled"), count("launches_total"),
-    text("range_time_source", "range time from"), text("occupancy_source", "occupancy is"),
+    text("range_time_source", "range time from"), text("forward_op", "forward op"),
+    text("phase"),
+    text("forward_shapes", "forward shapes"), count("forward_nvtx_row"),
+    number("forward_flops", "forward FLOPs", "FLOP"),
+    number("backward_flops", "backward FLOPs", "FLOP"),
+    # why an HFU/MFU is blank (analysis/plausible.py)
+    text("reason", "why blank"), text("occupancy_source", "occupancy is"),
     # why the GPU idled (analysis/idle.py, idle_summary.py, launch_bound.py; reports/nsys/host.py)
     text("category"), text("call"), text("cause"), text("statement"), text("sentence", "cause"),
     text("frame"), text("backtrace"), count("gap"), count("gaps"),

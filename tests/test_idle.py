@@ -19,6 +19,7 @@ from stats_reference import (
     assert_one_decimal_equal,
 )
 
+from nsight_magic.analysis import data_loader
 from nsight_magic.analysis import gaps as gap_analysis
 from nsight_magic.analysis.idle import is_sync_call
 from nsight_magic.reports.nsys.cupti import CUDA_BACKTRACE_CLASS
@@ -214,6 +215,9 @@ def test_decode_loop_causes(runs: dict[str, NsysRun]) -> None:
 def test_data_loader_wait_is_an_os_wait(runs: dict[str, NsysRun]) -> None:
     top = runs["nsys_idle_pipeline"].idle_causes().iloc[0]
     assert (top["category"], top["call"]) == ("os_wait", "poll")
+    # the Python samples in that poll run through torch's dataloader.py: named as such
+    assert top["frame"] == data_loader.WAITING
+    assert "waiting for the DataLoader's next batch" in top["sentence"]
     assert top["statement"].startswith("L2: for step, (x, y) in enumerate(loader)")
     assert 40 < top["pct"] < 60
 
@@ -279,7 +283,8 @@ def test_idle_view_static_and_timeline_link(runs: dict[str, NsysRun]) -> None:
 
     run = runs["nsys_idle_pipeline"]
     page = nsys_static_html(run.frames)
-    assert "Why the GPU idled" in page and "waiting in poll (OS call)" in page
+    assert "Why the GPU idled" in page and "in poll (OS call)" in page
+    assert "waiting for the DataLoader" in page and "next batch" in page
     assert "Launch-bound stretches" in page
     view = nsys_widget(run.frames, lambda *a, **k: None, lambda *a, **k: None)
     tabs = view.children[1]

@@ -178,7 +178,9 @@ def test_ops_tab_and_the_op_in_the_picker(data_dir: Path) -> None:
     )
     # every nvjet GEMM kernel in the picker names the op that launched it
     labels = [label for label, name in view.picker.kernel.options if name.startswith("nvjet")]
-    assert labels and all(label.endswith("<- aten::mm") for label in labels)
+    assert labels and all("<- aten::mm" in label for label in labels)
+    # and the user's range each ran in (any thread: analysis.phases)
+    assert all(label.endswith(("in LLM:decode_step", "in LLM:LLM@prefill")) for label in labels)
     assert "PyTorch ops" in run.to_html()
     # one op range per op call (1745 here): the Ops tab holds them, the NVTX tab, its chart
     # and the range choosers (picker filter, "profile this range") keep the user's ranges

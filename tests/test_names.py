@@ -44,9 +44,9 @@ def test_short_form_keeps_function_name_and_numbers(all_names):
 
 def test_short_names_stay_distinct(all_names):
     labels = short_names(all_names)
-    # every kernel name of every nsys_stats CSV: the first captures, the LLM/ranks ones and the
-    # idle-time (host capture) ones
-    assert labels.nunique() == all_names.nunique() == 84
+    # every kernel name of every nsys_stats CSV: the first captures, the LLM/ranks ones, the
+    # idle-time (host capture) ones and the training-step ones
+    assert labels.nunique() == all_names.nunique() == 105
     assert (labels.index == all_names.index).all()
     by_name = dict(zip(all_names, labels, strict=True))
     # Eight vectorized_elementwise_kernel<4> kernels: the functor or function tells them apart.
@@ -55,10 +55,12 @@ def test_short_names_stay_distinct(all_names):
     # two ArgMax reductions (bf16 logits, fp32 logits): the op, then a type tells them apart
     argmax = _name(all_names, "ReduceOp<c10::BFloat16, at::native::ArgMaxOps")
     assert by_name[argmax] == "reduce_kernel<512, 1> [ArgMaxOps, BFloat16]"
-    # the only <128, 2> elementwise kernel needs no tag
-    assert by_name[_name(all_names, "elementwise_kernel<(int)128, (int)2")] == (
-        "elementwise_kernel<128, 2>"
-    )
+    # two <128, 2> elementwise kernels (the training step added the second): the functor
+    # tells them apart
+    mul = _name(all_names, "elementwise_kernel<(int)128, (int)2", "MulFunctor")
+    add = _name(all_names, "elementwise_kernel<(int)128, (int)2", "CUDAFunctor_add")
+    assert by_name[mul] == "elementwise_kernel<128, 2> [BinaryFunctor]"
+    assert by_name[add] == "elementwise_kernel<128, 2> [CUDAFunctor_add]"
 
 
 def test_short_names_of_repeated_rows_and_hash_fallback():

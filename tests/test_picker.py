@@ -158,7 +158,9 @@ def test_kernel_list_shows_short_names_distinguishable(nsys_run):
     labels = [label for label, _ in picker.kernel.options]
     assert len(set(labels)) == len(labels)
     softmax = next(label for label, value in picker.kernel.options if value == SOFTMAX)
-    assert softmax.endswith("softmax_warp_forward<9, 0, 0>")  # unique short name: no suffix
+    # unique short name: no [full name] tag (the user's range it ran in follows: "in ...")
+    assert "softmax_warp_forward<9, 0, 0>" in softmax and "[" not in softmax
+    assert softmax.endswith("  in :decode/step")
     # 6 distinct at::native elementwise kernels ran here: one short form, told apart by tags
     shared = [label for label in labels if "vectorized_elementwise_kernel<4> [" in label]
     assert len(shared) == 6 and len({label.split("  x")[1] for label in shared}) == 6

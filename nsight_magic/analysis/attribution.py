@@ -13,6 +13,7 @@ calls a range encloses are one contiguous slice, found with two binary searches 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +21,15 @@ import pandas as pd
 
 from .nvtx_nesting import nesting, thread_order
 
-__all__ = ["Calls", "enclosed_calls", "innermost_enclosing", "kernels_in_range", "launch_calls"]
+__all__ = [
+    "Calls",
+    "enclosed_any_thread",
+    "enclosed_calls",
+    "innermost_enclosing",
+    "kernels_in_phase",
+    "kernels_in_range",
+    "launch_calls",
+]
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,32 @@ def enclosed_calls(
     return lo, hi
 
 
+def enclosed_any_thread(
+    pid: np.ndarray, start: np.ndarray, end: np.ndarray, ranges: pd.DataFrame
+) -> Iterator[tuple[int, np.ndarray]]:
+    """The phase rule (``analysis.phases``): per range (``pid, start_ns, end_ns``; position i),
+    the positions of the calls (``pid, start, end``, sorted by (pid, start)) of the range's
+    process, on ANY thread, that start at or after its start and end by its end. Yields
+    ``(i, positions)`` for ranges that enclose some call. One binary search per range, then a
+    check of the calls that started inside it (calls of other threads may outlive it)."""
+    if not len(pid) or not len(ranges):
+        return
+    pids, first = np.unique(pid, return_index=True)
+    last = np.r_[first[1:], len(pid)]
+    bounds = {int(p): (int(a), int(b)) for p, a, b in zip(pids, first, last, strict=True)}
+    r_pid, r_lo, r_hi = (ranges[c].to_numpy(np.int64) for c in ("pid", "start_ns", "end_ns"))
+    for i in range(len(ranges)):
+        seg = bounds.get(int(r_pid[i]))
+        if seg is None:
+            continue
+        a, b = seg
+        lo = a + int(np.searchsorted(start[a:b], r_lo[i], side="left"))
+        hi = a + int(np.searchsorted(start[a:b], r_hi[i], side="right"))
+        inside = np.flatnonzero(end[lo:hi] <= r_hi[i]) + lo
+        if len(inside):
+            yield i, inside
+
+
 def _same_thread(nvtx: pd.DataFrame) -> np.ndarray:
     """Mask of the ranges nsys attributes work to: those that end on the thread they began."""
     if "end_tid" not in nvtx:
@@ -127,6 +162,24 @@ def kernels_in_range(
     np.add.at(cover, lo, 1)
     np.add.at(cover, hi, -1)
     inside = np.cumsum(cover[:-1]) > 0
+    return kernels.iloc[np.sort(calls.row[inside])]
+
+
+def kernels_in_phase(
+    kernels: pd.DataFrame, launches: pd.DataFrame, nvtx: pd.DataFrame, domain: str, range: str
+) -> pd.DataFrame:
+    """The rows of ``kernels`` launched by ANY thread of the range's process while an instance
+    of NVTX range ``domain``/``range`` was open (the phase rule, :func:`enclosed_any_thread`;
+    a backward pass's kernels come from autograd's thread). Same inputs and output as
+    :func:`kernels_in_range`."""
+    match = (nvtx["domain"] == domain).to_numpy() & (nvtx["range"] == range).to_numpy()
+    ranges = nvtx.loc[match, ["pid", "start_ns", "end_ns"]]
+    calls = launch_calls(kernels, launches)
+    order = np.lexsort((calls.start, calls.pid))
+    inside = np.zeros(len(calls), dtype=bool)
+    for _, hit in enclosed_any_thread(calls.pid[order], calls.start[order], calls.end[order],
+                                      ranges):  # fmt: skip
+        inside[order[hit]] = True
     return kernels.iloc[np.sort(calls.row[inside])]
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .data_loader import loader_call_frames
 from .gaps import busy_intervals
 from .keyjoin import first_match, process_ids, process_keys, take_matched
 from .statements import statement_lines
@@ -126,12 +127,17 @@ def gpu_idle_gaps(ops: pd.DataFrame, min_gap_ns: int = 0) -> pd.DataFrame:
 
 
 def host_calls(
-    cuda_api: pd.DataFrame, osrt: pd.DataFrame | None, cuda_frames: pd.DataFrame | None = None
+    cuda_api: pd.DataFrame,
+    osrt: pd.DataFrame | None,
+    cuda_frames: pd.DataFrame | None = None,
+    periodic: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The host's calls as ``pid, tid, start_ns, end_ns, name, category`` (``cuda_sync``,
     ``cuda_api``, ``os_wait``) + ``frame`` (the Python line that made a CUDA call, from
     ``--python-backtrace=cuda`` samples ``cuda_frames``: ``pid, tid, start_ns, frame``; the
-    sample nsys takes right at the call, within 20 us before its start) (+ ``report``)."""
+    sample nsys takes right at the call, within 20 us before its start; for an OS call, the
+    DataLoader's activity when a periodic sample ``periodic`` (+ ``backtrace``) taken during
+    it runs through the loader: ``data_loader.loader_call_frames``) (+ ``report``)."""
     keys = ["report"] if "report" in cuda_api else []
     api = cuda_api[[*keys, "pid", "tid", "start_ns", "end_ns", "name"]].copy()
     names = api["name"].astype(str)
@@ -141,7 +147,8 @@ def host_calls(
     parts = [api]
     if osrt is not None and len(osrt):
         os_calls = osrt[[*keys, "pid", "tid", "start_ns", "end_ns", "name"]].copy()
-        parts.append(os_calls.assign(category="os_wait", frame=""))
+        frames = loader_call_frames(os_calls, periodic)
+        parts.append(os_calls.assign(category="os_wait", frame=frames))
     out = pd.concat(parts, ignore_index=True)
     # categories: a few dozen names over up to millions of calls (filters and takes stay cheap)
     for col in ("name", "category", "frame"):

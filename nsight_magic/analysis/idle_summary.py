@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..nvtx_names import shorten_label, statement_line
+from .data_loader import is_loader_frame
 
 __all__ = ["BREAKDOWN_COLUMNS", "collective_waits", "idle_breakdown", "idle_causes"]
 
@@ -144,10 +145,14 @@ def _sentence(row: pd.Series, total_ns: float) -> str:
             return f"{pct}: {call} {where}{at}"
         case "cuda_api":
             return f"{pct}: in {call} {where}{at}"
+        case "os_wait" if is_loader_frame(frame):
+            return f"{pct}: {frame}, in {call} (OS call) {where}"
         case "os_wait":
             return f"{pct}: waiting in {call} (OS call) {where}"
         case "collective_wait":
             return f"{pct}: {call} waiting for {frame or 'another rank'} {where}"
+    if is_loader_frame(frame):
+        return f"{pct}: {frame} {where}"
     if frame:
         return f"{pct}: running Python at {frame} {where}"
     return f"{pct}: host code between CUDA calls {where} (no Python sample there)"

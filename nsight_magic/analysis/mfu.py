@@ -37,6 +37,8 @@ from .gpu_peaks import Peak, peak
 from .model_flops import gemm_flops, transformer_flops
 from .names import short_names
 from .ncu_metrics import metrics_hint, parse_tensor_path
+from .phases import phase_totals
+from .plausible import blank_impossible
 from .text import join_text
 from .torch_ops import parse_op_range, parse_shapes, range_model_flops
 
@@ -44,6 +46,7 @@ __all__ = [
     "KERNEL_COLUMNS",
     "MODEL_MFU_COLUMNS",
     "NO_OP_RANGE",
+    "PHASE_TIME_SOURCE",
     "kernel_utilisation",
     "launch_dtype",
     "launch_model_flops",
@@ -190,7 +193,7 @@ NO_OP_RANGE = (
 KERNEL_COLUMNS = [
     "launch", "name", "short_name", "dtype", "hw_flops", "model_flops", "model_flops_source",
     "time_ns", "time_source", "hw_flops_per_s", "model_flops_per_s", "peak_flops_per_s",
-    "peak_source", "hfu_frac", "mfu_frac",
+    "peak_source", "hfu_frac", "mfu_frac", "reason",
 ]  # fmt: skip
 
 
@@ -207,7 +210,8 @@ def kernel_utilisation(
 ) -> pd.DataFrame:
     """Per ncu launch: ``launch, name, short_name, dtype, hw_flops, model_flops,
     model_flops_source, time_ns, time_source, hw_flops_per_s, model_flops_per_s,
-    peak_flops_per_s, peak_source, hfu_frac, mfu_frac`` (fractions of the peak).
+    peak_flops_per_s, peak_source, hfu_frac, mfu_frac`` (fractions of the peak), ``reason``
+    (why a fraction is blank: above 100% or negative, ``plausible.blank_impossible``).
 
     ``points``: ``roofline_points``; ``kernels``: ncu ``kernels()`` (its mangled names match
     nsys's); ``nvtx``: ncu ``nvtx_ranges()`` (PyTorch op ranges give model FLOPs, see
@@ -242,13 +246,19 @@ def kernel_utilisation(
     out["peak_source"] = [p.source for p in peaks]
     out["hfu_frac"] = out["hw_flops_per_s"] / out["peak_flops_per_s"]
     out["mfu_frac"] = out["model_flops_per_s"] / out["peak_flops_per_s"]
+    out = blank_impossible(
+        out, join_text("launch ", out["launch"].astype(str), " ", out["short_name"])
+    )
     return out[KERNEL_COLUMNS]
 
 
 MODEL_MFU_COLUMNS = [
-    "domain", "range", "model_flops", "model_flops_source", "time_ns", "time_source", "dtype",
-    "peak_flops_per_s", "peak_source", "model_flops_per_s", "mfu_frac",
+    "domain", "range", "model_flops", "model_flops_source", "backward_flops", "time_ns",
+    "time_source", "dtype", "peak_flops_per_s", "peak_source", "model_flops_per_s", "mfu_frac",
+    "reason",
 ]  # fmt: skip
+# Where a range's time comes from when its phase is known (analysis.phases).
+PHASE_TIME_SOURCE = "nsys phase: GPU work launched by any thread while the range was open"
 # Why ``model_mfu`` found no range to report: no flops= and no GEMM op range to derive them from.
 NO_GEMM_OPS = (
     "no PyTorch GEMM op ranges in this run to derive model FLOPs from: profile with "
@@ -262,25 +272,33 @@ def model_mfu(
     flops: Mapping[Any, float] | None = None,
     *,
     nvtx: pd.DataFrame | None = None,
+    phases: pd.DataFrame | None = None,
     gpu_name: str | None = None,
     dtype: str = "bf16",
     peak_flops: float | None = None,
 ) -> pd.DataFrame:
     """MFU per NVTX range from model FLOPs alone (no ncu run needed), over the range's
-    GPU-projected time from nsys (``nvtx_gpu_projection()``: real clocks).
+    time on the GPU from nsys (real clocks): its phase time when ``phases`` is given
+    (``nvtx_phases()``: the work launched by any thread of its process while it was open,
+    ``time_source`` says so; a backward pass runs on autograd's thread), else its per-thread
+    projection (``nvtx_gpu_projection()``, ``time_source`` "nsys"). A row whose FLOPs cannot
+    fit its time at the peak gets no number and a ``reason`` (``plausible.blank_impossible``).
 
     Model FLOPs: ``flops`` maps a range (its name, ``(domain, range)``, ``"domain:range"`` or
     ``"domain@range"``) to the FLOPs the model does in it -> "given"; without ``flops``, the
     GEMM op calls inside each range of ``nvtx`` (``torch_ops.range_model_flops``, nsys
     ``--pytorch=autograd-shapes-nvtx``) -> "derived: N GEMM op calls", for every range that
-    holds some. Columns: ``domain, range, model_flops, model_flops_source, time_ns,
-    time_source, dtype, peak_flops_per_s, peak_source, model_flops_per_s, mfu_frac``
+    holds some. Columns: ``domain, range, model_flops, model_flops_source,
+    backward_flops`` (of the derived FLOPs, those of GEMM calls inside autograd's backward
+    nodes: the backward's share; NaN for given FLOPs), ``time_ns, time_source, dtype,
+    peak_flops_per_s, peak_source, model_flops_per_s, mfu_frac, reason``
     (``model_flops_per_s`` is the same quantity as ``NcuRun.mfu()``'s: model FLOPs over time).
     A range named in ``flops`` that nsys did not see raises ``KeyError`` naming it, rather
     than silently dropping a phase the user asked about. An empty result carries the reason in
     ``frame.attrs["reason"]`` and warns it (``EmptyResultWarning``)."""
     pk = _peak(gpu_name, dtype, peak_flops)
     sources: dict[Any, str] = {}
+    backward: dict[Any, float] = {}
     if flops is None:
         if nvtx is None:
             raise ValueError("model_mfu needs flops= or the nvtx() frame to derive them from.")
@@ -289,10 +307,13 @@ def model_mfu(
         flops = dict(zip(keys, derived["model_flops"], strict=True))
         calls = derived["gemm_calls"]
         sources = {k: f"derived: {n} GEMM op calls" for k, n in zip(keys, calls, strict=True)}
+        backward = dict(zip(keys, derived["backward_flops"], strict=True))
     totals = projection.groupby(["domain", "range"], sort=False)["proj_total_ns"].sum()
+    times = {(str(d), str(r)): (float(t), "nsys") for (d, r), t in totals.items()}
+    times.update({k: (t, PHASE_TIME_SOURCE) for k, t in phase_totals(phases).items()})
     rows = []
     found: set[Any] = set()
-    for (domain, name), t in totals.items():
+    for (domain, name), (t, t_source) in times.items():
         # the spellings a user may key flops= by: (domain, range), the bare range, nsys stats'
         # "domain:range", and the domain@range form of nvtx.annotate
         spellings: list[Any] = [
@@ -313,8 +334,9 @@ def model_mfu(
                 "range": name,
                 "model_flops": model,
                 "model_flops_source": sources.get(key, "given"),
+                "backward_flops": float(backward.get(key, np.nan)),
                 "time_ns": float(t),
-                "time_source": "nsys",
+                "time_source": t_source,
                 "dtype": dtype,
                 "peak_flops_per_s": pk.flops_per_s,
                 "peak_source": pk.source,
@@ -325,7 +347,8 @@ def model_mfu(
     missing = [k for k in flops if k not in found]
     if missing and not sources:
         raise KeyError(f"No NVTX range in the nsys report matches {missing!r}.")
-    out = pd.DataFrame(rows, columns=MODEL_MFU_COLUMNS)
+    out = pd.DataFrame(rows, columns=MODEL_MFU_COLUMNS[:-1])
+    out = blank_impossible(out, join_text(out["domain"], ":", out["range"]))
     if out.empty:
         reason = NO_GEMM_OPS if sources or not flops else "no NVTX range with model FLOPs"
         out.attrs["reason"] = reason
@@ -342,7 +365,7 @@ def op_mfu(
 ) -> pd.DataFrame:
     """MFU per PyTorch GEMM op (nsys, real clocks): the rows of ``torch_ops.op_summary`` with
     model FLOPs, ``op, shapes, calls, model_flops, gpu_time_ns, time_source, dtype,
-    peak_flops_per_s, peak_source, model_flops_per_s, mfu_frac``, best first. The op ranges
+    peak_flops_per_s, peak_source, model_flops_per_s, mfu_frac, reason``, best first. The op ranges
     do not record the data type, so ``dtype`` (default bf16) names the peak to use."""
     pk = _peak(gpu_name, dtype, peak_flops)
     rows = summary[summary["model_flops"].notna()]
@@ -354,4 +377,5 @@ def op_mfu(
     seconds = out["gpu_time_ns"].where(out["gpu_time_ns"] > 0) * 1e-9
     out["model_flops_per_s"] = out["model_flops"] / seconds
     out["mfu_frac"] = out["model_flops_per_s"] / pk.flops_per_s
+    out = blank_impossible(out, join_text(out["op"], " ", out["shapes"]))
     return out.sort_values("mfu_frac", ascending=False, kind="stable").reset_index(drop=True)

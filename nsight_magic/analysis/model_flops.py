@@ -8,14 +8,17 @@ partial tiles (an 8192^3 bf16 GEMM measured 82.8% HFU but 81.6% MFU on H200). Tw
   Bias adds and the alpha/beta epilogue are not counted (the usual convention; they are
   O(M*N) against O(M*N*K)).
 - :func:`transformer_flops`: a whole dense transformer, from its size (PaLM's formula).
+- :func:`training_step_flops`: the same for a training step, split into its forward and
+  backward phases (backward = 2x forward, as Megatron and PaLM count), keyed for ``mfu()``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-__all__ = ["GEMM_OPS", "gemm_flops", "transformer_flops"]
+__all__ = ["GEMM_OPS", "TrainingFlops", "gemm_flops", "training_step_flops", "transformer_flops"]
 
 # PyTorch ops whose math is a (batched) matrix multiply and whose recorded shapes give it.
 GEMM_OPS = frozenset(
@@ -104,3 +107,61 @@ def transformer_flops(
     elif any(v is not None for v in (n_layers, seq_len, d_model)):
         raise ValueError("The attention term needs all of n_layers, seq_len and d_model.")
     return per_token * (3.0 if training else 1.0) * tokens
+
+
+@dataclass(frozen=True)
+class TrainingFlops:
+    """Model FLOPs of one training step by phase: ``forward`` (2N per token + attention),
+    ``backward`` (twice the forward: a GEMM's backward is two GEMMs of its size, one for the
+    input's gradient and one for the weight's), ``step`` = forward + backward (6N per token;
+    the optimizer's O(N) update is not counted, as nobody's MFU counts it)."""
+
+    forward: float
+    backward: float
+
+    @property
+    def step(self) -> float:
+        return self.forward + self.backward
+
+    def by_range(
+        self,
+        forward: str = "train@fwd",
+        backward: str = "train@bwd",
+        step: str | None = None,
+        *,
+        domain: str = "train",
+    ) -> dict[str, float]:
+        """``{"domain:range": FLOPs}`` for ``NsysRun.mfu(flops=...)``: the forward and backward
+        ranges (and the whole step's range, when named). The defaults are the ``train@fwd`` /
+        ``train@bwd`` push/pop ranges of domain ``train`` (docs/training.md)."""
+        prefix = f"{domain}:" if domain else ""
+        out = {f"{prefix}{forward}": self.forward, f"{prefix}{backward}": self.backward}
+        if step is not None:
+            out[f"{prefix}{step}"] = self.step
+        return out
+
+
+def training_step_flops(
+    n_params: float,
+    tokens: float,
+    *,
+    n_layers: int | None = None,
+    seq_len: int | None = None,
+    d_model: int | None = None,
+    causal: bool = True,
+) -> TrainingFlops:
+    """Model FLOPs of a dense transformer's training step over ``tokens`` tokens (batch x
+    sequence), by phase: forward = :func:`transformer_flops` (2N per token, plus the
+    self-attention term 4·L·T·d per token when ``n_layers``, ``seq_len`` and ``d_model`` are
+    given, halved for ``causal`` attention, the default for a decoder); backward = 2x forward;
+    step = 6N per token + 3x the attention term. ``n_params``: the parameters that take part
+    in the matmuls (leave the embedding table out: a lookup is no multiply; keep a tied or
+    separate LM head in). E.g. a GPT of 2 layers, width 256, vocab 4096, batch 8 x 256::
+
+        f = training_step_flops(n_params, 8 * 256, n_layers=2, seq_len=256, d_model=256)
+        run.mfu(flops=f.by_range())        # train:train@fwd and train:train@bwd
+    """
+    forward = transformer_flops(
+        n_params, tokens, n_layers=n_layers, seq_len=seq_len, d_model=d_model, causal=causal
+    )
+    return TrainingFlops(forward=forward, backward=2.0 * forward)

@@ -16,7 +16,16 @@ import numpy as np
 import pandas as pd
 
 from ..nvtx_names import NVTX_DOMAIN, TARGET_RANGE
-from .mfu import _launch_ops, _peak, kernel_utilisation, launch_dtype, launch_times
+from .mfu import (
+    PHASE_TIME_SOURCE,
+    _launch_ops,
+    _peak,
+    kernel_utilisation,
+    launch_dtype,
+    launch_times,
+)
+from .phases import phase_totals
+from .plausible import blank_impossible
 from .torch_ops import parse_op_range
 
 __all__ = ["RANGE_COLUMNS", "mfu_frames", "range_utilisation"]
@@ -25,6 +34,7 @@ RANGE_COLUMNS = [
     "domain", "range", "label", "launches_profiled", "launches_total", "coverage", "dtype",
     "hw_flops", "model_flops", "model_flops_source", "time_ns", "time_source",
     "range_time_ns", "range_time_source", "peak_flops_per_s", "peak_source", "hfu_frac", "mfu_frac",
+    "reason",
 ]  # fmt: skip
 
 NO_TOTAL = "the range's launch count needs the nsys run this was picked from"
@@ -63,6 +73,7 @@ def range_utilisation(
     kernels: pd.DataFrame | None = None,
     nsys_kernels: pd.DataFrame | None = None,
     projection: pd.DataFrame | None = None,
+    phases: pd.DataFrame | None = None,
     range_launches: Mapping[Any, int] | None = None,
     time_ns: Mapping[Any, float] | None = None,
     flops: Mapping[Any, float] | None = None,
@@ -80,8 +91,10 @@ def range_utilisation(
     (``time_ns``: nsys real-clock durations of the same launches from ``nsys_kernels`` +
     ``kernels``, ``mfu.launch_times``, else ncu's). Model FLOPs: ``flops`` (keyed by range
     name, ``(domain, range)``, ``"domain:range"`` or ``"domain@range"``) -> "given", over
-    ``range_time_ns``: ``time_ns`` given (same keys) -> "given", else the nsys
-    ``nvtx_gpu_projection()``'s ``proj_total_ns`` -> "nsys", else the profiled launches' time
+    ``range_time_ns``: ``time_ns`` given (same keys) -> "given", else the nsys phase time
+    (``nvtx_phases()``'s ``phase_total_ns``: work launched by any thread while the range was
+    open; a backward pass runs on autograd's thread) -> ``mfu.PHASE_TIME_SOURCE``, else the
+    nsys ``nvtx_gpu_projection()``'s ``proj_total_ns`` -> "nsys", else the profiled launches' time
     when they are all of the range's launches; else the GEMM op calls around the profiled
     launches, each counted once -> "derived", over the profiled launches' time; else NaN, and
     ``model_flops_source`` says why."""
@@ -96,6 +109,7 @@ def range_utilisation(
     if projection is not None and len(projection):
         totals = projection.groupby(["domain", "range"], sort=False)["proj_total_ns"].sum()
         proj = {(str(d), str(r)): float(v) for (d, r), v in totals.items()}
+    phase = phase_totals(phases)
     rows = []
     for (domain, name), group in merged.groupby(["domain", "range"], sort=False):
         profiled = int(group["launch"].nunique())
@@ -108,6 +122,8 @@ def range_utilisation(
         given_time = _lookup(time_ns, domain, name)
         if given_time is not None:
             range_t, range_source = given_time, "given"
+        elif (domain, name) in phase:
+            range_t, range_source = phase[(domain, name)], PHASE_TIME_SOURCE
         elif (domain, name) in proj:
             range_t, range_source = proj[(domain, name)], "nsys"
         elif total is not None and profiled >= total:
@@ -154,7 +170,7 @@ def range_utilisation(
                 "mfu_frac": model / (m_time * 1e-9) / pk.flops_per_s if m_time > 0 else np.nan,
             }
         )
-    out = pd.DataFrame(rows, columns=RANGE_COLUMNS)
+    out = blank_impossible(pd.DataFrame(rows, columns=RANGE_COLUMNS[:-1]), "label")
     out["launches_total"] = pd.array(out["launches_total"].tolist(), dtype="Int64")
     return out
 
@@ -166,6 +182,7 @@ def mfu_frames(
     nvtx: pd.DataFrame | None = None,
     nsys_kernels: pd.DataFrame | None = None,
     projection: pd.DataFrame | None = None,
+    phases: pd.DataFrame | None = None,
     range_launches: Mapping[Any, int] | None = None,
     gpu_name: str | None = None,
 ) -> dict[str, pd.DataFrame]:
@@ -183,6 +200,7 @@ def mfu_frames(
             kernels=ncu_kernels,
             nsys_kernels=nsys_kernels,
             projection=projection,
+            phases=phases,
             range_launches=range_launches,
             gpu_name=gpu_name,
         )

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis import graphs, processes, statements, torch_ops
+from ..analysis import graphs, phases, processes, statements, torch_ops
 from ..analysis import mfu as utilisation
 from ..analysis.kernels import kernel_summary
 from ..analysis.memory import copies_by_kind
@@ -123,11 +123,23 @@ class NsysFrames:
 
     @functools.cache  # noqa: B019
     def nvtx_table(self) -> pd.DataFrame:
-        """NVTX GPU projection, the cell's statements first in line order, + ``label``;
-        without the PyTorch op ranges (one per op call, thousands: the Ops tab shows them)."""
-        projection = _without_op_ranges(self.report.nvtx_gpu_projection())
+        """NVTX GPU projection + each range's phase time (``phase_total_ns, phase_gpu_ops``:
+        work launched by any thread while it was open, ``analysis.phases``), the cell's
+        statements first in line order, + ``label``; without the PyTorch op ranges (one per op
+        call, thousands: the Ops tab shows them)."""
+        projection = self.report.nvtx_gpu_projection()
+        projection = _without_op_ranges(phases.with_phases(projection, self.report.nvtx_phases()))
         ordered = statements.ordered_projection(projection)
         return ordered.assign(label=nvtx_label(ordered))
+
+    def phases_differ(self) -> bool:
+        """Whether some range's phase differs from its per-thread projection (work
+        launched from another thread while it was open): the NVTX tab then shows both."""
+        table = self.nvtx_table()
+        differ = (table["phase_total_ns"] != table["proj_total_ns"]) | (
+            table["phase_gpu_ops"] != table["gpu_ops"]
+        )
+        return bool(len(table) and differ.any())
 
     @functools.cache  # noqa: B019
     def copies(self) -> pd.DataFrame:
@@ -173,20 +185,34 @@ class NsysFrames:
         PyTorch op ranges."""
         return torch_ops.ops_by_kernel_name(self.report.kernels(), self.report.kernel_ops())
 
+    @functools.cache  # noqa: B019
+    def _kernel_phase_names(self) -> pd.DataFrame:
+        """``name, phase`` (``analysis.phases.phases_by_kernel_name``); empty without user
+        NVTX ranges."""
+        kernels = self.report.kernels()
+        return phases.phases_by_kernel_name(kernels, self.report.kernel_phases())
+
     def ranked_kernels(self, nvtx_range: tuple[str, str] | None = None) -> pd.DataFrame:
         """``name, short_name, instances, total_ns`` by total GPU time (+ ``op``: the PyTorch
-        op that launched it, "" if none), optionally only the kernels launched inside NVTX
-        range ``(domain, range)``."""
+        op that launched it, "" if none; + ``phase``: the user's NVTX range it was launched
+        in, any thread, when the run has such ranges), optionally only the kernels of NVTX
+        range ``(domain, range)``'s phase: launched by any thread of its process while it was
+        open."""
         if nvtx_range is None:  # the whole capture: the report's own summary, computed once
             summary = self.report.kernel_summary()
         else:
-            summary = kernel_summary(self.report.kernels_in_range(*nvtx_range))
+            # its phase: a backward range lists autograd's kernels too (analysis.phases)
+            summary = kernel_summary(self.report.kernels_in_phase(*nvtx_range))
         ranked = summary[["name", "short_name", "instances", "total_ns"]]
         ops = _or_none(self._kernel_op_names)
-        if ops is None or ops.empty:
-            return ranked
-        op = ranked.merge(ops[["name", "op"]], on="name", how="left")["op"]
-        return ranked.assign(op=op.fillna("").astype(str).to_numpy())
+        if ops is not None and not ops.empty:
+            op = ranked.merge(ops[["name", "op"]], on="name", how="left")["op"]
+            ranked = ranked.assign(op=op.fillna("").astype(str).to_numpy())
+        named = _or_none(self._kernel_phase_names)
+        if named is not None and not named.empty:
+            phase = ranked.merge(named, on="name", how="left")["phase"]
+            ranked = ranked.assign(phase=phase.fillna("").astype(str).to_numpy())
+        return ranked
 
     def instances(self, kernel: str) -> int:
         """How many times ``kernel`` ran in the whole capture (ncu counts over the run)."""
@@ -221,9 +247,9 @@ class NsysFrames:
     @functools.cache  # noqa: B019
     def op_table(self) -> pd.DataFrame:
         """PyTorch ops by GPU time (``analysis.torch_ops.op_summary``) + ``mfu_frac,
-        peak_flops_per_s, peak_source, dtype`` of the GEMM ops (``analysis.mfu.op_mfu`` at
-        OP_DTYPE's peak; NaN for ops without model FLOPs; when no op has MFU, every
-        ``peak_source`` is "no MFU: <why>"). Empty without op ranges (a run without
+        peak_flops_per_s, peak_source, dtype, reason`` (why an MFU is blank) of the GEMM ops
+        (``analysis.mfu.op_mfu`` at OP_DTYPE's peak; NaN for ops without model FLOPs; when no op
+        has MFU, every ``peak_source`` is "no MFU: <why>"). Empty without op ranges (a run without
         ``--pytorch=autograd-shapes-nvtx``)."""
         summary = self.run.op_summary()
         gpu = _or_none(lambda: self.report.gpu_info().get("name"))
@@ -235,10 +261,14 @@ class NsysFrames:
         if mfu is None or mfu.empty:
             # every MFU blank: peak_source carries the one reason (the view shows it)
             return summary.assign(
-                mfu_frac=float("nan"), peak_flops_per_s=float("nan"), peak_source=f"no MFU: {why}"
+                mfu_frac=float("nan"),
+                peak_flops_per_s=float("nan"),
+                peak_source=f"no MFU: {why}",
+                reason="",
             )
-        cols = ["op", "shapes", "dtype", "mfu_frac", "peak_flops_per_s", "peak_source"]
-        return summary.merge(mfu[cols], on=["op", "shapes"], how="left")
+        cols = ["op", "shapes", "dtype", "mfu_frac", "peak_flops_per_s", "peak_source", "reason"]
+        out = summary.merge(mfu[cols], on=["op", "shapes"], how="left")
+        return out.assign(reason=out["reason"].fillna("").astype(str))
 
     @functools.cached_property
     def _ranks(self) -> RankFrames | None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis import idle, idle_summary
+from ..analysis import data_loader, idle, idle_summary
 from ..analysis import launch_bound as launches
 from ..analysis.gaps import gpu_ops
 
@@ -63,7 +63,9 @@ class IdleFrames:
         samples = self._samples
         cuda_frames = samples[(samples["kind"] == "cuda").to_numpy()] if len(samples) else None
         periodic = samples[(samples["kind"] == "periodic").to_numpy()] if len(samples) else None
-        calls = idle.host_calls(r.cuda_api(), r.osrt(), cuda_frames)
+        if periodic is not None:  # a sample in the DataLoader reads as what it waited for
+            periodic = periodic.assign(frame=data_loader.loader_frames(periodic))
+        calls = idle.host_calls(r.cuda_api(), r.osrt(), cuda_frames, periodic)
         return idle.idle_pieces(self.gaps, calls, self._statements, periodic)
 
     @functools.cached_property

@@ -31,7 +31,8 @@ class NcuFrames:
     def launches(self) -> pd.DataFrame:
         """``kernels()`` + the SOL columns (joined on ``launch``) + ``short_name`` +
         ``occupancy_pct, occupancy_source`` (achieved, else theoretical: ``ncu_metrics
-        .occupancy``)."""
+        .occupancy``) + ``phase`` (the user's NVTX range each launch ran in, from the parent
+        nsys run, any thread: ``NcuRun.launch_phases``; "" unknown)."""
         kernels = self.report.kernels()
         try:
             sol = self.report.sol()
@@ -40,7 +41,9 @@ class NcuFrames:
         if sol is not None and len(sol):
             extra = [c for c in sol.columns if c not in kernels.columns or c == "launch"]
             kernels = kernels.merge(sol[extra], on="launch", how="left")
-        return occupancy(kernels).assign(short_name=short_names(kernels["name"]))
+        out = occupancy(kernels).assign(short_name=short_names(kernels["name"]))
+        launch_phases = getattr(self.run, "launch_phases", None)
+        return out.assign(phase=launch_phases() if launch_phases else "")
 
     def header(self) -> dict[str, Any]:
         launches = self.launches()

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import mfu as utilisation
-from ..analysis import range_mfu, range_spec
+from ..analysis import phases, range_mfu, range_spec
 from ..analysis import roofline_bounds as bounds
 from ..analysis.torch_ops import parse_op_range
 from ..views.ncu_view import ncu_static_html, ncu_widget
@@ -43,6 +43,18 @@ class NcuRun(_Run):
         ``grid, block`` ("(x, y, z)"), ``registers_per_thread, shared_mem_bytes, sm_clock_hz``
         (Hz), ``device_id, stream_id, nvtx`` (innermost range path, or ""), ``process_id``."""
         return self.report.kernels()
+
+    def launch_phases(self) -> list[str]:
+        """The phase each profiled launch (``launch`` order) was launched in, from the parent
+        nsys run (``analysis.phases.drill_phases``): a picker drill-down of one kernel's
+        instances, autograd's backward kernels included (ncu's own ``nvtx`` is per thread);
+        "" where unknown (no parent, or not a drill-down of one kernel)."""
+        n = len(self.report.kernels())
+        name, instance = self.meta.get("kernel"), self.meta.get("instance")
+        get = getattr(self.parent, "kernel_phases", None)
+        if self.parent is None or get is None or not name or instance is None:
+            return [""] * n
+        return phases.drill_phases(self.parent.kernels(), get(), str(name), int(instance), n)
 
     def metrics(self) -> pd.DataFrame:
         """Every numeric metric, long: ``launch, name, metric, value, unit`` (ncu's unit)."""
@@ -91,13 +103,21 @@ class NcuRun(_Run):
         return bounds.roofline_ceilings(self.roofline())
 
     def _parent_frames(self) -> dict[str, Any]:
-        """The parent nsys run's kernels and projection (real-clock times for HFU/MFU) and how
-        many kernels it saw in each NVTX range of this run (``launches_total`` per range)."""
+        """The parent nsys run's kernels, projection and phases (real-clock times for HFU/MFU)
+        and how many kernels it saw in each NVTX range of this run (``launches_total`` per
+        range)."""
         if self.parent is None:
-            return {"nsys_kernels": None, "projection": None, "range_launches": None}
+            return {
+                "nsys_kernels": None,
+                "projection": None,
+                "phases": None,
+                "range_launches": None,
+            }
+        phases = getattr(self.parent, "nvtx_phases", None)  # a parent that predates phases
         return {
             "nsys_kernels": self.parent.kernels(),
             "projection": self.parent.nvtx_gpu_projection(),
+            "phases": phases() if phases is not None else None,
             "range_launches": self._range_launches(),
         }
 
@@ -138,7 +158,7 @@ class NcuRun(_Run):
         ``model_flops_source, time_ns`` (ns), ``time_source, hw_flops_per_s,
         model_flops_per_s`` (FLOP/s), ``peak_flops_per_s, peak_source``, ``hfu_frac,
         mfu_frac`` (fractions of the peak; ``mfu_frac`` NaN where model FLOPs are unknown and
-        ``model_flops_source`` says why)."""
+        ``model_flops_source`` says why), ``reason`` (why a fraction above 100% is blank)."""
         points = self.roofline()
         device = self.device()
         utilisation.require_flop_counts(points, device["compute_capability"])
@@ -157,7 +177,7 @@ class NcuRun(_Run):
         """:meth:`mfu` without user model FLOPs (the same columns: ``launch, name,
         short_name, dtype, hw_flops, model_flops, model_flops_source, time_ns, time_source,
         hw_flops_per_s, model_flops_per_s, peak_flops_per_s, peak_source, hfu_frac,
-        mfu_frac``): the ``hfu_frac`` column is the point."""
+        mfu_frac, reason``): the ``hfu_frac`` column is the point."""
         return self.mfu(dtype=dtype, peak_flops=peak_flops)
 
     def range_mfu(
@@ -175,8 +195,10 @@ class NcuRun(_Run):
         ``launches_profiled, launches_total, coverage`` ("k/n launches profiled"), ``dtype``,
         ``hw_flops, model_flops`` (FLOPs), ``model_flops_source``, ``time_ns`` (ns of the
         profiled launches), ``time_source``, ``range_time_ns`` (ns of the whole range),
-        ``range_time_source, peak_flops_per_s`` (FLOP/s), ``peak_source``, ``hfu_frac,
-        mfu_frac`` (fractions of the peak)."""
+        ``range_time_source`` (the parent's phase time when known: work launched by any
+        thread while the range was open), ``peak_flops_per_s`` (FLOP/s), ``peak_source``,
+        ``hfu_frac, mfu_frac`` (fractions of the peak; blank above 1), ``reason`` (why
+        blank)."""
         points = self.roofline()
         device = self.device()
         utilisation.require_flop_counts(points, device["compute_capability"])
@@ -197,11 +219,11 @@ class NcuRun(_Run):
         .mfu_frames``); FLOP counts NaN rather than an error when the report lacks them.
         ``kernels`` has :meth:`mfu`'s columns: ``launch, name, short_name, dtype, hw_flops,
         model_flops, model_flops_source, time_ns, time_source, hw_flops_per_s,
-        model_flops_per_s, peak_flops_per_s, peak_source, hfu_frac, mfu_frac``; ``ranges``
-        :meth:`range_mfu`'s: ``domain, range, label, launches_profiled, launches_total,
+        model_flops_per_s, peak_flops_per_s, peak_source, hfu_frac, mfu_frac, reason``;
+        ``ranges`` :meth:`range_mfu`'s: ``domain, range, label, launches_profiled, launches_total,
         coverage, dtype, hw_flops, model_flops, model_flops_source, time_ns, time_source,
-        range_time_ns, range_time_source, peak_flops_per_s, peak_source, hfu_frac, mfu_frac``
-        (units there)."""
+        range_time_ns, range_time_source, peak_flops_per_s, peak_source, hfu_frac, mfu_frac,
+        reason`` (units there)."""
         return range_mfu.mfu_frames(
             self.roofline(),
             self.kernels(),

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis import api_summary, cold_run, processes, range_spec, statements, torch_ops
+from ..analysis import api_summary, cold_run, phases, processes, range_spec, statements, torch_ops
 from ..analysis import mfu as utilisation
 from ..errors import NsightMagicError
 from ..magic_names import cell_magic
@@ -152,6 +152,15 @@ class NsysRun(_Run):
         proj_std_ns, avg_gpu_ops, avg_level, avg_children``."""
         return self.report.nvtx_gpu_projection()
 
+    def nvtx_phases(self) -> pd.DataFrame:
+        """Per NVTX range, its phase: the GPU work launched by ANY thread of its process while
+        it was open (``analysis.phases``; a backward pass runs on autograd's own thread, which
+        :meth:`nvtx_gpu_projection` leaves out as nsys does): ``domain, range, style,
+        instances, range_total_ns, phase_total_ns`` (ns, projected as nsys projects: first
+        op's start to last op's end), ``phase_gpu_ops`` (count). PyTorch op ranges left
+        out."""
+        return self.report.nvtx_phases()
+
     def gaps(self, min_gap_ns: int = 0, per_stream: bool = True) -> pd.DataFrame:
         """Idle stretches longer than ``min_gap_ns`` between consecutive GPU ops of each
         device and stream (``per_stream=False``: of each device, any stream busy counts as busy,
@@ -245,9 +254,12 @@ class NsysRun(_Run):
         ranges (``analysis.statements.ordered_projection``): :meth:`nvtx_gpu_projection`'s
         columns (``domain, range, style, instances, proj_total_ns, range_total_ns, gpu_ops,
         proj_avg_ns, proj_med_ns, proj_min_ns, proj_max_ns, proj_std_ns, avg_gpu_ops,
-        avg_level, avg_children``; ns) + ``scope`` (cell, statement, warmup, user) and
-        ``line`` (a statement's cell line)."""
-        return statements.ordered_projection(self.nvtx_gpu_projection())
+        avg_level, avg_children``; ns) + each range's phase (``phase_total_ns`` ns,
+        ``phase_gpu_ops``: work launched by any thread while it was open, so the statement
+        that ran ``loss.backward()`` holds the backward's kernels; :meth:`nvtx_phases`) +
+        ``scope`` (cell, statement, warmup, user) and ``line`` (a statement's cell line)."""
+        table = phases.with_phases(self.nvtx_gpu_projection(), self.nvtx_phases())
+        return statements.ordered_projection(table)
 
     def resolve_nvtx_range(self, spec: str) -> range_spec.NvtxRange:
         """The range ``spec`` (``RANGE`` or ``DOMAIN:RANGE``) names in this run."""
@@ -257,6 +269,12 @@ class NsysRun(_Run):
         """Kernels launched inside NVTX range ``domain``/``range`` (nsys's attribution rule,
         ``analysis.attribution.kernels_in_range``, per report)."""
         return self.report.kernels_in_range(domain, range)
+
+    def kernel_phases(self) -> pd.Series:
+        """The phase each kernel of :meth:`kernels` was launched in: ``"domain:range"`` of the
+        innermost user NVTX range open in its process on any thread ("" none;
+        ``analysis.phases.kernel_phases``), on the index of :meth:`kernels`."""
+        return self.report.kernel_phases()
 
     def kernel_ops(self) -> pd.DataFrame:
         """The PyTorch op that launched each kernel (``analysis.torch_ops.kernel_ops``), on the
@@ -268,16 +286,20 @@ class NsysRun(_Run):
         """PyTorch ops by GPU time (``analysis.torch_ops.op_summary``), one row per (op,
         shapes): ``op, shapes, calls, top_level_calls, gpu_ops, gpu_time_ns, avg_gpu_time_ns,
         cpu_time_ns`` (ns), ``kernels, kernel_time_ns`` (kernels whose innermost op it is),
-        ``model_flops`` (FLOPs of GEMM ops, NaN for others); needs a run captured with
+        ``model_flops`` (FLOPs of GEMM ops and of their backward nodes, NaN for others),
+        ``forward_op`` (a backward node's forward op, joined by ``seq``); needs a run captured with
         ``--pytorch=autograd-shapes-nvtx`` (empty otherwise)."""
         kernels = self.kernels()
-        return torch_ops.op_summary(self.report.nvtx_gpu_trace(), kernels, self.kernel_ops())
+        return torch_ops.op_summary(
+            self.report.nvtx_gpu_trace(), kernels, self.kernel_ops(), self.nvtx()
+        )
 
     def op_mfu(self, *, dtype: str = "bf16", peak_flops: float | None = None) -> pd.DataFrame:
         """MFU per PyTorch GEMM op from its shapes' 2*M*N*K over its projected GPU time
         (``analysis.mfu.op_mfu``): ``op, shapes, calls, model_flops`` (FLOPs),
         ``gpu_time_ns, time_source, dtype, peak_flops_per_s, peak_source, model_flops_per_s``
-        (FLOP/s), ``mfu_frac`` (fraction of the peak), best first; op ranges do not record the
+        (FLOP/s), ``mfu_frac`` (fraction of the peak; blank above 1, ``reason`` says why),
+        best first; op ranges do not record the
         data type: ``dtype``."""
         return utilisation.op_mfu(
             self.op_summary(),
@@ -294,19 +316,24 @@ class NsysRun(_Run):
         peak_flops: float | None = None,
     ) -> pd.DataFrame:
         """MFU per NVTX range from model FLOPs (e.g. ``analysis.model_flops.transformer_flops``;
-        without ``flops``, the 2*M*N*K of the PyTorch GEMM op ranges inside each range) over
-        the range's GPU-projected time in this run, against the derived dense peak of this run's
-        GPU for ``dtype`` (or ``peak_flops``, FLOP/s). See ``analysis.mfu.model_mfu``.
-        Columns: ``domain, range, model_flops`` (FLOPs), ``model_flops_source, time_ns``
-        (projected GPU time, ns), ``time_source, dtype, peak_flops_per_s, peak_source,
+        without ``flops``, the 2*M*N*K of the PyTorch GEMM op ranges inside each range, the
+        backward's on autograd's thread included) over the range's phase time in this run
+        (:meth:`nvtx_phases`: work launched by any thread while it was open), against the
+        derived dense peak of this run's GPU for ``dtype`` (or ``peak_flops``, FLOP/s). See
+        ``analysis.mfu.model_mfu``.
+        Columns: ``domain, range, model_flops`` (FLOPs), ``model_flops_source``,
+        ``backward_flops`` (FLOPs: the derived FLOPs done in autograd's backward), ``time_ns``
+        (phase time, ns), ``time_source, dtype, peak_flops_per_s, peak_source,
         model_flops_per_s`` (FLOP/s: the same quantity as ``NcuRun.mfu()``'s), ``mfu_frac``
-        (fraction of the peak). Empty, with the reason in ``attrs["reason"]`` and an
+        (fraction of the peak; blank, with ``reason`` saying why, where the FLOPs cannot fit
+        the time at the peak). Empty, with the reason in ``attrs["reason"]`` and an
         ``EmptyResultWarning``, for a run captured without ``--pytorch shapes`` when no
         ``flops`` are given."""
         return utilisation.model_mfu(
             self.nvtx_gpu_projection(),
             flops,
             nvtx=self.nvtx(),
+            phases=self.nvtx_phases(),
             gpu_name=self.gpu_info().get("name"),
             dtype=dtype,
             peak_flops=peak_flops,

@@ -90,29 +90,45 @@ def top_kernels_chart(summary: pd.DataFrame, n: int = 15) -> alt.Chart:
 def nvtx_ranges_chart(projection: pd.DataFrame, n: int = 20) -> alt.Chart:
     """Bars of GPU-projected time per NVTX range: ``label`` ("domain:range"), ``style,
     instances, proj_total_ns, range_total_ns, gpu_ops``; the CPU range time is in the tooltip
-    (the gap between the two is GPU idle). Click picks the range (``name`` = its label)."""
-    top = projection.sort_values("proj_total_ns", ascending=False).head(n).copy()
+    (the gap between the two is GPU idle). Click picks the range (``name`` = its label).
+    With ``phase_total_ns`` (``NsysSource.nvtx_table``) differing from the projection for
+    some range (work launched from another thread while it was open: a backward pass), the
+    bars show the phase time and the tooltip both."""
+    phased = "phase_total_ns" in projection and bool(
+        (projection["phase_total_ns"] != projection["proj_total_ns"]).any()
+    )
+    measure = "phase_total_ns" if phased else "proj_total_ns"
+    top = projection.sort_values(measure, ascending=False).head(n).copy()
     top["name"] = top["label"].astype(str)
     top["bar"] = unique_labels(top["name"])
     top["proj_ms"] = (top["proj_total_ns"] / 1e6).round(6)
     top["range_ms"] = (top["range_total_ns"] / 1e6).round(6)
-    top = top[["bar", "name", "style", "instances", "proj_ms", "range_ms", "gpu_ops"]]
+    cols = ["bar", "name", "style", "instances", "proj_ms", "range_ms", "gpu_ops"]
+    tooltip = [
+        alt.Tooltip("name:N", title="range"),
+        alt.Tooltip("instances:Q"),
+        alt.Tooltip("proj_ms:Q", format=",.3f", title="GPU time (ms)"),
+        alt.Tooltip("range_ms:Q", format=",.3f", title="CPU range time (ms)"),
+        alt.Tooltip("gpu_ops:Q", title="GPU ops"),
+    ]
+    x = alt.X("proj_ms:Q", title="GPU-projected time (ms)")
+    title = "NVTX ranges: GPU-projected time"
+    if phased:
+        top["phase_ms"] = (top["phase_total_ns"] / 1e6).round(6)
+        cols.append("phase_ms")
+        tooltip.insert(3, alt.Tooltip("phase_ms:Q", format=",.3f", title="phase time (ms)"))
+        x = alt.X("phase_ms:Q", title="phase time: GPU work launched by any thread (ms)")
+        title = "NVTX ranges: phase time (any thread)"
     pick, focus = link_params()
     return (
-        alt.Chart(top, title="NVTX ranges: GPU-projected time")
+        alt.Chart(top[cols], title=title)
         .mark_bar(cursor="pointer")
         .encode(
-            x=alt.X("proj_ms:Q", title="GPU-projected time (ms)"),
+            x=x,
             y=alt.Y("bar:N", sort="-x", title=None, axis=label_axis()),
             color=alt.Color("style:N", title="style"),
             opacity=focus_opacity(),
-            tooltip=[
-                alt.Tooltip("name:N", title="range"),
-                alt.Tooltip("instances:Q"),
-                alt.Tooltip("proj_ms:Q", format=",.3f", title="GPU time (ms)"),
-                alt.Tooltip("range_ms:Q", format=",.3f", title="CPU range time (ms)"),
-                alt.Tooltip("gpu_ops:Q", title="GPU ops"),
-            ],
+            tooltip=tooltip,
         )
         .add_params(pick, focus)
         .properties(width=WIDTH)
@@ -219,6 +235,9 @@ def utilisation_chart(frame: pd.DataFrame, label: str = "name", n: int = 20) -> 
         var_name="measure",
         value_name="pct",
     ).dropna(subset=["pct"])
+    # analysis blanks an impossible fraction (analysis/plausible.py); a frame made by hand is
+    # held to the same rule: no bar above 100% of the peak or below 0
+    long = long[(long["pct"] >= 0) & (long["pct"] <= 100)]
     pairs = zip(rows["peak_tflops"], rows["peak_source"], strict=True)
     peaks = sorted({f"{p:,.0f} TFLOP/s ({s})" for p, s in pairs if pd.notna(p)})
     named = " and ".join(

@@ -184,6 +184,12 @@ def table_columns(
     return shown
 
 
+def has_text(frame: pd.DataFrame, column: str) -> bool:
+    """Whether ``frame`` has ``column`` with some non-empty text (e.g. a ``reason`` why a
+    number is blank: the column is shown only then)."""
+    return column in frame and bool(frame[column].fillna("").astype(str).ne("").any())
+
+
 def frame_html(
     frame: pd.DataFrame,
     columns: Sequence[str] | Mapping[str, str] | None = None,

@@ -114,9 +114,11 @@ def launches_html(source: NcuSource, max_rows: int = 30) -> str:
         sol = [c for c in ("compute_sol_pct", "memory_sol_pct") if c in launches]
         blank = len(launches) and (not sol or launches[sol].isna().all().all())
         note = html.note_html(NO_SOL) if blank else ""
+        # the phase from the parent nsys run, where known (autograd's kernels: ncu's nvtx is "")
+        columns = (*LAUNCH_COLUMNS, "phase") if html.has_text(launches, "phase") else LAUNCH_COLUMNS
         return note + html.frame_html(
             launches,
-            LAUNCH_COLUMNS,
+            columns,
             max_rows=max_rows,
             headers=LAUNCH_HEADERS,
             titles={"short_name": "demangled"},
@@ -140,7 +142,7 @@ def mfu_html(source: NcuSource, key: str, max_rows: int = 20) -> str:
             return ""
         return html.frame_html(
             frame,
-            MFU_COLUMNS[key],
+            (*MFU_COLUMNS[key], "reason") if html.has_text(frame, "reason") else MFU_COLUMNS[key],
             max_rows=max_rows,
             titles={"short_name": "name"},
             headers=MFU_HEADERS,

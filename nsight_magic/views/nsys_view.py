@@ -51,6 +51,14 @@ PROCESS_COLUMNS = ("rank", "pid", "name", "kernels", "graph_launches", "memcpy_c
 PROCESS_HEADERS = {"name": "process"}
 PROCESS_OPTIONAL = ("rank",)  # a multi-rank run only
 NVTX_COLUMNS = ("label", "style", "instances", "proj_total_ns", "range_total_ns", "gpu_ops")
+# where work launched from other threads makes a range's phase differ from its own thread's
+NVTX_PHASE_COLUMNS = ("label", "style", "instances", "proj_total_ns", "phase_total_ns",
+                      "range_total_ns", "gpu_ops", "phase_gpu_ops")  # fmt: skip
+PHASE_NOTE = (
+    "GPU time: the work launched from the range's own thread (as nsys stats projects it). "
+    "Phase time: the work launched by any thread of its process while the range was open "
+    "(autograd's backward thread included); MFU per range uses the phase time."
+)
 MEMORY_COLUMNS = ("kind", "count", "bytes", "total_ns", "bandwidth_gb_per_s")
 MEMORY_HEADERS = {"count": "copies", "total_ns": "time"}
 GAP_COLUMNS = ("stream_id", "duration_ns", "prev_op_short", "next_op_short")
@@ -158,6 +166,9 @@ def nvtx_html(source: NsysSource, max_rows: int = 25) -> str:
         note = html.note_html(NVTX_NOTE) if has_ops(source) else ""
         if frame.empty:
             return note + html.note_html("No NVTX ranges with GPU work.")
+        if source.phases_differ():
+            note += html.note_html(PHASE_NOTE)
+            return note + html.frame_html(frame, NVTX_PHASE_COLUMNS, max_rows=max_rows)
         return note + html.frame_html(frame, NVTX_COLUMNS, max_rows=max_rows)
 
     return table_or_note(build)

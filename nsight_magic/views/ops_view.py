@@ -48,8 +48,11 @@ def ops_html(source: NsysSource, max_rows: int = 25) -> str:
         ops = source.op_table()
         if ops.empty:
             return html.note_html("No PyTorch op ranges (nsys --pytorch=autograd-shapes-nvtx).")
+        # a backward node's forward op (joined by seq) and why an MFU is blank, when any
+        extra = [c for c in ("forward_op", "reason") if html.has_text(ops, c)]
+        columns = (*OP_COLUMNS, *extra)
         table = html.frame_html(
-            ops, OP_COLUMNS, max_rows=max_rows, name_width=SHAPES_WIDTH, headers=OP_HEADERS
+            ops, columns, max_rows=max_rows, name_width=SHAPES_WIDTH, headers=OP_HEADERS
         )
         return html.note_html(ABOUT) + peaks_html(ops) + table
 

@@ -30,19 +30,23 @@ ALL_KERNELS = "(all kernels)"
 
 
 def kernel_options(ranked: pd.DataFrame) -> list[tuple[str, str]]:
-    """(label, full name) per kernel: time, count, short name, and the PyTorch op that launched
-    it when the run has op ranges (``op``); a short name that several kernels share also shows
-    the head of the full name, so the entries stay distinguishable."""
+    """(label, full name) per kernel: time, count, short name, the PyTorch op that launched
+    it when the run has op ranges (``op``), the user's NVTX range it ran in (``phase``); a
+    short name that several kernels share also shows the head of the full name, so the
+    entries stay distinguishable."""
     short = ranked["short_name"].astype(str)
     repeated = set(short[short.duplicated(keep=False)])
     ops = ranked["op"].astype(str) if "op" in ranked else pd.Series("", index=ranked.index)
+    phases = ranked["phase"].astype(str) if "phase" in ranked else pd.Series("", index=ranked.index)
     options = []
-    for name, s, n, t, op in zip(
-        ranked["name"], short, ranked["instances"], ranked["total_ns"], ops, strict=True
+    for name, s, n, t, op, phase in zip(
+        ranked["name"], short, ranked["instances"], ranked["total_ns"], ops, phases, strict=True
     ):
         label = f"{html.fmt_ns(t):>12}  x{n:<4} {html.shorten(s, SHORT_WIDTH)}"
         if op:
             label += f"  <- {op}"
+        if phase:  # the user's range it was launched in, from any thread (analysis.phases)
+            label += f"  in {phase}"
         if s in repeated:
             label += f"  [{html.shorten(name, 90)}]"
         options.append((label, str(name)))

@@ -146,7 +146,12 @@ class NsysSource(TimelineSource, Protocol):
         ...
 
     def nvtx_table(self) -> pd.DataFrame:
-        """NVTX GPU projection in display order + ``label`` ("domain:range")."""
+        """NVTX GPU projection in display order + ``phase_total_ns, phase_gpu_ops`` (work
+        launched by any thread while the range was open) + ``label`` ("domain:range")."""
+        ...
+
+    def phases_differ(self) -> bool:
+        """Whether some range's phase time differs from its own thread's GPU time."""
         ...
 
     def copies(self) -> pd.DataFrame:
@@ -160,7 +165,8 @@ class NsysSource(TimelineSource, Protocol):
         ...
 
     def ranked_kernels(self, nvtx_range: tuple[str, str] | None = None) -> pd.DataFrame:
-        """``name, short_name, instances, total_ns`` (+ ``op``), by total GPU time."""
+        """``name, short_name, instances, total_ns`` (+ ``op``, ``phase``), by total GPU
+        time."""
         ...
 
     def instances(self, kernel: str) -> int: ...

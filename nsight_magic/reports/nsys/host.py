@@ -101,6 +101,8 @@ _MARKS: Spec = {
     "jsonText": "s",
 }
 _CELL_FILE = re.compile(r"^<nsight_magic .*>$")
+# a replayed cell's file name (session/history.py): <nsight_magic setup 3: data>
+_REPLAYED_FILE = re.compile(r"^<nsight_magic (?P<kind>setup|cell) (?P<id>\d+): (?P<name>.*)>$")
 _LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen ", "<string>")
 SAMPLE_COLUMNS = ["kind", "start_ns", "pid", "tid", "frame", "backtrace"]
 
@@ -154,7 +156,13 @@ def frames_of(payload: str, text_of: Callable[[object], str]) -> tuple[str, str]
 
 def _frame_text(file: str, line: object, function: str) -> str:
     """``file:line function`` (the file by its name); a notebook cell's code (compiled as
-    ``<nsight_magic NAME>`` by the cell script) reads ``cell L<line>``."""
+    ``<nsight_magic NAME>`` by the cell script) reads ``cell L<line>``, and code of a cell the
+    worker replayed (``<nsight_magic setup 3: data>``, ``session/history.py``) names that cell:
+    ``setup 'data' L5`` (a line of a setup cell is never a line of the profiled cell)."""
+    replayed = _REPLAYED_FILE.match(file)
+    if replayed:
+        name = repr(replayed["name"]) if replayed["name"] else f"#{replayed['id']}"
+        return f"{replayed['kind']} {name} L{line}"
     if _CELL_FILE.match(file):
         return f"cell L{line}"
     return f"{file.rsplit('/', 1)[-1]}:{line} {function}".rstrip()

@@ -30,6 +30,7 @@ from ...analysis import gaps as _gaps
 from ...analysis import ranks as _ranks
 from ...analysis.kernels import kernel_summary
 from ...analysis.nvtx_projection import nvtx_gpu_projection
+from ...analysis.phases import phase_summary
 from . import process_info
 from .cupti import load_launches
 from .report import CopySummaries, GpuWork, NsysReport
@@ -38,7 +39,14 @@ __all__ = ["RankedReport", "load_runs"]
 
 T = TypeVar("T")
 Source = str | PathLike[str] | NsysReport
-_TIME_COLUMNS = ("start_ns", "end_ns", "proj_start_ns", "proj_end_ns")
+_TIME_COLUMNS = (
+    "start_ns",
+    "end_ns",
+    "proj_start_ns",
+    "proj_end_ns",
+    "phase_start_ns",
+    "phase_end_ns",
+)
 
 
 def _natural_key(path: str) -> list[Any]:
@@ -222,6 +230,17 @@ class RankedReport(CopySummaries):
         report's own ``kernels_in_range`` (correlation ids and pids are per report)."""
         return self._per_report_rows(self.kernels(), lambda r: r.kernels_in_range(domain, range))
 
+    def kernels_in_phase(self, domain: str, range: str) -> pd.DataFrame:
+        """Rows of :meth:`kernels` in the phase of NVTX range ``domain``/``range``, by each
+        report's own ``kernels_in_phase`` (a rank's range holds only its own work)."""
+        return self._per_report_rows(self.kernels(), lambda r: r.kernels_in_phase(domain, range))
+
+    def kernel_phases(self) -> pd.Series:
+        """Each report's ``kernel_phases()``, with the index of :meth:`kernels`."""
+        out = pd.concat([r.kernel_phases() for r in self.reports], ignore_index=True)
+        out.index = self.kernels().index
+        return out
+
     def kernel_ops(self) -> pd.DataFrame:
         """Each report's ``kernel_ops()``, with the index of :meth:`kernels`."""
         ops = [r.kernel_ops() for r in self.reports]
@@ -301,6 +320,23 @@ class RankedReport(CopySummaries):
         """All ranks' ranges together (``nvtx_gpu_proj_sum`` of one report holding every rank)."""
         return self._cached(
             "nvtx_gpu_projection", lambda: nvtx_gpu_projection(self.nvtx_gpu_trace())
+        )
+
+    def nvtx_phase_trace(self) -> pd.DataFrame:
+        """Each report's ``nvtx_phase_trace()`` (phased per report and process: a range of
+        one rank counts only that rank's work) on the merged clock, with ``report`` and
+        ``rank``."""
+        return self._merged("nvtx_phase_trace", lambda r: r.nvtx_phase_trace())
+
+    def nvtx_phases(self) -> pd.DataFrame:
+        """All ranks' phases together (``analysis.phases.phase_summary``)."""
+        return self._cached("nvtx_phases", lambda: phase_summary(self.nvtx_phase_trace()))
+
+    def rank_nvtx_phases(self) -> pd.DataFrame:
+        """``rank`` + ``nvtx_phases`` columns: each rank's own phases."""
+        return self._cached(
+            "rank_nvtx_phases",
+            lambda: phase_summary(self.nvtx_phase_trace().dropna(subset=["rank"]), by=["rank"]),
         )
 
     def rank_nvtx_gpu_projection(self) -> pd.DataFrame:

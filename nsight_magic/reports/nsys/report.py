@@ -15,10 +15,11 @@ import pyarrow as pa
 
 from ...analysis import gaps as _gaps
 from ...analysis import torch_ops
-from ...analysis.attribution import kernels_in_range
+from ...analysis.attribution import kernels_in_phase, kernels_in_range
 from ...analysis.kernels import kernel_summary
 from ...analysis.memory import copies_by_kind, memory_size_summary, memory_time_summary
 from ...analysis.nvtx_projection import nvtx_gpu_projection, project_nvtx_to_gpu
+from ...analysis.phases import kernel_phases, phase_summary, project_phases
 from ...analysis.timeline import timeline_frame
 from ...errors import (
     CorruptReportError,
@@ -327,6 +328,22 @@ class NsysReport(CopySummaries):
             "nvtx_gpu_projection", lambda: nvtx_gpu_projection(self.nvtx_gpu_trace())
         )
 
+    def nvtx_phase_trace(self) -> pd.DataFrame:
+        """Per range, its phase: the GPU work launched by any thread of its process while it
+        was open (``analysis.phases.project_phases``; PyTorch op ranges left out)."""
+        return self._cached(
+            "nvtx_phase_trace",
+            lambda: project_phases(
+                self.nvtx(), self._launches(), self._kernel_core(), self.memcpy(), self.memset()
+            ),
+        )
+
+    def nvtx_phases(self) -> pd.DataFrame:
+        """Per (domain, range, style): ``instances, phase_total_ns, phase_gpu_ops``
+        (``analysis.phases.phase_summary``); beside ``nvtx_gpu_projection()``, which counts
+        only the range's own thread as nsys does."""
+        return self._cached("nvtx_phases", lambda: phase_summary(self.nvtx_phase_trace()))
+
     def gpu_ops(self) -> pd.DataFrame:
         """Kernels, copies, sets and whole CUDA graph launches in one frame (``device_id,
         stream_id, start_ns, end_ns, name``; ``analysis.gaps.gpu_ops``): what busy % and idle
@@ -399,6 +416,18 @@ class NsysReport(CopySummaries):
         """Rows of :meth:`kernels` launched inside NVTX range ``domain``/``range`` (nsys's
         attribution rule, ``analysis.attribution.kernels_in_range``)."""
         return kernels_in_range(self.kernels(), self.cuda_api(), self.nvtx(), domain, range)
+
+    def kernels_in_phase(self, domain: str, range: str) -> pd.DataFrame:
+        """Rows of :meth:`kernels` launched by any thread of the range's process while NVTX
+        range ``domain``/``range`` was open (``analysis.attribution.kernels_in_phase``)."""
+        return kernels_in_phase(self.kernels(), self.cuda_api(), self.nvtx(), domain, range)
+
+    def kernel_phases(self) -> pd.Series:
+        """The phase each kernel was launched in (``analysis.phases.kernel_phases``: the
+        innermost user NVTX range open in its process, any thread), index of :meth:`kernels`."""
+        return self._cached(
+            "kernel_phases", lambda: kernel_phases(self.kernels(), self.cuda_api(), self.nvtx())
+        )
 
     def kernel_ops(self) -> pd.DataFrame:
         """The PyTorch op that launched each kernel (``analysis.torch_ops.kernel_ops``), with
