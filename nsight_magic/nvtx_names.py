@@ -3,8 +3,8 @@
 A profiled cell runs inside the range ``cell`` of the domain ``nsight_magic``, each top-level
 statement inside its own range ``L<line>: <source>``, and warm-up runs inside ``warmup``. On a
 multi-rank run each rank first opens and closes an empty range ``rank <RANK>`` (a sibling before
-``cell``, so ncu's ``nsight_magic@cell/`` filter is unchanged): the report then says which
-process is which rank. The
+``cell``): the report then says which process is which rank. Under ncu the cell also runs
+inside the start/end range ``capture``, which ncu's default filter selects (any thread). The
 script generator writes these names; the analysis reads them back (statement order, the cell's
 own ranges versus the user's), and ncu's filters select them. Stdlib only: a leaf module.
 """
@@ -19,6 +19,10 @@ WARMUP_RANGE = "warmup"
 # ``%%ncu --nvtx NAME``: the script opens this start/end range of NVTX_DOMAIN around every range
 # the cell opens that NAME names (in any domain), and ncu's filter selects it
 TARGET_RANGE = "nvtx-target"  # no space or escape character: nothing for ncu to parse
+# under ncu the cell also runs inside this start/end range of NVTX_DOMAIN, which ncu's default
+# filter selects: a start/end range holds the kernels any thread launches while it is open
+# (autograd's backward thread), where the push/pop ``cell`` holds only the main thread's
+CAPTURE_RANGE = "capture"
 LABEL_WIDTH = 60  # a statement label keeps its head: what a reader scans for
 
 _STATEMENT = re.compile(r"^L(\d+): ")

@@ -101,7 +101,7 @@ def test_ncu_argv_default_gates_on_the_cell_range() -> None:
     argv = ncu_argv.profile_argv("/x/ncu", "/r/report", ["/py", "/r/script.py"])
     assert argv == [
         "/x/ncu", "--target-processes", "all", "--nvtx", "--set", "roofline",
-        "--nvtx-include", "nsight_magic@cell/", "-f", "-o", "/r/report", "/py", "/r/script.py",
+        "--nvtx-include", "nsight_magic@capture", "-f", "-o", "/r/report", "/py", "/r/script.py",
     ]  # fmt: skip
 
 
@@ -237,7 +237,7 @@ def test_warm_session_argv() -> None:
         "30016",
     ]
     assert "--nvtx" not in attach  # attach refuses it: it goes on the launching command
-    assert attach[attach.index("--nvtx-include") + 1] == "nsight_magic@cell/"
+    assert attach[attach.index("--nvtx-include") + 1] == "nsight_magic@capture"
     assert attach[attach.index("--kernel-name") + 1] == r"regex:^k<1>$"
     assert ncu_argv.RELEASE.filter_args() == ["--kernel-name", "regex:^$"]
 

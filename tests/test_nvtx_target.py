@@ -160,7 +160,7 @@ def test_the_ncu_filter_is_the_marker_and_the_message_names_the_users_range() ->
     assert options.describe_filter() == "the filter --nvtx 'LLM@prefill' --launch-count '3'"
     assert NcuBackend(options).script_args() == {"nvtx_target": "LLM@prefill"}
     assert NcuBackend().script_args() == {} and NcuBackend().options.filter_args()[:2] == [
-        "--nvtx-include", "nsight_magic@cell/"]  # fmt: skip
+        "--nvtx-include", "nsight_magic@capture"]  # fmt: skip
 
 
 # --- in the real worker ---------------------------------------------------------------------

@@ -54,6 +54,13 @@ class RecordingNvtx:
         finally:
             self.events.append(("pop", domain, message))
 
+    def start_range(self, message: str, domain: str) -> str:
+        self.events.append(("start", domain, message))
+        return message
+
+    def end_range(self, handle: str) -> None:
+        self.events.append(("end", "nsight_magic", handle))
+
 
 @pytest.fixture
 def nvtx_log(monkeypatch: pytest.MonkeyPatch) -> RecordingNvtx:
@@ -92,11 +99,13 @@ def test_statements_run_each_in_its_own_range_inside_cell(
     status = runtime.capture(ns)
     assert status["status"] == "ok" and ns["b"] == 20
     assert [(e[0], e[2]) for e in nvtx_log.events] == [
+        ("start", "capture"),  # ncu's filter: a start/end range holds every thread's kernels
         ("push", "cell"),
         ("push", "L1: a = 1"), ("pop", "L1: a = 1"),
         ("push", "L2: for i in range(2): ..."), ("pop", "L2: for i in range(2): ..."),
         ("push", "L4: b = a * 10"), ("pop", "L4: b = a * 10"),
         ("pop", "cell"),
+        ("end", "capture"),
     ]  # fmt: skip
     assert {e[1] for e in nvtx_log.events} == {"nsight_magic"}
     assert set(status) <= STATUS_KEYS
@@ -167,7 +176,10 @@ def test_a_failing_cell_reports_in_cell_coordinates_and_stops_the_gate(
     assert tb.startswith("Traceback") and "runtime.py" not in tb
     assert 'File "<nsight_magic unit>", line 4, in <module>' in tb
     assert 'File "<nsight_magic unit>", line 2, in f' in tb and "return 1 / v" in tb
-    assert nvtx_log.events[-1] == ("pop", "nsight_magic", "cell")  # the range closed too
+    assert nvtx_log.events[-2:] == [
+        ("pop", "nsight_magic", "cell"),
+        ("end", "nsight_magic", "capture"),
+    ]
 
 
 def test_an_interrupt_is_its_own_status(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -35,6 +35,15 @@ def annotate(message=None, domain=None, **kw):
     finally:
         with open(LOG, "a") as f:
             f.write(json.dumps(["pop", domain, message]) + "\\n")
+
+def start_range(message=None, domain=None, **kw):
+    with open(LOG, "a") as f:
+        f.write(json.dumps(["start", domain, message]) + "\\n")
+    return message
+
+def end_range(handle):
+    with open(LOG, "a") as f:
+        f.write(json.dumps(["end", "nsight_magic", handle]) + "\\n")
 """
 
 
@@ -98,7 +107,9 @@ def test_ranges_nest_per_statement_inside_cell_and_warmup_outside(tmp_path: Path
     # warm-up: one outer range holding two passes over the statements
     assert names[0] == ("push", "warmup")
     end_warm = names.index(("pop", "warmup"))
-    cell_part = names[end_warm + 1 :]
+    # under ncu the cell also runs inside the start/end range ncu's filter selects (any thread)
+    assert names[end_warm + 1] == ("start", "capture") and names[-1] == ("end", "capture")
+    cell_part = names[end_warm + 2 : -1]
     assert cell_part[0] == ("push", "cell") and cell_part[-1] == ("pop", "cell")
     assert cell_part[1:-1] == [
         ("push", "L1: calls.append(len(calls))"),

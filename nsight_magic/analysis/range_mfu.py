@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..nvtx_names import NVTX_DOMAIN, TARGET_RANGE
+from ..nvtx_names import CAPTURE_RANGE, NVTX_DOMAIN, TARGET_RANGE
 from .mfu import (
     PHASE_TIME_SOURCE,
     _launch_ops,
@@ -101,7 +101,8 @@ def range_utilisation(
     ranges = nvtx[["launch", "domain", "range"]].drop_duplicates()
     ranges = ranges[[parse_op_range(str(t)) is None for t in ranges["range"]]]
     # the mark %%ncu --nvtx puts around the user's range is ours, not a range of the workload
-    ranges = ranges[~((ranges["domain"] == NVTX_DOMAIN) & (ranges["range"] == TARGET_RANGE))]
+    ours = ranges["range"].isin([TARGET_RANGE, CAPTURE_RANGE])
+    ranges = ranges[~((ranges["domain"] == NVTX_DOMAIN) & ours)]
     timed = points.merge(launch_times(points, kernels, nsys_kernels), on="launch")
     merged = ranges.merge(timed, on="launch")
     ops = _launch_ops(nvtx) if len(nvtx) else pd.DataFrame(columns=["launch", "op_key", "flops"])

@@ -16,10 +16,13 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..nvtx_names import CELL_RANGE, NVTX_DOMAIN, TARGET_RANGE, statement_line
+from ..nvtx_names import CAPTURE_RANGE, NVTX_DOMAIN, TARGET_RANGE, statement_line
 from .options import option
 
-CELL_FILTER = f"{NVTX_DOMAIN}@{CELL_RANGE}/"
+# the cell's start/end range (no slash): kernels launched on any thread while the cell runs,
+# the backward pass's on autograd's thread included (the push/pop ``cell/`` held only the main
+# thread's: a picked backward GEMM was "nothing captured")
+CELL_FILTER = f"{NVTX_DOMAIN}@{CAPTURE_RANGE}"
 # the start/end range the cell script opens around the range ``--nvtx`` names (no slash:
 # start/end ranges take none; measured form: a start/end range ``LLM@generate``, DESIGN.md)
 TARGET_FILTER = f"{NVTX_DOMAIN}@{TARGET_RANGE}"

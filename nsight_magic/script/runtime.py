@@ -56,6 +56,7 @@ WARMUP = 0  # ungated runs of the cell before the captured one
 GATE = "cudaProfilerApi"  # "cudaProfilerApi" (nsys) or "nvtx" (ncu: the cell's range gates)
 DOMAIN = "nsight_magic"  # the NVTX names: nvtx_names.py
 CELL_RANGE = "cell"
+CAPTURE_RANGE = "capture"  # under ncu: a start/end range around the cell (any thread's kernels)
 WARMUP_RANGE = "warmup"
 TARGET_RANGE = "nvtx-target"
 NVTX_TARGET: str | None = None  # %%ncu --nvtx: the range spec RangeRecorder marks
@@ -95,6 +96,21 @@ def annotate(message: str, domain: str) -> contextlib.AbstractContextManager[Any
     if nvtx is None:
         return contextlib.nullcontext()
     return nvtx.annotate(message, domain=domain)
+
+
+@contextlib.contextmanager
+def process_range(message: str, domain: str, on: bool = True) -> Any:
+    """An NVTX start/end range around a block (it holds every thread's launches), or nothing
+    without ``nvtx`` or when not ``on``."""
+    nvtx = nvtx_module() if on else None
+    if nvtx is None:
+        yield
+        return
+    handle = nvtx.start_range(message=message, domain=domain)
+    try:
+        yield
+    finally:
+        nvtx.end_range(handle)
 
 
 def register(filename: str, text: str) -> None:
@@ -313,7 +329,11 @@ def capture(ns: dict[str, Any]) -> dict[str, Any]:
                 if WORLD_SIZE > 1:  # says which process is which rank, before (not around) cell
                     with annotate(RANK_FORMAT.format(RANK), domain=DOMAIN):
                         pass
-                with torch_op_ranges(), annotate(CELL_RANGE, domain=DOMAIN):
+                with (
+                    process_range(CAPTURE_RANGE, DOMAIN, on=GATE == "nvtx"),
+                    torch_op_ranges(),
+                    annotate(CELL_RANGE, domain=DOMAIN),
+                ):
                     run_statements(ns)
             finally:
                 # the cell's own time ends here; stopping the gate waits for its kernels and,

@@ -23,7 +23,14 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any, Literal
 
-from ..nvtx_names import CELL_RANGE, NVTX_DOMAIN, TARGET_RANGE, WARMUP_RANGE, rank_label
+from ..nvtx_names import (
+    CAPTURE_RANGE,
+    CELL_RANGE,
+    NVTX_DOMAIN,
+    TARGET_RANGE,
+    WARMUP_RANGE,
+    rank_label,
+)
 from ..run_dir import RunDir
 from . import cuda_gate, range_recorder, runtime, shared_objects
 from .cell import PreparedCell
@@ -128,6 +135,7 @@ def script_constants(
         "GATE": gate,
         "DOMAIN": NVTX_DOMAIN,
         "CELL_RANGE": CELL_RANGE,
+        "CAPTURE_RANGE": CAPTURE_RANGE,
         "WARMUP_RANGE": WARMUP_RANGE,
         "TARGET_RANGE": TARGET_RANGE,
         "NVTX_TARGET": nvtx_target,

@@ -5,7 +5,7 @@ and how the report is read and checked; the pipeline does the rest the same way 
 nsys: fresh runs are ``nsys profile --capture-range=cudaProfilerApi``; a warm worker runs under
 ``nsys launch`` and each cell under ``nsys start --capture-range=cudaProfilerApi
 --capture-range-end=stop`` (the report is written when the worker's cudaProfilerStop returns).
-ncu: fresh runs are ``ncu --nvtx --nvtx-include nsight_magic@cell/ …``; a warm worker runs under
+ncu: fresh runs are ``ncu --nvtx --nvtx-include nsight_magic@capture …``; a warm worker runs under
 ``ncu --mode launch`` and each capture is one ``ncu --mode attach`` with that run's filters,
 stopped with SIGINT once the cell is done (measured: tools/probes/session_probe2.py).
 """
