@@ -141,6 +141,10 @@ class RunFolderError(NsightMagicError, OSError):
     file in the way; or its saved ``meta.json`` holds fields of the wrong type."""
 
 
+class FolderExistsError(RunFolderError, FileExistsError):
+    """A folder that must be new (``share()``'s destination) exists already."""
+
+
 class UntrustedFolderError(NsightMagicError, PermissionError):
     """A run folder this user does not own, or that others can write: nothing in it is
     unpickled or replayed (``load_run(path, trust=True)`` opts in)."""
@@ -149,6 +153,11 @@ class UntrustedFolderError(NsightMagicError, PermissionError):
 class FolderSettingsIgnored(UserWarning):
     """A saved run folder asked for an interpreter, working directory or environment variables
     that a re-run does not take from a folder (shown, not obeyed; ``trust=True`` opts in)."""
+
+
+class DamagedFolderWarning(UserWarning):
+    """A run folder's own file (``meta.json``) is damaged: cut short, not JSON, nested too
+    deep. What can still be read is loaded (the report), with default settings."""
 
 
 class UnpicklableVariableError(NsightMagicError, TypeError):

@@ -34,6 +34,7 @@ from typing import IO, Any, Literal, TypedDict
 
 from .errors import RunFolderError
 from .folders import PRIVATE_FILE, private_mkdir, private_root
+from .regular_files import read_regular
 from .run_meta import RunMeta
 
 DEFAULT_ROOT = "nsight-runs"
@@ -78,9 +79,12 @@ def write_json(path: str | Path, obj: Any) -> None:
 
 
 def read_json(path: str | Path, default: Any = None) -> Any:
+    """``path`` parsed, or ``default`` when it is missing, not JSON (nested past Python's
+    recursion limit included), or no regular file: a link is not followed and a named pipe
+    never blocks the read (``regular_files.read_regular``)."""
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        return json.loads(read_regular(path))
+    except (OSError, ValueError, RecursionError):
         return default
 
 
@@ -357,7 +361,7 @@ class RunDir:
         return read_json(self.env, {})
 
     def read_cell(self) -> str:
-        return self.cell.read_text(errors="replace")
+        return read_regular(self.cell).decode(errors="replace")  # never blocks on a pipe
 
     def has_saved_cell(self) -> bool:
         """A re-run needs the cell and the script that ran it."""
