@@ -141,6 +141,12 @@ class RunFolderError(NsightMagicError, OSError):
     file in the way; or its saved ``meta.json`` holds fields of the wrong type."""
 
 
+class BadArgumentError(NsightMagicError, ValueError, TypeError):
+    """A public function got an argument it cannot use (the wrong type, empty, out of range,
+    given twice); the message says what to pass. A ``ValueError`` and a ``TypeError`` both, so
+    code that caught either before still does."""
+
+
 class FolderExistsError(RunFolderError, FileExistsError):
     """A folder that must be new (``share()``'s destination) exists already."""
 

@@ -4,11 +4,12 @@ the reports of a multi-rank job."""
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from pathlib import Path
 from typing import Any
 
-from ..errors import DamagedFolderWarning, ReportError, ReportNotFoundError
+from ..errors import BadArgumentError, DamagedFolderWarning, ReportError, ReportNotFoundError
 from ..folders import expand
 from ..regular_files import NotRegularFile, entries, read_regular
 from ..reports import open_report
@@ -113,6 +114,10 @@ def load_run(
     re-profile of it (``profile_kernel``) runs under this session's interpreter and environment;
     ``trust=True`` lets the folder's saved interpreter, working directory and ``--env`` apply and
     skips the ownership check (only for folders you trust: they choose what runs)."""
+    if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
+        raise BadArgumentError(
+            f"load_run takes a run folder's path (str or Path), not {type(path).__name__}."
+        )
     run_dir = expand(path)
     if run_dir.is_file() and run_dir.name == RunDir.META:
         run_dir = run_dir.parent
