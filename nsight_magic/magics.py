@@ -147,10 +147,8 @@ class NsightMagic(Magics):
     def _parse(self, magic: Any, line: str) -> tuple[Any, list[str]]:
         ours, extra = split_extra(line)
         args = magic.parser.parse_args(ours)  # MagicArgumentParser: errors are UsageError
-        if args.warmup < 0:
-            raise UsageError("--warmup must be >= 0")
         hidden = getattr(self.shell, "user_ns_hidden", {}) or {}
-        check_common(args.timeout, args.env, args.var, hidden)
+        check_common(args.timeout, args.env, args.var, hidden, name=args.name, warmup=args.warmup)
         if args.nproc < 1 or getattr(args, "rank", 0) not in range(args.nproc):
             raise UsageError(f"--nproc must be >= 1 and --rank in 0..{max(args.nproc, 1) - 1}")
         try:
