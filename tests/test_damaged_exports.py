@@ -179,7 +179,7 @@ FIRST_PUSH = "(SELECT min(rowid) FROM NVTX_EVENTS WHERE eventType = 59)"
          "1 of 214 CUDA API rows start or end over a day away"),
         (f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = {INT64_MAX - 9}, \"end\" = "
          f"{INT64_MAX - 8} WHERE rowid = 1", "CUDA API rows start or end over a day away"),
-        (f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET \"end\" = start - 10 WHERE rowid <= 2",
+        ("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET \"end\" = start - 10 WHERE rowid <= 2",
          "2 of 214 CUDA API rows end before they start"),
         (f"UPDATE NVTX_EVENTS SET \"end\" = {INT64_MAX} WHERE rowid = {FIRST_PUSH}",
          "1 of 17 NVTX rows start or end over a day away"),
