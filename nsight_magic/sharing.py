@@ -46,6 +46,7 @@ import socket
 import sqlite3
 import stat
 import tempfile
+import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -611,7 +612,8 @@ def _sqlite_names(path: Path) -> tuple[set[str], set[str], dict[str, str]]:
         ("user", "SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_USER'"),
     )
     env: dict[str, str] = {}
-    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+    uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"  # a '?' or '#' in a folder name
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
         for kind, query in queries:
             try:
                 found[kind].update(str(r[0]) for r in db.execute(query) if r[0])

@@ -323,3 +323,12 @@ def test_damaged_exports_are_typed_and_leave_nothing_behind(tmp_path: Path) -> N
     with pytest.raises(CorruptReportError, match="parquet export is damaged"):
         nsight_magic.share(src, tmp_path / "shared2")
     assert not (tmp_path / "shared2").exists()
+
+
+def test_a_run_folder_named_with_uri_characters_is_shared(tmp_path: Path) -> None:
+    """The export is opened through an SQLite URI: '?' and '#' in a folder name are quoted."""
+    src = _copy("04_multi_gpu", "tp_step", tmp_path)
+    odd = src.rename(tmp_path / "run?mode=rw#x")
+    _plant_in_sqlite(odd / "report.sqlite")
+    out = nsight_magic.share(odd, tmp_path / "shared")
+    _assert_no_secret(out)
