@@ -570,8 +570,8 @@ def _find(src: Path, extra: Iterable[str]) -> Redactions:
         found.add_word(user, "<user>")
     for host in hosts:
         found.add_word(host, "<host>")
-    for item in extra:
-        found.add_word(item, "<redacted>")
+    for word in [extra] if isinstance(extra, str) else extra:  # one string is one word
+        found.add_word(word, "<redacted>")
     return found
 
 

@@ -40,7 +40,7 @@ _FIX = "export the .nsys-rep again"
 def _far_rows(what: str, start: np.ndarray, end: np.ndarray, centre: int) -> list[str]:
     """A line when rows of ``what`` end before they start, or lie over a day from ``centre``
     (the median start of the GPU ops)."""
-    out = []
+    out: list[str] = []
     if not len(start):
         return out
     start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
