@@ -343,9 +343,8 @@ def _copy_file(item: Path, copy: RunDir, rules: Redactions, outcome: _Outcome, r
             f"{rel}: compressed by nsys, so not rewritten; it still holds the host name and the "
             "profiled process's whole environment"
         )
-    elif item.suffix == ".json" and (value := _json_of(data)) is not None:
-        value = _json(value, rules, item.name, outcome)
-        copy.write_copy(item.name, json.dumps(value, indent=2))
+    elif item.suffix == ".json" and (text := _json_text(data, rules, item.name, outcome)):
+        copy.write_copy(item.name, text)
     elif item.suffix == ".py":
         copy.write_copy(item.name, rules.text(data.decode(errors="replace"), code=True))
     elif item.suffix in _TEXT_SUFFIXES:
@@ -354,6 +353,18 @@ def _copy_file(item: Path, copy: RunDir, rules: Redactions, outcome: _Outcome, r
         data, short = rules.binary(data)
         copy.write_copy(item.name, data)
         outcome.short_names.update(short)
+
+
+def _json_text(data: bytes, rules: Redactions, name: str, outcome: _Outcome) -> str:
+    """A JSON file rewritten value by value ("" when it is no JSON, or nested too deep to
+    walk: then it is rewritten as text, like a log)."""
+    value = _json_of(data)
+    if value is None:
+        return ""
+    try:
+        return json.dumps(_json(value, rules, name, outcome), indent=2)
+    except RecursionError:
+        return ""
 
 
 def _json_of(data: bytes) -> Any:

@@ -277,16 +277,30 @@ def test_a_fifo_never_blocks_share(tmp_path: Path) -> None:
     assert "report_pq/EXTRA.parquet (a named pipe)" in skipped
 
 
-@pytest.mark.parametrize("name", ["meta.json", "status.json", "env.json", "report.sqlite"])
-def test_a_fifo_never_blocks_load_run(tmp_path: Path, name: str) -> None:
+FOLDER_FILES = ["meta.json", "status.json", "status.rank1.json", "env.json", "argv.json",
+                "cell.py", "script.py", "profiler.log", "report.sqlite"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", FOLDER_FILES)
+def test_a_fifo_never_blocks_load_run_or_its_view(tmp_path: Path, name: str) -> None:
     src = _copy("04_multi_gpu", "tp_step", tmp_path)
     (src / name).unlink()
     os.mkfifo(src / name)
     if name in ("meta.json", "report.sqlite"):
         with pytest.raises(ReportError, match="named pipe"):
             _bounded(nsight_magic.load_run, src)
-    else:
-        assert len(_bounded(nsight_magic.load_run, src).kernel_summary()) > 0
+        return
+    run = _bounded(nsight_magic.load_run, src)
+    assert len(run.kernel_summary()) > 0
+    assert "Kernels" in _bounded(run.to_html)
+
+
+def test_a_linked_meta_json_is_refused_by_load_run(tmp_path: Path) -> None:
+    src = _copy("04_multi_gpu", "tp_step", tmp_path)
+    (src / "meta.json").rename(tmp_path / "meta.json")
+    (src / "meta.json").symlink_to(tmp_path / "meta.json")
+    with pytest.raises(ReportError, match="a symbolic link, not a regular file"):
+        nsight_magic.load_run(src)
 
 
 # --- item 10: the destination and damaged exports -------------------------------------------
@@ -332,3 +346,17 @@ def test_a_run_folder_named_with_uri_characters_is_shared(tmp_path: Path) -> Non
     _plant_in_sqlite(odd / "report.sqlite")
     out = nsight_magic.share(odd, tmp_path / "shared")
     _assert_no_secret(out)
+
+
+def test_damaged_json_files_are_shared_as_text(tmp_path: Path) -> None:
+    """status.json cut short, env.json nested to just under json's limit: still rewritten (as
+    text), no RecursionError, and the secret is still dropped."""
+    src = _copy("03_compare", "after", tmp_path)
+    token = SECRETS["HF_TOKEN"]
+    (src / "env.json").write_text(json.dumps({"HF_TOKEN": token}))
+    (src / "status.json").write_text('{"traceback": "' + token)
+    deep = "[" * 900 + json.dumps(token) + "]" * 900
+    (src / "argv.json").write_text(deep)
+    out = nsight_magic.share(src, tmp_path / "shared")
+    _assert_no_secret(out)
+    assert (out / "status.json").read_text().endswith("<dropped>")
