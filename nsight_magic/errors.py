@@ -50,6 +50,11 @@ class UnsupportedReportError(ReportError):
     """A kind of file, or a schema version, this package does not read."""
 
 
+class PeakUnknownError(NsightMagicError, LookupError):
+    """No peak FLOP/s is known for the GPU and data type (an unlisted or unnamed GPU); the
+    message names the fix: ``peak_flops=`` or ``set_peak``."""
+
+
 class MissingMetricsError(ReportError, KeyError):
     """An analysis needs metrics the ncu report does not hold; the message lists them."""
 
@@ -189,8 +194,12 @@ class NvtxRangeError(NsightMagicError, LookupError):
         self.matches = list(matches or [])
 
 
-class NvtxRangeNotFoundError(NvtxRangeError):
-    """No range matches; the message lists the ranges the report has."""
+class NvtxRangeNotFoundError(NvtxRangeError, KeyError):
+    """No range matches; the message lists the ranges the report has. A ``KeyError`` too: a
+    range named as a key (``mfu(flops={range: ...})``) that the report lacks."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
 
 
 class AmbiguousNvtxRangeError(NvtxRangeError):

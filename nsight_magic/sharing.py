@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .arguments import texts_arg
 from .errors import (
     CorruptReportError,
     FolderExistsError,
@@ -182,6 +183,7 @@ def share(
     named pipe, a socket or a device is never followed or opened, and ``share.json`` lists it
     under ``skipped``. The copy is built beside ``dest`` and renamed into place when whole, so a
     failure leaves no half copy."""
+    redact = texts_arg(redact, "redact", "share()")
     src = _folder_arg(run_dir, "run_dir")
     dest = _folder_arg(dest, "dest")
     meta = RunDir(src).meta
@@ -581,7 +583,7 @@ def _find(src: Path, extra: Iterable[str]) -> Redactions:
         found.add_word(user, "<user>")
     for host in hosts:
         found.add_word(host, "<host>")
-    for word in [extra] if isinstance(extra, str) else extra:  # one string is one word
+    for word in extra:
         found.add_word(word, "<redacted>")
     return found
 

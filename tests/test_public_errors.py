@@ -9,6 +9,7 @@ import json
 import shutil
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -163,3 +164,74 @@ def test_meta_json_fifo_in_a_child_does_not_block_share(tmp_path: Path) -> None:
     out = nsight_magic.share(src, tmp_path / "shared")
     manifest = json.loads((out / "share.json").read_text())
     assert f"ncu/{child.name}" in manifest["left_out"]
+
+
+# --- every public function, every kind of bad argument --------------------------------------
+BAD_VALUES = [None, -1, 0, "x", "", float("nan"), float("inf"), 10**30, [], {}, b"x",
+              "a\x00b", True]  # fmt: skip
+
+
+def _public_calls(run: Any, tmp_path: Path) -> dict[str, Any]:
+    """One argument of each public function (and NsysRun method) that takes one from the user,
+    as a function of the bad value to put there; the others are valid."""
+    h100 = "NVIDIA H100 80GB HBM3"
+    return {
+        "examples.llm": lambda a: nsight_magic.examples.llm(a),
+        "examples.attention": lambda a: nsight_magic.examples.attention(a),
+        "transformer_flops n_params": lambda a: nsight_magic.transformer_flops(a, 10),
+        "transformer_flops tokens": lambda a: nsight_magic.transformer_flops(1e9, a),
+        "transformer_flops n_layers": lambda a: nsight_magic.transformer_flops(
+            1e9, 10, n_layers=a, seq_len=4, d_model=8
+        ),
+        "set_peak gpu_name": lambda a: nsight_magic.set_peak(a, "bf16", 1e15),
+        "set_peak dtype": lambda a: nsight_magic.set_peak(h100, a, 1e15),
+        "set_peak flops": lambda a: nsight_magic.set_peak(h100, "bf16", a),
+        "lookup_peak gpu_name": lambda a: nsight_magic.lookup_peak(a, "bf16"),
+        "lookup_peak dtype": lambda a: nsight_magic.lookup_peak(h100, a),
+        "model_mfu": lambda a: nsight_magic.model_mfu(a),
+        "op_mfu": lambda a: nsight_magic.op_mfu(a),
+        "kernel_utilisation": lambda a: nsight_magic.kernel_utilisation(a),
+        "range_utilisation": lambda a: nsight_magic.range_utilisation(a, a),
+        "open_report": lambda a: nsight_magic.open_report(a),
+        "load_run": lambda a: nsight_magic.load_run(a),
+        "load_runs": lambda a: nsight_magic.load_runs(a),
+        "compare": lambda a: nsight_magic.compare(run, a),
+        "share run_dir": lambda a: nsight_magic.share(a, tmp_path / "s1"),
+        "share dest": lambda a: nsight_magic.share(run.run_dir, a),
+        "share redact": lambda a: nsight_magic.share(run.run_dir, tmp_path / "s2", redact=a),
+        "run.gaps": lambda a: run.gaps(a),
+        "run.idle_causes": lambda a: run.idle_causes(a),
+        "run.launch_bound": lambda a: run.launch_bound(a),
+        "run.timeline window": lambda a: run.timeline(a),
+        "run.timeline max_rows": lambda a: run.timeline(None, a),
+        "run.resolve_nvtx_range": lambda a: run.resolve_nvtx_range(a),
+        "run.kernels_in_range": lambda a: run.kernels_in_range(a, a),
+        "run.op_mfu dtype": lambda a: run.op_mfu(dtype=a),
+        "run.op_mfu peak_flops": lambda a: run.op_mfu(peak_flops=a),
+        "run.mfu flops": lambda a: run.mfu(a),
+        "run.mfu dtype": lambda a: run.mfu(dtype=a),
+        "run.profile_kernel": lambda a: run.profile_kernel(a),
+        "run.profile_range": lambda a: run.profile_range(a, a),
+    }
+
+
+def test_every_public_argument_fails_typed(nsys_run: Any, tmp_path: Path) -> None:
+    """34 arguments x 13 bad values: each call works or raises one of our typed errors (none
+    needs a GPU: a re-profile stops at its first check)."""
+    untyped = []
+    tried = typed = 0
+    for name, call in _public_calls(nsys_run, tmp_path).items():
+        for value in BAD_VALUES:
+            tried += 1
+            for leftover in ("s1", "s2"):
+                shutil.rmtree(tmp_path / leftover, ignore_errors=True)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    call(value)
+            except NsightMagicError:
+                typed += 1
+            except Exception as exc:  # the defect this test is about
+                untyped.append(f"{name}({value!r}): {type(exc).__name__}: {exc}")
+    assert untyped == [], "\n".join(untyped)
+    assert tried == 34 * 13 and typed > 300

@@ -52,13 +52,18 @@ def _natural_key(path: str) -> list[Any]:
 def _expand(sources: Source | Iterable[Source]) -> list[Source]:
     if isinstance(sources, (str, PathLike, NsysReport)) or getattr(sources, "report", None):
         sources = [sources]  # type: ignore[list-item]
-    if not isinstance(sources, Iterable):
+    if not isinstance(sources, Iterable) or isinstance(sources, (bytes, dict)):
         raise BadArgumentError(
             f"load_runs takes report paths, a glob, NsysReports or runs, not "
             f"{type(sources).__name__}."
         )
     out: list[Source] = []
     for s in sources:
+        if not isinstance(s, (str, PathLike, NsysReport)) and not hasattr(s, "report"):
+            raise BadArgumentError(
+                f"load_runs takes report paths, NsysReports or runs, not {type(s).__name__} "
+                f"({s!r:.60})."
+            )
         text = os.fspath(s) if isinstance(s, (str, PathLike)) else ""
         if isinstance(text, str) and "\x00" in text:
             raise BadArgumentError(f"load_runs: {text!r} holds a NUL byte; pass a report path.")
