@@ -389,7 +389,40 @@ def _json(value: Any, rules: Redactions, name: str, outcome: _Outcome) -> Any:
         for gpu in value.get("gpus") or []:
             if isinstance(gpu, dict):
                 gpu.pop("uuid", None)
+    if name == RunDir.ARGV or name == RunDir.META:
+        value = _argv_env(value, outcome, name == RunDir.ARGV)
     return _walk(value, rules.text)
+
+
+# an argv item that sets a variable: ``HF_TOKEN=x`` (``env HF_TOKEN=x python ...``), nsys's
+# ``--env-var=HF_TOKEN=x``
+_ARGV_ASSIGNMENT = re.compile(r"(--env-var=|--env=)?([A-Z_][A-Z0-9_]*)=(.*)", re.DOTALL)
+
+
+def _argv_env(value: Any, outcome: _Outcome, is_argv: bool) -> Any:
+    """The environment assignments in command lines (argv.json; meta.json's ``*argv`` and
+    ``extra_args`` lists) down to the allow-list, as in the export."""
+
+    def fix_list(items: list[Any]) -> list[Any]:
+        out = []
+        for item in items:
+            match = _ARGV_ASSIGNMENT.fullmatch(item) if isinstance(item, str) else None
+            if match and not shared_env_keeps(match[2], match[3]):
+                outcome.env_dropped.add(match[2])
+                item = f"{match[1] or ''}{match[2]}={DROPPED}"
+            out.append(item)
+        return out
+
+    def walk(node: Any, key: str) -> Any:
+        if isinstance(node, dict):
+            return {k: walk(v, str(k)) for k, v in node.items()}
+        if isinstance(node, list):
+            if is_argv or key.endswith("argv") or key == "extra_args":
+                return fix_list(node)
+            return [walk(v, key) for v in node]
+        return node
+
+    return walk(value, "")
 
 
 def _walk(value: Any, fix: Callable[[str], str]) -> Any:

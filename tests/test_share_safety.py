@@ -102,7 +102,13 @@ def test_sqlite_export_env_json_argv_and_log_keep_no_secret(tmp_path: Path) -> N
     _plant_in_sqlite(src / "report.sqlite")
     (src / "env.json").write_text(json.dumps({**SECRETS, "CUDA_VISIBLE_DEVICES": "0,1"}))
     argv = json.loads((src / "argv.json").read_text())
-    (src / "argv.json").write_text(json.dumps([*argv, "--token", SECRETS["HF_TOKEN"]]))
+    short = "pw-123"  # too short to search for everywhere: dropped where it is set
+    extra = ["--token", SECRETS["HF_TOKEN"], f"--env-var=PGPASSWORD={short}", "env",
+             f"MY_PASSWORD={short}", "CUDA_VISIBLE_DEVICES=1"]  # fmt: skip
+    (src / "argv.json").write_text(json.dumps([*argv, *extra]))
+    meta_extra = json.loads((src / "meta.json").read_text())
+    meta_extra["options"]["extra_args"] = [f"--env-var=PGPASSWORD={short}"]
+    (src / "meta.json").write_text(json.dumps(meta_extra))
     with open(src / "profiler.log", "a") as log:
         log.write(f"connecting to {SECRETS['DATABASE_URL']}\n")
     meta = json.loads((src / "meta.json").read_text())
@@ -118,6 +124,11 @@ def test_sqlite_export_env_json_argv_and_log_keep_no_secret(tmp_path: Path) -> N
         manifest["environment"]["kept"]
     )
     assert json.loads((out / "env.json").read_text()) == {"CUDA_VISIBLE_DEVICES": "0,1"}
+    shared_argv = json.loads((out / "argv.json").read_text())
+    assert shared_argv[-4:] == ["--env-var=PGPASSWORD=<dropped>", "env",
+                                "MY_PASSWORD=<dropped>", "CUDA_VISIBLE_DEVICES=1"]  # fmt: skip
+    assert short.encode() not in _all_bytes(out)
+    assert {"PGPASSWORD", "MY_PASSWORD"} <= set(manifest["environment"]["dropped"])
     with sqlite3.connect(out / "report.sqlite") as db:
         (device_env,) = db.execute(
             "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'DeviceEnvironment'"
