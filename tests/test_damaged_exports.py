@@ -241,3 +241,17 @@ def test_clean_fixtures_give_no_damage_warning(data_dir: Path) -> None:
         report = open_report(path)
         damage = [w for w in report.warnings if "damaged" in w or "view" in w]
         assert damage == [], (path.name, damage)
+
+
+def test_a_pipe_as_the_export_stamp_never_blocks(rep_pair: Path, data_dir: Path) -> None:
+    """A named pipe where the stamp goes (``.x.sqlite.source.json``): read as "no stamp"."""
+    import threading
+
+    shutil.copy(data_dir / "nsys_small.sqlite", rep_pair.with_suffix(".sqlite"))
+    os.mkfifo(stamp_path(rep_pair.with_suffix(".sqlite")))
+    box: dict[str, object] = {}
+    thread = threading.Thread(target=lambda: box.update(r=open_report(rep_pair)), daemon=True)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive(), "open_report blocked on the stamp"
+    assert any("without proof" in w for w in box["r"].warnings)  # type: ignore[attr-defined]

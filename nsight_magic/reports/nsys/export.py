@@ -12,6 +12,7 @@ from typing import Literal
 
 from ...errors import CorruptReportError, ReportTimeoutError, ToolNotFoundError
 from ...profilers.env import run_quiet
+from ...regular_files import read_regular
 
 __all__ = ["ExportKind", "export_argv", "export_origin", "export_report", "find_nsys",
            "sibling_export", "stamp_path", "write_stamp"]  # fmt: skip
@@ -68,7 +69,7 @@ def export_origin(rep: Path, export: Path) -> Origin:
     the size and the mtime, or the SHA-256 after a copy), "other" (stamped from another file
     or an older version of it), "unknown" (no stamp: exported by hand or by nsys itself)."""
     try:
-        stamp = json.loads(stamp_path(export).read_text())
+        stamp = json.loads(read_regular(stamp_path(export)))  # a pipe there never blocks
         info = rep.stat()
     except (OSError, ValueError):
         return "unknown"
