@@ -15,8 +15,17 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["NotRegularFile", "Walked", "entries", "kind_of", "read_regular", "walk_folder"]
+__all__ = [
+    "NotRegularFile",
+    "Walked",
+    "entries",
+    "kind_of",
+    "open_regular",
+    "read_regular",
+    "walk_folder",
+]
 
 _KINDS = (
     (stat.S_ISLNK, "a symbolic link"),
@@ -48,6 +57,13 @@ def kind_of(mode: int) -> str:
 def read_regular(path: str | Path) -> bytes:
     """The bytes of ``path`` if it is a regular file and not a link; else ``NotRegularFile``
     (a missing file: ``FileNotFoundError``). Never blocks on a pipe."""
+    with open_regular(path) as fh:
+        return fh.read()
+
+
+def open_regular(path: str | Path) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file and not a link (checked on the open
+    descriptor); else ``NotRegularFile``. For a file too large to read at once."""
     path = Path(path)
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
@@ -58,12 +74,13 @@ def read_regular(path: str | Path) -> bytes:
         if exc.errno == errno.ENXIO:  # a socket
             raise NotRegularFile(path, kind_of(path.lstat().st_mode)) from None
         raise
-    with os.fdopen(fd, "rb") as fh:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotRegularFile(path, kind_of(mode))
-        os.set_blocking(fd, True)
-        return fh.read()
+    fh = os.fdopen(fd, "rb")
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        fh.close()
+        raise NotRegularFile(path, kind_of(mode))
+    os.set_blocking(fd, True)
+    return fh
 
 
 @dataclass(frozen=True)

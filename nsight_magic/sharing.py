@@ -50,7 +50,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .arguments import texts_arg
 from .errors import (
@@ -61,7 +61,7 @@ from .errors import (
     RunFolderError,
 )
 from .folders import expand
-from .regular_files import NotRegularFile, entries, kind_of, read_regular, walk_folder
+from .regular_files import NotRegularFile, entries, kind_of, open_regular, read_regular, walk_folder
 from .run_dir import RunDir
 from .run_meta import RunMeta
 from .shared_env import (
@@ -330,22 +330,26 @@ def _copy_folder(
 
 def _copy_file(item: Path, copy: RunDir, rules: Redactions, outcome: _Outcome, rel: str) -> None:
     try:
-        data = read_regular(item)  # a file swapped for a link or a pipe since the walk: skipped
+        fh = open_regular(item)  # a file swapped for a link or a pipe since the walk: skipped
     except NotRegularFile as exc:
         outcome.skipped.append(f"{rel} ({exc.what})")
         return
     except OSError as exc:
         outcome.skipped.append(f"{rel} (cannot be read: {exc.strerror or exc})")
         return
-    if item.suffix == ".sqlite":
-        _copy_sqlite(data, item, copy.path / item.name, rules, outcome)
-    elif item.suffix == ".nsys-rep":  # keep_nsys_rep: as it is, by request
-        copy.write_copy(item.name, data)
-        outcome.as_is.append(
-            f"{rel}: compressed by nsys, so not rewritten; it still holds the host name and the "
-            "profiled process's whole environment"
-        )
-    elif item.suffix == ".json" and (text := _json_text(data, rules, item.name, outcome)):
+    with fh:
+        if item.suffix == ".sqlite":  # streamed: an export may be gigabytes
+            _copy_sqlite(fh, item, copy.path / item.name, rules, outcome)
+            return
+        if item.suffix == ".nsys-rep":  # keep_nsys_rep: as it is, by request
+            copy.write_copy(item.name, fh)
+            outcome.as_is.append(
+                f"{rel}: compressed by nsys, so not rewritten; it still holds the host name and "
+                "the profiled process's whole environment"
+            )
+            return
+        data = fh.read()
+    if item.suffix == ".json" and (text := _json_text(data, rules, item.name, outcome)):
         copy.write_copy(item.name, text)
     elif item.suffix == ".py":
         copy.write_copy(item.name, rules.text(data.decode(errors="replace"), code=True))
@@ -466,7 +470,9 @@ def _env_rows(db: sqlite3.Connection, outcome: _Outcome) -> None:
             )
 
 
-def _copy_sqlite(data: bytes, src: Path, out: Path, rules: Redactions, outcome: _Outcome) -> None:
+def _copy_sqlite(
+    data: BinaryIO, src: Path, out: Path, rules: Redactions, outcome: _Outcome
+) -> None:
     RunDir(out.parent).write_copy(out.name, data)
     try:
         with contextlib.closing(sqlite3.connect(out)) as db:
