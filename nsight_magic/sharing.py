@@ -60,7 +60,7 @@ from .errors import (
     ReportNotFoundError,
     RunFolderError,
 )
-from .folders import expand
+from .folders import PRIVATE_DIR, expand
 from .regular_files import NotRegularFile, entries, kind_of, open_regular, read_regular, walk_folder
 from .run_dir import RunDir
 from .run_meta import RunMeta
@@ -307,7 +307,7 @@ def _copy_folder(
     folder: Path, target: Path, rules: Redactions, keep_nsys_rep: bool, outcome: _Outcome,
     root: Path,
 ) -> None:  # fmt: skip
-    target.mkdir(parents=True, exist_ok=True)
+    target.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     copy = RunDir(target)  # writes each rewritten file, 0600
     for entry in entries(folder):
         item = entry.path
@@ -500,7 +500,7 @@ def _copy_parquet(src: Path, out: Path, rules: Redactions, outcome: _Outcome, ro
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    out.mkdir(parents=True)
+    out.mkdir(mode=PRIVATE_DIR, parents=True)
     for entry in entries(src):
         item = entry.path
         rel = str(item.relative_to(root))

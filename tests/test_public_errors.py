@@ -215,9 +215,13 @@ def _public_calls(run: Any, tmp_path: Path) -> dict[str, Any]:
     }
 
 
-def test_every_public_argument_fails_typed(nsys_run: Any, tmp_path: Path) -> None:
+def test_every_public_argument_fails_typed(
+    nsys_run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """34 arguments x 13 bad values: each call works or raises one of our typed errors (none
-    needs a GPU: a re-profile stops at its first check)."""
+    needs a GPU: a re-profile stops at its first check). Run in tmp_path: share(run, "x")
+    writes ./x."""
+    monkeypatch.chdir(tmp_path)
     untyped = []
     tried = typed = 0
     for name, call in _public_calls(nsys_run, tmp_path).items():

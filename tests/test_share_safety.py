@@ -371,3 +371,14 @@ def test_damaged_json_files_are_shared_as_text(tmp_path: Path) -> None:
     out = nsight_magic.share(src, tmp_path / "shared")
     _assert_no_secret(out)
     assert (out / "status.json").read_text().endswith("<dropped>")
+
+
+def test_the_copy_is_private(tmp_path: Path) -> None:
+    """Folders 0700 and files 0600, as a run folder's own."""
+    import stat
+
+    out = nsight_magic.share(_copy("03_compare", "after", tmp_path), tmp_path / "shared")
+    modes = {p.relative_to(out).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in out.rglob("*")}
+    assert stat.S_IMODE(out.stat().st_mode) == 0o700
+    assert {m for m in modes.values()} == {0o600, 0o700}, modes
+    assert modes["report_pq"] == 0o700
