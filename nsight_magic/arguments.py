@@ -5,12 +5,20 @@ value reaches code that would fail on it with ``'int' object has no attribute 'l
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from .errors import BadArgumentError
 
-__all__ = ["count_arg", "frame_arg", "number_arg", "text_arg", "texts_arg"]
+__all__ = [
+    "count_arg",
+    "dtype_arg",
+    "frame_arg",
+    "mapping_arg",
+    "number_arg",
+    "text_arg",
+    "texts_arg",
+]
 
 
 def _bad(where: str, name: str, value: Any, wanted: str) -> BadArgumentError:
@@ -26,6 +34,22 @@ def text_arg(value: Any, name: str, where: str, *, choices: Collection[str] = ()
         raise _bad(where, name, value, wanted)
     if choices and value not in choices:
         raise _bad(where, name, value, wanted)
+    return value
+
+
+def dtype_arg(value: Any, where: str) -> str | None:
+    """A data type name for a peak lookup, or None (each launch's own)."""
+    if value is None:
+        return None
+    from .precisions import PEAK_DTYPES
+
+    return text_arg(value, "dtype", where, choices=PEAK_DTYPES)
+
+
+def mapping_arg(value: Any, name: str, where: str) -> Mapping[Any, Any] | None:
+    """A mapping (``{range or launch: number}``) or None."""
+    if value is not None and not isinstance(value, Mapping):
+        raise _bad(where, name, value, "a dict {range or launch: number}, or None")
     return value
 
 

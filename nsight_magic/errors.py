@@ -50,6 +50,13 @@ class UnsupportedReportError(ReportError):
     """A kind of file, or a schema version, this package does not read."""
 
 
+class LaunchNotFoundError(NsightMagicError, KeyError):
+    """An ncu launch number the report does not hold; the message gives the range it has."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
 class PeakUnknownError(NsightMagicError, LookupError):
     """No peak FLOP/s is known for the GPU and data type (an unlisted or unnamed GPU); the
     message names the fix: ``peak_flops=`` or ``set_peak``."""

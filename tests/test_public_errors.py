@@ -171,7 +171,7 @@ BAD_VALUES = [None, -1, 0, "x", "", float("nan"), float("inf"), 10**30, [], {}, 
               "a\x00b", True]  # fmt: skip
 
 
-def _public_calls(run: Any, tmp_path: Path) -> dict[str, Any]:
+def _public_calls(run: Any, ncu: Any, tmp_path: Path) -> dict[str, Any]:
     """One argument of each public function (and NsysRun method) that takes one from the user,
     as a function of the bad value to put there; the others are valid."""
     h100 = "NVIDIA H100 80GB HBM3"
@@ -212,19 +212,31 @@ def _public_calls(run: Any, tmp_path: Path) -> dict[str, Any]:
         "run.mfu dtype": lambda a: run.mfu(dtype=a),
         "run.profile_kernel": lambda a: run.profile_kernel(a),
         "run.profile_range": lambda a: run.profile_range(a, a),
+        "ncu.sections": lambda a: ncu.sections(a),
+        "ncu.mfu flops": lambda a: ncu.mfu(a),
+        "ncu.mfu dtype": lambda a: ncu.mfu(dtype=a),
+        "ncu.mfu peak_flops": lambda a: ncu.mfu(peak_flops=a),
+        "ncu.hfu dtype": lambda a: ncu.hfu(dtype=a),
+        "ncu.range_mfu flops": lambda a: ncu.range_mfu(a),
+        "ncu.range_mfu time_ns": lambda a: ncu.range_mfu(time_ns=a),
+        "ncu.range_mfu dtype": lambda a: ncu.range_mfu(dtype=a),
+        "ncu.range_mfu peak_flops": lambda a: ncu.range_mfu(peak_flops=a),
     }
 
 
 def test_every_public_argument_fails_typed(
-    nsys_run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    nsys_run: Any, ncu_run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """34 arguments x 13 bad values: each call works or raises one of our typed errors (none
+    """43 arguments x 13 bad values: each call works or raises one of our typed errors (none
     needs a GPU: a re-profile stops at its first check). Run in tmp_path: share(run, "x")
-    writes ./x."""
+    writes ./x; set_peak's overrides are this test's own."""
+    from nsight_magic.analysis import gpu_peaks
+
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(gpu_peaks, "_USER", {})
     untyped = []
     tried = typed = 0
-    for name, call in _public_calls(nsys_run, tmp_path).items():
+    for name, call in _public_calls(nsys_run, ncu_run, tmp_path).items():
         for value in BAD_VALUES:
             tried += 1
             for leftover in ("s1", "s2"):
@@ -238,4 +250,4 @@ def test_every_public_argument_fails_typed(
             except Exception as exc:  # the defect this test is about
                 untyped.append(f"{name}({value!r}): {type(exc).__name__}: {exc}")
     assert untyped == [], "\n".join(untyped)
-    assert tried == 34 * 13 and typed > 300
+    assert tried == 43 * 13 and typed > 400

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..arguments import frame_arg, number_arg
+from ..arguments import dtype_arg, frame_arg, mapping_arg, number_arg
 from ..errors import (
     BadArgumentError,
     EmptyResultWarning,
@@ -223,6 +223,8 @@ def kernel_utilisation(
     "given", wins over derived). ``dtype``/``peak_flops`` override the inferred data type /
     the derived peak."""
     frame_arg(points, "points", "kernel_utilisation()", made_by="NcuRun.roofline()")
+    mapping_arg(model_flops, "model_flops", "kernel_utilisation()")
+    dtype = dtype_arg(dtype, "kernel_utilisation()")
     out = points[["launch", "name"]].copy().reset_index(drop=True)
     out["short_name"] = short_names(out["name"]).to_numpy()
     out["dtype"] = [dtype or launch_dtype(row) for row in points.to_dict("records")]
@@ -288,6 +290,7 @@ def model_mfu(
     than silently dropping a phase the user asked about. An empty result carries the reason in
     ``frame.attrs["reason"]`` and warns it (``EmptyResultWarning``)."""
     frame_arg(projection, "projection", "model_mfu()", made_by="nvtx_gpu_projection()")
+    dtype = dtype_arg(dtype, "model_mfu()") or "bf16"
     if flops is not None and not isinstance(flops, Mapping):
         raise BadArgumentError(
             f"model_mfu(): flops is {type(flops).__name__}; pass a mapping "
@@ -364,6 +367,7 @@ def op_mfu(
     peak_flops_per_s, peak_source, model_flops_per_s, mfu_frac``, best first. The op ranges
     do not record the data type, so ``dtype`` (default bf16) names the peak to use."""
     frame_arg(summary, "summary", "op_mfu()", made_by="NsysRun.op_summary()")
+    dtype = dtype_arg(dtype, "op_mfu()") or "bf16"
     pk = _peak(gpu_name, dtype, peak_flops)
     rows = summary[summary["model_flops"].notna()]
     out = rows[["op", "shapes", "calls", "model_flops", "gpu_time_ns"]].copy()

@@ -316,7 +316,6 @@ class NsysRun(_Run):
         (fraction of the peak). Empty, with the reason in ``attrs["reason"]`` and an
         ``EmptyResultWarning``, for a run captured without ``--pytorch shapes`` when no
         ``flops`` are given."""
-        text_arg(dtype, "dtype", "mfu()")
         return utilisation.model_mfu(
             self.nvtx_gpu_projection(),
             flops,
