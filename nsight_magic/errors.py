@@ -50,6 +50,18 @@ class UnsupportedReportError(ReportError):
     """A kind of file, or a schema version, this package does not read."""
 
 
+class LaunchNotFoundError(NsightMagicError, KeyError):
+    """An ncu launch number the report does not hold; the message gives the range it has."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class PeakUnknownError(NsightMagicError, LookupError):
+    """No peak FLOP/s is known for the GPU and data type (an unlisted or unnamed GPU); the
+    message names the fix: ``peak_flops=`` or ``set_peak``."""
+
+
 class MissingMetricsError(ReportError, KeyError):
     """An analysis needs metrics the ncu report does not hold; the message lists them."""
 
@@ -141,6 +153,16 @@ class RunFolderError(NsightMagicError, OSError):
     file in the way; or its saved ``meta.json`` holds fields of the wrong type."""
 
 
+class BadArgumentError(NsightMagicError, ValueError, TypeError):
+    """A public function got an argument it cannot use (the wrong type, empty, out of range,
+    given twice); the message says what to pass. A ``ValueError`` and a ``TypeError`` both, so
+    code that caught either before still does."""
+
+
+class FolderExistsError(RunFolderError, FileExistsError):
+    """A folder that must be new (``share()``'s destination) exists already."""
+
+
 class UntrustedFolderError(NsightMagicError, PermissionError):
     """A run folder this user does not own, or that others can write: nothing in it is
     unpickled or replayed (``load_run(path, trust=True)`` opts in)."""
@@ -149,6 +171,11 @@ class UntrustedFolderError(NsightMagicError, PermissionError):
 class FolderSettingsIgnored(UserWarning):
     """A saved run folder asked for an interpreter, working directory or environment variables
     that a re-run does not take from a folder (shown, not obeyed; ``trust=True`` opts in)."""
+
+
+class DamagedFolderWarning(UserWarning):
+    """A run folder's own file (``meta.json``) is damaged: cut short, not JSON, nested too
+    deep. What can still be read is loaded (the report), with default settings."""
 
 
 class UnpicklableVariableError(NsightMagicError, TypeError):
@@ -174,8 +201,12 @@ class NvtxRangeError(NsightMagicError, LookupError):
         self.matches = list(matches or [])
 
 
-class NvtxRangeNotFoundError(NvtxRangeError):
-    """No range matches; the message lists the ranges the report has."""
+class NvtxRangeNotFoundError(NvtxRangeError, KeyError):
+    """No range matches; the message lists the ranges the report has. A ``KeyError`` too: a
+    range named as a key (``mfu(flops={range: ...})``) that the report lacks."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
 
 
 class AmbiguousNvtxRangeError(NvtxRangeError):

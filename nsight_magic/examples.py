@@ -23,6 +23,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from .arguments import text_arg
 from .reports import open_report
 from .results import NcuRun, NsysRun
 from .results.comparison import Comparison
@@ -82,8 +83,7 @@ def tour() -> NsysRun:
 def llm(phase: str = "prefill") -> NsysRun:
     """``%%nsys`` of a small GPT (8 layers, d_model 1024, bf16) on an H200: ``"prefill"`` (one
     forward over the prompt) or ``"decode"`` (32 tokens, one at a time, with a KV cache)."""
-    if phase not in ("prefill", "decode"):
-        raise ValueError(f"phase is 'prefill' or 'decode', not {phase!r}")
+    text_arg(phase, "phase", "examples.llm()", choices=("prefill", "decode"))
     return _nsys(f"llm_{phase}", f"llm {phase}")
 
 
@@ -99,8 +99,7 @@ def llm_kernel() -> NcuRun:
 def attention(kind: str = "naive") -> NsysRun:
     """Attention over the same q, k, v: ``"naive"`` (fp32 matmul + softmax + matmul) or
     ``"sdpa"`` (``F.scaled_dot_product_attention`` in bf16, one fused kernel)."""
-    if kind not in ("naive", "sdpa"):
-        raise ValueError(f"kind is 'naive' or 'sdpa', not {kind!r}")
+    text_arg(kind, "kind", "examples.attention()", choices=("naive", "sdpa"))
     return _nsys(f"attention_{kind}", f"attention {kind}")
 
 

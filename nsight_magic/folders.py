@@ -18,8 +18,20 @@ PRIVATE_FILE = 0o600
 
 
 def expand(path: str | Path) -> Path:
-    """``~`` and ``~user`` expanded: ``runs_dir='~/x'`` never becomes a literal ``./~``."""
-    return Path(os.path.expanduser(str(path)))
+    """``~`` and ``~user`` expanded: ``runs_dir='~/x'`` never becomes a literal ``./~``; a
+    ``~user`` of no user, or a NUL in the path, is a ``RunFolderError`` naming it (never a
+    folder called ``~nosuchuser``, nor a bare ``ValueError`` from the OS call)."""
+    text = str(path)
+    if "\x00" in text:
+        raise RunFolderError(f"the path {text!r} holds a NUL character; remove it.")
+    expanded = os.path.expanduser(text)
+    if expanded.startswith("~"):
+        user = expanded[1:].split("/", 1)[0]
+        raise RunFolderError(
+            f"{text}: there is no user {user!r} on this machine to expand ~{user} for; give the "
+            "folder's full path."
+        )
+    return Path(expanded)
 
 
 def check_owned(path: str | Path) -> None:

@@ -17,6 +17,12 @@ from IPython.core.error import UsageError
 
 # names IPython puts in every namespace (user_ns_hidden holds them too, when there is a shell)
 SHELL_NAMES = frozenset({"get_ipython", "In", "Out", "exit", "quit", "display"})
+# names Python and IPython give meaning to in a namespace: dunders (``__builtins__``: replacing
+# it breaks every later cell), IPython's output and input history (``_``, ``__``, ``_3``,
+# ``_i``, ``_ii``, ``_i3``, ``_oh``, ``_ih``, ``_dh``)
+_RESERVED = re.compile(r"__\w*__|_+|_\d+|_i+|_i\d+|_oh|_ih|_dh")
+# a warm-up runs the whole cell once more before the capture; more than this is a typo
+MAX_WARMUP = 1000
 
 
 def split_extra(line: str) -> tuple[list[str], list[str]]:
@@ -172,11 +178,21 @@ def check_common(
     hidden: Collection[str],
     *,
     var_flag: str = "--var",
+    name: str | None = None,
+    warmup: int = 0,
 ) -> None:
     """``--timeout`` finite and > 0, ``--env`` items KEY=VALUE without NUL, ``-o NAME`` a plain
     identifier that hides nothing IPython or Python needs (``-o get_ipython`` would break every
-    later magic); ``hidden`` is the shell's ``user_ns_hidden``; ``var_flag`` the spelling the
-    user typed (``-o`` or ``--var``), which the messages name."""
+    later magic, ``-o __builtins__`` every later cell); ``hidden`` is the shell's
+    ``user_ns_hidden``; ``var_flag`` the spelling the user typed (``-o`` or ``--var``), which
+    the messages name; ``--name`` without NUL; ``--warmup`` in 0..MAX_WARMUP."""
+    if not 0 <= warmup <= MAX_WARMUP:
+        raise UsageError(
+            f"--warmup {warmup}: must be 0..{MAX_WARMUP} (each warm-up runs the whole cell "
+            "before the capture)"
+        )
+    if name is not None and "\x00" in name:
+        raise UsageError(f"--name {name!r}: holds a NUL character")
     if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
         raise UsageError(f"--timeout {timeout}: must be a number of seconds > 0")
     for item in env:
@@ -193,7 +209,7 @@ def check_common(
             f"{var_flag} {var!r} is not a valid variable name: {var_flag} NAME stores the "
             f"result in notebook variable NAME{hint}"
         )
-    if var in hidden or hasattr(builtins, var) or var in SHELL_NAMES:
+    if var in hidden or hasattr(builtins, var) or var in SHELL_NAMES or _RESERVED.fullmatch(var):
         raise UsageError(
             f"{var_flag} {var!r} would hide a name IPython or Python itself uses; choose another"
         )

@@ -156,11 +156,10 @@ class NsightMagic(Magics):
         typed = magic_names.cell_magic(magic.parser.prog.lstrip("%").removeprefix("nsight_"))
         check_flags(magic.parser, ours, typed)  # a typo gets its nearest spelling
         args = magic.parser.parse_args(ours)  # MagicArgumentParser: errors are UsageError
-        if args.warmup < 0:
-            raise UsageError("--warmup must be >= 0")
         hidden = getattr(self.shell, "user_ns_hidden", {}) or {}
         var_flag = typed_flag(ours, ("-o", "--var"))  # the spelling messages name
-        check_common(args.timeout, args.env, args.var, hidden, var_flag=var_flag)
+        check_common(args.timeout, args.env, args.var, hidden, var_flag=var_flag,
+                     name=args.name, warmup=args.warmup)  # fmt: skip
         if magic.parser.prog.endswith("ncu"):  # values ncu alone would refuse, before it is found
             check_ncu_values(args.set, args.sections, args.kernel_regex, typed, extra)
         if args.nproc < 1 or getattr(args, "rank", 0) not in range(args.nproc):

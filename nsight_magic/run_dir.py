@@ -27,28 +27,33 @@ import contextlib
 import json
 import os
 import re
+import shutil
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Literal, TypedDict
+from typing import IO, Any, BinaryIO, Literal, TypedDict
 
 from .errors import RunFolderError
 from .folders import PRIVATE_FILE, private_mkdir, private_root
+from .regular_files import read_regular
 from .run_meta import RunMeta
 
 DEFAULT_ROOT = "nsight-runs"
 
 
-def write_private(path: str | Path, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` created 0600 (replacing it atomically: a reader never sees
-    half a file); a full or read-only disk is one ``RunFolderError`` line."""
+def write_private(path: str | Path, data: str | bytes | BinaryIO) -> None:
+    """Write ``data`` (text, bytes, or a file to stream from) to ``path`` created 0600
+    (replacing it atomically: a reader never sees half a file); a full or read-only disk is
+    one ``RunFolderError`` line."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
         with os.fdopen(fd, "wb") as f:
-            f.write(raw)
+            if isinstance(data, (str, bytes)):
+                f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            else:
+                shutil.copyfileobj(data, f, 1 << 20)
         os.replace(tmp, path)
     except OSError as exc:
         with contextlib.suppress(OSError):
@@ -78,9 +83,12 @@ def write_json(path: str | Path, obj: Any) -> None:
 
 
 def read_json(path: str | Path, default: Any = None) -> Any:
+    """``path`` parsed, or ``default`` when it is missing, not JSON (nested past Python's
+    recursion limit included), or no regular file: a link is not followed and a named pipe
+    never blocks the read (``regular_files.read_regular``)."""
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        return json.loads(read_regular(path))
+    except (OSError, ValueError, RecursionError):
         return default
 
 
@@ -322,7 +330,7 @@ class RunDir:
         with append_private(self.log) as f:
             f.write((text if text.endswith("\n") else text + "\n").encode("utf-8", "replace"))
 
-    def write_copy(self, name: str, data: str | bytes) -> Path:
+    def write_copy(self, name: str, data: str | bytes | BinaryIO) -> Path:
         """A file of a share-safe copy of a run folder, as ``sharing.py`` rewrote it."""
         write_private(self.path / name, data)
         return self.path / name
@@ -366,7 +374,7 @@ class RunDir:
         return read_json(self.env, {})
 
     def read_cell(self) -> str:
-        return self.cell.read_text(errors="replace")
+        return read_regular(self.cell).decode(errors="replace")  # never blocks on a pipe
 
     def has_saved_cell(self) -> bool:
         """A re-run needs the cell and the script that ran it."""

@@ -1,25 +1,37 @@
 """A share-safe copy of a run folder: ``nsight_magic.share(run_dir, dest)``.
 
 A run folder records where and by whom it ran: the absolute cwd, the interpreter's path, the
-host name, and the profiled process's whole environment (nsys and ncu store it in their reports:
-``TARGET_INFO_SYSTEM_ENV``, ``META_DATA_CAPTURE``, ``StringIds`` of the export; the
-``.ncu-rep``'s process record). The copy keeps what reproducing or reading the run needs (the
+host name, and the profiled process's whole environment (nsys stores it in its reports:
+``TARGET_INFO_SYSTEM_ENV``'s ``DeviceEnvironment`` and ``META_DATA_CAPTURE``'s
+``PROCESS_<n>:ENVIRONMENT_VARIABLE`` rows of the export, and inside the ``.nsys-rep``), and
+``env.json`` the cell's ``--env``. The copy keeps what reproducing or reading the run needs (the
 cell, setup cells, options and argv, tool, driver and library versions, GPU name, clocks and
 memory, every timing and the report data) and rewrites the rest:
 
+- environment: only variables on ``shared_env``'s allow-list (device choice, ranks, library
+  knobs, versions) keep their values, in the export's tables and in env.json; every other
+  value is dropped, and wherever else it appears (a log, a traceback, the cell, a binary
+  report) it reads ``<dropped>``. The values searched for are those the run recorded and this
+  machine's own environment (a token the notebook has is likely the one the profiled process
+  had); ``share.json`` names the variables kept and dropped;
 - the run folder's own path (absolute or cwd-relative) becomes ``.`` (``../..`` for a picker
   child's parent), so the copy's paths are relative to it;
 - the cwd, the interpreter's environment and home directories become ``<cwd>``,
   ``<python-env>``, ``~``; user and host names (this machine's and those the reports and their
   recorded environments name) become ``<user>`` / ``<host>``; ``USER``/``HOSTNAME``-like
-  environment values become ``<redacted>``; the GPU's UUID is dropped;
-- left out: the ``.nsys-rep`` (compressed by nsys, so it cannot be rewritten; its export, the
-  ``.sqlite`` or ``_pq`` folder, is what ``load_run`` reads) unless ``keep_nsys_rep=True``, and
-  ``vars.pkl`` (pickled notebook variables: the user's data, and unsafe to unpickle).
+  values become ``<redacted>``; the GPU's UUID is dropped;
+- left out: the ``.nsys-rep`` (nsys compresses parts of it, so it cannot be rewritten or
+  checked; its export, the ``.sqlite`` or ``_pq`` folder, is what ``load_run`` reads) unless
+  ``keep_nsys_rep=True``, and ``vars.pkl`` / ``shared.pkl`` (pickled notebook variables: the
+  user's data, and unsafe to unpickle);
+- skipped: anything that is not a regular file or a real folder inside the run folder (a
+  symbolic link, to a file or a folder, is never followed; a named pipe, socket or device is
+  never opened), listed in ``share.json``.
 
 Reports are rewritten, never hand-built: SQLite through ``sqlite3``, parquet through pyarrow,
 the ``.ncu-rep`` by replacing each found string with one of the same length (its records keep
-their sizes; the copy is checked to load). ``share.json`` in the copy says what was done.
+their sizes). ``share.json`` in the copy says what was done. The copy is built in a scratch
+folder beside ``dest`` and renamed into place when whole.
 """
 
 from __future__ import annotations
@@ -32,15 +44,38 @@ import re
 import shutil
 import socket
 import sqlite3
+import stat
+import tempfile
+import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from .errors import ReportNotFoundError
-from .run_dir import RunDir, read_json
+from .arguments import texts_arg
+from .errors import (
+    CorruptReportError,
+    FolderExistsError,
+    ReportError,
+    ReportNotFoundError,
+    RunFolderError,
+)
+from .folders import PRIVATE_DIR, expand
+from .regular_files import NotRegularFile, entries, kind_of, open_regular, read_regular, walk_folder
+from .run_dir import RunDir
+from .run_meta import RunMeta
+from .shared_env import (
+    filter_env_list,
+    filter_env_mapping,
+    filter_env_row,
+    looks_like_env_list,
+    shared_env_keeps,
+)
 
 MANIFEST = "share.json"
+# pickled notebook variables (the user's data, unsafe to unpickle; shared.pkl also holds CUDA IPC
+# handles, meaningless once the notebook is gone): never in a shared copy
+_PICKLES = (RunDir.VARS, RunDir.SHARED)
 _TEXT_SUFFIXES = {".json", ".log", ".txt", ".csv", ".md", ".out", ".err", ".yaml", ".toml", ""}
 _ENV_NAMES = ("USER", "USERNAME", "LOGNAME", "HOSTNAME", "HOST", "CONTAINER_NAME", "SSH_CLIENT",
               "SSH_CONNECTION", "MAIL", "JPY_USER", "PWD", "OLDPWD")  # fmt: skip
@@ -53,6 +88,14 @@ _ENV_VALUE = re.compile(
 )
 _HOME = re.compile(r"(?<![A-Za-z0-9_])HOME=\"?(/[^;\x00\"\n\r\t :]+)")
 _PATH_CHARS = r"[^\s\"'=:;,\x00\[\]()]"
+# what a dropped environment value reads as wherever else it appeared (a log, a traceback)
+DROPPED = "<dropped>"
+# a dropped value shorter than this, or a path (rewritten as a path), is not searched for
+# elsewhere: "1" or "yes" would hit everything
+_MIN_SECRET = 10
+# nsys's tables about the capture and the machine (the environment lives there), as opposed to
+# its event tables, whose strings (kernel and NVTX names) are the user's data
+_METADATA_TABLES = ("TARGET_INFO_", "META_DATA_")
 # a short name could be any two bytes of a binary report: only longer ones are searched there
 _MIN_BINARY_WORD = 4
 
@@ -64,6 +107,12 @@ class Redactions:
     own_names: list[tuple[str, str]] = field(default_factory=list)  # run folder name -> "."
     paths: list[tuple[str, str]] = field(default_factory=list)  # absolute prefix -> label
     words: list[tuple[str, str]] = field(default_factory=list)  # user/host name -> label
+    secrets: list[str] = field(default_factory=list)  # dropped environment values
+
+    def add_secret(self, value: Any) -> None:
+        text = str(value or "")
+        if len(text) >= _MIN_SECRET and not text.startswith("/") and text not in self.secrets:
+            self.secrets.append(text)
 
     def add_path(self, path: Any, label: str) -> None:
         text = str(path or "").rstrip("/")
@@ -78,7 +127,10 @@ class Redactions:
 
     def text(self, value: str, code: bool = False) -> str:
         """``value`` rewritten; ``code`` (the cell, the script): paths only, so that no
-        identifier of the user's code that happens to equal a user name is touched."""
+        identifier of the user's code that happens to equal a user name is touched; a dropped
+        environment value is removed from code too)."""
+        for secret in sorted(self.secrets, key=len, reverse=True):
+            value = value.replace(secret, DROPPED)
         for name, label in self.own_names:
             value = re.sub(
                 rf"(?:{_PATH_CHARS}*/)?{re.escape(name)}(?![A-Za-z0-9_.-])", label, value
@@ -95,6 +147,9 @@ class Redactions:
     def binary(self, data: bytes) -> tuple[bytes, list[str]]:
         """``data`` with every path and long-enough name replaced by a string of the same
         length; also the names left as they were (too short to find safely)."""
+        for secret in sorted(self.secrets, key=len, reverse=True):
+            raw = secret.encode()
+            data = data.replace(raw, _same_length(DROPPED, len(raw)))
         for prefix, label in sorted(self.paths, key=lambda p: -len(p[0])):
             raw = prefix.encode()
             data = data.replace(raw, _same_length(label, len(raw)))
@@ -124,78 +179,215 @@ def share(
     """Write a share-safe copy of ``run_dir`` (with its picker runs) to ``dest`` (a new folder)
     and return it; ``nsight_magic.load_run(dest)`` opens it. ``redact``: more strings to hide
     (a project name, a cluster's host prefix). ``keep_nsys_rep``: copy the ``.nsys-rep`` too,
-    for nsys-ui, as it is (it still names the host and holds the environment)."""
-    src = Path(run_dir)
-    if not RunDir(src).meta.is_file():
+    for nsys-ui, as it is (it still names the host and holds the whole environment: nsys
+    compresses parts of it, so it cannot be checked; ``share.json`` says so).
+
+    Only regular files inside the folder are read: a symbolic link (to a file or a folder), a
+    named pipe, a socket or a device is never followed or opened, and ``share.json`` lists it
+    under ``skipped``. The copy is built beside ``dest`` and renamed into place when whole, so a
+    failure leaves no half copy."""
+    redact = texts_arg(redact, "redact", "share()")
+    src = _folder_arg(run_dir, "run_dir")
+    dest = _folder_arg(dest, "dest")
+    meta = RunDir(src).meta
+    if not src.is_dir() or (not meta.exists() and not meta.is_symlink()):
         raise ReportNotFoundError(f"{src} is not a run folder (no {RunDir.META}).")
-    dest = Path(dest)
-    if dest.exists():
-        raise FileExistsError(f"{dest} exists; share() writes a new folder.")
-    found = _find(src, extra=redact)
-    left_out: list[str] = []
-    short_names: set[str] = set()
-    for folder in [src, *(child.path for child in RunDir(src).children())]:
-        target = dest / folder.relative_to(src)
-        own = [(folder.name, "."), *([(src.name, "../..")] if folder != src else [])]
-        rules = Redactions(own, found.paths, found.words)
-        left_out += _copy_folder(folder, target, rules, keep_nsys_rep, short_names, src)
-    manifest = {
-        "shared_from": "a run folder, by nsight_magic.share()",
-        "rewritten": [
-            *sorted({label for _, label in [*found.paths, *found.words]}),
-            "<redacted> (user/host environment values)",
-            "run folder paths -> .",
-        ],
-        "left_out": sorted(left_out),
-        "binary_reports_keep": sorted(short_names),
-        "note": "Paths are relative to this folder. The .sqlite/.ncu-rep were rewritten in "
-        "place of their strings; the GPU's UUID and the interpreter's location were dropped.",
-    }
-    RunDir(dest).write_copy(MANIFEST, json.dumps(manifest, indent=2))
+    if meta.is_symlink() or not meta.is_file():
+        raise ReportError(
+            f"{meta} is {kind_of(meta.lstat().st_mode)}, not a regular file: the folder is "
+            "damaged or not a run folder; share() reads only regular files."
+        )
+    if dest.exists() or dest.is_symlink():
+        raise FolderExistsError(f"{dest} exists; share() writes a new folder: choose another.")
+    tmp = _scratch_beside(dest)
+    try:
+        outcome = _copy_run(src, tmp, _find(src, extra=redact), keep_nsys_rep)
+        RunDir(tmp).write_copy(MANIFEST, json.dumps(outcome.manifest(), indent=2))
+        try:
+            tmp.rename(dest)
+        except OSError as exc:
+            raise RunFolderError(
+                f"cannot create {dest} ({exc.strerror or exc}); choose a new folder."
+            ) from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return dest
 
 
-def _copy_folder(
-    folder: Path, target: Path, rules: Redactions, keep_nsys_rep: bool, kept: set, root: Path
-) -> list[str]:
-    target.mkdir(parents=True)
-    copy = RunDir(target)  # writes each rewritten file, 0600
-    left_out = []
-    for item in sorted(folder.iterdir()):
-        out = target / item.name
-        rel = str(item.relative_to(root))
-        if item.name == RunDir.CHILDREN and item.is_dir():
-            continue  # picker runs: their own folders, from share()
-        if item.name.endswith(".lock") or item.name.startswith("."):
-            continue
-        if (item.suffix == ".nsys-rep" and not keep_nsys_rep) or item.name == RunDir.VARS:
-            left_out.append(rel)
-        elif item.is_dir() and item.name.endswith("_pq"):
-            _copy_parquet(item, out, rules)
-        elif item.suffix == ".sqlite":
-            _copy_sqlite(item, out, rules)
-        elif item.suffix == ".ncu-rep":
-            data, short = rules.binary(item.read_bytes())
-            copy.write_copy(item.name, data)
-            kept.update(short)
-        elif item.suffix == ".json" and (data := read_json(item)) is not None:
-            copy.write_copy(item.name, json.dumps(_json(data, rules, item.name), indent=2))
-        elif item.suffix == ".py":
-            copy.write_copy(item.name, rules.text(item.read_text(errors="replace"), code=True))
-        elif item.is_file() and item.suffix in _TEXT_SUFFIXES:
-            copy.write_copy(item.name, rules.text(item.read_bytes().decode(errors="replace")))
-        elif item.is_file() and item.suffix != ".nsys-rep":
-            data, short = rules.binary(item.read_bytes())  # any other file: string for string
-            copy.write_copy(item.name, data)
-            kept.update(short)
-        elif item.is_file():
-            shutil.copy2(item, out)  # keep_nsys_rep: as it is, by request
+def _folder_arg(value: Any, what: str) -> Path:
+    """A path argument as a ``Path`` (``~`` expanded), or the typed error that says why not."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise RunFolderError(f"share(): {what} is {value!r}, not a path; pass a folder path.")
+    text = os.fspath(value)
+    if isinstance(text, bytes) or "\x00" in text or not text:
+        raise RunFolderError(f"share(): {what} {text!r} is not a usable path (empty or a NUL).")
+    return expand(text)
+
+
+def _scratch_beside(dest: Path) -> Path:
+    """An empty private folder next to ``dest`` (same disk: the final rename is atomic)."""
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".sharing", dir=dest.parent))
+    except OSError as exc:
+        raise RunFolderError(
+            f"cannot create {dest} ({exc.strerror or exc}); choose a writable folder."
+        ) from None
+
+
+@dataclass
+class _Outcome:
+    """What the copy did, for ``share.json``."""
+
+    found: Redactions
+    left_out: list[str] = field(default_factory=list)  # by design: .nsys-rep, vars.pkl
+    skipped: list[str] = field(default_factory=list)  # links, pipes, devices: never read
+    env_kept: set[str] = field(default_factory=set)
+    env_dropped: set[str] = field(default_factory=set)
+    short_names: set[str] = field(default_factory=set)
+    as_is: list[str] = field(default_factory=list)
+
+    def manifest(self) -> dict[str, Any]:
+        found = self.found
+        return {
+            "shared_from": "a run folder, by nsight_magic.share()",
+            "rewritten": [
+                *sorted({label for _, label in [*found.paths, *found.words]}),
+                "<redacted> (user/host environment values)",
+                "run folder paths -> .",
+            ],
+            "environment": {
+                "kept": sorted(self.env_kept),
+                "dropped": sorted(self.env_dropped),
+                "rule": "only variables on nsight_magic.shared_env's allow-list (device "
+                "choice, ranks, library knobs, versions) keep their values; every other "
+                "variable's value is left out, and where it also appeared elsewhere it reads "
+                f"{DROPPED}",
+            },
+            "left_out": sorted(self.left_out),
+            "skipped": sorted(self.skipped),
+            "kept_as_is": self.as_is,
+            "binary_reports_keep": sorted(self.short_names),
+            "note": "Paths are relative to this folder. The .sqlite/.ncu-rep were rewritten in "
+            "place of their strings; the GPU's UUID and the interpreter's location were "
+            "dropped. Skipped entries (links, pipes, devices) were neither followed nor read.",
+        }
+
+
+def _copy_run(src: Path, out: Path, found: Redactions, keep_nsys_rep: bool) -> _Outcome:
+    outcome = _Outcome(found)
+    folders = [src]
+    for child in entries(src / RunDir.CHILDREN) if _is_real_dir(src / RunDir.CHILDREN) else []:
+        rel = str(child.path.relative_to(src))
+        if child.skipped:
+            outcome.skipped.append(f"{rel} ({child.skipped})")
+        elif not child.is_dir:
+            outcome.left_out.append(rel)
+        elif _is_regular(child.path / RunDir.META):
+            folders.append(child.path)
         else:
-            left_out.append(rel)
-    return left_out
+            outcome.left_out.append(rel)  # no meta.json of its own: no picker run
+    for folder in folders:
+        own = [(folder.name, "."), *([(src.name, "../..")] if folder != src else [])]
+        rules = Redactions(own, found.paths, found.words, found.secrets)
+        _copy_folder(folder, out / folder.relative_to(src), rules, keep_nsys_rep, outcome, src)
+    return outcome
 
 
-def _json(value: Any, rules: Redactions, name: str) -> Any:
+def _is_real_dir(path: Path) -> bool:
+    return not path.is_symlink() and path.is_dir()
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _copy_folder(
+    folder: Path, target: Path, rules: Redactions, keep_nsys_rep: bool, outcome: _Outcome,
+    root: Path,
+) -> None:  # fmt: skip
+    target.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    copy = RunDir(target)  # writes each rewritten file, 0600
+    for entry in entries(folder):
+        item = entry.path
+        rel = str(item.relative_to(root))
+        if entry.skipped:
+            outcome.skipped.append(f"{rel} ({entry.skipped})")
+        elif item.name == RunDir.CHILDREN and entry.is_dir and folder == root:
+            continue  # picker runs: their own folders, from _copy_run
+        elif item.name.endswith(".lock") or item.name.startswith("."):
+            continue  # our locks and export stamps
+        elif (item.suffix == ".nsys-rep" and not keep_nsys_rep) or item.name in _PICKLES:
+            outcome.left_out.append(rel)
+        elif entry.is_dir and item.name.endswith("_pq"):
+            _copy_parquet(item, target / item.name, rules, outcome, root)
+        elif entry.is_dir:
+            outcome.left_out.append(rel)
+        else:
+            _copy_file(item, copy, rules, outcome, rel)
+
+
+def _copy_file(item: Path, copy: RunDir, rules: Redactions, outcome: _Outcome, rel: str) -> None:
+    try:
+        fh = open_regular(item)  # a file swapped for a link or a pipe since the walk: skipped
+    except NotRegularFile as exc:
+        outcome.skipped.append(f"{rel} ({exc.what})")
+        return
+    except OSError as exc:
+        outcome.skipped.append(f"{rel} (cannot be read: {exc.strerror or exc})")
+        return
+    with fh:
+        if item.suffix == ".sqlite":  # streamed: an export may be gigabytes
+            _copy_sqlite(fh, item, copy.path / item.name, rules, outcome)
+            return
+        if item.suffix == ".nsys-rep":  # keep_nsys_rep: as it is, by request
+            copy.write_copy(item.name, fh)
+            outcome.as_is.append(
+                f"{rel}: compressed by nsys, so not rewritten; it still holds the host name and "
+                "the profiled process's whole environment"
+            )
+            return
+        data = fh.read()
+    if item.suffix == ".json" and (text := _json_text(data, rules, item.name, outcome)):
+        copy.write_copy(item.name, text)
+    elif item.suffix == ".py":
+        copy.write_copy(item.name, rules.text(data.decode(errors="replace"), code=True))
+    elif item.suffix in _TEXT_SUFFIXES:
+        copy.write_copy(item.name, rules.text(data.decode(errors="replace")))
+    else:  # the .ncu-rep and any other file: string for string
+        data, short = rules.binary(data)
+        copy.write_copy(item.name, data)
+        outcome.short_names.update(short)
+
+
+def _json_text(data: bytes, rules: Redactions, name: str, outcome: _Outcome) -> str:
+    """A JSON file rewritten value by value ("" when it is no JSON, or nested too deep to
+    walk: then it is rewritten as text, like a log)."""
+    value = _json_of(data)
+    if value is None:
+        return ""
+    try:
+        return json.dumps(_json(value, rules, name, outcome), indent=2)
+    except RecursionError:
+        return ""
+
+
+def _json_of(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None  # not JSON: copied as text, rewritten like any other
+
+
+def _json(value: Any, rules: Redactions, name: str, outcome: _Outcome) -> Any:
+    if name == RunDir.ENV and isinstance(value, dict):  # the cell's --env
+        value, dropped = filter_env_mapping(value)
+        outcome.env_dropped.update(dropped)
+        outcome.env_kept.update(str(k) for k in value)
     if name == RunDir.META and isinstance(value, dict):
         value = dict(value)
         value["cwd"] = None  # a re-run uses the reader's cwd
@@ -204,7 +396,40 @@ def _json(value: Any, rules: Redactions, name: str) -> Any:
         for gpu in value.get("gpus") or []:
             if isinstance(gpu, dict):
                 gpu.pop("uuid", None)
+    if name == RunDir.ARGV or name == RunDir.META:
+        value = _argv_env(value, outcome, name == RunDir.ARGV)
     return _walk(value, rules.text)
+
+
+# an argv item that sets a variable: ``HF_TOKEN=x`` (``env HF_TOKEN=x python ...``), nsys's
+# ``--env-var=HF_TOKEN=x``
+_ARGV_ASSIGNMENT = re.compile(r"(--env-var=|--env=)?([A-Z_][A-Z0-9_]*)=(.*)", re.DOTALL)
+
+
+def _argv_env(value: Any, outcome: _Outcome, is_argv: bool) -> Any:
+    """The environment assignments in command lines (argv.json; meta.json's ``*argv`` and
+    ``extra_args`` lists) down to the allow-list, as in the export."""
+
+    def fix_list(items: list[Any]) -> list[Any]:
+        out = []
+        for item in items:
+            match = _ARGV_ASSIGNMENT.fullmatch(item) if isinstance(item, str) else None
+            if match and not shared_env_keeps(match[2], match[3]):
+                outcome.env_dropped.add(match[2])
+                item = f"{match[1] or ''}{match[2]}={DROPPED}"
+            out.append(item)
+        return out
+
+    def walk(node: Any, key: str) -> Any:
+        if isinstance(node, dict):
+            return {k: walk(v, str(k)) for k, v in node.items()}
+        if isinstance(node, list):
+            if is_argv or key.endswith("argv") or key == "extra_args":
+                return fix_list(node)
+            return [walk(v, key) for v in node]
+        return node
+
+    return walk(value, "")
 
 
 def _walk(value: Any, fix: Callable[[str], str]) -> Any:
@@ -212,42 +437,141 @@ def _walk(value: Any, fix: Callable[[str], str]) -> Any:
         return fix(value)
     if isinstance(value, list):
         return [_walk(v, fix) for v in value]
-    if isinstance(value, dict):  # env.json and the like: KEY -> value
+    if isinstance(value, dict):  # KEY -> value
         return {k: "<redacted>" if k in _ENV_NAMES else _walk(v, fix) for k, v in value.items()}
     return value
 
 
-def _copy_sqlite(src: Path, out: Path, rules: Redactions) -> None:
-    shutil.copyfile(src, out)
-    with contextlib.closing(sqlite3.connect(out)) as db:
-        db.create_function("nm_redact", 1, rules.text, deterministic=True)
-        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        for table in tables:
-            columns = [r[1] for r in db.execute(f'PRAGMA table_info("{table}")')]
-            for column in columns:
-                db.execute(
-                    f'UPDATE "{table}" SET "{column}" = nm_redact("{column}") '
-                    f"WHERE typeof(\"{column}\") = 'text'"
-                )
-        db.commit()
-        db.execute("VACUUM")  # the old strings must not survive in free pages
+def _env_rows(db: sqlite3.Connection, outcome: _Outcome) -> None:
+    """The environment nsys recorded, down to the allow-list (see ``shared_env``)."""
+
+    def env_list(text: str) -> str:
+        kept, names, dropped = filter_env_list(text)
+        outcome.env_kept.update(names)
+        outcome.env_dropped.update(dropped)
+        return kept
+
+    def env_row(text: str) -> int:
+        kept, name = filter_env_row(text)
+        (outcome.env_kept if kept else outcome.env_dropped).add(name or "<unnamed>")
+        return int(kept)
+
+    db.create_function("nm_env_list", 1, env_list)
+    db.create_function("nm_env_row", 1, env_row)
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "META_DATA_CAPTURE" in tables:
+        db.execute(
+            "DELETE FROM META_DATA_CAPTURE WHERE name LIKE '%ENVIRONMENT_VARIABLE%' "
+            "AND NOT nm_env_row(CAST(value AS TEXT))"
+        )
+    for table in sorted(t for t in tables if t.startswith(_METADATA_TABLES)):
+        columns = [r[1] for r in db.execute(f'PRAGMA table_info("{table}")')]
+        for column in columns:
+            db.execute(
+                f'UPDATE "{table}" SET "{column}" = nm_env_list("{column}") '
+                f'WHERE typeof("{column}") = \'text\' AND nm_is_env_list("{column}")'
+            )
 
 
-def _copy_parquet(src: Path, out: Path, rules: Redactions) -> None:
+def _copy_sqlite(
+    data: BinaryIO, src: Path, out: Path, rules: Redactions, outcome: _Outcome
+) -> None:
+    RunDir(out.parent).write_copy(out.name, data)
+    try:
+        with contextlib.closing(sqlite3.connect(out)) as db:
+            db.create_function("nm_redact", 1, rules.text, deterministic=True)
+            db.create_function("nm_is_env_list", 1, looks_like_env_list, deterministic=True)
+            _env_rows(db, outcome)
+            tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+            for table in tables:
+                columns = [r[1] for r in db.execute(f'PRAGMA table_info("{table}")')]
+                for column in columns:
+                    db.execute(
+                        f'UPDATE "{table}" SET "{column}" = nm_redact("{column}") '
+                        f"WHERE typeof(\"{column}\") = 'text'"
+                    )
+            db.commit()
+            db.execute("VACUUM")  # the old strings must not survive in free pages
+    except sqlite3.Error as exc:
+        raise CorruptReportError(
+            f"{src} cannot be rewritten for sharing ({exc}); it is damaged: export the "
+            ".nsys-rep again (nsys export --type sqlite) or share a run without it."
+        ) from None
+
+
+def _copy_parquet(src: Path, out: Path, rules: Redactions, outcome: _Outcome, root: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    out.mkdir(parents=True)
-    for item in sorted(src.iterdir()):
-        if item.suffix != ".parquet":
-            shutil.copy2(item, out / item.name)
+    out.mkdir(mode=PRIVATE_DIR, parents=True)
+    for entry in entries(src):
+        item = entry.path
+        rel = str(item.relative_to(root))
+        if entry.skipped:
+            outcome.skipped.append(f"{rel} ({entry.skipped})")
             continue
-        table = pq.read_table(item)
+        if entry.is_dir:
+            outcome.left_out.append(rel)
+            continue
+        try:
+            data = read_regular(item)
+        except OSError as exc:
+            outcome.skipped.append(f"{rel} ({getattr(exc, 'what', None) or exc})")
+            continue
+        if item.suffix != ".parquet":
+            RunDir(out).write_copy(item.name, rules.binary(data)[0])
+            continue
+        try:
+            table = pq.read_table(pa.BufferReader(data))
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise CorruptReportError(
+                f"{item} cannot be read for sharing ({type(exc).__name__}: {exc}); the parquet "
+                "export is damaged: export the .nsys-rep again (nsys export --type parquetdir) "
+                "or share a run without it."
+            ) from None
+        table = _parquet_env(table, item.stem, outcome)
         for i, column in enumerate(table.schema):
             if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
                 values = [None if v is None else rules.text(v) for v in table[i].to_pylist()]
                 table = table.set_column(i, column, pa.array(values, type=column.type))
-        pq.write_table(table, out / item.name)
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        RunDir(out).write_copy(item.name, sink.getvalue().to_pybytes())
+
+
+def _parquet_env(table: Any, name: str, outcome: _Outcome) -> Any:
+    """A parquet export's environment rows down to the allow-list, as ``_env_rows`` does."""
+    import pyarrow as pa
+
+    if not name.startswith(_METADATA_TABLES) or table.num_rows == 0:
+        return table
+    columns = {f.name: i for i, f in enumerate(table.schema)}
+    if name == "META_DATA_CAPTURE" and {"name", "value"} <= columns.keys():
+        keep = []
+        rows = zip(table["name"].to_pylist(), table["value"].to_pylist(), strict=True)
+        for row_name, value in rows:
+            if "ENVIRONMENT_VARIABLE" in str(row_name):
+                kept, var = filter_env_row(str(value))
+                (outcome.env_kept if kept else outcome.env_dropped).add(var or "<unnamed>")
+                keep.append(kept)
+            else:
+                keep.append(True)
+        table = table.filter(pa.array(keep))
+    for i, column in enumerate(table.schema):
+        if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            continue
+        values = table[i].to_pylist()
+        if not any(isinstance(v, str) and looks_like_env_list(v) for v in values):
+            continue
+        fixed = []
+        for v in values:
+            if isinstance(v, str) and looks_like_env_list(v):
+                v, names, dropped = filter_env_list(v)
+                outcome.env_kept.update(names)
+                outcome.env_dropped.update(dropped)
+            fixed.append(v)
+        table = table.set_column(i, column, pa.array(fixed, type=column.type))
+    return table
 
 
 def _find(src: Path, extra: Iterable[str]) -> Redactions:
@@ -258,24 +582,37 @@ def _find(src: Path, extra: Iterable[str]) -> Redactions:
     users = {getpass.getuser(), os.environ.get("USER", "")}
     hosts = {socket.gethostname(), socket.gethostname().split(".")[0]}
     cwds: set[str] = set()
-    for folder in [RunDir(src), *RunDir(src).children()]:
-        meta = folder.read_meta()
-        if meta.cwd:
-            cwds.add(meta.cwd)
-        python = Path(meta.python or "/")
-        if python.parent.name == "bin":
-            found.add_path(python.parent.parent, "<python-env>")
-    for path in src.rglob("*"):
-        if path.is_file() and path.suffix in (".sqlite", ".ncu-rep", ".log", ".json", ".parquet"):
-            text = path.read_bytes().decode("latin-1")
+    env_values: dict[str, str] = {}  # every recorded NAME=value, to find the dropped ones
+    for item in walk_folder(src):  # regular files only: no link followed, no pipe opened
+        path = item.path
+        if item.skipped or item.is_dir:
+            continue
+        if path.name == RunDir.META and path.parent in (src, *src.glob(f"{RunDir.CHILDREN}/*")):
+            meta = RunMeta.from_dict(_dict_of(path))
+            if meta.cwd:
+                cwds.add(meta.cwd)
+            python = Path(meta.python or "/")
+            if python.parent.name == "bin":
+                found.add_path(python.parent.parent, "<python-env>")
+        if path.name == RunDir.ENV:
+            env_values.update({str(k): str(v) for k, v in _dict_of(path).items()})
+        if path.suffix in (".sqlite", ".ncu-rep", ".log", ".json", ".parquet"):
+            text = _bytes_of(path).decode("latin-1")
             homes.update(_HOME.findall(text))
             for name, _, value in _ENV_VALUE.findall(text):
                 if name not in ("PWD", "OLDPWD"):
                     (hosts if name in _HOST_ENV else users).add(value)
         if path.suffix == ".sqlite":
-            more_hosts, more_users = _sqlite_names(path)
+            more_hosts, more_users, env = _sqlite_names(path)
             hosts |= more_hosts
             users |= more_users
+            env_values.update(env)
+        if path.suffix == ".parquet" and path.stem.startswith(_METADATA_TABLES):
+            env_values.update(_parquet_env_values(path))
+    # this machine's own variables too: a token the notebook has is likely the profiled one's
+    for name, value in [*env_values.items(), *os.environ.items()]:
+        if not shared_env_keeps(name, value):
+            found.add_secret(value)
     for home in homes:
         found.add_path(home, "~")
         if Path(home).parent.name == "home":
@@ -288,26 +625,72 @@ def _find(src: Path, extra: Iterable[str]) -> Redactions:
         found.add_word(user, "<user>")
     for host in hosts:
         found.add_word(host, "<host>")
-    for item in extra:
-        found.add_word(item, "<redacted>")
+    for word in extra:
+        found.add_word(word, "<redacted>")
     return found
 
 
-def _sqlite_names(path: Path) -> tuple[set[str], set[str]]:
-    """The host and user names an nsys export records about itself."""
+def _bytes_of(path: Path) -> bytes:
+    try:
+        return read_regular(path)
+    except OSError:
+        return b""  # swapped or unreadable since the walk: the copy skips it too
+
+
+def _dict_of(path: Path) -> dict[str, Any]:
+    value = _json_of(_bytes_of(path))
+    return value if isinstance(value, dict) else {}
+
+
+def _env_pairs(rows: Iterable[tuple[Any, Any]]) -> dict[str, str]:
+    """(name, value) rows of an nsys metadata table -> the NAME=value pairs they hold."""
+    out: dict[str, str] = {}
+    for name, value in rows:
+        text = str(value or "")
+        if "ENVIRONMENT_VARIABLE" in str(name):
+            var, _, val = text.partition("=")
+            out[var] = val[1:-1] if len(val) >= 2 and val[0] == val[-1] == '"' else val
+        elif looks_like_env_list(text):
+            for piece in text.split(";"):
+                var, eq, val = piece.partition("=")
+                if eq:
+                    out[var] = val
+    return out
+
+
+def _sqlite_names(path: Path) -> tuple[set[str], set[str], dict[str, str]]:
+    """The host and user names an nsys export records about itself, and its environment."""
     found: dict[str, set[str]] = {"host": set(), "user": set()}
     queries = (
         ("host", "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname'"),
         ("host", "SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_HOST'"),
         ("user", "SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_USER'"),
     )
-    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+    env: dict[str, str] = {}
+    uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"  # a '?' or '#' in a folder name
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
         for kind, query in queries:
             try:
                 found[kind].update(str(r[0]) for r in db.execute(query) if r[0])
             except sqlite3.Error:
                 continue  # the table is absent in this export
-    return found["host"], found["user"]
+        for table in ("TARGET_INFO_SYSTEM_ENV", "META_DATA_CAPTURE"):
+            try:
+                env.update(_env_pairs(db.execute(f"SELECT name, value FROM {table}")))
+            except sqlite3.Error:
+                continue
+    return found["host"], found["user"], env
+
+
+def _parquet_env_values(path: Path) -> dict[str, str]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(pa.BufferReader(_bytes_of(path)), columns=["name", "value"])
+    except (pa.ArrowException, OSError, ValueError, KeyError):
+        return {}  # not an nsys name/value table; a damaged one is refused by the copy
+    return _env_pairs(zip(table["name"].to_pylist(), table["value"].to_pylist(), strict=True))
 
 
 __all__ = ["MANIFEST", "Redactions", "share"]

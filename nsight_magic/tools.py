@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .errors import ProfilerError, ToolNotFoundError, ToolVersionError
-from .profilers.env import run_quiet
+from .profilers.env import clean_env, run_quiet
 
 ToolName = Literal["nsys", "ncu"]
 
@@ -189,6 +189,7 @@ def gpu_info() -> list[dict[str, str]]:
             errors="replace",
             timeout=15,
             check=False,
+            env=clean_env(),  # no profiler injected into nvidia-smi (LD_PRELOAD, CUDA_INJECTION*)
         )
     except (OSError, subprocess.TimeoutExpired):
         return []

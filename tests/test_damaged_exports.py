@@ -163,3 +163,95 @@ def test_our_own_export_beside_an_unrelated_one_is_used(rep_pair: Path, data_dir
     write_stamp(rep_pair, own)  # as export_report(rep, out=own) leaves it
     report = open_report(rep_pair)
     assert report.path == own and len(report.kernels()) == 26 and report.warnings == []
+
+
+# --- damage that read silently before (issue 35, item 9) ---------------------------------------
+INT64_MAX, INT64_MIN = 2**63 - 1, -(2**63)
+FIRST_PUSH = "(SELECT min(rowid) FROM NVTX_EVENTS WHERE eventType = 59)"
+
+
+@pytest.mark.parametrize(
+    ("sql", "match"),
+    [
+        (f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = {INT64_MIN} WHERE rowid = 1",
+         "1 of 214 CUDA API rows start or end over a day away from the GPU work"),
+        (f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET \"end\" = {INT64_MAX} WHERE rowid = 1",
+         "1 of 214 CUDA API rows start or end over a day away"),
+        (f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = {INT64_MAX - 9}, \"end\" = "
+         f"{INT64_MAX - 8} WHERE rowid = 1", "CUDA API rows start or end over a day away"),
+        ("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET \"end\" = start - 10 WHERE rowid <= 2",
+         "2 of 214 CUDA API rows end before they start"),
+        (f"UPDATE NVTX_EVENTS SET \"end\" = {INT64_MAX} WHERE rowid = {FIRST_PUSH}",
+         "1 of 17 NVTX rows start or end over a day away"),
+        ("UPDATE NVTX_EVENTS SET eventType = 999 WHERE eventType = 59",
+         "NVTX_EVENTS holds rows of event type 999, which nsys does not define"),
+        (f"INSERT INTO {KERNEL} SELECT * FROM {KERNEL} WHERE rowid <= 5",
+         "5 of 31 kernel rows repeat another row exactly"),
+        ("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = -bytes WHERE rowid = 1",
+         "1 of 2 memcpy rows have a negative byte count"),
+    ],
+)  # fmt: skip
+def test_damage_that_read_silently_now_warns(
+    tmp_path: Path, nsys_small_sqlite: Path, sql: str, match: str
+) -> None:
+    statements = [sql]
+    if sql.startswith("INSERT"):  # the copy keeps no UNIQUE/PRIMARY KEY that would refuse it
+        statements = [f"UPDATE {KERNEL} SET start = start", sql]
+    report = open_report(_damaged(tmp_path, nsys_small_sqlite, *statements))
+    assert any(match in w for w in report.warnings), report.warnings
+    run = nsys_run(report, None, {"name": "damaged"})
+    assert any(match in w for w in run.warnings)
+
+
+def test_a_kernel_table_stored_as_a_view_is_read_and_warned(
+    tmp_path: Path, nsys_small_sqlite: Path
+) -> None:
+    path = _damaged(
+        tmp_path,
+        nsys_small_sqlite,
+        f"ALTER TABLE {KERNEL} RENAME TO kernel_rows",
+        f"CREATE VIEW {KERNEL} AS SELECT * FROM kernel_rows",
+    )
+    report = open_report(path)
+    assert int(report.kernel_summary()["instances"].sum()) == 26  # not 0
+    assert any(f"{KERNEL}: stored as a view" in w for w in report.warnings)
+
+
+@pytest.mark.parametrize(
+    ("sql", "match"),
+    [
+        ("UPDATE StringIds SET value = 7", "texts stored under more than one id"),
+        ("UPDATE StringIds SET value = 'x'", "texts stored under more than one id"),
+        (f"UPDATE StringIds SET value = 'k' WHERE id IN (SELECT demangledName FROM {KERNEL})",
+         "texts stored under more than one id"),
+    ],
+)  # fmt: skip
+def test_string_tables_that_collapse_names_are_refused(
+    tmp_path: Path, nsys_small_sqlite: Path, sql: str, match: str
+) -> None:
+    """Before, every kernel became one row of the summary under one name."""
+    report = open_report(_damaged(tmp_path, nsys_small_sqlite, sql))
+    with pytest.raises(CorruptReportError, match=match):
+        report.kernel_summary()
+
+
+def test_clean_fixtures_give_no_damage_warning(data_dir: Path) -> None:
+    """None of the real captures trips a damage check (they stay for real damage only)."""
+    for path in sorted(data_dir.glob("nsys_*.sqlite")):
+        report = open_report(path)
+        damage = [w for w in report.warnings if "damaged" in w or "view" in w]
+        assert damage == [], (path.name, damage)
+
+
+def test_a_pipe_as_the_export_stamp_never_blocks(rep_pair: Path, data_dir: Path) -> None:
+    """A named pipe where the stamp goes (``.x.sqlite.source.json``): read as "no stamp"."""
+    import threading
+
+    shutil.copy(data_dir / "nsys_small.sqlite", rep_pair.with_suffix(".sqlite"))
+    os.mkfifo(stamp_path(rep_pair.with_suffix(".sqlite")))
+    box: dict[str, object] = {}
+    thread = threading.Thread(target=lambda: box.update(r=open_report(rep_pair)), daemon=True)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive(), "open_report blocked on the stamp"
+    assert any("without proof" in w for w in box["r"].warnings)  # type: ignore[attr-defined]

@@ -237,7 +237,9 @@ def test_damaged_nsys_run_shows_what_it_could_not_as_one_line(
     shutil.copy(data_dir / "nsys_small.sqlite", path)
     with sqlite3.connect(path) as db:
         db.execute(f"DROP TABLE {MEMCPY}")
-        db.execute(f"UPDATE StringIds SET value = {NAMES[1]} WHERE id % 3 = 0")
+        # one HTML name per id (one text under many ids is refused since issue 35: it would
+        # collapse the kernels into one row)
+        db.execute(f"UPDATE StringIds SET value = {NAMES[1]} || id WHERE id % 3 = 0")
         db.execute(f"UPDATE {KERNEL} SET end = start - 1000 WHERE rowid % 4 = 0")
     run = NsysRun(open_report(path), meta={"name": "damaged"})
     page = run.to_html()

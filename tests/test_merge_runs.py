@@ -149,9 +149,13 @@ def test_pids_may_repeat_across_reports(run: RankedReport, data_dir: Path, tmp_p
         pd.testing.assert_frame_equal(getattr(again, name)(), getattr(run, name)(), obj=name)
 
 
-def test_the_same_rank_twice_is_refused(data_dir: Path) -> None:
-    with pytest.raises(ValueError, match="rank 0: report 0 pid 993; rank 0: report 1 pid 993"):
+def test_the_same_rank_twice_is_refused(data_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"report 1 .* is report 0 again"):
         load_runs([data_dir / RANK_FILES[0], data_dir / RANK_FILES[0]])
+    copy = tmp_path / "copy.sqlite"  # the same process under another name: its rank twice
+    copy.write_bytes((data_dir / RANK_FILES[0]).read_bytes())
+    with pytest.raises(ValueError, match="rank 0: report 0 pid 993; rank 0: report 1 pid 993"):
+        load_runs([data_dir / RANK_FILES[0], copy])
 
 
 def test_without_markers_ranks_follow_the_reports_order(data_dir: Path, tmp_path: Path) -> None:

@@ -39,18 +39,20 @@ ALLOWED = {
     # a process's output streamed into the log its caller names (RunDir.log), 0600
     ("runner.py", "append_private"),
     ("session/profiler_cli.py", "append_private"),
-    # the share-safe copy rewrites report data (SQLite, parquet) and copies the .nsys-rep on
-    # request; its own files go through RunDir.write_copy
-    ("sharing.py", "shutil.copyfile"),
-    ("sharing.py", "shutil.copy2"),
+    # reading a run folder's file without following a link or blocking on a pipe: os.open
+    # with O_RDONLY | O_NOFOLLOW | O_NONBLOCK, never a write (the share-safe copy writes every
+    # file, the rewritten SQLite and parquet too, through RunDir.write_copy)
+    ("regular_files.py", "os.open"),
+    # the share-safe copy's parquet tables, written into an in-memory buffer first
     ("sharing.py", "pq.write_table"),
     # the packaged example reports, unpacked into a cache
     ("examples.py", "open"),
     ("examples.py", "shutil.copyfileobj"),
     # an export's stamp and an .ncu-rep's parquet cache, beside any report (in a run folder
     # or not)
-    ("reports/nsys/export.py", "write_text"),
-    ("reports/ncu/extract.py", "open"),
+    # (created 0600 with os.open, whatever the umask)
+    ("reports/nsys/export.py", "os.open"),
+    ("reports/ncu/extract.py", "os.open"),
     ("reports/ncu/extract.py", "pickle.dump"),
     # the generated script's runtime: the profiled process (nsight_magic may not be importable
     # there) writes its own status file, at the path its parent passes (RunDir.status)

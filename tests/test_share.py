@@ -129,9 +129,11 @@ def test_this_machines_names_and_extra_strings(tmp_path: Path) -> None:
     text = (out / "meta.json").read_text() + (out / "env.json").read_text()
     assert str(Path.home()) not in text and "secret-model" not in (out / "meta.json").read_text()
     assert "the-team-x" not in text and "<redacted>" in text
-    env = json.loads((out / "env.json").read_text())
-    assert env["USER"] == "<redacted>"
-    assert socket.gethostname() not in env["WHERE"]
+    # --env values are not on the allow-list: dropped, and named in share.json
+    assert json.loads((out / "env.json").read_text()) == {}
+    assert {"USER", "WHERE"} <= set(
+        json.loads((out / MANIFEST).read_text())["environment"]["dropped"]
+    )
     assert (
         nsight_magic.load_run(out)
         .kernel_summary()

@@ -55,6 +55,15 @@ BAD_OPTIONS = {
     "-o class": "not a valid variable name",
     "-o 1x": "not a valid variable name",
     "--name \ud800": "lone surrogate",
+    # issue 35: names the notebook's namespace needs, a NUL in --name, an absurd --warmup
+    "-o __builtins__": "would hide",
+    "-o __name__": "would hide",
+    "-o _": "would hide",
+    "-o _i3": "would hide",
+    "-o _oh": "would hide",
+    "--name a\x00b": "NUL",
+    "--warmup 99999999999999999999": "--warmup",
+    "--warmup -1": "--warmup",
 }
 
 

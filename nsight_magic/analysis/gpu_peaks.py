@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from ..arguments import number_arg, text_arg
+from ..errors import PeakUnknownError
 from ..precisions import PEAK_DTYPES
 
 __all__ = [
@@ -212,7 +214,10 @@ def gpu_key(gpu_name: str) -> str | None:
 def set_peak(gpu_name: str, dtype: str, flops_per_s: float) -> None:
     """Override (or add) the peak used for ``gpu_name`` and ``dtype``, e.g. for a power-capped
     or unlisted GPU. Matched on the exact name given or on its table key."""
-    _USER[(gpu_key(gpu_name) or gpu_name, dtype)] = float(flops_per_s)
+    text_arg(gpu_name, "gpu_name", "set_peak()")
+    text_arg(dtype, "dtype", "set_peak()", choices=DTYPES)
+    flops = number_arg(flops_per_s, "flops_per_s", "set_peak()")
+    _USER[(gpu_key(gpu_name) or gpu_name, dtype)] = flops
 
 
 def _derived(gpu: Gpu, dtype: str) -> Peak | None:
@@ -235,6 +240,8 @@ def peak(gpu_name: str, dtype: str) -> Peak:
     """Dense peak of ``gpu_name`` for ``dtype`` (one of DTYPES) with its source; user
     overrides (:func:`set_peak`) first. Raises LookupError naming the fix (``set_peak`` or
     ``peak_flops=``) when the GPU or the data type is unknown."""
+    text_arg(gpu_name, "gpu_name", "lookup_peak()")
+    text_arg(dtype, "dtype", "lookup_peak()")
     key = gpu_key(gpu_name) or gpu_name
     if (key, dtype) in _USER:
         return Peak(_USER[(key, dtype)], f"set_peak({key!r}, {dtype!r})")
@@ -249,7 +256,7 @@ def peak(gpu_name: str, dtype: str) -> Peak:
                 f"datasheet: {gpu.key} {dtype} dense ({gpu.source}; not derivable: no "
                 "published per-SM rate and clock)",
             )
-    raise LookupError(
+    raise PeakUnknownError(
         f"No {dtype} peak for {gpu_name!r}; pass peak_flops= or call "
         f"nsight_magic.analysis.gpu_peaks.set_peak({gpu_name!r}, {dtype!r}, FLOP_PER_S)."
     )

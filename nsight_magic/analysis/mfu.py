@@ -31,7 +31,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import EmptyResultWarning, MissingMetricsError
+from ..arguments import dtype_arg, frame_arg, mapping_arg, number_arg
+from ..errors import (
+    BadArgumentError,
+    EmptyResultWarning,
+    MissingMetricsError,
+    NvtxRangeNotFoundError,
+    PeakUnknownError,
+)
 from ..precisions import SIMT_PRECISIONS, TENSOR, tensor_dtype
 from .gpu_peaks import Peak, peak
 from .model_flops import gemm_flops, transformer_flops
@@ -73,9 +80,9 @@ def launch_dtype(point: Mapping[str, Any]) -> str:
 
 def _peak(gpu_name: str | None, dtype: str, peak_flops: float | None) -> Peak:
     if peak_flops is not None:
-        return Peak(float(peak_flops), "user (peak_flops=)")
+        return Peak(number_arg(peak_flops, "peak_flops", "MFU"), "user (peak_flops=)")
     if not gpu_name:
-        raise LookupError("No GPU name to look a peak up for; pass gpu_name= or peak_flops=.")
+        raise PeakUnknownError("No GPU name to look a peak up for; pass gpu_name= or peak_flops=.")
     return peak(gpu_name, dtype)
 
 
@@ -219,6 +226,9 @@ def kernel_utilisation(
     workload for real-clock times; ``model_flops``: launch -> FLOPs given by the user (source
     "given", wins over derived). ``dtype``/``peak_flops`` override the inferred data type /
     the derived peak."""
+    frame_arg(points, "points", "kernel_utilisation()", made_by="NcuRun.roofline()")
+    mapping_arg(model_flops, "model_flops", "kernel_utilisation()")
+    dtype = dtype_arg(dtype, "kernel_utilisation()")
     out = points[["launch", "name"]].copy().reset_index(drop=True)
     out["short_name"] = short_names(out["name"]).to_numpy()
     out["dtype"] = [dtype or launch_dtype(row) for row in points.to_dict("records")]
@@ -296,12 +306,21 @@ def model_mfu(
     A range named in ``flops`` that nsys did not see raises ``KeyError`` naming it, rather
     than silently dropping a phase the user asked about. An empty result carries the reason in
     ``frame.attrs["reason"]`` and warns it (``EmptyResultWarning``)."""
+    frame_arg(projection, "projection", "model_mfu()", made_by="nvtx_gpu_projection()")
+    dtype = dtype_arg(dtype, "model_mfu()") or "bf16"
+    if flops is not None and not isinstance(flops, Mapping):
+        raise BadArgumentError(
+            f"model_mfu(): flops is {type(flops).__name__}; pass a mapping "
+            "{range: FLOPs} (e.g. from nsight_magic.transformer_flops(...)) or None."
+        )
     pk = _peak(gpu_name, dtype, peak_flops)
     sources: dict[Any, str] = {}
     backward: dict[Any, float] = {}
     if flops is None:
         if nvtx is None:
-            raise ValueError("model_mfu needs flops= or the nvtx() frame to derive them from.")
+            raise BadArgumentError(
+                "model_mfu needs flops= or the nvtx() frame to derive them from."
+            )
         derived = range_model_flops(nvtx)
         keys = list(zip(derived["domain"], derived["range"], strict=True))
         flops = dict(zip(keys, derived["model_flops"], strict=True))
@@ -346,7 +365,10 @@ def model_mfu(
         )
     missing = [k for k in flops if k not in found]
     if missing and not sources:
-        raise KeyError(f"No NVTX range in the nsys report matches {missing!r}.")
+        raise NvtxRangeNotFoundError(
+            f"No NVTX range in the nsys report matches {missing!r}; key flops= by the "
+            "ranges of nvtx_gpu_projection() (name, (domain, range) or 'domain:range')."
+        )
     out = pd.DataFrame(rows, columns=MODEL_MFU_COLUMNS[:-1])
     out = blank_impossible(out, join_text(out["domain"], ":", out["range"]))
     if out.empty:
@@ -367,6 +389,8 @@ def op_mfu(
     model FLOPs, ``op, shapes, calls, model_flops, gpu_time_ns, time_source, dtype,
     peak_flops_per_s, peak_source, model_flops_per_s, mfu_frac, reason``, best first. The op ranges
     do not record the data type, so ``dtype`` (default bf16) names the peak to use."""
+    frame_arg(summary, "summary", "op_mfu()", made_by="NsysRun.op_summary()")
+    dtype = dtype_arg(dtype, "op_mfu()") or "bf16"
     pk = _peak(gpu_name, dtype, peak_flops)
     rows = summary[summary["model_flops"].notna()]
     out = rows[["op", "shapes", "calls", "model_flops", "gpu_time_ns"]].copy()

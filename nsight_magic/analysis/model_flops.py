@@ -18,6 +18,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..arguments import count_arg, number_arg
+from ..errors import BadArgumentError
+
 __all__ = ["GEMM_OPS", "TrainingFlops", "gemm_flops", "training_step_flops", "transformer_flops"]
 
 # PyTorch ops whose math is a (batched) matrix multiply and whose recorded shapes give it.
@@ -100,12 +103,20 @@ def transformer_flops(
     appendix B): per token 2N forward (6N with backward), plus self-attention 4·L·T·d forward
     (12·L·H·Q·T with backward) when ``n_layers``, ``seq_len`` and ``d_model`` are given.
     ``causal=True`` halves the attention term (only half the score matrix is computed)."""
+    n_params = number_arg(n_params, "n_params", "transformer_flops()")
+    tokens = number_arg(tokens, "tokens", "transformer_flops()")
+    for name, value in (("n_layers", n_layers), ("seq_len", seq_len), ("d_model", d_model)):
+        if value is not None:
+            count_arg(value, name, "transformer_flops()", minimum=1)
     per_token = 2.0 * n_params
     if n_layers is not None and seq_len is not None and d_model is not None:
         attention = 4.0 * n_layers * seq_len * d_model
         per_token += attention / 2 if causal else attention
     elif any(v is not None for v in (n_layers, seq_len, d_model)):
-        raise ValueError("The attention term needs all of n_layers, seq_len and d_model.")
+        raise BadArgumentError(
+            "transformer_flops(): the attention term needs all of n_layers, seq_len and "
+            "d_model; pass all three, or none."
+        )
     return per_token * (3.0 if training else 1.0) * tokens
 
 

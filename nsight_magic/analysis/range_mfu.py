@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..arguments import dtype_arg, frame_arg, mapping_arg
 from ..nvtx_names import CAPTURE_RANGE, NVTX_DOMAIN, TARGET_RANGE
 from .mfu import (
     PHASE_TIME_SOURCE,
@@ -98,6 +99,11 @@ def range_utilisation(
     when they are all of the range's launches; else the GEMM op calls around the profiled
     launches, each counted once -> "derived", over the profiled launches' time; else NaN, and
     ``model_flops_source`` says why."""
+    frame_arg(points, "points", "range_utilisation()", made_by="NcuRun.roofline()")
+    frame_arg(nvtx, "nvtx", "range_utilisation()", made_by="NcuReport.nvtx_ranges()")
+    for name, value in (("flops", flops), ("time_ns", time_ns), ("range_launches", range_launches)):
+        mapping_arg(value, name, "range_utilisation()")
+    dtype = dtype_arg(dtype, "range_utilisation()")
     ranges = nvtx[["launch", "domain", "range"]].drop_duplicates()
     ranges = ranges[[parse_op_range(str(t)) is None for t in ranges["range"]]]
     # the mark %%ncu --nvtx puts around the user's range is ours, not a range of the workload

@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import BadArgumentError
 from .ncu import NcuOptions
 from .options import drill_fields, spec_of
 
@@ -25,7 +26,7 @@ def drill_options(**ncu: Any) -> NcuOptions:
     for any other name (a filter is the drill-down's own, an unknown name is a typo)."""
     unknown = sorted(set(ncu) - set(DRILL_OPTIONS))
     if unknown:
-        raise TypeError(
+        raise BadArgumentError(
             f"a drill-down does not take {', '.join(unknown)}; the ncu options it sets are "
             f"{', '.join(DRILL_OPTIONS)}"
         )
@@ -59,8 +60,26 @@ class DrillRequest:
     rank: int = 0
 
     def __post_init__(self) -> None:
+        if self.kernel is not None and (
+            not isinstance(self.kernel, str) or not self.kernel or "\x00" in self.kernel
+        ):
+            raise BadArgumentError(
+                f"the kernel to profile is {self.kernel!r}; pass its full name as a string (the "
+                "'name' column of kernel_summary())."
+            )
+        for name in ("instance", "count", "rank"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise BadArgumentError(f"{name} is {value!r}; pass a whole number.")
+        timeout = self.timeout
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not 0 < timeout < float("inf")
+        ):
+            raise BadArgumentError(f"timeout is {timeout!r}; pass seconds > 0, or None.")
         if self.instance < 0 or self.count < 1 or self.rank < 0:
-            raise ValueError(
+            raise BadArgumentError(
                 f"instance {self.instance}, count {self.count}, rank {self.rank}: instance and "
                 "rank must be >= 0, count >= 1"
             )
@@ -69,7 +88,7 @@ class DrillRequest:
                   if f.name not in DRILL_OPTIONS
                   and getattr(self.ncu, f.name) != getattr(default, f.name)]  # fmt: skip
         if others:
-            raise TypeError(
+            raise BadArgumentError(
                 f"a drill-down sets its own {', '.join(others)}; the ncu options it takes are "
                 f"{', '.join(DRILL_OPTIONS)}"
             )

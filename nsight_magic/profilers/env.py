@@ -77,7 +77,11 @@ FOLDER_ALLOWED_NAMES = frozenset({
     "TOKENIZERS_PARALLELISM", "NVIDIA_TF32_OVERRIDE",
 })  # fmt: skip
 FOLDER_ALLOWED_PREFIXES = ("NCCL_", "TORCH_")
-FOLDER_REFUSED_PARTS = ("PLUGIN", "PATH", "PRELOAD", "LIBRARY", "HOME", "DIR", "FILE")
+# refused inside those prefixes: what loads code or names a place (a file, a folder, an output
+# to write: TORCH_LOGS_OUT) or a peer to talk to (NCCL_COMM_ID, NCCL_NET*, NCCL_SOCKET_*,
+# MASTER_ADDR-like hosts and ports)
+FOLDER_REFUSED_PARTS = ("PLUGIN", "PATH", "PRELOAD", "LIBRARY", "HOME", "DIR", "FILE", "OUT",
+                        "COMM_ID", "NET", "SOCKET", "HOST", "ADDR", "PORT", "URL")  # fmt: skip
 
 
 def allowed_from_folder(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:

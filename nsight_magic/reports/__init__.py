@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..errors import (
+    BadArgumentError,
     CorruptReportError,
     EmptyReportError,
     ReportError,
@@ -25,7 +27,14 @@ NCU_REP_MAGIC = b"NVR\x00"
 def report_kind(path: str | Path) -> str:
     """ "nsys-sqlite", "nsys-parquet", "nsys-rep" or "ncu-rep", from the content (magic bytes,
     dir contents), the suffix only breaking ties. Raises the ReportError for what is wrong."""
+    if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
+        raise BadArgumentError(
+            f"a report path is a str or Path, not {type(path).__name__}; pass the path of a "
+            ".nsys-rep, .sqlite, parquet dir or .ncu-rep."
+        )
     path = Path(path)
+    if "\x00" in str(path):
+        raise ReportNotFoundError(f"{str(path)!r} holds a NUL byte; pass a report path.")
     if not path.exists():
         raise ReportNotFoundError(f"{path} does not exist; check the path or the run folder.")
     if path.is_dir():

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis.compare import kernel_deltas, nvtx_deltas
+from ..errors import BadArgumentError
 from ..reports import open_report
 from ..views import charts
 from ..views.compare_view import compare_static_html, compare_widget
@@ -26,7 +27,12 @@ def _as_report(obj: Any) -> Any:
         return open_report(obj)
     if hasattr(obj, "kernel_summary") and hasattr(obj, "nvtx_gpu_projection"):
         return obj
-    raise TypeError(
+    if type(obj).__name__ == "NcuRun" or hasattr(obj, "roofline"):
+        raise BadArgumentError(
+            "compare() compares two nsys runs (kernel and NVTX times); an ncu run holds "
+            "metrics of a few launches. Pass two NsysRuns, NsysReports or nsys report paths."
+        )
+    raise BadArgumentError(
         f"compare() takes NsysRun, NsysReport or a report path, not {type(obj).__name__}."
     )
 

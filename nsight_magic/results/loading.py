@@ -3,11 +3,15 @@ the reports of a multi-rank job."""
 
 from __future__ import annotations
 
+import json
+import os
+import warnings
 from pathlib import Path
 from typing import Any
 
-from ..errors import ReportError, ReportNotFoundError
+from ..errors import BadArgumentError, DamagedFolderWarning, ReportError, ReportNotFoundError
 from ..folders import expand
+from ..regular_files import NotRegularFile, entries, read_regular
 from ..reports import open_report
 from ..reports.nsys import merge
 from ..run_dir import RunDir
@@ -19,7 +23,7 @@ from .nsys_run import NcuRun, NsysRun
 def _inside(run_dir: Path, name: Any) -> str:
     """``meta["report"]`` as a name inside ``run_dir``: an absolute path, a ``..`` step or a
     link out of the folder would make a shared folder open any file on this machine."""
-    if not isinstance(name, str):
+    if not isinstance(name, str) or "\x00" in name:
         raise ReportError(f"{RunDir(run_dir).meta}: 'report' is {name!r}, not a file name.")
     inside = run_dir.resolve()
     target = (run_dir / name).resolve()
@@ -31,10 +35,49 @@ def _inside(run_dir: Path, name: Any) -> str:
     return name
 
 
+def _not_linked(path: Path) -> Path:
+    """``path`` unless it, or a table of a parquet folder, is a symbolic link: a link in a
+    shared folder may point at any file of this machine (``open_report`` opens links you
+    choose yourself)."""
+    linked = [path] if path.is_symlink() else []
+    if not linked and path.is_dir():
+        linked = [e.path for e in entries(path) if e.skipped == "a symbolic link"]
+    if linked:
+        raise ReportError(
+            f"{linked[0]} is a symbolic link; load_run opens only the files inside the run "
+            f"folder. Replace the link with the report itself, or open it with "
+            f"open_report({str(linked[0])!r})."
+        )
+    return path
+
+
 def _meta(run_dir: Path) -> RunMeta:
-    """meta.json, any version; a value a reader would trip on is one ``ReportError`` line."""
+    """meta.json, any version; a value a reader would trip on is one ``ReportError`` line, a
+    file that is no JSON (cut short, nested too deep) a ``DamagedFolderWarning``."""
     where = RunDir(run_dir).meta
-    raw = RunDir(run_dir).read_meta_json()
+    try:
+        data = read_regular(where)
+    except FileNotFoundError:
+        data = None
+    except NotRegularFile as exc:
+        raise ReportError(
+            f"{where} is {exc.what}, not a regular file; load_run reads only regular files "
+            "inside the run folder."
+        ) from None
+    except OSError as exc:
+        raise ReportError(f"{where} cannot be read ({exc.strerror or exc}).") from None
+    raw = None
+    if data is not None:
+        try:
+            raw = json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            why = "nested too deep" if isinstance(exc, RecursionError) else "not valid JSON"
+            warnings.warn(
+                f"{where} is damaged ({why}: cut short or edited); the run is loaded from its "
+                "report with default settings (no name, options or timings).",
+                DamagedFolderWarning,
+                stacklevel=3,
+            )
     if raw is not None and not isinstance(raw, dict):
         raise ReportError(f"{where} holds a {type(raw).__name__}, not an object.")
     meta = RunMeta.from_dict(raw)
@@ -57,8 +100,8 @@ def _report_in(run_dir: Path, meta: RunMeta) -> Path:
     names += RunDir(run_dir).report_names(meta.tool)
     for name in names:
         path = run_dir / name
-        if path.exists():
-            return path
+        if path.exists() or path.is_symlink():
+            return _not_linked(path)
     # meta.json's status is how the profile ended (ok, failed, cell_failed, worker_died, ...)
     ended = f" The profile ended {meta.status!r}" if meta.status else ""
     why = f": {meta.error}" if meta.error else ""
@@ -125,6 +168,10 @@ def load_run(
     re-profile of it (``profile_kernel``) runs under this session's interpreter and environment;
     ``trust=True`` lets the folder's saved interpreter, working directory and ``--env`` apply and
     skips the ownership check (only for folders you trust: they choose what runs)."""
+    if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
+        raise BadArgumentError(
+            f"load_run takes a run folder's path (str or Path), not {type(path).__name__}."
+        )
     run_dir = expand(path)
     if run_dir.is_file() and run_dir.name == RunDir.META:
         run_dir = run_dir.parent

@@ -14,7 +14,8 @@ import pandas as pd
 
 from ..analysis import api_summary, cold_run, phases, processes, range_spec, statements, torch_ops
 from ..analysis import mfu as utilisation
-from ..errors import NsightMagicError
+from ..arguments import count_arg, text_arg
+from ..errors import BadArgumentError, NsightMagicError
 from ..magic_names import cell_magic
 from ..profilers.drill_request import DrillRequest
 from ..views.nsys_view import nsys_static_html, nsys_widget
@@ -167,7 +168,7 @@ class NsysRun(_Run):
         ``stream_id`` -1): ``device_id, stream_id, start_ns, end_ns, duration_ns`` (ns),
         ``prev_op`` (the op that ended at ``start_ns``), ``next_op`` (the op that starts at
         ``end_ns``), longest first (``analysis.gaps.gaps``)."""
-        return self.report.gaps(min_gap_ns, per_stream)
+        return self.report.gaps(count_arg(min_gap_ns, "min_gap_ns", "gaps()"), per_stream)
 
     def gpu_busy_pct(self) -> float:
         """Percent (0-100) of the capture window during which some GPU op ran."""
@@ -216,7 +217,7 @@ class NsysRun(_Run):
         """The ``top`` causes of GPU idle time (``analysis.idle_summary.idle_causes``):
         ``category, call, frame, statement, idle_ns`` (ns), ``pct`` (percent of all idle
         time), ``sentence`` (e.g. "61% of idle time: cudaStreamSynchronize in L3 ...")."""
-        return self.idle.causes(top)
+        return self.idle.causes(count_arg(top, "top", "idle_causes()", minimum=1))
 
     def idle_gaps(self) -> pd.DataFrame:
         """Each device-level idle gap with its time per cause
@@ -231,7 +232,8 @@ class NsysRun(_Run):
         pace (``analysis.launch_bound``): ``device_id, pid, start_ns, end_ns, kernels,
         gpu_busy_ns`` (ns), ``busy_pct`` (percent of the stretch), ``median_kernel_ns,
         median_launch_interval_ns`` (ns), ``cpu_launches_per_ms, gpu_kernels_per_ms``."""
-        return self.idle.launch_bound(min_kernels)
+        minimum = count_arg(min_kernels, "min_kernels", "launch_bound()", minimum=1)
+        return self.idle.launch_bound(minimum)
 
     def gpu_info(self) -> dict[str, Any]:
         """The GPU the report names: ``name``, ``sm_count``, ``sm_clock_max_hz`` (Hz),
@@ -247,7 +249,17 @@ class NsysRun(_Run):
         """Timeline rows of the events overlapping ``window`` (all when None), at most
         ``max_rows`` (``analysis.timeline.timeline_frame``): ``lane, kind, start_ns, end_ns``
         (ns), ``name, count`` (events binned into the row), ``short_name, level``."""
-        return self.report.timeline(max_rows=max_rows, window=window)
+        rows = count_arg(max_rows, "max_rows", "timeline()", minimum=1)
+        if window is not None:
+            ok = isinstance(window, (tuple, list)) and len(window) == 2
+            start, end = (count_arg(w, "window", "timeline()") for w in window) if ok else (0, -1)
+            if not ok or end < start:
+                raise BadArgumentError(
+                    f"timeline(): window is {window!r}; pass (start_ns, end_ns) with "
+                    "start <= end, as capture_window() gives, or None."
+                )
+            window = (start, end)
+        return self.report.timeline(max_rows=rows, window=window)
 
     def ordered_projection(self) -> pd.DataFrame:
         """The NVTX projection in reading order: cell, statements by line, then the user's
@@ -268,6 +280,7 @@ class NsysRun(_Run):
     def kernels_in_range(self, domain: str, range: str) -> pd.DataFrame:
         """Kernels launched inside NVTX range ``domain``/``range`` (nsys's attribution rule,
         ``analysis.attribution.kernels_in_range``, per report)."""
+        _range_args(domain, range, "kernels_in_range()")
         return self.report.kernels_in_range(domain, range)
 
     def kernel_phases(self) -> pd.Series:
@@ -365,6 +378,11 @@ class NsysRun(_Run):
         profiles when the cell ran as several; ``progress``/``output``/``cancel``: the status
         line, the cell's output and a stop button. Text is read as ``%%ncu``'s flag reads it
         (``set="none"``, ``metrics="m1,m2"``). An unknown option is a TypeError."""
+        if name is None:  # DrillRequest takes None for "the launches a range selects"
+            raise BadArgumentError(
+                "profile_kernel(): the kernel to profile is None; pass its full name as a "
+                "string (the 'name' column of kernel_summary())."
+            )
         request = DrillRequest.create(name, instance=instance, count=count, set=set,
                                       sections=sections, metrics=metrics, fresh=fresh,
                                       timeout=timeout, rank=rank)  # fmt: skip
@@ -391,6 +409,8 @@ class NsysRun(_Run):
         """Run ncu on every kernel inside the NVTX range ``domain:name`` (``style``: "PushPop"
         or "StartEnd") of this run's cell (the NVTX tab's "profile this range"); the options
         are ``profile_kernel``'s. The child run is kept in ``children``."""
+        _range_args(domain, name, "profile_range()")
+        text_arg(style, "style", "profile_range()", choices=("PushPop", "StartEnd"))
         request = DrillRequest.create(set=set, sections=sections, metrics=metrics, fresh=fresh,
                                       timeout=timeout, rank=rank)  # fmt: skip
         child = self._drill_runner().profile_range(
@@ -440,3 +460,13 @@ class NsysRun(_Run):
             n, busy = "?", ""
         where = f", run_dir={str(self.run_dir)!r}" if self.run_dir else ""
         return f"<NsysRun {self.name!r}: {n} kernels{busy}{where}>"
+
+
+def _range_args(domain: object, name: object, where: str) -> None:
+    """An NVTX range named by ``domain`` ("" for the default domain) and ``name``."""
+    if not isinstance(domain, str) or "\x00" in domain:
+        raise BadArgumentError(
+            f"{where}: domain is {domain!r}; pass the range's domain as a string ('' for the "
+            "default domain)."
+        )
+    text_arg(name, "name", where)

@@ -6,7 +6,6 @@ would take the user's Jupyter kernel down with it (see ``extract.py``)."""
 
 from __future__ import annotations
 
-import os
 import pickle
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from typing import Any
 from ...errors import CorruptReportError, ToolNotFoundError
 from ...magic_names import cell_magic
 from ...package_info import pythonpath_with_package
+from ...profilers.env import clean_env
 from . import extract as X
 
 __all__ = ["EXTRACT_TIMEOUT_S", "PlainUnpickler", "extract_in_child", "timeout_for"]
@@ -44,7 +44,7 @@ def extract_in_child(path: Path, timeout: float, known_damage: str = "") -> dict
     def damaged(message: str) -> CorruptReportError:
         return CorruptReportError(f"{message} ({known_damage})" if known_damage else message)
 
-    env = dict(os.environ)
+    env = clean_env()  # the reader is no profiled process: no LD_PRELOAD, CUDA_INJECTION*
     env["PYTHONPATH"] = pythonpath_with_package(env)
     with tempfile.TemporaryDirectory(prefix="nsight-magic-ncu-") as tmp:  # private (0700)
         out = Path(tmp) / "extract.pkl"

@@ -251,7 +251,8 @@ def main(argv: list[str]) -> int:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
     part = out + ".part"
-    with open(part, "wb") as fh:
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # 0600 under any umask
+    with os.fdopen(fd, "wb") as fh:
         pickle.dump(data, fh, protocol=5)
     os.replace(part, out)
     return 0

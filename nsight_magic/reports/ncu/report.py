@@ -32,7 +32,8 @@ import pandas as pd
 
 from ...analysis import ncu_metrics as M
 from ...analysis.roofline import roofline_points
-from ...errors import CorruptReportError, EmptyReportError
+from ...arguments import count_arg
+from ...errors import CorruptReportError, EmptyReportError, LaunchNotFoundError
 from ...magic_names import cell_magic
 from ..paths import require_regular_file
 from . import container
@@ -221,8 +222,12 @@ class NcuReport:
         """Section display name -> ``metric, value, unit`` of that section's header and body
         metrics for one launch; a body's ``breakdown:``/``group:`` entries (ncu's lists of
         metric names) are expanded into the metrics they list."""
+        launch = count_arg(launch, "launch", "sections()")
         if not 0 <= launch < len(self._launches):
-            raise KeyError(f"launch {launch} is not in this report (0..{len(self._launches) - 1})")
+            raise LaunchNotFoundError(
+                f"launch {launch} is not in this report (0..{len(self._launches) - 1}); pass "
+                "one of the 'launch' column of kernels()."
+            )
         columns = ["metric", "value", "unit"]
         return {
             name: pd.DataFrame(self._metric_rows(launch, names), columns=columns)

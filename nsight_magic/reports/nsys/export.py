@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Literal
 
 from ...errors import CorruptReportError, ReportTimeoutError, ToolNotFoundError
 from ...profilers.env import run_quiet
+from ...regular_files import read_regular
 
 __all__ = ["ExportKind", "export_argv", "export_origin", "export_report", "find_nsys",
            "sibling_export", "stamp_path", "write_stamp"]  # fmt: skip
@@ -54,7 +56,9 @@ def write_stamp(rep: Path, export: Path) -> None:
     stamp = {"rep": rep.name, "size": info.st_size, "mtime_ns": info.st_mtime_ns,
              "sha256": _digest(rep)}  # fmt: skip
     with contextlib.suppress(OSError):  # a read-only folder: the export is still usable now
-        stamp_path(export).write_text(json.dumps(stamp))
+        fd = os.open(stamp_path(export), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:  # 0600 whatever the umask, like every file we write
+            fh.write(json.dumps(stamp))
 
 
 Origin = Literal["same", "other", "unknown"]
@@ -65,7 +69,7 @@ def export_origin(rep: Path, export: Path) -> Origin:
     the size and the mtime, or the SHA-256 after a copy), "other" (stamped from another file
     or an older version of it), "unknown" (no stamp: exported by hand or by nsys itself)."""
     try:
-        stamp = json.loads(stamp_path(export).read_text())
+        stamp = json.loads(read_regular(stamp_path(export)))  # a pipe there never blocks
         info = rep.stat()
     except (OSError, ValueError):
         return "unknown"
@@ -125,5 +129,15 @@ def export_report(
             f"`nsys export` could not read {rep} (exit {proc.returncode}: {' | '.join(tail)}); "
             "check that the file is a complete .nsys-rep from this nsys version or newer."
         )
+    _private(out)
     write_stamp(rep, out)
     return out
+
+
+def _private(out: Path) -> None:
+    """The export holds the profiled process's environment (nsys records it): this user's
+    only, as the run folders are, whatever umask nsys ran under."""
+    paths = [out, *out.iterdir()] if out.is_dir() else [out]
+    for path in paths:
+        with contextlib.suppress(OSError):  # not ours to change: left as nsys wrote it
+            path.chmod(0o700 if path.is_dir() else 0o600)

@@ -15,7 +15,9 @@ hosts the hosts' clock sync bounds it: ``rank_skew()["end_spread_ns"]`` shows th
 
 from __future__ import annotations
 
+import contextlib
 import glob
+import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from os import PathLike
@@ -31,6 +33,7 @@ from ...analysis import ranks as _ranks
 from ...analysis.kernels import kernel_summary
 from ...analysis.nvtx_projection import nvtx_gpu_projection
 from ...analysis.phases import phase_summary
+from ...errors import BadArgumentError, ReportNotFoundError
 from . import process_info
 from .cupti import load_launches
 from .report import CopySummaries, GpuWork, NsysReport
@@ -55,33 +58,71 @@ def _natural_key(path: str) -> list[Any]:
 
 
 def _expand(sources: Source | Iterable[Source]) -> list[Source]:
-    if isinstance(sources, (str, PathLike, NsysReport)):
-        sources = [sources]
+    if isinstance(sources, (str, PathLike, NsysReport)) or getattr(sources, "report", None):
+        sources = [sources]  # type: ignore[list-item]
+    if not isinstance(sources, Iterable) or isinstance(sources, (bytes, dict)):
+        raise BadArgumentError(
+            f"load_runs takes report paths, a glob, NsysReports or runs, not "
+            f"{type(sources).__name__}."
+        )
     out: list[Source] = []
     for s in sources:
-        text = str(s) if isinstance(s, (str, PathLike)) else ""
+        if not isinstance(s, (str, PathLike, NsysReport)) and not hasattr(s, "report"):
+            raise BadArgumentError(
+                f"load_runs takes report paths, NsysReports or runs, not {type(s).__name__} "
+                f"({s!r:.60})."
+            )
+        text = os.fspath(s) if isinstance(s, (str, PathLike)) else ""
+        if isinstance(text, str) and "\x00" in text:
+            raise BadArgumentError(f"load_runs: {text!r} holds a NUL byte; pass a report path.")
         if text and any(c in text for c in "*?[") and not Path(text).exists():
             hits = sorted(glob.glob(text), key=_natural_key)
             if not hits:
-                raise FileNotFoundError(f"no report matches {text!r}")
+                raise ReportNotFoundError(
+                    f"no report matches {text!r}; check the pattern (a glob such as "
+                    "'run/rank*.sqlite') and the folder."
+                )
             out.extend(hits)
         else:
             out.append(s)
+    _refuse_twice(out)
     return out
+
+
+def _refuse_twice(sources: list[Source]) -> None:
+    """The same report given twice would be two "ranks" of one process."""
+    seen: dict[Any, int] = {}
+    for i, s in enumerate(sources):
+        report = getattr(s, "report", s)
+        key: Any = id(report)
+        if isinstance(report, (str, PathLike)):
+            with contextlib.suppress(OSError, ValueError):
+                key = os.path.realpath(report)
+        elif isinstance(report, NsysReport):
+            key = os.path.realpath(report.path)
+        if key in seen:
+            raise BadArgumentError(
+                f"load_runs: report {i} ({report}) is report {seen[key]} again; pass each "
+                "rank's report once."
+            )
+        seen[key] = i
 
 
 def load_runs(sources: Source | Iterable[Source], align: bool = True) -> RankedReport:
     """One run from the reports of a multi-process job: paths (a ``.sqlite`` export, a parquet
     dir or a ``.nsys-rep``; a glob such as ``"run/rank*.sqlite"`` expands in natural order),
     ``NsysReport`` objects, or runs (objects with a ``.report``). ``align=False`` keeps each
-    report's own clock. Raises ``ValueError`` when two processes claim the same rank (e.g. the
-    same report given twice)."""
+    report's own clock. Raises ``BadArgumentError`` (a ``ValueError``) when two processes claim
+    the same rank or a report is given twice, ``ReportNotFoundError`` when a glob matches
+    nothing."""
     reports = []
     for s in _expand(sources):
         report = getattr(s, "report", s)
         reports.append(report if isinstance(report, NsysReport) else NsysReport.open(Path(report)))
     if not reports:
-        raise ValueError("load_runs needs at least one report")
+        raise BadArgumentError(
+            "load_runs needs at least one report: pass the ranks' report paths or a glob."
+        )
     run = RankedReport(reports, align=align)
     run.ranks()  # check the rank assignment now, not at the first frame a view asks for
     return run
@@ -158,7 +199,7 @@ class RankedReport(CopySummaries):
             listed = "; ".join(
                 f"rank {r.rank}: report {r.report} pid {r.pid}" for r in who.itertuples()
             )
-            raise ValueError(
+            raise BadArgumentError(
                 f"two processes claim the same rank ({listed}); pass each rank's report once."
             )
         return table

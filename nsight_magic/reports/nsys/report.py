@@ -29,7 +29,7 @@ from ...errors import (
     ToolNotFoundError,
 )
 from ..paths import require_regular_file
-from . import cupti, host, nvtx_events, strings, target
+from . import cupti, damage, host, nvtx_events, strings, target
 from .columns import Spec
 from .durations import duration_warnings
 from .export import export_origin, export_report, find_nsys, sibling_export
@@ -272,7 +272,16 @@ class NsysReport(CopySummaries):
 
     def _find_warnings(self) -> list[str]:
         found = list(self._cache.get("open_notes", ()))
-        found += duration_warnings(self._kernel_core(), self.memcpy(), self.memset())
+        core, memcpy, memset = self._kernel_core(), self.memcpy(), self.memset()
+        found += duration_warnings(core, memcpy, memset)
+        found += damage.duplicate_warnings(core)
+        found += damage.byte_warnings(memcpy, memset)
+        api = self._cached("api_times", self._api_times)
+        ops = (core, memcpy, memset)
+        gpu_starts = np.concatenate([f["start_ns"].to_numpy(np.int64) for f in ops])
+        found += damage.time_warnings(api[0], api[1], self.nvtx(), gpu_starts)
+        found += damage.nvtx_type_warnings(self.source)
+        found += damage.view_warnings(self.source)
         graphs = self.gpu_work().graph_launches
         if graphs:
             found.append(
@@ -374,6 +383,15 @@ class NsysReport(CopySummaries):
         if not len(frame):
             return None
         return int(frame["start_ns"].min()), int(frame["end_ns"].max())
+
+    def _api_times(self) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) of every CUDA API call, two int columns only."""
+        if "cuda_api" in self._cache:
+            api = self.cuda_api()
+            return api["start_ns"].to_numpy(np.int64), api["end_ns"].to_numpy(np.int64)
+        spec: Spec = {"start": "i", "end": "i"}
+        ints = self.source.read_columns(cupti.RUNTIME, spec).ints
+        return ints["start"], ints["end"]
 
     def _api_span(self) -> tuple[int, int] | None:
         """(first start, last end) of the API calls, from two columns only."""

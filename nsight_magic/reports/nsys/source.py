@@ -70,6 +70,7 @@ class ExportSource:
     kind: Literal["sqlite", "parquet"]
     tables: frozenset[str]
     _conn: sqlite3.Connection | None = field(default=None, repr=False)
+    views: frozenset[str] = frozenset()  # tables stored as SQLite views (read, and warned)
     _columns: dict[str, frozenset[str]] = field(default_factory=dict, repr=False)
     _arrow_conn: ArrowConnection | None = field(default=None, repr=False)
     use_adbc: bool = field(default=_HAVE_ADBC, repr=False)
@@ -102,6 +103,17 @@ class ExportSource:
             return int(pq.ParquetFile(self._parquet(table)).metadata.num_rows)
         except ReportError:
             raise
+        except _READ_ERRORS as exc:
+            raise corrupt(self.path, exc) from exc
+
+    def non_text_rows(self, table: str, column: str) -> int:
+        """Rows whose ``column`` holds something other than text (a number, a blob): 0 for
+        parquet, whose schema types every value."""
+        if self._conn is None or not self.has(table) or column not in self.columns_of(table):
+            return 0
+        sql = f"SELECT COUNT(*) FROM \"{table}\" WHERE typeof(\"{column}\") NOT IN ('text', 'null')"
+        try:
+            return int(self._conn.execute(sql).fetchone()[0])
         except _READ_ERRORS as exc:
             raise corrupt(self.path, exc) from exc
 
@@ -327,12 +339,17 @@ def open_export(path: str | Path) -> ExportSource:
             )
         try:
             conn = sqlite3.connect(_ro_uri(path), uri=True, check_same_thread=False)
-            rows = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+            rows = conn.execute(
+                "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view')"
+            ).fetchall()
         except sqlite3.Error as exc:
             raise corrupt(path, exc) from exc
         if not rows:
             raise EmptyReportError(f"{path} has no tables; export the .nsys-rep again.")
-        source = ExportSource(path, "sqlite", frozenset(r[0] for r in rows), conn)
+        # a table stored as a view is read like one (its rows are in the file), and warned
+        # about (damage.view_warnings): never read as absent, which would count 0 kernels
+        views = frozenset(name for name, kind in rows if kind == "view")
+        source = ExportSource(path, "sqlite", frozenset(r[0] for r in rows), conn, views=views)
     _check_schema(source)
     return source
 

@@ -123,7 +123,23 @@ class StringTable:
 def load_string_table(src: ExportSource) -> StringTable:
     """StringIds: ``id INTEGER PRIMARY KEY, value TEXT NOT NULL`` as a :class:`StringTable`."""
     cols = src.read_columns("StringIds", _STRING_IDS)
-    return StringTable.from_columns(cols.ints["id"], cols.texts["value"])
+    values = cols.texts["value"]
+    # nsys stores each text once; numbers, or one text under many ids, mean the table was
+    # overwritten, and every kernel (or range) would share one name in the summaries
+    numbers = src.non_text_rows("StringIds", "value")
+    # "" may repeat: a blank name is refused where it matters (require_names), allowed for
+    # NVTX messages
+    texts = values.filter(pc.not_equal(values, ""))
+    repeated = len(texts) - pc.count_distinct(texts, mode="all").as_py()
+    if numbers or repeated:
+        what = (f"{numbers:,} values that are not text" if numbers
+                else f"{repeated:,} texts stored under more than one id")  # fmt: skip
+        raise CorruptReportError(
+            f"{src.path}: its string table (StringIds) holds {what}; nsys stores each text "
+            "once, so the names of kernels and ranges cannot be trusted: export the .nsys-rep "
+            "again."
+        )
+    return StringTable.from_columns(cols.ints["id"], values)
 
 
 def load_string_ids(src: ExportSource) -> pd.Series:

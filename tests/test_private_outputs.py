@@ -1,0 +1,77 @@
+"""Files we write stay this user's under any umask, and the processes we start to read GPU facts
+get no profiler injected (issue 35, item 11). Real fixtures from tests/data."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nsight_magic import tools
+from nsight_magic.reports.nsys.export import stamp_path, write_stamp
+
+
+@pytest.fixture
+def umask_zero() -> Iterator[None]:
+    old = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def test_export_stamp_is_private_under_umask_zero(
+    tmp_path: Path, data_dir: Path, umask_zero: None
+) -> None:
+    rep = tmp_path / "x.nsys-rep"
+    shutil.copy(data_dir / "nsys_small.nsys-rep", rep)
+    export = tmp_path / "x.sqlite"
+    shutil.copy(data_dir / "nsys_small.sqlite", export)
+    write_stamp(rep, export)
+    assert stat.S_IMODE(stamp_path(export).stat().st_mode) == 0o600
+
+
+def test_nvidia_smi_gets_no_injection_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The notebook may run under a profiler: nvidia-smi must not inherit its injection."""
+    monkeypatch.setenv("LD_PRELOAD", "/opt/nsys/libToolsInjection64.so")
+    monkeypatch.setenv("CUDA_INJECTION64_PATH", "/opt/nsys/libToolsInjection64.so")
+    monkeypatch.setenv("NSYS_PROFILING_SESSION_ID", "1")
+    seen: dict[str, Any] = {}
+
+    def fake_run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        seen.update(kwargs)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(tools, "find_nvidia_smi", lambda: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(tools.subprocess, "run", fake_run)
+    assert tools.gpu_info() == []
+    env = seen["env"]
+    assert "LD_PRELOAD" not in env and "CUDA_INJECTION64_PATH" not in env
+    assert "NSYS_PROFILING_SESSION_ID" not in env and env.get("PATH") == os.environ["PATH"]
+
+
+def test_an_export_nsys_wrote_is_made_private(
+    tmp_path: Path, data_dir: Path, umask_zero: None
+) -> None:
+    """nsys writes its export under the notebook's umask (0666 under umask 0); it holds the
+    profiled process's environment, so export_report makes it 0600 (a parquet dir 0700)."""
+    from nsight_magic.reports.nsys.export import _private
+
+    sqlite = tmp_path / "x.sqlite"
+    shutil.copy(data_dir / "nsys_small.sqlite", sqlite)
+    sqlite.chmod(0o666)
+    pq_dir = tmp_path / "x_pq"
+    shutil.copytree(data_dir / "nsys_small_pq", pq_dir)
+    for path in [pq_dir, *pq_dir.iterdir()]:
+        path.chmod(0o777 if path.is_dir() else 0o666)
+    _private(sqlite)
+    _private(pq_dir)
+    assert stat.S_IMODE(sqlite.stat().st_mode) == 0o600
+    assert stat.S_IMODE(pq_dir.stat().st_mode) == 0o700
+    assert {stat.S_IMODE(p.stat().st_mode) for p in pq_dir.iterdir()} == {0o600}
