@@ -114,10 +114,20 @@ def test_one_copy_of_a_model_of_40_percent_of_the_gpu(ip) -> None:  # type: igno
     step, _ = _timed(ip, "nsys", "--name step", STEP)
     after_step = ip.ev(CHECKSUM)
     assert after_step != before, "the profiled step changed the notebook's model"
-    # a kernel the forward launches (the main thread): the cell's NVTX range filters the
-    # drill-down, and backward kernels come from autograd's thread (issue 34)
-    names = list(step.kernel_summary()["name"])
-    step.profile_kernel(top if top in names else names[0])
+    # a kernel only autograd's backward thread launched: the drill-down's filter (a start/end
+    # range around the cell) holds any thread's kernels (issue 34: "nothing captured" before)
+    kernels = step.report.kernels()
+    cell = step.nvtx()
+    main_tid = int(
+        cell[(cell["domain"] == "nsight_magic") & (cell["range"] == "cell")]["tid"].iloc[0]
+    )
+    threads = kernels.groupby("name")["tid"].agg(lambda t: set(t.astype(int)))
+    backward = [n for n, tids in threads.items() if main_tid not in tids]
+    assert backward, "the step's backward kernels come from another thread"
+    t0 = time.perf_counter()
+    bwd = step.profile_kernel(backward[0])
+    print(f"drill-down of a backward kernel ({backward[0][:60]}) {time.perf_counter() - t0:.2f} s")
+    assert len(bwd.kernels()) >= 1
     after_drill = ip.ev(CHECKSUM)
     print(f"checksum before {before:.6f}, after the step {after_step:.6f}, "
           f"after its drill-down {after_drill:.6f}")  # fmt: skip
