@@ -16,6 +16,7 @@ A setup cell otherwise runs once, in the notebook.
 
 from __future__ import annotations
 
+import ast
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingVariableError
 from ..run_dir import RunDir
+from ..script import PreparedCell
 from . import admission, shared_state
 from .history import HistoryEntry
 from .replay import ReplayPlan, changed_names, module_names, plan_replay
@@ -134,6 +136,18 @@ def plan_catch_up(
     replay = ReplayPlan(run, cells.pending + len(replayed_setups), cells.skipped, cells.conflict)
     gpu = setup_gpu_bytes or {}
     return CatchUpPlan(replay, share, fallback, sum(gpu.get(e.id, 0) for e in replayed_setups))
+
+
+def imported_modules(cell: PreparedCell) -> list[str]:
+    """The modules a cell imports (``import torch``, ``from transformers import X``), by their
+    full names: what a worker can import while the notebook runs the cell."""
+    names: dict[str, None] = {}
+    for node in ast.walk(ast.parse(cell.code)):
+        if isinstance(node, ast.Import):
+            names.update(dict.fromkeys(alias.name for alias in node.names))
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names[node.module] = None
+    return list(names)
 
 
 def check(plan: CatchUpPlan, reads: frozenset[str]) -> None:

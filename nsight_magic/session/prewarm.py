@@ -36,6 +36,11 @@ from .warm import WarmSession, replay_errors
 from .worker_pool import WorkerPool
 
 
+# the setup cell's imports in a new worker (torch, transformers): seconds; a hang is not waited
+# for longer than this (the cell that needs the worker then says what it waits for)
+IMPORTS_S = 300.0
+
+
 class PrewarmHost(Protocol):
     """What a prewarm needs of the session (``SessionManager`` is one): its workers, history,
     the notebook whose names a worker receives, and when to wait."""
@@ -111,8 +116,19 @@ def _prewarm(
                                  lines=Lines(backend.tool, callbacks, None),
                                  meta=base_meta(request, tool, "prewarm"))  # fmt: skip
                 session = manager.workers.session_for(backend, ctx, stops=stops)
-            if setup_entry is not None and not manager.wait_setup(setup_entry):
-                return  # it failed in the notebook: nothing to receive
+            if setup_entry is not None:
+                entry = manager.history.get(setup_entry)
+                if entry is not None:  # its imports meanwhile: the receive then only maps
+                    with _busy(session, "importing what the setup cell imports"):
+                        session.worker.request(
+                            {"op": "imports", "modules": catch_up.imported_modules(entry.cell)},
+                            timeout=IMPORTS_S,
+                        )
+                if not manager.wait_setup(setup_entry):
+                    return  # it failed in the notebook: nothing to receive
+            if hold is not None:  # the notebook's names at once: mapping them costs no GPU time
+                with _busy(session, "receiving the notebook's variables ahead of time"):
+                    _replay(manager, session, Path(tmp), backend, reads, before, receive_only=True)
             if hold is not None and not manager.activity.wait_idle(
                 PREWARM_IDLE_S, lambda: manager.workers.stop_count != stops
             ):
@@ -146,7 +162,11 @@ def _replay(
     backend: Backend,
     reads: frozenset[str],
     before: int | None,
+    *,
+    receive_only: bool = False,
 ) -> None:
+    """Bring ``session`` up to date (``catch_up``); ``receive_only``: the names, no replay (a
+    replay runs the user's code on the GPU: it waits for a pause, the names need not)."""
     notebook = manager.notebook
     entries = manager.history.entries()
     plan = catch_up.plan_catch_up(entries, session, notebook, reads, before=before,
@@ -172,7 +192,7 @@ def _replay(
             return
         catch_up.received(plan, session, notebook.user_ns)
         session.names = frozenset(reply.data.get("names", session.names))
-    if not plan.replay.run:
+    if not plan.replay.run or receive_only:
         return
     session.notes += plan.notes(session.tool)
     catch_up.admit(plan, session)

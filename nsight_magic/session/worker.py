@@ -21,6 +21,7 @@ import argparse
 import builtins
 import contextlib
 import ctypes
+import importlib
 import os
 import runpy
 import signal
@@ -183,6 +184,22 @@ class Worker:
         if status.get("status") != "ok":
             status["worker_broken"] = cuda_broken()
         return {"ok": True, **status, "phase": "cell", "names": self.names()}
+
+    def op_imports(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Import what a setup cell imports while the notebook runs it (a worker that receives
+        its names then only maps them); torch also starts CUDA. Failures are the cell's to
+        report, later: nothing is bound in the namespace here."""
+        done = []
+        for name in msg.get("modules", []):
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
+                done.append(name)
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            with contextlib.suppress(Exception):
+                if torch.cuda.is_available():
+                    torch.cuda.init()
+        return {"ok": True, "imported": done}
 
     def op_cuda_init(self, msg: dict[str, Any]) -> dict[str, Any]:
         """The first CUDA driver call. Under ``ncu --mode launch`` the process stops there until
