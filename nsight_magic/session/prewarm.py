@@ -35,7 +35,6 @@ from .spec import CellRequest, Notebook, RunCallbacks
 from .warm import WarmSession, replay_errors
 from .worker_pool import WorkerPool
 
-
 # the setup cell's imports in a new worker (torch, transformers): seconds; a hang is not waited
 # for longer than this (the cell that needs the worker then says what it waits for)
 IMPORTS_S = 300.0
