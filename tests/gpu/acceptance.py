@@ -97,6 +97,8 @@ def generate(ids, steps=16):
     return tok
 """
 
+BIG_BODY = "with torch.no_grad():\n    yb = mlp(xb)\n    sb = big[:4096].float().sum()\n"
+
 # (step, cell source, expected error name or None). Steps follow issue #21's list.
 STEPS: list[tuple[str, str, str | None]] = [
     ("0 prelude", PRELUDE, None),
@@ -380,6 +382,83 @@ FIG["decode800_launch_bound"] = len(d800.launch_bound())
 """,
         None,
     ),
+    # 13 (issue 33): one copy of a model of 40% of the GPU beside every kind of worker
+    (
+        "13 setup: 40% of the GPU",
+        r"""%%nsight_setup --name big
+from torch import nn
+big = torch.empty(int(torch.cuda.mem_get_info()[1] * 0.40) // 2, dtype=torch.bfloat16,
+                  device="cuda").fill_(0.5)
+mlp = nn.Sequential(nn.Linear(2048, 4096), nn.GELU(), nn.Linear(4096, 2048)).cuda()
+opt = torch.optim.AdamW(mlp.parameters(), lr=1e-3)
+xb = torch.randn(4096, 2048, device="cuda")
+torch.cuda.synchronize()
+""",
+        None,
+    ),
+    (
+        "13 %%nsys on it",
+        "%%nsys -o b1\n" + BIG_BODY,
+        None,
+    ),
+    (
+        "13 %%nsys --host on it",
+        "%%nsys --host -o b2\n" + BIG_BODY,
+        None,
+    ),
+    (
+        "13 a drill-down, %%ncu --nvtx, every worker maps it",
+        r"""
+FIG["big_gib"] = big.numel() * 2 / 2**30
+FIG["big_nsys_s"] = last_wall()
+t0 = time.perf_counter(); b1d = b1.profile_kernel(b1.kernel_summary()["name"].iloc[0])
+FIG["big_drill_s"] = time.perf_counter() - t0
+assert len(b1d.kernels()) >= 1
+from nsight_magic.session.manager import MANAGER
+FIG["big_workers"] = [(s.tool, s.gpu_memory_mib, s.mapped_bytes / 2**30) for s in MANAGER.status()]
+print(FIG["big_workers"])
+nsys = [s for s in MANAGER.status() if s.alive and s.tool == "nsys"]
+assert nsys and all(s.mapped_bytes >= big.numel() * 2 for s in nsys)
+""",
+        None,
+    ),
+    (
+        "13 %%ncu --nvtx on it",
+        "%%ncu --nvtx LLM@prefill --launch-count 1 -o b3\n"
+        "tok = generate(ids, steps=2)\nsb = big[:8].float().sum()\n",
+        None,
+    ),
+    (
+        "13 a training step, then a drill-down of a backward kernel",
+        r"""
+CHECK = lambda: float(sum(p.detach().double().sum() for p in mlp.parameters()))
+FIG["step_before"] = CHECK()
+""",
+        None,
+    ),
+    (
+        "13 the step",
+        "%%nsys -o bstep\n"
+        "loss = mlp(xb).square().mean()\nloss.backward()\nopt.step()\nopt.zero_grad()\n",
+        None,
+    ),
+    (
+        "13 the step's drill-down leaves the notebook's weights",
+        r"""
+FIG["step_after"] = CHECK()
+assert FIG["step_after"] != FIG["step_before"], "the profiled step trains the notebook's model"
+k, v = bstep.report.kernels(), bstep.nvtx()
+main_tid = int(v[(v["domain"] == "nsight_magic") & (v["range"] == "cell")]["tid"].iloc[0])
+tids = k.groupby("name")["tid"].agg(lambda t: set(t.astype(int)))
+backward = [n for n, t in tids.items() if main_tid not in t]
+t0 = time.perf_counter(); bd = bstep.profile_kernel(backward[0])
+FIG["backward_drill_s"] = time.perf_counter() - t0
+assert len(bd.kernels()) >= 1
+FIG["step_after_drill"] = CHECK()
+assert FIG["step_after_drill"] == FIG["step_after"], "the drill-down stepped the model again"
+""",
+        None,
+    ),
     (
         "end",
         "print(json.dumps(FIG, default=str, indent=1)[:4000])\n"
@@ -494,9 +573,32 @@ def run(ranks: bool, out: Path, timeout: int = 900) -> list[dict[str, object]]:
         nbformat.write(nb, out / f"{tag}.ipynb")
         (out / f"{tag}_steps.json").write_text(json.dumps(
             {"wall_s": time.perf_counter() - t0, "steps": rows}, indent=1))  # fmt: skip
+    # the kernel is shut down: none of our processes may be left (workers, profilers, attaches)
+    time.sleep(3.0)
+    left = _our_processes()
+    rows.append({"step": "13 kernel shutdown leaves no process", "ok": not left,
+                 "detail": "; ".join(left)[:600]})  # fmt: skip
     for row in rows:
         print(("PASS " if row["ok"] else "FAIL ") + str(row["step"]), row["detail"] or "")
     return rows
+
+
+def _our_processes() -> list[str]:
+    """Command lines of processes a session starts (workers, nsys/ncu) still alive."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        text = " ".join(a.decode(errors="replace") for a in argv if a)
+        if (
+            "nsight_magic.session.worker" in text
+            or "--mode=launch" in text
+            or "--mode attach" in text
+        ):
+            found.append(f"{proc.name}: {text[:160]}")
+    return found
 
 
 def main() -> None:
