@@ -311,6 +311,53 @@ def test_a_dead_notebook_leaves_no_worker(tmp_path: Path) -> None:
             notebook.kill()
 
 
+LAUNCHED_ORPHAN = r"""
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from session_support import BareBackend
+from nsight_magic.session.manager import SessionManager
+from nsight_magic.session.spec import CellRequest
+from nsight_magic.session.worker_process import Launch
+
+# a launcher that outlives its worker, as `ncu --mode launch` and its subreaper did
+LAUNCHER = "import subprocess, sys, time; subprocess.Popen(sys.argv[1:]).wait(); time.sleep(300)"
+
+class Launched(BareBackend):
+    def launch(self, tool, request, state):
+        wrap = lambda command: [sys.executable, "-c", LAUNCHER, *command]
+        return Launch(wrap, self.process_env(request), request.cwd, request.python)
+
+m = SessionManager()
+m.profile(CellRequest(cell="x = 1", runs_root=Path(sys.argv[2])), Launched())
+(session,) = m.workers.sessions_of()
+print("worker", m.status()[0].pid, session.worker.proc.pid, flush=True)
+import time
+time.sleep(120)
+"""
+
+
+def test_a_dead_notebook_takes_the_workers_launcher_with_it(tmp_path: Path) -> None:
+    root = str(Path(__file__).resolve().parent)
+    notebook = subprocess.Popen([sys.executable, "-c", LAUNCHED_ORPHAN, root, str(tmp_path)],
+                                stdout=subprocess.PIPE, text=True,
+                                start_new_session=True)  # fmt: skip
+    try:
+        assert notebook.stdout is not None
+        _, worker, launcher = notebook.stdout.readline().split()
+        pids = [int(worker), int(launcher)]
+        assert pids[0] != pids[1] and all(alive(p) for p in pids)
+        os.kill(notebook.pid, signal.SIGKILL)
+        notebook.wait(10)
+        deadline = time.monotonic() + 10
+        while any(alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in pids if alive(p)], "the launcher outlived the notebook"
+    finally:
+        if notebook.poll() is None:
+            notebook.kill()
+
+
 @pytest.mark.torch
 def test_nproc_runs_the_cell_on_every_rank_with_a_process_group(run, manager) -> None:
     """torchrun (CPU: gloo) runs the cell script on 2 ranks: each rank has its environment and

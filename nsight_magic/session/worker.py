@@ -51,10 +51,22 @@ def process_start_ticks(pid: int) -> int | None:
     return int(fields[19]) if len(fields) > 19 else None
 
 
+def process_state(pid: int) -> str:
+    """Field 3 of /proc/PID/stat ("Z": a zombie, dead but not yet reaped); "" when gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return stat[stat.rfind(")") + 2 :][:1]
+
+
 def parent_alive(pid: int, start_ticks: int | None) -> bool:
     if os.path.isdir("/proc"):
         ticks = process_start_ticks(pid)
-        return ticks is not None and (start_ticks is None or ticks == start_ticks)
+        if ticks is None or process_state(pid) in ("Z", "X", ""):
+            return False  # a killed kernel its server has not reaped yet is dead too
+        return start_ticks is None or ticks == start_ticks
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -64,16 +76,44 @@ def parent_alive(pid: int, start_ticks: int | None) -> bool:
     return True
 
 
-def watch_parent(pid: int, start_ticks: int | None) -> None:
-    """Exit the whole process as soon as the notebook is gone (no cleanup can run there)."""
-    while parent_alive(pid, start_ticks):
-        time.sleep(WATCH_INTERVAL_S)
+def own_session_group(parent_sid: int | None) -> int | None:
+    """The process group to end with this worker when the notebook dies: the group of the
+    session the notebook started it in (its launcher: ``ncu --mode launch``, ``nsys launch``,
+    their helpers), never the notebook's own session. None when it cannot be told apart."""
+    try:
+        sid, group = os.getsid(0), os.getpgrp()
+    except OSError:
+        return None
+    return None if parent_sid is None or sid == parent_sid else group
+
+
+def launcher_group(parent: int) -> int | None:
+    """Read while the notebook lives: the group ``own_session_group`` names."""
+    try:
+        return own_session_group(os.getsid(parent))
+    except OSError:
+        return None
+
+
+def exit_with_notebook(group: int | None) -> None:
+    """The notebook is gone: end this process and the launcher's process group with it
+    (``ncu --mode launch`` and its subreaper do not watch the notebook: they outlived it)."""
     # the notebook read our output: with it gone the pipe is broken and writing raises, which
-    # must not end this thread before the exit (a busy worker would be left running)
+    # must not stop the exit (a busy worker would be left running)
     with contextlib.suppress(Exception):
         sys.stderr.write("[nsight_magic worker] the notebook process is gone; exiting\n")
         sys.stderr.flush()
+    if group is not None:  # SIGKILL to the group ends this process too
+        with contextlib.suppress(OSError):
+            os.killpg(group, signal.SIGKILL)
     os._exit(EXIT_PARENT_GONE)
+
+
+def watch_parent(pid: int, start_ticks: int | None, group: int | None = None) -> None:
+    """Exit the whole process as soon as the notebook is gone (no cleanup can run there)."""
+    while parent_alive(pid, start_ticks):
+        time.sleep(WATCH_INTERVAL_S)
+    exit_with_notebook(group)
 
 
 def cuda_broken() -> str | None:
@@ -297,8 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parent", type=int, required=True)
     parser.add_argument("--parent-start", type=int, default=None)
     args = parser.parse_args(argv)
+    group = launcher_group(args.parent)
     threading.Thread(
-        target=watch_parent, args=(args.parent, args.parent_start), daemon=True
+        target=watch_parent, args=(args.parent, args.parent_start, group), daemon=True
     ).start()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(args.socket)
@@ -319,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             sock.close()
         sys.stdout.flush()
+    if not parent_alive(args.parent, args.parent_start):  # the socket closed as it died
+        exit_with_notebook(group)
     return 0
 
 

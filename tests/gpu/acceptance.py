@@ -174,9 +174,9 @@ prompt2 = torch.randint(0, 32000, (1, 64), device="cuda")
         None,
     ),
     (
-        "3 oversize variable: one message",
-        "%%nsys\nbig.sum()\n",
-        "(?s)MissingVariableError.*big.*auto_vars_max_bytes",
+        "3 a 400 MB notebook tensor goes by reference, not by value",
+        "%%nsys -o bigsum\nbig.sum()\n",
+        None,
     ),
     (
         "3 IPython syntax in a profiled cell",
@@ -574,8 +574,9 @@ def run(ranks: bool, out: Path, timeout: int = 900) -> list[dict[str, object]]:
         (out / f"{tag}_steps.json").write_text(json.dumps(
             {"wall_s": time.perf_counter() - t0, "steps": rows}, indent=1))  # fmt: skip
     # the kernel is shut down: none of our processes may be left (workers, profilers, attaches)
-    time.sleep(3.0)
-    left = _our_processes()
+    deadline = time.monotonic() + 30
+    while (left := _our_processes()) and time.monotonic() < deadline:
+        time.sleep(1.0)
     rows.append({"step": "13 kernel shutdown leaves no process", "ok": not left,
                  "detail": "; ".join(left)[:600]})  # fmt: skip
     for row in rows:
