@@ -159,7 +159,9 @@ def test_a_relative_runs_dir_still_replays_after_a_cd(manager, tmp_path, monkeyp
         assert result.run_dir.is_absolute()
         return out
 
-    cell("w = v + 1", {"v": 41})
+    ns = {"v": 41}
+    cell("w = v + 1", ns)
     monkeypatch.chdir(tmp_path / "elsewhere")  # the notebook's %cd
     manager.stop()  # the next cell gets a new worker, which replays what it reads
-    assert "w is 42" in cell("print('w is', w)", {})
+    # (the replayed cell gets ``v`` from the notebook again: one copy, sent to each worker)
+    assert "w is 42" in cell("print('w is', w)", ns)
