@@ -147,9 +147,17 @@ class WarmExecutor:
                 ctx.lines.note(note)
             s.notes.clear()
             ran = {*s.executed, *(e.id for e in self.plan.run)}
-            # the script alone reproduces this state: what the worker has run, then the cell
-            # (a re-run without the notebook's shared names: --fresh semantics)
-            replayed = [e for e in self.history.entries() if e.id in ran]
+            # the script alone reproduces this state (a fresh re-run after a crash, a shared
+            # folder): the setup cells, which the worker received instead of running, and what
+            # it has run, then the cell
+            setups = {
+                e.id
+                for e in self.history.entries()
+                if e.kind == "setup"
+                and request.setup
+                and (self.before is None or e.id < self.before)
+            }
+            replayed = [e for e in self.history.entries() if e.id in ran | setups]
             modules = module_names(self.history.entries())
             changes = changed_names(ctx.cell, modules, ctx.notebook.user_ns)
             script = build_script(ctx.cell, history=[e.payload() for e in replayed],

@@ -451,7 +451,16 @@ k, v = bstep.report.kernels(), bstep.nvtx()
 main_tid = int(v[(v["domain"] == "nsight_magic") & (v["range"] == "cell")]["tid"].iloc[0])
 tids = k.groupby("name")["tid"].agg(lambda t: set(t.astype(int)))
 backward = [n for n, t in tids.items() if main_tid not in t]
-t0 = time.perf_counter(); bd = bstep.profile_kernel(backward[0])
+t0 = time.perf_counter()
+try:
+    bd = bstep.profile_kernel(backward[0])
+except Exception as exc:  # say what the warm try left behind before failing the step
+    failed = getattr(exc, "run", None)
+    fb = (failed.meta.get("fallback") if failed is not None else None) or {}
+    print("fallback:", fb)
+    if fb.get("from"):
+        print(open(os.path.join(fb["from"], "profiler.log")).read()[-3000:])
+    raise
 FIG["backward_drill_s"] = time.perf_counter() - t0
 assert len(bd.kernels()) >= 1
 FIG["step_after_drill"] = CHECK()
