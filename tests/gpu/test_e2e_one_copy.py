@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from benchmarks.one_copy import BODY, CHECKSUM, STEP
+from benchmarks.one_copy import SETUP as SETUP_OF
 from nsight_magic.session import gpu_memory
 from nsight_magic.session.manager import MANAGER
 
@@ -21,26 +23,6 @@ pytestmark = [
     pytest.mark.skipif(not (have("nsys") and have("ncu")), reason="nsys and ncu needed"),
     pytest.mark.skipif(not cuda(), reason="no CUDA device"),
 ]
-
-SETUP = """\
-import torch, time
-from torch import nn
-free, total = torch.cuda.mem_get_info()
-weights = torch.empty(int(total * 0.40) // 2, dtype=torch.bfloat16, device="cuda").fill_(0.5)
-model = nn.Sequential(nn.Linear(2048, 4096), nn.GELU(), nn.Linear(4096, 2048)).cuda()
-opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-x = torch.randn(4096, 2048, device="cuda")
-torch.cuda.synchronize()
-"""
-BODY = (
-    "with torch.no_grad():\n    y = model(x)\n    s = weights[:4096].float().sum()\n"
-    "torch.cuda.synchronize()\n"
-)
-STEP = (
-    "loss = model(x).square().mean()\nloss.backward()\nopt.step()\nopt.zero_grad()\n"
-    "torch.cuda.synchronize()\n"
-)
-CHECKSUM = "float(sum(p.double().sum() for p in model.parameters()))"
 
 
 def _alive(pid: int | None) -> bool:
@@ -64,7 +46,7 @@ def _timed(ip, name: str, line: str, cell: str):  # type: ignore[no-untyped-def]
 def test_one_copy_of_a_model_of_40_percent_of_the_gpu(ip) -> None:  # type: ignore[no-untyped-def]
     # a Run All: cells back to back (the ncu worker starts in the background after the first
     # nsys result; nothing waits for an idle second)
-    ip.run_cell_magic("nsight_setup", "--name model", SETUP)
+    ip.run_cell_magic("nsight_setup", "--name model", SETUP_OF.format(frac=0.40))
     weights_bytes = ip.user_ns["weights"].numel() * 2
     t0 = time.perf_counter()
     ip.run_cell(BODY)
