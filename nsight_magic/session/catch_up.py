@@ -199,6 +199,8 @@ def received(plan: CatchUpPlan, session: WarmSession, user_ns: Mapping[str, Any]
     for name in plan.share.drop:
         session.shipped.pop(name, None)
     session.mapped_bytes = max(session.mapped_bytes, plan.share.summary()["mapped_bytes"])
+    if plan.share.drop or plan.packed is not None:  # what a worker let go of can be freed now
+        shared_state.collect_ipc()
 
 
 def own_names(session: WarmSession, names: frozenset[str]) -> None:
