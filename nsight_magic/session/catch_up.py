@@ -20,7 +20,7 @@ import ast
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import MissingVariableError
 from ..run_dir import RunDir
@@ -29,10 +29,8 @@ from . import admission, shared_state
 from .history import HistoryEntry
 from .replay import ReplayPlan, changed_names, module_names, plan_replay
 from .spec import Notebook
+from .warm_session import WarmSession
 from .worker_process import Reply
-
-if TYPE_CHECKING:
-    from .warm import WarmSession
 
 
 @dataclass

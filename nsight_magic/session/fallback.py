@@ -21,7 +21,8 @@ from .backends import Backend
 from .fresh import FreshExecutor
 from .pipeline import profile_cell
 from .spec import CellRequest, Notebook, RunCallbacks
-from .warm import WarmExecutor, WarmSession
+from .warm import WarmExecutor
+from .warm_session import WarmSession
 
 
 def crash_cause(session: WarmSession | None, died: WorkerDiedError) -> str:

@@ -32,7 +32,8 @@ from .history import REGISTRY, History, HistoryEntry, SetupRegistry
 from .pipeline import RunContext, profile_cell
 from .prewarm import prewarm, prewarm_drill_down, prewarm_for_setup
 from .spec import CellRequest, Notebook, RunCallbacks
-from .warm import WarmExecutor, WarmSession
+from .warm import WarmExecutor
+from .warm_session import WarmSession
 from .worker_pool import SessionStatus, WorkerPool
 
 

@@ -32,7 +32,8 @@ from .backends import Backend
 from .history import History
 from .pipeline import Lines, RunContext, base_meta
 from .spec import CellRequest, Notebook, RunCallbacks
-from .warm import WarmSession, replay_errors
+from .warm import replay_errors
+from .warm_session import WarmSession
 from .worker_pool import WorkerPool
 
 # the setup cell's imports in a new worker (torch, transformers): seconds; a hang is not waited

@@ -9,58 +9,26 @@ interrupt (see ``worker_process``).
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import NsightMagicError, WorkerDiedError
 from ..run_dir import cell_status
 from ..script import build_script
-from ..tools import ToolName
 from . import catch_up, shared_state
-from .backends import WarmState
 from .history import History
 from .pipeline import Outcome, RunContext
 from .replay import ReplayPlan, changed_names, module_names
-from .shared_state import SentObjects
 from .variables import plan_shipping
-from .worker_process import Reply, WorkerProcess
+from .warm_session import WarmSession
+from .worker_process import Reply
 
 # after a failed capture start: how long to wait for the worker to be seen dead (a crash)
 ATTACH_DEATH_GRACE_S = 1.0
 # a request's wall time in meta.timings: "load" and "prepare" would collide with the
 # pipeline's own load_s (the report) and prepare_s (the cell parsed)
 _TIMING_KEYS = {"load": "script_s", "prepare": "vars_s"}
-
-
-@dataclass
-class WarmSession:
-    """One live worker and what it has: the history entries it ran, the variables we sent
-    (with the notebook values' fingerprints), the names in its namespace."""
-
-    tool: ToolName
-    key: tuple[Any, ...]
-    worker: WorkerProcess
-    state: WarmState
-    started_utc: str
-    executed: list[int] = field(default_factory=list)  # history ids, in the order run
-    # names sent from the notebook -> the fingerprint of the value sent (shared_state)
-    shipped: dict[str, tuple[Any, ...]] = field(default_factory=dict)
-    sent: SentObjects = field(default_factory=SentObjects)  # objects it has, by reference
-    mapped_bytes: int = 0  # the notebook's GPU memory it maps (the most sent at once)
-    names: frozenset[str] = frozenset()
-    cells: int = 0
-    broken: str = ""  # why the worker cannot be used again (a sticky CUDA error)
-    ran_sources: set[str] = field(default_factory=set)  # cells captured here, failed ones too
-    notes: list[str] = field(default_factory=list)  # for the user, from background work
-    prewarmed: list[str] = field(default_factory=list)  # what it replayed before any cell
-    busy: str = ""  # what holds it in the background (prewarm), for a cell that waits
-    lock: threading.RLock = field(default_factory=threading.RLock)
-
-    def alive(self) -> bool:
-        return not self.broken and self.worker.alive()
 
 
 def _wait_for(s: WarmSession, ctx: RunContext) -> None:

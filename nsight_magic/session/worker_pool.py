@@ -22,7 +22,7 @@ from . import deadline, gpu_memory, shared_state
 from .backends import Backend, WarmState
 from .pipeline import RunContext, now_utc
 from .profiler_cli import shutdown_session
-from .warm import WarmSession
+from .warm_session import WarmSession
 from .worker_process import WorkerProcess, WorkerStartError
 
 # workers kept per profiler, one per set of launch options (nsys --trace, --env, --python)

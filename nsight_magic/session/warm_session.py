@@ -1,0 +1,43 @@
+"""One live worker and what it has: the history entries it ran, the names and objects the
+notebook sent it (with the fingerprints of the values sent), the names in its namespace. Shared by
+the pool that keeps workers, the executor that runs cells in them, ``catch_up`` and the prewarm.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..tools import ToolName
+from .backends import WarmState
+from .shared_state import SentObjects
+from .worker_process import WorkerProcess
+
+
+@dataclass
+class WarmSession:
+    """One live worker and what it has: the history entries it ran, the variables we sent
+    (with the notebook values' fingerprints), the names in its namespace."""
+
+    tool: ToolName
+    key: tuple[Any, ...]
+    worker: WorkerProcess
+    state: WarmState
+    started_utc: str
+    executed: list[int] = field(default_factory=list)  # history ids, in the order run
+    # names sent from the notebook -> the fingerprint of the value sent (shared_state)
+    shipped: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    sent: SentObjects = field(default_factory=SentObjects)  # objects it has, by reference
+    mapped_bytes: int = 0  # the notebook's GPU memory it maps (the most sent at once)
+    names: frozenset[str] = frozenset()
+    cells: int = 0
+    broken: str = ""  # why the worker cannot be used again (a sticky CUDA error)
+    ran_sources: set[str] = field(default_factory=set)  # cells captured here, failed ones too
+    notes: list[str] = field(default_factory=list)  # for the user, from background work
+    prewarmed: list[str] = field(default_factory=list)  # what it replayed before any cell
+    busy: str = ""  # what holds it in the background (prewarm), for a cell that waits
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def alive(self) -> bool:
+        return not self.broken and self.worker.alive()
