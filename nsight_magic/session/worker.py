@@ -37,6 +37,7 @@ from nsight_magic.session import messages
 
 EXIT_PARENT_GONE = 70
 WATCH_INTERVAL_S = 0.5
+CLOSED_GRACE_S = 2.0  # after the socket closed: how long the notebook may take to be seen dead
 
 
 def process_start_ticks(pid: int) -> int | None:
@@ -306,13 +307,14 @@ def _mark_output(number: int) -> int | None:
     return number
 
 
-def serve(sock: socket.socket, worker: Worker) -> None:
+def serve(sock: socket.socket, worker: Worker) -> bool:
+    """Answer requests until asked to exit (False) or the notebook's end closed (True)."""
     number = 0
     while True:
         try:
             msg = messages.recv(sock)
         except messages.ConnectionClosed:
-            return
+            return True
         except KeyboardInterrupt:  # an interrupt that arrived after the cell had finished
             continue
         op = str(msg.get("op", ""))
@@ -326,9 +328,9 @@ def serve(sock: socket.socket, worker: Worker) -> None:
         try:
             _send(sock, reply)
         except OSError:
-            return
+            return True
         if reply.get("exit") or reply.get("worker_broken"):
-            return
+            return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -354,13 +356,18 @@ def main(argv: list[str] | None = None) -> int:
             "cwd": os.getcwd(),
         },
     )
+    closed = True
     try:
-        serve(sock, worker)
+        closed = serve(sock, worker)
     finally:
         with contextlib.suppress(OSError):
             sock.close()
         sys.stdout.flush()
-    if not parent_alive(args.parent, args.parent_start):  # the socket closed as it died
+    if closed:  # the notebook's end closed: a killed kernel closes it a moment before it dies
+        deadline = time.monotonic() + CLOSED_GRACE_S
+        while parent_alive(args.parent, args.parent_start) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    if not parent_alive(args.parent, args.parent_start):
         exit_with_notebook(group)
     return 0
 
