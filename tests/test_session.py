@@ -156,6 +156,23 @@ def test_a_variable_too_large_to_ship_is_named_with_the_fix(run, tmp_path) -> No
     assert result.report["status"] == "ok" and str(2 << 20) in out
 
 
+def test_a_variable_that_cannot_be_pickled_is_not_sent_to_vars(run) -> None:
+    """--vars sends by value: it cannot help a lock, so the fix does not suggest it."""
+    with pytest.raises(MissingVariableError) as info:
+        run("with lock:\n    pass", ns={"lock": threading.Lock()})
+    message = str(info.value)
+    assert "lock: " in message and "cannot be pickled" in message
+    assert "--vars" not in message and "%%nsight_setup" in message
+
+
+def test_a_failure_with_no_type_or_message_says_so() -> None:
+    from nsight_magic.session.pipeline import cell_failed
+
+    error = cell_failed({"status": "error", "phase": "setup"}, Path("/runs/x"), None)
+    assert "None" not in str(error).splitlines()[0]
+    assert "raised an error it did not report" in str(error)
+
+
 def test_unknown_name_fails_the_cell_in_cell_coordinates(run) -> None:
     with pytest.raises(CellFailedError) as info:
         run("a = 1\nb = not_defined_anywhere + a\n")

@@ -154,13 +154,14 @@ def check(plan: CatchUpPlan, reads: frozenset[str]) -> None:
     if not held:
         return
     lines = [f"  {name}: {why}" for name, why in sorted(held.items())]
-    names = ",".join(sorted(held))
+    # --vars sends by value: it helps a name over the size limit, not one that cannot pickle
+    big = sorted(n for n, why in held.items() if "cannot be pickled" not in why)
+    fix = f"pass --vars {','.join(big)} to send them by value anyway, or " if big else ""
     raise MissingVariableError(
         "The cell reads notebook variables the profiling worker cannot receive:\n"
         + "\n".join(lines)
-        + f"\nFix: pass --vars {names} to send them by value anyway, or create them in a "
-        "%%nsight_setup cell (a setup cell's names that cannot be sent are rebuilt in the "
-        "worker by replaying it).",
+        + f"\nFix: {fix}create them in a %%nsight_setup cell (a setup cell's names that "
+        "cannot be sent are rebuilt in the worker by replaying it), or inside the cell.",
         names=sorted(held),
     )
 

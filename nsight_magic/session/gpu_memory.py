@@ -15,6 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from .. import tools
+from ..profilers.env import clean_env
 
 MARGIN_FACTOR = 1.2
 MARGIN_MIB = 1024.0
@@ -77,6 +78,7 @@ def read() -> GpuMemory:
                     text=True,
                     timeout=15,
                     check=False,
+                    env=clean_env(),  # no profiler injected into nvidia-smi (LD_PRELOAD, ...)
                 ).stdout
             )
         except (OSError, subprocess.TimeoutExpired):

@@ -261,9 +261,13 @@ def cell_failed(status: CellStatus, run_dir: Path, partial: Any) -> CellFailedEr
     where = {"cell": "The profiled cell", "warmup": "The cell (during warm-up)"}.get(
         phase, f"A {phase or 'setup'} step"
     )
+    # a process that died without saying why (`--python /bin/true`, an exception whose
+    # message cannot be printed) has no type or message: say that instead of "None: None"
+    exc_type = status.get("exc_type") or "an error it did not report"
+    message = status.get("exc_message")
+    said = f"{exc_type}: {message}" if message else exc_type
     return CellFailedError(
-        f"{where} raised {status.get('exc_type')}: {status.get('exc_message')}\n"
-        f"{status.get('traceback', '').rstrip()}\n(run folder: {run_dir})",
+        f"{where} raised {said}\n{status.get('traceback', '').rstrip()}\n(run folder: {run_dir})",
         traceback=status.get("traceback", ""),
         exc_type=status.get("exc_type", ""),
         run=partial,
