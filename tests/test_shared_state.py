@@ -185,3 +185,28 @@ def test_receive_binds_names_and_forgets_dropped_ones(tmp_path: Path) -> None:
     got = receive(ns, str(path))
     assert got == {"names": ["a", "b"], "dropped": ["old"]}
     assert "old" not in ns and ns["b"] == [1, 2] and float(ns["a"].sum()) == 2.0
+
+
+def test_worker_only_setup_is_built_in_each_worker_and_a_drill_down_works(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    """``%%nsight_setup --worker-only``: the notebook never ran it, so each worker (the nsys
+    worker, then the ncu worker a drill-down starts) replays it, says so, and the drill-down
+    runs (before: the ncu worker skipped it without a word and the drill-down hit NameError)."""
+    ns: dict = {}  # type: ignore[type-arg]
+    manager.notebook = Notebook(user_ns=ns)
+    cell = prepare_cell("base = 40\n")
+    assert manager.run_setup("model", cell, lambda: True, in_notebook=False)
+    first, out = _cell(manager, tmp_path, ns, "y = base + 2\nprint('y', y)")
+    assert "y 42" in out and first.meta["replayed"] == ["model"]
+    assert any("replays setup cell 'model': base not in the notebook" in line for line in out)
+    drill_out: list[str] = []
+    request = CellRequest(cell="y = base + 2\nprint('y', y)", runs_root=tmp_path / "runs",
+                          cwd=str(tmp_path))  # fmt: skip
+    drill = manager.profile(request, BareBackend("ncu"), before=first.meta["history_id"],
+                            callbacks=RunCallbacks(output=drill_out.append))  # fmt: skip
+    assert drill.report["status"] == "ok" and "y 42" in drill_out
+    assert (
+        drill.meta["replayed"] == ["model"]
+        and drill.meta["worker"]["pid"] != first.meta["worker"]["pid"]
+    )
