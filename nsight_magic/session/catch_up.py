@@ -17,7 +17,6 @@ A setup cell otherwise runs once, in the notebook.
 from __future__ import annotations
 
 import ast
-import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,6 +77,14 @@ def _unsendable(
     return "; ".join(bad[:3])
 
 
+def setup_entries(
+    entries: list[HistoryEntry], *, before: int | None = None, setup: bool = True
+) -> list[HistoryEntry]:
+    """The setup cells a cell (a re-run of history id ``before``: those older than it) sees;
+    none with ``--no-setup``."""
+    return [e for e in entries if e.kind == "setup" and setup and (before is None or e.id < before)]
+
+
 def plan_catch_up(
     entries: list[HistoryEntry],
     session: WarmSession,
@@ -94,9 +101,7 @@ def plan_catch_up(
     """What ``session`` needs before a cell that reads ``reads`` (``before``: a re-run of an
     earlier cell sees only what came before it; ``explicit``: ``--vars`` names, sent by value)."""
     user_ns = notebook.user_ns
-    setups = [
-        e for e in entries if e.kind == "setup" and setup and (before is None or e.id < before)
-    ]
+    setups = setup_entries(entries, before=before, setup=setup)
     cells = plan_replay([e for e in entries if e.kind != "setup"], session.executed, reads,
                         before=before, setup=False, everything=replay_all)  # fmt: skip
     wanted = set(reads if notebook.auto_vars else ()).union(*(e.cell.names_read for e in cells.run))
@@ -104,8 +109,9 @@ def plan_catch_up(
     wanted -= set(notebook.hidden) | set(explicit)
     wanted = {n for n in wanted if not n.startswith("_")}
     gone = sorted(n for n in session.shipped if n not in user_ns)
+    up_to_date = _up_to_date(session, user_ns)
     share = shared_state.plan(wanted, user_ns, max_bytes=notebook.auto_vars_max_bytes,
-                              skip=_up_to_date(session, user_ns), gone=gone)  # fmt: skip
+                              skip=up_to_date, gone=gone)  # fmt: skip
     cannot = share.cannot()
     fallback: dict[str, str] = {}
     replayed_setups = []
@@ -127,7 +133,7 @@ def plan_catch_up(
     extra = {n for e in replayed_setups for n in e.cell.names_read} - set(share.shares)
     extra -= {n for e in replayed_setups for n in e.cell.names_bound} | set(notebook.hidden)
     more = shared_state.plan(extra, user_ns, max_bytes=notebook.auto_vars_max_bytes,
-                             skip=_up_to_date(session, user_ns))  # fmt: skip
+                             skip=up_to_date)  # fmt: skip
     share.names.update(more.names)
     share.shares.update(more.shares)
     run = sorted([*replayed_setups, *cells.run], key=lambda e: e.id)
@@ -221,7 +227,5 @@ def ask_receive(session: WarmSession, folder: RunDir, ask: Any) -> Reply | None:
     """The ``receive`` request when there is something to receive."""
     if not folder.shared.exists():
         return None
-    t0 = time.perf_counter()
     reply: Reply = ask({"op": "receive"})
-    reply.data.setdefault("receive_s", time.perf_counter() - t0)
     return reply

@@ -72,11 +72,15 @@ class WarmExecutor:
         self.history = history
         self.before = before
         self.replay_all = replay_all
-        self.plan = ReplayPlan()
         self.catch_up: catch_up.CatchUpPlan = catch_up.CatchUpPlan(
             ReplayPlan(), shared_state.SharePlan()
         )
         self.session: WarmSession | None = None
+
+    @property
+    def plan(self) -> ReplayPlan:
+        """The replay of this cell's catch-up (what the crash note counts)."""
+        return self.catch_up.replay
 
     def _ask(self, ctx: RunContext, message: dict[str, Any]) -> Reply:
         assert self.session is not None
@@ -109,7 +113,6 @@ class WarmExecutor:
         ctx.meta.timings["worker_start_s"] = time.perf_counter() - t0
         with s.lock:
             plan = self.catch_up = self._plan(ctx, s)
-            self.plan = plan.replay
             catch_up.check(plan, ctx.cell.names_read)
             for note in s.notes:  # what happened in the background (prewarm) since
                 ctx.lines.note(note)
@@ -118,15 +121,11 @@ class WarmExecutor:
             # the script alone reproduces this state (a fresh re-run after a crash, a shared
             # folder): the setup cells, which the worker received instead of running, and what
             # it has run, then the cell
-            setups = {
-                e.id
-                for e in self.history.entries()
-                if e.kind == "setup"
-                and request.setup
-                and (self.before is None or e.id < self.before)
-            }
-            replayed = [e for e in self.history.entries() if e.id in ran | setups]
-            modules = module_names(self.history.entries())
+            entries = self.history.entries()
+            setups = catch_up.setup_entries(entries, before=self.before, setup=request.setup)
+            ran |= {e.id for e in setups}
+            replayed = [e for e in entries if e.id in ran]
+            modules = module_names(entries)
             changes = changed_names(ctx.cell, modules, ctx.notebook.user_ns)
             script = build_script(ctx.cell, history=[e.payload() for e in replayed],
                                   warmup=request.warmup, gate=ctx.backend.gate,
