@@ -40,34 +40,29 @@ WATCH_INTERVAL_S = 0.5
 CLOSED_GRACE_S = 2.0  # after the socket closed: how long the notebook may take to be seen dead
 
 
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat after the command name (field 3 on), or [] when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+    except OSError:
+        return []
+    return stat[stat.rfind(")") + 2 :].split()
+
+
 def process_start_ticks(pid: int) -> int | None:
     """Field 22 of /proc/PID/stat (start time in clock ticks): a pid plus this names one
     process, even after the pid is reused."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode(errors="replace")
-    except OSError:
-        return None
-    fields = stat[stat.rfind(")") + 2 :].split()
+    fields = _stat_fields(pid)
     return int(fields[19]) if len(fields) > 19 else None
-
-
-def process_state(pid: int) -> str:
-    """Field 3 of /proc/PID/stat ("Z": a zombie, dead but not yet reaped); "" when gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode(errors="replace")
-    except OSError:
-        return ""
-    return stat[stat.rfind(")") + 2 :][:1]
 
 
 def parent_alive(pid: int, start_ticks: int | None) -> bool:
     if os.path.isdir("/proc"):
-        ticks = process_start_ticks(pid)
-        if ticks is None or process_state(pid) in ("Z", "X", ""):
-            return False  # a killed kernel its server has not reaped yet is dead too
-        return start_ticks is None or ticks == start_ticks
+        fields = _stat_fields(pid)  # one read: its state (field 3) and start time (field 22)
+        if len(fields) <= 19 or fields[0] in ("Z", "X"):
+            return False  # gone, or a killed kernel its server has not reaped yet
+        return start_ticks is None or int(fields[19]) == start_ticks
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -148,6 +143,18 @@ def cuda_memory() -> dict[str, Any]:
     return out
 
 
+def _failed(exc: BaseException, phase: str, tb: str) -> dict[str, Any]:
+    """The reply of a step whose code raised (the request itself was served)."""
+    return {
+        "ok": True,
+        "status": "interrupted" if isinstance(exc, KeyboardInterrupt) else "error",
+        "phase": phase,
+        "exc_type": type(exc).__name__,
+        "exc_message": str(exc),
+        "traceback": tb,
+    }
+
+
 class Worker:
     """The namespace and the current cell's script module, and the request handlers."""
 
@@ -190,14 +197,9 @@ class Worker:
         try:
             got = self._hook("receive_shared")(self.ns)
         except BaseException as exc:  # a class the worker cannot import, a handle it cannot map
-            return {
-                "ok": True,
-                "status": "interrupted" if isinstance(exc, KeyboardInterrupt) else "error",
-                "phase": "vars",
-                "exc_type": type(exc).__name__,
-                "exc_message": f"receiving the notebook's variables failed: {exc}",
-                "traceback": traceback.format_exc(),
-            }
+            failed = _failed(exc, "vars", traceback.format_exc())
+            failed["exc_message"] = f"receiving the notebook's variables failed: {exc}"
+            return failed
         return {"ok": True, "status": "ok", "received": got, "names": self.names()}
 
     def op_prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -208,15 +210,9 @@ class Worker:
             phase = "warmup"
             self._hook("warmup")(self.ns)
         except BaseException as exc:  # the user's code: report it in cell coordinates
-            return {
-                "ok": True,
-                "status": "interrupted" if isinstance(exc, KeyboardInterrupt) else "error",
-                "phase": phase,
-                "exc_type": type(exc).__name__,
-                "exc_message": str(exc),
-                "traceback": self._hook("user_traceback")(exc),
-                "worker_broken": cuda_broken(),
-            }
+            failed = _failed(exc, phase, self._hook("user_traceback")(exc))
+            failed["worker_broken"] = cuda_broken()
+            return failed
         return {"ok": True, "status": "ok", "names": self.names()}
 
     def op_capture(self, msg: dict[str, Any]) -> dict[str, Any]:
