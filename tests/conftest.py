@@ -1,4 +1,5 @@
-"""Shared fixtures: paths to the real reports in tests/data (see tests/data/README.md).
+"""Shared fixtures: paths to the real reports in tests/data (see tests/data/README.md), and an
+IPython shell with the extension loaded.
 
 The .ncu-rep files are stored xz-compressed (each is ~15-23 MB raw, ~1 MB packed); they are
 unpacked once per session into a temp folder, since ncu_report needs a real file path."""
@@ -12,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from IPython.core.interactiveshell import InteractiveShell
 
 DATA = Path(__file__).parent / "data"
 
@@ -86,3 +88,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.stdlib)
         if item.get_closest_marker("torch") and not HAS_TORCH:
             item.add_marker(no_torch)
+
+
+@pytest.fixture(scope="module")
+def ip() -> InteractiveShell:
+    """The test process's IPython shell with ``%load_ext nsight_magic`` done."""
+    import nsight_magic
+
+    if not hasattr(nsight_magic, "load_ipython_extension"):
+        pytest.fail(
+            "nsight_magic was imported as a namespace package (its __init__ did not run): the "
+            "editable install predates nsight_magic/__init__.py. Fix: `.venv/bin/pip install "
+            "--no-deps -e .` or pytest `pythonpath = ['.']`."
+        )
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "nsight_magic")
+    return shell

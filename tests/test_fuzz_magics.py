@@ -35,13 +35,6 @@ CELL_PARTS = [
 
 
 @pytest.fixture(scope="module")
-def ip() -> InteractiveShell:
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "nsight_magic")
-    return shell
-
-
-@pytest.fixture(scope="module")
 def runs_dir(ip: InteractiveShell, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fuzz") / "runs"
     ip.run_line_magic("config", f'NsightMagic.runs_dir = "{root}"')

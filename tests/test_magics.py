@@ -14,21 +14,6 @@ from nsight_magic.session.history import REGISTRY
 from nsight_magic.session.manager import MANAGER
 
 
-@pytest.fixture(scope="module")
-def ip() -> InteractiveShell:
-    import nsight_magic
-
-    if not hasattr(nsight_magic, "load_ipython_extension"):
-        pytest.fail(
-            "nsight_magic was imported as a namespace package (its __init__ did not run): the "
-            "editable install predates nsight_magic/__init__.py. Fix: `.venv/bin/pip install "
-            "--no-deps -e .` or pytest `pythonpath = ['.']`."
-        )
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "nsight_magic")
-    return shell
-
-
 @pytest.fixture
 def runs_dir(ip: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "runs"

@@ -16,13 +16,6 @@ from nsight_magic.profilers.ncu import listed_identifiers
 from nsight_magic.session.manager import MANAGER
 
 
-@pytest.fixture(scope="module")
-def ip() -> InteractiveShell:
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "nsight_magic")
-    return shell
-
-
 @pytest.fixture
 def runs_dir(ip: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "runs"

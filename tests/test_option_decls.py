@@ -153,13 +153,6 @@ def test_every_flag_of_the_declarations_is_a_magic_flag_and_no_other() -> None:
 
 
 # --- help -------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def ip() -> InteractiveShell:
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "nsight_magic")
-    return shell
-
-
 @pytest.mark.parametrize(("name", "options"), [("ncu", NcuOptions), ("nsys", NsysOptions)])
 def test_help_shows_one_usage_and_each_option_once(
     ip: InteractiveShell, name: str, options: type

@@ -74,13 +74,6 @@ def _fake_nsys(folder: Path, behaviour: dict[str, str]) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def ip() -> InteractiveShell:
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "nsight_magic")
-    return shell
-
-
 @pytest.fixture
 def probe(ip: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
           capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]  # fmt: skip

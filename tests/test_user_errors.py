@@ -17,13 +17,6 @@ from nsight_magic.session.spec import CellRequest
 from nsight_magic.tools import Tool
 
 
-@pytest.fixture(scope="module")
-def ip() -> InteractiveShell:
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "nsight_magic")
-    return shell
-
-
 @pytest.fixture
 def runs_dir(ip: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "runs"

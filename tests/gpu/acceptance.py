@@ -100,7 +100,10 @@ def generate(ids, steps=16):
 BIG_BODY = "with torch.no_grad():\n    yb = mlp(xb)\n    sb = big[:4096].float().sum()\n"
 
 # (step, cell source, expected error name or None). Steps follow issue #21's list.
-STEPS: list[tuple[str, str, str | None]] = [
+# (name, cell source, expected error class or None)
+Step = tuple[str, str, str | None]
+
+STEPS: list[Step] = [
     ("0 prelude", PRELUDE, None),
     ("1 setup: Qwen2 decoder, random weights", SETUP, None),
     (
@@ -192,6 +195,7 @@ names = list(summary["name"])
 top = next((n for n in names if "gemm" in n.lower() or "nvjet" in n), names[0])
 t0 = time.perf_counter(); k1 = r3.profile_kernel(top, set="roofline")
 FIG["drill_first_s"] = time.perf_counter() - t0
+FIG["drill_first_timings"] = k1.meta.get("timings")
 for frame in (k1.mfu(), k1.hfu(), k1.advice()):
     assert not frame.empty, frame
 FIG["k1_hfu"] = k1.hfu().to_dict("records")
@@ -207,6 +211,7 @@ assert ranges.empty or ranges["coverage"].str.contains("launches profiled").all(
 second = next(n for n in names if n != top)
 t0 = time.perf_counter(); k2 = r3.profile_kernel(second, set="roofline")
 FIG["drill_second_s"] = time.perf_counter() - t0
+FIG["drill_second_timings"] = k2.meta.get("timings")
 for frame in (k2.mfu(), k2.hfu(), k2.advice()):
     assert not frame.empty, frame
 """,
@@ -269,6 +274,7 @@ for run, want in ((n2, "LLM@prefill"), (n3, "LLM@prefill"), (n4, "pick"), (n5, "
     k = run.kernels()
     assert len(k) >= 1 and all(want in p for p in k["nvtx"]), (want, k["nvtx"].tolist())
 FIG["ncu_nvtx_after_s"] = [w for c, w in WALLS if c.startswith("%%ncu --nvtx")]
+FIG["ncu_nvtx_timings"] = [r.meta.get("timings") for r in (n_first, n2, n3, n4, n5)]
 """,
         None,
     ),
@@ -480,7 +486,7 @@ RANK_SETUP = r"""%%nsight_setup --name ranks
 import os, torch, torch.distributed as dist
 """
 
-RANK_STEPS: list[tuple[str, str, str | None]] = [
+RANK_STEPS: list[Step] = [
     ("0 prelude", PRELUDE, None),
     ("11 setup", RANK_SETUP, None),
     (
@@ -563,13 +569,26 @@ def verdicts(nb: object) -> list[dict[str, object]]:
     return rows
 
 
-def run(ranks: bool, out: Path, timeout: int = 900) -> list[dict[str, object]]:
+def steps_until(steps: list[Step], until: str | None) -> list[Step]:
+    """The steps up to and including the first named ``until...`` (a prefix): a quick look at the
+    first steps (where a drill-down's seconds go) without the whole session."""
+    if not until:
+        return steps
+    names = [name for name, _, _ in steps]
+    last = next((i for i, name in enumerate(names) if name.startswith(until)), None)
+    if last is None:
+        raise SystemExit(f"no step starts with {until!r}; steps: {names}")
+    return [*steps[: last + 1], *[s for s in steps[last + 1 :] if s[0] == "end"]]  # FIG saved
+
+
+def run(ranks: bool, out: Path, timeout: int = 900, until: str | None = None
+        ) -> list[dict[str, object]]:  # fmt: skip
     import nbformat
     from nbclient import NotebookClient
 
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="nsight-acceptance-"))
-    nb = build(RANK_STEPS if ranks else STEPS, work / "runs")
+    nb = build(steps_until(RANK_STEPS if ranks else STEPS, until), work / "runs")
     tag = "acceptance_ranks" if ranks else "acceptance"
     os.environ["ACCEPT_FIG"] = str(out / f"{tag}.json")
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
@@ -615,8 +634,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", action="store_true", help="step 11 only (2 GPUs)")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "acceptance-out")))
+    ap.add_argument("--until", default=None, help="run the steps up to the first of this prefix")
     args = ap.parse_args()
-    rows = run(args.ranks, args.out)
+    rows = run(args.ranks, args.out, until=args.until)
     sys.exit(0 if all(r["ok"] for r in rows) else 1)
 
 
