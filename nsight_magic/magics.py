@@ -137,9 +137,10 @@ class NsightMagic(Magics):
         if self._registered and self.shell is not None:
             print(magic_names.assign_and_tell(self.shell, claim=change["new"], always=True))
 
-    prewarm = Bool(True, help="Start the nsys worker when a %%nsight_setup cell runs (it replays "
-                   "it meanwhile), the ncu worker after the first nsys result if the GPU has "
-                   "room.").tag(config=True)  # fmt: skip
+    prewarm = Bool(True, help="Start the nsys and ncu workers when a %%nsight_setup cell runs "
+                   "(they import what it imports meanwhile and receive what it defined), and "
+                   "replay in the ncu worker what a drill-down needs after the first nsys "
+                   "result.").tag(config=True)  # fmt: skip
     static_view = Enum(["auto", "inline", "background"], "auto", help="'auto': in a notebook "
                        "editor (JupyterLab, Notebook 7) a result's live view at once and its "
                        "static HTML/PNG copy after, into the same output (the next cell waits "
@@ -347,17 +348,22 @@ class NsightMagic(Magics):
     @argument("action", nargs="?", default="status",
               choices=["status", "start", "restart", "stop", "reset"])  # fmt: skip
     @argument("tool", nargs="?", default=None, choices=["nsys", "ncu"])
+    @argument("--host", action="store_true",
+              help="with start nsys: the worker %%nsys --host cells use")  # fmt: skip
     @line_magic
     def nsight_session(self, line: str) -> None:
         """The profiling workers: ``status`` (pid, uptime, cells, GPU memory), ``start`` (in the
-        background; it replays the setup cells), ``restart`` or
+        background; it receives the setup cells' names), ``restart`` or
         ``stop`` (both, or the named one): a restarted worker replays the setup cells and the
         profiled cells on its next cell; ``reset`` stops both and forgets the profiled cells
-        (the setup cells stay).
+        (the setup cells stay). ``start nsys --host`` starts the worker that ``%%nsys --host``
+        cells use (other launch options: its own worker), so the first such cell does not wait
+        for a Python with torch to start (~7 s on an H100); put it (and ``start nsys``, for
+        plain cells) before the setup cell: the setup reaches every live worker.
 
         Usage::
 
-            %nsight_session [status|start|restart|stop|reset] [nsys|ncu]"""
+            %nsight_session [status|start|restart|stop|reset] [nsys|ncu] [--host]"""
         try:
             args = self.nsight_session.parser.parse_args(split_extra(line)[0])
         except SystemExit:  # pragma: no cover - MagicArgumentParser raises UsageError
@@ -365,9 +371,15 @@ class NsightMagic(Magics):
         if args.action == "status":
             print(format_status(MANAGER.status(), notebook_gpu_memory()))
             return
+        if args.host and (args.action != "start" or args.tool not in (None, "nsys")):
+            raise UsageError("--host goes with `%nsight_session start nsys --host` only.")
         if args.action == "start":
-            MANAGER.start_worker(args.tool or "nsys")
-            print(f"Starting the {args.tool or 'nsys'} worker in the background.")
+            self._apply_config()
+            MANAGER.notebook = self._notebook()  # what it receives
+            host = NsysBackend(NsysOptions(host=True)) if args.host else None
+            MANAGER.start_worker(args.tool or "nsys", host)
+            which = "nsys --host" if args.host else args.tool or "nsys"
+            print(f"Starting the {which} worker in the background.")
             return
         if args.action == "reset":
             MANAGER.reset()

@@ -160,3 +160,12 @@ def test_ncu_nvtx_reaches_the_backend_in_every_spelling(
     ip.run_cell_magic("nsight_ncu", f"--nvtx {spec} --launch-count 3", "x = 1")
     (options,) = seen
     assert options.nvtx_target == spec and options.launch_count == 3
+
+
+def test_session_start_host_is_for_the_nsys_worker_only(ip) -> None:
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match="start nsys --host"):
+        ip.run_line_magic("nsight_session", "start ncu --host")
+    with pytest.raises(UsageError, match="start nsys --host"):
+        ip.run_line_magic("nsight_session", "stop --host")

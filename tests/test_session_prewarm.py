@@ -84,6 +84,39 @@ def test_the_nsys_worker_starts_while_the_notebook_runs_a_setup_cell_and_receive
     assert len(manager.setup) == 1  # fresh runs replay it too
 
 
+def test_the_ncu_worker_starts_with_a_setup_cell_too_so_a_first_ncu_cell_finds_it_ready(
+    manager, tmp_path
+) -> None:
+    """A Run All whose first profiled cell is %%ncu: its worker imported and received during
+    the setup cell (a transformers setup made that first cell 18.5 s on the H100 otherwise)."""
+    ns: dict = {}
+    assert _notebook_setup(manager, ns, "base", "import os\nbase = os.getpid()\n")
+    _join(manager)
+    ncu = _status(manager, "ncu")
+    assert ncu.alive and ncu.cells == 0 and ncu.prewarmed == [] and "base" in ncu.shared_names
+    result, out = _run(manager, tmp_path, "print(base)", tool="ncu", ns=ns)
+    assert result.meta["worker"]["pid"] == ncu.pid and "receive_s" not in result.meta["timings"]
+    assert out[-1] == str(os.getpid())  # the notebook's value, received, not recomputed
+
+
+def test_a_drill_down_after_a_setup_cell_uses_the_ncu_worker_the_setup_started(
+    manager, tmp_path
+) -> None:
+    ns: dict = {}
+    assert _notebook_setup(manager, ns, "base", "base = 10\n")
+    run, _ = _run(manager, tmp_path, "y = base + 1\nprint('measured')", ns=ns)
+    _join(manager)
+    (ncu,) = [s for s in manager.status() if s.tool == "ncu"]  # the setup's, no second one
+    out: list[str] = []
+    request = CellRequest(cell="y = base + 1\nprint('measured')", runs_root=tmp_path / "runs",
+                          cwd=str(tmp_path))  # fmt: skip
+    drill = manager.profile(request, BareBackend("ncu"), before=run.meta["history_id"],
+                            notebook=Notebook(user_ns=ns),
+                            callbacks=RunCallbacks(output=out.append))  # fmt: skip
+    assert drill.meta["worker"]["pid"] == ncu.pid and "replayed" not in drill.meta
+    assert out[-1] == "measured"
+
+
 def test_a_setup_cell_reaches_the_worker_started_by_hand(manager, tmp_path):
     """``%nsight_session start`` starts the nsys worker; a setup cell run right after it (Run
     All), while that worker may still be starting, reaches it: one worker, no second start."""
@@ -194,6 +227,37 @@ def test_cells_run_back_to_back_are_not_held_by_the_ncu_prewarm(manager, tmp_pat
     assert not ncu or ncu[0].prewarmed == []  # started, maybe, but not replaying yet
     _join(manager)  # the notebook is idle now: the replay runs
     assert _status(manager, "ncu").prewarmed == ["base"]
+
+
+class _HostBackend(BareBackend):
+    """Other launch options (as ``%%nsys --host``'s): its own worker."""
+
+    def launch_key(self, request: CellRequest) -> tuple:
+        return (*super().launch_key(request), "host")
+
+
+def test_a_worker_started_by_hand_for_other_options_gets_the_setup_beside_the_default_one(
+    manager, tmp_path
+) -> None:
+    """``%nsight_session start nsys`` and ``start nsys --host`` before the setup cell: both
+    workers receive the setup's names, so the first --host cell starts nothing."""
+    manager.start_worker("nsys")
+    manager.start_worker("nsys", _HostBackend())
+    _join(manager)
+    ns: dict = {}
+    assert _notebook_setup(manager, ns, "base", "base = 41\n")
+    _join(manager)
+    nsys = [s for s in manager.status() if s.tool == "nsys"]
+    assert len(nsys) == 2 and all("base" in s.shared_names for s in nsys)
+    out: list[str] = []
+    request = CellRequest(cell="print(base + 1)", runs_root=tmp_path / "runs", cwd=str(tmp_path))
+    result = manager.profile(request, _HostBackend(), notebook=Notebook(user_ns=ns),
+                             callbacks=RunCallbacks(output=out.append))  # fmt: skip
+    assert result.meta["worker"]["pid"] in {s.pid for s in nsys} and out[-1] == "42"
+    assert "worker_start_s" not in result.meta["timings"] or (
+        result.meta["timings"]["worker_start_s"] < 1.0
+    )
+    assert "receive_s" not in result.meta["timings"]
 
 
 class _SlotBackend(BareBackend):

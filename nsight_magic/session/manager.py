@@ -65,13 +65,13 @@ class SessionManager(DrillDowns):
         self.history.add("setup", name or "setup", cell)
 
     def begin_setup(self, name: str, cell: PreparedCell) -> HistoryEntry:
-        """A setup cell about to run in the notebook: with ``prewarm`` the nsys worker starts
-        (or is found) and replays it meanwhile. ``end_setup`` says how the notebook's run
-        ended."""
+        """A setup cell about to run in the notebook: with ``prewarm`` the nsys and ncu workers
+        start (or are found) and receive what it defined once it ran (``prewarm.py``).
+        ``end_setup`` says how the notebook's run ended."""
         entry = self.history.add("setup", name or "setup", cell)
         self._setup_done[entry.id] = threading.Event()
         if self.prewarm:
-            self.background.append(prewarm_for_setup(self, entry.id))
+            self.background += prewarm_for_setup(self, entry.id)
         return entry
 
     def wait_setup(self, entry_id: int, timeout: float | None = None) -> bool:
@@ -117,10 +117,12 @@ class SessionManager(DrillDowns):
             if (done := self._setup_done.pop(entry.id, None)) is not None:
                 done.set()
 
-    def start_worker(self, tool: str = "nsys") -> threading.Thread:
-        """Start the worker of ``tool`` (default launch options) and replay the setup cells,
-        in the background (``%nsight_session start``); returns the thread."""
-        thread = prewarm(self, self.prewarm_backends[tool](), CellRequest(cell="pass"))
+    def start_worker(self, tool: str = "nsys", backend: Backend | None = None) -> threading.Thread:
+        """Start the worker of ``tool`` (default launch options, or ``backend``'s: a ``--host``
+        worker) and bring it up to date with the setup cells, in the background
+        (``%nsight_session start``); returns the thread."""
+        backend = backend or self.prewarm_backends[tool]()
+        thread = prewarm(self, backend, CellRequest(cell="pass"))
         self.background.append(thread)
         return thread
 

@@ -1,13 +1,18 @@
 """Workers started, and their history replayed, before a cell needs them, in a background thread.
 
-- nsys: when a ``%%nsight_setup`` cell runs (concurrently with the notebook's own run of it) or
-  on ``%nsight_session start``: the first profiled cell then costs its body and the profiler.
-- ncu: once the first nsys result is back, when the GPU has room for a second copy of the
-  notebook's state (``gpu_memory.py``); it replays what a drill-down into that cell needs, so
-  the first drill-down costs ncu's own replay. The nsys worker is held meanwhile (its lock), so
-  an nsys capture never runs beside the ncu worker's replay on the GPU; and the replay starts
-  only once no profiled cell has run for a moment (``activity.py``), so cells run back to back
-  (Run All) are not held by it.
+- nsys and ncu: when a ``%%nsight_setup`` cell runs (concurrently with the notebook's own run
+  of it; nsys also on ``%nsight_session start``): each imports what the cell imports meanwhile
+  and receives what it defined once it ran (mapping, no GPU work), so the first profiled cell,
+  the first ``%%ncu`` cell or drill-down included, costs its body and the profiler. The ncu
+  worker replays what cannot be sent only in a pause (below). Importing torch takes ~3 s on the
+  lent H100 and transformers more: a first ``%%ncu`` cell after a transformers setup took 18.5 s
+  when its worker started then (acceptance, 2026-11-26).
+- ncu, again once the first nsys result is back: it replays what a drill-down into that cell
+  needs (started first when none is alive and the GPU has room for it), so the first
+  drill-down costs ncu's own replay. The nsys worker is held meanwhile (its lock), so an nsys
+  capture never runs beside the ncu worker's replay on the GPU; and the replay starts only
+  once no profiled cell has run for a moment (``activity.py``), so cells run back to back (Run
+  All) are not held by it.
 
 A profiled cell that arrives meanwhile waits for the same worker (the start and the replay hold
 the locks a cell takes), then replays only what is still missing. What went wrong in the
@@ -126,13 +131,21 @@ def _prewarm(
                         )
                 if not manager.wait_setup(setup_entry):
                     return  # it failed in the notebook: nothing to receive
-            if hold is not None:  # the notebook's names at once: mapping them costs no GPU time
+            # the ncu worker replays on the GPU only in a pause, the nsys worker held meanwhile
+            in_pause = hold is not None or backend.tool == "ncu"
+            if in_pause:  # the notebook's names at once: mapping them costs no GPU time
                 with _busy(session, "receiving the notebook's variables ahead of time"):
-                    _replay(manager, session, Path(tmp), backend, reads, before, receive_only=True)
-            if hold is not None and not manager.activity.wait_idle(
-                PREWARM_IDLE_S, lambda: manager.workers.stop_count != stops
-            ):
-                return  # stopped meanwhile; a Run All keeps going past here until it ends
+                    left = _replay(manager, session, Path(tmp), backend, reads, before,
+                                   receive_only=True)  # fmt: skip
+                if not left:
+                    session.notes += notes
+                    return
+                if not manager.activity.wait_idle(
+                    PREWARM_IDLE_S, lambda: manager.workers.stop_count != stops
+                ):
+                    return  # stopped meanwhile; a Run All keeps going past here until it ends
+                if hold is None:
+                    hold = next(iter(_alive(manager, "nsys")[-1:]), None)
             waiting = f"the {session.tool} worker replays ahead of time; no capture runs beside it"
             with _busy(hold, waiting), _busy(session, "replaying earlier cells ahead of time"):
                 _replay(manager, session, Path(tmp), backend, reads, before)
@@ -164,9 +177,10 @@ def _replay(
     before: int | None,
     *,
     receive_only: bool = False,
-) -> None:
+) -> bool:
     """Bring ``session`` up to date (``catch_up``); ``receive_only``: the names, no replay (a
-    replay runs the user's code on the GPU: it waits for a pause, the names need not)."""
+    replay runs the user's code on the GPU: it waits for a pause, the names need not). True
+    when cells are left to replay (after ``receive_only``)."""
     notebook = manager.notebook
     entries = manager.history.entries()
     plan = catch_up.plan_catch_up(entries, session, notebook, reads, before=before,
@@ -174,26 +188,26 @@ def _replay(
                                   setup_gpu_bytes=manager.history.gpu_bytes,
                                   in_notebook=manager.history.in_notebook)  # fmt: skip
     if plan.replay.conflict or not session.alive():
-        return
+        return False
     if not plan.replay.run and not plan.share.names:
-        return
+        return False
     run_dir = RunDir(folder)
     # the worker needs a script's hooks to receive and replay through
     script = run_dir.write_script(build_script(prepare_cell("pass"), gate=backend.gate))
     worker = session.worker
     if not worker.request({"op": "load", "script": str(script)}).data.get("ok"):
-        return
+        return False
     catch_up.write_share(plan, session, run_dir)
     reply = catch_up.ask_receive(session, run_dir, worker.request)
     if reply is not None:
         if reply.data.get("status") != "ok":
             session.notes.append(f"the {session.tool} worker could not receive the notebook's "
                                  f"variables: {reply.data.get('exc_message', '')}")  # fmt: skip
-            return
+            return False
         catch_up.received(plan, session, notebook.user_ns)
         session.names = frozenset(reply.data.get("names", session.names))
     if not plan.replay.run or receive_only:
-        return
+        return bool(plan.replay.run)
     session.notes += plan.notes(session.tool)
     catch_up.admit(plan, session)
     payload = catch_up.history_payload(plan, entries, notebook.user_ns)
@@ -201,26 +215,36 @@ def _replay(
     if not reply.data.get("ok"):
         session.notes.append(f"prewarming the {session.tool} worker failed: "
                              f"{str(reply.data.get('error', '')).strip()[-300:]}")  # fmt: skip
-        return
+        return False
     session.executed += [e.id for e in plan.replay.run]
     if any(manager.history.get(e.id) is None for e in plan.replay.run):  # its setup cell failed
         worker.kill()  # in the notebook meanwhile: this worker ran what the notebook has not
-        return
+        return False
     for entry in plan.replay.run:
         catch_up.own_names(session, entry.cell.names_bound)
     session.names = frozenset(reply.data.get("names", ()))
     session.prewarmed = [e.name for e in plan.replay.run]
     session.notes += replay_errors(session.tool, reply)
+    return False
 
 
-def prewarm_for_setup(manager: PrewarmHost, entry_id: int) -> threading.Thread:
-    """A setup cell runs in the notebook: the nsys worker in use (whatever its launch options),
-    or, with none alive, one with the default options started meanwhile, receives what it
-    defined once it ran."""
-    live = [s for s in manager.workers.sessions_of("nsys") if s.alive()]
-    backend = manager.prewarm_backends["nsys"]()
-    return prewarm(manager, backend, CellRequest(cell="pass"), into=live[-1] if live else None,
-                   setup_entry=entry_id)  # fmt: skip
+def _alive(manager: PrewarmHost, tool: str) -> list[WarmSession]:
+    return [s for s in manager.workers.sessions_of(tool) if s.alive()]
+
+
+def prewarm_for_setup(manager: PrewarmHost, entry_id: int) -> list[threading.Thread]:
+    """A setup cell runs in the notebook: for each tool, every live worker (whatever its launch
+    options: those started by ``%nsight_session start nsys [--host]`` too), or, with none alive,
+    one of the default options started meanwhile, receive what it defined once it ran (a
+    notebook whose cells all use other options keeps one worker, not a second idle one)."""
+    threads = []
+    request = CellRequest(cell="pass")
+    for tool in ("nsys", "ncu"):
+        backend = manager.prewarm_backends[tool]()
+        targets: list[WarmSession | None] = list(_alive(manager, tool)) or [None]
+        for into in targets:
+            threads.append(prewarm(manager, backend, request, into=into, setup_entry=entry_id))
+    return threads
 
 
 def prewarm_drill_down(
@@ -229,17 +253,20 @@ def prewarm_drill_down(
     """The ncu worker a drill-down into the cell ``nsys`` just ran (``ctx``, history id
     ``entry_id``) would use, started and replayed when none is alive and the GPU has room for
     it beside the nsys worker; the nsys worker waits while it replays."""
-    if any(s.alive() for s in manager.workers.sessions_of("ncu")):
-        return []
     r = ctx.request  # what the drill-down's request will have: the ncu worker's launch key
     request = CellRequest(cell="pass", python=r.python, cwd=r.cwd, env=dict(r.env))
     backend = manager.prewarm_backends["ncu"]()
+    key = backend.launch_key(request)
+    # one started with the setup cell (``prewarm_for_setup``) replays this cell's needs too
+    into = next((s for s in _alive(manager, "ncu") if s.key == key), None)
+    if into is None and _alive(manager, "ncu"):
+        return []  # one of other launch options is in use: the drill-down decides
     stops = manager.workers.stop_count
 
     def run() -> None:
-        room, _ = gpu_memory.read().room_for_copy_of(nsys.worker.pid)
-        if room:
-            _prewarm(manager, backend, request, ctx.cell.names_read, entry_id, nsys, None, stops)
+        if into is None and not gpu_memory.read().room_for_copy_of(nsys.worker.pid)[0]:
+            return
+        _prewarm(manager, backend, request, ctx.cell.names_read, entry_id, nsys, into, stops)
 
     thread = threading.Thread(target=run, name="nsight_magic prewarm ncu", daemon=True)
     thread.start()
