@@ -68,6 +68,7 @@ STDLIB_ONLY = {
     "test_runner.py",
     "test_child_signals.py",
     "test_kernel_env.py",
+    "test_worker_channel.py",
 }
 
 
