@@ -69,6 +69,7 @@ STDLIB_ONLY = {
     "test_child_signals.py",
     "test_kernel_env.py",
     "test_worker_channel.py",
+    "test_warm_tracebacks.py",
 }
 
 

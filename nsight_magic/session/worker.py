@@ -190,6 +190,20 @@ class Worker:
             raise RuntimeError("no cell script loaded")
         return self.module[name]
 
+    def _user_traceback(self, exc: BaseException) -> str:
+        """The traceback of an exception a script hook raised, as the notebook would show it:
+        from the user's first frame on. This handler's frames are cut here, the script's own
+        (``prepare``, ``run_statements``, ``load_vars``) by the script's ``user_traceback``."""
+        tb = exc.__traceback__
+        here = os.path.abspath(__file__)
+        while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) == here:
+            tb = tb.tb_next
+        exc = exc.with_traceback(tb)
+        try:
+            return str(self._hook("user_traceback")(exc))
+        except Exception:  # no script loaded: the exception as it is
+            return "".join(traceback.format_exception(type(exc), exc, tb))
+
     def op_load(self, msg: dict[str, Any]) -> dict[str, Any]:
         if msg.get("cwd"):  # the cell runs where the notebook is now, as a fresh run would
             os.chdir(msg["cwd"])
@@ -209,7 +223,7 @@ class Worker:
         try:
             got = self._hook("receive_shared")(self.ns)
         except BaseException as exc:  # a class the worker cannot import, a handle it cannot map
-            failed = _failed(exc, "vars", traceback.format_exc())
+            failed = _failed(exc, "vars", self._user_traceback(exc))
             failed["exc_message"] = f"receiving the notebook's variables failed: {exc}"
             return failed
         return {"ok": True, "status": "ok", "received": got, "names": self.names()}
@@ -222,7 +236,7 @@ class Worker:
             phase = "warmup"
             self._hook("warmup")(self.ns)
         except BaseException as exc:  # the user's code: report it in cell coordinates
-            failed = _failed(exc, phase, self._hook("user_traceback")(exc))
+            failed = _failed(exc, phase, self._user_traceback(exc))
             failed["worker_broken"] = cuda_broken()
             return failed
         return {"ok": True, "status": "ok", "names": self.names()}
