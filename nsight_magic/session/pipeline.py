@@ -27,6 +27,7 @@ from ..errors import (
     ProfileTimeout,
     WorkerDiedError,
 )
+from ..folders import make_private
 from ..progress import ProgressParser, is_profiler_line
 from ..run_dir import CellStatus, RunDir
 from ..run_meta import RunMeta
@@ -256,6 +257,8 @@ def base_meta(request: CellRequest, tool: tools.Tool, mode: str) -> RunMeta:
 
 
 def finish(ctx: RunContext, **fields: Any) -> RunMeta:
+    # what the profiler and the script wrote under the notebook's umask: owner-only, as ours
+    make_private(ctx.run_dir)
     ctx.meta.update(fields)
     ctx.meta.finished_utc = now_utc()
     ctx.meta.timings["total_s"] = time.perf_counter() - ctx.t0
