@@ -165,14 +165,15 @@ class _Steps:
     """Where ``profile_cell`` is, for the message of an interrupt."""
 
     step: str = "preparing the cell and pickling its --vars"
+    run_dir: Path | None = None
     ctx: RunContext | None = None
 
     def interrupted(self) -> ProfileInterrupted:
         ctx = self.ctx
         if ctx is None:
+            folder = f"Run folder: {self.run_dir}" if self.run_dir else "no run folder was made."
             return ProfileInterrupted(
-                f"The run was interrupted while {self.step}; nothing ran and no run folder was "
-                "made."
+                f"The run was interrupted while {self.step}; nothing ran; {folder}"
             )
         phase = ctx.lines.parser.state.phase
         where = _PHASE_WORDS.get(phase, phase) if self.step == "running" else self.step
@@ -204,7 +205,8 @@ def _profile_cell(
     tool = backend.locate()
     backend.validate(tool)
     steps.step = "creating the run folder"
-    run_dir = run_dir or runs.new_run_dir(request.runs_root, request.name)
+    run_dir = steps.run_dir = run_dir or runs.new_run_dir(request.runs_root, request.name)
+    steps.step = "writing the run folder's records"
     callbacks = callbacks or RunCallbacks()
     ctx = RunContext(
         request=request,
