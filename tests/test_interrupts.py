@@ -153,3 +153,38 @@ def test_ctrl_c_while_the_magic_shows_the_live_view(tmp_path: Path) -> None:
     with pytest.raises(ProfileInterrupted, match="complete and kept") as info, _showing(Run()):
         raise KeyboardInterrupt
     assert str(tmp_path) in str(info.value)
+
+
+class _SlowStartBackend(BareBackend):
+    """The bare worker behind a launcher that takes seconds to start it (as ``nsys launch`` or
+    ``ncu --mode launch`` can), so a real Ctrl-C lands while the notebook waits for it."""
+
+    def launch(self, tool: Any, request: Any, state: Any) -> Any:
+        plain = super().launch(tool, request, state)
+        return worker_process.Launch(
+            lambda command: ["sh", "-c", 'sleep 20; exec "$@"', "sh", *command],
+            plain.env, plain.cwd, plain.python,
+        )  # fmt: skip
+
+
+def test_a_real_ctrl_c_while_the_worker_starts_leaves_nothing(
+    run, manager, tmp_path: Path, sigint_raises: None
+) -> None:
+    from processes import alive
+
+    _ctrl_c_in(1.0)
+    t0 = time.monotonic()
+    with pytest.raises(ProfileInterrupted, match="while starting the profiler") as info:
+        run("x = 1", backend=_SlowStartBackend())
+    assert time.monotonic() - t0 < 15
+    assert str(_only_folder(tmp_path).path) in str(info.value)
+    pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    launchers = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"sleep 20; exec" in f.read() and alive(pid):
+                    launchers.append(pid)
+        except OSError:
+            pass
+    assert launchers == []  # the launcher's whole group was stopped
