@@ -241,3 +241,7 @@ def test_fit_cuts_long_strings_and_says_so() -> None:
     many = {"ok": True, "mark": 1, "names": ["n" * 100] * 100_000}
     last = messages.fit(many, limit=1 << 20)
     assert last["mark"] == 1 and "over the" in last["truncated"] and "names" not in last
+    error = {"ok": True, "status": "error", "exc_message": "m", "traceback": "t" * 2000,
+             "names": ["n" * 100] * 100_000}  # fmt: skip
+    last = messages.fit(error, limit=1 << 20)
+    assert last["exc_message"] == "m" and "over the" in last["traceback"]

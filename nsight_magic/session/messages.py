@@ -91,7 +91,11 @@ def fit(message: dict[str, Any], limit: int = MAX_MESSAGE) -> dict[str, Any]:
         if len(_encode(cut)) <= limit:
             return cut
     keep = {k: v for k, v in message.items() if _short(v)}
-    keep["truncated"] = f"the reply was {size} bytes, over the {limit}-byte limit of a message"
+    note = f"the reply was {size} bytes, over the {limit}-byte limit of a message"
+    keep["truncated"] = note
+    for text in ("exc_message", "traceback", "error"):  # what the user reads says it too
+        if text in message and text not in keep:
+            keep[text] = f"[{note}: cut]"
     return keep
 
 
