@@ -25,6 +25,7 @@ HEADER = struct.Struct(">I")
 MAX_MESSAGE = 64 << 20  # a reply holds names and tracebacks, never data
 MAC_SIZE = 32  # HMAC-SHA256
 KEY_SIZE = 32
+FRAME_HEAD = 4 + MAC_SIZE  # a frame's length and signature, before its payload
 # The worker writes this (and the reply's number) on its stdout just before each reply: the
 # output travels by a pipe, the reply by the socket, so the notebook waits for the mark to know
 # it has every line the request printed, instead of sleeping on the chance.
@@ -124,8 +125,8 @@ class Channel:
     payload) under a per-worker random ``key``, and the JSON payload. The cell runs in the
     worker, so it could write to (or read from) the socket by mistake or on purpose: a frame
     it wrote has no valid signature, a frame it swallowed puts the numbers out of step, and
-    either gives one ``ChannelError`` instead of a reply that is not the worker's. Bytes are
-    buffered across calls, so an interrupt in the middle of a frame loses nothing."""
+    either gives one ``ChannelError`` instead of a reply that is not the worker's. A frame is
+    assembled across calls, so an interrupt or a poll timeout in its middle loses nothing."""
 
     def __init__(self, sock: socket.socket, key: bytes, *, notebook_side: bool) -> None:
         self.sock = sock
@@ -133,7 +134,9 @@ class Channel:
         self._out, self._in = (b"n", b"w") if notebook_side else (b"w", b"n")
         self._sent = 0
         self._received = 0
-        self._buf = bytearray()
+        self._head = bytearray()  # the length and the signature of the frame being read
+        self._body: bytearray | None = None  # its payload, once the length is known
+        self._got = 0  # bytes of the payload read so far
         self.broken = ""
         self._poller = select.poll()
         self._poller.register(sock, select.POLLIN)
@@ -141,22 +144,32 @@ class Channel:
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def _mac(self, direction: bytes, number: int, data: bytes) -> bytes:
-        return hmac.new(self.key, direction + number.to_bytes(8, "big") + data, "sha256").digest()
+    def _mac(self, direction: bytes, number: int, data: bytes | bytearray) -> bytes:
+        mac = hmac.new(self.key, direction + number.to_bytes(8, "big"), "sha256")
+        mac.update(data)
+        return mac.digest()
 
     def _damaged(self, why: str) -> ChannelError:
         self.broken = self.broken or why
         return ChannelError(self.broken)
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: dict[str, Any], *, cut: bool = False) -> None:
+        """Send ``message``; one over ``MAX_MESSAGE`` is a ValueError, or with ``cut`` is
+        sent cut to fit (``fit``: it says so)."""
         if self.broken:
             raise ChannelError(self.broken)
         data = _encode(message)
         if len(data) > MAX_MESSAGE:
-            raise ValueError(f"message of {len(data)} bytes is over the {MAX_MESSAGE} limit")
-        frame = HEADER.pack(len(data)) + self._mac(self._out, self._sent, data) + data
+            if not cut:
+                raise ValueError(f"message of {len(data)} bytes is over the {MAX_MESSAGE} limit")
+            data = _encode(fit(message))
+        head = HEADER.pack(len(data)) + self._mac(self._out, self._sent, data)
         try:
-            self.sock.sendall(frame)
+            if len(data) < 1 << 16:
+                self.sock.sendall(head + data)
+            else:  # no copy of a large payload
+                self.sock.sendall(head)
+                self.sock.sendall(data)
         except BaseException:
             # part of a frame may have gone: the other side can no longer find the next one
             self.broken = "a frame was cut off while being sent"
@@ -178,10 +191,7 @@ class Channel:
             # poll, not select: the worker's end sits on a descriptor above select's 1024
             if not self._poller.poll(None if left is None else max(1, int(left * 1000))):
                 return None
-            chunk = self.sock.recv(1 << 20)
-            if not chunk:
-                raise ConnectionClosed("the other side closed the connection")
-            self._buf += chunk
+            self._read_some()
 
     def recv(self) -> dict[str, Any]:
         """The next message (blocking)."""
@@ -189,20 +199,35 @@ class Channel:
         assert message is not None
         return message
 
+    def _read_some(self) -> None:
+        """Read what is waiting of the current frame, never past its end."""
+        if self._body is None:
+            chunk = self.sock.recv(FRAME_HEAD - len(self._head))
+            if not chunk:
+                raise ConnectionClosed("the other side closed the connection")
+            self._head += chunk
+            if len(self._head) >= HEADER.size:
+                (size,) = HEADER.unpack_from(self._head)
+                if size > MAX_MESSAGE:  # said at once: no wait for bytes that never come
+                    raise self._damaged(
+                        f"a frame announced {size} bytes, over the {MAX_MESSAGE} limit"
+                    )
+                if len(self._head) == FRAME_HEAD:
+                    self._body, self._got = bytearray(size), 0
+            return
+        n = self.sock.recv_into(memoryview(self._body)[self._got :])
+        if not n:
+            raise ConnectionClosed("the other side closed the connection")
+        self._got += n
+
     def _take(self) -> dict[str, Any] | None:
+        """The frame read whole, checked and decoded; None while it is still arriving."""
         if self.broken:
             raise ChannelError(self.broken)
-        if len(self._buf) < HEADER.size:
+        if self._body is None or self._got < len(self._body):
             return None
-        (size,) = HEADER.unpack_from(self._buf)
-        if size > MAX_MESSAGE:
-            raise self._damaged(f"a frame announced {size} bytes, over the {MAX_MESSAGE} limit")
-        end = HEADER.size + MAC_SIZE + size
-        if len(self._buf) < end:
-            return None
-        mac = bytes(self._buf[HEADER.size : HEADER.size + MAC_SIZE])
-        data = bytes(self._buf[HEADER.size + MAC_SIZE : end])
-        del self._buf[:end]
+        mac, data = bytes(self._head[HEADER.size :]), self._body
+        self._head, self._body = bytearray(), None
         if not hmac.compare_digest(mac, self._mac(self._in, self._received, data)):
             raise self._damaged("a frame without the other side's signature (written by someone "
                                 "else, or out of order)")  # fmt: skip

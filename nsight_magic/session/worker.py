@@ -301,7 +301,7 @@ def _send(channel: messages.Channel, reply: dict[str, Any]) -> None:
     # a SIGINT in the middle of a reply would leave half a message on the socket; a reply over
     # the message limit (an exception with a huge message) is cut, not fatal
     with _sigint_blocked():
-        channel.send(messages.fit(reply))
+        channel.send(reply, cut=True)
 
 
 def hide(sock: socket.socket) -> socket.socket:
