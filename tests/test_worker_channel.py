@@ -133,6 +133,29 @@ def test_a_frame_forged_on_the_real_socket_is_one_error_and_a_new_worker(run, ma
     assert result.meta["replayed"] == ["cell"]
 
 
+def test_bytes_a_cells_thread_writes_between_cells_are_one_error_then_a_new_worker(
+    run, manager
+) -> None:
+    """Damage that lands while no request is in flight is found by the next request: that
+    cell gets the one error, the one after runs in a new worker."""
+    run(f"""
+        {textwrap.indent(SOCKETS, " " * 8).strip()}
+        import threading, time
+        x = 5
+        def spoil():
+            time.sleep(0.5)
+            for fd in sockets():
+                os.write(fd, b"not a frame of ours")
+        threading.Thread(target=spoil, daemon=True).start()
+    """)
+    pid = _pid(manager)
+    time.sleep(1.5)
+    with pytest.raises(WorkerDiedError, match="channel to the profiling worker was damaged"):
+        run("y = 1")
+    _, out = run("print('x is', x)")
+    assert out[-1] == "x is 5" and _pid(manager) != pid
+
+
 def test_a_reply_over_the_message_limit_is_cut_not_fatal(run, manager) -> None:
     """Before: an exception whose message was over the 64 MiB limit killed the worker and all
     its state."""
