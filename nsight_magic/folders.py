@@ -2,11 +2,14 @@
 
 Executed notebooks and their run folders are shared. A folder holds pickles (``vars.pkl``) and
 scripts that a later re-run would execute, so the runs root and each run folder are created
-0700 and the files we write 0600, and nothing is unpickled or replayed from a folder that this
-user does not own or that others can write (another user could have swapped a file in)."""
+0700 and the files we write 0600, whatever the umask (what a profiler wrote there is made so
+when the run ends, ``make_private``: under umask 0 nsys leaves 0666 reports), and nothing is
+unpickled or replayed from a folder that this user does not own or that others can write
+(another user could have swapped a file in)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -90,6 +93,21 @@ def private_root(root: str | Path) -> Path:
         ) from None
     check_owned(root)
     return root
+
+
+def make_private(root: str | Path) -> None:
+    """Every folder and regular file under ``root`` (never through a symlink) this user's
+    only: its group and others bits cleared, the owner's kept. For what other programs wrote
+    into a run folder under the notebook's umask (nsys's .nsys-rep, ncu's .ncu-rep, a rank's
+    status file: 0666 under umask 0). A file that is not ours to change is left as it is."""
+    for folder, dirs, files in os.walk(root):  # os.walk does not descend into symlinks
+        for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
+            with contextlib.suppress(OSError):
+                info = os.lstat(name)
+                if (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)) and (
+                    info.st_mode & 0o077
+                ):
+                    os.chmod(name, stat.S_IMODE(info.st_mode) & 0o700)
 
 
 def private_mkdir(path: Path) -> None:

@@ -15,14 +15,14 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
+from .session.spec import MAX_WARMUP
+
 # names IPython puts in every namespace (user_ns_hidden holds them too, when there is a shell)
 SHELL_NAMES = frozenset({"get_ipython", "In", "Out", "exit", "quit", "display"})
 # names Python and IPython give meaning to in a namespace: dunders (``__builtins__``: replacing
 # it breaks every later cell), IPython's output and input history (``_``, ``__``, ``_3``,
 # ``_i``, ``_ii``, ``_i3``, ``_oh``, ``_ih``, ``_dh``)
 _RESERVED = re.compile(r"__\w*__|_+|_\d+|_i+|_i\d+|_oh|_ih|_dh")
-# a warm-up runs the whole cell once more before the capture; more than this is a typo
-MAX_WARMUP = 1000
 
 
 def split_extra(line: str) -> tuple[list[str], list[str]]:

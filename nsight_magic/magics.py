@@ -11,9 +11,11 @@ stops, while the partial result is shown and kept in ``-o VAR`` and ``nsight_mag
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,7 +25,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Enum, Int, Unicode, observe
 
 from . import magic_names, tools
-from .errors import CellSyntaxError, NsightMagicError
+from .errors import CellSyntaxError, NsightMagicError, ProfileInterrupted
 from .magic_help import magic_help
 from .magic_options import (
     check_common,
@@ -59,6 +61,23 @@ T = TypeVar("T")
 def last_run() -> Any:
     """The result of the last profiled cell, also when it failed with a partial report."""
     return _LAST.get("run")
+
+
+@contextlib.contextmanager
+def _showing(run: Any) -> Iterator[None]:
+    """Ctrl-C while a result's view is built: one ``ProfileInterrupted`` saying the run itself
+    is kept, not a traceback from inside altair or ipywidgets (the run's own steps are typed
+    by ``session.pipeline.profile_cell``)."""
+    try:
+        yield
+    except ProfileInterrupted:
+        raise
+    except KeyboardInterrupt:
+        folder = getattr(run, "run_dir", None)
+        raise ProfileInterrupted(
+            "Interrupted while showing the result; the run itself is complete and kept "
+            f"(nsight_magic.last_run(), or -o NAME). Run folder: {folder}"
+        ) from None
 
 
 def _common(func: Any) -> Any:
@@ -216,11 +235,14 @@ class NsightMagic(Magics):
             partial = getattr(exc, "run", None)
             if partial is not None:
                 self._store(args, partial)
-                display(partial)
+                # Ctrl-C here skips the view: the error says what happened to the run
+                with contextlib.suppress(KeyboardInterrupt):
+                    display(partial)
             raise
         self._store(args, run)
         if static_later(self.static_view) and in_kernel() and hasattr(run, "live_bundle"):
-            show_live_first(run)
+            with _showing(run):
+                show_live_first(run)
             return None  # shown already; -o VAR and nsight_magic.last_run() keep it
         return run
 

@@ -237,7 +237,10 @@ def test_malformed_meta_is_one_typed_line(
         load_run(folder)
 
 
-@pytest.mark.parametrize("meta", [{"warmup": "x"}, {"warmup": -1}, {"nproc": 1.5}])
+# issue 35 item 11: a warm-up count the magic refuses is refused from a folder too
+@pytest.mark.parametrize(
+    "meta", [{"warmup": "x"}, {"warmup": -1}, {"warmup": 99999999999999999999}, {"nproc": 1.5}]
+)
 def test_malformed_meta_in_a_re_profile_is_one_typed_line(
     tmp_path: Path, nsys_small_sqlite: Path, capturing_manager: Any, meta: dict[str, Any]
 ) -> None:

@@ -55,8 +55,10 @@ ALLOWED = {
     ("reports/ncu/extract.py", "os.open"),
     ("reports/ncu/extract.py", "pickle.dump"),
     # the generated script's runtime: the profiled process (nsight_magic may not be importable
-    # there) writes its own status file, at the path its parent passes (RunDir.status)
+    # there) writes its own status file, at the path its parent passes (RunDir.status),
+    # created 0600 with os.open whatever the umask
     ("script/runtime.py", "open"),
+    ("script/runtime.py", "os.open"),
     ("script/runtime.py", "json.dump"),
 }
 

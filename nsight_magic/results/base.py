@@ -121,6 +121,17 @@ class _Run:
     def _repr_mimebundle_(
         self, include: Any = None, exclude: Any = None, **kwargs: Any
     ) -> dict[str, Any]:
+        try:
+            return self._bundle(include, exclude)
+        except KeyboardInterrupt:
+            # Ctrl-C while the view is built (IPython builds it after the magic returned):
+            # the run is complete, only its view is skipped, said in one line
+            text = ("The view was interrupted (the run is complete: display it again to see it). "
+                    f"Run folder: {self.run_dir}")  # fmt: skip
+            data = {"text/plain": f"{self!r}\n{text}", "text/html": html.note_html(text)}
+            return _filtered(data, include, exclude)
+
+    def _bundle(self, include: Any, exclude: Any) -> dict[str, Any]:
         t0 = time.perf_counter()
         view: Any = None
         finish_page = self._static_page()  # its charts render while the widget is built

@@ -363,7 +363,8 @@ class StatusFile:
     def write(self, **fields: Any) -> None:
         self.status.update(fields)
         tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
+        # 0600 under any umask, as every file in a run folder (nsight_magic/folders.py)
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             json.dump(self.status, f)
         os.replace(tmp, self.path)  # the parent never reads a half-written file
 

@@ -9,6 +9,7 @@ partial result rides on the error as ``run``). The run folder records what happe
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from ..errors import (
     ProfileTimeout,
     WorkerDiedError,
 )
+from ..folders import make_private
 from ..progress import ProgressParser, is_profiler_line
 from ..run_dir import CellStatus, RunDir
 from ..run_meta import RunMeta
@@ -130,14 +132,81 @@ def profile_cell(
     meta: dict[str, Any] | None = None,
 ) -> Any:
     """Run ``request`` and return the result ``make_result(report, ctx)`` builds; the typed
-    errors of ``errors.py`` otherwise (the partial result, if any, on the error's ``run``)."""
+    errors of ``errors.py`` otherwise (the partial result, if any, on the error's ``run``).
+
+    Ctrl-C anywhere here (pickling ``--vars``, starting a worker, nsys start/export, loading
+    the report, building the result) is one ``ProfileInterrupted`` naming the step and the run
+    folder, never a raw KeyboardInterrupt from whatever code was running: this is the one
+    place every step of every executor passes through."""
+    steps = _Steps()
+    try:
+        return _profile_cell(request, backend, executor, make_result, steps, notebook=notebook,
+                             callbacks=callbacks, run_dir=run_dir, meta=meta)  # fmt: skip
+    except ProfileInterrupted:
+        raise
+    except KeyboardInterrupt:
+        raise steps.interrupted() from None
+
+
+_PHASE_WORDS = {  # progress.py's phases, as the step an interrupt stopped
+    "starting": "starting the profiler and its process",
+    "waiting": "waiting for the worker",
+    "replaying": "replaying earlier cells in the worker",
+    "running": "running the cell",
+    "capturing": "capturing the cell",
+    "exporting": "exporting the report",
+    "loading": "loading the report",
+    "done": "building the result",
+}
+
+
+@dataclass
+class _Steps:
+    """Where ``profile_cell`` is, for the message of an interrupt."""
+
+    step: str = "preparing the cell and pickling its --vars"
+    run_dir: Path | None = None
+    ctx: RunContext | None = None
+
+    def interrupted(self) -> ProfileInterrupted:
+        ctx = self.ctx
+        if ctx is None:
+            folder = f"Run folder: {self.run_dir}" if self.run_dir else "no run folder was made."
+            return ProfileInterrupted(
+                f"The run was interrupted while {self.step}; nothing ran; {folder}"
+            )
+        phase = ctx.lines.parser.state.phase
+        where = _PHASE_WORDS.get(phase, phase) if self.step == "running" else self.step
+        # a second Ctrl-C, or a folder gone: the message is said anyway
+        with contextlib.suppress(KeyboardInterrupt, Exception):
+            finish(ctx, status="interrupted", error=f"interrupted while {where}")
+        return ProfileInterrupted(
+            f"The run was interrupted while {where}. Run folder: {ctx.run_dir}"
+        )
+
+
+def _profile_cell(
+    request: CellRequest,
+    backend: Backend,
+    executor: Executor,
+    make_result: ResultFactory,
+    steps: _Steps,
+    *,
+    notebook: Notebook | None,
+    callbacks: RunCallbacks | None,
+    run_dir: Path | None,
+    meta: dict[str, Any] | None,
+) -> Any:
     t0, started = time.perf_counter(), time.monotonic()
     cell = prepare_cell(request.cell, cell_name=request.name)
     notebook = notebook or Notebook()
     explicit_vars = serialize_explicit(request.vars, notebook.user_ns)
+    steps.step = f"looking for {backend.tool}"
     tool = backend.locate()
     backend.validate(tool)
-    run_dir = run_dir or runs.new_run_dir(request.runs_root, request.name)
+    steps.step = "creating the run folder"
+    run_dir = steps.run_dir = run_dir or runs.new_run_dir(request.runs_root, request.name)
+    steps.step = "writing the run folder's records"
     callbacks = callbacks or RunCallbacks()
     ctx = RunContext(
         request=request,
@@ -155,11 +224,13 @@ def profile_cell(
     ctx.meta.options = backend.options_meta()
     ctx.folder.write_cell(request.cell)
     ctx.folder.write_meta(ctx.meta)
+    steps.ctx = ctx
     ctx.meta.timings["prepare_s"] = time.perf_counter() - t0
     ctx.lines.phase("starting")
     # --timeout bounds every step (worker start, nsys start, ncu attach, the cell, export)
     with run_deadline(request.timeout, started):
         try:
+            steps.step = "running"  # from here the progress phase says where
             outcome = executor.execute(ctx)
         except MissingVariableError:
             shutil.rmtree(run_dir, ignore_errors=True)  # the cell never ran: no folder is left
@@ -188,6 +259,8 @@ def base_meta(request: CellRequest, tool: tools.Tool, mode: str) -> RunMeta:
 
 
 def finish(ctx: RunContext, **fields: Any) -> RunMeta:
+    # what the profiler and the script wrote under the notebook's umask: owner-only, as ours
+    make_private(ctx.run_dir)
     ctx.meta.update(fields)
     ctx.meta.finished_utc = now_utc()
     ctx.meta.timings["total_s"] = time.perf_counter() - ctx.t0

@@ -20,6 +20,7 @@ from ..folders import check_tree_owned
 from ..profilers.env import allowed_from_folder
 from ..run_dir import RunDir
 from ..run_meta import RunMeta
+from .spec import MAX_WARMUP
 
 # every file of a run folder that a re-run reads, unpickles or executes
 REPLAYED_FILES = RunDir.REPLAYED
@@ -45,13 +46,17 @@ class RerunSettings:
                 "load_run to use them.")  # fmt: skip
 
 
-def _int_field(meta: RunMeta, key: str, default: int, folder: Path) -> int:
+def _int_field(
+    meta: RunMeta, key: str, default: int, folder: Path, maximum: int | None = None
+) -> int:
     value = meta.mistyped().get(key, getattr(meta, key))
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    bad = isinstance(value, bool) or not isinstance(value, int) or value < 0
+    if bad or (maximum is not None and value > maximum):
+        limit = f"0..{maximum}" if maximum is not None else ">= 0"
         raise RunFolderError(
-            f"{RunDir(folder).meta}: {key!r} is {value!r}, not a whole number >= 0; the file "
+            f"{RunDir(folder).meta}: {key!r} is {value!r}, not a whole number {limit}; the file "
             "is damaged or edited by hand."
         )
     return value
@@ -78,7 +83,7 @@ def rerun_settings(folder: Path, meta: RunMeta, *, trusted: bool) -> RerunSettin
     env = {str(k): v for k, v in env_saved.items() if isinstance(v, str) and "\x00" not in v}
     base = RerunSettings(
         name=meta.name or "cell",
-        warmup=_int_field(meta, "warmup", 0, folder),
+        warmup=_int_field(meta, "warmup", 0, folder, maximum=MAX_WARMUP),
         nproc=max(1, _int_field(meta, "nproc", 1, folder)),
         python=sys.executable,
         cwd=os.getcwd(),

@@ -12,6 +12,10 @@ from typing import Any
 
 from ..progress import Progress
 
+# a warm-up runs the whole cell once more before the capture; more than this is a typo (the
+# magics refuse it; a saved run folder asking for more is damaged)
+MAX_WARMUP = 1000
+
 ProgressCallback = Callable[[Progress], None]
 OutputCallback = Callable[[str], None]
 

@@ -13,6 +13,13 @@ Lifetime: the worker exits when the notebook process is gone (a watchdog thread 
 start time: a killed kernel leaves no orphan), when asked, or after a cell leaves the CUDA
 context broken (a sticky CUDA error): the next cell then starts a new worker. SIGINT interrupts
 the running cell; the worker itself keeps serving.
+
+The channel (``messages.Channel``) is out of the cell's reach as far as a process can keep it:
+the socket sits on a random high descriptor (not the 3 a cell would guess), close-on-exec (no
+program the cell starts inherits it), closed in any child the cell forks (a forked child that
+returns from the cell exits instead of serving: one process answers), and every frame is signed
+with a key the notebook sent first, so bytes the cell writes to it anyway give one clear error
+and a new worker, never a reply the worker did not send.
 """
 
 from __future__ import annotations
@@ -21,9 +28,12 @@ import argparse
 import builtins
 import contextlib
 import ctypes
+import fcntl
 import importlib
 import os
+import resource
 import runpy
+import secrets
 import signal
 import socket
 import sys
@@ -36,6 +46,8 @@ from typing import Any
 from nsight_magic.session import messages
 
 EXIT_PARENT_GONE = 70
+EXIT_CHANNEL_DAMAGED = 71  # a request frame that was not the notebook's (the cell read or wrote)
+KEY_WAIT_S = 60.0  # the notebook sends the key as soon as it accepted the connection
 WATCH_INTERVAL_S = 0.5
 CLOSED_GRACE_S = 2.0  # after the socket closed: how long the notebook may take to be seen dead
 
@@ -178,6 +190,20 @@ class Worker:
             raise RuntimeError("no cell script loaded")
         return self.module[name]
 
+    def _user_traceback(self, exc: BaseException) -> str:
+        """The traceback of an exception a script hook raised, as the notebook would show it:
+        from the user's first frame on. This handler's frames are cut here, the script's own
+        (``prepare``, ``run_statements``, ``load_vars``) by the script's ``user_traceback``."""
+        tb = exc.__traceback__
+        here = os.path.abspath(__file__)
+        while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) == here:
+            tb = tb.tb_next
+        exc = exc.with_traceback(tb)
+        try:
+            return str(self._hook("user_traceback")(exc))
+        except Exception:  # no script loaded: the exception as it is
+            return "".join(traceback.format_exception(type(exc), exc, tb))
+
     def op_load(self, msg: dict[str, Any]) -> dict[str, Any]:
         if msg.get("cwd"):  # the cell runs where the notebook is now, as a fresh run would
             os.chdir(msg["cwd"])
@@ -197,7 +223,7 @@ class Worker:
         try:
             got = self._hook("receive_shared")(self.ns)
         except BaseException as exc:  # a class the worker cannot import, a handle it cannot map
-            failed = _failed(exc, "vars", traceback.format_exc())
+            failed = _failed(exc, "vars", self._user_traceback(exc))
             failed["exc_message"] = f"receiving the notebook's variables failed: {exc}"
             return failed
         return {"ok": True, "status": "ok", "received": got, "names": self.names()}
@@ -210,7 +236,7 @@ class Worker:
             phase = "warmup"
             self._hook("warmup")(self.ns)
         except BaseException as exc:  # the user's code: report it in cell coordinates
-            failed = _failed(exc, phase, self._hook("user_traceback")(exc))
+            failed = _failed(exc, phase, self._user_traceback(exc))
             failed["worker_broken"] = cuda_broken()
             return failed
         return {"ok": True, "status": "ok", "names": self.names()}
@@ -271,10 +297,54 @@ class Worker:
         return {"ok": True, "exit": True}
 
 
-def _send(sock: socket.socket, reply: dict[str, Any]) -> None:
-    # a SIGINT in the middle of a reply would leave half a message on the socket
+def _send(channel: messages.Channel, reply: dict[str, Any]) -> None:
+    # a SIGINT in the middle of a reply would leave half a message on the socket; a reply over
+    # the message limit (an exception with a huge message) is cut, not fatal
     with _sigint_blocked():
-        messages.send(sock, reply)
+        channel.send(reply, cut=True)
+
+
+def hide(sock: socket.socket) -> socket.socket:
+    """``sock`` moved to a random descriptor high in the allowed range, close-on-exec: a cell
+    writing to the low numbers it would guess (3, 4, ...) does not hit the channel."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    top = 1 << 16 if soft == resource.RLIM_INFINITY or soft <= 0 else min(soft, 1 << 16)
+    low = max(64, top // 4)
+    if top <= low + 1:
+        return sock
+    try:
+        fd = fcntl.fcntl(sock.fileno(), fcntl.F_DUPFD_CLOEXEC, low + secrets.randbelow(top - low))
+    except OSError:  # every high descriptor taken: the signature still guards the channel
+        return sock
+    moved = socket.socket(fileno=fd)
+    sock.close()
+    return moved
+
+
+def disown_in_children(channel: messages.Channel) -> int:
+    """A process the cell forks gets no channel: its copy of the socket is closed right after
+    the fork (``os.fork``, multiprocessing's fork, a DataLoader's workers). Returns the pid that
+    owns the channel (``serve`` ends a forked child that comes back from the cell)."""
+    owner = os.getpid()
+
+    def after_in_child() -> None:
+        if os.getpid() == owner:
+            return
+        channel.broken = "this is a process the cell forked; only the worker answers"
+        with contextlib.suppress(OSError):
+            os.close(channel.sock.detach())
+
+    os.register_at_fork(after_in_child=after_in_child)
+    return owner
+
+
+def _end_forked_child(reply: dict[str, Any]) -> None:
+    """A child the cell forked came back here (the cell ended in it): it exits as a script's
+    child would at the script's end, and never speaks on the notebook's channel."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(0 if reply.get("status", "ok") == "ok" and reply.get("ok", True) else 1)
 
 
 @contextlib.contextmanager
@@ -303,16 +373,24 @@ def _mark_output(number: int) -> int | None:
     return number
 
 
-def serve(sock: socket.socket, worker: Worker) -> bool:
-    """Answer requests until asked to exit (False) or the notebook's end closed (True)."""
+def serve(channel: messages.Channel, worker: Worker, owner: int | None = None) -> bool:
+    """Answer requests until asked to exit (False) or the notebook's end closed (True).
+    ``owner``: the worker's pid (a child the cell forked that gets back here exits)."""
     number = 0
+    owner = os.getpid() if owner is None else owner
     while True:
         try:
-            msg = messages.recv(sock)
+            msg = channel.recv()
         except messages.ConnectionClosed:
             return True
+        except messages.ChannelError as exc:  # the cell read from (or wrote to) the socket
+            with contextlib.suppress(Exception):
+                sys.stderr.write(f"[nsight_magic worker] the channel to the notebook was "
+                                 f"damaged ({exc}); exiting\n")  # fmt: skip
+                sys.stderr.flush()
+            os._exit(EXIT_CHANNEL_DAMAGED)
         except KeyboardInterrupt:  # an interrupt that arrived after the cell had finished
-            continue
+            continue  # (the channel keeps a frame it was reading: nothing is lost)
         op = str(msg.get("op", ""))
         try:
             reply = worker.handle(op, msg)
@@ -320,10 +398,12 @@ def serve(sock: socket.socket, worker: Worker) -> bool:
             reply = {"ok": False, "interrupted": True, "error": "interrupted"}
         except Exception:
             reply = {"ok": False, "error": traceback.format_exc()}
+        if os.getpid() != owner:
+            _end_forked_child(reply)
         reply["mark"] = _mark_output(number := number + 1)
         try:
-            _send(sock, reply)
-        except OSError:
+            _send(channel, reply)
+        except (OSError, messages.ChannelError):
             return True
         if reply.get("exit") or reply.get("worker_broken"):
             return False
@@ -341,9 +421,13 @@ def main(argv: list[str] | None = None) -> int:
     ).start()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(args.socket)
+    key = messages.read_key(sock, KEY_WAIT_S)
+    sock = hide(sock)
+    channel = messages.Channel(sock, key, notebook_side=False)
+    del key
+    owner = disown_in_children(channel)
     worker = Worker()
-    messages.send(
-        sock,
+    channel.send(
         {
             "op": "hello",
             "pid": os.getpid(),
@@ -354,15 +438,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     closed = True
     try:
-        closed = serve(sock, worker)
+        closed = serve(channel, worker, owner)
     finally:
         with contextlib.suppress(OSError):
-            sock.close()
+            channel.sock.close()
         sys.stdout.flush()
     if closed:  # the notebook's end closed: a killed kernel closes it a moment before it dies
         deadline = time.monotonic() + CLOSED_GRACE_S
-        while parent_alive(args.parent, args.parent_start) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        try:
+            while parent_alive(args.parent, args.parent_start) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        except KeyboardInterrupt:  # the notebook stopping us: no traceback in the cell's output
+            return 1
     if not parent_alive(args.parent, args.parent_start):
         exit_with_notebook(group)
     return 0

@@ -34,7 +34,7 @@ from ..child_signals import start_child
 from ..errors import NsightMagicError, WorkerDiedError
 from ..package_info import pythonpath_with_package
 from . import messages
-from .worker import EXIT_PARENT_GONE, process_start_ticks
+from .worker import EXIT_CHANNEL_DAMAGED, EXIT_PARENT_GONE, process_start_ticks
 
 LineSink = Callable[[str], None]
 WORKER_MODULE = "nsight_magic.session.worker"
@@ -96,6 +96,7 @@ class WorkerProcess:
         self.startup_timeout = startup_timeout
         self.proc: subprocess.Popen[bytes] | None = None
         self.conn: socket.socket | None = None
+        self.channel: messages.Channel | None = None  # the signed frames over ``conn``
         self.pid: int | None = None  # the worker's own pid (the launcher's child)
         self.hello: dict[str, Any] = {}
         self.argv: list[str] = []
@@ -138,14 +139,25 @@ class WorkerProcess:
                 self.conn = self._accept(listener, cancel)
                 self._remove_socket_dir()  # connected: nothing is left in the temp dir, even
                 # when this kernel is killed and kill() never runs
-                if not messages.readable(self.conn, self._left()):
+                key = messages.new_key()  # before any cell runs: the cell never sees it sent
+                self.conn.sendall(key)
+                self.channel = messages.Channel(self.conn, key, notebook_side=True)
+                hello = self.channel.poll(self._left())
+                if hello is None:
                     raise WorkerStartError(
                         f"The profiling worker connected but did not say hello within "
                         f"{self.startup_timeout:.3g} s.{self.output_tail()}\nargv: {self.argv}",
                         timed_out=True,
                     )
-                self.hello = messages.recv(self.conn)
+                self.hello = hello
             self.pid = int(self.hello["pid"])
+        except (messages.ChannelError, messages.ConnectionClosed, OSError, KeyError,
+                ValueError) as exc:  # fmt: skip
+            self.kill()  # an exit before the hello, or a hello that is not the worker's
+            raise WorkerStartError(
+                f"The profiling worker did not start ({exc or type(exc).__name__}; "
+                f"{self.exit_description()}).{self.output_tail()}\nargv: {self.argv}"
+            ) from None
         except BaseException:
             self.kill()
             raise
@@ -204,6 +216,7 @@ class WorkerProcess:
             with contextlib.suppress(OSError):
                 self.conn.close()
             self.conn = None
+            self.channel = None
         if self.proc is not None:
             if runner.group_members(self.proc.pid) or self.proc.poll() is None:
                 runner.stop_group(self.proc, self.proc.pid, (2.0, 2.0))
@@ -224,6 +237,8 @@ class WorkerProcess:
         code = self.proc.returncode
         if code == EXIT_PARENT_GONE:
             return "it saw the notebook process gone"
+        if code == EXIT_CHANNEL_DAMAGED:
+            return "the cell read from or wrote to its channel to the notebook"
         if code < 0 or code > 128:
             number = -code if code < 0 else code - 128
             try:
@@ -308,10 +323,12 @@ class WorkerProcess:
                 raise WorkerDiedError(
                     f"The profiling worker is not running ({self.exit_description()})."
                 )
-            assert self.conn is not None
+            assert self.channel is not None
             t0 = time.monotonic()
             try:
-                messages.send(self.conn, message)
+                self.channel.send(message)
+            except messages.ChannelError as exc:
+                raise self._damaged(exc) from None
             except OSError:  # it exited between two requests
                 description = self.exit_description()
                 self.kill()
@@ -323,8 +340,8 @@ class WorkerProcess:
             stop_deadline = 0.0
             while True:
                 try:
-                    if messages.readable(self.conn, 0.05):
-                        data = messages.recv(self.conn)
+                    data = self.channel.poll(0.05)
+                    if data is not None:
                         self._await_output(data.pop("mark", None))
                         return Reply(data, stopped, time.monotonic() - t0)
                     if self.proc is not None and self.proc.poll() is not None:
@@ -350,6 +367,8 @@ class WorkerProcess:
                             stopped="interrupted",
                         ) from None
                     stopped, stop_deadline = "interrupted", self._interrupt(grace_s)
+                except messages.ChannelError as exc:
+                    raise self._damaged(exc) from None
                 except (messages.ConnectionClosed, OSError):
                     with contextlib.suppress(Exception):
                         assert self.proc is not None
@@ -359,6 +378,17 @@ class WorkerProcess:
                     raise WorkerDiedError(
                         f"The profiling worker died ({description}).{self.output_tail()}"
                     ) from None
+
+    def _damaged(self, exc: messages.ChannelError) -> WorkerDiedError:
+        """The channel got a frame the worker did not send (the cell wrote to the worker's
+        socket): nothing more from it can be trusted. The worker is stopped, the next cell
+        starts a new one."""
+        self.kill()
+        return WorkerDiedError(
+            f"The channel to the profiling worker was damaged ({exc}): the cell wrote to a "
+            "file descriptor it does not own. The worker was stopped; the next cell starts a "
+            "new one (its variables are rebuilt by replaying the history)."
+        )
 
     def _interrupt(self, grace_s: float) -> float:
         if self.pid is not None:
