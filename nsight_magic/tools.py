@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from .child_signals import run_bounded
 from .errors import ProfilerError, ToolNotFoundError, ToolVersionError
 from .profilers.env import clean_env, run_quiet
 
@@ -181,16 +182,8 @@ def gpu_info() -> list[dict[str, str]]:
         return []
     fields = "name,driver_version,memory.total,clocks.max.sm,uuid"
     try:
-        out = subprocess.run(
-            [smi, f"--query-gpu={fields}", "--format=csv,noheader"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=15,
-            check=False,
-            env=clean_env(),  # no profiler injected into nvidia-smi (LD_PRELOAD, CUDA_INJECTION*)
-        )
+        # no profiler injected into nvidia-smi (LD_PRELOAD, CUDA_INJECTION*)
+        out = run_bounded([smi, f"--query-gpu={fields}", "--format=csv,noheader"], 15, clean_env())
     except (OSError, subprocess.TimeoutExpired):
         return []
     keys = fields.split(",")

@@ -1,0 +1,117 @@
+"""The notebook's watchdog: one small process per notebook process that ends every process the
+notebook started (``child_signals.start_child``) once the notebook is gone.
+
+    python -I -S child_watchdog.py NOTEBOOK_PID NOTEBOOK_START_TICKS
+
+Run by path, stdlib only (nothing of the package is imported: it must start in ~20 ms and keep
+working whatever the notebook's environment). The notebook writes one line ``+PID`` on our stdin
+for each process it starts in a session of its own (its pid is the session id). We end when the
+notebook is gone: our stdin reaches its end (the notebook's last copy of the pipe closed: it
+exited, was killed, or its kernel restarted) or its pid no longer names the process it was (a
+zombie counts as gone). Then every process of a watched session, and every process ever seen
+below one (a profiler's helpers that left the session, as ``ncu --mode launch``'s subreaper and
+daemons do), gets SIGTERM, then SIGKILL after ``GRACE_S``.
+
+A process that is not ours is never signalled: a pid is taken with its start time, and a session
+is forgotten as soon as nothing of it is left (its id may be reused later)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import sys
+import time
+
+POLL_S = 0.5  # how often the notebook and the watched sessions are looked at
+GRACE_S = 1.0  # between SIGTERM and SIGKILL once the notebook is gone
+KILL_ROUNDS_S = 10.0  # how long the end keeps looking for members forking as they die
+
+Proc = tuple[int, int]  # (pid, start ticks): one process, even after its pid is reused
+
+
+def stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat from field 3 (state) on, or [] when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+    except OSError:
+        return []
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+def alive(proc: Proc) -> bool:
+    fields = stat_fields(proc[0])
+    return len(fields) > 19 and fields[0] not in ("Z", "X") and int(fields[19]) == proc[1]
+
+
+def table() -> dict[int, tuple[int, int, int]]:
+    """Every live process: pid -> (parent pid, session id, start ticks)."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = stat_fields(int(entry))
+            if len(fields) > 19 and fields[0] not in ("Z", "X"):
+                out[int(entry)] = (int(fields[1]), int(fields[3]), int(fields[19]))
+    return out
+
+
+def scan(sessions: set[int], seen: set[Proc]) -> tuple[set[Proc], set[int]]:
+    """The live processes of the watched sessions and their descendants (with those seen
+    before that are still the same processes), and the watched sessions that still have a
+    member."""
+    procs = table()
+    found = {(pid, p[2]) for pid, p in procs.items() if p[1] in sessions}
+    found |= {proc for proc in seen if procs.get(proc[0], (0, 0, -1))[2] == proc[1]}
+    grew = True
+    while grew:  # descendants, whatever session they moved to
+        pids = {pid for pid, _ in found}
+        more = {(pid, p[2]) for pid, p in procs.items() if p[0] in pids} - found
+        found |= more
+        grew = bool(more)
+    return found, {p[1] for p in procs.values() if p[1] in sessions}
+
+
+def end_all(sessions: set[int], seen: set[Proc]) -> None:
+    """SIGTERM to everything of ours, SIGKILL to what is left after GRACE_S, until none is."""
+    give_up = time.monotonic() + KILL_ROUNDS_S
+    sig, term_until = signal.SIGTERM, time.monotonic() + GRACE_S
+    while time.monotonic() < give_up:
+        left, _ = scan(sessions, seen)
+        if not left:
+            return
+        seen |= left
+        for pid, _ in left:
+            with contextlib.suppress(OSError):  # gone meanwhile
+                os.kill(pid, sig)
+        time.sleep(0.05)
+        if time.monotonic() >= term_until:
+            sig = signal.SIGKILL
+
+
+def main(argv: list[str]) -> int:
+    notebook = (int(argv[1]), int(argv[2]))
+    # the notebook's Ctrl-C and its terminal hanging up are not ours to die of
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    sessions: set[int] = set()
+    seen: set[Proc] = set()
+    pending = b""
+    while alive(notebook):
+        ready, _, _ = select.select([0], [], [], POLL_S)
+        if ready:
+            data = os.read(0, 4096)
+            if not data:
+                break  # the notebook's end of the pipe closed: it is gone or exiting
+            *lines, pending = (pending + data).split(b"\n")
+            sessions |= {int(line[1:]) for line in lines if line[:1] == b"+" and line[1:].isdigit()}
+        if sessions or seen:
+            # what is gone is forgotten (its pid, or its session id, may be reused)
+            seen, sessions = scan(sessions, seen)
+    end_all(sessions, seen)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
