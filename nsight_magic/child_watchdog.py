@@ -24,7 +24,9 @@ import signal
 import sys
 import time
 
-POLL_S = 0.5  # how often the notebook and the watched sessions are looked at
+POLL_S = 0.5  # how often the notebook is looked at
+SCAN_S = 1.0  # how often the watched sessions' processes are listed (a read of all /proc) ...
+SCAN_SHARE = 0.02  # ... or less often on a host with many processes: at most 2% of a core
 GRACE_S = 1.0  # between SIGTERM and SIGKILL once the notebook is gone
 KILL_ROUNDS_S = 10.0  # how long the end keeps looking for members forking as they die
 
@@ -98,6 +100,7 @@ def main(argv: list[str]) -> int:
     sessions: set[int] = set()
     seen: set[Proc] = set()
     pending = b""
+    next_scan = 0.0
     while alive(notebook):
         ready, _, _ = select.select([0], [], [], POLL_S)
         if ready:
@@ -106,9 +109,12 @@ def main(argv: list[str]) -> int:
                 break  # the notebook's end of the pipe closed: it is gone or exiting
             *lines, pending = (pending + data).split(b"\n")
             sessions |= {int(line[1:]) for line in lines if line[:1] == b"+" and line[1:].isdigit()}
-        if sessions or seen:
+        if (sessions or seen) and time.monotonic() >= next_scan:
             # what is gone is forgotten (its pid, or its session id, may be reused)
+            t0 = time.monotonic()
             seen, sessions = scan(sessions, seen)
+            took = time.monotonic() - t0
+            next_scan = t0 + max(SCAN_S, took / SCAN_SHARE)
     end_all(sessions, seen)
     return 0
 
