@@ -106,7 +106,7 @@ def run_bounded(
         with contextlib.suppress(subprocess.TimeoutExpired, OSError, ValueError):
             proc.communicate(timeout=1.0)  # close the pipes (a process that left could hold them)
         raise
-    if text:
-        out = (out or b"").decode(errors="replace")
-        err = (err or b"").decode(errors="replace")
-    return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
+    if not text:
+        return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
+    decoded = [(b or b"").decode(errors="replace") for b in (out, err)]
+    return subprocess.CompletedProcess(list(argv), proc.returncode, *decoded)
