@@ -173,3 +173,19 @@ def test_a_fresh_run_whose_profiler_hangs_after_the_cell_is_stopped(
     assert _pids_gone(tmp_path)
     (run,) = (tmp_path / "runs").iterdir()
     assert "ran" in (run / "profiler.log").read_text()
+
+
+def test_stopping_a_session_with_a_hung_nsys_shutdown_is_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path_with
+) -> None:
+    """``%nsight_stop`` (and the kernel's shutdown) ends an nsys worker, then asks ``nsys
+    shutdown`` to forget its session: a hung nsys there is let go after SHUTDOWN_S."""
+    _fake(tmp_path, "nsys", f"echo $$ >> {tmp_path}/pids\nexec sleep 600")
+    monkeypatch.setattr(deadline, "SHUTDOWN_S", 1.0)
+    manager = SessionManager(setup=SetupRegistry())
+    request = CellRequest(cell="x = 1\n", runs_root=tmp_path / "runs", cwd=str(tmp_path))
+    manager.profile(request, BareBackend("nsys"), notebook=Notebook())
+    t0 = time.monotonic()
+    assert manager.stop() == ["nsys"]
+    assert time.monotonic() - t0 < 5
+    assert (tmp_path / "pids").exists() and _pids_gone(tmp_path)
