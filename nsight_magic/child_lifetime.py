@@ -30,6 +30,7 @@ WATCHDOG = Path(__file__).with_name("child_watchdog.py")
 
 _lock = threading.Lock()
 _watchdog: tuple[int, subprocess.Popen[bytes]] | None = None  # (owner pid, its process)
+_retired: list[subprocess.Popen[bytes]] = []  # replaced ones still watch what they were told
 
 
 def _start_ticks(pid: int) -> int | None:
@@ -43,12 +44,13 @@ def _start_ticks(pid: int) -> int | None:
     return int(fields[19]) if len(fields) > 19 else None
 
 
-def _running() -> subprocess.Popen[bytes] | None:
-    """This process's watchdog, started now if it has none (or it died); None where there is
-    no /proc to watch from or no Python to run it with."""
+def _running(renew: bool = False) -> subprocess.Popen[bytes] | None:
+    """This process's watchdog, started now if it has none (or it died, or ``renew``: its
+    pipe broke); None where there is no /proc to watch from or no Python to run it with."""
     global _watchdog
     me = os.getpid()
-    if _watchdog is not None and _watchdog[0] == me and _watchdog[1].poll() is None:
+    if (not renew and _watchdog is not None and _watchdog[0] == me
+            and _watchdog[1].poll() is None):  # fmt: skip
         return _watchdog[1]
     ticks = _start_ticks(me)
     if ticks is None or not sys.executable:
@@ -62,6 +64,8 @@ def _running() -> subprocess.Popen[bytes] | None:
         start_new_session=True,  # the notebook's Ctrl-C to its process group must not end it
         close_fds=True,
     )
+    if _watchdog is not None and _watchdog[0] == me:
+        _retired.append(_watchdog[1])
     _watchdog = (me, proc)
     return proc
 
@@ -69,12 +73,16 @@ def _running() -> subprocess.Popen[bytes] | None:
 def watch(pid: int) -> None:
     """End the session ``pid`` leads (and what it starts) when this process is gone. Never
     raises: a child we cannot watch still runs (and the run still stops it itself)."""
-    with _lock, contextlib.suppress(OSError, ValueError):
-        proc = _running()
-        if proc is not None:
-            pipe: IO[bytes] = proc.stdin  # type: ignore[assignment]
-            pipe.write(f"+{pid}\n".encode())
-            pipe.flush()
+    with _lock:
+        for renew in (False, True):  # a cell may have closed the pipe: then a new watchdog
+            with contextlib.suppress(OSError, ValueError):
+                proc = _running(renew)
+                if proc is None:
+                    return
+                pipe: IO[bytes] = proc.stdin  # type: ignore[assignment]
+                pipe.write(f"+{pid}\n".encode())
+                pipe.flush()
+                return
 
 
 def watchdog_pid() -> int | None:

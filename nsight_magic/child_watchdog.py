@@ -4,13 +4,13 @@ notebook started (``child_signals.start_child``) once the notebook is gone.
     python -I -S child_watchdog.py NOTEBOOK_PID NOTEBOOK_START_TICKS
 
 Run by path, stdlib only (nothing of the package is imported: it must start in ~20 ms and keep
-working whatever the notebook's environment). The notebook writes one line ``+PID`` on our stdin
-for each process it starts in a session of its own (its pid is the session id). We end when the
-notebook is gone: our stdin reaches its end (the notebook's last copy of the pipe closed: it
-exited, was killed, or its kernel restarted) or its pid no longer names the process it was (a
-zombie counts as gone). Then every process of a watched session, and every process ever seen
-below one (a profiler's helpers that left the session, as ``ncu --mode launch``'s subreaper and
-daemons do), gets SIGTERM, then SIGKILL after ``GRACE_S``.
+working whatever the notebook's environment). The notebook writes one line ``+PID`` on our
+stdin for each process it starts in a session of its own (its pid is the session id). We end
+when the notebook is gone: its pid no longer names the process it was (killed, exited, its
+kernel restarted; a zombie counts as gone), at most ``POLL_S`` later. The end of our stdin alone
+is no sign (a cell may close the descriptor: the notebook then starts another watchdog). Then
+every process of a watched session, and every process ever seen below one (a profiler's
+helpers that left the session, as daemons do), gets SIGTERM, then SIGKILL after ``GRACE_S``.
 
 A process that is not ours is never signalled: a pid is taken with its start time, and a session
 is forgotten as soon as nothing of it is left (its id may be reused later)."""
@@ -101,12 +101,16 @@ def main(argv: list[str]) -> int:
     seen: set[Proc] = set()
     pending = b""
     next_scan = 0.0
+    reading = True
     while alive(notebook):
-        ready, _, _ = select.select([0], [], [], POLL_S)
-        if ready:
+        if not reading:
+            time.sleep(POLL_S)
+        elif select.select([0], [], [], POLL_S)[0]:
             data = os.read(0, 4096)
-            if not data:
-                break  # the notebook's end of the pipe closed: it is gone or exiting
+            # the end of the pipe: the notebook is exiting, or a cell closed our descriptor
+            # (then the notebook starts another watchdog for what it starts next): these
+            # sessions end with the notebook's pid, a moment later
+            reading = bool(data)
             *lines, pending = (pending + data).split(b"\n")
             sessions |= {int(line[1:]) for line in lines if line[:1] == b"+" and line[1:].isdigit()}
         if (sessions or seen) and time.monotonic() >= next_scan:

@@ -89,6 +89,18 @@ elif kind == "left-its-session":  # a profiler helper in a session of its own (a
             "f'{os.getpid()}\\n'); subprocess.Popen(sys.argv[1:], start_new_session=True); "
             "time.sleep(600)")
     runner.run([sys.executable, "-c", code, sys.executable, "-c", cell], log_path=tmp / "log")
+elif kind == "closed-pipe":  # a cell closed the watchdog's descriptor (os.closerange)
+    import time
+    from nsight_magic import child_lifetime
+    from nsight_magic.child_signals import start_child
+    record = ["sh", "-c", 'echo $$ >> "$KD_PIDS"; exec sleep 600']
+    first = start_child(record)
+    time.sleep(0.5)
+    os.close(child_lifetime._watchdog[1].stdin.fileno())
+    time.sleep(1.5)
+    assert first.poll() is None, "the watchdog ended a run while the notebook lives"
+    start_child(record)  # watched by a new watchdog
+    time.sleep(600)
 elif kind == "nsys-start":
     NsysBackend().begin_capture(Tool(name="nsys", path=fake), WarmState(name="s"), tmp)
 """
@@ -103,6 +115,7 @@ KINDS = {
     "nsys-export": 1,
     "nsys-start": 1,
     "left-its-session": 2,  # the "profiler", and the cell it started in a new session
+    "closed-pipe": 2,  # a process started before the cell closed the pipe, and one after
 }
 
 
