@@ -85,6 +85,16 @@ def watch(pid: int) -> None:
                 return
 
 
+def _after_fork_in_child() -> None:
+    """A fork while another thread held the lock must not leave the child's lock held; the
+    child starts its own watchdog with its first child (``_running`` checks the owner)."""
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def watchdog_pid() -> int | None:
     """This process's watchdog, when it has one (for tests and ``%nsight_status``)."""
     with _lock:
