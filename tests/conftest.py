@@ -68,6 +68,8 @@ STDLIB_ONLY = {
     "test_runner.py",
     "test_child_signals.py",
     "test_kernel_env.py",
+    "test_kernel_death.py",
+    "test_whole_timeout.py",
 }
 
 

@@ -156,10 +156,11 @@ def _recorded(tmp_path: Path) -> list[int]:
         return []
 
 
-@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize(
+    "kind",
+    [pytest.param(k, marks=pytest.mark.torch) if k == "fresh-nproc-2" else k for k in KINDS],
+)
 def test_killing_the_notebook_ends_every_process_of_the_run(tmp_path: Path, kind: str) -> None:
-    if kind == "fresh-nproc-2":
-        pytest.importorskip("torch")
     env = _setup(tmp_path)
     argv = [sys.executable, "-c", NOTEBOOK, str(ROOT), kind, str(tmp_path)]
     notebook = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
