@@ -3,7 +3,7 @@ notebook started (``child_signals.start_child``) once the notebook is gone.
 
     python -I -S child_watchdog.py NOTEBOOK_PID NOTEBOOK_START_TICKS
 
-Run by path, stdlib only (nothing of the package is imported: it must start in ~20 ms and keep
+Run by path, stdlib only (nothing of the package is imported: it must start fast (~40 ms) and keep
 working whatever the notebook's environment). The notebook writes one line ``+PID`` on our
 stdin for each process it starts in a session of its own (its pid is the session id). We end
 when the notebook is gone: its pid no longer names the process it was (killed, exited, its
