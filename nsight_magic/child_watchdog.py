@@ -92,6 +92,13 @@ def end_all(sessions: set[int], seen: set[Proc]) -> None:
             sig = signal.SIGKILL
 
 
+def told(data: bytes, sessions: set[int]) -> bytes:
+    """Add the sessions of the complete ``+PID`` lines of ``data``; returns the rest."""
+    *lines, rest = data.split(b"\n")
+    sessions |= {int(line[1:]) for line in lines if line[:1] == b"+" and line[1:].isdigit()}
+    return rest
+
+
 def main(argv: list[str]) -> int:
     notebook = (int(argv[1]), int(argv[2]))
     # the notebook's Ctrl-C and its terminal hanging up are not ours to die of
@@ -111,14 +118,19 @@ def main(argv: list[str]) -> int:
             # (then the notebook starts another watchdog for what it starts next): these
             # sessions end with the notebook's pid, a moment later
             reading = bool(data)
-            *lines, pending = (pending + data).split(b"\n")
-            sessions |= {int(line[1:]) for line in lines if line[:1] == b"+" and line[1:].isdigit()}
+            pending = told(pending + data, sessions)
         if (sessions or seen) and time.monotonic() >= next_scan:
             # what is gone is forgotten (its pid, or its session id, may be reused)
             t0 = time.monotonic()
             seen, sessions = scan(sessions, seen)
             took = time.monotonic() - t0
             next_scan = t0 + max(SCAN_S, took / SCAN_SHARE)
+    # what the notebook wrote before it died (it may die before we first looked: we start
+    # after its first child did)
+    while reading and select.select([0], [], [], 0)[0]:
+        data = os.read(0, 4096)
+        reading = bool(data)
+        pending = told(pending + data, sessions)
     end_all(sessions, seen)
     return 0
 

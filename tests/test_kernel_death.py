@@ -206,3 +206,29 @@ def test_a_cli_that_runs_out_of_time_leaves_no_child(tmp_path: Path) -> None:
     while [p for p in started if alive(p)] and time.monotonic() < gone_by:
         time.sleep(0.05)
     assert not [p for p in started if alive(p)], "the CLI's child outlived its timeout"
+
+
+DIES_AT_ONCE = r"""
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+from nsight_magic.child_signals import start_child
+start_child(["sh", "-c", 'echo $$ >> "$KD_PIDS"; exec sleep 600'])
+os.kill(os.getpid(), signal.SIGKILL)  # before its watchdog has even started
+"""
+
+
+def test_a_notebook_that_dies_as_its_first_child_starts_leaves_nothing(tmp_path: Path) -> None:
+    env = _setup(tmp_path)
+    notebook = subprocess.Popen([sys.executable, "-c", DIES_AT_ONCE, str(ROOT)], env=env,
+                                stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    assert notebook.wait(30) == -signal.SIGKILL
+    up_by = time.monotonic() + 10
+    while not _recorded(tmp_path) and time.monotonic() < up_by:
+        time.sleep(0.05)
+    (child,) = _recorded(tmp_path)
+    gone_by = time.monotonic() + 15
+    while alive(child) and time.monotonic() < gone_by:
+        time.sleep(0.1)
+    if alive(child):
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the child outlived a notebook that died at once")
