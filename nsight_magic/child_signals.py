@@ -11,10 +11,16 @@ for a notebook or pytest started in the background by a shell (``cmd &``).
 SIGINT is ignored here a child starts through a short exec trampoline: the Python we run on,
 without site or environment (``-I -S``, ~10 ms), resets SIGINT and ``execv``s the real argv, so
 the pid, process group and session are the child's own, as without it.
+
+Every process we start goes through ``start_child`` (a run to completion through
+``run_bounded``): a session of its own, watched by the notebook's watchdog
+(``child_lifetime``), so it ends when the notebook does, and a bounded run that runs out ends
+its whole session, not only the direct child (a hung ``nsys`` CLI's helpers stayed).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -23,7 +29,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["TRAMPOLINE", "default_sigint_argv", "sigint_ignored", "start_child"]
+from .child_lifetime import watch
+
+__all__ = ["TRAMPOLINE", "default_sigint_argv", "end_session", "run_bounded", "sigint_ignored",
+           "start_child"]  # fmt: skip
 
 TRAMPOLINE = (
     "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
@@ -56,8 +65,48 @@ def start_child(
 ) -> subprocess.Popen[bytes]:
     """Start one of the processes we stop ourselves (a profiler, the worker, an attach): a
     session of its own (the notebook's Ctrl-C to the kernel's group does not reach it: we
-    stop it), no stdin (the kernel's is a pipe that never closes), SIGINT at its default."""
+    stop it), no stdin (the kernel's is a pipe that never closes), SIGINT at its default,
+    ended by the watchdog when the notebook is gone."""
     path = None if env is None else env.get("PATH")
-    return subprocess.Popen(default_sigint_argv(argv, path), stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen(default_sigint_argv(argv, path), stdin=subprocess.DEVNULL,
                             env=None if env is None else dict(env), start_new_session=True,
                             **popen)  # fmt: skip
+    watch(proc.pid)
+    return proc
+
+
+def end_session(proc: subprocess.Popen[Any]) -> None:
+    """SIGKILL to the session ``proc`` leads (its pid is the session's and group's id: every
+    process of it that did not make a group of its own), then reap ``proc``."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()
+
+
+def run_bounded(
+    argv: Sequence[str],
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    text: bool = True,
+    stdout: int | None = subprocess.PIPE,
+) -> subprocess.CompletedProcess[Any]:
+    """``argv`` run to completion, as ``subprocess.run(..., timeout=timeout)`` but started by
+    ``start_child``: output captured (``text``: decoded, bad bytes replaced), and past
+    ``timeout`` its whole session is killed (what it started too) before
+    ``subprocess.TimeoutExpired`` is raised. ``OSError`` when it cannot start."""
+    proc = start_child(argv, env, stdout=stdout, stderr=subprocess.PIPE, cwd=cwd)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:  # the timeout, or the notebook's Ctrl-C: nothing of it stays
+        end_session(proc)
+        with contextlib.suppress(subprocess.TimeoutExpired, OSError, ValueError):
+            proc.communicate(timeout=1.0)  # close the pipes (a process that left could hold them)
+        raise
+    if not text:
+        return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
+    decoded = [(b or b"").decode(errors="replace") for b in (out, err)]
+    return subprocess.CompletedProcess(list(argv), proc.returncode, *decoded)

@@ -95,7 +95,10 @@ def _common(func: Any) -> Any:
                      "values get a worker of their own)."),
             argument("--python", default=None, help="Python interpreter to run the cell with."),
             argument("--timeout", type=float, default=None, metavar="SECONDS",
-                     help="Stop the cell (and, if it does not stop, its worker) after this."),
+                     help="Bound the whole run: the profiler's checks, pickling variables, the "
+                     "worker's start, the cell (its worker stopped if it does not stop), "
+                     "export. Without it each step has its own default bound (docs/"
+                     "troubleshooting.md)."),
             argument("--fresh", action="store_true",
                      help="Run in a new process with only the %%%%nsight_setup cells (clean "
                      "state, as a script would), not in the warm worker."),

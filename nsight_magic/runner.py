@@ -178,10 +178,12 @@ def run(
     cancel: threading.Event | None = None,
     on_line: LineCallback | None = None,
     grace_s: Sequence[float] = (5.0, 3.0),
+    stalled: Callable[[], BaseException | None] | None = None,
 ) -> RunResult:
     """Run ``argv`` to completion. Returns the RunResult when it exits on its own (any exit
     code); raises ProfileTimeout / ProfileInterrupted (``.result`` attached) after stopping the
-    whole group on timeout, ``cancel.set()`` or KeyboardInterrupt."""
+    whole group on timeout, ``cancel.set()`` or KeyboardInterrupt. ``stalled`` is asked while
+    it runs: the error it returns (a hung profiler) is raised once the group is stopped."""
     if isinstance(argv, str | bytes):
         raise TypeError("argv must be a list of strings, not a shell string")
     argv = [os.fspath(a) for a in argv]
@@ -193,6 +195,7 @@ def run(
         reader = _Reader(proc.stdout, log, on_line)
         reader.start()
         deadline = None if timeout is None else t0 + timeout
+        stall: BaseException | None = None
         try:
             while proc.poll() is None:
                 if cancel is not None and cancel.is_set():
@@ -200,6 +203,9 @@ def run(
                     break
                 if deadline is not None and time.monotonic() >= deadline:
                     result.outcome = "timeout"
+                    break
+                if stalled is not None and (stall := stalled()) is not None:
+                    result.outcome = "stalled"
                     break
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=0.05)
@@ -221,6 +227,8 @@ def run(
             result.returncode = proc.returncode
             result.wall_s = time.monotonic() - t0
     stopped = " -> ".join(result.signals) or "already exited"
+    if stall is not None:
+        raise stall
     if result.outcome == "timeout":
         raise ProfileTimeout(
             f"The run exceeded its {timeout:g} s timeout and was stopped ({stopped}); "

@@ -13,10 +13,11 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from .child_signals import run_bounded
 from .errors import ProfilerError, ToolNotFoundError, ToolVersionError
 from .profilers.env import clean_env, run_quiet
 
@@ -133,13 +134,18 @@ def parse_version(text: str) -> tuple[int, ...] | None:
 VERSION_TIMEOUT_S = 30.0
 
 
-def tool_version(path: str, timeout: float | None = None) -> tuple[int, ...] | None:
+def tool_version(
+    path: str, timeout: float | None = None, expired: Callable[[str], Exception] | None = None
+) -> tuple[int, ...] | None:
     """``TOOL --version`` parsed (None when it prints no version); a hung or unrunnable tool is
-    one ``ProfilerError`` line (after ``timeout``, default ``VERSION_TIMEOUT_S``)."""
+    one ``ProfilerError`` line (after ``timeout``, default ``VERSION_TIMEOUT_S``), or
+    ``expired(what)`` when the caller has its own error for a hang (a run's --timeout)."""
     timeout = VERSION_TIMEOUT_S if timeout is None else timeout
     try:
         out = run_quiet([path, "--version"], timeout)
     except subprocess.TimeoutExpired:
+        if expired is not None:
+            raise expired(f"`{path} --version`") from None
         raise ProfilerError(
             f"`{path} --version` did not answer within {timeout:.0f} s; the install looks broken "
             "(or hangs on a license or driver check): try it in a terminal."
@@ -174,23 +180,20 @@ def find_nvidia_smi() -> str | None:
     return shutil.which("nvidia-smi")
 
 
-def gpu_info() -> list[dict[str, str]]:
-    """GPUs as nvidia-smi reports them (empty when it is missing or fails)."""
+GPU_INFO_S = 15.0
+
+
+def gpu_info(timeout: float = GPU_INFO_S) -> list[dict[str, str]]:
+    """GPUs as nvidia-smi reports them (empty when it is missing, fails or takes longer than
+    ``timeout`` s)."""
     smi = find_nvidia_smi()
     if not smi:
         return []
     fields = "name,driver_version,memory.total,clocks.max.sm,uuid"
     try:
-        out = subprocess.run(
-            [smi, f"--query-gpu={fields}", "--format=csv,noheader"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=15,
-            check=False,
-            env=clean_env(),  # no profiler injected into nvidia-smi (LD_PRELOAD, CUDA_INJECTION*)
-        )
+        # no profiler injected into nvidia-smi (LD_PRELOAD, CUDA_INJECTION*)
+        argv = [smi, f"--query-gpu={fields}", "--format=csv,noheader"]
+        out = run_bounded(argv, timeout, clean_env())
     except (OSError, subprocess.TimeoutExpired):
         return []
     keys = fields.split(",")

@@ -70,6 +70,8 @@ STDLIB_ONLY = {
     "test_runner.py",
     "test_child_signals.py",
     "test_kernel_env.py",
+    "test_kernel_death.py",
+    "test_whole_timeout.py",
     "test_worker_channel.py",
     "test_warm_tracebacks.py",
 }

@@ -50,12 +50,12 @@ def test_nvidia_smi_gets_no_injection_variables(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("NSYS_PROFILING_SESSION_ID", "1")
     seen: dict[str, Any] = {}
 
-    def fake_run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        seen.update(kwargs)
+    def fake_run(argv: list[str], timeout: float, env: Any = None, **kwargs: Any) -> Any:
+        seen.update(env=env)
         return subprocess.CompletedProcess(argv, 0, "", "")
 
     monkeypatch.setattr(tools, "find_nvidia_smi", lambda: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(tools.subprocess, "run", fake_run)
+    monkeypatch.setattr(tools, "run_bounded", fake_run)  # how every process we run is run
     assert tools.gpu_info() == []
     env = seen["env"]
     assert "LD_PRELOAD" not in env and "CUDA_INJECTION64_PATH" not in env

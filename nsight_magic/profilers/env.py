@@ -13,6 +13,8 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 
+from ..child_signals import run_bounded
+
 INJECTION_PREFIXES = ("NSYS_", "QUADD_", "CUDA_INJECTION", "NVTX_INJECTION")
 INJECTION_NAMES = ("LD_PRELOAD",)
 
@@ -25,17 +27,9 @@ def run_quiet(argv: Sequence[str], timeout: float) -> subprocess.CompletedProces
     """A profiler command run to completion: its environment cleaned (``clean_env``), no stdin
     (a kernel's stdin is a pipe that never closes: a command reading it would wait out its whole
     limit), output captured as text. Raises ``subprocess.TimeoutExpired`` after ``timeout`` s
-    (the child killed), ``OSError`` when it cannot start."""
-    return subprocess.run(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        errors="replace",
-        timeout=timeout,
-        env=clean_env(),
-        check=False,
-    )
+    (its whole session killed: ``child_signals.run_bounded``), ``OSError`` when it cannot start;
+    ended with the notebook."""
+    return run_bounded(argv, timeout, clean_env())
 
 
 def clean_env(

@@ -64,7 +64,9 @@ def locate_tool(name: ToolName) -> Tool:
     path = tools.find_tool(name)
     with _versions_lock:
         if path not in _versions:
-            version = tools.tool_version(path)
+            limit = deadline.bound(tools.VERSION_TIMEOUT_S)  # or what is left of --timeout
+            expired = None if limit.timeout is None else limit.expired
+            version = tools.tool_version(path, limit.seconds, expired)
             tools.check_version(name, version)
             _versions[path] = version
     return Tool(name=name, path=path, version=_versions[path])

@@ -20,6 +20,7 @@ from ..nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
 from ..profilers import ncu as ncu_argv
 from ..profilers.drill_request import DrillRequest
 from ..run_dir import RunDir
+from . import deadline
 from .backends import NcuBackend
 from .history import History
 from .pipeline import now_utc
@@ -174,7 +175,8 @@ class DrillDowns:
             rank=rank,
         )
         backend = NcuBackend(drill.ncu_options(**filters))
-        backend.locate()  # a missing ncu is reported before a child folder exists
+        with deadline.run_deadline(timeout):  # its version check within the drill's timeout
+            backend.locate()  # a missing ncu is reported before a child folder exists
         run_dir = parent_folder.new_child(label).path
         meta = {"name": f"{request.name}:{label}", "parent_run": str(parent_dir), **record}
         if saved.ignored:

@@ -4,15 +4,52 @@ cells only (or, for a re-run, the saved script's own history), then the cell."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from .. import runner
-from ..errors import ProfileInterrupted, ProfileTimeout
+from ..errors import NsightMagicError, ProfileInterrupted, ProfileTimeout
 from ..run_dir import CellStatus, cell_status
 from ..script import PreparedCell, build_script, history_entry
+from . import deadline
 from .pipeline import Outcome, RunContext
 from .variables import plan_shipping
+
+
+class ProfilerWatch:
+    """Whether a fresh run's profiler hangs, by the script's status file (``runner.run``'s
+    ``stalled``): the script must have started within ``deadline.PROFILER_START_S`` of the
+    launch, and the profiler must end within ``deadline.PROFILER_END_S`` of the script's end
+    (writing its report). The cell itself runs as long as it needs without --timeout."""
+
+    CHECK_S = 0.5  # how often the status file is read
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.folder, self.log = ctx.folder, ctx.folder.log
+        self.tool = ctx.tool.name
+        self.started = self.checked = time.monotonic()
+        self.script_ended: float | None = None
+
+    def __call__(self) -> NsightMagicError | None:
+        now = time.monotonic()
+        if now - self.checked < self.CHECK_S:
+            return None
+        self.checked = now
+        if self.script_ended is not None:
+            if now - self.script_ended < deadline.PROFILER_END_S:
+                return None
+            what = f"{self.tool} ending after the cell's script did (writing its report)"
+            return deadline.Bound(deadline.PROFILER_END_S).expired(what, self.log)
+        status = self.folder.read_status() if self.folder.status.exists() else None
+        if status is None:
+            if now - self.started < deadline.PROFILER_START_S:
+                return None
+            what = f"{self.tool} starting the cell's script"
+            return deadline.Bound(deadline.PROFILER_START_S).expired(what, self.log)
+        if "total_s" in status:  # the script wrote its last status: it is done
+            self.script_ended = now
+        return None
 
 
 class FreshExecutor:
@@ -43,7 +80,7 @@ class FreshExecutor:
         try:
             result = runner.run(argv, log_path=folder.log, env=env, cwd=request.cwd,
                                 timeout=ctx.remaining(), cancel=ctx.callbacks.cancel,
-                                on_line=ctx.lines)  # fmt: skip
+                                on_line=ctx.lines, stalled=ProfilerWatch(ctx))  # fmt: skip
         except (ProfileInterrupted, ProfileTimeout) as exc:
             result = exc.result
             stopped = "timeout" if isinstance(exc, ProfileTimeout) else result.outcome

@@ -15,6 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from .. import tools
+from ..child_signals import run_bounded
 from ..profilers.env import clean_env
 
 MARGIN_FACTOR = 1.2
@@ -70,17 +71,9 @@ def read() -> GpuMemory:
     texts = []
     for query in ("--query-compute-apps=pid,gpu_uuid,used_memory", "--query-gpu=uuid,memory.free"):
         try:
-            texts.append(
-                subprocess.run(
-                    [smi, query, "--format=csv,noheader,nounits"],
-                    stdin=subprocess.DEVNULL,
-                    capture_output=True,
-                    text=True,
-                    timeout=15,
-                    check=False,
-                    env=clean_env(),  # no profiler injected into nvidia-smi (LD_PRELOAD, ...)
-                ).stdout
-            )
+            # no profiler injected into nvidia-smi (LD_PRELOAD, ...)
+            argv = [smi, query, "--format=csv,noheader,nounits"]
+            texts.append(run_bounded(argv, 15, clean_env()).stdout)
         except (OSError, subprocess.TimeoutExpired):
             texts.append("")
     return parse(*texts)

@@ -33,6 +33,7 @@ from ..run_dir import CellStatus, RunDir
 from ..run_meta import RunMeta
 from ..runner import RunResult
 from ..script import PreparedCell, prepare_cell
+from . import deadline
 from .backends import Backend
 from .deadline import run_deadline
 from .spec import CellRequest, Notebook, RunCallbacks
@@ -198,6 +199,25 @@ def _profile_cell(
     meta: dict[str, Any] | None,
 ) -> Any:
     t0, started = time.perf_counter(), time.monotonic()
+    # --timeout bounds every step (the version check, --vars pickling, ncu's set list, the
+    # worker's start, nsys start, ncu attach, the cell, the profiler's end, export)
+    with run_deadline(request.timeout, started):
+        return _profile(request, backend, executor, make_result, steps, notebook, callbacks,
+                        run_dir, meta, t0)  # fmt: skip
+
+
+def _profile(
+    request: CellRequest,
+    backend: Backend,
+    executor: Executor,
+    make_result: ResultFactory,
+    steps: _Steps,
+    notebook: Notebook | None,
+    callbacks: RunCallbacks | None,
+    run_dir: Path | None,
+    meta: dict[str, Any] | None,
+    t0: float,
+) -> Any:
     cell = prepare_cell(request.cell, cell_name=request.name)
     notebook = notebook or Notebook()
     explicit_vars = serialize_explicit(request.vars, notebook.user_ns)
@@ -227,18 +247,16 @@ def _profile_cell(
     steps.ctx = ctx
     ctx.meta.timings["prepare_s"] = time.perf_counter() - t0
     ctx.lines.phase("starting")
-    # --timeout bounds every step (worker start, nsys start, ncu attach, the cell, export)
-    with run_deadline(request.timeout, started):
-        try:
-            steps.step = "running"  # from here the progress phase says where
-            outcome = executor.execute(ctx)
-        except MissingVariableError:
-            shutil.rmtree(run_dir, ignore_errors=True)  # the cell never ran: no folder is left
-            raise
-        except NsightMagicError as exc:
-            finish(ctx, status="failed", error=exc.one_line())
-            raise
-        return conclude(ctx, outcome, make_result)
+    try:
+        steps.step = "running"  # from here the progress phase says where
+        outcome = executor.execute(ctx)
+    except MissingVariableError:
+        shutil.rmtree(run_dir, ignore_errors=True)  # the cell never ran: no folder is left
+        raise
+    except NsightMagicError as exc:
+        finish(ctx, status="failed", error=exc.one_line())
+        raise
+    return conclude(ctx, outcome, make_result)
 
 
 def base_meta(request: CellRequest, tool: tools.Tool, mode: str) -> RunMeta:
@@ -254,7 +272,7 @@ def base_meta(request: CellRequest, tool: tools.Tool, mode: str) -> RunMeta:
         nproc=request.nproc,
         vars=list(request.vars),
         versions=runs.versions({tool.name: tool.version_text, f"{tool.name}_path": tool.path}),
-        gpus=tools.gpu_info(),
+        gpus=tools.gpu_info(deadline.bound(tools.GPU_INFO_S).seconds),
     )
 
 

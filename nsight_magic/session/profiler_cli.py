@@ -43,25 +43,40 @@ def run_cli(argv: list[str], run_dir: Path) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def shutdown_session(nsys: str, name: str, timeout: float = 30.0) -> None:
+def shutdown_session(nsys: str, name: str, timeout: float | None = None) -> None:
     """``nsys shutdown NAME`` (no injection variables), so the session name does not linger in
-    nsys's daemon; a hung or missing nsys is let go after ``timeout``."""
+    nsys's daemon; a hung or missing nsys is let go (with what it started) after ``timeout``,
+    default ``deadline.SHUTDOWN_S`` or what is left of the cell's --timeout."""
     argv = nsys_argv.session_argv(nsys, "shutdown", name)
+    seconds = deadline.bound(deadline.SHUTDOWN_S).seconds if timeout is None else timeout
     with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-        run_quiet(argv, timeout)
+        run_quiet(argv, seconds)
+
+
+def _listing(argv: list[str], give_up: float, limit: deadline.Bound) -> str:
+    """What a listing command (``ncu --list-sets``, ``nsys profile --help``) prints, waiting
+    until ``give_up`` (monotonic) at most: "" when it cannot say in that time (then nothing is
+    refused), the --timeout's error when that is what ran out."""
+    try:
+        return run_quiet(argv, max(give_up - time.monotonic(), deadline.MIN_STEP_S)).stdout
+    except OSError:
+        return ""
+    except subprocess.TimeoutExpired:
+        if limit.timeout is not None:
+            raise limit.expired(f"`{' '.join(argv)}`") from None
+        return ""
 
 
 @functools.lru_cache(maxsize=8)
 def ncu_catalog(ncu: str) -> dict[str, frozenset[str]]:
     """{"set": ..., "section": ...} as ``ncu --list-sets`` / ``--list-sections`` print them,
-    asked once per ncu; empty sets when ncu cannot say (then nothing is refused here)."""
+    asked once per ncu; empty sets when ncu cannot say within ``deadline.CATALOG_S`` for both
+    (then nothing is refused here), the --timeout's error when less was left of it."""
+    limit = deadline.bound(deadline.CATALOG_S)
+    give_up = time.monotonic() + limit.seconds
     out = {}
     for kind, flag in (("set", "--list-sets"), ("section", "--list-sections")):
-        try:
-            text = run_quiet([ncu, flag], 60).stdout
-        except (OSError, subprocess.TimeoutExpired):
-            text = ""
-        out[kind] = ncu_argv.listed_identifiers(text)
+        out[kind] = ncu_argv.listed_identifiers(_listing([ncu, flag], give_up, limit))
     return out
 
 
@@ -115,9 +130,7 @@ def detach(proc: subprocess.Popen[bytes]) -> None:
 
 @functools.lru_cache(maxsize=8)
 def nsys_profile_help(nsys: str) -> str:
-    """``nsys profile --help`` of this nsys, asked once; "" when it cannot say (then nothing
-    is refused)."""
-    try:
-        return run_quiet([nsys, "profile", "--help"], 60).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
+    """``nsys profile --help`` of this nsys, asked once; "" when it cannot say within
+    ``deadline.CATALOG_S`` (then nothing is refused)."""
+    limit = deadline.bound(deadline.CATALOG_S)
+    return _listing([nsys, "profile", "--help"], time.monotonic() + limit.seconds, limit)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import NsightMagicError
+from . import deadline
 
 ShareKind = Literal["shared", "copied", "cannot"]
 
@@ -208,10 +209,12 @@ def classify(name: str, obj: Any, max_bytes: int) -> NameShare:
             return NameShare(name, "cannot", why=_too_big(obj, size, max_bytes))
     sink = _CountingSink()
     pickler = make_pickler(sink, None, dry_run=True)
-    try:
-        pickler.dump(obj)
-    except Exception as exc:  # any pickling failure: the object cannot leave the notebook
-        return NameShare(name, "cannot", why=f"{type(obj).__name__} cannot be pickled ({exc})")
+    with deadline.bounded_here(f"pickling {name!r}", deadline.PICKLE_S, deadline.SLOW_PICKLE):
+        try:
+            pickler.dump(obj)
+        except Exception as exc:  # any pickling failure: the object cannot leave the notebook
+            why = f"{type(obj).__name__} cannot be pickled ({exc})"
+            return NameShare(name, "cannot", why=why)
     if sink.size > max_bytes:
         return NameShare(name, "cannot", why=_too_big(obj, sink.size, max_bytes))
     kind: ShareKind = "shared" if pickler.cuda_bytes else "copied"
@@ -277,8 +280,12 @@ def pack(plan: SharePlan, sent: SentObjects) -> Packed:
     pickler = make_pickler(buf, sent)
     new: list[tuple[int, Any]] = pickler.new
     forget = sent.stale_keys()
+    what = f"pickling {', '.join(sorted(plan.names)) or 'nothing'} for the worker"
     try:
-        pickler.dump((plan.names, new, forget, plan.drop))
+        with deadline.bounded_here(what, deadline.PICKLE_S, deadline.SLOW_PICKLE):
+            pickler.dump((plan.names, new, forget, plan.drop))
+    except NsightMagicError:
+        raise
     except Exception as exc:
         raise NsightMagicError(
             f"Sharing {', '.join(sorted(plan.names))} with the worker failed ({exc})."

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MissingVariableError, NsightMagicError, UnpicklableVariableError
+from . import deadline
 
 DEFAULT_AUTO_MAX_BYTES = 256 << 20
 
@@ -58,24 +59,27 @@ def _is_module(obj: Any) -> bool:
 
 
 def serialize(name: str, obj: Any) -> tuple[str, bytes]:
-    """(kind, blob) for one variable; UnpicklableVariableError naming it when it cannot go."""
+    """(kind, blob) for one variable; UnpicklableVariableError naming it when it cannot go,
+    the bound's error when its pickling takes longer than ``deadline.PICKLE_S`` or what is
+    left of --timeout."""
     import cloudpickle
 
-    try:
-        if _is_torch(obj):
-            import torch
+    with deadline.bounded_here(f"pickling {name!r}", deadline.PICKLE_S, deadline.SLOW_PICKLE):
+        try:
+            if _is_torch(obj):
+                import torch
 
-            buf = io.BytesIO()
-            # cloudpickle as the pickler: notebook-defined module classes go by value
-            torch.save(obj, buf, pickle_module=cloudpickle)
-            return "torch", buf.getvalue()
-        return "pickle", cloudpickle.dumps(obj)
-    except Exception as exc:
-        raise UnpicklableVariableError(
-            f"--vars: variable {name!r} ({type(obj).__name__}) cannot be pickled ({exc}). "
-            f"Create it in a %%nsight_setup cell instead, so the profiled script builds it "
-            f"itself."
-        ) from exc
+                buf = io.BytesIO()
+                # cloudpickle as the pickler: notebook-defined module classes go by value
+                torch.save(obj, buf, pickle_module=cloudpickle)
+                return "torch", buf.getvalue()
+            return "pickle", cloudpickle.dumps(obj)
+        except Exception as exc:
+            raise UnpicklableVariableError(
+                f"--vars: variable {name!r} ({type(obj).__name__}) cannot be pickled ({exc}). "
+                f"Create it in a %%nsight_setup cell instead, so the profiled script builds "
+                f"it itself."
+            ) from exc
 
 
 def serialize_explicit(

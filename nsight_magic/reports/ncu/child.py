@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ...child_signals import run_bounded
 from ...errors import CorruptReportError, ToolNotFoundError
 from ...magic_names import cell_magic
 from ...package_info import pythonpath_with_package
@@ -56,16 +57,7 @@ def extract_in_child(path: Path, timeout: float, known_damage: str = "") -> dict
             str(out),
         ]
         try:
-            proc = subprocess.run(
-                argv,
-                cwd=tmp,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                timeout=timeout,
-                check=False,
-            )
+            proc = run_bounded(argv, timeout, env, cwd=tmp, text=False, stdout=subprocess.DEVNULL)
         except subprocess.TimeoutExpired as exc:
             raise damaged(
                 f"{path}: ncu_report did not finish reading it within {timeout:.0f} s; the file "
