@@ -108,3 +108,14 @@ def ip() -> InteractiveShell:
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "nsight_magic")
     return shell
+
+
+@pytest.fixture
+def manager():  # type: ignore[no-untyped-def]
+    """A session manager of its own (no prewarm), its workers stopped after the test."""
+    from nsight_magic.session.history import SetupRegistry
+    from nsight_magic.session.manager import SessionManager
+
+    m = SessionManager(setup=SetupRegistry())
+    yield m
+    m.stop()

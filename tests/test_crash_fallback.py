@@ -14,7 +14,6 @@ from session_support import BareBackend
 
 from nsight_magic.errors import NothingCapturedError, NsightMagicError, WorkerDiedError
 from nsight_magic.session import worker_process
-from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
 
@@ -28,13 +27,6 @@ if getattr(sys.modules["__main__"].__spec__, "name", "") == "nsight_magic.sessio
         os.remove({flag!r})
         os.kill(os.getpid(), signal.SIGSEGV)
 """
-
-
-@pytest.fixture
-def manager():
-    m = SessionManager(setup=SetupRegistry())
-    yield m
-    m.stop()
 
 
 @pytest.fixture

@@ -20,16 +20,8 @@ from session_support import BareBackend
 from nsight_magic.errors import ProfileInterrupted
 from nsight_magic.run_dir import RunDir
 from nsight_magic.session import worker_process
-from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
-
-
-@pytest.fixture
-def manager():
-    m = SessionManager(setup=SetupRegistry())
-    yield m
-    m.stop()
 
 
 @pytest.fixture

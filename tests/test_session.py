@@ -30,17 +30,9 @@ from nsight_magic.run_dir import RunDir
 from nsight_magic.run_meta import SCHEMA_VERSION
 from nsight_magic.script import prepare_cell
 from nsight_magic.session import worker_process
-from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
 from nsight_magic.session.status import format_status
-
-
-@pytest.fixture
-def manager():
-    m = SessionManager(setup=SetupRegistry())
-    yield m
-    m.stop()
 
 
 @pytest.fixture

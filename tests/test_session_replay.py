@@ -12,16 +12,8 @@ import pytest
 from session_support import BareBackend
 
 from nsight_magic.script import prepare_cell
-from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
-
-
-@pytest.fixture
-def manager():
-    m = SessionManager(setup=SetupRegistry())
-    yield m
-    m.stop()
 
 
 @pytest.fixture

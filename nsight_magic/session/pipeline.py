@@ -202,61 +202,45 @@ def _profile_cell(
     # --timeout bounds every step (the version check, --vars pickling, ncu's set list, the
     # worker's start, nsys start, ncu attach, the cell, the profiler's end, export)
     with run_deadline(request.timeout, started):
-        return _profile(request, backend, executor, make_result, steps, notebook, callbacks,
-                        run_dir, meta, t0)  # fmt: skip
-
-
-def _profile(
-    request: CellRequest,
-    backend: Backend,
-    executor: Executor,
-    make_result: ResultFactory,
-    steps: _Steps,
-    notebook: Notebook | None,
-    callbacks: RunCallbacks | None,
-    run_dir: Path | None,
-    meta: dict[str, Any] | None,
-    t0: float,
-) -> Any:
-    cell = prepare_cell(request.cell, cell_name=request.name)
-    notebook = notebook or Notebook()
-    explicit_vars = serialize_explicit(request.vars, notebook.user_ns)
-    steps.step = f"looking for {backend.tool}"
-    tool = backend.locate()
-    backend.validate(tool)
-    steps.step = "creating the run folder"
-    run_dir = steps.run_dir = run_dir or runs.new_run_dir(request.runs_root, request.name)
-    steps.step = "writing the run folder's records"
-    callbacks = callbacks or RunCallbacks()
-    ctx = RunContext(
-        request=request,
-        backend=backend,
-        tool=tool,
-        cell=cell,
-        run_dir=run_dir,
-        notebook=notebook,
-        callbacks=callbacks,
-        lines=Lines(backend.tool, callbacks, None),
-        meta=base_meta(request, tool, executor.mode).update(meta),
-        t0=t0,
-        explicit_vars=explicit_vars,
-    )
-    ctx.meta.options = backend.options_meta()
-    ctx.folder.write_cell(request.cell)
-    ctx.folder.write_meta(ctx.meta)
-    steps.ctx = ctx
-    ctx.meta.timings["prepare_s"] = time.perf_counter() - t0
-    ctx.lines.phase("starting")
-    try:
-        steps.step = "running"  # from here the progress phase says where
-        outcome = executor.execute(ctx)
-    except MissingVariableError:
-        shutil.rmtree(run_dir, ignore_errors=True)  # the cell never ran: no folder is left
-        raise
-    except NsightMagicError as exc:
-        finish(ctx, status="failed", error=exc.one_line())
-        raise
-    return conclude(ctx, outcome, make_result)
+        cell = prepare_cell(request.cell, cell_name=request.name)
+        notebook = notebook or Notebook()
+        explicit_vars = serialize_explicit(request.vars, notebook.user_ns)
+        steps.step = f"looking for {backend.tool}"
+        tool = backend.locate()
+        backend.validate(tool)
+        steps.step = "creating the run folder"
+        run_dir = steps.run_dir = run_dir or runs.new_run_dir(request.runs_root, request.name)
+        steps.step = "writing the run folder's records"
+        callbacks = callbacks or RunCallbacks()
+        ctx = RunContext(
+            request=request,
+            backend=backend,
+            tool=tool,
+            cell=cell,
+            run_dir=run_dir,
+            notebook=notebook,
+            callbacks=callbacks,
+            lines=Lines(backend.tool, callbacks, None),
+            meta=base_meta(request, tool, executor.mode).update(meta),
+            t0=t0,
+            explicit_vars=explicit_vars,
+        )
+        ctx.meta.options = backend.options_meta()
+        ctx.folder.write_cell(request.cell)
+        ctx.folder.write_meta(ctx.meta)
+        steps.ctx = ctx
+        ctx.meta.timings["prepare_s"] = time.perf_counter() - t0
+        ctx.lines.phase("starting")
+        try:
+            steps.step = "running"  # from here the progress phase says where
+            outcome = executor.execute(ctx)
+        except MissingVariableError:
+            shutil.rmtree(run_dir, ignore_errors=True)  # the cell never ran: no folder is left
+            raise
+        except NsightMagicError as exc:
+            finish(ctx, status="failed", error=exc.one_line())
+            raise
+        return conclude(ctx, outcome, make_result)
 
 
 def base_meta(request: CellRequest, tool: tools.Tool, mode: str) -> RunMeta:

@@ -43,6 +43,7 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
+from nsight_magic.child_watchdog import stat_fields as _stat_fields  # stdlib only
 from nsight_magic.session import messages
 
 EXIT_PARENT_GONE = 70
@@ -50,16 +51,6 @@ EXIT_CHANNEL_DAMAGED = 71  # a request frame that was not the notebook's (the ce
 KEY_WAIT_S = 60.0  # the notebook sends the key as soon as it accepted the connection
 WATCH_INTERVAL_S = 0.5
 CLOSED_GRACE_S = 2.0  # after the socket closed: how long the notebook may take to be seen dead
-
-
-def _stat_fields(pid: int) -> list[str]:
-    """/proc/PID/stat after the command name (field 3 on), or [] when the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode(errors="replace")
-    except OSError:
-        return []
-    return stat[stat.rfind(")") + 2 :].split()
 
 
 def process_start_ticks(pid: int) -> int | None:
