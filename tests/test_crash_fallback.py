@@ -68,6 +68,27 @@ def test_a_worker_that_dies_in_replay_runs_the_cell_fresh_with_its_state(run, ma
     assert not [line for line in out if "crashed" in line]
 
 
+def test_the_fresh_run_after_a_crash_has_the_notebook_names_its_replayed_cells_read(
+    manager, tmp_path
+) -> None:
+    """A replayed cell read a name of the notebook (sent to the workers by reference): the fresh
+    run of the crashed worker's script gets it by value (NameError before, H100 acceptance)."""
+    flag = tmp_path / "crash-next-replay"
+    ns = {"base": 21}
+    out: list[str] = []
+
+    def profile(cell: str, tool: str):  # type: ignore[no-untyped-def]
+        request = CellRequest(cell=cell, runs_root=tmp_path / "runs", cwd=str(tmp_path))
+        return manager.profile(request, BareBackend(tool), notebook=Notebook(user_ns=ns),
+                               callbacks=RunCallbacks(output=out.append))  # fmt: skip
+
+    profile(CRASH_ON_REPLAY.format(flag=str(flag)).replace("state = 42", "state = base * 2"),
+            "nsys")  # fmt: skip
+    flag.touch()
+    result = profile("print('state is', state)", "ncu")
+    assert result.meta["mode"] == "fresh" and "state is 42" in out, out
+
+
 def test_a_cell_that_crashes_every_process_fails_once_with_a_typed_error(run, manager, tmp_path):
     run("x = 1")
     # reads x: the new ncu worker replays the cell that binds it, then dies in the cell

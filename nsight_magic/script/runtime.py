@@ -176,6 +176,9 @@ def provide_display() -> None:
         builtins.display = notebook_display  # type: ignore[attr-defined]
 
 
+_LOADED_VARS: dict[str, Any] = {}  # vars.pkl as main() loaded it before the history
+
+
 def load_vars(ns: dict[str, Any], path: str) -> None:
     """The notebook variables shipped in ``path`` (``session/variables.py``) into ``ns``."""
     with open(path, "rb") as f:
@@ -261,7 +264,9 @@ def prepare(ns: dict[str, Any]) -> None:
     IPython's ``display``)."""
     _CODES[:] = compile_statements(CODE, CELL_FILE, CELL)
     provide_display()
-    if os.path.exists(VARS_FILE):
+    if _LOADED_VARS:  # main() loaded them before the history: the notebook's values win again
+        ns.update(_LOADED_VARS)
+    elif os.path.exists(VARS_FILE):
         load_vars(ns, VARS_FILE)
     if NEEDS_IPYTHON:
         use_ipython(ns)
@@ -389,6 +394,11 @@ def main() -> None:
     try:
         status.write(phase="setup")
         join_ranks()
+        if HISTORY and os.path.exists(VARS_FILE):
+            # before the history too: a replayed cell may read a notebook name (a warm run's
+            # script re-run fresh after a crash ships those); prepare() puts them back after
+            load_vars(_LOADED_VARS, VARS_FILE)
+            ns.update(_LOADED_VARS)
         run_history(ns, HISTORY, stop_on_error=True)
         status.write(phase="vars")
         prepare(ns)

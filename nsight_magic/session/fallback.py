@@ -16,11 +16,12 @@ from typing import Any
 from .. import runs
 from ..errors import NothingCapturedError, WorkerDiedError
 from ..run_dir import RunDir
-from ..script import PreparedCell
+from ..script import PreparedCell, prepare_cell
 from .backends import Backend
 from .fresh import FreshExecutor
 from .pipeline import profile_cell
 from .spec import CellRequest, Notebook, RunCallbacks
+from .variables import plan_shipping, serialize_explicit
 from .warm import WarmExecutor
 from .warm_session import WarmSession
 
@@ -78,16 +79,20 @@ def fresh_instead(
     callbacks: RunCallbacks | None = None,
     run_dir: Path | None = None,
     meta: dict[str, Any] | None = None,
+    replayed: Sequence[PreparedCell] = (),
 ) -> Any:
     """Run ``request`` once in a fresh ncu process after its warm run failed (``why``): from
-    the script the warm run wrote (the history that worker had run, then the cell: the same
-    state, built from scratch), or with the setup cells only when there is none, saying so in
+    the script the warm run wrote (the history that worker had run, ``replayed``, then the cell:
+    the same state, built from scratch, with the notebook's names those cells read beside it),
+    or with the setup cells only when there is none, saying so in
     one line (``note(script)``, then where the log is). A drill-down's fresh run is a sibling
     of its warm folder; the fresh run's meta.json says what it replaces."""
     warm = Path(why.run_dir) if why.run_dir is not None else None
     script = RunDir(warm).script if warm is not None else None
     if script is not None and not script.exists():
         script = None
+    if script is not None and warm is not None and notebook is not None:
+        _ship_for_replay(RunDir(warm), request, replayed, notebook)
     line = note(script) + (f"; see {RunDir(warm).log}" if warm is not None else "")
     if warm is not None:  # the log the line points at holds what happened
         RunDir(warm).append_log(f"[nsight_magic] {why}\n[nsight_magic] {line}")
@@ -105,3 +110,23 @@ def fresh_instead(
         run_dir=fresh_dir,
         meta={**(meta or {}), "fallback": fallback},
     )
+
+
+def _ship_for_replay(
+    folder: RunDir, request: CellRequest, replayed: Sequence[PreparedCell], notebook: Notebook
+) -> None:
+    """The warm worker got the notebook's names by reference (shared.pkl) and the fresh run
+    cannot: the names its script's history and cell read and no cell of it binds go by value
+    in vars.pkl beside the script, as a fresh run's would (an auto-shipped ``prompt2`` read by
+    a replayed cell raised NameError in the H100 acceptance). Too big ones stay out (the cell
+    then says which name is missing)."""
+    cell = prepare_cell(request.cell, cell_name=request.name)
+    reads = frozenset().union(cell.names_read, *(c.names_read for c in replayed))
+    bound = frozenset().union(*(c.names_bound for c in replayed))
+    explicit = serialize_explicit(request.vars, notebook.user_ns)
+    plan = plan_shipping(reads if notebook.auto_vars else (), notebook.user_ns,
+                         hidden=notebook.hidden, worker_names=bound, explicit=explicit,
+                         max_bytes=notebook.auto_vars_max_bytes)  # fmt: skip
+    blob = plan.blob()
+    if blob is not None:
+        folder.write_vars(blob)
