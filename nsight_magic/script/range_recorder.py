@@ -65,7 +65,7 @@ class RangeRecorder:
     covers kernels other threads launch while it is open (autograd's backward threads)."""
 
     def __init__(self, target: str | None = None, phases: bool = False,
-                 window: Any = None) -> None:  # fmt: skip
+                 window: Any = None, instance: int | None = None) -> None:  # fmt: skip
         self.seen: dict[tuple[str, str, str], None] = {}  # ordered set
         self.undo: list[tuple[Any, str, Any]] = []
         self.target = target
@@ -79,6 +79,7 @@ class RangeRecorder:
         self.close_marker: Callable[[Any], Any] | None = None
         # ``cuda_gate.RangeWindow``: the target's K-th opening gates the capture (no marker)
         self.window = window
+        self.instance = instance  # the one opening of the target to mark (1 = first); None: all
         self.phases = phases
         # the user's ranges open in the process, in opening order: [token, "DOMAIN:RANGE"]
         self.open_user: list[list[Any]] = []
@@ -109,6 +110,8 @@ class RangeRecorder:
             opened = self.opened
         if self.window is not None:
             return self.window.open(opened)
+        if self.instance is not None and opened != self.instance:
+            return None
         assert self.open_marker is not None
         return self.open_marker(TARGET_RANGE, domain=DOMAIN)
 

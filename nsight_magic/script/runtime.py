@@ -65,7 +65,7 @@ PHASE_DOMAIN = "nsight_magic.phase"  # RangeRecorder mirrors the user's innermos
 NVTX_TARGET: str | None = None  # %%ncu --nvtx: the range spec RangeRecorder marks
 # %%nsys --nvtx SPEC#K: only the K-th opening of the range SPEC names is captured (RangeWindow)
 NVTX_CAPTURE: str | None = None
-CAPTURE_INSTANCE = 1
+NVTX_INSTANCE: int | None = None  # the opening --nvtx takes (1 = the first); None: every one
 RANK_FORMAT = "rank {}"  # nvtx_names.rank_label
 TORCH_NVTX = ""  # "ops" / "shapes": PyTorch's emit_nvtx around the captured cell
 # names whose shared GPU memory a re-run must leave as it was (shared_objects.preserved):
@@ -324,9 +324,11 @@ def capture(ns: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"gate": GATE, "gate_kind": gate.kind,
                            "nvtx": nvtx_module() is not None, "status": "ok"}  # fmt: skip
     # %%nsys --nvtx: the gate follows one opening of the user's range, not the cell
-    window = RangeWindow(gate, CAPTURE_INSTANCE) if NVTX_CAPTURE and GATE != "nvtx" else None
+    window = None
+    if NVTX_CAPTURE and GATE != "nvtx":
+        window = RangeWindow(gate, NVTX_INSTANCE or 1)
     recorder = RangeRecorder(NVTX_CAPTURE if window else NVTX_TARGET, phases=GATE == "nvtx",
-                             window=window)  # fmt: skip
+                             window=window, instance=NVTX_INSTANCE)  # fmt: skip
     times: dict[str, float] = {}
     try:
         # a re-run (drill-down) copies the shared memory it changes to host before the gate

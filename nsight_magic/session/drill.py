@@ -18,6 +18,7 @@ from ..errors import AmbiguousNvtxRangeError, FolderSettingsIgnored, NsightMagic
 from ..magic_names import cell_magic
 from ..nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
 from ..profilers import ncu as ncu_argv
+from ..profilers import nsys as nsys_argv
 from ..profilers.drill_request import DrillRequest
 from ..run_dir import RunDir
 from .backends import NcuBackend
@@ -35,6 +36,18 @@ NCCL_SINGLE_PASS = (
     "launch__block_size",
     "launch__registers_per_thread",
 )
+
+
+def window_filters(parent: Any) -> dict[str, Any]:
+    """A parent captured with ``%%nsys --nvtx RANGE#K`` saw only that opening of the range, so
+    its kernel instances count from there: the drill-down's ncu marks the same opening
+    (``nvtx_target`` + ``nvtx_instance``) and counts launches inside it. {} otherwise."""
+    options = (getattr(parent, "meta", None) or {}).get("options") or {}
+    text = options.get("nvtx_capture") if isinstance(options, dict) else None
+    if not isinstance(text, str) or not text:
+        return {}
+    spec, instance = nsys_argv.split_instance(text)
+    return {"nvtx_target": spec, "nvtx_instance": instance}
 
 
 class DrillDowns:
@@ -102,8 +115,9 @@ class DrillDowns:
             ncu = dataclasses.replace(request.ncu, set=None, sections=(), metrics=NCCL_SINGLE_PASS)
             request = dataclasses.replace(request, ncu=ncu)
             record["note"] = "NCCL kernel: single-pass metrics only"
-        filters = dict(kernel_exact=kernel, launch_skip=request.instance,
-                       launch_count=request.count)  # fmt: skip
+        filters: dict[str, Any] = dict(kernel_exact=kernel, launch_skip=request.instance,
+                                       launch_count=request.count)  # fmt: skip
+        filters.update(window_filters(parent))
         callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)
         return self._drill(parent, kernel, request, filters, record, callbacks)
 
