@@ -1,4 +1,4 @@
-"""The run folders that notebooks 02, 03 and 04 wrote on the lent H200s (committed under
+"""The run folders that notebooks 02-05 wrote on the lent H100s and H200s (committed under
 notebooks/runs/) reload offline, with no GPU and no Nsight tools, and say what the notebooks say."""
 
 from __future__ import annotations
