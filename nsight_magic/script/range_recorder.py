@@ -62,7 +62,10 @@ class RangeRecorder:
     "DOMAIN:RANGE" (":RANGE" = the default domain) or a bare RANGE, compared as plain text
     (no escaping, no regex). ncu's filter is then that one range of ours, so the user's
     domain need not be known before the cell runs. Start/end, so a push/pop target also
-    covers kernels other threads launch while it is open (autograd's backward threads)."""
+    covers kernels other threads launch while it is open (autograd's backward threads).
+    ``instance`` (K): only the target's K-th opening is marked; ``window``: the K-th opening
+    gates the capture instead (``%%nsys --nvtx``); ``phases``: the phase mirror (module
+    docstring)."""
 
     def __init__(self, target: str | None = None, phases: bool = False,
                  window: Any = None, instance: int | None = None) -> None:  # fmt: skip
