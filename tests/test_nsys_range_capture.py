@@ -156,3 +156,18 @@ def test_a_drill_down_of_a_windowed_run_marks_the_same_opening_for_ncu() -> None
                 marks.append("body")
     assert marks == ["body", "body", "open", "body", "close", "body"]
     assert recorder.target_status()["opened"] == 4
+
+
+def test_profile_range_of_the_windowed_range_keeps_to_its_opening() -> None:
+    from nsight_magic.session.drill import range_filters
+
+    windowed = type("Run", (), {"meta": {"options": {"nvtx_capture": "train:train@step#3"}}})()
+    assert range_filters(windowed, "train", "train@step", "PushPop") == {
+        "nvtx_target": "train:train@step", "nvtx_instance": 3}  # fmt: skip
+    # another range (nested or not): ncu's own filter, every opening, warm-up excluded
+    other = range_filters(windowed, "train", "train@bwd", "PushPop")
+    assert other["nvtx_include"] == ("train@train\\@bwd/",)
+    assert other["nvtx_exclude"] == ("nsight_magic@warmup/",)
+    plain = type("Run", (), {"meta": {"options": {}}})()
+    unwindowed = range_filters(plain, "train", "train@step", "PushPop")
+    assert unwindowed["nvtx_include"] == ("train@train\\@step/",)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..analysis.range_spec import resolve_nvtx_range
+from ..analysis.range_spec import NvtxRange, matches_spec, resolve_nvtx_range
 from ..errors import AmbiguousNvtxRangeError, FolderSettingsIgnored, NsightMagicError
 from ..magic_names import cell_magic
 from ..nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
@@ -48,6 +48,18 @@ def window_filters(parent: Any) -> dict[str, Any]:
         return {}
     spec, instance = nsys_argv.split_instance(text)
     return {"nvtx_target": spec, "nvtx_instance": instance}
+
+
+def range_filters(parent: Any, domain: str, name: str, style: str) -> dict[str, Any]:
+    """ncu's filters for every kernel inside the range ``domain:name`` of the cell, warm-up runs
+    excluded; when ``parent`` captured only one opening of this same range (``%%nsys --nvtx
+    RANGE#K``), that opening alone (the script marks it: ``window_filters``). A range nested
+    in such an opening is filtered in every opening (not only K's)."""
+    window = window_filters(parent)
+    if window and matches_spec(window["nvtx_target"], NvtxRange(domain, name, style)):
+        return window
+    expression = ncu_argv.nvtx_filter(name, domain=domain or None, push_pop=style == "PushPop")
+    return {"nvtx_include": (expression,), "nvtx_exclude": (f"{NVTX_DOMAIN}@{WARMUP_RANGE}/",)}
 
 
 class DrillDowns:
@@ -136,9 +148,7 @@ class DrillDowns:
         """ncu on every kernel launched inside the NVTX range ``domain:name`` of the cell
         ``parent`` ran (warm-up runs excluded), collecting what ``request`` says."""
         request = request or DrillRequest()
-        expression = ncu_argv.nvtx_filter(name, domain=domain or None, push_pop=style == "PushPop")
-        filters = dict(nvtx_include=(expression,),
-                       nvtx_exclude=(f"{NVTX_DOMAIN}@{WARMUP_RANGE}/",))  # fmt: skip
+        filters = range_filters(parent, domain, name, style)
         label = f"{domain}:{name}"
         callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)
         return self._drill(parent, label, request, filters,
