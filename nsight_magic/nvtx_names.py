@@ -23,6 +23,10 @@ TARGET_RANGE = "nvtx-target"  # no space or escape character: nothing for ncu to
 # filter selects: a start/end range holds the kernels any thread launches while it is open
 # (autograd's backward thread), where the push/pop ``cell`` holds only the main thread's
 CAPTURE_RANGE = "capture"
+# under ncu the script mirrors the innermost user range open in the process (any thread) as one
+# start/end range of this domain named "DOMAIN:RANGE": ncu's NVTX state of every launch then
+# says its phase, where the push/pop ranges it records are the launching thread's only
+PHASE_DOMAIN = "nsight_magic.phase"
 LABEL_WIDTH = 60  # a statement label keeps its head: what a reader scans for
 
 _STATEMENT = re.compile(r"^L(\d+): ")

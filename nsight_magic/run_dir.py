@@ -112,6 +112,9 @@ class CellStatus(TypedDict, total=False):
     history_errors: list[dict[str, str]]  # earlier cells that raised when replayed
     worker_broken: str | None  # a sticky CUDA error left the worker unusable
     target: dict[str, Any]  # %%ncu --nvtx: {spec, matched [[domain, name, style]], opened}
+    # %%nsys --nvtx RANGE#K: {instance, state "waiting"/"open"/"closed", start, stop, stopped}
+    # (perf_counter seconds when the gate opened, began and finished closing)
+    window: dict[str, Any]
 
 
 _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -119,7 +122,7 @@ _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
     "exc_type": str, "exc_message": str, "traceback": str, "cell_s": (int, float),
     "gate_stop_s": (int, float),
     "total_s": (int, float), "ranges": list, "history_errors": list,
-    "worker_broken": (str, type(None)), "target": dict,
+    "worker_broken": (str, type(None)), "target": dict, "window": dict,
 }  # fmt: skip
 
 

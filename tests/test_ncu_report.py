@@ -82,8 +82,9 @@ def test_kernels(reports, data_dir):
     assert list(kernels.columns) == [
         "launch", "name", "demangled", "mangled", "duration_ns", "grid", "block",
         "registers_per_thread", "shared_mem_bytes", "sm_clock_hz", "device_id", "stream_id",
-        "nvtx", "process_id",
+        "nvtx", "phase", "process_id",
     ]  # fmt: skip
+    assert kernels["phase"].tolist() == ["", ""]  # captured before the phase mirror existed
     raw, _ = raw_csv(data_dir, "ncu_gemm_roofline")
     assert kernels["name"].tolist() == raw["Kernel Name"].tolist()
     assert kernels["grid"].tolist() == raw["Grid Size"].tolist() == ["(2, 64, 1)", "(16, 8, 1)"]

@@ -153,6 +153,68 @@ def test_no_target_marks_nothing_and_our_own_ranges_are_not_listed(recorder_clas
     assert len(events) == 2
 
 
+def test_under_ncu_the_innermost_user_range_of_the_process_is_mirrored_as_one_phase(
+    recorder_class,
+):
+    """ncu records push/pop ranges per thread: a backward kernel autograd launches sees none of
+    the main thread's ``train@bwd``. The recorder keeps ONE start/end range of the phase
+    domain open (start/end ranges belong to the process), named by the innermost user range
+    open in the process, whichever thread opened it; our own ranges never name a phase."""
+    events: list[tuple[str, object]] = []
+    ids = iter(range(1, 1000))
+    recorder = recorder_class(None, phases=True)
+    with recorder:
+
+        def open_marker(message: str, domain: str) -> int:
+            assert domain == "nsight_magic.phase"
+            marker = next(ids)
+            events.append(("open", message))
+            names[marker] = message
+            return marker
+
+        names: dict[int, str] = {}
+        recorder.open_marker = open_marker
+        recorder.close_marker = lambda marker: events.append(("close", names[marker]))
+        step = nvtx.start_range("train@step", domain="train")
+        with nvtx.annotate("cell", domain="nsight_magic"):  # ours: no phase of its own
+            with nvtx.annotate("train@fwd", domain="train"):
+                pass
+            seen: list[list[str]] = []
+            with nvtx.annotate("train@bwd", domain="train"):
+                # autograd's thread: it opens nothing, and the phase is still train@bwd
+                thread = threading.Thread(target=lambda: seen.append(list(recorder.open_user)))
+                thread.start()
+                thread.join()
+                torch_like = threading.Thread(  # a thread's own range is the newest: inner
+                    target=lambda: nvtx.push_range("load", domain="data") or nvtx.pop_range(
+                        domain="data"))  # fmt: skip
+                torch_like.start()
+                torch_like.join()
+        nvtx.end_range(step)
+        nvtx.push_range("left open")  # closed with the capture: its mirror too
+    assert [label for _, label in seen[0]] == ["train:train@step", "train:train@bwd"]
+    assert events == [
+        ("open", "train:train@step"), ("close", "train:train@step"),
+        ("open", "train:train@fwd"), ("close", "train:train@fwd"),
+        ("open", "train:train@step"), ("close", "train:train@step"),
+        ("open", "train:train@bwd"), ("close", "train:train@bwd"),
+        ("open", "data:load"), ("close", "data:load"),
+        ("open", "train:train@bwd"), ("close", "train:train@bwd"),
+        ("open", "train:train@step"), ("close", "train:train@step"),
+        ("open", ":left open"), ("close", ":left open"),
+    ]  # fmt: skip
+    nvtx.pop_range()
+
+
+def test_without_ncu_no_phase_is_mirrored(recorder_class):
+    recorder = recorder_class(None)
+    with recorder:
+        recorder.open_marker = lambda *a, **k: pytest.fail("no phase without ncu")
+        with nvtx.annotate("train@fwd", domain="train"):
+            pass
+    assert recorder.open_user == []
+
+
 def test_the_ncu_filter_is_the_marker_and_the_message_names_the_users_range() -> None:
     options = ncu_argv.NcuOptions(nvtx_target="LLM@prefill", launch_count=3)
     args = options.filter_args()

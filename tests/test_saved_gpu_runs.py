@@ -1,4 +1,4 @@
-"""The run folders that notebooks 02, 03 and 04 wrote on the lent H200s (committed under
+"""The run folders that notebooks 02-05 wrote on the lent H100s and H200s (committed under
 notebooks/runs/) reload offline, with no GPU and no Nsight tools, and say what the notebooks say."""
 
 from __future__ import annotations
@@ -88,3 +88,36 @@ def test_two_rank_run_and_its_one_rank_drilldown_reload() -> None:
     (name,) = child.kernels()["name"]
     assert name.startswith("nvjet_sm90")
     assert name in set(per_rank.loc[per_rank["rank"] == 1, "name"])
+
+
+def test_training_step_runs_reload_with_their_phases_and_backward_drill_downs() -> None:
+    """Notebook 05 (H100): a Qwen2 training step. The backward phase holds autograd's kernels
+    (nsys's own-thread projection holds almost none of them), MFU per phase is a fraction of the
+    peak, and the picker's children (a backward GEMM, the attention backward kernel) reload with
+    the phase ncu recorded for them."""
+    step = nsight_magic.load_run(_run("05_training", "step"))
+    keys = ["domain", "range", "style"]
+    ph = step.nvtx_gpu_projection().merge(step.nvtx_phases(), on=keys).set_index("range")
+    assert ph.loc["train@bwd", "phase_gpu_ops"] > 100 * ph.loc["train@bwd", "gpu_ops"]
+    assert ph.loc["train@bwd", "phase_total_ns"] > ph.loc["train@fwd", "phase_total_ns"]
+    flops = {"train:train@fwd": 1e12, "train:train@bwd": 2e12}
+    mfu = step.mfu(flops=flops).set_index("range")
+    assert mfu.loc["train@bwd", "time_ns"] == ph.loc["train@bwd", "phase_total_ns"]
+    children = sorted((step.run_dir / "ncu").iterdir())
+    assert len(children) == 2
+    kernels = [nsight_magic.load_run(c).kernels() for c in children]
+    assert all(list(k["phase"]) == ["train:train@bwd"] for k in kernels)
+    names = " ".join(k["name"].iloc[0] for k in kernels)
+    assert "nvjet" in names or "gemm" in names
+    assert "bprop" in names or "bwd" in names or "backward" in names.lower()
+
+
+def test_one_step_of_four_and_the_loader_bound_loop_reload() -> None:
+    one = nsight_magic.load_run(_run("05_training", "one_step"))
+    assert one.meta["options"]["nvtx_capture"] == "train@step#3"
+    v = one.nvtx()
+    assert int((v["range"] == "train@step").sum()) == 1
+    assert "train:train@bwd" in set(one.kernel_phases())
+    loader = nsight_magic.load_run(_run("05_training", "loader"))
+    sentences = " ".join(loader.idle_causes()["sentence"])
+    assert "DataLoader" in sentences

@@ -169,6 +169,9 @@ class NcuOptions:
         metavar="RANGE",
         parse=_blank_none,
     )
+    # set by the session: only this opening of ``nvtx_target`` (1 = the first) is marked; a
+    # drill-down of a run that ``%%nsys --nvtx RANGE#K`` captured counts launches within it
+    nvtx_instance: int | None = option(None)
 
     def __post_init__(self) -> None:
         if self.kernel_regex and self.kernel_exact:
@@ -218,7 +221,8 @@ class NcuOptions:
         hidden = {"--kernel-name-base"} | ({"--nvtx-include"} if self.nvtx_target else set())
         parts = [f"{flag} {value!r}" for flag, value in pairs if flag not in hidden]
         if self.nvtx_target is not None:
-            parts.insert(0, f"--nvtx {self.nvtx_target!r}")
+            which = f"#{self.nvtx_instance}" if self.nvtx_instance else ""
+            parts.insert(0, f"--nvtx {self.nvtx_target + which!r}")
         return "the filter " + " ".join(parts) if parts else "any kernel"
 
 

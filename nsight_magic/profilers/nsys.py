@@ -65,6 +65,29 @@ HOST_SAMPLING = ("--sample=process-tree", "--cpuctxsw=process-tree")
 GATE = ("--capture-range=cudaProfilerApi", "--capture-range-end=stop")
 
 
+def split_instance(text: str) -> tuple[str, int]:
+    """``%%nsys --nvtx`` text -> (range spec, instance): "train@step#3" -> ("train@step", 3),
+    "train:train@step" -> ("train:train@step", 1). The instance counts the range's openings in
+    the captured run of the cell, from 1; a name that itself ends in ``#N`` takes ``#1`` after
+    it. ValueError (naming the flag) for an empty name or an instance below 1."""
+    text = text.strip()
+    head, sep, tail = text.rpartition("#")
+    spec, instance = (head.strip(), int(tail)) if sep and tail.strip().isdigit() else (text, 1)
+    if not spec or spec.endswith(":"):
+        raise ValueError(f"--nvtx {text!r}: no range name; write DOMAIN:RANGE or RANGE, then #K")
+    if instance < 1:
+        raise ValueError(f"--nvtx {text!r}: the instance after '#' counts from 1")
+    return spec, instance
+
+
+def _capture_spec(text: str | None) -> str | None:
+    """The flag's text, checked (``split_instance``); None when not given."""
+    if not text or not text.strip():
+        return None
+    split_instance(text)
+    return text.strip()
+
+
 @dataclass(frozen=True)
 class NsysOptions:
     """What nsys records: the options of ``%%nsys``, declared once (``profilers/options.py``
@@ -106,10 +129,28 @@ class NsysOptions:
         "ran while the GPU idled). Costs time: see docs/benchmarks.md.",
     )
 
+    nvtx_capture: str | None = option(
+        None,
+        "--nvtx",
+        "Capture only one opening of this NVTX range (any thread's GPU work while it is "
+        "open): DOMAIN:RANGE (':RANGE' for the default domain) or a bare RANGE, spelled as "
+        "for the ncu magic; RANGE#K takes its K-th opening in the cell (default #1).",
+        metavar="RANGE[#K]",
+        parse=_capture_spec,
+    )
+
     def warm(self) -> NsysOptions:
         """A warm worker's launch options: no ``--pytorch``; the worker turns PyTorch's op
-        ranges on around each cell that asks (``torch_nvtx``), so it is never relaunched."""
-        return dataclasses.replace(self, pytorch=None)
+        ranges on around each cell that asks (``torch_nvtx``), so it is never relaunched; no
+        ``--nvtx`` either (the cell script gates the capture itself: ``script_args``)."""
+        return dataclasses.replace(self, pytorch=None, nvtx_capture=None)
+
+    def script_args(self) -> dict[str, object]:
+        """``--nvtx RANGE#K`` as the cell script takes it (``RangeWindow``); {} without it."""
+        if not self.nvtx_capture:
+            return {}
+        spec, instance = split_instance(self.nvtx_capture)
+        return {"nvtx_capture": spec, "nvtx_instance": instance}
 
     @property
     def torch_nvtx(self) -> str:

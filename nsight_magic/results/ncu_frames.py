@@ -31,8 +31,9 @@ class NcuFrames:
     def launches(self) -> pd.DataFrame:
         """``kernels()`` + the SOL columns (joined on ``launch``) + ``short_name`` +
         ``occupancy_pct, occupancy_source`` (achieved, else theoretical: ``ncu_metrics
-        .occupancy``) + ``phase`` (the user's NVTX range each launch ran in, from the parent
-        nsys run, any thread: ``NcuRun.launch_phases``; "" unknown)."""
+        .occupancy``) + ``phase`` (the user's NVTX range each launch ran in, any thread: ncu's
+        own record of it, ``NcuReport.kernels``; else from the parent nsys run,
+        ``NcuRun.launch_phases``; "" unknown)."""
         kernels = self.report.kernels()
         try:
             sol = self.report.sol()
@@ -42,8 +43,12 @@ class NcuFrames:
             extra = [c for c in sol.columns if c not in kernels.columns or c == "launch"]
             kernels = kernels.merge(sol[extra], on="launch", how="left")
         out = occupancy(kernels).assign(short_name=short_names(kernels["name"]))
+        own = out["phase"].astype(str) if "phase" in out else pd.Series("", index=out.index)
         launch_phases = getattr(self.run, "launch_phases", None)
-        return out.assign(phase=launch_phases() if launch_phases else "")
+        if launch_phases is not None and (own == "").any():
+            parent = pd.Series(launch_phases(), index=out.index, dtype=str)
+            own = own.where(own != "", parent)
+        return out.assign(phase=own.to_numpy())
 
     def header(self) -> dict[str, Any]:
         launches = self.launches()

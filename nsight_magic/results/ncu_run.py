@@ -41,7 +41,9 @@ class NcuRun(_Run):
         """One row per profiled launch: ``launch`` (0-based, report order), ``name``
         (function name), ``demangled, mangled, duration_ns`` (ns, at ncu's locked clock),
         ``grid, block`` ("(x, y, z)"), ``registers_per_thread, shared_mem_bytes, sm_clock_hz``
-        (Hz), ``device_id, stream_id, nvtx`` (innermost range path, or ""), ``process_id``."""
+        (Hz), ``device_id, stream_id, nvtx`` (the launching thread's range path, or ""),
+        ``phase`` (``DOMAIN:RANGE`` of the user's innermost range open in the process at the
+        launch, any thread; "" none or unknown), ``process_id``."""
         return self.report.kernels()
 
     def launch_phases(self) -> list[str]:

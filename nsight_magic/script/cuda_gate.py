@@ -12,6 +12,7 @@ import ctypes.util
 import glob
 import os
 import sys
+import time
 
 # --- module only: build_script writes these in the script's header, with the cell's values ---
 CODE = ""  # the cell as Python (IPython syntax transformed)
@@ -104,3 +105,39 @@ class Gate:
             torch.cuda.profiler.stop()
         elif self.lib is not None:
             self.lib.cudaProfilerStop()
+
+
+class RangeWindow:
+    """``%%nsys --nvtx RANGE#K``: the gate opens at the K-th opening of the range (on any
+    thread, before the range's own push, so the report holds the range) and closes once that
+    opening's range closed; the cell's other work stays outside the capture. The script's
+    ``RangeRecorder`` calls :meth:`open` with each opening's ordinal and :meth:`close` with the
+    token it returned. Why not nsys's own ``--capture-range=nvtx``: it would start at the
+    range's first opening wherever it happens (a warm-up run, a replayed setup cell), it cannot
+    skip to the K-th, and it needs the domain spelled and escaped before the cell runs."""
+
+    def __init__(self, gate: Gate, instance: int) -> None:
+        self.gate = gate
+        self.instance = instance
+        self.state = "waiting"  # -> "open" -> "closed"
+        self.times: dict[str, float] = {}
+
+    def open(self, ordinal: int) -> "RangeWindow | None":
+        if ordinal != self.instance or self.state != "waiting":
+            return None
+        self.state = "open"
+        self.gate.start()
+        self.times["start"] = time.perf_counter()
+        return self
+
+    def close(self) -> None:
+        """Close the window (the K-th range closed, or the cell ended with it still open)."""
+        if self.state != "open":
+            return
+        self.state = "closed"
+        self.times["stop"] = time.perf_counter()
+        self.gate.stop()  # waits for the range's kernels; in a warm session writes the report
+        self.times["stopped"] = time.perf_counter()
+
+    def status(self) -> dict[str, object]:
+        return {"instance": self.instance, "state": self.state, **self.times}

@@ -17,8 +17,10 @@ One script serves both ways of running a cell:
   error, ``user_traceback(exc)`` on its persistent namespace.
 
 The captured run is wrapped in ``nvtx.annotate(CELL_RANGE, domain=DOMAIN)`` with one range per
-top-level statement; for nsys it is gated with cudaProfilerStart/Stop. Standard library only at
-import time: ``nvtx``, ``torch`` and ``IPython`` are imported when first needed.
+top-level statement; for nsys it is gated with cudaProfilerStart/Stop (around the cell, or with
+``NVTX_CAPTURE`` around one opening of the user's range: ``RangeWindow``). Under ncu the user's
+innermost open range is mirrored as a process-wide phase range (``RangeRecorder``). Standard
+library only at import time: ``nvtx``, ``torch`` and ``IPython`` are imported when first needed.
 """
 
 import __future__
@@ -42,7 +44,7 @@ from typing import Any
 
 # --- module only: build_script writes these in the script's header, with the cell's values ---
 from ..run_dir import RunDir
-from .cuda_gate import Gate
+from .cuda_gate import Gate, RangeWindow
 from .range_recorder import RangeRecorder
 from .shared_objects import preserved, receive
 
@@ -59,7 +61,11 @@ CELL_RANGE = "cell"
 CAPTURE_RANGE = "capture"  # under ncu: a start/end range around the cell (any thread's kernels)
 WARMUP_RANGE = "warmup"
 TARGET_RANGE = "nvtx-target"
+PHASE_DOMAIN = "nsight_magic.phase"  # RangeRecorder mirrors the user's innermost range here
 NVTX_TARGET: str | None = None  # %%ncu --nvtx: the range spec RangeRecorder marks
+# %%nsys --nvtx SPEC#K: only the K-th opening of the range SPEC names is captured (RangeWindow)
+NVTX_CAPTURE: str | None = None
+NVTX_INSTANCE: int | None = None  # the opening --nvtx takes (1 = the first); None: every one
 RANK_FORMAT = "rank {}"  # nvtx_names.rank_label
 TORCH_NVTX = ""  # "ops" / "shapes": PyTorch's emit_nvtx around the captured cell
 # names whose shared GPU memory a re-run must leave as it was (shared_objects.preserved):
@@ -322,13 +328,19 @@ def capture(ns: dict[str, Any]) -> dict[str, Any]:
     gate = Gate(GATE)
     out: dict[str, Any] = {"gate": GATE, "gate_kind": gate.kind,
                            "nvtx": nvtx_module() is not None, "status": "ok"}  # fmt: skip
-    recorder = RangeRecorder(NVTX_TARGET)
+    # %%nsys --nvtx: the gate follows one opening of the user's range, not the cell
+    window = None
+    if NVTX_CAPTURE and GATE != "nvtx":
+        window = RangeWindow(gate, NVTX_INSTANCE or 1)
+    recorder = RangeRecorder(NVTX_CAPTURE if window else NVTX_TARGET, phases=GATE == "nvtx",
+                             window=window, instance=NVTX_INSTANCE)  # fmt: skip
     times: dict[str, float] = {}
     try:
         # a re-run (drill-down) copies the shared memory it changes to host before the gate
         # opens and writes it back after it closed: outside the capture
         with preserved(ns, CHANGES if RERUN else None), recorder:
-            gate.start()
+            if window is None:
+                gate.start()
             try:
                 times["cell"] = time.perf_counter()
                 if WORLD_SIZE > 1:  # says which process is which rank, before (not around) cell
@@ -345,7 +357,10 @@ def capture(ns: dict[str, Any]) -> dict[str, Any]:
                 # in a warm nsys session, writes the report
                 times["stop"] = time.perf_counter()
                 with contextlib.suppress(Exception):
-                    gate.stop()
+                    if window is None:
+                        gate.stop()
+                    else:  # the range was left open: its capture ends with the cell
+                        window.close()
                 times["stopped"] = time.perf_counter()
     except BaseException as exc:
         out.update(failure(exc))
@@ -353,8 +368,10 @@ def capture(ns: dict[str, Any]) -> dict[str, Any]:
         out["cell_s"] = times["stop"] - times["cell"]
         out["gate_stop_s"] = times["stopped"] - times["stop"]
     out["ranges"] = recorder.ranges()
-    if NVTX_TARGET is not None:
+    if NVTX_TARGET is not None or window is not None:
         out["target"] = recorder.target_status()
+    if window is not None:
+        out["window"] = window.status()
     return out
 
 

@@ -27,6 +27,7 @@ from ..nvtx_names import (
     CAPTURE_RANGE,
     CELL_RANGE,
     NVTX_DOMAIN,
+    PHASE_DOMAIN,
     TARGET_RANGE,
     WARMUP_RANGE,
     rank_label,
@@ -38,7 +39,8 @@ from .cell import PreparedCell
 Gate = Literal["cudaProfilerApi", "nvtx"]
 STATUS_KEYS = frozenset(
     {"status", "phase", "gate", "gate_kind", "warmup", "nvtx", "exc_type", "exc_message",
-     "traceback", "cell_s", "gate_stop_s", "total_s", "ranges", "history_errors", "target"}
+     "traceback", "cell_s", "gate_stop_s", "total_s", "ranges", "history_errors", "target",
+     "window"}
 )  # fmt: skip
 # the modules pasted into the script after its header, in this order (the runtime uses the
 # recorder and the gate); then FOOTER runs ``main()`` when the script is the main program
@@ -91,11 +93,16 @@ def build_script(
     torch_nvtx: str = "",
     changes: list[str] | None = None,
     rerun: bool = False,
+    nvtx_capture: str | None = None,
+    nvtx_instance: int | None = None,
 ) -> str:
     """The script text for ``cell``. ``history`` is replayed first when the script runs on its
     own (``history_entry`` dicts); ``vars.pkl`` next to the script is loaded when present.
     ``nvtx_target`` (``%%ncu --nvtx``): the range spec the script marks for ncu's filter
-    (``RangeRecorder``); ``torch_nvtx`` ("ops" / "shapes") runs the captured cell inside
+    (``RangeRecorder``); ``nvtx_capture`` (``%%nsys --nvtx``): the range whose
+    ``nvtx_instance``-th opening alone is captured (``RangeWindow``; for ncu's
+    ``nvtx_target`` it marks that opening alone; None: every opening); ``torch_nvtx``
+    ("ops" / "shapes") runs the captured cell inside
     PyTorch's ``emit_nvtx``. ``changes``: the names the cell changes in place (``["*"]`` when
     that cannot be read from its text), kept as they were around warm-up runs and, with
     ``rerun`` (a drill-down repeating a run the notebook has), around the captured run."""
@@ -105,7 +112,8 @@ def build_script(
         raise ValueError("warmup must be >= 0")
     constants = script_constants(
         cell, history=history, warmup=warmup, gate=gate, nvtx_target=nvtx_target,
-        torch_nvtx=torch_nvtx, changes=changes, rerun=rerun,
+        torch_nvtx=torch_nvtx, changes=changes, rerun=rerun, nvtx_capture=nvtx_capture,
+        nvtx_instance=nvtx_instance,
     )  # fmt: skip
     header = "".join(f"{name} = {value!r}\n" for name, value in constants.items())
     return BANNER + "\n# This cell's constants\n" + header + "".join(script_bodies()) + FOOTER
@@ -121,6 +129,8 @@ def script_constants(
     torch_nvtx: str,
     changes: list[str] | None = None,
     rerun: bool = False,
+    nvtx_capture: str | None = None,
+    nvtx_instance: int | None = None,
 ) -> dict[str, Any]:
     """The header's names and values: what the runtime's placeholders stand for. Values are
     plain literals (str, int, bool, None, lists and dicts of them), so ``repr`` writes them."""
@@ -138,7 +148,10 @@ def script_constants(
         "CAPTURE_RANGE": CAPTURE_RANGE,
         "WARMUP_RANGE": WARMUP_RANGE,
         "TARGET_RANGE": TARGET_RANGE,
+        "PHASE_DOMAIN": PHASE_DOMAIN,
         "NVTX_TARGET": nvtx_target,
+        "NVTX_CAPTURE": nvtx_capture,
+        "NVTX_INSTANCE": None if nvtx_instance is None else int(nvtx_instance),
         "RANK_FORMAT": rank_label(0).replace("0", "{}"),
         "TORCH_NVTX": torch_nvtx,
         "CHANGES": None if changes is None else list(changes),

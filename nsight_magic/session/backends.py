@@ -131,6 +131,21 @@ def _ranges_hint(status: dict[str, Any]) -> str:
     return f" The cell opened these NVTX ranges: {opened_ranges(ranges)}."
 
 
+def _window_hint(text: str, status: dict[str, Any]) -> str:
+    """Why ``%%nsys --nvtx RANGE#K`` captured nothing: the range never opened (the ranges the
+    cell did open, the closest spelling), or it opened fewer than K times."""
+    spec, instance = nsys_argv.split_instance(text)
+    target = status.get("target") or {}
+    opened = int(target.get("opened") or 0)
+    if opened:
+        return (
+            f"--nvtx {text!r} asks for opening {instance} of the range, and the cell opened it "
+            f"{opened} time(s); pick #1..#{opened}."
+        )
+    ranges = [NvtxRange(*map(str, r)) for r in status.get("ranges") or [] if len(r) == 3]
+    return target_hint(spec, ranges, [], 0)
+
+
 class NsysBackend:
     tool: ToolName = "nsys"
     gate: Gate = "cudaProfilerApi"
@@ -142,8 +157,9 @@ class NsysBackend:
         return options_meta(self.options)
 
     def script_args(self) -> dict[str, Any]:
-        """What the cell script needs of this backend beyond the gate (``build_script``)."""
-        return {}
+        """What the cell script needs of this backend beyond the gate (``build_script``):
+        ``--nvtx RANGE#K``, the one opening of a range the script's gate follows."""
+        return self.options.script_args()
 
     def locate(self) -> Tool:
         return locate_tool("nsys")
@@ -242,6 +258,11 @@ class NsysBackend:
         return open_report(exported)
 
     def check_captured(self, report: Any, status: dict[str, Any], run_dir: Path) -> None:
+        window = status.get("window")
+        if isinstance(window, dict) and window.get("state") == "waiting":
+            raise NothingCapturedError(
+                "Nothing was captured: " + _window_hint(self.options.nvtx_capture or "", status)
+            )
         if report is None:
             why = (
                 "the cell found no CUDA device (torch.cuda unavailable and no libcudart), so "
@@ -293,8 +314,14 @@ class NcuBackend:
         return options_meta(self.options)
 
     def script_args(self) -> dict[str, Any]:
-        """``--nvtx NAME``: the script marks the ranges NAME names (``TARGET_FILTER``)."""
-        return {"nvtx_target": self.options.nvtx_target} if self.options.nvtx_target else {}
+        """``--nvtx NAME``: the script marks the ranges NAME names (``TARGET_FILTER``), or
+        only their ``nvtx_instance``-th opening."""
+        if not self.options.nvtx_target:
+            return {}
+        args: dict[str, Any] = {"nvtx_target": self.options.nvtx_target}
+        if self.options.nvtx_instance:
+            args["nvtx_instance"] = self.options.nvtx_instance
+        return args
 
     def locate(self) -> Tool:
         return locate_tool("ncu")

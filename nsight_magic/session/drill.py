@@ -13,11 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..analysis.range_spec import resolve_nvtx_range
+from ..analysis.range_spec import NvtxRange, matches_spec, resolve_nvtx_range
 from ..errors import AmbiguousNvtxRangeError, FolderSettingsIgnored, NsightMagicError
 from ..magic_names import cell_magic
 from ..nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
 from ..profilers import ncu as ncu_argv
+from ..profilers import nsys as nsys_argv
 from ..profilers.drill_request import DrillRequest
 from ..run_dir import RunDir
 from . import deadline
@@ -36,6 +37,30 @@ NCCL_SINGLE_PASS = (
     "launch__block_size",
     "launch__registers_per_thread",
 )
+
+
+def window_filters(parent: Any) -> dict[str, Any]:
+    """A parent captured with ``%%nsys --nvtx RANGE#K`` saw only that opening of the range, so
+    its kernel instances count from there: the drill-down's ncu marks the same opening
+    (``nvtx_target`` + ``nvtx_instance``) and counts launches inside it. {} otherwise."""
+    options = (getattr(parent, "meta", None) or {}).get("options") or {}
+    text = options.get("nvtx_capture") if isinstance(options, dict) else None
+    if not isinstance(text, str) or not text:
+        return {}
+    spec, instance = nsys_argv.split_instance(text)
+    return {"nvtx_target": spec, "nvtx_instance": instance}
+
+
+def range_filters(parent: Any, domain: str, name: str, style: str) -> dict[str, Any]:
+    """ncu's filters for every kernel inside the range ``domain:name`` of the cell, warm-up runs
+    excluded; when ``parent`` captured only one opening of this same range (``%%nsys --nvtx
+    RANGE#K``), that opening alone (the script marks it: ``window_filters``). A range nested
+    in such an opening is filtered in every opening (not only K's)."""
+    window = window_filters(parent)
+    if window and matches_spec(window["nvtx_target"], NvtxRange(domain, name, style)):
+        return window
+    expression = ncu_argv.nvtx_filter(name, domain=domain or None, push_pop=style == "PushPop")
+    return {"nvtx_include": (expression,), "nvtx_exclude": (f"{NVTX_DOMAIN}@{WARMUP_RANGE}/",)}
 
 
 class DrillDowns:
@@ -103,8 +128,9 @@ class DrillDowns:
             ncu = dataclasses.replace(request.ncu, set=None, sections=(), metrics=NCCL_SINGLE_PASS)
             request = dataclasses.replace(request, ncu=ncu)
             record["note"] = "NCCL kernel: single-pass metrics only"
-        filters = dict(kernel_exact=kernel, launch_skip=request.instance,
-                       launch_count=request.count)  # fmt: skip
+        filters: dict[str, Any] = dict(kernel_exact=kernel, launch_skip=request.instance,
+                                       launch_count=request.count)  # fmt: skip
+        filters.update(window_filters(parent))
         callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)
         return self._drill(parent, kernel, request, filters, record, callbacks)
 
@@ -123,9 +149,7 @@ class DrillDowns:
         """ncu on every kernel launched inside the NVTX range ``domain:name`` of the cell
         ``parent`` ran (warm-up runs excluded), collecting what ``request`` says."""
         request = request or DrillRequest()
-        expression = ncu_argv.nvtx_filter(name, domain=domain or None, push_pop=style == "PushPop")
-        filters = dict(nvtx_include=(expression,),
-                       nvtx_exclude=(f"{NVTX_DOMAIN}@{WARMUP_RANGE}/",))  # fmt: skip
+        filters = range_filters(parent, domain, name, style)
         label = f"{domain}:{name}"
         callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)
         return self._drill(parent, label, request, filters,

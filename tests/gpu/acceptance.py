@@ -4,6 +4,7 @@ every figure):
 
     source .device/env.sh && python3 tests/gpu/acceptance.py --out $OUT            # 1 GPU
     source .device/env.sh && python3 tests/gpu/acceptance.py --ranks --out $OUT    # 2 GPUs
+    source .device/env.sh && python3 tests/gpu/acceptance.py --training --out $OUT # step 14
 
 The notebook is built here (cells below), executed by nbclient in a real ipykernel (as Jupyter
 does), and written back with its outputs as ``acceptance.ipynb`` beside ``acceptance.json``, the
@@ -29,7 +30,7 @@ ROOT = HERE.parents[1]
 
 # The first cell: the extension, timing hooks, and the helpers the assert cells use.
 PRELUDE = r"""
-import json, os, subprocess, sys, time
+import csv, json, os, subprocess, sys, time
 sys.path.insert(0, {tests!r})
 import pandas as pd
 import nsight_magic
@@ -53,6 +54,18 @@ except ImportError:
     pass
 def last_wall():
     return WALLS[-1][1]
+def read_stats_csv(path):
+    # nsys stats writes a range name holding '"' without doubling it (a statement label such as
+    # L2: with nvtx.annotate("train@fwd", domain="train"), ...), which no CSV reader takes
+    # (pandas: "Expected 14 fields in line 4, saw 16", H100): the name is everything before the
+    # last (columns - 1) commas, the other columns being the style and numbers
+    import io
+    lines = open(path).read().splitlines()
+    header = next(csv.reader([lines[0]]))
+    rows = [line.rsplit(",", len(header) - 1) for line in lines[1:] if line]
+    text = io.StringIO()
+    csv.writer(text).writerows([header, *[[r[0].strip('"'), *r[1:]] for r in rows]])
+    return pd.read_csv(io.StringIO(text.getvalue()))
 def stats_equal(run, tag):
     # our kernel summary and NVTX projection against nsys stats on the same report
     from stats_reference import assert_duration_summary_equal
@@ -65,7 +78,7 @@ def stats_equal(run, tag):
     ours = run.kernel_summary()
     assert list(ours["name"]) == list(ref["Name"]), (list(ours["name"])[:5], list(ref["Name"])[:5])
     assert_duration_summary_equal(ours, ref, "Instances")
-    proj = pd.read_csv(f"{{out}}_nvtx_gpu_proj_sum.csv")
+    proj = read_stats_csv(f"{{out}}_nvtx_gpu_proj_sum.csv")
     mine = run.nvtx_gpu_projection()["proj_total_ns"]
     assert sorted(mine) == sorted(proj["Total Proj Time (ns)"])
     return len(ours)
@@ -98,6 +111,214 @@ def generate(ids, steps=16):
 """
 
 BIG_BODY = "with torch.no_grad():\n    yb = mlp(xb)\n    sb = big[:4096].float().sum()\n"
+
+# Step 14 (issue 34): a training step of a transformers model (Qwen2, random weights, bf16
+# autocast, fused AdamW) with phases train@fwd / train@bwd / train@opt in NVTX domain "train"
+# (autograd launches the backward kernels from its own thread).
+TRAIN_SETUP = r"""%%nsight_setup --name train
+import torch, nvtx
+from transformers import Qwen2Config, Qwen2ForCausalLM
+from nsight_magic import training_step_flops
+torch.manual_seed(0)
+# wide enough that the GPU, not the launching CPU, sets each phase's time (a 512-wide model's
+# step was launch-bound: its forward, launched from Python, outlasted its backward)
+tcfg = Qwen2Config(hidden_size=2048, intermediate_size=5632, num_attention_heads=16,
+                   num_key_value_heads=4, num_hidden_layers=4, vocab_size=32000,
+                   max_position_embeddings=2048)
+tmodel = Qwen2ForCausalLM(tcfg).cuda().train()
+topt = torch.optim.AdamW(tmodel.parameters(), lr=1e-4, fused=True)
+TB, TT = 8, 1024
+tids = torch.randint(0, 32000, (TB, TT), device="cuda")
+# the matmul parameters (the embedding table is a lookup): the FLOP helper's N
+TN = sum(m.weight.numel() for m in tmodel.modules() if isinstance(m, torch.nn.Linear))
+def train_step():
+    with nvtx.annotate("train@fwd", domain="train"), torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = tmodel(input_ids=tids, labels=tids).loss
+    with nvtx.annotate("train@bwd", domain="train"):
+        loss.backward()
+    with nvtx.annotate("train@opt", domain="train"):
+        topt.step()
+        topt.zero_grad(set_to_none=True)
+    return loss
+for _ in range(3):  # cuBLAS/cuDNN set-up and the optimizer's state, outside any capture
+    train_step()
+torch.cuda.synchronize()
+"""
+
+TRAIN_CELL = """\
+step = nvtx.start_range("train@step", domain="train")
+with nvtx.annotate("train@fwd", domain="train"), torch.autocast("cuda", dtype=torch.bfloat16):
+    loss = tmodel(input_ids=tids, labels=tids).loss
+with nvtx.annotate("train@bwd", domain="train"):
+    loss.backward()
+with nvtx.annotate("train@opt", domain="train"):
+    topt.step()
+    topt.zero_grad(set_to_none=True)
+nvtx.end_range(step)
+torch.cuda.synchronize()
+"""
+
+TRAIN_LOOP = """\
+for i in range(4):
+    with nvtx.annotate("train@step", domain="train"):
+        train_step()
+torch.cuda.synchronize()
+"""
+
+TRAIN_STEPS: list[tuple[str, str, str | None]] = [
+    ("14 setup: a Qwen2 training step", TRAIN_SETUP, None),
+    ("14 the step under nsys", "%%nsys --pytorch shapes --warmup 1 -o tstep\n" + TRAIN_CELL, None),
+    (
+        "14 MFU per phase in (0, 1] (FLOP helper and GEMM op ranges)",
+        r"""
+FIG["train_step_s"] = last_wall()
+f = training_step_flops(TN, TB * TT, n_layers=4, seq_len=TT, d_model=2048)
+m = tstep.mfu(flops=f.by_range(step="train@step")).set_index("range")
+cols = ["model_flops", "time_ns", "time_source", "mfu_frac", "reason"]
+FIG["train_mfu"] = m[cols].to_dict("index")
+print(m[["model_flops", "time_ns", "mfu_frac", "reason"]])
+for r in ("train@fwd", "train@bwd", "train@step"):
+    assert 0 < m.loc[r, "mfu_frac"] <= 1, (r, m.loc[r].to_dict())
+ops = tstep.mfu().set_index("range")  # FLOPs from the GEMM op ranges, the backward's included
+FIG["train_mfu_ops"] = ops[["model_flops", "backward_flops", "mfu_frac"]].to_dict("index")
+for r in ("train@fwd", "train@bwd"):
+    assert 0 < ops.loc[r, "mfu_frac"] <= 1, (r, ops.loc[r].to_dict())
+ph = tstep.nvtx_phases().set_index("range")
+proj = tstep.nvtx_gpu_projection().set_index("range")
+rows = ["train@fwd", "train@bwd", "train@opt", "train@step"]
+FIG["train_phases"] = ph[["phase_total_ns", "phase_gpu_ops"]].loc[rows].join(
+    proj[["proj_total_ns", "gpu_ops"]], how="left").to_dict("index")
+# nsys stats' CSV of op ranges is not read back (their names hold commas): tplain checks it
+""",
+        None,
+    ),
+    ("14 the step without op ranges", "%%nsys --warmup 1 -o tplain\n" + TRAIN_CELL, None),
+    (
+        "14 its MFU per phase, phases and projection",
+        r"""
+import shutil
+OUTDIR = os.path.dirname(os.environ["ACCEPT_FIG"])
+FIG["train_plain_s"] = last_wall()
+# the fixture first: this report as SQLite, beside ncu's report of the same cell (next steps)
+rep = next(tplain.run_dir.glob("*.nsys-rep"))
+out = os.path.join(OUTDIR, "nsys_train_qwen2.sqlite")
+subprocess.run([tools.find_tool("nsys"), "export", "--type", "sqlite", "--force-overwrite=true",
+                "-o", out, str(rep)], check=True, capture_output=True, timeout=300)
+m = tplain.mfu(flops=f.by_range(step="train@step")).set_index("range")
+FIG["train_plain_mfu"] = m[["model_flops", "time_ns", "mfu_frac", "reason"]].to_dict("index")
+print(m[["model_flops", "time_ns", "mfu_frac", "reason"]])
+ph = tplain.nvtx_phases().set_index("range")
+proj = tplain.nvtx_gpu_projection().set_index("range")
+rows = ["train@fwd", "train@bwd", "train@opt", "train@step"]
+FIG["train_phases"] = ph[["phase_total_ns", "phase_gpu_ops"]].loc[rows].join(
+    proj[["proj_total_ns", "gpu_ops"]], how="left").to_dict("index")
+print(FIG["train_phases"])
+for r in ("train@fwd", "train@bwd", "train@step"):
+    assert 0 < m.loc[r, "mfu_frac"] <= 1, (r, m.loc[r].to_dict())
+assert ph.loc["train@bwd", "phase_total_ns"] >= ph.loc["train@fwd", "phase_total_ns"], rows
+FIG["train_plain_stats_kernels"] = stats_equal(tplain, "plain")
+FIG["train_plain_sqlite_bytes"] = os.path.getsize(out)
+""",
+        None,
+    ),
+    (
+        "14 %%ncu --nvtx train@bwd: every kernel knows its phase",
+        "%%ncu --nvtx train@bwd --launch-count 4 --warmup 1 -o tbwd\n" + TRAIN_CELL,
+        None,
+    ),
+    (
+        "14 the backward kernels' phase, whatever their thread",
+        r"""
+k = tbwd.kernels()
+FIG["train_bwd_ncu"] = k[["name", "nvtx", "phase"]].to_dict("records")
+print(k[["name", "nvtx", "phase"]])
+assert len(k) == 4 and (k["phase"] == "train:train@bwd").all(), k["phase"].tolist()
+def keep(run, name):  # an ncu report is ~14 MB raw, ~0.6 MB packed
+    target = os.path.join(OUTDIR, name)
+    shutil.copy(next(run.run_dir.glob("*.ncu-rep")), target)
+    subprocess.run(["xz", "-T0", "-9", "-f", target], check=True, timeout=300)
+    FIG[name + ".xz bytes"] = os.path.getsize(target + ".xz")
+keep(tbwd, "ncu_train_bwd.ncu-rep")
+""",
+        None,
+    ),
+    (
+        "14 %%ncu on 110 launches across the forward/backward boundary (duration only)",
+        "%%ncu --set none --metrics gpu__time_duration.sum --launch-skip 190 --launch-count 110 "
+        "--warmup 1 -o tall\n" + TRAIN_CELL,
+        None,
+    ),
+    (
+        "14 ncu's phases are nsys's phases",
+        r"""
+from collections import Counter
+k = tall.kernels()
+nk = tplain.kernels().assign(phase=tplain.kernel_phases()).sort_values("start_ns", kind="stable")
+window = nk.iloc[190:300]
+FIG["train_phase_counts"] = {"ncu": dict(Counter(k["phase"])),
+                             "nsys": dict(Counter(window["phase"]))}
+print(FIG["train_phase_counts"])
+keep(tall, "ncu_train_step.ncu-rep")
+assert k["phase"].tolist() == window["phase"].tolist(), FIG["train_phase_counts"]
+assert set(k["phase"]) == {"train:train@fwd", "train:train@bwd"}
+""",
+        None,
+    ),
+    ("14 four steps, whole cell", "%%nsys -o tloop\n" + TRAIN_LOOP, None),
+    (
+        "14 the same cell, measured",
+        r"""
+def _rep(run):
+    rep = next(run.run_dir.glob("*.nsys-rep"))
+    return {"wall_s": last_wall(), "rep_bytes": rep.stat().st_size,
+            "kernels": len(run.kernels()), "step_ranges": int(
+                (run.nvtx()["range"] == "train@step").sum()),
+            "timings": run.meta.get("timings"),
+            "cell_s": (run.meta.get("cell_status") or {}).get("cell_s"),
+            "gate_stop_s": (run.meta.get("cell_status") or {}).get("gate_stop_s")}
+FIG["range_whole"] = _rep(tloop)
+print(FIG["range_whole"])
+""",
+        None,
+    ),
+    ("14 --nvtx train@step#3", "%%nsys --nvtx train@step#3 -o tone\n" + TRAIN_LOOP, None),
+    (
+        "14 one step of four: its kernels, backward included",
+        r"""
+FIG["range_one"] = _rep(tone)
+print(FIG["range_one"])
+v = tone.nvtx()
+FIG["range_one_ranges"] = sorted(set(v["domain"] + ":" + v["range"]))[:20]
+assert FIG["range_one"]["step_ranges"] == 1
+ph = Counter(tone.kernel_phases())
+FIG["range_one_phases"] = dict(ph)
+assert ph["train:train@bwd"] > 0 and ph["train:train@fwd"] > 0
+n_all = FIG["range_whole"]["kernels"]
+assert 0.2 * n_all <= FIG["range_one"]["kernels"] <= 0.3 * n_all, (n_all, FIG["range_one"])
+""",
+        None,
+    ),
+    (
+        "14 --nvtx a range never opened",
+        "%%nsys --nvtx train@stpe -o tnone\n" + TRAIN_LOOP,
+        "NothingCapturedError",
+    ),
+    (
+        "14 --fresh --nvtx train@step#2",
+        "%%nsys --fresh --nvtx train:train@step#2 -o tfresh\n" + TRAIN_LOOP,
+        None,
+    ),
+    (
+        "14 the fresh one",
+        r"""
+FIG["range_fresh"] = _rep(tfresh)
+print(FIG["range_fresh"])
+assert FIG["range_fresh"]["step_ranges"] == 1
+""",
+        None,
+    ),
+]
+
 
 # (step, cell source, expected error name or None). Steps follow issue #21's list.
 # (name, cell source, expected error class or None)
@@ -474,6 +695,7 @@ assert FIG["step_after_drill"] == FIG["step_after"], "the drill-down stepped the
 """,
         None,
     ),
+    *TRAIN_STEPS,
     (
         "end",
         "print(json.dumps(FIG, default=str, indent=1)[:4000])\n"
@@ -581,15 +803,23 @@ def steps_until(steps: list[Step], until: str | None) -> list[Step]:
     return [*steps[: last + 1], *[s for s in steps[last + 1 :] if s[0] == "end"]]  # FIG saved
 
 
-def run(ranks: bool, out: Path, timeout: int = 900, until: str | None = None
-        ) -> list[dict[str, object]]:  # fmt: skip
+def run(
+    ranks: bool,
+    out: Path,
+    timeout: int = 900,
+    training: bool = False,
+    until: str | None = None,
+) -> list[dict[str, object]]:
     import nbformat
     from nbclient import NotebookClient
 
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="nsight-acceptance-"))
-    nb = build(steps_until(RANK_STEPS if ranks else STEPS, until), work / "runs")
-    tag = "acceptance_ranks" if ranks else "acceptance"
+    steps = RANK_STEPS if ranks else STEPS
+    if training:  # step 14 alone, after the prelude (a quick check of the training step)
+        steps = [STEPS[0], *TRAIN_STEPS, STEPS[-1]]
+    nb = build(steps_until(steps, until), work / "runs")
+    tag = "acceptance_ranks" if ranks else "acceptance_training" if training else "acceptance"
     os.environ["ACCEPT_FIG"] = str(out / f"{tag}.json")
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
                             resources={"metadata": {"path": str(work)}})  # fmt: skip
@@ -633,10 +863,11 @@ def _our_processes() -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", action="store_true", help="step 11 only (2 GPUs)")
+    ap.add_argument("--training", action="store_true", help="step 14 only (a training step)")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "acceptance-out")))
     ap.add_argument("--until", default=None, help="run the steps up to the first of this prefix")
     args = ap.parse_args()
-    rows = run(args.ranks, args.out, until=args.until)
+    rows = run(args.ranks, args.out, training=args.training, until=args.until)
     sys.exit(0 if all(r["ok"] for r in rows) else 1)
 
 

@@ -35,6 +35,7 @@ from ...analysis.roofline import roofline_points
 from ...arguments import count_arg
 from ...errors import CorruptReportError, EmptyReportError, LaunchNotFoundError
 from ...magic_names import cell_magic
+from ...nvtx_names import PHASE_DOMAIN
 from ..paths import require_regular_file
 from . import container
 from .advice import advice_frame, advice_note
@@ -125,10 +126,13 @@ class NcuReport:
     def kernels(self) -> pd.DataFrame:
         """One row per launch: ``launch, name, demangled, mangled, duration_ns, grid, block,
         registers_per_thread, shared_mem_bytes, sm_clock_hz, device_id, stream_id, nvtx,
-        process_id``. ``shared_mem_bytes`` = static + dynamic shared memory per block;
+        phase, process_id``. ``shared_mem_bytes`` = static + dynamic shared memory per block;
         ``nvtx`` = the push/pop ranges around the launch, ``domain@outer/inner`` (no ``domain@``
-        for the default domain; domains joined by ``; ``); ``process_id`` is <NA> because
-        ncu_report does not expose it."""
+        for the default domain; domains joined by ``; ``): the launching thread's only, as ncu
+        records them; ``phase`` = ``DOMAIN:RANGE`` of the user's innermost range open in the
+        process when the kernel was launched, whatever thread launched it (the cell script's
+        mirror in ``nvtx_names.PHASE_DOMAIN``; "" when none, or in a report made without it);
+        ``process_id`` is <NA> because ncu_report does not expose it."""
         if "kernels" in self._cache:
             return self._cache["kernels"].copy()
         rows = []
@@ -155,6 +159,7 @@ class NcuReport:
                     "device_id": num("launch__device_id"),
                     "stream_id": num("launch__stream_id"),
                     "nvtx": _nvtx_path(data["nvtx"]),
+                    "phase": _phase(data["nvtx"]),
                     "process_id": pd.NA,
                 }
             )
@@ -236,11 +241,13 @@ class NcuReport:
 
     def nvtx_ranges(self) -> pd.DataFrame:
         """Long frame ``launch, domain, range, style, level``: every NVTX range open around
-        each launch (``domain`` "" for the default domain; level 0 = outermost push/pop)."""
+        each launch (``domain`` "" for the default domain; level 0 = outermost push/pop). The
+        script's phase mirror is not listed: ``kernels()`` carries it as ``phase``."""
         rows = []
         for launch, data in enumerate(self._launches):
             for domain, style, level, name in data["nvtx"]:
-                rows.append((launch, domain, name, style, level))
+                if domain != PHASE_DOMAIN:
+                    rows.append((launch, domain, name, style, level))
         return pd.DataFrame(rows, columns=["launch", "domain", "range", "style", "level"]).astype(
             {"launch": np.int64, "level": np.int64}
         )
@@ -328,6 +335,13 @@ def _integers(values: pd.Series) -> pd.Series:
     if values.isna().any():
         return values.round().astype("Int64")
     return values.round().astype(np.int64)
+
+
+def _phase(entries: Iterable[tuple[str, str, int, str]]) -> str:
+    """The phase mirror's range (``DOMAIN:RANGE``), or "": the script keeps one open at a
+    time; were two seen (a switch racing a launch on another thread), the last listed wins."""
+    names = [name for domain, _s, _l, name in entries if domain == PHASE_DOMAIN]
+    return names[-1] if names else ""
 
 
 def _nvtx_path(entries: Iterable[tuple[str, str, int, str]]) -> str:
