@@ -112,6 +112,7 @@ class CellStatus(TypedDict, total=False):
     history_errors: list[dict[str, str]]  # earlier cells that raised when replayed
     worker_broken: str | None  # a sticky CUDA error left the worker unusable
     target: dict[str, Any]  # %%ncu --nvtx: {spec, matched [[domain, name, style]], opened}
+    torch_memory: dict[str, Any]  # torch's allocated/reserved bytes at start/peak/end (bytes)
 
 
 _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -119,7 +120,7 @@ _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
     "exc_type": str, "exc_message": str, "traceback": str, "cell_s": (int, float),
     "gate_stop_s": (int, float),
     "total_s": (int, float), "ranges": list, "history_errors": list,
-    "worker_broken": (str, type(None)), "target": dict,
+    "worker_broken": (str, type(None)), "target": dict, "torch_memory": dict,
 }  # fmt: skip
 
 
@@ -152,6 +153,7 @@ class RunDir:
     SCRIPT = "script.py"
     VARS = "vars.pkl"
     SHARED = "shared.pkl"  # a warm cell's share of the notebook's state (IPC handles: live only)
+    TORCH_MEMORY = "torch_memory.pickle"  # %%nsys --memory: torch's allocator snapshot
     ARGV = "argv.json"
     ENV = "env.json"
     META = "meta.json"

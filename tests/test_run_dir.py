@@ -58,6 +58,9 @@ ALLOWED = {
     # there) writes its own status file, at the path its parent passes (RunDir.status)
     ("script/runtime.py", "open"),
     ("script/runtime.py", "json.dump"),
+    # ... and, with %%nsys --memory, torch's allocator snapshot beside its script
+    ("script/torch_memory.py", "open"),
+    ("script/torch_memory.py", "pickle.dump"),
 }
 
 

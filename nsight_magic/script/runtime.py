@@ -45,6 +45,7 @@ from ..run_dir import RunDir
 from .cuda_gate import Gate
 from .range_recorder import RangeRecorder
 from .shared_objects import preserved, receive
+from .torch_memory import TorchMemory
 
 CELL = ""  # the cell's source, as the user wrote it (tracebacks show its lines)
 CODE = ""  # the cell as Python (IPython syntax transformed)
@@ -69,6 +70,8 @@ RERUN = False  # the captured run repeats one the notebook already has (a drill-
 VARS_NAME = RunDir.VARS  # the run folder's file names, beside the script
 STATUS_NAME = RunDir.STATUS
 SHARED_NAME = RunDir.SHARED
+MEMORY_HISTORY = False  # %%nsys --memory: torch's allocator history of the cell (torch_memory)
+SNAPSHOT_NAME = RunDir.TORCH_MEMORY
 # --- end module only ---
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -318,11 +321,12 @@ def capture(ns: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"gate": GATE, "gate_kind": gate.kind,
                            "nvtx": nvtx_module() is not None, "status": "ok"}  # fmt: skip
     recorder = RangeRecorder(NVTX_TARGET)
+    memory = TorchMemory(HERE, MEMORY_HISTORY)  # torch's bytes and history, outside the gate
     times: dict[str, float] = {}
     try:
         # a re-run (drill-down) copies the shared memory it changes to host before the gate
         # opens and writes it back after it closed: outside the capture
-        with preserved(ns, CHANGES if RERUN else None), recorder:
+        with preserved(ns, CHANGES if RERUN else None), recorder, memory:
             gate.start()
             try:
                 times["cell"] = time.perf_counter()
@@ -348,6 +352,7 @@ def capture(ns: dict[str, Any]) -> dict[str, Any]:
         out["cell_s"] = times["stop"] - times["cell"]
         out["gate_stop_s"] = times["stopped"] - times["stop"]
     out["ranges"] = recorder.ranges()
+    out.update(memory.fields())
     if NVTX_TARGET is not None:
         out["target"] = recorder.target_status()
     return out

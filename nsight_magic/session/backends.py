@@ -140,8 +140,9 @@ class NsysBackend:
         return options_meta(self.options)
 
     def script_args(self) -> dict[str, Any]:
-        """What the cell script needs of this backend beyond the gate (``build_script``)."""
-        return {}
+        """What the cell script needs of this backend beyond the gate (``build_script``):
+        ``--memory`` keeps PyTorch's allocator history of the cell."""
+        return {"memory_history": True} if self.options.memory else {}
 
     def locate(self) -> Tool:
         return locate_tool("nsys")
