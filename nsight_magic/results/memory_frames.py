@@ -1,0 +1,95 @@
+"""Where the GPU memory went, for one nsys run: the inputs ``analysis.gpu_memory`` and
+``analysis.torch_memory`` need, gathered from the report (nsys's allocation events), the run's
+status (torch's own counts, measured by the worker around the cell) and its folder (torch's
+allocator snapshot with ``%%nsys --memory``). The numbers are the analysis modules'."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..analysis import gpu_memory, torch_memory
+from ..magic_names import cell_magic
+from ..reports.torch_memory import TorchSnapshot, load_snapshot
+from ..run_dir import RunDir
+
+__all__ = ["MemoryFrames", "no_memory_note"]
+
+TORCH_COLUMNS = ["moment", "allocated_bytes", "reserved_bytes"]
+
+
+def no_memory_note() -> str:
+    return (
+        "This run has no device-memory events: nsys records them with --cuda-memory-usage=true. "
+        f"Profile the cell with {cell_magic('nsys')} --memory to see where the GPU memory went."
+    )
+
+
+class MemoryFrames:
+    """Memory frames of one run (``NsysRun``): ``run.report``, ``run.meta``, ``run.run_dir``
+    are read when asked (the session sets the meta after the run object exists)."""
+
+    def __init__(self, run: Any) -> None:
+        self.run = run
+
+    @functools.cached_property
+    def events(self) -> pd.DataFrame:
+        load = getattr(self.run.report, "memory_events", None)  # one report; ranks: none yet
+        if load is None:
+            return gpu_memory.empty_events()
+        return load()
+
+    @property
+    def torch_status(self) -> dict[str, Any]:
+        """What the worker measured (``script/torch_memory.py``): bytes at start/peak/end."""
+        status = self.run.meta.get("cell_status") or {}
+        value = status.get("torch_memory")
+        return value if isinstance(value, dict) else {}
+
+    def _capture_start(self) -> float | None:
+        window = getattr(self.run.report, "capture_window", None)
+        return float(window()[0]) if window is not None and len(self.events) else None
+
+    def timeline(self) -> pd.DataFrame:
+        return gpu_memory.memory_timeline(self.events, self._capture_start())
+
+    def summary(self) -> pd.DataFrame:
+        nvtx = self.run.report.nvtx() if len(self.events) else None
+        return gpu_memory.memory_summary(self.events, nvtx, self._capture_start())
+
+    def torch_counts(self) -> pd.DataFrame:
+        """``moment`` (start / peak / end), ``allocated_bytes, reserved_bytes``: torch's own
+        counts around the cell; empty when the worker had no CUDA torch."""
+        t = self.torch_status
+        rows = [
+            (m, t.get(f"allocated_{m}"), t.get(f"reserved_{m}")) for m in ("start", "peak", "end")
+        ]
+        rows = [r for r in rows if isinstance(r[1], int) and isinstance(r[2], int)]
+        frame = pd.DataFrame(rows, columns=TORCH_COLUMNS)
+        return frame.astype(
+            {"moment": "str", "allocated_bytes": "int64", "reserved_bytes": "int64"}
+        )
+
+    def snapshot_path(self) -> Path | None:
+        if self.run.run_dir is None:
+            return None
+        path = Path(self.run.run_dir) / RunDir.TORCH_MEMORY
+        return path if path.is_file() else None
+
+    @functools.cached_property
+    def snapshot(self) -> TorchSnapshot | None:
+        path = self.snapshot_path()
+        return None if path is None else load_snapshot(path)
+
+    def live(self, at: str = "peak") -> tuple[pd.DataFrame, dict[str, object]]:
+        """``analysis.torch_memory.live_at`` on the snapshot's device (the worker's), or an
+        empty frame without a snapshot."""
+        snap = self.snapshot
+        if snap is None or not snap.devices:
+            return torch_memory.empty_live(), {}
+        device = self.torch_status.get("device")
+        device = device if device in snap.devices else snap.devices[0]
+        return torch_memory.live_at(snap.events(), snap.blocks(), int(device), at)
