@@ -215,3 +215,60 @@ def test_run_reads_torch_counts_and_snapshot_from_its_status_and_folder(tmp_path
     assert allocations["bytes"].is_monotonic_decreasing and len(allocations) > 100
     with pytest.raises(Exception, match="peak"):
         run.torch_allocations(at="later")
+
+
+# --- an out-of-memory cell explains itself (issue 37 item 3) ---------------------------------
+# the fixture's cell (tools/fixtures/memory_workloads.py CELL_OOM)
+OOM_CELL = "blocks = []\nwhile True:\n    blocks.append(torch.empty(4 << 30, dtype=torch.uint8))\n"
+
+
+def oom_status() -> dict:
+    """The status the worker reports for the fixture's cell: torch's real message, the
+    traceback's last cell frame (line 3) as the runtime writes it in cell coordinates."""
+    t = torch_json("oom")
+    return {"status": "error", "exc_type": t["error_type"], "exc_message": t["message"],
+            "traceback": 'Traceback (most recent call last):\n  File "<nsight_magic cell>", '
+                         "line 3, in <module>\ntorch.OutOfMemoryError: CUDA out of memory.",
+            "torch_memory": {"pid": t["pid"], "device": 0}}  # fmt: skip
+
+
+def test_torch_oom_message_is_read_per_process() -> None:
+    from nsight_magic.analysis.oom import is_oom, parse_oom_message
+
+    t = torch_json("oom")
+    facts = parse_oom_message(t["message"])
+    assert facts.tried_bytes == 4 * GIB and facts.device == 0
+    assert facts.others == {3972: round(6.51 * GIB)}  # the "notebook" process of the fixture
+    assert facts.torch_allocated_bytes == 70 * GIB == t["at_oom"]["allocated_bytes.all.current"]
+    assert facts.torch_cached_bytes == 0
+    assert is_oom("OutOfMemoryError", "") and not is_oom("ValueError", "bad shape")
+
+
+def test_oom_explanation_names_holders_lines_and_fix(tmp_path: Path) -> None:
+    from nsight_magic.results.memory_frames import oom_explanation
+
+    names = {3972: "the notebook (pid 3972)", 4037: "this nsys worker (pid 4037)"}
+    (tmp_path / "torch_memory.pickle").write_bytes((DATA / "torch_mem_oom.pickle").read_bytes())
+    text = oom_explanation(oom_status(), tmp_path, OOM_CELL, names)
+    assert "Out of GPU memory in cell L3 `blocks.append(" in text
+    assert "asked for 4.00 GiB with 2.13 GiB free of 79.18 GiB (GPU 0)" in text
+    assert "this nsys worker (pid 4037): 70.53 GiB (PyTorch: 70.00 GiB in tensors" in text
+    assert "the notebook (pid 3972): 6.51 GiB" in text
+    assert "68.00 GiB in 17 tensors: cell L3" in text and "2.00 GiB: setup 'weights' L2" in text
+    assert "free GPU memory in the notebook" in text  # it holds more than the 4 GiB asked
+    assert "68.00 GiB made at cell L3" in text
+    # a run without the snapshot says how to get the lines; a worker of ours gets a stop hint
+    names[3972] = "the ncu worker (pid 3972)"
+    text = oom_explanation(oom_status(), tmp_path / "none", OOM_CELL, names)
+    assert "%%nsys --memory to see which lines" in text
+    assert "stop the ncu worker (pid 3972), which holds 6.51 GiB (%nsight_session stop" in text
+    # any other error: nothing added
+    assert oom_explanation({"exc_type": "ValueError", "exc_message": "x"}, None, "", {}) == ""
+
+
+def test_failed_cell_message_carries_the_explanation(tmp_path: Path) -> None:
+    from nsight_magic.session.pipeline import cell_failed
+
+    err = cell_failed(oom_status(), tmp_path, None, "Out of GPU memory in cell L3")
+    assert "OutOfMemoryError: CUDA out of memory" in str(err)
+    assert str(err).index("Out of GPU memory in cell L3") < str(err).index("(run folder:")

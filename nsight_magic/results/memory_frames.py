@@ -6,17 +6,20 @@ allocator snapshot with ``%%nsys --memory``). The numbers are the analysis modul
 from __future__ import annotations
 
 import functools
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from ..analysis import gpu_memory, torch_memory
+from ..analysis import gpu_memory, oom, torch_memory
+from ..errors import NsightMagicError
 from ..magic_names import cell_magic
 from ..reports.torch_memory import TorchSnapshot, load_snapshot
 from ..run_dir import RunDir
 
-__all__ = ["MemoryFrames", "no_memory_note"]
+__all__ = ["MemoryFrames", "no_memory_note", "oom_explanation"]
 
 TORCH_COLUMNS = ["moment", "allocated_bytes", "reserved_bytes"]
 
@@ -93,3 +96,49 @@ class MemoryFrames:
         device = self.torch_status.get("device")
         device = device if device in snap.devices else snap.devices[0]
         return torch_memory.live_at(snap.events(), snap.blocks(), int(device), at)
+
+
+_CELL_LINE = re.compile(r'File "<nsight_magic cell>", line (\d+)')
+
+
+def oom_explanation(
+    status: Mapping[str, Any],
+    run_dir: Path | None,
+    cell_source: str,
+    names: Mapping[int, str],
+) -> str:
+    """What a failed cell's message adds when the cell ran out of GPU memory (""
+    otherwise): ``analysis.oom.explain_oom`` on torch's message, the allocator's snapshot in
+    the run folder (``%%nsys --memory``) and the cell line the traceback ends in. ``names``:
+    pid -> who (the notebook, this worker)."""
+    message = str(status.get("exc_message") or "")
+    if not oom.is_oom(str(status.get("exc_type") or ""), message):
+        return ""
+    lines = _CELL_LINE.findall(str(status.get("traceback") or ""))
+    statement = ""
+    if lines:
+        n = int(lines[-1])
+        source = cell_source.splitlines()
+        text = source[n - 1].strip() if 0 < n <= len(source) else ""
+        statement = f"cell L{n}" + (f" `{text}`" if text else "")
+    torch_status = status.get("torch_memory")
+    worker = torch_status.get("pid") if isinstance(torch_status, dict) else None
+    by_line = None
+    path = Path(run_dir) / RunDir.TORCH_MEMORY if run_dir is not None else None
+    if path is not None and path.is_file():
+        try:
+            snap = load_snapshot(path)
+            device = snap.devices[0] if snap.devices else 0
+            live, _ = torch_memory.live_at(snap.events(), snap.blocks(), device, at="oom")
+            by_line = torch_memory.by_line(live)
+        except NsightMagicError:  # a damaged snapshot must not hide the error itself
+            by_line = None
+    flag = f"{cell_magic('nsys')} --memory"
+    return oom.explain_oom(
+        message,
+        worker_pid=worker,
+        names=names,
+        lines=by_line,
+        statement=statement,
+        memory_flag=flag,
+    )
