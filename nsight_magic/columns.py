@@ -115,7 +115,7 @@ _DERIVED = [
     "dynamic_smem_bytes", "shared_mem_bytes", "dram_bytes_per_s", "peak_dram_bytes_per_s",
     "start_bytes", "peak_bytes", "end_bytes", "delta_bytes", "allocated_bytes", "freed_bytes",
     "before_capture_bytes", "reserved_bytes", "largest_bytes", "requested_bytes", "used_bytes",
-    "peak_time_ns", "peak_change_bytes",
+    "peak_time_ns", "peak_change_bytes", "a_peak_bytes", "b_peak_bytes",
     "bandwidth_gb_per_s", "ceiling_flops_per_s", "hw_flops_per_s", "model_flops_per_s",
     "peak_flops_per_s",
     "sm_clock_hz",
@@ -140,7 +140,7 @@ _TITLES = {
     "hw_flops_per_s": "hardware FLOP/s", "model_flops_per_s": "model FLOP/s",
     "start_bytes": "at start", "peak_bytes": "peak", "end_bytes": "at end",
     "delta_bytes": "change", "before_capture_bytes": "freed, made before the capture",
-    "peak_time_ns": "peak at", "largest_bytes": "largest",
+    "peak_time_ns": "peak at", "largest_bytes": "largest", "peak_change_bytes": "change",
 }  # fmt: skip
 
 _EXPLICIT = [
@@ -225,6 +225,7 @@ _EXPLICIT = [
     text("nvtx_range", "NVTX range"), text("moment"), text("action"),
     Column("before_cell", "bool", "", "made before the cell", "text"), count("seq"),
     text("process"), text("role"), text("at"), text("cell_line", "cell line"),
+    text("statement_a", "statement at peak (a)"), text("statement_b", "statement at peak (b)"),
 ]  # fmt: skip
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "DEVICE_KINDS",
     "MEMORY_SUMMARY_COLUMNS",
     "MEMORY_TIMELINE_COLUMNS",
+    "chart_rows",
     "empty_events",
     "memory_summary",
     "memory_timeline",
@@ -136,6 +137,33 @@ def memory_summary(
         return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in MEMORY_SUMMARY_COLUMNS})
     out = pd.DataFrame(rows)[MEMORY_SUMMARY_COLUMNS]
     return out.sort_values(["peak_bytes", "pid"], ascending=[False, True]).reset_index(drop=True)
+
+
+CHART_ROWS = 2000  # steps per process the memory chart draws (the saved notebook holds them)
+
+
+def chart_rows(
+    timeline: pd.DataFrame, window: tuple[int, int] | None = None, rows: int = CHART_ROWS
+) -> pd.DataFrame:
+    """The timeline rows a chart draws: inside ``window`` (ns; the row in force at its start
+    included), and at most ``rows`` per process: where there are more, the highest
+    ``bytes_in_use`` of each of ``rows`` equal time bins (a peak is never binned away)."""
+    frame = timeline
+    if window is not None and len(frame):
+        keep = frame["time_ns"].between(window[0], window[1])
+        last_before = frame[frame["time_ns"] < window[0]].groupby(["device_id", "pid"]).tail(1)
+        frame = pd.concat([last_before, frame[keep]]).sort_values("time_ns", kind="stable")
+    parts = []
+    for _, group in frame.groupby(["device_id", "pid"], sort=True):
+        if len(group) > rows:
+            edges = np.linspace(group["time_ns"].min(), group["time_ns"].max(), rows + 1)
+            bins = np.clip(np.searchsorted(edges, group["time_ns"], side="right") - 1, 0, rows - 1)
+            top = group.assign(_bin=bins).sort_values("bytes_in_use", ascending=False)
+            group = top.drop_duplicates("_bin").sort_values("time_ns").drop(columns="_bin")
+        parts.append(group)
+    if not parts:
+        return frame.iloc[0:0]
+    return pd.concat(parts).sort_values("time_ns", kind="stable").reset_index(drop=True)
 
 
 def open_ranges_at(nvtx: pd.DataFrame | None, pid: int, time_ns: int) -> tuple[str, str]:

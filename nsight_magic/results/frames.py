@@ -141,6 +141,10 @@ class NsysFrames:
         )
         return bool(len(table) and differ.any())
 
+    def memory(self) -> Any:
+        """The Memory tab's frames (``results.memory_frames.MemoryFrames``)."""
+        return self.run.memory
+
     @functools.cache  # noqa: B019
     def copies(self) -> pd.DataFrame:
         return copies_by_kind(self.report.memcpy())

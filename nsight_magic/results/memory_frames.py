@@ -19,9 +19,20 @@ from ..magic_names import cell_magic
 from ..reports.torch_memory import TorchSnapshot, load_snapshot
 from ..run_dir import RunDir
 
-__all__ = ["MemoryFrames", "no_memory_note", "oom_explanation"]
+__all__ = ["MemoryFrames", "no_memory_note", "oom_explanation", "report_memory_summary"]
 
 TORCH_COLUMNS = ["moment", "allocated_bytes", "reserved_bytes"]
+
+
+def report_memory_summary(report: Any) -> pd.DataFrame:
+    """``analysis.gpu_memory.memory_summary`` of a report (``NsysReport``; empty for a
+    multi-rank one, which has no memory view yet)."""
+    load = getattr(report, "memory_events", None)
+    events = load() if load is not None else gpu_memory.empty_events()
+    if events.empty:
+        return gpu_memory.memory_summary(events)
+    start = float(report.capture_window()[0])
+    return gpu_memory.memory_summary(events, report.nvtx(), start)
 
 
 def no_memory_note() -> str:
@@ -59,9 +70,12 @@ class MemoryFrames:
     def timeline(self) -> pd.DataFrame:
         return gpu_memory.memory_timeline(self.events, self._capture_start())
 
+    def chart_rows(self, window: tuple[int, int] | None = None) -> pd.DataFrame:
+        """The timeline as the chart draws it (``analysis.gpu_memory.chart_rows``)."""
+        return gpu_memory.chart_rows(self.timeline(), window)
+
     def summary(self) -> pd.DataFrame:
-        nvtx = self.run.report.nvtx() if len(self.events) else None
-        return gpu_memory.memory_summary(self.events, nvtx, self._capture_start())
+        return report_memory_summary(self.run.report)
 
     def torch_counts(self) -> pd.DataFrame:
         """``moment`` (start / peak / end), ``allocated_bytes, reserved_bytes``: torch's own
@@ -75,6 +89,15 @@ class MemoryFrames:
         return frame.astype(
             {"moment": "str", "allocated_bytes": "int64", "reserved_bytes": "int64"}
         )
+
+    def note(self) -> str:
+        """Why the device-memory view is empty ("" when it is not)."""
+        return "" if len(self.events) else no_memory_note()
+
+    def top_lines(self, top: int = 10) -> pd.DataFrame:
+        """The tensors alive at torch's peak grouped by the line that made them
+        (``analysis.torch_memory.by_line``); empty without a snapshot."""
+        return torch_memory.by_line(self.live()[0], top)
 
     def snapshot_path(self) -> Path | None:
         if self.run.run_dir is None:

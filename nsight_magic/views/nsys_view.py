@@ -24,6 +24,7 @@ from .common import (
 from .idle_view import idle_static_html, idle_widget
 from .lazy_tabs import LazyTabs
 from .live import PICK, LiveChart, picked_name
+from .memory_view import memory_static_html, memory_widgets, timeline_memory
 from .ops_view import NVTX_NOTE, has_ops, ops_static_html, ops_widget
 from .picker import KernelPicker
 from .protocols import NsysSource, ProfileFn, ProfileRangeFn
@@ -229,6 +230,7 @@ def nsys_static_html(source: NsysSource) -> str:
         folded("Memory copies", memory_html(source)),
         folded("Gaps", gaps_html(source)),
         folded("Idle: why the GPU idled", _idle_static(source)),
+        folded("GPU memory: where it went", memory_static_html(source)),
     ]
     if has_processes(source):
         parts.append(folded("GPU work per process", processes_html(source)))
@@ -295,7 +297,8 @@ class _LinkedParts:
 
     @functools.cached_property
     def timeline_or_error(self) -> tuple[TimelineView | None, str | None]:
-        timeline, err = attempt(lambda: TimelineView(self.source, on_pick=self.pick))
+        memory, _ = attempt(lambda: timeline_memory(self.source))
+        timeline, err = attempt(lambda: TimelineView(self.source, on_pick=self.pick, memory=memory))
         if timeline is not None:
             timeline.set_focus(self.focus)
         return timeline, err
@@ -328,7 +331,7 @@ class NsysView(w.VBox):
             "Kernels": lambda: _kernels_page(source, parts),
             "NVTX": lambda: _nvtx_page(source, parts),
             "Timeline": lambda: _timeline_page(parts),
-            "Memory": lambda: _memory_page(source),
+            "Memory": lambda: _memory_page(source, self._show_window),
             "Gaps": lambda: [w.HTML(gaps_html(source, max_rows=25))],
             "Idle": lambda: _idle_page(source, parts, self._show_window),
         }
@@ -408,9 +411,11 @@ def _timeline_page(parts: _LinkedParts) -> list[Any]:
     )
 
 
-def _memory_page(source: NsysSource) -> list[Any]:
+def _memory_page(source: NsysSource, show_window: Any) -> list[Any]:
+    """Where the GPU memory went (``memory_view``), then the copies."""
     copies, _ = attempt(source.copies)
     page = [w.HTML(memory_html(source))]
+    page = [*memory_widgets(source, show_window), w.HTML(html.section_html("Copies", "")), *page]
     if copies is not None and len(copies) > 0:
         page.append(chart_widget(lambda: charts.memcpy_chart(copies), "chart"))
     return page

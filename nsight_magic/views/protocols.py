@@ -243,3 +243,4 @@ class ComparisonSource(Protocol):
     label_b: str
     kernels: pd.DataFrame  # name, (short_name,) instances_a/b, total_ns_a/b, delta_ns, ratio
     nvtx: pd.DataFrame  # same keyed by label ("domain:range")
+    memory: pd.DataFrame  # device_id, a_peak_bytes, b_peak_bytes, peak_change_bytes, ratio, ...
