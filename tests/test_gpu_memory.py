@@ -272,3 +272,39 @@ def test_failed_cell_message_carries_the_explanation(tmp_path: Path) -> None:
     err = cell_failed(oom_status(), tmp_path, None, "Out of GPU memory in cell L3")
     assert "OutOfMemoryError: CUDA out of memory" in str(err)
     assert str(err).index("Out of GPU memory in cell L3") < str(err).index("(run folder:")
+
+
+def test_a_named_cell_and_a_snapshot_without_history(tmp_path: Path) -> None:
+    """Seen on the GPU (warm worker, `%%nsys --memory --name oom` after a setup cell that only
+    imported torch): the traceback names the cell by its run name, and the snapshot held no
+    history (CUDA was not initialised when the cell started). The line is still found, and no
+    tensor is called "before the cell" for want of a history."""
+    from nsight_magic.results.memory_frames import oom_explanation
+
+    status = oom_status()
+    status["traceback"] = status["traceback"].replace("<nsight_magic cell>", "<nsight_magic oom>")
+    snap = load_snapshot(DATA / "torch_mem_oom.pickle").data
+    import pickle
+
+    # the fixture's snapshot less its history: what a history that never started leaves
+    (tmp_path / "torch_memory.pickle").write_bytes(pickle.dumps({**snap, "device_traces": [[]]}))
+    text = oom_explanation(status, tmp_path, OOM_CELL, {})
+    assert "Out of GPU memory in cell L3" in text
+    assert "before the cell" not in text and "history of this cell is empty" in text
+    # a replayed setup cell's frame is not the profiled cell's line
+    status["traceback"] = 'File "<nsight_magic setup 1: data>", line 7, in <module>'
+    assert "Out of GPU memory:" in oom_explanation(status, None, OOM_CELL, {})
+
+
+def test_torch_memory_measures_nothing_without_cuda(tmp_path: Path) -> None:
+    """The script's TorchMemory in a process whose torch has no GPU (this machine): no fields,
+    no snapshot file, and CUDA is not initialised by measuring."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the GPU tests cover it")
+    from nsight_magic.script.torch_memory import TorchMemory
+
+    with TorchMemory(str(tmp_path), history=True) as memory:
+        torch.zeros(4)
+    assert memory.fields() == {} and list(tmp_path.iterdir()) == []
+    assert not torch.cuda.is_initialized()

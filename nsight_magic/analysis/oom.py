@@ -94,11 +94,13 @@ def explain_oom(
     statement: str = "",
     stop_hint: str = "%nsight_session stop nsys|ncu",
     memory_flag: str = "%%nsys --memory",
+    snapshot_without_history: bool = False,
 ) -> str:
     """The text under a failed cell's traceback. ``names``: pid -> who it is ("the notebook",
     "the ncu worker (pid 12)"); ``worker_pid``: the process that raised; ``lines``:
     ``torch_memory.by_line`` of the tensors alive at the error (None without a snapshot);
-    ``statement``: the cell line that raised."""
+    ``statement``: the cell line that raised; ``snapshot_without_history``: a snapshot was saved
+    but holds no history (no lines to name)."""
     f = parse_oom_message(message)
     out = []
     where = f" in {statement}" if statement else ""
@@ -128,7 +130,8 @@ def explain_oom(
             many = f" in {r.count} tensors" if r.count > 1 else ""
             out.append(f"  {gib(r.bytes)}{many}: {r.cell_line}")
     out.append("What to do:")
-    out += [f"  - {fix}" for fix in _fixes(f, worker_pid, names, lines, stop_hint, memory_flag)]
+    fixes = _fixes(f, worker_pid, names, lines, stop_hint, memory_flag, snapshot_without_history)
+    out += [f"  - {fix}" for fix in fixes]
     return "\n".join(out)
 
 
@@ -139,6 +142,7 @@ def _fixes(
     lines: pd.DataFrame | None,
     stop_hint: str,
     memory_flag: str,
+    without_history: bool = False,
 ) -> list[str]:
     fixes = []
     tried = f.tried_bytes or 0
@@ -162,6 +166,10 @@ def _fixes(
         fixes.append(f"the most is {gib(int(top['bytes']))} made at {top['cell_line']}: free it "
                      "(del) before this point, or make it smaller (batch, sequence length, "
                      "dtype).")  # fmt: skip
+    elif without_history:
+        fixes.append("the allocator's history of this cell is empty (CUDA was not in use when "
+                     "the cell started), so no line is named: run it again, CUDA is in use "
+                     "now.")  # fmt: skip
     else:
         fixes.append(f"profile the cell with {memory_flag} to see which lines made the tensors "
                      "alive at the error.")  # fmt: skip

@@ -114,14 +114,16 @@ class MemoryFrames:
         """``analysis.torch_memory.live_at`` on the snapshot's device (the worker's), or an
         empty frame without a snapshot."""
         snap = self.snapshot
-        if snap is None or not snap.devices:
+        if snap is None or not snap.devices:  # no snapshot, or one without any history
             return torch_memory.empty_live(), {}
         device = self.torch_status.get("device")
         device = device if device in snap.devices else snap.devices[0]
         return torch_memory.live_at(snap.events(), snap.blocks(), int(device), at)
 
 
-_CELL_LINE = re.compile(r'File "<nsight_magic cell>", line (\d+)')
+# the profiled cell's frames: <nsight_magic cell> or <nsight_magic NAME> (--name), not a replayed
+# setup or earlier cell (<nsight_magic setup 3: data>, session/history.py)
+_CELL_LINE = re.compile(r'File "<nsight_magic (?!(?:setup|cell) \d+: )[^"]*>", line (\d+)')
 
 
 def oom_explanation(
@@ -147,13 +149,17 @@ def oom_explanation(
     torch_status = status.get("torch_memory")
     worker = torch_status.get("pid") if isinstance(torch_status, dict) else None
     by_line = None
+    empty_history = False
     path = Path(run_dir) / RunDir.TORCH_MEMORY if run_dir is not None else None
     if path is not None and path.is_file():
         try:
             snap = load_snapshot(path)
-            device = snap.devices[0] if snap.devices else 0
-            live, _ = torch_memory.live_at(snap.events(), snap.blocks(), device, at="oom")
-            by_line = torch_memory.by_line(live)
+            if snap.devices:  # without any history every tensor would read "before the cell"
+                device = snap.devices[0]
+                live, _ = torch_memory.live_at(snap.events(), snap.blocks(), device, at="oom")
+                by_line = torch_memory.by_line(live)
+            else:
+                empty_history = True
         except NsightMagicError:  # a damaged snapshot must not hide the error itself
             by_line = None
     flag = f"{cell_magic('nsys')} --memory"
@@ -164,4 +170,5 @@ def oom_explanation(
         lines=by_line,
         statement=statement,
         memory_flag=flag,
+        snapshot_without_history=empty_history,
     )

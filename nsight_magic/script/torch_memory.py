@@ -41,6 +41,18 @@ def _cuda() -> Any:
         return None
 
 
+def _init_cuda() -> None:
+    """With ``--memory``, CUDA initialised before the cell when its process imported torch and
+    has a GPU: the allocator's history needs it (measured in the warm worker: a cell whose setup
+    only imported torch got a snapshot without any history, every tensor unnamed)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    with contextlib.suppress(Exception):
+        if not torch.cuda.is_initialized() and torch.cuda.is_available():
+            torch.cuda.init()
+
+
 def _stats(cuda: Any) -> dict[str, int]:
     stats = cuda.memory_stats()
     return {k: int(stats.get(k, 0)) for k in _STATS}
@@ -61,8 +73,11 @@ class TorchMemory:
         self.error = ""
 
     def __enter__(self) -> "TorchMemory":
+        if self.history:
+            _init_cuda()  # a history started before CUDA is would record nothing (GPU e2e run)
         cuda = _cuda()
         if cuda is None:
+            self.history = False  # no torch: nothing to record; fields() says so
             return self
         with contextlib.suppress(Exception):
             cuda.synchronize()
@@ -122,6 +137,7 @@ class TorchMemory:
         with contextlib.suppress(Exception):
             out["device"] = int(sys.modules["torch"].cuda.current_device())
         out["pid"] = os.getpid()
+        out["history"] = bool(self.history)
         if self.snapshot:
             out["snapshot"] = self.snapshot
         if self.error:

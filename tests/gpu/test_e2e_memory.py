@@ -39,14 +39,16 @@ def test_memory_view_of_a_training_step(ip) -> None:  # type: ignore[no-untyped-
     summary = run.gpu_memory_summary()
     torch_counts = run.torch_memory().set_index("moment")
     lines = run.memory.live()[0]
-    worker = next(s.pid for s in MANAGER.status() if s.tool == "nsys" and s.alive)
+    # the profiled Python process (the worker's pid in %nsight_session is its launcher's)
+    worker = run.meta["cell_status"]["torch_memory"]["pid"]
     print("\n", summary.to_string(), "\n", torch_counts.to_string())
     print(run.torch_allocations().head(8)[["bytes", "cell_line", "frame"]].to_string())
     assert len(summary), "the warm worker was launched with --cuda-memory-usage=true"
     row = summary.set_index("pid").loc[worker]
-    # the worker's cudaMallocs during the cell: what torch's reserve grew by
+    # the worker's cudaMallocs during the cell hold at least what torch's reserve grew by (CUDA
+    # modules loaded in the cell add their globals: 751 device-static rows on the H100 run)
     grew = torch_counts.loc["peak", "reserved_bytes"] - torch_counts.loc["start", "reserved_bytes"]
-    assert row["peak_bytes"] - row["start_bytes"] == grew
+    assert row["peak_bytes"] - row["start_bytes"] >= grew > 0
     assert row["statement"].startswith("L")
     assert len(lines) and (lines["cell_line"].str.startswith("cell L")).any()
     status = run.meta["cell_status"]["torch_memory"]
@@ -78,7 +80,7 @@ def test_an_out_of_memory_cell_says_what_held_the_memory(ip) -> None:  # type: i
         text = str(err)
         assert "Out of GPU memory in cell L3" in text
         assert "What held the GPU's memory" in text and "the notebook (pid" in text
-        assert "in 1" in text or "tensors" in text  # the snapshot's lines
+        assert "tensors: cell L3" in text  # the snapshot's lines (history started with CUDA)
         assert "What to do:" in text
     finally:
         MANAGER.reset()  # the failed worker keeps its blocks: stop it
