@@ -5,6 +5,7 @@ run folders our own fresh-run pipeline wrote on an H100 with ``%%nsys --memory``
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -48,6 +49,8 @@ def test_the_pipeline_wrote_what_the_memory_view_reads() -> None:
 
 def test_static_form_shows_chart_summary_tensors_and_the_two_views() -> None:
     page = pipeline_run("train").to_html()
+    text = re.sub(r"<[^>]+>", "", page)
+    assert "peak GPU memory: 1.37 GB (L1: for step in range(2): ...)" in text  # the header
     part = page[page.index("GPU memory: where it went") :]
     assert 'alt="memory chart"' in part and "data:image/png;base64," in part
     assert "L1: for step in range(2): ..." in part  # the statement open at the peak

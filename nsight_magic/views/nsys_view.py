@@ -71,6 +71,15 @@ def _count(value: Any) -> str | None:
     return f"{value:,}" if isinstance(value, int) else None
 
 
+def _peak(info: dict[str, Any]) -> str | None:
+    """``1.40 GB (L4: opt.step())``: the largest process peak of a ``--memory`` run."""
+    peak = info.get("memory_peak_bytes")
+    if not isinstance(peak, int):
+        return None
+    at = info.get("memory_peak_at")
+    return html.fmt_bytes(peak) + (f" ({html.shorten(at, 40)})" if at else "")
+
+
 def header_items(source: NsysSource) -> dict[str, Any]:
     info, _ = attempt(source.header)
     info = info or {}
@@ -83,6 +92,7 @@ def header_items(source: NsysSource) -> dict[str, Any]:
         "kernels": _count(info.get("kernels")),
         "CUDA graph launches (whole graphs)": _count(graphs) if graphs else None,
         "ranks": _count(info.get("ranks")),
+        "peak GPU memory": _peak(info),
         "processes": ", ".join(processes) if len(processes) > 1 else None,
         "run dir": info.get("run_dir"),
     }
