@@ -263,6 +263,14 @@ def _oom_text(ctx: RunContext, status: CellStatus) -> str:
     from ..results.memory_frames import oom_explanation
 
     names = {os.getpid(): f"the notebook (pid {os.getpid()})"}
+    try:  # the session's other workers (%nsight_session): one of them may hold the memory
+        from .manager import MANAGER
+
+        for s in MANAGER.status():
+            if s.alive and s.pid:
+                names[s.pid] = f"the {s.tool} worker (pid {s.pid})"
+    except Exception:  # naming them is a courtesy; the explanation stands without it
+        pass
     worker = (ctx.meta.worker or {}).get("pid")
     memory = status.get("torch_memory") or {}
     for pid in (worker, memory.get("pid")):

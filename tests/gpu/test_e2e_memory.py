@@ -39,7 +39,8 @@ def test_memory_view_of_a_training_step(ip) -> None:  # type: ignore[no-untyped-
     summary = run.gpu_memory_summary()
     torch_counts = run.torch_memory().set_index("moment")
     lines = run.memory.live()[0]
-    # the profiled Python process (the worker's pid in %nsight_session is its launcher's)
+    # the profiled process: torch's pid (a second nsys worker, of the default options, may be
+    # alive beside this --memory one: seen on the H100 run)
     worker = run.meta["cell_status"]["torch_memory"]["pid"]
     print("\n", summary.to_string(), "\n", torch_counts.to_string())
     print(run.torch_allocations().head(8)[["bytes", "cell_line", "frame"]].to_string())
