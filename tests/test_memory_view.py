@@ -119,3 +119,11 @@ def test_compare_reports_peak_memory_change() -> None:
     none = compare(DATA / "nsys_small.sqlite", DATA / "nsys_gemm.sqlite")
     assert none.memory.empty and "GPU memory (peak" not in none.to_html()
     assert isinstance(none.memory, pd.DataFrame)
+
+
+def test_a_multi_rank_run_says_the_memory_view_is_per_report() -> None:
+    import nsight_magic
+
+    merged = nsight_magic.load_runs([DATA / "nsys_2rank_r0.sqlite", DATA / "nsys_2rank_r1.sqlite"])
+    assert merged.gpu_memory().empty
+    assert "one report at a time" in merged.frames.memory().note()

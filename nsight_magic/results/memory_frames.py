@@ -92,7 +92,14 @@ class MemoryFrames:
 
     def note(self) -> str:
         """Why the device-memory view is empty ("" when it is not)."""
-        return "" if len(self.events) else no_memory_note()
+        if len(self.events):
+            return ""
+        if not hasattr(self.run.report, "memory_events"):  # RankedReport: several reports
+            return (
+                "The memory view reads one report at a time; this run merges several (ranks): "
+                "open a rank's own report with nsight_magic.open_report(path) to see its memory."
+            )
+        return no_memory_note()
 
     def top_lines(self, top: int = 10) -> pd.DataFrame:
         """The tensors alive at torch's peak grouped by the line that made them
