@@ -113,6 +113,9 @@ _DERIVED = [
     # bytes and rates
     "total_bytes", "min_bytes", "max_bytes", "memcpy_bytes", "static_smem_bytes",
     "dynamic_smem_bytes", "shared_mem_bytes", "dram_bytes_per_s", "peak_dram_bytes_per_s",
+    "start_bytes", "peak_bytes", "end_bytes", "delta_bytes", "allocated_bytes", "freed_bytes",
+    "before_capture_bytes", "reserved_bytes", "largest_bytes", "requested_bytes", "used_bytes",
+    "peak_time_ns", "peak_change_bytes", "a_peak_bytes", "b_peak_bytes",
     "bandwidth_gb_per_s", "ceiling_flops_per_s", "hw_flops_per_s", "model_flops_per_s",
     "peak_flops_per_s",
     "sm_clock_hz",
@@ -135,6 +138,9 @@ _TITLES = {
     "time_ns": "time", "ceiling_pct": "% of its ceiling", "hfu_frac": "HFU (hardware FLOPs)",
     "mfu_frac": "MFU (model FLOPs)", "bandwidth_gb_per_s": "GB/s", "peak_flops_per_s": "peak",
     "hw_flops_per_s": "hardware FLOP/s", "model_flops_per_s": "model FLOP/s",
+    "start_bytes": "at start", "peak_bytes": "peak", "end_bytes": "at end",
+    "delta_bytes": "change", "before_capture_bytes": "freed, made before the capture",
+    "peak_time_ns": "peak at", "largest_bytes": "largest", "peak_change_bytes": "change",
 }  # fmt: skip
 
 _EXPLICIT = [
@@ -213,6 +219,13 @@ _EXPLICIT = [
     Column("start_ms", "float", "ms", "at", "num"),  # the Idle tab's offset into the capture
     number("gpu_kernels_per_ms", "GPU kernels/ms", "1/ms"),
     Column("focus_metrics", "object", "", "focus metrics", "text"),
+    # where the GPU memory went (analysis/gpu_memory.py, analysis/torch_memory.py)
+    Column("bytes_in_use", "int", "B", "in use", "bytes"), ident("address"),
+    text("memory_kind", "memory kind"), count("allocations"), count("frees"),
+    text("nvtx_range", "NVTX range"), text("moment"), text("action"),
+    Column("before_cell", "bool", "", "made before the cell", "text"), count("seq"),
+    text("process"), text("role"), text("at"), text("cell_line", "cell line"),
+    text("statement_a", "statement at peak (a)"), text("statement_b", "statement at peak (b)"),
 ]  # fmt: skip
 
 

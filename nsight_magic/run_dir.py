@@ -115,6 +115,7 @@ class CellStatus(TypedDict, total=False):
     # %%nsys --nvtx RANGE#K: {instance, state "waiting"/"open"/"closed", start, stop, stopped}
     # (perf_counter seconds when the gate opened, began and finished closing)
     window: dict[str, Any]
+    torch_memory: dict[str, Any]  # torch's allocated/reserved bytes at start/peak/end (bytes)
 
 
 _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -123,6 +124,7 @@ _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
     "gate_stop_s": (int, float),
     "total_s": (int, float), "ranges": list, "history_errors": list,
     "worker_broken": (str, type(None)), "target": dict, "window": dict,
+    "torch_memory": dict,
 }  # fmt: skip
 
 
@@ -155,6 +157,7 @@ class RunDir:
     SCRIPT = "script.py"
     VARS = "vars.pkl"
     SHARED = "shared.pkl"  # a warm cell's share of the notebook's state (IPC handles: live only)
+    TORCH_MEMORY = "torch_memory.pickle"  # %%nsys --memory: torch's allocator snapshot
     ARGV = "argv.json"
     ENV = "env.json"
     META = "meta.json"

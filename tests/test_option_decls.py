@@ -149,7 +149,7 @@ def test_every_flag_of_the_declarations_is_a_magic_flag_and_no_other() -> None:
         assert {"--set", "--section", "--metrics", "--kernel", "--launch-skip", "--launch-count",
                 "--nvtx"} <= flags or options is NsysOptions  # fmt: skip
     assert {s.flag for _, s in decl.flagged(NsysOptions)} == {
-        "--trace", "--cuda-graph-trace", "--pytorch", "--host", "--nvtx"}  # fmt: skip
+        "--trace", "--cuda-graph-trace", "--pytorch", "--host", "--nvtx", "--memory"}  # fmt: skip
 
 
 # --- help -------------------------------------------------------------------------------------

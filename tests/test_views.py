@@ -78,8 +78,11 @@ def test_nsys_widget_tree(nsys_run):
     assert "Profile this range" in str([c.description for c in nvtx_tab.children[2].children[2]
                                         .children if isinstance(c, w.Button)])  # fmt: skip
     assert all(isinstance(c, LiveChart) for c in timeline_tab.children[1:3])
-    assert "40.08" in memory_tab.children[0].value  # HtoD GB/s: 4194304 B / 104640 ns
-    assert isinstance(memory_tab.children[1], LiveChart)
+    # the Memory tab: where the GPU memory went (none here: says how), then the copies
+    texts = [c.value for c in memory_tab.children if isinstance(c, w.HTML)]
+    assert "--memory" in texts[0]
+    assert any("40.08" in t for t in texts)  # HtoD GB/s: 4194304 B / 104640 ns
+    assert isinstance(memory_tab.children[-1], LiveChart)  # the copies chart
     assert "GPU idle" in gaps_tab.children[0].value
     assert "Why the GPU idled" in view.load_idle().children[0].value
 

@@ -1,4 +1,5 @@
-"""What changed between two nsys runs: per kernel name and per NVTX range, a vs b."""
+"""What changed between two nsys runs: per kernel name, per NVTX range and peak device memory
+per GPU, a vs b."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pandas as pd
 
 from .names import short_names
 
-__all__ = ["DELTA_COLUMNS", "duration_deltas", "kernel_deltas", "nvtx_deltas"]
+__all__ = ["DELTA_COLUMNS", "duration_deltas", "kernel_deltas", "memory_deltas", "nvtx_deltas"]
 
 DELTA_COLUMNS = ["instances_a", "instances_b", "total_ns_a", "total_ns_b", "delta_ns", "ratio"]
 
@@ -46,3 +47,44 @@ def nvtx_deltas(projection_a: pd.DataFrame, projection_b: pd.DataFrame) -> pd.Da
         for p in (projection_a, projection_b)
     )
     return duration_deltas(a, b, keys, "proj_total_ns")
+
+
+MEMORY_DELTA_COLUMNS = ["device_id", "a_peak_bytes", "b_peak_bytes", "peak_change_bytes", "ratio",
+                        "statement_a", "statement_b"]  # fmt: skip
+
+
+def memory_deltas(summary_a: pd.DataFrame, summary_b: pd.DataFrame) -> pd.DataFrame:
+    """Peak device memory per GPU, a vs b, from two ``gpu_memory.memory_summary`` frames: the
+    largest process peak on each device (the profiled process; pids differ between runs):
+    ``device_id, a_peak_bytes, b_peak_bytes, peak_change_bytes`` (b - a), ``ratio`` (b / a, NaN
+    where a has none), ``statement_a, statement_b`` (open at each peak). Devices only one run
+    has get 0 bytes on the other side; empty when neither has memory events."""
+
+    def top(summary: pd.DataFrame) -> pd.DataFrame:
+        best = summary.sort_values("peak_bytes", ascending=False).drop_duplicates("device_id")
+        return best.set_index("device_id")[["peak_bytes", "statement"]]
+
+    a, b = top(summary_a), top(summary_b)
+    out = a.rename(columns=lambda c: f"{c}_a").join(
+        b.rename(columns=lambda c: f"{c}_b"), how="outer"
+    )
+    out = out.reset_index()
+    if out.empty:
+        return pd.DataFrame({c: pd.Series(dtype="str" if c.startswith("statement") else
+                                          "float64" if c == "ratio" else "int64")
+                             for c in MEMORY_DELTA_COLUMNS})  # fmt: skip
+    peak_a = out["peak_bytes_a"].fillna(0).astype("int64")
+    peak_b = out["peak_bytes_b"].fillna(0).astype("int64")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(peak_a > 0, peak_b / peak_a.clip(lower=1), np.nan)
+    return pd.DataFrame(
+        {
+            "device_id": out["device_id"].astype("int64"),
+            "a_peak_bytes": peak_a,
+            "b_peak_bytes": peak_b,
+            "peak_change_bytes": peak_b - peak_a,
+            "ratio": ratio.astype("float64"),
+            "statement_a": out["statement_a"].fillna("").astype(str),
+            "statement_b": out["statement_b"].fillna("").astype(str),
+        }
+    )

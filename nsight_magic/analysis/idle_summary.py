@@ -167,7 +167,9 @@ def idle_causes(breakdown: pd.DataFrame, top: int = 5) -> pd.DataFrame:
     total = float(rows["idle_ns"].sum())
     rows = rows.sort_values("idle_ns", ascending=False, kind="stable").head(top)
     rows = rows.assign(pct=100.0 * rows["idle_ns"] / total if total else np.nan)
-    rows["sentence"] = [_sentence(r, total) for _, r in rows.iterrows()]
+    # dtype str also with no rows (a capture without idle time: pandas would make it float64)
+    sentences = [_sentence(r, total) for _, r in rows.iterrows()]
+    rows["sentence"] = pd.Series(sentences, index=rows.index, dtype="str")
     cols = ["category", "call", "frame", "statement", "idle_ns", "pct", "sentence"]
     return rows[cols].reset_index(drop=True)
 

@@ -63,6 +63,9 @@ HOST_TRACE = "osrt"
 HOST_LAUNCH = ("--python-sampling=true", "--python-backtrace=cuda")
 HOST_SAMPLING = ("--sample=process-tree", "--cpuctxsw=process-tree")
 GATE = ("--capture-range=cudaProfilerApi", "--capture-range-end=stop")
+# ``--memory``: every device allocation and free (CUDA_GPU_MEMORY_USAGE_EVENTS); an application
+# option, so ``nsys launch`` takes it and a warm worker keeps it (benchmarks/README.md: its cost)
+MEMORY_USAGE = "--cuda-memory-usage=true"
 
 
 def split_instance(text: str) -> tuple[str, int]:
@@ -121,6 +124,14 @@ class NsysOptions:
         cli=PYTORCH_WORDS,
     )
     extra_args: tuple[str, ...] = option(())
+    memory: bool = option(
+        False,
+        "--memory",
+        "Where the GPU memory went: nsys records every device allocation and free "
+        "(--cuda-memory-usage=true: run.gpu_memory(), the Memory tab) and the worker keeps "
+        "PyTorch's allocator history of the cell (the largest tensors at the peak and the "
+        "lines that made them). Costs time: see docs/memory.md.",
+    )
     host: bool = option(
         False,
         "--host",
@@ -168,6 +179,8 @@ class NsysOptions:
         args.append(f"--cuda-graph-trace={self.cuda_graph_trace}")
         if self.pytorch:
             args.append(f"--pytorch={self.pytorch}")
+        if self.memory:
+            args.append(MEMORY_USAGE)
         if self.host:
             args.extend(HOST_LAUNCH)
         return args

@@ -10,13 +10,14 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis.compare import kernel_deltas, nvtx_deltas
+from ..analysis.compare import kernel_deltas, memory_deltas, nvtx_deltas
 from ..errors import BadArgumentError
 from ..reports import open_report
 from ..views import charts
 from ..views.compare_view import compare_static_html, compare_widget
 from .base import WIDGET_MIME, in_kernel
 from .frames import nvtx_label
+from .memory_frames import report_memory_summary
 from .nsys_run import NsysRun
 
 
@@ -52,15 +53,27 @@ class Comparison:
 
     ``kernels``: ``name, short_name, instances_a, instances_b, total_ns_a, total_ns_b,
     delta_ns`` (b - a, ns), ``ratio`` (b / a); ``nvtx``: ``domain, range`` and the same numbers
-    of GPU-projected time, + ``label``; largest absolute change first."""
+    of GPU-projected time, + ``label``; largest absolute change first. ``memory``: peak device
+    memory per GPU (runs captured with ``%%nsys --memory``; empty otherwise): ``device_id,
+    a_peak_bytes, b_peak_bytes, peak_change_bytes`` (b - a), ``ratio, statement_a,
+    statement_b`` (``analysis.compare.memory_deltas``)."""
 
-    def __init__(self, kernels: pd.DataFrame, nvtx: pd.DataFrame, label_a: str, label_b: str):
+    def __init__(
+        self,
+        kernels: pd.DataFrame,
+        nvtx: pd.DataFrame,
+        label_a: str,
+        label_b: str,
+        memory: pd.DataFrame | None = None,
+    ):
         # What the views show next to the numbers: "domain:range" labels (kernel_deltas gives
         # short kernel names already).
         self.kernels = kernels
         self.nvtx = nvtx.assign(label=nvtx_label(nvtx))
         self.label_a = label_a
         self.label_b = label_b
+        empty = pd.DataFrame(columns=["device_id"])
+        self.memory = memory if memory is not None else memory_deltas(empty, empty)
         self._html: str | None = None
 
     def chart(self, n: int = 20) -> Any:
@@ -104,4 +117,5 @@ def compare(run_a: Any, run_b: Any, label_a: str | None = None, label_b: str | N
         nvtx_deltas(report_a.nvtx_gpu_projection(), report_b.nvtx_gpu_projection()),
         label_a or _label(run_a, "a"),
         label_b or _label(run_b, "b"),
+        memory_deltas(report_memory_summary(report_a), report_memory_summary(report_b)),
     )

@@ -84,7 +84,16 @@ class NsysFrames:
             "ranks": _or_none(ranks.count) if ranks is not None else None,
             **gui_fields("nsys", self.run_dir, report),
         }
+        peak = _or_none(self._memory_peak)  # %%nsys --memory: the largest process peak
+        out["memory_peak_bytes"], out["memory_peak_at"] = peak if peak else (None, None)
         return out
+
+    def _memory_peak(self) -> tuple[int, str] | None:
+        summary = self.run.memory.summary()
+        if summary.empty:
+            return None
+        top = summary.iloc[0]  # largest peak first
+        return int(top["peak_bytes"]), str(top["statement"] or top["nvtx_range"])
 
     def _process_names(self) -> list[str]:
         """``name (pid)`` of each process that ran GPU work, when more than one did."""
@@ -140,6 +149,10 @@ class NsysFrames:
             table["phase_gpu_ops"] != table["gpu_ops"]
         )
         return bool(len(table) and differ.any())
+
+    def memory(self) -> Any:
+        """The Memory tab's frames (``results.memory_frames.MemoryFrames``)."""
+        return self.run.memory
 
     @functools.cache  # noqa: B019
     def copies(self) -> pd.DataFrame:

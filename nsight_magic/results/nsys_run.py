@@ -24,6 +24,7 @@ from .base import WIDGET_MIME, _Run, in_kernel
 from .drill_protocols import DrillRunner
 from .frames import NsysFrames
 from .idle_frames import IdleFrames
+from .memory_frames import MemoryFrames
 from .ncu_run import NcuRun
 
 __all__ = ["WIDGET_MIME", "NcuRun", "NsysRun", "in_kernel"]
@@ -239,6 +240,46 @@ class NsysRun(_Run):
         """The GPU the report names: ``name``, ``sm_count``, ``sm_clock_max_hz`` (Hz),
         ``memory_bytes``, ``memory_bandwidth_bytes_per_s`` (where the report has them)."""
         return self.report.gpu_info()
+
+    # --- where the GPU memory went (issue #37; ``results.memory_frames``) -----------------------
+    @functools.cached_property
+    def memory(self) -> MemoryFrames:
+        """Memory frames: nsys's allocation events, torch's counts and allocator snapshot."""
+        return MemoryFrames(self)
+
+    def gpu_memory(self) -> pd.DataFrame:
+        """Device memory each process held over time, from nsys's allocation and free events
+        (``%%nsys --memory``; empty without them): ``time_ns`` (ns on the report's clock),
+        ``device_id, pid, bytes_in_use`` (after the event; what was in use when the capture
+        started included, as far as known), ``delta_bytes`` (+ allocated, - freed),
+        ``operation`` ("alloc" | "free"), ``address`` (``analysis.gpu_memory``). nsys sees
+        cudaMalloc in the process that calls it: PyTorch's reserved segments, not its tensors,
+        and not the notebook's tensors a warm worker maps (they are the notebook's memory)."""
+        return self.memory.timeline()
+
+    def gpu_memory_summary(self) -> pd.DataFrame:
+        """One row per device and process (``analysis.gpu_memory.memory_summary``):
+        ``device_id, pid, start_bytes, peak_bytes, end_bytes, peak_time_ns`` (ns),
+        ``allocated_bytes, freed_bytes, allocations, frees, before_capture_bytes``,
+        ``statement`` (the cell's ``L<n>: ...`` open at the peak) and ``nvtx_range``
+        (``domain:range`` of the innermost user range open then), largest peak first."""
+        return self.memory.summary()
+
+    def torch_memory(self) -> pd.DataFrame:
+        """PyTorch's own counts around the captured cell, measured in the worker: ``moment``
+        (start, peak, end), ``allocated_bytes`` (tensors), ``reserved_bytes`` (what its caching
+        allocator holds from CUDA, which nsys sees); empty without CUDA torch."""
+        return self.memory.torch_counts()
+
+    def torch_allocations(self, at: str = "peak") -> pd.DataFrame:
+        """The tensors alive at the cell's peak of torch's allocated memory (``at="oom"``: at
+        its out-of-memory error), largest first, from the allocator snapshot ``%%nsys --memory``
+        saves (empty without it): ``address, bytes, frame`` (the line that made it: ``cell
+        L<n>``, ``setup 'name' L<n>``, else ``file:line function``; "" made before the cell),
+        ``cell_line`` (the notebook line that led there), ``backtrace, before_cell``
+        (``analysis.torch_memory.live_at``)."""
+        text_arg(at, "at", "torch_allocations()", choices=("peak", "oom"))
+        return self.memory.live(at)[0]
 
     def copies_by_kind(self) -> pd.DataFrame:
         """Per copy kind: ``kind, count, bytes, total_ns`` (ns), ``bandwidth_gb_per_s`` (total

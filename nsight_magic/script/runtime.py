@@ -47,6 +47,7 @@ from ..run_dir import RunDir
 from .cuda_gate import Gate, RangeWindow
 from .range_recorder import RangeRecorder
 from .shared_objects import preserved, receive
+from .torch_memory import TorchMemory
 
 CELL = ""  # the cell's source, as the user wrote it (tracebacks show its lines)
 CODE = ""  # the cell as Python (IPython syntax transformed)
@@ -75,6 +76,8 @@ RERUN = False  # the captured run repeats one the notebook already has (a drill-
 VARS_NAME = RunDir.VARS  # the run folder's file names, beside the script
 STATUS_NAME = RunDir.STATUS
 SHARED_NAME = RunDir.SHARED
+MEMORY_HISTORY = False  # %%nsys --memory: torch's allocator history of the cell (torch_memory)
+SNAPSHOT_NAME = RunDir.TORCH_MEMORY
 # --- end module only ---
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -334,11 +337,12 @@ def capture(ns: dict[str, Any]) -> dict[str, Any]:
         window = RangeWindow(gate, NVTX_INSTANCE or 1)
     recorder = RangeRecorder(NVTX_CAPTURE if window else NVTX_TARGET, phases=GATE == "nvtx",
                              window=window, instance=NVTX_INSTANCE)  # fmt: skip
+    memory = TorchMemory(HERE, MEMORY_HISTORY)  # torch's bytes and history, outside the gate
     times: dict[str, float] = {}
     try:
         # a re-run (drill-down) copies the shared memory it changes to host before the gate
         # opens and writes it back after it closed: outside the capture
-        with preserved(ns, CHANGES if RERUN else None), recorder:
+        with preserved(ns, CHANGES if RERUN else None), recorder, memory:
             if window is None:
                 gate.start()
             try:
@@ -368,6 +372,7 @@ def capture(ns: dict[str, Any]) -> dict[str, Any]:
         out["cell_s"] = times["stop"] - times["cell"]
         out["gate_stop_s"] = times["stopped"] - times["stop"]
     out["ranges"] = recorder.ranges()
+    out.update(memory.fields())
     if NVTX_TARGET is not None or window is not None:
         out["target"] = recorder.target_status()
     if window is not None:

@@ -33,18 +33,24 @@ from ..nvtx_names import (
     rank_label,
 )
 from ..run_dir import RunDir
-from . import cuda_gate, range_recorder, runtime, shared_objects
+from . import cuda_gate, range_recorder, runtime, shared_objects, torch_memory
 from .cell import PreparedCell
 
 Gate = Literal["cudaProfilerApi", "nvtx"]
 STATUS_KEYS = frozenset(
     {"status", "phase", "gate", "gate_kind", "warmup", "nvtx", "exc_type", "exc_message",
      "traceback", "cell_s", "gate_stop_s", "total_s", "ranges", "history_errors", "target",
-     "window"}
+     "window", "torch_memory"}
 )  # fmt: skip
 # the modules pasted into the script after its header, in this order (the runtime uses the
 # recorder and the gate); then FOOTER runs ``main()`` when the script is the main program
-SCRIPT_MODULES: tuple[ModuleType, ...] = (range_recorder, cuda_gate, shared_objects, runtime)
+SCRIPT_MODULES: tuple[ModuleType, ...] = (
+    range_recorder,
+    cuda_gate,
+    shared_objects,
+    torch_memory,
+    runtime,
+)
 MODULE_ONLY = "# --- module only"
 END_MODULE_ONLY = "# --- end module only ---"
 BANNER = """\
@@ -52,7 +58,7 @@ BANNER = """\
 #   python script.py [status.json]
 # A warm nsight_magic worker imports this file and calls prepare/warmup/capture instead.
 # The code below the header is nsight_magic/script/range_recorder.py, cuda_gate.py,
-# shared_objects.py and runtime.py.
+# shared_objects.py, torch_memory.py and runtime.py.
 """
 FOOTER = """
 
@@ -95,6 +101,7 @@ def build_script(
     rerun: bool = False,
     nvtx_capture: str | None = None,
     nvtx_instance: int | None = None,
+    memory_history: bool = False,
 ) -> str:
     """The script text for ``cell``. ``history`` is replayed first when the script runs on its
     own (``history_entry`` dicts); ``vars.pkl`` next to the script is loaded when present.
@@ -105,7 +112,9 @@ def build_script(
     ("ops" / "shapes") runs the captured cell inside
     PyTorch's ``emit_nvtx``. ``changes``: the names the cell changes in place (``["*"]`` when
     that cannot be read from its text), kept as they were around warm-up runs and, with
-    ``rerun`` (a drill-down repeating a run the notebook has), around the captured run."""
+    ``rerun`` (a drill-down repeating a run the notebook has), around the captured run.
+    ``memory_history`` (``%%nsys --memory``): the allocator's history of the captured run and
+    its snapshot beside the script (``torch_memory.TorchMemory``)."""
     if gate not in ("cudaProfilerApi", "nvtx"):
         raise ValueError(f"gate must be 'cudaProfilerApi' or 'nvtx', not {gate!r}")
     if warmup < 0:
@@ -113,7 +122,7 @@ def build_script(
     constants = script_constants(
         cell, history=history, warmup=warmup, gate=gate, nvtx_target=nvtx_target,
         torch_nvtx=torch_nvtx, changes=changes, rerun=rerun, nvtx_capture=nvtx_capture,
-        nvtx_instance=nvtx_instance,
+        nvtx_instance=nvtx_instance, memory_history=memory_history,
     )  # fmt: skip
     header = "".join(f"{name} = {value!r}\n" for name, value in constants.items())
     return BANNER + "\n# This cell's constants\n" + header + "".join(script_bodies()) + FOOTER
@@ -131,6 +140,7 @@ def script_constants(
     rerun: bool = False,
     nvtx_capture: str | None = None,
     nvtx_instance: int | None = None,
+    memory_history: bool = False,
 ) -> dict[str, Any]:
     """The header's names and values: what the runtime's placeholders stand for. Values are
     plain literals (str, int, bool, None, lists and dicts of them), so ``repr`` writes them."""
@@ -159,6 +169,8 @@ def script_constants(
         "VARS_NAME": RunDir.VARS,
         "STATUS_NAME": RunDir.STATUS,
         "SHARED_NAME": RunDir.SHARED,
+        "MEMORY_HISTORY": bool(memory_history),
+        "SNAPSHOT_NAME": RunDir.TORCH_MEMORY,
     }
 
 

@@ -158,8 +158,10 @@ class NsysBackend:
 
     def script_args(self) -> dict[str, Any]:
         """What the cell script needs of this backend beyond the gate (``build_script``):
-        ``--nvtx RANGE#K``, the one opening of a range the script's gate follows."""
-        return self.options.script_args()
+        ``--nvtx RANGE#K``, the one opening of a range the script's gate follows; ``--memory``
+        keeps PyTorch's allocator history of the cell."""
+        memory = {"memory_history": True} if self.options.memory else {}
+        return {**self.options.script_args(), **memory}
 
     def locate(self) -> Tool:
         return locate_tool("nsys")

@@ -10,6 +10,7 @@ partial result rides on the error as ``run``). The run folder records what happe
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -312,7 +313,7 @@ def conclude(ctx: RunContext, outcome: Outcome, make_result: ResultFactory) -> A
         )
     if status.get("status") != "ok":
         finish(ctx, status="cell_failed")
-        raise cell_failed(status, ctx.run_dir, _with_meta(partial, ctx))
+        raise cell_failed(status, ctx.run_dir, _with_meta(partial, ctx), _oom_text(ctx, status))
     try:
         run = _load(ctx, make_result, quiet=False)
         ctx.backend.check_captured(None if run is None else run.report, dict(status), ctx.run_dir)
@@ -331,7 +332,34 @@ def _with_meta(run: Any, ctx: RunContext, **fields: Any) -> Any:
     return run
 
 
-def cell_failed(status: CellStatus, run_dir: Path, partial: Any) -> CellFailedError:
+def _oom_text(ctx: RunContext, status: CellStatus) -> str:
+    """An out-of-memory cell's explanation (``results.memory_frames.oom_explanation``): who
+    held the GPU's memory then and the fix; "" for any other error."""
+    from ..results.memory_frames import oom_explanation
+
+    names = {os.getpid(): f"the notebook (pid {os.getpid()})"}
+    try:  # the session's other workers (%nsight_session): one of them may hold the memory
+        from .manager import MANAGER
+
+        for s in MANAGER.status():
+            if s.alive and s.pid:
+                names[s.pid] = f"the {s.tool} worker (pid {s.pid})"
+    except Exception:  # naming them is a courtesy; the explanation stands without it
+        pass
+    worker = (ctx.meta.worker or {}).get("pid")
+    memory = status.get("torch_memory") or {}
+    for pid in (worker, memory.get("pid")):
+        if isinstance(pid, int) and pid != os.getpid():
+            names[pid] = f"this {ctx.backend.tool} worker (pid {pid})"
+    try:
+        return oom_explanation(status, ctx.run_dir, ctx.cell.source, names)
+    except Exception as exc:  # explaining must never hide the user's own error
+        return f"(what held the GPU memory could not be read: {type(exc).__name__}: {exc})"
+
+
+def cell_failed(
+    status: CellStatus, run_dir: Path, partial: Any, explanation: str = ""
+) -> CellFailedError:
     phase = status.get("phase", "")
     where = {"cell": "The profiled cell", "warmup": "The cell (during warm-up)"}.get(
         phase, f"A {phase or 'setup'} step"
@@ -341,8 +369,10 @@ def cell_failed(status: CellStatus, run_dir: Path, partial: Any) -> CellFailedEr
     exc_type = status.get("exc_type") or "an error it did not report"
     message = status.get("exc_message")
     said = f"{exc_type}: {message}" if message else exc_type
+    more = f"\n{explanation}" if explanation else ""
     return CellFailedError(
-        f"{where} raised {said}\n{status.get('traceback', '').rstrip()}\n(run folder: {run_dir})",
+        f"{where} raised {said}\n{status.get('traceback', '').rstrip()}{more}\n"
+        f"(run folder: {run_dir})",
         traceback=status.get("traceback", ""),
         exc_type=status.get("exc_type", ""),
         run=partial,

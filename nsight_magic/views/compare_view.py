@@ -55,8 +55,27 @@ def _header(cmp: ComparisonSource) -> str:
             "kernel time b": html.fmt_ns(b),
             "b / a": f"{b / a:.3f}x" if a and b is not None else None,
             "kernel names": f"{len(cmp.kernels):,}",
+            "peak memory change": html.fmt_bytes(int(cmp.memory["peak_change_bytes"].iloc[0]))
+            if len(cmp.memory)
+            else None,
         },
     )
+
+
+MEMORY_COLUMNS = ("device_id", "a_peak_bytes", "b_peak_bytes", "peak_change_bytes", "ratio",
+                  "statement_a", "statement_b")  # fmt: skip
+
+
+def memory_table(cmp: ComparisonSource) -> str:
+    """Peak device memory per GPU, a vs b ("" when neither run has memory events)."""
+    if not len(cmp.memory):
+        return ""
+    cols = {"device_id": "GPU", "a_peak_bytes": f"peak ({cmp.label_a})",
+            "b_peak_bytes": f"peak ({cmp.label_b})", "peak_change_bytes": "change",
+            "ratio": "b / a", "statement_a": f"at ({cmp.label_a})",
+            "statement_b": f"at ({cmp.label_b})"}  # fmt: skip
+    body = table_or_note(lambda: html.frame_html(cmp.memory, cols, FORMATS))
+    return html.section_html("GPU memory (peak per GPU, nsys --memory)", body)
 
 
 def _kernel_chart(cmp: ComparisonSource) -> Any:
@@ -73,6 +92,7 @@ def compare_static_html(cmp: ComparisonSource) -> str:
         html.section_html("Kernels (largest change first)", kernels_table(cmp)),
         chart_html(lambda: _kernel_chart(cmp), "kernel deltas"),
     ]
+    parts.append(memory_table(cmp))
     if len(cmp.nvtx):
         parts += [
             html.section_html("NVTX ranges (GPU-projected)", nvtx_table(cmp)),
@@ -90,4 +110,6 @@ def compare_widget(cmp: ComparisonSource) -> Any:
             [w.HTML(nvtx_table(cmp, 100)), chart_widget(lambda: _nvtx_chart(cmp), "chart")]
         ),
     }
+    if len(cmp.memory):
+        pages["Memory"] = w.VBox([w.HTML(memory_table(cmp))])
     return w.VBox([w.HTML(_header(cmp)), w.Tab(children=list(pages.values()), titles=list(pages))])

@@ -24,6 +24,7 @@ from .common import (
 from .idle_view import idle_static_html, idle_widget
 from .lazy_tabs import LazyTabs
 from .live import PICK, LiveChart, picked_name
+from .memory_view import memory_static_html, memory_widgets, timeline_memory
 from .ops_view import NVTX_NOTE, has_ops, ops_static_html, ops_widget
 from .picker import KernelPicker
 from .protocols import NsysSource, ProfileFn, ProfileRangeFn
@@ -70,6 +71,15 @@ def _count(value: Any) -> str | None:
     return f"{value:,}" if isinstance(value, int) else None
 
 
+def _peak(info: dict[str, Any]) -> str | None:
+    """``1.40 GB (L4: opt.step())``: the largest process peak of a ``--memory`` run."""
+    peak = info.get("memory_peak_bytes")
+    if not isinstance(peak, int):
+        return None
+    at = info.get("memory_peak_at")
+    return html.fmt_bytes(peak) + (f" ({html.shorten(at, 40)})" if at else "")
+
+
 def header_items(source: NsysSource) -> dict[str, Any]:
     info, _ = attempt(source.header)
     info = info or {}
@@ -82,6 +92,7 @@ def header_items(source: NsysSource) -> dict[str, Any]:
         "kernels": _count(info.get("kernels")),
         "CUDA graph launches (whole graphs)": _count(graphs) if graphs else None,
         "ranks": _count(info.get("ranks")),
+        "peak GPU memory": _peak(info),
         "processes": ", ".join(processes) if len(processes) > 1 else None,
         "run dir": info.get("run_dir"),
     }
@@ -229,6 +240,7 @@ def nsys_static_html(source: NsysSource) -> str:
         folded("Memory copies", memory_html(source)),
         folded("Gaps", gaps_html(source)),
         folded("Idle: why the GPU idled", _idle_static(source)),
+        folded("GPU memory: where it went", memory_static_html(source)),
     ]
     if has_processes(source):
         parts.append(folded("GPU work per process", processes_html(source)))
@@ -295,7 +307,8 @@ class _LinkedParts:
 
     @functools.cached_property
     def timeline_or_error(self) -> tuple[TimelineView | None, str | None]:
-        timeline, err = attempt(lambda: TimelineView(self.source, on_pick=self.pick))
+        memory, _ = attempt(lambda: timeline_memory(self.source))
+        timeline, err = attempt(lambda: TimelineView(self.source, on_pick=self.pick, memory=memory))
         if timeline is not None:
             timeline.set_focus(self.focus)
         return timeline, err
@@ -328,7 +341,7 @@ class NsysView(w.VBox):
             "Kernels": lambda: _kernels_page(source, parts),
             "NVTX": lambda: _nvtx_page(source, parts),
             "Timeline": lambda: _timeline_page(parts),
-            "Memory": lambda: _memory_page(source),
+            "Memory": lambda: _memory_page(source, self._show_window),
             "Gaps": lambda: [w.HTML(gaps_html(source, max_rows=25))],
             "Idle": lambda: _idle_page(source, parts, self._show_window),
         }
@@ -408,9 +421,11 @@ def _timeline_page(parts: _LinkedParts) -> list[Any]:
     )
 
 
-def _memory_page(source: NsysSource) -> list[Any]:
+def _memory_page(source: NsysSource, show_window: Any) -> list[Any]:
+    """Where the GPU memory went (``memory_view``), then the copies."""
     copies, _ = attempt(source.copies)
     page = [w.HTML(memory_html(source))]
+    page = [*memory_widgets(source, show_window), w.HTML(html.section_html("Copies", "")), *page]
     if copies is not None and len(copies) > 0:
         page.append(chart_widget(lambda: charts.memcpy_chart(copies), "chart"))
     return page

@@ -128,7 +128,8 @@ class NsysSource(TimelineSource, Protocol):
     def header(self) -> dict[str, Any]:
         """``gpu, captured_ns, busy_pct, kernels, graph_launches`` (whole-graph launches of a
         graph-level trace), ``processes`` (list of "name (pid)" when more than one process ran
-        GPU work), ``ranks, run_dir`` (None where unknown)."""
+        GPU work), ``ranks, run_dir``, ``memory_peak_bytes, memory_peak_at`` (``--memory``: the
+        largest process peak and the statement open then) (None where unknown)."""
         ...
 
     def warnings(self) -> list[str]:
@@ -243,3 +244,4 @@ class ComparisonSource(Protocol):
     label_b: str
     kernels: pd.DataFrame  # name, (short_name,) instances_a/b, total_ns_a/b, delta_ns, ratio
     nvtx: pd.DataFrame  # same keyed by label ("domain:range")
+    memory: pd.DataFrame  # device_id, a_peak_bytes, b_peak_bytes, peak_change_bytes, ratio, ...

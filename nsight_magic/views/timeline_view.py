@@ -30,9 +30,15 @@ class TimelineView:
     brush does; ``on_pick(name)`` is called with the kernel name a click picked."""
 
     def __init__(
-        self, source: TimelineSource, on_pick: Callable[[str], object] | None = None
+        self,
+        source: TimelineSource,
+        on_pick: Callable[[str], object] | None = None,
+        memory: Callable[[tuple[int, int] | None], Any] | None = None,
     ) -> None:
+        """``memory``: the device-memory chart of a window (``memory_view``), drawn under the
+        timeline and zoomed with it; None for none."""
         self.source = source
+        self.memory = memory
         self.on_pick = on_pick
         self.origin = source.origin_ns()
         self.window: tuple[int, int] | None = None
@@ -48,7 +54,14 @@ class TimelineView:
         self.reset.on_click(lambda _: self.zoom(None))
         self.overview.on_selection(BRUSH, self._on_brush)
         self.detail.on_selection(PICK, self._on_click)
-        self.widget = w.VBox([w.HBox([self.reset, self.status]), self.overview, self.detail])
+        parts = [w.HBox([self.reset, self.status]), self.overview, self.detail]
+        self.memory_chart: LiveChart | None = None
+        if memory is not None:
+            chart, _ = attempt(lambda: memory(None))
+            if chart is not None:
+                self.memory_chart = LiveChart(chart)
+                parts.append(self.memory_chart)
+        self.widget = w.VBox(parts)
 
     def zoom(self, window: tuple[int, int] | None) -> None:
         """Show ``window`` (ns on the report's clock), or the whole capture for None."""
@@ -64,6 +77,10 @@ class TimelineView:
         except Exception as exc:
             self.status.value = html.note_html(f"could not show that window: {one_line(exc)}")
             return
+        if self.memory is not None and self.memory_chart is not None:
+            chart, _ = attempt(lambda: self.memory(window))  # type: ignore[misc]
+            if chart is not None:
+                self.memory_chart.chart = chart
         self.window = window
         self.reset.disabled = window is None
         self.status.value = html.note_html(_describe(frame, window))

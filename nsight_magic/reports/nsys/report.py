@@ -29,7 +29,7 @@ from ...errors import (
     ToolNotFoundError,
 )
 from ..paths import require_regular_file
-from . import cupti, damage, host, nvtx_events, strings, target
+from . import cupti, damage, host, memory_usage, nvtx_events, strings, target
 from .columns import Spec
 from .durations import duration_warnings
 from .export import export_origin, export_report, find_nsys, sibling_export
@@ -238,6 +238,12 @@ class NsysReport(CopySummaries):
         """Sets (``cupti.load_memset``): ``start_ns, end_ns, duration_ns`` (ns), ``bytes,
         device_id, stream_id, correlation_id, pid``."""
         return self._cached("memset", lambda: cupti.load_memset(self.source))
+
+    def memory_events(self) -> pd.DataFrame:
+        """Device-memory allocations and frees (``memory_usage.load_memory_events``; empty
+        without ``--cuda-memory-usage=true``): ``time_ns, device_id, pid, operation, bytes,
+        address, memory_kind, correlation_id``."""
+        return self._cached("memory_events", lambda: memory_usage.load_memory_events(self.source))
 
     def graph_launches(self) -> pd.DataFrame:
         """Whole CUDA graph launches (``cupti.load_graph_launches``): ``start_ns, end_ns,

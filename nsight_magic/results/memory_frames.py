@@ -1,0 +1,181 @@
+"""Where the GPU memory went, for one nsys run: the inputs ``analysis.gpu_memory`` and
+``analysis.torch_memory`` need, gathered from the report (nsys's allocation events), the run's
+status (torch's own counts, measured by the worker around the cell) and its folder (torch's
+allocator snapshot with ``%%nsys --memory``). The numbers are the analysis modules'."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..analysis import gpu_memory, oom, torch_memory
+from ..errors import NsightMagicError
+from ..magic_names import cell_magic
+from ..reports.torch_memory import TorchSnapshot, load_snapshot
+from ..run_dir import RunDir
+
+__all__ = ["MemoryFrames", "no_memory_note", "oom_explanation", "report_memory_summary"]
+
+TORCH_COLUMNS = ["moment", "allocated_bytes", "reserved_bytes"]
+
+
+def report_memory_summary(report: Any) -> pd.DataFrame:
+    """``analysis.gpu_memory.memory_summary`` of a report (``NsysReport``; empty for a
+    multi-rank one, which has no memory view yet)."""
+    load = getattr(report, "memory_events", None)
+    events = load() if load is not None else gpu_memory.empty_events()
+    if events.empty:
+        return gpu_memory.memory_summary(events)
+    start = float(report.capture_window()[0])
+    return gpu_memory.memory_summary(events, report.nvtx(), start)
+
+
+def no_memory_note() -> str:
+    return (
+        "This run has no device-memory events: nsys records them with --cuda-memory-usage=true. "
+        f"Profile the cell with {cell_magic('nsys')} --memory to see where the GPU memory went."
+    )
+
+
+class MemoryFrames:
+    """Memory frames of one run (``NsysRun``): ``run.report``, ``run.meta``, ``run.run_dir``
+    are read when asked (the session sets the meta after the run object exists)."""
+
+    def __init__(self, run: Any) -> None:
+        self.run = run
+
+    @functools.cached_property
+    def events(self) -> pd.DataFrame:
+        load = getattr(self.run.report, "memory_events", None)  # one report; ranks: none yet
+        if load is None:
+            return gpu_memory.empty_events()
+        return load()
+
+    @property
+    def torch_status(self) -> dict[str, Any]:
+        """What the worker measured (``script/torch_memory.py``): bytes at start/peak/end."""
+        status = self.run.meta.get("cell_status") or {}
+        value = status.get("torch_memory")
+        return value if isinstance(value, dict) else {}
+
+    def _capture_start(self) -> float | None:
+        window = getattr(self.run.report, "capture_window", None)
+        return float(window()[0]) if window is not None and len(self.events) else None
+
+    def timeline(self) -> pd.DataFrame:
+        return gpu_memory.memory_timeline(self.events, self._capture_start())
+
+    def chart_rows(self, window: tuple[int, int] | None = None) -> pd.DataFrame:
+        """The timeline as the chart draws it (``analysis.gpu_memory.chart_rows``)."""
+        return gpu_memory.chart_rows(self.timeline(), window)
+
+    def summary(self) -> pd.DataFrame:
+        return report_memory_summary(self.run.report)
+
+    def torch_counts(self) -> pd.DataFrame:
+        """``moment`` (start / peak / end), ``allocated_bytes, reserved_bytes``: torch's own
+        counts around the cell; empty when the worker had no CUDA torch."""
+        t = self.torch_status
+        rows = [
+            (m, t.get(f"allocated_{m}"), t.get(f"reserved_{m}")) for m in ("start", "peak", "end")
+        ]
+        rows = [r for r in rows if isinstance(r[1], int) and isinstance(r[2], int)]
+        frame = pd.DataFrame(rows, columns=TORCH_COLUMNS)
+        return frame.astype(
+            {"moment": "str", "allocated_bytes": "int64", "reserved_bytes": "int64"}
+        )
+
+    def note(self) -> str:
+        """Why the device-memory view is empty ("" when it is not)."""
+        if len(self.events):
+            return ""
+        if not hasattr(self.run.report, "memory_events"):  # RankedReport: several reports
+            return (
+                "The memory view reads one report at a time; this run merges several (ranks): "
+                "open a rank's own report with nsight_magic.open_report(path) to see its memory."
+            )
+        return no_memory_note()
+
+    def top_lines(self, top: int = 10) -> pd.DataFrame:
+        """The tensors alive at torch's peak grouped by the line that made them
+        (``analysis.torch_memory.by_line``); empty without a snapshot."""
+        return torch_memory.by_line(self.live()[0], top)
+
+    def snapshot_path(self) -> Path | None:
+        if self.run.run_dir is None:
+            return None
+        path = Path(self.run.run_dir) / RunDir.TORCH_MEMORY
+        return path if path.is_file() else None
+
+    @functools.cached_property
+    def snapshot(self) -> TorchSnapshot | None:
+        path = self.snapshot_path()
+        return None if path is None else load_snapshot(path)
+
+    def live(self, at: str = "peak") -> tuple[pd.DataFrame, dict[str, object]]:
+        """``analysis.torch_memory.live_at`` on the snapshot's device (the worker's), or an
+        empty frame without a snapshot."""
+        snap = self.snapshot
+        if snap is None or not snap.devices:  # no snapshot, or one without any history
+            return torch_memory.empty_live(), {}
+        device = self.torch_status.get("device")
+        device = device if device in snap.devices else snap.devices[0]
+        return torch_memory.live_at(snap.events(), snap.blocks(), int(device), at)
+
+
+# the profiled cell's frames: <nsight_magic cell> or <nsight_magic NAME> (--name), not a replayed
+# setup or earlier cell (<nsight_magic setup 3: data>, session/history.py)
+_CELL_LINE = re.compile(r'File "<nsight_magic (?!(?:setup|cell) \d+: )[^"]*>", line (\d+)')
+
+
+def oom_explanation(
+    status: Mapping[str, Any],
+    run_dir: Path | None,
+    cell_source: str,
+    names: Mapping[int, str],
+) -> str:
+    """What a failed cell's message adds when the cell ran out of GPU memory (""
+    otherwise): ``analysis.oom.explain_oom`` on torch's message, the allocator's snapshot in
+    the run folder (``%%nsys --memory``) and the cell line the traceback ends in. ``names``:
+    pid -> who (the notebook, this worker)."""
+    message = str(status.get("exc_message") or "")
+    if not oom.is_oom(str(status.get("exc_type") or ""), message):
+        return ""
+    lines = _CELL_LINE.findall(str(status.get("traceback") or ""))
+    statement = ""
+    if lines:
+        n = int(lines[-1])
+        source = cell_source.splitlines()
+        text = source[n - 1].strip() if 0 < n <= len(source) else ""
+        statement = f"cell L{n}" + (f" `{text}`" if text else "")
+    torch_status = status.get("torch_memory")
+    worker = torch_status.get("pid") if isinstance(torch_status, dict) else None
+    by_line = None
+    empty_history = False
+    path = Path(run_dir) / RunDir.TORCH_MEMORY if run_dir is not None else None
+    if path is not None and path.is_file():
+        try:
+            snap = load_snapshot(path)
+            if snap.devices:  # without any history every tensor would read "before the cell"
+                device = snap.devices[0]
+                live, _ = torch_memory.live_at(snap.events(), snap.blocks(), device, at="oom")
+                by_line = torch_memory.by_line(live)
+            else:
+                empty_history = True
+        except NsightMagicError:  # a damaged snapshot must not hide the error itself
+            by_line = None
+    flag = f"{cell_magic('nsys')} --memory"
+    return oom.explain_oom(
+        message,
+        worker_pid=worker,
+        names=names,
+        lines=by_line,
+        statement=statement,
+        memory_flag=flag,
+        snapshot_without_history=empty_history,
+    )
