@@ -49,18 +49,9 @@ PACKAGE = "nsight_magic"
 # Each new folder's job: the one-line docstring of its __init__.py.
 FOLDERS = {
     "magic": "The IPython front: the cell magics, their options and their help.",
-    "run_folders": (
-        "Run folders on disk: one folder per profiled cell, its meta.json, who may read it, "
-        "listing them and a share-safe copy."
-    ),
-    "processes": (
-        "The profiler processes: finding nsys/ncu, running one in its own process group, "
-        "its signals, its progress lines, the Nsight GUIs."
-    ),
-    "vocabulary": (
-        "The shared vocabulary: column names, precisions, NVTX names, the magics' names, "
-        "argument checks."
-    ),
+    "run_folders": "Run folders on disk: one per cell, its meta.json, who may read it, sharing.",
+    "processes": "The profiler processes: find nsys/ncu, run and stop them, their output, GUIs.",
+    "vocabulary": "Words every layer shares: columns, precisions, NVTX and magic names, checks.",
 }
 
 # Root modules that stay: the public face and what the outside world imports by path
@@ -128,8 +119,18 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 MAP_TEXT = Path(__file__).with_name("regroup_map.md")
 ARCHITECTURE = "ARCHITECTURE.md"
 # Left as written: history, this tool and its test (they spell the old names on purpose), data.
-NOT_REWRITTEN = ("CHANGELOG.md", "tools/regroup.py", "tools/regroup_map.md", "tests/test_regroup.py")
-NOT_REWRITTEN_DIRS = ("tests/data/", "nsight_magic/example_data/", "notebooks/runs/", "docs/images/")
+NOT_REWRITTEN = (
+    "CHANGELOG.md",
+    "tools/regroup.py",
+    "tools/regroup_map.md",
+    "tests/test_regroup.py",
+)
+NOT_REWRITTEN_DIRS = (
+    "tests/data/",
+    "nsight_magic/example_data/",
+    "notebooks/runs/",
+    "docs/images/",
+)
 TEXT_SUFFIXES = (".py", ".md", ".ipynb", ".toml", ".sh", ".cfg", ".ini", ".txt", ".yml", ".yaml")
 TEXT_NAMES = ("Makefile", ".ci/run", ".gitignore")
 
@@ -209,7 +210,9 @@ def make_plan(root: Path, places: dict[str, str] | None = None) -> Plan:
             plan.moves[old] = new
     targets = {Path(new).parent.as_posix() for new in plan.moves.values()}
     plan.new_folders = sorted(
-        t for t in targets if t.startswith(PACKAGE + "/") and not (root / t / "__init__.py").exists()
+        t
+        for t in targets
+        if t.startswith(PACKAGE + "/") and not (root / t / "__init__.py").is_file()
     )
     return plan
 
@@ -338,7 +341,8 @@ def _import_edits(
                 continue
             indent = " " * node.col_offset
             text = f"\n{indent}".join(
-                f"from {spell(target)} import {', '.join(items)}" for target, items in groups.items()
+                f"from {spell(target)} import {', '.join(items)}"
+                for target, items in groups.items()
             )
         else:
             continue
@@ -381,9 +385,7 @@ def apply_rules(text: str, rules: Sequence[tuple[re.Pattern[str], str]]) -> str:
     return text
 
 
-def _token_edits(
-    src: _Source, spans: list[tuple[int, int]], modules: dict[str, str]
-) -> list[Edit]:
+def _token_edits(src: _Source, spans: list[tuple[int, int]], modules: dict[str, str]) -> list[Edit]:
     """Strings and comments through the text rules; in code, ``nsight_magic.<old>`` chains."""
     rules = text_rules(modules, bare_files=True)
     moved_last = {old.split(".", 1)[1]: new.split(".", 1)[1] for old, new in modules.items()}
@@ -445,8 +447,13 @@ def _apply(text: str, edits: Iterable[Edit]) -> str:
 
 
 def rewrite_python(
-    text: str, modules: dict[str, str], old: str = "__main__", new: str | None = None,
-    *, is_package: bool = False, mask_magics: bool = False,
+    text: str,
+    modules: dict[str, str],
+    old: str = "__main__",
+    new: str | None = None,
+    *,
+    is_package: bool = False,
+    mask_magics: bool = False,
 ) -> str:
     """``text``, the source of module ``old`` that now lives at ``new``, with every reference to
     a moved module rewritten. ``mask_magics``: IPython lines (``%``, ``!``) are read as comments
@@ -473,6 +480,62 @@ def rewrite_python(
             )
     edits += _token_edits(src, spans, modules)
     return _apply(text, edits)
+
+
+LINE_LIMIT = 100  # pyproject's ruff line-length
+
+
+def wrap_long_lines(text: str, limit: int = LINE_LIMIT) -> str:
+    """A comment or docstring line that a longer name pushed past ``limit``: its last words go
+    to the start of the next line of the same comment or string (or a new one), as a person
+    would re-wrap it. Code lines are left (the lead wraps those by hand: the run lists them)."""
+    lines = text.splitlines(keepends=True)
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return text
+    in_string = set()  # 0-based lines inside a triple-quoted string
+    for tok in tokens:
+        if tok.type == tokenize.STRING and tok.string.lstrip("rRbBuU")[:3] in ('"""', "'''"):
+            in_string.update(range(tok.start[0] - 1, tok.end[0]))
+    i = 0
+    while i < len(lines):
+        line = lines[i].rstrip("\n")
+        stripped = line.lstrip()
+        kind = "#" if stripped.startswith("#") else ("s" if i in in_string else None)
+        if len(line) <= limit or kind is None or "noqa" in line or "http" in line:
+            i += 1
+            continue
+        cut = line.rfind(" ", 0, limit + 1)
+        indent = line[: len(line) - len(stripped)]
+        prefix = indent + ("# " if kind == "#" else "")
+        if cut <= len(prefix):
+            i += 1
+            continue
+        head, tail = line[:cut].rstrip(), line[cut + 1 :]
+        lines[i] = head + "\n"
+        following = lines[i + 1].rstrip("\n") if i + 1 < len(lines) else ""
+        continues = following.startswith(prefix) and bool(following[len(prefix) :].strip())
+        if kind == "#":
+            same = continues and following.lstrip().startswith("# ")
+        else:
+            closing = following.strip().startswith(('"""', "'''"))
+            indented = following[len(prefix) : len(prefix) + 1] == " "
+            same = continues and i + 1 in in_string and not closing and not indented
+        if same:
+            lines[i + 1] = prefix + tail + " " + following[len(prefix) :] + "\n"
+        else:
+            lines.insert(i + 1, prefix + tail + "\n")
+            in_string = {n + 1 if n > i else n for n in in_string}
+        i += 1
+    return "".join(lines)
+
+
+def long_code_lines(relpath: str, text: str, limit: int = LINE_LIMIT) -> list[str]:
+    return [
+        f"{relpath}:{n}" for n, line in enumerate(text.splitlines(), 1)
+        if len(line) > limit and "noqa" not in line
+    ]  # fmt: skip
 
 
 # --- notebooks, Markdown, other text -------------------------------------------------------
@@ -599,10 +662,8 @@ def upward_imports(root: Path, modules: dict[str, str] | None = None) -> list[st
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
-                    parts = package.split(".")
-                    base = ".".join(
-                        parts[: len(parts) - node.level + 1] + ([node.module] if node.module else [])
-                    )
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(parts + ([node.module] if node.module else []))
                 else:
                     base = node.module or ""
                 targets = [_imported(root, base, a.name, modules) for a in node.names]
@@ -683,6 +744,8 @@ def regroup(root: Path, plan: Plan, *, ruff: bool = True, log=print) -> list[str
         new_text = rewrite_file(relpath, text, old_name.get(relpath), plan.modules, plan.attrs)
         if relpath == ARCHITECTURE and MAP_TEXT.is_file():
             new_text = update_architecture(new_text, MAP_TEXT.read_text())
+        if relpath.endswith(".py") and new_text != text:
+            new_text = wrap_long_lines(new_text)
         if new_text != text:
             path.write_text(new_text)
             changed.append(relpath)
@@ -692,9 +755,13 @@ def regroup(root: Path, plan: Plan, *, ruff: bool = True, log=print) -> list[str
         # the moved imports sort differently now; --force-exclude keeps ruff's own excludes
         for args in (["check", "--select", "I", "--fix", "--quiet"], ["format", "--quiet"]):
             subprocess.run(
-                [sys.executable, "-m", "ruff", *args, "--force-exclude", *python], cwd=root,
+                [sys.executable, "-m", "ruff", *args, "--force-exclude", *python],
+                cwd=root,
                 check=False,
             )
+    long = [hit for p in python for hit in long_code_lines(p, (root / p).read_text())]
+    if long:
+        log("lines over the limit to wrap by hand: " + ", ".join(long))
     return changed
 
 
