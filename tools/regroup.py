@@ -531,13 +531,6 @@ def wrap_long_lines(text: str, limit: int = LINE_LIMIT) -> str:
     return "".join(lines)
 
 
-def long_code_lines(relpath: str, text: str, limit: int = LINE_LIMIT) -> list[str]:
-    return [
-        f"{relpath}:{n}" for n, line in enumerate(text.splitlines(), 1)
-        if len(line) > limit and "noqa" not in line
-    ]  # fmt: skip
-
-
 # --- notebooks, Markdown, other text -------------------------------------------------------
 
 
@@ -759,9 +752,15 @@ def regroup(root: Path, plan: Plan, *, ruff: bool = True, log=print) -> list[str
                 cwd=root,
                 check=False,
             )
-    long = [hit for p in python for hit in long_code_lines(p, (root / p).read_text())]
-    if long:
-        log("lines over the limit to wrap by hand: " + ", ".join(long))
+    if ruff and python:  # what re-wrapping could not reach (code), for a person
+        report = subprocess.run(
+            [sys.executable, "-m", "ruff", "check", "--select", "E501", "--force-exclude",
+             "--output-format", "concise", "--quiet", *python],
+            cwd=root, capture_output=True, text=True, check=False,
+        ).stdout  # fmt: skip
+        long = re.findall(r"(?m)^(\S+?:\d+):\d+: E501", report)
+        if long:
+            log("lines over the limit to wrap by hand: " + ", ".join(long))
     return changed
 
 
