@@ -485,6 +485,22 @@ def rewrite_python(
 LINE_LIMIT = 100  # pyproject's ruff line-length
 
 
+def _move_into_next_string(lines: list[str], i: int, limit: int) -> bool:
+    """A code line ending in one part of an implicitly joined string (``"... (device "`` over
+    ``"choice, ..."``): its last words move to the start of the next part."""
+    line, following = lines[i].rstrip("\n"), lines[i + 1].rstrip("\n")
+    opening = re.match(r"\s*f?\"", following)
+    if not line.endswith('"') or opening is None:
+        return False
+    cut = line.rfind(" ", 0, limit - 1)  # the closing quote needs a column
+    moved = line[cut + 1 : -1]
+    if cut < 0 or not moved or any(c in moved for c in '"\\{}'):
+        return False
+    lines[i] = line[: cut + 1] + '"\n'
+    lines[i + 1] = following[: opening.end()] + moved + following[opening.end() :] + "\n"
+    return True
+
+
 def wrap_long_lines(text: str, limit: int = LINE_LIMIT) -> str:
     """A comment or docstring line that a longer name pushed past ``limit``: its last words go
     to the start of the next line of the same comment or string (or a new one), as a person
@@ -503,7 +519,12 @@ def wrap_long_lines(text: str, limit: int = LINE_LIMIT) -> str:
         line = lines[i].rstrip("\n")
         stripped = line.lstrip()
         kind = "#" if stripped.startswith("#") else ("s" if i in in_string else None)
-        if len(line) <= limit or kind is None or "noqa" in line or "http" in line:
+        if len(line) <= limit or "noqa" in line or "http" in line:
+            i += 1
+            continue
+        if kind is None:
+            if i + 1 < len(lines) and _move_into_next_string(lines, i, limit):
+                continue  # look at the shortened line again
             i += 1
             continue
         cut = line.rfind(" ", 0, limit + 1)
