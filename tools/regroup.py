@@ -391,8 +391,11 @@ def apply_rules(text: str, rules: Sequence[tuple[re.Pattern[str], str]]) -> str:
     return text
 
 
-def _token_edits(src: _Source, spans: list[tuple[int, int]], modules: dict[str, str]) -> list[Edit]:
-    """Strings and comments through the text rules; in code, ``nsight_magic.<old>`` chains."""
+def _token_edits(
+    src: _Source, spans: list[tuple[int, int]], modules: dict[str, str], original: str
+) -> list[Edit]:
+    """Strings and comments through the text rules; in code, ``nsight_magic.<old>`` chains.
+    ``original``: the text as written (``src`` may have IPython lines masked as comments)."""
     rules = text_rules(modules, bare_files=True)
     moved_last = {old.split(".", 1)[1]: new.split(".", 1)[1] for old, new in modules.items()}
     edits: list[Edit] = []
@@ -413,14 +416,15 @@ def _token_edits(src: _Source, spans: list[tuple[int, int]], modules: dict[str, 
                 depth += {fstring_start: 1, fstring_end: -1}.get(tokens[j].type, 0)
                 j += 1
             end = src.offset(*tokens[j - 1].end)
-            text = src.text[start:end]
+            text = original[start:end]
             if (new := apply_rules(text, rules)) != text:
                 edits.append((start, end, new))
             i = j
             continue
         if tok.type in (tokenize.STRING, tokenize.COMMENT) and not inside_import(start):
             end = src.offset(*tok.end)
-            if (new := apply_rules(tok.string, rules)) != tok.string:
+            written = original[start:end]
+            if (new := apply_rules(written, rules)) != written:
                 edits.append((start, end, new))
         elif (
             tok.type == tokenize.NAME
@@ -484,7 +488,7 @@ def rewrite_python(
                     src.byte_offset(node.end_lineno or node.lineno, node.end_col_offset or 0),
                 )
             )
-    edits += _token_edits(src, spans, modules)
+    edits += _token_edits(src, spans, modules, text)
     return _apply(text, edits)
 
 
