@@ -107,10 +107,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("nsight_magic.reports",),
     ("nsight_magic.analysis",),
     ("nsight_magic.views",),
-    ("nsight_magic.processes",),
-    # declarations every layer reads (options, DrillRequest, a profiler's environment): reports
-    # export with its environment, results hold a DrillRequest, processes/locate runs nsys -v
-    ("nsight_magic.profilers",),
+    # the profiler processes and the declarations of their command lines, one rank: each uses
+    # the other (processes/locate.py runs nsys -v with profilers/env.py's environment, which
+    # starts children with processes/child_signals.py's SIGINT); reports export with that
+    # environment, results hold a DrillRequest
+    ("nsight_magic.processes", "nsight_magic.profilers"),
     ("nsight_magic.run_folders",),
     ("nsight_magic.vocabulary",),
     ("nsight_magic.errors", "nsight_magic.package_info"),
