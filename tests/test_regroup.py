@@ -123,6 +123,20 @@ def test_absolute_imports_and_dotted_mentions() -> None:
         """)
 
 
+def test_a_child_script_in_a_string_and_a_sibling_s_file_name() -> None:
+    # a test's child process source: its imports are parsed like the code's
+    source = 'CHILD = r"""\nimport os\n    from nsight_magic import gui, runner\n"""\n'
+    assert py(source) == (
+        'CHILD = r"""\nimport os\n    from nsight_magic.processes import gui, runner\n"""\n'
+    )
+    # in the package's own code "x.py" is a sibling's file, which moved along with it
+    sibling = 'WATCHDOG = Path(__file__).with_name("child_signals.py")  # child_signals.py\n'
+    old, new = "nsight_magic.child_lifetime", "nsight_magic.processes.child_lifetime"
+    assert py(sibling, old, new, bare_in_code_strings=False) == (
+        'WATCHDOG = Path(__file__).with_name("child_signals.py")  # processes/child_signals.py\n'
+    )
+
+
 def test_a_rewrite_of_rewritten_text_changes_nothing() -> None:
     once = py(
         "from .. import runner, gui\nfrom ..run_dir import RunDir\n", "nsight_magic.session.x"

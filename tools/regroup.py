@@ -392,12 +392,44 @@ def apply_rules(text: str, rules: Sequence[tuple[re.Pattern[str], str]]) -> str:
     return text
 
 
+_EMBEDDED_IMPORT = re.compile(
+    rf"(?m)^([ \t]*)((?:from[ \t]+{PACKAGE}(?:\.\w+)*[ \t]+import[ \t]+[\w, \t]+"
+    rf"|import[ \t]+{PACKAGE}\.[\w.]+(?:[ \t]+as[ \t]+\w+)?))[ \t]*$"
+)
+
+
+def _embedded_imports(text: str, modules: dict[str, str]) -> str:
+    """The one-line imports of the package inside a triple-quoted string (a child's script
+    in a test, an example in a docstring), each parsed and rewritten as the code's are."""
+
+    def one(match: re.Match[str]) -> str:
+        indent, statement = match.group(1), match.group(2)
+        try:
+            tree = ast.parse(statement)
+        except SyntaxError:
+            return match.group(0)
+        edits = _import_edits(tree, _Source(statement), "__main__", "__main__", False, modules)
+        return indent + _apply(statement, edits).replace("\n", "\n" + indent)
+
+    return _EMBEDDED_IMPORT.sub(one, text)
+
+
 def _token_edits(
-    src: _Source, spans: list[tuple[int, int]], modules: dict[str, str], original: str
+    src: _Source,
+    spans: list[tuple[int, int]],
+    modules: dict[str, str],
+    original: str,
+    *,
+    bare_in_code_strings: bool = True,
 ) -> list[Edit]:
     """Strings and comments through the text rules; in code, ``nsight_magic.<old>`` chains.
-    ``original``: the text as written (``src`` may have IPython lines masked as comments)."""
+    ``original``: the text as written (``src`` may have IPython lines masked as comments).
+    ``bare_in_code_strings``: a string literal that is not a docstring may spell a module's
+    package-relative file (``"runner.py"`` in a test); in the package's own code such a name is
+    a sibling's (``Path(__file__).with_name("child_watchdog.py")``), which moves with it."""
     rules = text_rules(modules, bare_files=True)
+    code_string_rules = rules if bare_in_code_strings else text_rules(modules, bare_files=False)
+    layout = (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
     moved_last = {old.split(".", 1)[1]: new.split(".", 1)[1] for old, new in modules.items()}
     edits: list[Edit] = []
     tokens = list(tokenize.generate_tokens(io.StringIO(src.text).readline))
@@ -425,7 +457,20 @@ def _token_edits(
         if tok.type in (tokenize.STRING, tokenize.COMMENT) and not inside_import(start):
             end = src.offset(*tok.end)
             written = original[start:end]
-            if (new := apply_rules(written, rules)) != written:
+            before = next(
+                (
+                    t.type
+                    for t in reversed(tokens[:i])
+                    if t.type not in (tokenize.NL, tokenize.COMMENT)
+                ),
+                tokenize.ENCODING,
+            )
+            docstring = tok.type == tokenize.STRING and before in layout
+            chosen = rules if tok.type == tokenize.COMMENT or docstring else code_string_rules
+            new = apply_rules(written, chosen)
+            if tok.type == tokenize.STRING and written.lstrip("rRuU")[:3] in ('"""', "'''"):
+                new = _embedded_imports(new, modules)
+            if new != written:
                 edits.append((start, end, new))
         elif (
             tok.type == tokenize.NAME
@@ -464,6 +509,7 @@ def rewrite_python(
     new: str | None = None,
     *,
     is_package: bool = False,
+    bare_in_code_strings: bool = True,
     mask_magics: bool = False,
 ) -> str:
     """``text``, the source of module ``old`` that now lives at ``new``, with every reference to
@@ -489,7 +535,7 @@ def rewrite_python(
                     src.byte_offset(node.end_lineno or node.lineno, node.end_col_offset or 0),
                 )
             )
-    edits += _token_edits(src, spans, modules, text)
+    edits += _token_edits(src, spans, modules, text, bare_in_code_strings=bare_in_code_strings)
     return _apply(text, edits)
 
 
@@ -731,6 +777,7 @@ def rewrite_file(
             old_module or new_module,
             new_module,
             is_package=relpath.endswith("__init__.py"),
+            bare_in_code_strings=not relpath.startswith(PACKAGE + "/"),
         )
     if relpath.endswith(".ipynb"):
         return rewrite_notebook(text, modules)
