@@ -19,11 +19,18 @@ tools/regroup_map.md):
   (``"nsight_magic.tools.find_tool"`` in ``monkeypatch.setattr`` / ``mock.patch``, ``python -m``
   targets, attribute chains after ``import nsight_magic.x``), paths (``nsight_magic/run_dir.py``,
   ``tools/probes/``) and, in strings, comments and Markdown, a package-relative file name
-  (``"runner.py"`` -> ``"processes/runner.py"``). Python is read with ``tokenize`` so code is
-  only touched through its imports and ``nsight_magic.<module>`` chains; notebooks' code cells
+  (``"runner.py"`` -> ``"processes/runner.py"``; not in the package's own code strings, where
+  ``"x.py"`` is a sibling's file, which moves with it). Python is read with ``tokenize`` so code
+  is only touched through its imports and ``nsight_magic.<module>`` chains; one-line imports
+  inside triple-quoted strings (a test's child script) are parsed too; notebooks' code cells
   and Markdown's python blocks the same way; CHANGELOG.md (history) and data are left alone;
+  BY_HAND holds the one reference no rule can read (a relative import written as data);
 - writes the map paragraph at the top of ARCHITECTURE.md and its layer block;
-- sorts and formats the changed Python files with ruff (``--no-ruff`` skips it).
+- sorts and formats the changed Python files with ruff (``--no-ruff`` skips it), re-wraps the
+  comment and docstring lines a longer path pushed past 100 columns, and lists any line that is
+  still too long (code under ``# fmt: skip``) for a person to wrap;
+- ends with the layer check (``--layers``): every import inside the package that points up
+  LAYERS.
 
 A second run changes nothing. A root module the table does not know (one added after the table
 was written) is placed by RULES (its name's prefix); one no rule places stops the run with a
