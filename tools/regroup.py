@@ -339,8 +339,8 @@ def _import_edits(
 
             original = "." * node.level + (node.module or "")
             only = next(iter(groups)) if len(groups) == 1 else None
-            names = [_alias(a.name, a.asname) for a in node.names]
-            if only is not None and groups[only] == names:
+            spelled = [_alias(a.name, a.asname) for a in node.names]
+            if only is not None and groups[only] == spelled:
                 if spell(only) == original:
                     continue
                 # only the module moved: replace it and keep the rest as written (comments,
@@ -395,7 +395,7 @@ def text_rules(
 
 def apply_rules(text: str, rules: Sequence[tuple[re.Pattern[str], str]]) -> str:
     for pattern, replacement in rules:
-        text = pattern.sub(lambda _, r=replacement: r, text)
+        text = pattern.sub(replacement.replace("\\", "\\\\"), text)  # the text, literally
     return text
 
 
@@ -574,7 +574,7 @@ def wrap_long_lines(text: str, limit: int = LINE_LIMIT) -> str:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, SyntaxError):
         return text
-    in_string = set()  # 0-based lines inside a triple-quoted string
+    in_string: set[int] = set()  # 0-based lines inside a triple-quoted string
     for tok in tokens:
         if tok.type == tokenize.STRING and tok.string.lstrip("rRbBuU")[:3] in ('"""', "'''"):
             in_string.update(range(tok.start[0] - 1, tok.end[0]))
@@ -745,12 +745,13 @@ def upward_imports(root: Path, modules: dict[str, str] | None = None) -> list[st
                 else:
                     base = node.module or ""
                 targets = [_imported(root, base, a.name, modules) for a in node.names]
+            line = getattr(node, "lineno", 0)
             for target in targets:
                 rank = _rank(target, modules)
                 if my_rank is None or rank is None or rank >= my_rank:
                     continue
                 lazy = " (lazy)" if id(node) in lazy_nodes else ""
-                found.append(f"{relpath}:{node.lineno} {me} -> {target}{lazy}")
+                found.append(f"{relpath}:{line} {me} -> {target}{lazy}")
     return sorted(set(found))
 
 
