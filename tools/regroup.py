@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import io
 import json
 import re
@@ -833,6 +834,9 @@ def regroup(root: Path, plan: Plan, *, ruff: bool = True, log=print) -> list[str
             changed.append(relpath)
     log(f"rewrote {len(changed)} files")
     python = [p for p in changed if p.endswith(".py")]
+    if ruff and python and importlib.util.find_spec("ruff") is None:
+        log(f"ruff is not installed for {sys.executable}: imports left unsorted (run make lint)")
+        ruff = False
     if ruff and python:
         # the moved imports sort differently now; --force-exclude keeps ruff's own excludes
         for args in (["check", "--select", "I", "--fix", "--quiet"], ["format", "--quiet"]):
