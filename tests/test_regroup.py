@@ -52,15 +52,15 @@ def test_a_root_module_no_rule_places_stops_the_run_with_its_name(tmp_path: Path
     (tmp_path / "nsight_magic").mkdir()
     (tmp_path / "nsight_magic" / "__init__.py").write_text("")
     (tmp_path / "nsight_magic" / "watchdog.py").write_text("")
-    (tmp_path / "nsight_magic" / "child_lifetime.py").write_text("")
+    (tmp_path / "nsight_magic" / "child_reaper.py").write_text("")
     with pytest.raises(regroup.RegroupError, match=r"watchdog\.py.*--place"):
         regroup.make_plan(tmp_path)
     plan = regroup.make_plan(tmp_path, {"watchdog": "processes.watchdog"})
     assert plan.moves == {
-        "nsight_magic/child_lifetime.py": "nsight_magic/processes/child_lifetime.py",  # by rule
+        "nsight_magic/child_reaper.py": "nsight_magic/processes/child_reaper.py",  # by rule
         "nsight_magic/watchdog.py": "nsight_magic/processes/watchdog.py",
     }
-    assert plan.by_rule == {"child_lifetime": "processes.child_lifetime"}
+    assert plan.by_rule == {"child_reaper": "processes.child_reaper"}
 
 
 def test_relative_imports_resolve_at_the_old_place_and_are_written_from_the_new() -> None:

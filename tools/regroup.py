@@ -85,6 +85,9 @@ MOVES = {
     # the profiler processes
     "runner": "processes.runner",
     "child_signals": "processes.child_signals",
+    # issue 35 item 3 (on main since 15:00): every process we start ends with the notebook
+    "child_lifetime": "processes.child_lifetime",
+    "child_watchdog": "processes.child_watchdog",
     "tools": "processes.locate",
     "gui": "processes.gui",
     # the console lines the session reads from a profiler; a front module would sit above the
