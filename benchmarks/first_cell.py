@@ -37,7 +37,7 @@ def one_way(way: str, root: Path, layers: int = 4) -> dict[str, Any]:
     """In this process (a new one per way): the notebook's ``%load_ext``, setup cell, first
     ``%%nsys`` cell and a later one."""
     t0 = time.perf_counter()
-    import nsight_magic.magics  # noqa: F401  # what %load_ext imports
+    import nsight_magic.magic.magics  # noqa: F401  # what %load_ext imports
     from nsight_magic.script import prepare_cell
     from nsight_magic.session.backends import NsysBackend
     from nsight_magic.session.history import SetupRegistry

@@ -116,7 +116,7 @@ def _join(manager: Any) -> float:
 def warm_start(root: Path, layers: int = 4) -> dict[str, Any]:
     # what ``%load_ext nsight_magic`` imports in a notebook before any cell (the magics, the
     # result and view modules): not a cost of the first profiled cell
-    import nsight_magic.magics  # noqa: F401
+    import nsight_magic.magic.magics  # noqa: F401
     from nsight_magic.script import prepare_cell
     from nsight_magic.session.history import SetupRegistry
     from nsight_magic.session.manager import SessionManager

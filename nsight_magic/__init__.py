@@ -31,7 +31,7 @@ _LAZY = {
     # one displayable NsysRun over several per-rank reports (or one report of every rank)
     "load_runs": ("nsight_magic.results.loading", "load_runs"),
     # a copy of a run folder with paths relative and user/host names redacted
-    "share": ("nsight_magic.sharing", "share"),
+    "share": ("nsight_magic.run_folders.sharing", "share"),
 }
 
 __all__ = [
@@ -62,7 +62,7 @@ def __dir__() -> list[str]:
 
 def load_ipython_extension(ipython: Any) -> None:
     """Called by ``%load_ext nsight_magic``."""
-    from .magics import register
+    from .magic.magics import register
     from .results.base import in_kernel
     from .views import render_pool
 
@@ -103,7 +103,7 @@ def load_run(path: Any, *, trust: bool = False) -> Any:
 def last_run() -> Any:
     """The result of the last ``%%nsys``/``%%ncu`` cell, also when it failed with a partial
     report (None before the first)."""
-    from .magics import last_run as _last
+    from .magic.magics import last_run as _last
 
     return _last()
 

@@ -1,5 +1,5 @@
 """Typed errors. Each message is one plain sentence plus the fix, so the magic can show it
-without a traceback (see ``magics.py``) and library users can catch by type."""
+without a traceback (see ``magic/magics.py``) and library users can catch by type."""
 
 from __future__ import annotations
 

@@ -23,11 +23,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .arguments import text_arg
 from .reports import open_report
 from .results import NcuRun, NsysRun
 from .results.comparison import Comparison
 from .results.comparison import compare as _compare
+from .vocabulary.arguments import text_arg
 
 DATA = Path(__file__).parent / "example_data"
 

@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nsight_magic import runs
-from nsight_magic.run_dir import RunDir
+from nsight_magic.processes.locate import Tool
+from nsight_magic.run_folders import runs
+from nsight_magic.run_folders.run_dir import RunDir
 from nsight_magic.script import build_script, history_entry, prepare_cell
 from nsight_magic.session.backends import WarmState, process_env
 from nsight_magic.session.cell_command import cell_command
 from nsight_magic.session.spec import CellRequest
 from nsight_magic.session.worker_process import Launch, WorkerProcess
-from nsight_magic.tools import Tool
 
 
 def script_for(cell: str, setup_cells=(), cell_name: str = "cell", gate="nsys", **kw) -> str:

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nsight_magic import tools
 from nsight_magic.errors import ToolNotFoundError, ToolVersionError
+from nsight_magic.processes import locate as tools
 from nsight_magic.profilers import ncu as ncu_argv
 from nsight_magic.profilers import nsys as nsys_argv
 

@@ -20,9 +20,9 @@ import pytest
 from session_support import BareBackend
 from test_bounded_waits import _pids_gone, _script
 
-from nsight_magic import runner
-from nsight_magic.child_signals import default_sigint_argv, sigint_ignored
 from nsight_magic.errors import ProfilerError, ProfileTimeout
+from nsight_magic.processes import runner
+from nsight_magic.processes.child_signals import default_sigint_argv, sigint_ignored
 from nsight_magic.session import deadline, profiler_cli
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
@@ -118,7 +118,7 @@ def test_a_worker_started_while_sigint_is_ignored_can_be_interrupted(tmp_path: P
 def test_a_tool_that_reads_stdin_gets_eof_not_the_kernels_pipe(tmp_path: Path) -> None:
     """The kernel's stdin is a pipe from jupyter_client that never closes: a command we run to
     completion must not inherit it (one that read stdin would wait out its whole time limit)."""
-    from nsight_magic.tools import tool_version
+    from nsight_magic.processes.locate import tool_version
 
     asks = _script(tmp_path, "asks", 'read answer\necho "NVIDIA Nsight Systems version 2025.3.1"')
     read_end, write_end = os.pipe()  # our stdin as the kernel's: open, nothing ever written

@@ -51,7 +51,7 @@ def owner(kind, name):
     return type(magic.__self__).__module__.split(".")[0]
 
 def observe():
-    from nsight_magic.magic_names import cell_magic
+    from nsight_magic.vocabulary.magic_names import cell_magic
     return {
         "cell_nsys": owner("cell", "nsys"), "cell_ncu": owner("cell", "ncu"),
         "line_nsys": owner("line", "nsys"),

@@ -1,5 +1,5 @@
-"""The column registry (nsight_magic/columns.py) against what the code really returns: every
-public frame method of the run objects, their reports and the frames the views read, called on
+"""The column registry (nsight_magic/vocabulary/columns.py) against what the code really returns:
+every public frame method of the run objects, their reports and the frames the views read, called on
 every real fixture in tests/data, returns only registered columns of the registered dtype; and
 the views' tables take their headers and formats from the registry and fail loudly on a column
 that is unknown or missing (a renamed column must fail a test, not vanish from a table)."""
@@ -16,13 +16,13 @@ import pandas as pd
 import pytest
 
 import nsight_magic
-from nsight_magic.columns import _SUFFIXES, COLUMNS, UnknownColumnError, column
 from nsight_magic.errors import CorruptReportError
 from nsight_magic.reports import open_report
 from nsight_magic.results import NcuRun, NsysRun
 from nsight_magic.results.comparison import compare
 from nsight_magic.views import html, ncu_view, nsys_view, ops_view, ranks_view
 from nsight_magic.views.common import STRICT_ENV, attempt, table_or_note
+from nsight_magic.vocabulary.columns import _SUFFIXES, COLUMNS, UnknownColumnError, column
 
 DATA = Path(__file__).parent / "data"
 NSYS_FIXTURES = sorted(p.stem for p in DATA.glob("*.sqlite"))
@@ -167,8 +167,8 @@ RATES_WITHOUT_SUFFIX = {"peak"}
 
 
 def test_a_columns_name_says_its_unit() -> None:
-    """The naming rule (columns.py's docstring): a percent ends in ``_pct``, a fraction in
-    ``_frac``, a rate in ``_per_s`` (GB/s: ``_gb_per_s``, never the gigabit-looking ``gbps``)."""
+    """The naming rule (vocabulary/columns.py's docstring): a percent ends in ``_pct``, a fraction
+    in ``_frac``, a rate in ``_per_s`` (GB/s: ``_gb_per_s``, never the gigabit-looking ``gbps``)."""
     for name, spec in COLUMNS.items():
         if spec.unit == "%":
             assert name.endswith("_pct") or name == "pct", name
@@ -238,4 +238,4 @@ def test_attempt_reraises_all_but_report_errors_in_strict_mode(
     assert attempt(damaged) == (None, "CorruptReportError: table KERNEL is damaged")
     # What a user sees (no strict mode): one line where the table would be, every other tab kept.
     monkeypatch.delenv(STRICT_ENV)
-    assert "is not in nsight_magic/columns.py" in table_or_note(bad_table)
+    assert "is not in nsight_magic/vocabulary/columns.py" in table_or_note(bad_table)

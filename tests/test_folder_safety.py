@@ -20,7 +20,6 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nsight_magic import folders, runs
 from nsight_magic.errors import (
     FolderSettingsIgnored,
     NsightMagicError,
@@ -28,15 +27,17 @@ from nsight_magic.errors import (
     RunFolderError,
     UntrustedFolderError,
 )
+from nsight_magic.processes.locate import Tool
 from nsight_magic.profilers.env import is_injection_variable
 from nsight_magic.results import load_run
-from nsight_magic.run_dir import RunDir, write_json, write_private
+from nsight_magic.run_folders import ownership as folders
+from nsight_magic.run_folders import runs
+from nsight_magic.run_folders.run_dir import RunDir, write_json, write_private
 from nsight_magic.script import prepare_cell
 from nsight_magic.session import manager as manager_module
 from nsight_magic.session.backends import NcuBackend
 from nsight_magic.session.history import History
 from nsight_magic.session.manager import SessionManager
-from nsight_magic.tools import Tool
 
 IS_ROOT = os.geteuid() == 0
 

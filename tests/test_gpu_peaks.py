@@ -12,7 +12,7 @@ import pytest
 
 from nsight_magic.analysis import gpu_peaks
 from nsight_magic.analysis.gpu_peaks import GPUS, gpu_key, lookup_peak, peak, set_peak
-from nsight_magic.precisions import PEAK_DTYPES
+from nsight_magic.vocabulary.precisions import PEAK_DTYPES
 
 T = 1e12
 DATASHEETS: dict[str, tuple[str, dict[str, float]]] = {

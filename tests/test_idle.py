@@ -327,7 +327,7 @@ def test_host_options_split_between_launch_and_start() -> None:
 
 
 def test_nsys_magic_offers_host() -> None:
-    from nsight_magic.magics import NsightMagic
+    from nsight_magic.magic.magics import NsightMagic
 
     doc = NsightMagic.nsys.__doc__ or ""
     assert "--host" in doc and "host side" in doc

@@ -18,7 +18,7 @@ import pytest
 from session_support import BareBackend
 
 from nsight_magic.errors import ProfileInterrupted
-from nsight_magic.run_dir import RunDir
+from nsight_magic.run_folders.run_dir import RunDir
 from nsight_magic.session import worker_process
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
@@ -137,7 +137,7 @@ def test_ctrl_c_while_a_view_is_built_says_so(
 
 
 def test_ctrl_c_while_the_magic_shows_the_live_view(tmp_path: Path) -> None:
-    from nsight_magic.magics import _showing
+    from nsight_magic.magic.magics import _showing
 
     class Run:
         run_dir = tmp_path

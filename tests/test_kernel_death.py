@@ -60,7 +60,7 @@ from nsight_magic.session.backends import NcuBackend, NsysBackend, WarmState
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook
-from nsight_magic.tools import Tool
+from nsight_magic.processes.locate import Tool
 
 cell = (tmp / "cell.py").read_text()
 fake = str(tmp / "bin" / "nsys")
@@ -84,15 +84,15 @@ elif kind == "nsys-export":
     (tmp / "report.nsys-rep").write_bytes(b"x")
     NsysBackend().load(Tool(name="nsys", path=fake), tmp)
 elif kind == "left-its-session":  # a profiler helper in a session of its own (a daemon)
-    from nsight_magic import runner
+    from nsight_magic.processes import runner
     code = ("import os, subprocess, sys, time; open(os.environ['KD_PIDS'], 'a').write("
             "f'{os.getpid()}\\n'); subprocess.Popen(sys.argv[1:], start_new_session=True); "
             "time.sleep(600)")
     runner.run([sys.executable, "-c", code, sys.executable, "-c", cell], log_path=tmp / "log")
 elif kind == "closed-pipe":  # a cell closed the watchdog's descriptor (os.closerange)
     import time
-    from nsight_magic import child_lifetime
-    from nsight_magic.child_signals import start_child
+    from nsight_magic.processes import child_lifetime
+    from nsight_magic.processes.child_signals import start_child
     record = ["sh", "-c", 'echo $$ >> "$KD_PIDS"; exec sleep 600']
     first = start_child(record)
     time.sleep(0.5)
@@ -211,7 +211,7 @@ def test_a_cli_that_runs_out_of_time_leaves_no_child(tmp_path: Path) -> None:
 DIES_AT_ONCE = r"""
 import os, signal, sys
 sys.path.insert(0, sys.argv[1])
-from nsight_magic.child_signals import start_child
+from nsight_magic.processes.child_signals import start_child
 start_child(["sh", "-c", 'echo $$ >> "$KD_PIDS"; exec sleep 600'])
 os.kill(os.getpid(), signal.SIGKILL)  # before its watchdog has even started
 """

@@ -11,11 +11,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nsight_magic.nvtx_names import PHASE_DOMAIN
 from nsight_magic.reports import open_report
 from nsight_magic.reports.ncu.report import NcuReport
 from nsight_magic.results import NcuRun, NsysRun
 from nsight_magic.results.ncu_frames import NcuFrames
+from nsight_magic.vocabulary.nvtx_names import PHASE_DOMAIN
 
 BWD = "train:train@bwd"
 

@@ -284,8 +284,8 @@ def test_the_mark_is_not_a_range_of_the_workload_in_range_hfu(ncu_reports) -> No
     import pandas as pd
 
     from nsight_magic.analysis.range_mfu import range_utilisation
-    from nsight_magic.nvtx_names import NVTX_DOMAIN, TARGET_RANGE
     from nsight_magic.reports.ncu.report import NcuReport
+    from nsight_magic.vocabulary.nvtx_names import NVTX_DOMAIN, TARGET_RANGE
 
     gemm = NcuReport.open(ncu_reports["ncu_gemm_metrics"])
     ranges = gemm.nvtx_ranges()

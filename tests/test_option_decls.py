@@ -19,8 +19,9 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic_arguments import MagicArgumentParser
 
-from nsight_magic import magics, runs
-from nsight_magic.magic_options import split_extra
+from nsight_magic.magic import magics
+from nsight_magic.magic.options import split_extra
+from nsight_magic.processes.locate import Tool
 from nsight_magic.profilers import ncu as ncu_argv
 from nsight_magic.profilers import nsys as nsys_argv
 from nsight_magic.profilers import options as decl
@@ -29,19 +30,20 @@ from nsight_magic.profilers.ncu import NcuOptions
 from nsight_magic.profilers.nsys import NsysOptions
 from nsight_magic.results import load_run
 from nsight_magic.results.nsys_run import NsysRun
-from nsight_magic.run_dir import RunDir, write_json, write_private
+from nsight_magic.run_folders import runs
+from nsight_magic.run_folders.run_dir import RunDir, write_json, write_private
 from nsight_magic.session.backends import NcuBackend, NsysBackend
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest
-from nsight_magic.tools import Tool
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-# --- the reference: the flags as magics.py declared them by hand before ----------------------
+# --- the reference: the flags as magic/magics.py declared them by hand before
+# ----------------------
 def _with_common(name: str) -> MagicArgumentParser:
     """A parser with the options both magics share (unchanged; they decide what an
-    abbreviation such as ``--py`` means), as magics.py still declares them."""
+    abbreviation such as ``--py`` means), as magic/magics.py still declares them."""
 
     def cell() -> None: ...
 

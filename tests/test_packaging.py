@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 import nsight_magic
-from nsight_magic import runs
 from nsight_magic.package_info import __version__
+from nsight_magic.run_folders import runs
 
 # tomllib is Python 3.11's; the dependency tier on 3.10 leaves these checks to the main suite
 tomllib = pytest.importorskip("tomllib")

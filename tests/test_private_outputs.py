@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from session_support import BareBackend
 
-from nsight_magic import tools
-from nsight_magic.folders import make_private
+from nsight_magic.processes import locate as tools
 from nsight_magic.reports.nsys.export import stamp_path, write_stamp
+from nsight_magic.run_folders.ownership import make_private
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook

@@ -21,7 +21,6 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from processes import alive
 
-from nsight_magic import tools
 from nsight_magic.errors import (
     EmptyReportError,
     NothingCapturedError,
@@ -31,6 +30,7 @@ from nsight_magic.errors import (
     ReportError,
     UntrustedFolderError,
 )
+from nsight_magic.processes import locate as tools
 from nsight_magic.session.manager import MANAGER
 
 # how each fake answers: `--version`, `launch ...` (then the worker command), `start`,
@@ -168,8 +168,10 @@ def test_foreign_folder_is_never_replayed(tmp_path: Path, data_dir: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     import shutil
 
-    from nsight_magic import folders, load_run, runs
-    from nsight_magic.run_dir import RunDir, write_json, write_private
+    from nsight_magic import load_run
+    from nsight_magic.run_folders import ownership as folders
+    from nsight_magic.run_folders import runs
+    from nsight_magic.run_folders.run_dir import RunDir, write_json, write_private
 
     run_dir = runs.new_run_dir(tmp_path / "runs", "theirs")
     shutil.copy(data_dir / "nsys_small.sqlite", run_dir / "report.sqlite")

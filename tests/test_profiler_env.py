@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from nsight_magic import tools
 from nsight_magic.errors import CorruptReportError, ProfilerError
+from nsight_magic.processes import locate as tools
+from nsight_magic.processes.locate import Tool
 from nsight_magic.profilers.env import is_injection_variable
 from nsight_magic.reports.nsys.export import export_report
 from nsight_magic.session import backends, profiler_cli
 from nsight_magic.session.backends import NcuBackend, NsysBackend, WarmState
 from nsight_magic.session.spec import CellRequest
-from nsight_magic.tools import Tool
 
 INJECTED = {"LD_PRELOAD": "", "CUDA_INJECTION64_PATH": "/nonexistent/inject.so",
             "NSYS_PROFILING_SESSION_ID": "7", "QUADD_INJECTION_PROXY": "x",

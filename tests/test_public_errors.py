@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 
 import nsight_magic
-from nsight_magic import runs
 from nsight_magic.errors import (
     BadArgumentError,
     DamagedFolderWarning,
@@ -24,6 +23,7 @@ from nsight_magic.errors import (
     RunFolderError,
 )
 from nsight_magic.profilers.env import allowed_from_folder
+from nsight_magic.run_folders import runs
 
 DATA = Path(__file__).resolve().parent / "data"
 RUNS = Path(__file__).resolve().parent.parent / "notebooks" / "runs"

@@ -17,13 +17,13 @@ import pytest
 from session_support import BareBackend
 
 from nsight_magic.errors import CellFailedError
-from nsight_magic.run_dir import RunDir
+from nsight_magic.processes.locate import Tool
+from nsight_magic.run_folders.run_dir import RunDir
 from nsight_magic.session.backends import NcuBackend
 from nsight_magic.session.cell_command import RANK_EXEC, one_rank_command
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
-from nsight_magic.tools import Tool
 
 ENV = shutil.which("env") or "/usr/bin/env"
 MARK = "NSM_UNDER_PREFIX"

@@ -12,11 +12,11 @@ import pytest
 
 from nsight_magic.analysis import collectives as coll
 from nsight_magic.analysis import ranks
-from nsight_magic.nvtx_names import label_rank, rank_label
 from nsight_magic.reports.nsys import process_info
 from nsight_magic.reports.nsys.cupti import load_launches
 from nsight_magic.reports.nsys.merge import RankedReport, load_runs
 from nsight_magic.reports.nsys.report import NsysReport
+from nsight_magic.vocabulary.nvtx_names import label_rank, rank_label
 from tests.stats_reference import assert_duration_summary_equal
 
 # What the capture recorded (tests/data/README.md, "Two ranks"): pid -> (rank, device).

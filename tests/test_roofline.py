@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nsight_magic import precisions
 from nsight_magic.analysis import ncu_metrics as M
 from nsight_magic.analysis.ncu_metrics import ROOFLINE_METRICS, parse_tensor_path
 from nsight_magic.analysis.roofline import ROOFLINE_COLUMNS, roofline_points
 from nsight_magic.analysis.roofline_bounds import BOUND_COLUMNS, roofline_bounds, roofline_ceilings
 from nsight_magic.errors import MissingMetricsError
 from nsight_magic.reports.ncu.report import NcuReport
+from nsight_magic.vocabulary import precisions
 
 BF16 = "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32_sparsity_off"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import nsight_magic
-from nsight_magic.run_dir import RunDir, write_json
-from nsight_magic.run_meta import SCHEMA_VERSION, RunMeta
+from nsight_magic.run_folders.run_dir import RunDir, write_json
+from nsight_magic.run_folders.run_meta import SCHEMA_VERSION, RunMeta
 
 PACKAGE = Path(nsight_magic.__file__).parent
 # the notebooks' saved runs: rewritten (as the current version) whenever a GPU session re-runs
@@ -34,17 +34,18 @@ WRITERS = {"write_text", "write_bytes", "write_private", "write_json", "append_p
            "json.dump", "pickle.dump", "os.open", "shutil.copy", "shutil.copy2",
            "shutil.copyfile", "shutil.copyfileobj", "pq.write_table"}  # fmt: skip
 
-# The writes outside run_dir.py, each with why it is not a write into a run folder's records.
+# The writes outside run_folders/run_dir.py, each with why it is not a write into a run folder's
+# records.
 ALLOWED = {
     # a process's output streamed into the log its caller names (RunDir.log), 0600
-    ("runner.py", "append_private"),
+    ("processes/runner.py", "append_private"),
     ("session/profiler_cli.py", "append_private"),
     # reading a run folder's file without following a link or blocking on a pipe: os.open
     # with O_RDONLY | O_NOFOLLOW | O_NONBLOCK, never a write (the share-safe copy writes every
     # file, the rewritten SQLite and parquet too, through RunDir.write_copy)
-    ("regular_files.py", "os.open"),
+    ("run_folders/regular_files.py", "os.open"),
     # the share-safe copy's parquet tables, written into an in-memory buffer first
-    ("sharing.py", "pq.write_table"),
+    ("run_folders/sharing.py", "pq.write_table"),
     # the packaged example reports, unpacked into a cache
     ("examples.py", "open"),
     ("examples.py", "shutil.copyfileobj"),
@@ -94,17 +95,17 @@ def _writes(tree: ast.Module) -> list[tuple[int, str]]:
 
 
 def test_run_dir_is_the_only_writer() -> None:
-    """No module but run_dir.py writes a file, except the writes ALLOWED says why."""
+    """No module but run_folders/run_dir.py writes a file, except the writes ALLOWED says why."""
     stray = [
         f"{name}:{line} {callee}"
         for name, tree in _modules()
-        if name != "run_dir.py"
+        if name != "run_folders/run_dir.py"
         for line, callee in _writes(tree)
         if (name, callee) not in ALLOWED
     ]
-    assert stray == [], "write through RunDir (nsight_magic/run_dir.py) instead"
+    assert stray == [], "write through RunDir (nsight_magic/run_folders/run_dir.py) instead"
     # the scan sees writes at all: RunDir's own are found
-    assert len(_writes(ast.parse((PACKAGE / "run_dir.py").read_text()))) >= 10
+    assert len(_writes(ast.parse((PACKAGE / "run_folders/run_dir.py").read_text()))) >= 10
 
 
 def test_folder_file_names_are_spelled_only_in_run_dir() -> None:
@@ -124,7 +125,7 @@ def test_folder_file_names_are_spelled_only_in_run_dir() -> None:
                     text == n or text.endswith("/" + n) for n in FOLDER_NAMES
                 ):
                     spelled.append(f"{name}:{node.lineno} {text!r}")
-    assert all(s.startswith("run_dir.py:") for s in spelled), spelled
+    assert all(s.startswith("run_folders/run_dir.py:") for s in spelled), spelled
     assert len(spelled) == len(FOLDER_NAMES)
 
 

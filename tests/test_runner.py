@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from processes import alive
 
-from nsight_magic import runner
 from nsight_magic.errors import (
     CounterPermissionError,
     ProfileInterrupted,
     ProfilerError,
     ProfileTimeout,
 )
-from nsight_magic.progress import ProgressParser, is_profiler_line
+from nsight_magic.processes import runner
+from nsight_magic.processes.progress import ProgressParser, is_profiler_line
 
 PY = sys.executable
 GRACE = (0.3, 0.3)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from nsight_magic import run_dir, runs
 from nsight_magic.errors import (
     CellSyntaxError,
     NsightMagicError,
@@ -18,7 +17,8 @@ from nsight_magic.errors import (
     UnpicklableVariableError,
 )
 from nsight_magic.results import load_run
-from nsight_magic.run_dir import RunDir, write_json
+from nsight_magic.run_folders import run_dir, runs
+from nsight_magic.run_folders.run_dir import RunDir, write_json
 from nsight_magic.session.backends import NcuBackend, NsysBackend
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager

@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from nsight_magic import nvtx_names
-from nsight_magic.run_dir import RunDir
+from nsight_magic.run_folders.run_dir import RunDir
 from nsight_magic.script import (
     build_script,
     cuda_gate,
@@ -38,6 +37,7 @@ from nsight_magic.script.template import (
     script_constants,
 )
 from nsight_magic.session.variables import pack_vars
+from nsight_magic.vocabulary import nvtx_names
 
 
 class RecordingNvtx:
@@ -370,8 +370,8 @@ def test_the_pasted_modules_import_only_the_standard_library(module: types.Modul
     # the module form adds only the package-relative imports the module-only block holds (the
     # recorder and the gate; the run folder's file names, which the header writes as literals)
     extra = set(module_level_imports(ast.parse(source))) - set(pasted)
-    assert extra <= {("range_recorder", 1), ("cuda_gate", 1), ("shared_objects", 1), ("run_dir", 2),
-                     ("torch_memory", 1)}  # fmt: skip
+    assert extra <= {("range_recorder", 1), ("cuda_gate", 1), ("shared_objects", 1),
+                     ("run_folders.run_dir", 2), ("torch_memory", 1)}  # fmt: skip
 
 
 def test_script_body_needs_one_module_only_block() -> None:

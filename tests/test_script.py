@@ -14,8 +14,8 @@ import pytest
 from session_support import script_for as build_script
 
 from nsight_magic.errors import CellSyntaxError
-from nsight_magic.nvtx_names import shorten_label as shorten
 from nsight_magic.script import prepare_cell
+from nsight_magic.vocabulary.nvtx_names import shorten_label as shorten
 
 
 def statement_labels(cell: str) -> list[str]:
@@ -179,7 +179,7 @@ def test_cells_with_quotes_backslashes_and_unicode_survive(tmp_path: Path) -> No
 
 def test_status_keys_are_the_ones_runs_reads() -> None:
     """The script writes the status file, runs.CellStatus reads it: the same keys."""
-    from nsight_magic.runs import CellStatus
+    from nsight_magic.run_folders.runs import CellStatus
     from nsight_magic.script import STATUS_KEYS
 
     assert set(CellStatus.__annotations__) == STATUS_KEYS | {"worker_broken"}

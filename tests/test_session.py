@@ -17,7 +17,6 @@ import pytest
 from processes import alive
 from session_support import BareBackend
 
-from nsight_magic import runner
 from nsight_magic.errors import (
     CellFailedError,
     CellSyntaxError,
@@ -26,8 +25,9 @@ from nsight_magic.errors import (
     ProfileTimeout,
     WorkerDiedError,
 )
-from nsight_magic.run_dir import RunDir
-from nsight_magic.run_meta import SCHEMA_VERSION
+from nsight_magic.processes import runner
+from nsight_magic.run_folders.run_dir import RunDir
+from nsight_magic.run_folders.run_meta import SCHEMA_VERSION
 from nsight_magic.script import prepare_cell
 from nsight_magic.session import worker_process
 from nsight_magic.session.manager import SessionManager

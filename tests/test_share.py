@@ -16,7 +16,7 @@ import pytest
 
 import nsight_magic
 from nsight_magic.errors import ReportNotFoundError
-from nsight_magic.sharing import MANIFEST, _find
+from nsight_magic.run_folders.sharing import MANIFEST, _find
 
 RUNS = Path(__file__).resolve().parent.parent / "notebooks" / "runs"
 # what those captures recorded about the machine (cwd, interpreter env, HOME); the container's

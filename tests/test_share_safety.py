@@ -20,8 +20,8 @@ import pytest
 
 import nsight_magic
 from nsight_magic.errors import CorruptReportError, FolderExistsError, ReportError, RunFolderError
-from nsight_magic.shared_env import filter_env_list, shared_env_keeps
-from nsight_magic.sharing import MANIFEST
+from nsight_magic.run_folders.shared_env import filter_env_list, shared_env_keeps
+from nsight_magic.run_folders.sharing import MANIFEST
 
 RUNS = Path(__file__).resolve().parent.parent / "notebooks" / "runs"
 IS_ROOT = os.geteuid() == 0

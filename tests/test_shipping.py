@@ -14,7 +14,7 @@ import pytest
 from session_support import script_for as build_script
 
 from nsight_magic.errors import NsightMagicError, UnpicklableVariableError
-from nsight_magic.run_dir import RunDir
+from nsight_magic.run_folders.run_dir import RunDir
 from nsight_magic.session import variables as shipping
 
 torch = pytest.importorskip("torch")  # the dependency-matrix venvs have no torch

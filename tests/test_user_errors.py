@@ -10,11 +10,11 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from nsight_magic.errors import CellSyntaxError
+from nsight_magic.processes.locate import Tool
 from nsight_magic.profilers import nsys as nsys_argv
 from nsight_magic.script import prepare_cell
 from nsight_magic.session.backends import NsysBackend, WarmState
 from nsight_magic.session.spec import CellRequest
-from nsight_magic.tools import Tool
 
 
 @pytest.fixture

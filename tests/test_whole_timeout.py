@@ -16,8 +16,8 @@ import pytest
 from session_support import BareBackend
 from test_bounded_waits import _pids_gone, _script
 
-from nsight_magic import tools
 from nsight_magic.errors import ProfilerError, ProfileTimeout
+from nsight_magic.processes import locate as tools
 from nsight_magic.session import deadline, profiler_cli
 from nsight_magic.session.backends import NcuBackend, NsysBackend
 from nsight_magic.session.history import SetupRegistry

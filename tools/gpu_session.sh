@@ -48,7 +48,7 @@ for stage in "$@"; do
       python3 -m benchmarks ingest --workdir /tmp/bench --json "$out/bench_ingest.json" 2>&1 \
         | tee "$out/bench_ingest.log" ;;
     probe-cold-body)  # what the first run of a cell costs in a new process (issue 22)
-      python3 tools/probes/cold_body_probe.py "$out" 2>&1 | tee "$out/cold_body_probe.log" ;;
+      python3 tools/fixtures/probes/cold_body_probe.py "$out" 2>&1 | tee "$out/cold_body_probe.log" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done

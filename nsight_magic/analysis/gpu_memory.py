@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..nvtx_names import NVTX_DOMAIN, statement_line
+from ..vocabulary.nvtx_names import NVTX_DOMAIN, statement_line
 from .torch_ops import op_range_mask
 
 __all__ = [

@@ -25,9 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from ..arguments import number_arg, text_arg
 from ..errors import PeakUnknownError
-from ..precisions import PEAK_DTYPES
+from ..vocabulary.arguments import number_arg, text_arg
+from ..vocabulary.precisions import PEAK_DTYPES
 
 __all__ = [
     "ARCHITECTURES",

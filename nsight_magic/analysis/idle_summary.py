@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..nvtx_names import shorten_label, statement_line
+from ..vocabulary.nvtx_names import shorten_label, statement_line
 from .data_loader import is_loader_frame
 
 __all__ = ["BREAKDOWN_COLUMNS", "collective_waits", "idle_breakdown", "idle_causes"]

@@ -31,7 +31,7 @@ LAUNCH_BOUND_COLUMNS = [
     "cpu_launches_per_ms",
     "gpu_kernels_per_ms",
 ]
-# medians and rates are floats (columns.py), also in an empty frame
+# medians and rates are floats (vocabulary/columns.py), also in an empty frame
 _FLOATS = {"busy_pct", "median_kernel_ns", "median_launch_interval_ns", "cpu_launches_per_ms",
            "gpu_kernels_per_ms"}  # fmt: skip
 

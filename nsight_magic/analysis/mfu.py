@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..arguments import dtype_arg, frame_arg, mapping_arg, number_arg
 from ..errors import (
     BadArgumentError,
     EmptyResultWarning,
@@ -39,7 +38,8 @@ from ..errors import (
     NvtxRangeNotFoundError,
     PeakUnknownError,
 )
-from ..precisions import SIMT_PRECISIONS, TENSOR, tensor_dtype
+from ..vocabulary.arguments import dtype_arg, frame_arg, mapping_arg, number_arg
+from ..vocabulary.precisions import SIMT_PRECISIONS, TENSOR, tensor_dtype
 from .gpu_peaks import Peak, peak
 from .model_flops import gemm_flops, transformer_flops
 from .names import short_names

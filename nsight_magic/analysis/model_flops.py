@@ -18,8 +18,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..arguments import count_arg, number_arg
 from ..errors import BadArgumentError
+from ..vocabulary.arguments import count_arg, number_arg
 
 __all__ = ["GEMM_OPS", "TrainingFlops", "gemm_flops", "training_step_flops", "transformer_flops"]
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..magic_names import cell_magic
-from ..precisions import SIMT_PRECISIONS
+from ..vocabulary.magic_names import cell_magic
+from ..vocabulary.precisions import SIMT_PRECISIONS
 
 __all__ = [
     "DRAM_BYTES",
@@ -40,7 +40,8 @@ DRAM_CLOCK = "dram__cycles_elapsed.avg.per_second"
 DRAM_BYTES = "dram__bytes.sum"
 
 # SASS thread-instruction counters; the FLOPs each instruction does are the precisions' weights
-# (``nsight_magic.precisions``: FFMA/DFMA x2; half-precision HADD2/HMUL2 x2 and HFMA2 x4).
+# (``nsight_magic.vocabulary.precisions``: FFMA/DFMA x2; half-precision HADD2/HMUL2 x2 and HFMA2
+# x4).
 SASS = "smsp__sass_thread_inst_executed_op_{op}_pred_on"
 SASS_PEAK = "sm__sass_thread_inst_executed_op_{op}_pred_on.sum.peak_sustained"
 

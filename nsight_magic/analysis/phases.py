@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ..nvtx_names import NVTX_DOMAIN
+from ..vocabulary.nvtx_names import NVTX_DOMAIN
 from .attribution import enclosed_any_thread, launch_calls
 from .kernels import as_text
 from .text import join_text

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..arguments import dtype_arg, frame_arg, mapping_arg
-from ..nvtx_names import CAPTURE_RANGE, NVTX_DOMAIN, TARGET_RANGE
+from ..vocabulary.arguments import dtype_arg, frame_arg, mapping_arg
+from ..vocabulary.nvtx_names import CAPTURE_RANGE, NVTX_DOMAIN, TARGET_RANGE
 from .mfu import (
     PHASE_TIME_SOURCE,
     _launch_ops,

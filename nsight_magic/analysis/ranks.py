@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..nvtx_names import NVTX_DOMAIN, label_rank
+from ..vocabulary.nvtx_names import NVTX_DOMAIN, label_rank
 from .kernels import KERNEL_SUMMARY_COLUMNS, duration_stats
 from .keyjoin import process_keys
 from .names import short_names

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MissingMetricsError
-from ..precisions import SIMT_PRECISIONS, TENSOR, Precision
+from ..vocabulary.precisions import SIMT_PRECISIONS, TENSOR, Precision
 from . import ncu_metrics as M
 
 __all__ = ["ROOFLINE_COLUMNS", "roofline_points"]

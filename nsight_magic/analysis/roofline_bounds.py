@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..precisions import ROOFLINE_PRECISIONS
+from ..vocabulary.precisions import ROOFLINE_PRECISIONS
 from .names import short_names
 
 __all__ = ["BOUND_COLUMNS", "CEILING_COLUMNS", "roofline_bounds", "roofline_ceilings"]

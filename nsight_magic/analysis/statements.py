@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..nvtx_names import CELL_RANGE, NVTX_DOMAIN, WARMUP_RANGE, statement_line
+from ..vocabulary.nvtx_names import CELL_RANGE, NVTX_DOMAIN, WARMUP_RANGE, statement_line
 from .text import join_text
 
 __all__ = ["SCOPES", "nvtx_scope", "ordered_projection", "statement_lines"]

@@ -13,7 +13,7 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 
-from ..child_signals import run_bounded
+from ..processes.child_signals import run_bounded
 
 INJECTION_PREFIXES = ("NSYS_", "QUADD_", "CUDA_INJECTION", "NVTX_INJECTION")
 INJECTION_NAMES = ("LD_PRELOAD",)

@@ -16,7 +16,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..nvtx_names import CAPTURE_RANGE, NVTX_DOMAIN, TARGET_RANGE, statement_line
+from ..vocabulary.nvtx_names import CAPTURE_RANGE, NVTX_DOMAIN, TARGET_RANGE, statement_line
 from .options import option
 
 # the cell's start/end range (no slash): kernels launched on any thread while the cell runs,
@@ -253,7 +253,7 @@ def profile_argv(
 
 def launch_argv(ncu: str | os.PathLike[str], port: int, command: Sequence[str]) -> list[str]:
     """``ncu --mode launch`` of a warm worker: it runs with ncu's injection and stops at its
-    first CUDA call until a tool attaches (measured: tools/probes/session_probe*.py)."""
+    first CUDA call until a tool attaches (measured: tools/fixtures/probes/session_probe*.py)."""
     return [os.fspath(ncu), "--mode", "launch", "--port", str(port), "--target-processes", "all",
             "--nvtx", *command]  # fmt: skip
 

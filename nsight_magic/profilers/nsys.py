@@ -1,8 +1,8 @@
 """argv for Nsight Systems: ``nsys profile`` of a cell script (fresh runs), and the warm-session
 commands ``nsys launch`` / ``start`` / ``cancel`` / ``shutdown``. Lists, never shell strings.
 
-Warm session (measured on the lent H100, Nsight 2025.3.1, tools/probes/session_probe2.py): a
-plain ``nsys start`` returns before collection is live, so a 10 ms cell run right after it lost
+Warm session (measured on the lent H100, Nsight 2025.3.1, tools/fixtures/probes/session_probe2.py):
+a plain ``nsys start`` returns before collection is live, so a 10 ms cell run right after it lost
 0-44 of its 44 kernels. Starting each cell's collection with ``--capture-range=cudaProfilerApi
 --capture-range-end=stop`` and gating the cell with cudaProfilerStart/Stop in the worker captured
 44/44 kernels and 3/3 ranges in every cycle; cudaProfilerStop returns once the report is

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import gui
+from ..processes import gui
 from ..views import html, static
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadArgumentError, DamagedFolderWarning, ReportError, ReportNotFoundError
-from ..folders import expand
-from ..regular_files import NotRegularFile, entries, read_regular
 from ..reports import open_report
 from ..reports.nsys import merge
-from ..run_dir import RunDir
-from ..run_meta import RunMeta
+from ..run_folders.ownership import expand
+from ..run_folders.regular_files import NotRegularFile, entries, read_regular
+from ..run_folders.run_dir import RunDir
+from ..run_folders.run_meta import RunMeta
 from .drill_protocols import DrillRunner
 from .nsys_run import NcuRun, NsysRun
 

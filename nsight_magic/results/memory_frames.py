@@ -15,9 +15,9 @@ import pandas as pd
 
 from ..analysis import gpu_memory, oom, torch_memory
 from ..errors import NsightMagicError
-from ..magic_names import cell_magic
 from ..reports.torch_memory import TorchSnapshot, load_snapshot
-from ..run_dir import RunDir
+from ..run_folders.run_dir import RunDir
+from ..vocabulary.magic_names import cell_magic
 
 __all__ = ["MemoryFrames", "no_memory_note", "oom_explanation", "report_memory_summary"]
 

@@ -14,12 +14,12 @@ import pandas as pd
 
 from ..analysis import api_summary, cold_run, phases, processes, range_spec, statements, torch_ops
 from ..analysis import mfu as utilisation
-from ..arguments import count_arg, text_arg
 from ..errors import BadArgumentError, NsightMagicError
-from ..magic_names import cell_magic
 from ..profilers.drill_request import DrillRequest
 from ..views.nsys_view import nsys_static_html, nsys_widget
 from ..views.protocols import ProfileFn, ProfileRangeFn
+from ..vocabulary.arguments import count_arg, text_arg
+from ..vocabulary.magic_names import cell_magic
 from .base import WIDGET_MIME, _Run, in_kernel
 from .drill_protocols import DrillRunner
 from .frames import NsysFrames

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..errors import CellSyntaxError
-from ..nvtx_names import statement_label
+from ..vocabulary.nvtx_names import statement_label
 from .effects import CellEffects, cell_effects
 
 # Magics whose argument is Python run in the user namespace: its names count as read.

@@ -43,7 +43,7 @@ from types import CodeType, ModuleType
 from typing import Any
 
 # --- module only: build_script writes these in the script's header, with the cell's values ---
-from ..run_dir import RunDir
+from ..run_folders.run_dir import RunDir
 from .cuda_gate import Gate, RangeWindow
 from .range_recorder import RangeRecorder
 from .shared_objects import preserved, receive
@@ -57,7 +57,7 @@ NEEDS_IPYTHON = False  # magics or ! commands: the cell runs with an IPython she
 HISTORY: list[dict[str, Any]] = []  # template.history_entry dicts, replayed first by main()
 WARMUP = 0  # ungated runs of the cell before the captured one
 GATE = "cudaProfilerApi"  # "cudaProfilerApi" (nsys) or "nvtx" (ncu: the cell's range gates)
-DOMAIN = "nsight_magic"  # the NVTX names: nvtx_names.py
+DOMAIN = "nsight_magic"  # the NVTX names: vocabulary/nvtx_names.py
 CELL_RANGE = "cell"
 CAPTURE_RANGE = "capture"  # under ncu: a start/end range around the cell (any thread's kernels)
 WARMUP_RANGE = "warmup"
@@ -390,7 +390,8 @@ class StatusFile:
     def write(self, **fields: Any) -> None:
         self.status.update(fields)
         tmp = self.path + ".tmp"
-        # 0600 under any umask, as every file in a run folder (nsight_magic/folders.py)
+        # 0600 under any umask, as every file in a run folder
+        # (nsight_magic/run_folders/ownership.py)
         with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             json.dump(self.status, f)
         os.replace(tmp, self.path)  # the parent never reads a half-written file

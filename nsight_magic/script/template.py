@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any, Literal
 
-from ..nvtx_names import (
+from ..run_folders.run_dir import RunDir
+from ..vocabulary.nvtx_names import (
     CAPTURE_RANGE,
     CELL_RANGE,
     NVTX_DOMAIN,
@@ -32,7 +33,6 @@ from ..nvtx_names import (
     WARMUP_RANGE,
     rank_label,
 )
-from ..run_dir import RunDir
 from . import cuda_gate, range_recorder, runtime, shared_objects, torch_memory
 from .cell import PreparedCell
 

@@ -7,7 +7,7 @@ nsys: fresh runs are ``nsys profile --capture-range=cudaProfilerApi``; a warm wo
 --capture-range-end=stop`` (the report is written when the worker's cudaProfilerStop returns).
 ncu: fresh runs are ``ncu --nvtx --nvtx-include nsight_magic@capture …``; a warm worker runs under
 ``ncu --mode launch`` and each capture is one ``ncu --mode attach`` with that run's filters,
-stopped with SIGINT once the cell is done (measured: tools/probes/session_probe2.py).
+stopped with SIGINT once the cell is done (measured: tools/fixtures/probes/session_probe2.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import tools
 from ..analysis.range_spec import NvtxRange, opened_ranges, target_hint
 from ..errors import (
     CorruptReportError,
@@ -33,13 +32,14 @@ from ..errors import (
     ToolVersionError,
 )
 from ..package_info import pythonpath_with_package
+from ..processes import locate as tools
+from ..processes.locate import Tool, ToolName
 from ..profilers import ncu as ncu_argv
 from ..profilers import nsys as nsys_argv
 from ..profilers.env import clean_env, without_notebook_backend
 from ..profilers.options import options_meta
-from ..run_dir import RunDir
+from ..run_folders.run_dir import RunDir
 from ..script import Gate
-from ..tools import Tool, ToolName
 from . import deadline
 from .cell_command import cell_command, one_rank_command
 from .profiler_cli import (

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import MissingVariableError
-from ..run_dir import RunDir
+from ..run_folders.run_dir import RunDir
 from ..script import PreparedCell
 from . import admission, shared_state
 from .history import HistoryEntry

@@ -15,12 +15,12 @@ from typing import Any
 
 from ..analysis.range_spec import NvtxRange, matches_spec, resolve_nvtx_range
 from ..errors import AmbiguousNvtxRangeError, FolderSettingsIgnored, NsightMagicError
-from ..magic_names import cell_magic
-from ..nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
 from ..profilers import ncu as ncu_argv
 from ..profilers import nsys as nsys_argv
 from ..profilers.drill_request import DrillRequest
-from ..run_dir import RunDir
+from ..run_folders.run_dir import RunDir
+from ..vocabulary.magic_names import cell_magic
+from ..vocabulary.nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
 from . import deadline
 from .backends import NcuBackend
 from .history import History

@@ -13,9 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import runs
 from ..errors import NothingCapturedError, WorkerDiedError
-from ..run_dir import RunDir
+from ..run_folders import runs
+from ..run_folders.run_dir import RunDir
 from ..script import PreparedCell, prepare_cell
 from .backends import Backend
 from .fresh import FreshExecutor

@@ -8,9 +8,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import runner
 from ..errors import NsightMagicError, ProfileInterrupted, ProfileTimeout
-from ..run_dir import CellStatus, cell_status
+from ..processes import runner
+from ..run_folders.run_dir import CellStatus, cell_status
 from ..script import PreparedCell, build_script, history_entry
 from . import deadline
 from .pipeline import Outcome, RunContext

@@ -14,8 +14,8 @@ import contextlib
 import subprocess
 from dataclasses import dataclass, field
 
-from .. import tools
-from ..child_signals import run_bounded
+from ..processes import locate as tools
+from ..processes.child_signals import run_bounded
 from ..profilers.env import clean_env
 
 MARGIN_FACTOR = 1.2

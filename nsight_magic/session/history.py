@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..folders import check_tree_owned
+from ..run_folders.ownership import check_tree_owned
 from ..script import PreparedCell, history_entry, prepare_cell
 
 EntryKind = Literal["setup", "cell"]

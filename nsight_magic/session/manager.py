@@ -20,7 +20,7 @@ from ..errors import (
     NothingCapturedError,
     WorkerDiedError,
 )
-from ..run_dir import RunDir
+from ..run_folders.run_dir import RunDir
 from ..script import PreparedCell
 from . import shared_state
 from .activity import Activity

@@ -19,7 +19,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import runs, tools
 from ..errors import (
     CellFailedError,
     MissingVariableError,
@@ -28,11 +27,13 @@ from ..errors import (
     ProfileTimeout,
     WorkerDiedError,
 )
-from ..folders import make_private
-from ..progress import ProgressParser, is_profiler_line
-from ..run_dir import CellStatus, RunDir
-from ..run_meta import RunMeta
-from ..runner import RunResult
+from ..processes import locate as tools
+from ..processes.progress import ProgressParser, is_profiler_line
+from ..processes.runner import RunResult
+from ..run_folders import runs
+from ..run_folders.ownership import make_private
+from ..run_folders.run_dir import CellStatus, RunDir
+from ..run_folders.run_meta import RunMeta
 from ..script import PreparedCell, prepare_cell
 from . import deadline
 from .backends import Backend
@@ -150,7 +151,7 @@ def profile_cell(
         raise steps.interrupted() from None
 
 
-_PHASE_WORDS = {  # progress.py's phases, as the step an interrupt stopped
+_PHASE_WORDS = {  # processes/progress.py's phases, as the step an interrupt stopped
     "starting": "starting the profiler and its process",
     "waiting": "waiting for the worker",
     "replaying": "replaying earlier cells in the worker",

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
-from ..run_dir import RunDir
+from ..run_folders.run_dir import RunDir
 from ..script import build_script, prepare_cell
 from . import catch_up, gpu_memory
 from .activity import PREWARM_IDLE_S, Activity

@@ -13,13 +13,13 @@ import subprocess
 import time
 from pathlib import Path
 
-from .. import runner
-from ..child_signals import start_child
 from ..errors import ProfilerError
+from ..processes import runner
+from ..processes.child_signals import start_child
 from ..profilers import ncu as ncu_argv
 from ..profilers import nsys as nsys_argv
 from ..profilers.env import clean_env, run_quiet
-from ..run_dir import RunDir, append_private
+from ..run_folders.run_dir import RunDir, append_private
 from . import deadline
 
 

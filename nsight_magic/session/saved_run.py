@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RunFolderError
-from ..folders import check_tree_owned
 from ..profilers.env import allowed_from_folder
-from ..run_dir import RunDir
-from ..run_meta import RunMeta
+from ..run_folders.ownership import check_tree_owned
+from ..run_folders.run_dir import RunDir
+from ..run_folders.run_meta import RunMeta
 from .spec import MAX_WARMUP
 
 # every file of a run folder that a re-run reads, unpickles or executes

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..progress import Progress
+from ..processes.progress import Progress
 
 # a warm-up runs the whole cell once more before the capture; more than this is a typo (the
 # magics refuse it; a saved run folder asking for more is damaged)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ..magic_names import cell_magic
+from ..vocabulary.magic_names import cell_magic
 from .variables import human_bytes
 from .worker_pool import SessionStatus
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import NsightMagicError, WorkerDiedError
-from ..run_dir import cell_status
+from ..run_folders.run_dir import cell_status
 from ..script import PreparedCell, build_script
 from . import catch_up, shared_state
 from .history import History

@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..tools import ToolName
+from ..processes.locate import ToolName
 from .backends import WarmState
 from .shared_state import SentObjects
 from .worker_process import WorkerProcess

@@ -43,7 +43,7 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
-from nsight_magic.child_watchdog import stat_fields as _stat_fields  # stdlib only
+from nsight_magic.processes.child_watchdog import stat_fields as _stat_fields  # stdlib only
 from nsight_magic.session import messages
 
 EXIT_PARENT_GONE = 70

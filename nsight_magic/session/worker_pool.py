@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import tools
 from ..errors import NsightMagicError
+from ..processes import locate as tools
 from . import deadline, gpu_memory, shared_state
 from .backends import Backend, WarmState
 from .pipeline import RunContext, now_utc

@@ -29,10 +29,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import runner
-from ..child_signals import start_child
 from ..errors import NsightMagicError, WorkerDiedError
 from ..package_info import pythonpath_with_package
+from ..processes import runner
+from ..processes.child_signals import start_child
 from . import messages
 from .worker import EXIT_CHANNEL_DAMAGED, EXIT_PARENT_GONE, process_start_ticks
 

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from ..columns import Column, column
+from ..vocabulary.columns import Column, column
 
 Formatter = Callable[[Any], str]
 
@@ -168,8 +168,8 @@ def table_columns(
     optional: Collection[str] = (),
 ) -> dict[str, Column]:
     """The registered ``Column`` of each shown column (``headers`` override its title), in
-    order. A name not in ``nsight_magic/columns.py`` raises ``UnknownColumnError``; one the
-    frame lacks raises ``MissingColumnError`` unless it is ``optional``: a renamed column fails
+    order. A name not in ``nsight_magic/vocabulary/columns.py`` raises ``UnknownColumnError``; one
+    the frame lacks raises ``MissingColumnError`` unless it is ``optional``: a renamed column fails
     loudly instead of leaving the table silently."""
     names = list(frame.columns) if columns is None else list(columns)
     headers = {**(columns if isinstance(columns, Mapping) else {}), **(headers or {})}
@@ -201,7 +201,7 @@ def frame_html(
     optional: Collection[str] = (),
 ) -> str:
     """A table of the first ``max_rows`` rows of ``columns`` (all the frame's when None), with
-    the header and formatter each has in ``nsight_magic/columns.py``. ``headers`` (or
+    the header and formatter each has in ``nsight_magic/vocabulary/columns.py``. ``headers`` (or
     ``columns`` given as a mapping: column -> header) renames a column for this table only;
     ``formats`` overrides a formatter. Strings are shortened with the full text in a ``title``
     tooltip; ``titles`` maps a shown column to the column whose text the tooltip shows instead

@@ -33,8 +33,8 @@ def at_ms(value: float) -> str:
     return f"{value:,.3f} ms"
 
 
-# Shown columns; headers and formats come from nsight_magic/columns.py (``*_HEADERS`` rename a
-# column for one table only, ``*_FORMATS`` are the formats this tab writes its own way).
+# Shown columns; headers and formats come from nsight_magic/vocabulary/columns.py (``*_HEADERS``
+# rename a column for one table only, ``*_FORMATS`` are the formats this tab writes its own way).
 BREAKDOWN_COLUMNS = ("statement", "rank", "category", "call", "frame", "idle_ns", "pct", "gaps")
 BREAKDOWN_HEADERS = {"category": "the thread was", "frame": "Python line", "pct": "share"}
 BREAKDOWN_FORMATS = {"category": category_title}

@@ -25,7 +25,7 @@ from .live import PICK, LiveChart, picked
 from .protocols import NcuSource
 from .roofline_chart import roofline_chart
 
-# Shown columns; headers and formats come from nsight_magic/columns.py.
+# Shown columns; headers and formats come from nsight_magic/vocabulary/columns.py.
 LAUNCH_COLUMNS = ("launch", "short_name", "duration_ns", "compute_sol_pct", "memory_sol_pct",
                   "occupancy_pct", "occupancy_source", "grid", "block", "registers_per_thread",
                   "sm_clock_hz", "nvtx")  # fmt: skip

@@ -40,8 +40,8 @@ MIN_GAP_NS = 10_000  # idle stretches shorter than 10 us are launch latency, not
 # Idle tab computes it when first opened.
 IDLE_STATIC_MAX_KERNELS = 50_000
 
-# Shown columns; headers and formats come from nsight_magic/columns.py (``*_HEADERS`` rename a
-# column for one table only).
+# Shown columns; headers and formats come from nsight_magic/vocabulary/columns.py (``*_HEADERS``
+# rename a column for one table only).
 KERNEL_COLUMNS = ("short_name", "instances", "total_ns", "avg_ns", "med_ns", "min_ns", "max_ns",
                   "time_pct")  # fmt: skip
 GRAPH_NODE_COLUMN = "graph_node_instances"

@@ -17,7 +17,7 @@ from .common import chart_html, chart_widget, table_or_note
 from .protocols import NsysSource
 
 TOP_N = 15
-# Shown columns; headers and formats come from nsight_magic/columns.py.
+# Shown columns; headers and formats come from nsight_magic/vocabulary/columns.py.
 OP_COLUMNS = ("op", "shapes", "calls", "kernels", "gpu_time_ns", "kernel_time_ns", "model_flops",
               "mfu_frac")  # fmt: skip
 OP_HEADERS = {"mfu_frac": "MFU"}

@@ -21,7 +21,7 @@ TOP_SKEW = 10
 TOP_NCCL_KERNELS = 10
 
 # Shown columns (header overrides after each); headers and formats come from
-# nsight_magic/columns.py.
+# nsight_magic/vocabulary/columns.py.
 BUSY_COLUMNS = ("rank", "pid", "busy_pct")
 KERNEL_COLUMNS = ("rank", "short_name", "instances", "total_ns", "avg_ns", "time_pct")
 KERNEL_HEADERS = {"time_pct": "% of the rank's time"}

@@ -34,7 +34,7 @@ import csv, json, os, subprocess, sys, time
 sys.path.insert(0, {tests!r})
 import pandas as pd
 import nsight_magic
-from nsight_magic import tools
+from nsight_magic.processes import locate as tools
 %load_ext nsight_magic
 %config NsightMagic.runs_dir = {runs!r}
 WALLS = []
@@ -451,7 +451,7 @@ k3
     ),
     # The ncu worker takes an interrupt (here --timeout) as KeyboardInterrupt and keeps its
     # state, even when it was started between cells (the prewarm), where ipykernel ignores
-    # SIGINT and the worker used to inherit that (child_signals.py).
+    # SIGINT and the worker used to inherit that (processes/child_signals.py).
     (
         "4 an interrupted %%ncu cell",
         "%%ncu --timeout 30 --launch-count 1\nncu_state = 7\nimport time\ntime.sleep(120)\n",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nsight_magic import tools
 from nsight_magic.errors import ToolNotFoundError
+from nsight_magic.processes import locate as tools
 from nsight_magic.session.manager import MANAGER
 
 

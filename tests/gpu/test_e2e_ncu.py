@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from nsight_magic import runs
 from nsight_magic.errors import NothingCapturedError
+from nsight_magic.run_folders import runs
 from nsight_magic.session.manager import MANAGER
 
 from .conftest import cuda, have, magic

@@ -10,8 +10,9 @@ import time
 import pytest
 
 import nsight_magic
-from nsight_magic import runs, tools
 from nsight_magic.errors import CellFailedError, ProfileTimeout, WorkerDiedError
+from nsight_magic.processes import locate as tools
+from nsight_magic.run_folders import runs
 from nsight_magic.session.manager import MANAGER
 
 from .conftest import cuda, have, magic

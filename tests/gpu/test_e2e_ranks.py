@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from nsight_magic import runner
 from nsight_magic.errors import ProfileTimeout
+from nsight_magic.processes import runner
 
 from .conftest import cuda, have, magic
 

@@ -14,11 +14,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ...child_signals import run_bounded
 from ...errors import CorruptReportError, ToolNotFoundError
-from ...magic_names import cell_magic
 from ...package_info import pythonpath_with_package
+from ...processes.child_signals import run_bounded
 from ...profilers.env import clean_env
+from ...vocabulary.magic_names import cell_magic
 from . import extract as X
 
 __all__ = ["EXTRACT_TIMEOUT_S", "PlainUnpickler", "extract_in_child", "timeout_for"]

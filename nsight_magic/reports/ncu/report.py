@@ -32,10 +32,10 @@ import pandas as pd
 
 from ...analysis import ncu_metrics as M
 from ...analysis.roofline import roofline_points
-from ...arguments import count_arg
 from ...errors import CorruptReportError, EmptyReportError, LaunchNotFoundError
-from ...magic_names import cell_magic
-from ...nvtx_names import PHASE_DOMAIN
+from ...vocabulary.arguments import count_arg
+from ...vocabulary.magic_names import cell_magic
+from ...vocabulary.nvtx_names import PHASE_DOMAIN
 from ..paths import require_regular_file
 from . import container
 from .advice import advice_frame, advice_note

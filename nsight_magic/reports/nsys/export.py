@@ -12,7 +12,7 @@ from typing import Literal
 
 from ...errors import CorruptReportError, ReportTimeoutError, ToolNotFoundError
 from ...profilers.env import run_quiet
-from ...regular_files import read_regular
+from ...run_folders.regular_files import read_regular
 
 __all__ = ["ExportKind", "export_argv", "export_origin", "export_report", "find_nsys",
            "sibling_export", "stamp_path", "write_stamp"]  # fmt: skip
@@ -92,7 +92,7 @@ def sibling_export(rep: str | Path) -> Path | None:
 def find_nsys() -> Path:
     """nsys as ``tools.find_tool`` finds it (``%config`` path, $NSIGHT_MAGIC_NSYS, PATH, the
     usual install folders); ToolNotFoundError saying what to do with the .nsys-rep otherwise."""
-    from ...tools import find_tool
+    from ...processes.locate import find_tool
 
     try:
         return Path(find_tool("nsys"))

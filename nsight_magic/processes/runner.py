@@ -20,9 +20,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import CounterPermissionError, ProfileInterrupted, ProfilerError, ProfileTimeout
+from ..run_folders.run_dir import append_private
 from .child_signals import start_child
-from .errors import CounterPermissionError, ProfileInterrupted, ProfilerError, ProfileTimeout
-from .run_dir import append_private
 
 LineCallback = Callable[[str], None]
 

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .folders import expand
-from .package_info import __version__
+from ..package_info import __version__
+from .ownership import expand
 from .run_dir import DEFAULT_ROOT, CellStatus, RunDir, cell_status, read_json, slug, utc_stamp
 
 

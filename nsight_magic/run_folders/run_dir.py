@@ -19,7 +19,7 @@ Every file name is spelled here, and every file of ours is written here: 0600, a
 under a lock. Written elsewhere, by design: the report files (by nsys/ncu, and their exports
 and caches beside any report, ``reports/``), and ``status.json`` from inside the profiled
 process (``script/template.py``, at the path ``RunDir.status`` gives its argv).
-A folder is private (``folders.py``): created 0700 under a root this user owns."""
+A folder is private (``run_folders/ownership.py``): created 0700 under a root this user owns."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Literal, TypedDict
 
-from .errors import RunFolderError
-from .folders import PRIVATE_FILE, private_mkdir, private_root
+from ..errors import RunFolderError
+from .ownership import PRIVATE_FILE, private_mkdir, private_root
 from .regular_files import read_regular
 from .run_meta import RunMeta
 
@@ -337,7 +337,7 @@ class RunDir:
             f.write((text if text.endswith("\n") else text + "\n").encode("utf-8", "replace"))
 
     def write_copy(self, name: str, data: str | bytes | BinaryIO) -> Path:
-        """A file of a share-safe copy of a run folder, as ``sharing.py`` rewrote it."""
+        """A file of a share-safe copy of a run folder, as ``run_folders/sharing.py`` rewrote it."""
         write_private(self.path / name, data)
         return self.path / name
 

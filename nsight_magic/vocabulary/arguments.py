@@ -8,7 +8,7 @@ import math
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from .errors import BadArgumentError
+from ..errors import BadArgumentError
 
 __all__ = [
     "count_arg",

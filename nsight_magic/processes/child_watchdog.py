@@ -1,7 +1,7 @@
 """The notebook's watchdog: one small process per notebook process that ends every process the
 notebook started (``child_signals.start_child``) once the notebook is gone.
 
-    python -I -S child_watchdog.py NOTEBOOK_PID NOTEBOOK_START_TICKS
+    python -I -S processes/child_watchdog.py NOTEBOOK_PID NOTEBOOK_START_TICKS
 
 Run by path, stdlib only (nothing of the package is imported: it must start fast (~40 ms) and keep
 working whatever the notebook's environment). The notebook writes one line ``+PID`` on our

@@ -248,5 +248,5 @@ def column(name: str) -> Column:
         return COLUMNS[name]
     except KeyError:
         raise UnknownColumnError(
-            f"column {name!r} is not in nsight_magic/columns.py: declare it there"
+            f"column {name!r} is not in nsight_magic/vocabulary/columns.py: declare it there"
         ) from None

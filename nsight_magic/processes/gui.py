@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import ToolNotFoundError
-from .tools import candidates, configured_path
+from ..errors import ToolNotFoundError
+from .locate import candidates, configured_path
 
 # tool -> (GUI executable, report suffix it opens, product name)
 GUIS = {

@@ -9,8 +9,8 @@ child ends (the prewarm's background thread), reaches only the direct child (not
 profile``'s target, torchrun's ranks or ncu's subreaper) and needs a ``preexec_fn``, unsafe
 with threads.
 
-So each notebook process has one watchdog process (``child_watchdog.py``), started with the
-first child, told each child's session over a pipe; it ends them all once the notebook is gone
+So each notebook process has one watchdog process (``processes/child_watchdog.py``), started with
+the first child, told each child's session over a pipe; it ends them all once the notebook is gone
 (the pipe's end, or the notebook's pid gone). A forked notebook (``os.fork`` in a cell) gets its
 own watchdog for what it starts."""
 

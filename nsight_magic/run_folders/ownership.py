@@ -14,7 +14,7 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import RunFolderError, UntrustedFolderError
+from ..errors import RunFolderError, UntrustedFolderError
 
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600

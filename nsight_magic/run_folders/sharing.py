@@ -52,15 +52,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .arguments import texts_arg
-from .errors import (
+from ..errors import (
     CorruptReportError,
     FolderExistsError,
     ReportError,
     ReportNotFoundError,
     RunFolderError,
 )
-from .folders import PRIVATE_DIR, expand
+from ..vocabulary.arguments import texts_arg
+from .ownership import PRIVATE_DIR, expand
 from .regular_files import NotRegularFile, entries, kind_of, open_regular, read_regular, walk_folder
 from .run_dir import RunDir
 from .run_meta import RunMeta
@@ -260,8 +260,8 @@ class _Outcome:
             "environment": {
                 "kept": sorted(self.env_kept),
                 "dropped": sorted(self.env_dropped),
-                "rule": "only variables on nsight_magic.shared_env's allow-list (device "
-                "choice, ranks, library knobs, versions) keep their values; every other "
+                "rule": "only variables on nsight_magic.run_folders.shared_env's allow-list "
+                "(device choice, ranks, library knobs, versions) keep their values; every other "
                 "variable's value is left out, and where it also appeared elsewhere it reads "
                 f"{DROPPED}",
             },

@@ -28,17 +28,3 @@ def magic_help(func: Any, *, extra: str, notes: Sequence[str]) -> str:
     summary, _, rest = dedent(doc).strip().partition("\n\n")
     parts = [summary, "Usage" + usage, rest.strip(), "Options::\n\n" + options]
     return "\n\n".join([p for p in parts if p] + [textwrap.fill(n) for n in notes]) + "\n"
-
-
-def renamed(doc: str, long: str, short: str) -> str:
-    """``doc``, the help of ``%%long``, for someone who typed ``%%short`` (``%%nsys?`` shows
-    ``%%nsys``): every ``%%long`` respelled, and the usage's wrapped lines, which argparse
-    aligned after the long name, moved left by the difference."""
-    old, new = f"%%{long}", f"%%{short}"
-    aligned = " " * (2 + len(old) + 1)  # "  %%nsight_nsys " in the usage block
-    lines = []
-    for line in doc.replace(old, new).splitlines():
-        if line.startswith(aligned):
-            line = line[len(old) - len(new) :]
-        lines.append(line)
-    return "\n".join(lines) + ("\n" if doc.endswith("\n") else "")

@@ -73,12 +73,24 @@ def assign_short_names(shell: Any, claim: bool) -> dict[str, str]:
     return held_elsewhere()
 
 
+def renamed(doc: str, long: str, short: str) -> str:
+    """``doc``, the help of ``%%long``, for someone who typed ``%%short`` (``%%nsys?`` shows
+    ``%%nsys``): every ``%%long`` respelled, and the usage's wrapped lines, which argparse
+    aligned after the long name, moved left by the difference."""
+    old, new = f"%%{long}", f"%%{short}"
+    aligned = " " * (2 + len(old) + 1)  # "  %%nsight_nsys " in the usage block
+    lines = []
+    for line in doc.replace(old, new).splitlines():
+        if line.startswith(aligned):
+            line = line[len(old) - len(new) :]
+        lines.append(line)
+    return "\n".join(lines) + ("\n" if doc.endswith("\n") else "")
+
+
 def _under_short_name(magic: Any, short: str, long: str) -> Any:
     """``magic`` (a bound method) as ``%%short`` answers: the same code bound to the same
     instance, with a help that names ``%%short`` (IPython's ``%%nsys?`` shows the registered
     callable's docstring); its attributes (the argument parser) are the original's."""
-    from .magic_help import renamed  # imports IPython: only once there is a shell
-
     func, instance = getattr(magic, "__func__", None), getattr(magic, "__self__", None)
     if func is None or instance is None:
         return magic

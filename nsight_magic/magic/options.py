@@ -15,7 +15,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from .session.spec import MAX_WARMUP
+from ..session.spec import MAX_WARMUP
 
 # names IPython puts in every namespace (user_ns_hidden holds them too, when there is a shell)
 SHELL_NAMES = frozenset({"get_ipython", "In", "Out", "exit", "quit", "display"})

@@ -24,10 +24,23 @@ from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, 
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Enum, Int, Unicode, observe
 
-from . import magic_names, tools
-from .errors import CellSyntaxError, NsightMagicError, ProfileInterrupted
-from .magic_help import magic_help
-from .magic_options import (
+from ..errors import CellSyntaxError, NsightMagicError, ProfileInterrupted
+from ..processes import locate as tools
+from ..processes.progress import ProgressLine
+from ..profilers import options as option_decl
+from ..profilers.ncu import NcuOptions
+from ..profilers.nsys import NsysOptions
+from ..results.base import in_kernel
+from ..results.display import show_live_first, static_later
+from ..script import prepare_cell
+from ..session.backends import NcuBackend, NsysBackend
+from ..session.manager import MANAGER
+from ..session.spec import CellRequest, Notebook, RunCallbacks
+from ..session.status import format_status, notebook_gpu_memory
+from ..session.variables import DEFAULT_AUTO_MAX_BYTES, parse_names
+from ..vocabulary import magic_names
+from .help import magic_help
+from .options import (
     check_common,
     check_flags,
     check_ncu_values,
@@ -35,18 +48,6 @@ from .magic_options import (
     split_extra,
     typed_flag,
 )
-from .profilers import options as option_decl
-from .profilers.ncu import NcuOptions
-from .profilers.nsys import NsysOptions
-from .progress import ProgressLine
-from .results.base import in_kernel
-from .results.display import show_live_first, static_later
-from .script import prepare_cell
-from .session.backends import NcuBackend, NsysBackend
-from .session.manager import MANAGER
-from .session.spec import CellRequest, Notebook, RunCallbacks
-from .session.status import format_status, notebook_gpu_memory
-from .session.variables import DEFAULT_AUTO_MAX_BYTES, parse_names
 
 _STATE_NOTE = (
     "The cell runs in a warm worker process that keeps its state between profiled cells (like "

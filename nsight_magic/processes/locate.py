@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ..errors import ProfilerError, ToolNotFoundError, ToolVersionError
+from ..profilers.env import clean_env, run_quiet
 from .child_signals import run_bounded
-from .errors import ProfilerError, ToolNotFoundError, ToolVersionError
-from .profilers.env import clean_env, run_quiet
 
 ToolName = Literal["nsys", "ncu"]
 

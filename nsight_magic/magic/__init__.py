@@ -1,0 +1,1 @@
+"""The IPython front: the cell magics, their options and their help."""

@@ -1,0 +1,1 @@
+"""The profiler processes: find nsys/ncu, run and stop them, their output, GUIs."""

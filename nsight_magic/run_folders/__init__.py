@@ -1,0 +1,1 @@
+"""Run folders on disk: one per cell, its meta.json, who may read it, sharing."""

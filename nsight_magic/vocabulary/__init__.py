@@ -1,0 +1,1 @@
+"""Words every layer shares: columns, precisions, NVTX and magic names, checks."""
