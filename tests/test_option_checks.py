@@ -11,9 +11,9 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from nsight_magic.magic import options as magic_options
-from nsight_magic.vocabulary.magic_names import renamed
 from nsight_magic.profilers.ncu import listed_identifiers
 from nsight_magic.session.manager import MANAGER
+from nsight_magic.vocabulary.magic_names import renamed
 
 
 @pytest.fixture
