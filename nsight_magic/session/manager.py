@@ -10,6 +10,7 @@ if the kernel dies instead, each worker notices and exits by itself (``worker.wa
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import threading
 import weakref
 from collections.abc import Callable
@@ -170,6 +171,8 @@ class SessionManager(DrillDowns):
             self.notebook = notebook
         else:  # a drill-down: the worker receives the notebook's names as the cell's did
             notebook = self.notebook
+        # an out-of-memory message names the session's workers (pipeline._oom_text)
+        callbacks = dataclasses.replace(callbacks or RunCallbacks(), workers=self._worker_names)
         # a profiled cell in flight: the ncu prewarm waits for a pause (activity.py)
         with self.activity.cell():
             captured: dict[str, RunContext] = {}
@@ -213,6 +216,10 @@ class SessionManager(DrillDowns):
                     ctx = captured["ctx"]
                     self.background += prewarm_drill_down(self, executor.session, ctx, entry_id)
             return run
+
+    def _worker_names(self) -> dict[int, str]:
+        return {s.pid: f"the {s.tool} worker (pid {s.pid})"
+                for s in self.status() if s.alive and s.pid}  # fmt: skip
 
     def _fresh_after_crash(self, died: WorkerDiedError, executor: WarmExecutor,
                            request: CellRequest, backend: Backend, make_result: Any,

@@ -340,11 +340,8 @@ def _oom_text(ctx: RunContext, status: CellStatus) -> str:
 
     names = {os.getpid(): f"the notebook (pid {os.getpid()})"}
     try:  # the session's other workers (%nsight_session): one of them may hold the memory
-        from .manager import MANAGER
-
-        for s in MANAGER.status():
-            if s.alive and s.pid:
-                names[s.pid] = f"the {s.tool} worker (pid {s.pid})"
+        if ctx.callbacks.workers is not None:
+            names.update(ctx.callbacks.workers())
     except Exception:  # naming them is a courtesy; the explanation stands without it
         pass
     worker = (ctx.meta.worker or {}).get("pid")

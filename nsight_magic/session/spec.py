@@ -50,11 +50,14 @@ class CellRequest:
 
 @dataclass
 class RunCallbacks:
-    """Where a run reports: a progress state, the cell's own output lines, a cancel flag."""
+    """Where a run reports: a progress state, the cell's own output lines, a cancel flag; and
+    ``workers``: the session's live workers by pid ({pid: "the ncu worker (pid N)"}), so an
+    out-of-memory message can name who held the memory (the manager sets it)."""
 
     progress: ProgressCallback | None = None
     output: OutputCallback | None = None
     cancel: threading.Event | None = None
+    workers: Callable[[], dict[int, str]] | None = None
 
 
 @dataclass
