@@ -197,4 +197,6 @@ def short_names(names: pd.Series) -> pd.Series:
         for full in members:
             label[full] = f"{s} [{tags[full]}]" if tags[full] else s
     _make_unique(label)
-    return pd.Series(values.map(label).to_numpy(), index=names.index, name="short_name")
+    # the names' own string dtype even when empty (pandas 3.0 maps an empty str column to float64)
+    return pd.Series(values.map(label).to_numpy(), index=names.index, name="short_name",
+                     dtype=values.dtype)  # fmt: skip
