@@ -28,6 +28,8 @@ from typing import Any
 
 import pytest
 
+from nsight_magic.views.lazy_tabs import WAITING
+
 from .conftest import REPO, refuse_other_urls
 
 START_TIMEOUT_S = 60
@@ -271,6 +273,9 @@ def open_tab(nsys: Any, label: str) -> Any:
     nsys.locator(".lm-TabBar-tab", has_text=label).first.click()
     page_ = nsys.locator(".jupyter-widget-tab > .widget-tab-contents > .lm-Widget:visible")
     expect(page_).to_have_count(1)
+    # a tab is built by the kernel when first opened (views/lazy_tabs.py): wait for it, not
+    # for expect's 5 s default (a clean clone's first build under make test's load took longer)
+    expect(page_).not_to_contain_text(WAITING, timeout=60_000)
     return page_
 
 
