@@ -21,7 +21,7 @@ from .backends import Backend
 from .fresh import FreshExecutor
 from .pipeline import profile_cell
 from .spec import CellRequest, Notebook, RunCallbacks
-from .variables import plan_shipping, serialize_explicit
+from .variables import plan_by_value, serialize_explicit
 from .warm import WarmExecutor
 from .warm_session import WarmSession
 
@@ -124,9 +124,7 @@ def _ship_for_replay(
     reads = frozenset().union(cell.names_read, *(c.names_read for c in replayed))
     bound = frozenset().union(*(c.names_bound for c in replayed))
     explicit = serialize_explicit(request.vars, notebook.user_ns)
-    plan = plan_shipping(reads if notebook.auto_vars else (), notebook.user_ns,
-                         hidden=notebook.hidden, worker_names=bound, explicit=explicit,
-                         max_bytes=notebook.auto_vars_max_bytes)  # fmt: skip
+    plan = plan_by_value(notebook, reads, worker_names=bound, explicit=explicit)
     blob = plan.blob()
     if blob is not None:
         folder.write_vars(blob)

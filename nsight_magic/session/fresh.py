@@ -14,7 +14,7 @@ from ..run_folders.run_dir import CellStatus, cell_status
 from ..script import PreparedCell, build_script, history_entry
 from . import deadline
 from .pipeline import Outcome, RunContext
-from .variables import plan_shipping
+from .variables import plan_by_value
 
 
 class ProfilerWatch:
@@ -113,17 +113,9 @@ class FreshExecutor:
         text = build_script(ctx.cell, history=history, warmup=request.warmup,
                             gate=ctx.backend.gate, **ctx.backend.script_args())  # fmt: skip
         folder.write_script(text)
-        nb = ctx.notebook
-        reads = ctx.cell.names_read if nb.auto_vars else frozenset()
         setup_names = frozenset().union(*(c.names_bound for _, c in setup))
-        plan = plan_shipping(
-            reads,
-            nb.user_ns,
-            hidden=nb.hidden,
-            worker_names=setup_names,  # the setup cells define these in the fresh process
-            explicit=ctx.explicit_vars,
-            max_bytes=nb.auto_vars_max_bytes,
-        )
+        plan = plan_by_value(ctx.notebook, ctx.cell.names_read, explicit=ctx.explicit_vars,
+                             worker_names=setup_names)  # the setup cells define these  # fmt: skip
         plan.check()
         blob = plan.blob()
         if blob is not None:

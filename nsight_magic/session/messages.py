@@ -66,9 +66,11 @@ def read_key(sock: socket.socket, timeout: float) -> bytes:
 
 
 def readable(sock: socket.socket, timeout: float) -> bool:
-    """True when ``sock`` has something to read (a listener: a connection) within ``timeout``."""
-    ready, _, _ = select.select([sock], [], [], timeout)
-    return bool(ready)
+    """True when ``sock`` has something to read (a listener: a connection) within ``timeout``
+    (poll, as ``Channel``: select refuses descriptors above 1024, which a busy notebook has)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(max(0, int(timeout * 1000))))
 
 
 class ConnectionClosed(EOFError):

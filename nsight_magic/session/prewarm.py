@@ -148,8 +148,9 @@ def _prewarm(
                     PREWARM_IDLE_S, lambda: manager.workers.stop_count != stops
                 ):
                     return  # stopped meanwhile; a Run All keeps going past here until it ends
-                if hold is None:
-                    hold = next(iter(_alive(manager, "nsys")[-1:]), None)
+                if hold is None:  # the nsys worker in use waits while this one replays
+                    live = _alive(manager, "nsys")
+                    hold = live[-1] if live else None
             waiting = f"the {session.tool} worker replays ahead of time; no capture runs beside it"
             with _busy(hold, waiting), _busy(session, "replaying earlier cells ahead of time"):
                 _replay(manager, session, Path(tmp), backend, reads, before)
@@ -261,9 +262,10 @@ def prewarm_drill_down(
     request = CellRequest(cell="pass", python=r.python, cwd=r.cwd, env=dict(r.env))
     backend = manager.prewarm_backends["ncu"]()
     key = backend.launch_key(request)
+    live = _alive(manager, "ncu")
     # one started with the setup cell (``prewarm_for_setup``) replays this cell's needs too
-    into = next((s for s in _alive(manager, "ncu") if s.key == key), None)
-    if into is None and _alive(manager, "ncu"):
+    into = next((s for s in live if s.key == key), None)
+    if into is None and live:
         return []  # one of other launch options is in use: the drill-down decides
     stops = manager.workers.stop_count
 

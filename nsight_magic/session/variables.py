@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import MissingVariableError, NsightMagicError, UnpicklableVariableError
 from . import deadline
+from .spec import Notebook
 
 DEFAULT_AUTO_MAX_BYTES = 256 << 20
 
@@ -172,6 +173,21 @@ class ShippingPlan:
             "%%nsight_setup cell so the worker builds them itself.",
             names=sorted(self.held_back),
         )
+
+
+def plan_by_value(
+    notebook: Notebook,
+    reads: Collection[str],
+    *,
+    worker_names: Collection[str] = (),
+    explicit: Mapping[str, tuple[str, bytes]] | None = None,
+) -> ShippingPlan:
+    """``plan_shipping`` for a fresh process, which gets the notebook's names by value only
+    (vars.pkl): ``reads`` when the notebook ships names automatically, under its size limit;
+    ``worker_names``: what the process's own history defines."""
+    return plan_shipping(reads if notebook.auto_vars else (), notebook.user_ns,
+                         hidden=notebook.hidden, worker_names=worker_names, explicit=explicit,
+                         max_bytes=notebook.auto_vars_max_bytes)  # fmt: skip
 
 
 def plan_shipping(
