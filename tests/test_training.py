@@ -321,7 +321,10 @@ def test_setup_cell_frames_name_their_cell(data_dir: Path) -> None:
     the profiled cell's own frames keep ``cell L<n>`` (the loader fixture's loop)."""
     from nsight_magic.reports.nsys.host import _frame_text
 
-    assert _frame_text("<nsight_magic setup 1: data>", 5, "__getitem__") == "setup 'data' L5"
+    assert (
+        _frame_text("<nsight_magic setup 1: data>", 5, "__getitem__")
+        == "setup 'data' L5 __getitem__"
+    )
     assert _frame_text("<nsight_magic cell 4: train>", 2, "<module>") == "cell 'train' L2"
     assert _frame_text("<nsight_magic cell>", 3, "<module>") == "cell L3"
     assert _frame_text("<nsight_magic setup 7: >", 1, "<module>") == "setup #7 L1"

@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -137,6 +137,13 @@ def _options(options: type[T], args: Any, extra: list[str]) -> T:
         raise UsageError(str(exc)) from None
 
 
+def _code_files(shell: Any) -> Mapping[str, int]:
+    """IPython's compiled cells, file name -> execution count (the live map IPython >= 8
+    keeps for its tracebacks' "Cell In[k]"; empty before that)."""
+    files = getattr(getattr(shell, "compile", None), "_filename_map", None)
+    return files if isinstance(files, dict) else {}
+
+
 @magics_class
 class NsightMagic(Magics):
     """Nsight profiling magics; also a traitlets Configurable for ``%config``."""
@@ -226,6 +233,7 @@ class NsightMagic(Magics):
             hidden=frozenset(getattr(shell, "user_ns_hidden", {}) or {}),
             auto_vars=self.auto_vars,
             auto_vars_max_bytes=self.auto_vars_max_bytes,
+            code_files=_code_files(shell),
         )
 
     def _deliver(self, args: Any, call: Any) -> Any:

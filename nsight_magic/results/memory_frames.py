@@ -17,6 +17,7 @@ from ..analysis import gpu_memory, oom, torch_memory
 from ..errors import NsightMagicError
 from ..reports.torch_memory import TorchSnapshot, load_snapshot
 from ..run_folders.run_dir import RunDir
+from ..vocabulary.code_files import is_profiled_cell
 from ..vocabulary.magic_names import cell_magic
 
 __all__ = ["MemoryFrames", "no_memory_note", "oom_explanation", "report_memory_summary"]
@@ -128,9 +129,10 @@ class MemoryFrames:
         return torch_memory.live_at(snap.events(), snap.blocks(), int(device), at)
 
 
-# the profiled cell's frames: <nsight_magic cell> or <nsight_magic NAME> (--name), not a replayed
-# setup or earlier cell (<nsight_magic setup 3: data>, session/history.py)
-_CELL_LINE = re.compile(r'File "<nsight_magic (?!(?:setup|cell) \d+: )[^"]*>", line (\d+)')
+# a notebook cell's frames in a traceback; only the profiled cell's (<nsight_magic cell>, or
+# <nsight_magic NAME> with --name) count, not a setup, replayed or ordinary cell's
+# (vocabulary/code_files.py)
+_CELL_LINE = re.compile(r'File "(<nsight_magic [^"]*>)", line (\d+)')
 
 
 def oom_explanation(
@@ -146,7 +148,8 @@ def oom_explanation(
     message = str(status.get("exc_message") or "")
     if not oom.is_oom(str(status.get("exc_type") or ""), message):
         return ""
-    lines = _CELL_LINE.findall(str(status.get("traceback") or ""))
+    traceback = str(status.get("traceback") or "")
+    lines = [n for file, n in _CELL_LINE.findall(traceback) if is_profiled_cell(file)]
     statement = ""
     if lines:
         n = int(lines[-1])

@@ -18,6 +18,7 @@ worker has shared CUDA memory to keep.
 """
 
 import contextlib
+import linecache
 import pickle
 import sys
 from collections.abc import Iterator
@@ -46,10 +47,18 @@ class _SharedUnpickler(pickle.Unpickler):
 
 
 def receive(ns: dict[str, Any], path: str) -> dict[str, Any]:
-    """Bind the notebook's names from ``path`` in ``ns``; returns what came (names, dropped)."""
+    """Bind the notebook's names from ``path`` in ``ns``; returns what came (names, dropped).
+    The lines of the cells whose functions came by value follow (file name -> text): put in
+    linecache, a traceback through them shows the cell's lines."""
     table: dict[int, Any] = ns.setdefault(TABLE, {})
     with open(path, "rb") as f:
         names, new, forget, drop = _SharedUnpickler(f, table).load()
+        try:
+            sources = pickle.load(f)
+        except EOFError:
+            sources = {}
+    for filename, text in sources.items():
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     for key in forget:
         table.pop(key, None)
     for name in drop:

@@ -43,6 +43,8 @@ class CatchUpPlan:
     fallback: dict[str, str] = field(default_factory=dict)
     setup_bytes: int = 0
     packed: shared_state.Packed | None = None
+    # how the code of the notebook's functions and classes is named in the worker
+    files: shared_state.CodeFiles = field(default_factory=shared_state.CodeFiles)
 
     def notes(self, tool: str) -> list[str]:
         return [
@@ -97,9 +99,11 @@ def plan_catch_up(
     explicit: frozenset[str] = frozenset(),
     setup_gpu_bytes: Mapping[int, int] | None = None,
     in_notebook: Collection[int] = (),
+    setup_files: Mapping[str, int] | None = None,
 ) -> CatchUpPlan:
     """What ``session`` needs before a cell that reads ``reads`` (``before``: a re-run of an
-    earlier cell sees only what came before it; ``explicit``: ``--vars`` names, sent by value)."""
+    earlier cell sees only what came before it; ``explicit``: ``--vars`` names, sent by value;
+    ``setup_files``: IPython's file names of the setup cells' notebook runs -> entry id)."""
     user_ns = notebook.user_ns
     setups = setup_entries(entries, before=before, setup=setup)
     cells = plan_replay([e for e in entries if e.kind != "setup"], session.executed, reads,
@@ -139,7 +143,18 @@ def plan_catch_up(
     run = sorted([*replayed_setups, *cells.run], key=lambda e: e.id)
     replay = ReplayPlan(run, cells.pending + len(replayed_setups), cells.skipped, cells.conflict)
     gpu = setup_gpu_bytes or {}
-    return CatchUpPlan(replay, share, fallback, sum(gpu.get(e.id, 0) for e in replayed_setups))
+    return CatchUpPlan(replay, share, fallback, sum(gpu.get(e.id, 0) for e in replayed_setups),
+                       files=code_files(entries, notebook, setup_files or {}))  # fmt: skip
+
+
+def code_files(
+    entries: list[HistoryEntry], notebook: Notebook, setup_files: Mapping[str, int]
+) -> shared_state.CodeFiles:
+    """The worker's names for the notebook's cells: a setup cell's by its history entry
+    (``setup 'data'``), any other by IPython's number (``In [7]``)."""
+    by_id = {e.id: e.filename for e in entries if e.kind == "setup"}
+    setups = {f: by_id[i] for f, i in setup_files.items() if i in by_id}
+    return shared_state.CodeFiles.of(notebook.code_files, setups)
 
 
 def imported_modules(cell: PreparedCell) -> list[str]:
@@ -191,7 +206,7 @@ def write_share(plan: CatchUpPlan, session: WarmSession, folder: RunDir) -> None
     share = plan.share
     if not share.names and not share.drop:
         return
-    plan.packed = shared_state.pack(share, session.sent)
+    plan.packed = shared_state.pack(share, session.sent, plan.files)
     folder.write_shared(plan.packed.blob)
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from ..run_folders.ownership import check_tree_owned
 from ..script import PreparedCell, history_entry, prepare_cell
+from ..vocabulary.code_files import history_file
 
 EntryKind = Literal["setup", "cell"]
 
@@ -33,6 +34,11 @@ class HistoryEntry:
     vars_file: Path | None = None
     run_dir: Path | None = None
 
+    @property
+    def filename(self) -> str:
+        """Its code's file name in a worker (replayed, or its functions sent by value)."""
+        return history_file(self.kind, self.id, self.name)
+
     def payload(self) -> dict[str, Any]:
         """What the worker (or a standalone script) needs to replay it. Its vars file is
         unpickled there, so it must still be this user's and not writable by others."""
@@ -40,7 +46,7 @@ class HistoryEntry:
             check_tree_owned(self.vars_file.parent, (self.vars_file.name,))
         entry = history_entry(self.kind, self.name, self.cell, str(self.vars_file or "") or None)
         # a unique file name: tracebacks of a replayed cell show that cell's lines
-        entry["filename"] = f"<nsight_magic {self.kind} {self.id}: {self.name}>"
+        entry["filename"] = self.filename
         return entry
 
 
@@ -56,6 +62,10 @@ class History:
     # setup entry ids that ran in the notebook (not --worker-only): a name of theirs the
     # notebook no longer has was deleted there, not left to the workers to build
     in_notebook: set[int] = field(default_factory=set)
+    # the file names IPython compiled a setup cell's notebook run under -> its entry id: the
+    # functions and classes it defined reach a worker by value named by that cell
+    # (shared_state.CodeFiles)
+    setup_files: dict[str, int] = field(default_factory=dict)
 
     def add(
         self,
@@ -96,6 +106,7 @@ class History:
         workers were prewarmed with) when that run failed."""
         with self._lock:
             self._entries = [e for e in self._entries if e.id != entry_id]
+            self.setup_files = {f: i for f, i in self.setup_files.items() if i != entry_id}
 
     def drop_setup(self) -> int:
         """Forget the setup cells (``%nsight_setup --clear``): workers started later do not run
@@ -103,6 +114,7 @@ class History:
         with self._lock:
             before = len(self._entries)
             self._entries = [e for e in self._entries if e.kind != "setup"]
+            self.setup_files = {}
             return before - len(self._entries)
 
     def drop_cells(self) -> int:

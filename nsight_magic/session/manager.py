@@ -91,9 +91,15 @@ class SessionManager(DrillDowns):
         if that succeeds, else taken back."""
         entry, ok = self.begin_setup(name, cell), False
         before = shared_state.cuda_allocated_bytes() or 0
+        files = dict(self.notebook.code_files)
         try:
             ok = bool(run())
         finally:
+            # the file names IPython compiled this cell under: what it defines is sent named
+            # by this setup cell, not by the notebook cell number IPython gave it
+            for file, number in list(self.notebook.code_files.items()):
+                if files.get(file) != number:
+                    self.history.setup_files[file] = entry.id
             # what a worker that must rebuild it (a name that cannot be shared) will need
             after = shared_state.cuda_allocated_bytes()
             if after is not None:

@@ -191,7 +191,8 @@ def _replay(
     plan = catch_up.plan_catch_up(entries, session, notebook, reads, before=before,
                                   replay_all=manager.replay_all,
                                   setup_gpu_bytes=manager.history.gpu_bytes,
-                                  in_notebook=manager.history.in_notebook)  # fmt: skip
+                                  in_notebook=manager.history.in_notebook,
+                                  setup_files=manager.history.setup_files)  # fmt: skip
     if plan.replay.conflict or not session.alive():
         return False
     if not plan.replay.run and not plan.share.names:

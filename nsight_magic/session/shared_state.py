@@ -9,7 +9,10 @@ the names it needs (what the setup cells defined, what the cell reads) in one pi
   block alive in the notebook while a worker maps it (its IPC reference counts), so a notebook
   ``del`` frees the memory only once the worker drops the name too (``torch.cuda.ipc_collect``).
 - Everything else is pickled by value with cloudpickle (classes and functions defined in the
-  notebook by value, modules by name), within ``auto_vars_max_bytes`` of copied bytes.
+  notebook by value, modules by name), within ``auto_vars_max_bytes`` of copied bytes. The code
+  of a function or class sent by value keeps its cell's name (cloudpickle would write
+  ``<dynamic-code>``): ``setup 'data'`` or ``In [7]`` (``CodeFiles``), and the cell's lines go
+  along, so the worker's tracebacks and the profiler's Python samples name cell and line.
 - Identity is kept across cells: a tensor, module or optimizer the worker already received is
   sent as a reference to its copy there (``persistent_id``), so an optimizer shipped after the
   model updates the very parameters the model's forward uses.
@@ -23,14 +26,17 @@ from __future__ import annotations
 
 import io
 import itertools
+import linecache
 import pickle
 import sys
+import types
 import weakref
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import NsightMagicError
+from ..vocabulary.code_files import DYNAMIC_CODE, notebook_cell_file
 from . import deadline
 
 ShareKind = Literal["shared", "copied", "cannot"]
@@ -137,14 +143,39 @@ def _pickler_base() -> type:
     return cloudpickle.Pickler
 
 
-def make_pickler(file: Any, sent: SentObjects | None, *, dry_run: bool = False) -> Any:
+@dataclass(frozen=True)
+class CodeFiles:
+    """The worker's file names for the notebook's code: IPython's file name of a cell (a
+    temporary file under ipykernel, ``<ipython-input-...>`` in a terminal) -> the name that
+    says which cell it is (``vocabulary/code_files.py``)."""
+
+    names: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, notebook_files: Mapping[str, int], setup_files: Mapping[str, str]) -> CodeFiles:
+        """``notebook_files``: IPython's file name -> execution count; ``setup_files``: file
+        name -> a setup cell's history file name (those win: a setup cell runs inside the
+        ``%%nsight_setup`` cell, whose number IPython gives it)."""
+        names = {f: notebook_cell_file(n) for f, n in dict(notebook_files).items()}
+        return cls({**names, **setup_files})
+
+
+def make_pickler(
+    file: Any, sent: SentObjects | None, *, dry_run: bool = False, files: CodeFiles | None = None
+) -> Any:
     """A cloudpickle pickler that sends CUDA tensors by IPC handle and objects the worker has
     (``sent``) by reference. ``dry_run``: no handle is made (a CUDA tensor stands in by its
-    size, counted in ``cuda_bytes``), to learn what would be copied and what cannot go."""
+    size, counted in ``cuda_bytes``), to learn what would be copied and what cannot go.
+    ``files``: code sent by value is named by its cell; ``sources`` collects those cells' lines
+    (by the worker's file name)."""
+    base = _pickler_base()
+    # cloudpickle's reducer of code objects (it names every file <dynamic-code>)
+    code_reduce = getattr(base, "dispatch_table", {}).get(types.CodeType)
 
-    class SharingPickler(_pickler_base()):  # type: ignore[misc]
+    class SharingPickler(base):  # type: ignore[misc,valid-type]
         def __init__(self) -> None:
             super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+            self.sources: dict[str, str] = {}
             self.new: list[tuple[int, Any]] = []
             self._seen: set[int] = set()
             self.cuda_bytes = 0
@@ -181,7 +212,27 @@ def make_pickler(file: Any, sent: SentObjects | None, *, dry_run: bool = False) 
                 # backpropagate into the notebook's graph anyway
                 leaf = obj if obj.is_leaf or not obj.requires_grad else obj.detach()
                 return reduce_tensor(leaf)
+            if files is not None and code_reduce is not None and isinstance(obj, types.CodeType):
+                return self._named_code(obj)
             return super().reducer_override(obj)
+
+        def _named_code(self, code: types.CodeType) -> Any:
+            """cloudpickle's reduction of ``code`` with the file name of its cell (cloudpickle
+            writes ``<dynamic-code>``; a file that is no cell keeps its own name)."""
+            assert files is not None and code_reduce is not None
+            name = files.names.get(code.co_filename, code.co_filename)
+            if name != code.co_filename and name not in self.sources:
+                cached: tuple[Any, ...] = linecache.cache.get(code.co_filename, ())
+                if len(cached) > 2 and cached[2]:  # IPython put the cell's lines there
+                    self.sources[name] = "".join(cached[2])
+            rebuild, args = code_reduce(code)
+            # the file name: the constructor's string argument that is cloudpickle's stand-in
+            # (or the file name itself, should cloudpickle keep it one day)
+            args = tuple(
+                name if isinstance(a, str) and a in (DYNAMIC_CODE, code.co_filename) else a
+                for a in args
+            )
+            return rebuild, args
 
     return SharingPickler()
 
@@ -273,11 +324,13 @@ class Packed:
     new: list[tuple[int, Any]]
 
 
-def pack(plan: SharePlan, sent: SentObjects) -> Packed:
-    """The one pickle the worker loads (``runtime.receive``): (names, [(key, obj) first sent],
-    keys to forget, names to drop). Nothing is committed to ``sent`` until the worker has it."""
+def pack(plan: SharePlan, sent: SentObjects, files: CodeFiles | None = None) -> Packed:
+    """What the worker loads (``shared_objects.receive``): one pickle of (names, [(key, obj)
+    first sent], keys to forget, names to drop), then a plain one of the lines of the cells
+    whose code went by value (worker file name -> text, for its tracebacks). Nothing is
+    committed to ``sent`` until the worker has it."""
     buf = io.BytesIO()
-    pickler = make_pickler(buf, sent)
+    pickler = make_pickler(buf, sent, files=files or CodeFiles())
     new: list[tuple[int, Any]] = pickler.new
     forget = sent.stale_keys()
     what = f"pickling {', '.join(sorted(plan.names)) or 'nothing'} for the worker"
@@ -290,6 +343,7 @@ def pack(plan: SharePlan, sent: SentObjects) -> Packed:
         raise NsightMagicError(
             f"Sharing {', '.join(sorted(plan.names))} with the worker failed ({exc})."
         ) from exc
+    pickle.dump(dict(pickler.sources), buf, protocol=pickle.HIGHEST_PROTOCOL)
     return Packed(buf.getvalue(), list(new))
 
 

@@ -62,10 +62,13 @@ class RunCallbacks:
 
 @dataclass
 class Notebook:
-    """What the run may read from the notebook: its namespace (for shipping variables) and
-    the names IPython put there itself (never shipped)."""
+    """What the run may read from the notebook: its namespace (for shipping variables), the
+    names IPython put there itself (never shipped) and the file names of its cells."""
 
     user_ns: Mapping[str, Any] = field(default_factory=dict)
     hidden: frozenset[str] = frozenset()
     auto_vars: bool = True
     auto_vars_max_bytes: int = 256 << 20
+    # IPython's compiled cells: file name -> execution count (its compiler's map, live), so
+    # functions and classes sent by value name their cell (shared_state.CodeFiles)
+    code_files: Mapping[str, int] = field(default_factory=dict)

@@ -156,7 +156,7 @@ class WarmExecutor:
             self.history.entries(), s, ctx.notebook, ctx.cell.names_read, before=self.before,
             setup=ctx.request.setup, replay_all=self.replay_all,
             explicit=frozenset(ctx.explicit_vars or {}), setup_gpu_bytes=self.history.gpu_bytes,
-            in_notebook=self.history.in_notebook,
+            in_notebook=self.history.in_notebook, setup_files=self.history.setup_files,
         )  # fmt: skip
 
     def _run(self, ctx: RunContext) -> Outcome:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import functools
 import html
 import json
-import re
 from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
 from ...analysis.keyjoin import first_match
+from ...vocabulary.code_files import ANY_CELL_FILE, frame_label
 from .columns import Spec, split_global_id, to_frame
 from .cupti import sort_by_start
 from .nvtx_events import NVTX_DOMAIN_CREATE
@@ -100,9 +100,7 @@ _MARKS: Spec = {
     "jsonTextId": "i",
     "jsonText": "s",
 }
-_CELL_FILE = re.compile(r"^<nsight_magic .*>$")
-# a replayed cell's file name (session/history.py): <nsight_magic setup 3: data>
-_REPLAYED_FILE = re.compile(r"^<nsight_magic (?P<kind>setup|cell) (?P<id>\d+): (?P<name>.*)>$")
+_CELL_FILE = ANY_CELL_FILE  # any notebook cell's code (code_files)
 _LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen ", "<string>")
 SAMPLE_COLUMNS = ["kind", "start_ns", "pid", "tid", "frame", "backtrace"]
 
@@ -155,17 +153,11 @@ def frames_of(payload: str, text_of: Callable[[object], str]) -> tuple[str, str]
 
 
 def _frame_text(file: str, line: object, function: str) -> str:
-    """``file:line function`` (the file by its name); a notebook cell's code (compiled as
-    ``<nsight_magic NAME>`` by the cell script) reads ``cell L<line>``, and code of a cell the
-    worker replayed (``<nsight_magic setup 3: data>``, ``session/history.py``) names that cell:
-    ``setup 'data' L5`` (a line of a setup cell is never a line of the profiled cell)."""
-    replayed = _REPLAYED_FILE.match(file)
-    if replayed:
-        name = repr(replayed["name"]) if replayed["name"] else f"#{replayed['id']}"
-        return f"{replayed['kind']} {name} L{line}"
-    if _CELL_FILE.match(file):
-        return f"cell L{line}"
-    return f"{file.rsplit('/', 1)[-1]}:{line} {function}".rstrip()
+    """``file:line function`` (the file by its name); code of a notebook cell names that cell
+    and line (``vocabulary/code_files.py``): ``cell L3`` (the profiled cell), ``setup 'data'
+    L5 __getitem__`` (a setup cell's, replayed or sent by value; a line of a setup cell is never
+    a line of the profiled cell), ``In [7] L2 forward`` (an ordinary cell's, sent by value)."""
+    return frame_label(file, line, function)
 
 
 def _resolver(table: StringTable) -> Callable[[object], str]:
