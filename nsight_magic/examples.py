@@ -5,6 +5,7 @@ and no Nsight tools::
     nsight_magic.examples.llm()          # %%nsys of a small GPT's prefill (8 layers, bf16)
     nsight_magic.examples.llm_kernel()   # the picker's ncu run of that prefill's top GEMM
     nsight_magic.examples.compare()      # naive fp32 attention -> fused bf16 SDPA
+    nsight_magic.examples.memory()       # %%nsys --memory of a training step (the Memory tab)
 
 All were captured on an NVIDIA H200 with Nsight Systems / Compute 2025.3.1 (committed
 2026-11-22) by the code of the notebooks in ``notebooks/`` (02 and 03) and by ``tools/fixtures``
@@ -20,9 +21,11 @@ from __future__ import annotations
 
 import lzma
 import shutil
+import tarfile
 import tempfile
 from pathlib import Path
 
+from .errors import ReportNotFoundError
 from .reports import open_report
 from .results import NcuRun, NsysRun
 from .results.comparison import Comparison
@@ -43,6 +46,13 @@ RUNS = {
     "attention_naive": ("attention_naive_fp32.sqlite.xz", "naive fp32 attention, 10 calls"),
     "attention_sdpa": ("attention_sdpa_bf16.sqlite.xz", "fused bf16 SDPA, 10 calls"),
 }
+
+# a whole run folder of %%nsys --memory (meta.json, status.json with torch's counts, the
+# allocator snapshot, report.sqlite), tar-packed by tools/fixtures/capture_memory_example.sh
+MEMORY_RUN = "memory_train.tar.xz"
+MEMORY_ABOUT = "%%nsys --memory of a training step: a 2-layer MLP and AdamW (the Memory tab)"
+if (DATA / MEMORY_RUN).is_file():
+    RUNS["memory"] = (MEMORY_RUN, MEMORY_ABOUT)
 
 _unpacked: tempfile.TemporaryDirectory[str] | None = None
 
@@ -101,6 +111,36 @@ def attention(kind: str = "naive") -> NsysRun:
     ``"sdpa"`` (``F.scaled_dot_product_attention`` in bf16, one fused kernel)."""
     text_arg(kind, "kind", "examples.attention()", choices=("naive", "sdpa"))
     return _nsys(f"attention_{kind}", f"attention {kind}")
+
+
+def has_memory_example() -> bool:
+    """Whether this copy of the package has the ``--memory`` run (``memory()``)."""
+    return (DATA / MEMORY_RUN).is_file()
+
+
+def memory() -> NsysRun:
+    """``%%nsys --memory`` of one training step of a 2-layer MLP with AdamW (model, optimizer
+    and data built in a ``%%nsight_setup`` cell), loaded from its run folder: device memory
+    per process over time, the peak and the statement open then, PyTorch's own counts and the
+    tensors alive at its peak with the lines that made them (the Memory tab)."""
+    if not has_memory_example():
+        raise ReportNotFoundError(
+            f"This copy of nsight_magic has no --memory example ({MEMORY_RUN} is missing from "
+            f"{DATA}). Profile a cell with %%nsys --memory to see the Memory tab on your own run."
+        )
+    from .results.loading import load_run
+
+    folder = _session_dir() / "memory_train"
+    if not folder.is_dir():
+        with tarfile.open(DATA / MEMORY_RUN, "r:xz") as tar:
+            if hasattr(tarfile, "data_filter"):  # plain files only (Python 3.10.12+)
+                tar.extractall(_session_dir(), filter="data")
+            else:  # pragma: no cover - our own packed file
+                tar.extractall(_session_dir())
+    folder.chmod(0o700)  # a run folder is ours alone (run_folders/ownership.py)
+    run = load_run(folder)
+    run.meta.update(example="memory", about=MEMORY_ABOUT)
+    return run
 
 
 def compare() -> Comparison:

@@ -38,9 +38,17 @@ def report_memory_summary(report: Any) -> pd.DataFrame:
 
 def no_memory_note() -> str:
     return (
-        "This run has no device-memory events: nsys records them with --cuda-memory-usage=true. "
-        f"Profile the cell with {cell_magic('nsys')} --memory to see where the GPU memory went."
+        "This run has no device-memory events: it was captured without --memory (nsys records "
+        "them with --cuda-memory-usage=true). Profile the cell with "
+        f"{cell_magic('nsys')} --memory to see where the GPU memory went."
     )
+
+
+def with_reason(frame: pd.DataFrame, reason: str) -> pd.DataFrame:
+    """``frame`` with why it is empty in ``attrs["reason"]`` (nothing when it has rows)."""
+    if frame.empty and reason:
+        frame.attrs["reason"] = reason
+    return frame
 
 
 class MemoryFrames:
@@ -68,15 +76,23 @@ class MemoryFrames:
         window = getattr(self.run.report, "capture_window", None)
         return float(window()[0]) if window is not None and len(self.events) else None
 
+    @property
+    def captured_with_memory(self) -> bool:
+        """The run's meta says ``%%nsys --memory`` (False for a report opened alone)."""
+        options = self.run.meta.get("options")
+        return isinstance(options, dict) and options.get("memory") is True
+
     def timeline(self) -> pd.DataFrame:
-        return gpu_memory.memory_timeline(self.events, self._capture_start())
+        """``analysis.gpu_memory.memory_timeline``; empty with ``attrs["reason"]`` (``note``)."""
+        frame = gpu_memory.memory_timeline(self.events, self._capture_start())
+        return with_reason(frame, self.note())
 
     def chart_rows(self, window: tuple[int, int] | None = None) -> pd.DataFrame:
         """The timeline as the chart draws it (``analysis.gpu_memory.chart_rows``)."""
         return gpu_memory.chart_rows(self.timeline(), window)
 
     def summary(self) -> pd.DataFrame:
-        return report_memory_summary(self.run.report)
+        return with_reason(report_memory_summary(self.run.report), self.note())
 
     def torch_counts(self) -> pd.DataFrame:
         """``moment`` (start / peak / end), ``allocated_bytes, reserved_bytes``: torch's own
@@ -87,9 +103,51 @@ class MemoryFrames:
         ]
         rows = [r for r in rows if isinstance(r[1], int) and isinstance(r[2], int)]
         frame = pd.DataFrame(rows, columns=TORCH_COLUMNS)
-        return frame.astype(
+        frame = frame.astype(
             {"moment": "str", "allocated_bytes": "int64", "reserved_bytes": "int64"}
         )
+        return with_reason(frame, self.torch_note())
+
+    def torch_note(self) -> str:
+        """Why PyTorch's counts are empty ("" when they are not)."""
+        if self.torch_status:
+            return ""
+        if not isinstance(self.run.meta.get("cell_status"), dict):
+            return (
+                "This run has no PyTorch memory counts: the worker measures them around the "
+                "profiled cell and keeps them in the run folder's status.json, and this report "
+                "was opened without it (a bundled example or open_report). Load the run folder "
+                "with nsight_magic.load_run(path), or profile the cell with "
+                f"{cell_magic('nsys')} --memory."
+            )
+        return (
+            "This run has no PyTorch memory counts: the profiled process had not started CUDA "
+            "through torch when the cell ran (the worker never starts CUDA just to measure)."
+        )
+
+    def snapshot_note(self, live: pd.DataFrame | None = None) -> str:
+        """Why there are no tensors at the peak ("" when there are)."""
+        if live is not None and not live.empty:
+            return ""
+        snap = self.snapshot
+        if snap is None:
+            if self.captured_with_memory:
+                return (
+                    "No allocator snapshot in the run folder: the worker saves one when the "
+                    "cell's process used CUDA through torch."
+                )
+            return (
+                "No allocator snapshot: this run was captured without --memory. Profile the "
+                f"cell with {cell_magic('nsys')} --memory to see the tensors alive at the peak "
+                "and the lines that made them."
+            )
+        if not snap.devices:
+            return (
+                "The allocator snapshot has no history: torch had not started CUDA when the "
+                "cell began, so its allocations were not recorded; start it before the cell "
+                "(a CUDA tensor in a setup cell)."
+            )
+        return "No tensor was alive at that moment in the allocator's history."
 
     def note(self) -> str:
         """Why the device-memory view is empty ("" when it is not)."""
@@ -100,12 +158,18 @@ class MemoryFrames:
                 "The memory view reads one report at a time; this run merges several (ranks): "
                 "open a rank's own report with nsight_magic.open_report(path) to see its memory."
             )
+        if self.captured_with_memory:
+            return (
+                "nsys recorded no device-memory event in this capture: the profiled process "
+                "allocated nothing through CUDA while it was captured."
+            )
         return no_memory_note()
 
     def top_lines(self, top: int = 10) -> pd.DataFrame:
         """The tensors alive at torch's peak grouped by the line that made them
         (``analysis.torch_memory.by_line``); empty without a snapshot."""
-        return torch_memory.by_line(self.live()[0], top)
+        live = self.live()[0]
+        return with_reason(torch_memory.by_line(live, top), live.attrs.get("reason", ""))
 
     def snapshot_path(self) -> Path | None:
         if self.run.run_dir is None:
@@ -123,10 +187,11 @@ class MemoryFrames:
         empty frame without a snapshot."""
         snap = self.snapshot
         if snap is None or not snap.devices:  # no snapshot, or one without any history
-            return torch_memory.empty_live(), {}
+            return with_reason(torch_memory.empty_live(), self.snapshot_note()), {}
         device = self.torch_status.get("device")
         device = device if device in snap.devices else snap.devices[0]
-        return torch_memory.live_at(snap.events(), snap.blocks(), int(device), at)
+        live, facts = torch_memory.live_at(snap.events(), snap.blocks(), int(device), at)
+        return with_reason(live, self.snapshot_note(live)), facts
 
 
 # a notebook cell's frames in a traceback; only the profiled cell's (<nsight_magic cell>, or

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import pandas as pd
 
 from ..analysis import api_summary, cold_run, phases, processes, range_spec, statements, torch_ops
 from ..analysis import mfu as utilisation
-from ..errors import BadArgumentError, NsightMagicError
+from ..errors import BadArgumentError, EmptyResultWarning, NsightMagicError
 from ..profilers.drill_request import DrillRequest
 from ..views.nsys_view import nsys_static_html, nsys_widget
 from ..views.protocols import ProfileFn, ProfileRangeFn
@@ -242,6 +243,7 @@ class NsysRun(_Run):
         return self.report.gpu_info()
 
     # --- where the GPU memory went (issue #37; ``results.memory_frames``) -----------------------
+    # an empty frame says why (``attrs["reason"]``: captured without --memory, ...) and warns it
     @functools.cached_property
     def memory(self) -> MemoryFrames:
         """Memory frames: nsys's allocation events, torch's counts and allocator snapshot."""
@@ -255,7 +257,7 @@ class NsysRun(_Run):
         ``operation`` ("alloc" | "free"), ``address`` (``analysis.gpu_memory``). nsys sees
         cudaMalloc in the process that calls it: PyTorch's reserved segments, not its tensors,
         and not the notebook's tensors a warm worker maps (they are the notebook's memory)."""
-        return self.memory.timeline()
+        return _said(self.memory.timeline(), "gpu_memory()")
 
     def gpu_memory_summary(self) -> pd.DataFrame:
         """One row per device and process (``analysis.gpu_memory.memory_summary``):
@@ -263,13 +265,13 @@ class NsysRun(_Run):
         ``allocated_bytes, freed_bytes, allocations, frees, before_capture_bytes``,
         ``statement`` (the cell's ``L<n>: ...`` open at the peak) and ``nvtx_range``
         (``domain:range`` of the innermost user range open then), largest peak first."""
-        return self.memory.summary()
+        return _said(self.memory.summary(), "gpu_memory_summary()")
 
     def torch_memory(self) -> pd.DataFrame:
         """PyTorch's own counts around the captured cell, measured in the worker: ``moment``
         (start, peak, end), ``allocated_bytes`` (tensors), ``reserved_bytes`` (what its caching
         allocator holds from CUDA, which nsys sees); empty without CUDA torch."""
-        return self.memory.torch_counts()
+        return _said(self.memory.torch_counts(), "torch_memory()")
 
     def torch_allocations(self, at: str = "peak") -> pd.DataFrame:
         """The tensors alive at the cell's peak of torch's allocated memory (``at="oom"``: at
@@ -279,7 +281,7 @@ class NsysRun(_Run):
         ``cell_line`` (the notebook line that led there), ``backtrace, before_cell``
         (``analysis.torch_memory.live_at``)."""
         text_arg(at, "at", "torch_allocations()", choices=("peak", "oom"))
-        return self.memory.live(at)[0]
+        return _said(self.memory.live(at)[0], "torch_allocations()")
 
     def copies_by_kind(self) -> pd.DataFrame:
         """Per copy kind: ``kind, count, bytes, total_ns`` (ns), ``bandwidth_gb_per_s`` (total
@@ -511,3 +513,12 @@ def _range_args(domain: object, name: object, where: str) -> None:
             "default domain)."
         )
     text_arg(name, "name", where)
+
+
+def _said(frame: pd.DataFrame, what: str) -> pd.DataFrame:
+    """An empty memory frame warns its ``attrs["reason"]`` (``errors.EmptyResultWarning``):
+    never a silent blank. The views read the reason without the warning."""
+    reason = frame.attrs.get("reason", "") if frame.empty else ""
+    if reason:
+        warnings.warn(f"{what} is empty: {reason}", EmptyResultWarning, stacklevel=3)
+    return frame

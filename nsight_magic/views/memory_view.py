@@ -134,9 +134,12 @@ def torch_html(source: Any) -> str:
             body = html.frame_html(lines, LINE_COLUMNS, headers=LINE_HEADERS)
             parts.append(html.section_html("Largest tensors at PyTorch's peak", body))
         elif len(counts):
-            parts.append(html.note_html(NO_SNAPSHOT))
+            parts.append(html.note_html(lines.attrs.get("reason") or NO_SNAPSHOT))
         if parts:
             parts.append(html.note_html(DIFFER_NOTE))
+        else:  # never a silent blank: why PyTorch's part is empty (results.memory_frames)
+            reason = counts.attrs.get("reason", "")
+            parts.append(html.note_html(reason) if reason else "")
         return "".join(parts)
 
     return table_or_note(build)
