@@ -22,6 +22,12 @@ Model()`` (sent to the workers by value: receiving it imports the model's module
 round) runs in a new process; ``--package`` puts another checkout's ``nsight_magic`` first on the
 path (before/after side by side).
 
+``--gpu`` (the lent GPU machine: nsys, ncu, torch, transformers): the same timeline with the real
+workers under ``nsys launch`` / ``ncu --mode launch``, the acceptance notebook's Qwen2 setup cell
+(``tests/gpu/acceptance.py``; the notebook imported torch and transformers before, as its prelude
+does) and ``%%nsys`` cells of ``generate(ids)``; the tools' version checks and ncu's option
+catalog are on the timeline too.
+
 Printed per run: the setup cell, the first cell (its ``worker_start_s`` wait) and a later cell,
 and each worker's steps on one clock from the setup cell's start: asked to start, hello, its
 ``imports`` request, the receive, and the first cell's requests.
@@ -69,13 +75,16 @@ def write_modules(folder: Path) -> None:
     (folder / "nsm_bench_lazy" / "modeling.py").write_text(LAZY_MODELING)
 
 
-def one_run(setup_s: float, import_s: float, lazy_s: float, runs: Path) -> dict[str, Any]:
+def one_run(
+    setup_s: float, import_s: float, lazy_s: float, runs: Path, gpu: bool = False
+) -> dict[str, Any]:
     """In this process (a new one per run): load the extension, the setup cell, the first
     profiled cell and a later one; each worker's steps on the setup cell's clock."""
     sys.path.insert(0, str(ROOT / "tests"))
     from IPython.core.interactiveshell import InteractiveShell
     from session_support import BareBackend
 
+    from nsight_magic.session import backends
     from nsight_magic.session.manager import MANAGER
     from nsight_magic.session.spec import CellRequest, Notebook
     from nsight_magic.session.worker_process import WorkerProcess
@@ -106,15 +115,35 @@ def one_run(setup_s: float, import_s: float, lazy_s: float, runs: Path) -> dict[
             return super().locate()
 
     start, request = WorkerProcess.start, WorkerProcess.request
+    locate_tool, catalog = backends.locate_tool, backends.ncu_catalog
+
+    def who_is(worker: WorkerProcess) -> str:  # the bare slot, or the launcher's name
+        return worker.launch.env.get("NSM_SLOT") or Path(worker.launch.wrap(["x"])[0]).name
+
+    def timed_locate(name: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return locate_tool(name)
+        finally:
+            events.append((t0 - t_zero[0], name, f"locate {time.perf_counter() - t0:.2f} s"))
+
+    def timed_catalog(ncu: str) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return catalog(ncu)
+        finally:
+            events.append((t0 - t_zero[0], "ncu", f"catalog {time.perf_counter() - t0:.2f} s"))
+
+    backends.locate_tool, backends.ncu_catalog = timed_locate, timed_catalog  # type: ignore[assignment]
 
     def timed_start(self: WorkerProcess, *args: Any, **kwargs: Any) -> None:
-        who = self.launch.env.get("NSM_SLOT", "?")
+        who = who_is(self)
         mark(who, "start asked")
         start(self, *args, **kwargs)
         mark(who, "hello")
 
     def timed_request(self: WorkerProcess, message: dict[str, Any], **kwargs: Any) -> Any:
-        who, op = self.launch.env.get("NSM_SLOT", "?"), str(message.get("op"))
+        who, op = who_is(self), str(message.get("op"))
         t0 = time.perf_counter()
         try:
             return request(self, message, **kwargs)
@@ -125,26 +154,42 @@ def one_run(setup_s: float, import_s: float, lazy_s: float, runs: Path) -> dict[
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "nsight_magic")
     ip.run_line_magic("config", f'NsightMagic.runs_dir = "{runs}"')
-    MANAGER.prewarm_backends = {"nsys": BenchBackend, "ncu": lambda: BenchBackend("ncu")}
-    ip.user_ns.update(nsm_bench_heavy=sys.modules["nsm_bench_heavy"])
+    if gpu:  # the real workers; the notebook's prelude imported torch and transformers
+        sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+        from acceptance import SETUP as QWEN2
+
+        ip.run_cell("import torch, transformers")
+    else:
+        MANAGER.prewarm_backends = {"nsys": BenchBackend, "ncu": lambda: BenchBackend("ncu")}
+        ip.user_ns.update(nsm_bench_heavy=sys.modules["nsm_bench_heavy"])
     time.sleep(1.0)  # %load_ext's helper processes settle (a Run All's prelude runs meanwhile)
     out: dict[str, Any] = {"setup_arg_s": setup_s, "import_s": import_s, "lazy_s": lazy_s}
     try:
         t_zero[0] = time.perf_counter()
         mark("notebook", "setup cell starts")
-        ip.run_cell_magic("nsight_setup", "--name model", SETUP.format(setup=setup_s))
+        if gpu:
+            ip.run_cell(QWEN2)
+        else:
+            ip.run_cell_magic("nsight_setup", "--name model", SETUP.format(setup=setup_s))
         out["setup_s"] = time.perf_counter() - t_zero[0]
         mark("notebook", "setup cell ends")
         for name in ("first", "later"):
             mark("notebook", f"{name} cell starts")
-            req = CellRequest(cell=BODY, name=name, runs_root=runs, cwd=str(runs))
             t0 = time.perf_counter()
-            run = MANAGER.profile(req, BenchBackend("nsys"), notebook=Notebook(user_ns=ip.user_ns))
+            if gpu:
+                done = ip.run_cell(f"%%nsys --name {name}\ntok = generate(ids)\n")
+                if not done.success:
+                    raise RuntimeError(str(done.error_in_exec).splitlines()[0][:200])
+                run = done.result
+            else:
+                req = CellRequest(cell=BODY, name=name, runs_root=runs, cwd=str(runs))
+                notebook = Notebook(user_ns=ip.user_ns)
+                run = MANAGER.profile(req, BenchBackend("nsys"), notebook=notebook)
+                if run.report.get("status") != "ok":
+                    out["error"] = f"{name}: {run.report}"[:300]
             out[f"{name}_s"] = time.perf_counter() - t0
             mark("notebook", f"{name} cell ends")
             out[f"{name}_timings"] = run.meta["timings"]
-            if run.report.get("status") != "ok":
-                out["error"] = f"{name}: {run.report}"[:300]
     except Exception as exc:
         out["error"] = f"{type(exc).__name__}: {exc}"[:300]
     finally:
@@ -174,10 +219,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--runs", default="/tmp/bench-setup-race")
+    parser.add_argument("--gpu", action="store_true", help="real workers, Qwen2 (GPU machine)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        row = one_run(args.setup, args.import_s, args.lazy_s, Path(args.runs))
+        row = one_run(args.setup, args.import_s, args.lazy_s, Path(args.runs), args.gpu)
         print("RESULT " + json.dumps(row), flush=True)
         return
     rows = []
@@ -192,9 +238,10 @@ def main(argv: list[str] | None = None) -> None:
             (where / "runs").mkdir(parents=True, exist_ok=True)
             child = [sys.executable, str(Path(__file__).resolve()), "--child", "--setup",
                      str(args.setup), "--import-s", str(args.import_s), "--lazy-s",
-                     str(args.lazy_s), "--runs", str(where / "runs")]  # fmt: skip
+                     str(args.lazy_s), "--runs", str(where / "runs"),
+                     *(["--gpu"] if args.gpu else [])]  # fmt: skip
             proc = subprocess.run(child, env=env, cwd=where, capture_output=True, text=True,
-                                  timeout=300, check=False)  # fmt: skip
+                                  timeout=600, check=False)  # fmt: skip
             line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), "")
             row = json.loads(line[7:]) if line else {"error": proc.stderr[-500:]}
             row.update(package=package, round=i + 1)
