@@ -330,3 +330,94 @@ def test_a_stop_before_a_prewarm_starts_its_worker_ends_that_worker(manager) -> 
     thread.join(60)
     assert manager.status() == []
     assert len(started) == 1 and not alive(started[0])
+
+
+def test_a_setup_cell_asks_the_nsys_worker_to_start_before_the_ncu_worker(manager) -> None:
+    """A Run All's first profiled cell is usually %%nsys: its worker is launched first, the ncu
+    one once it is up (two launches at once slowed the one the next cell waits for). The nsys
+    side's locate is held until the ncu worker is launched, for a while: before, the ncu worker
+    was launched meanwhile."""
+    events: list[tuple[str, str]] = []
+    ncu_launched = threading.Event()
+
+    class Ordered(BareBackend):
+        def locate(self):  # type: ignore[no-untyped-def]
+            if self.tool == "nsys":
+                ncu_launched.wait(3.0)
+            return super().locate()
+
+        def launch(self, tool, request, state):  # type: ignore[no-untyped-def]
+            events.append(("launch", self.tool))
+            if self.tool == "ncu":
+                ncu_launched.set()
+            return super().launch(tool, request, state)
+
+        def after_start(self, tool, state, worker):  # type: ignore[no-untyped-def]
+            events.append(("up", self.tool))
+
+    manager.prewarm_backends = {"nsys": Ordered, "ncu": lambda: Ordered("ncu")}
+    assert _notebook_setup(manager, {}, "base", "base = 1\n")
+    _join(manager)
+    assert events.index(("up", "nsys")) < events.index(("launch", "ncu")), events
+    assert {s.tool for s in manager.status() if s.alive} == {"nsys", "ncu"}
+
+
+LAZY_INIT = """
+def __getattr__(name):  # as transformers: the model's module is imported on first access
+    if name == "Model":
+        from .modeling import Model
+        return Model
+    raise AttributeError(name)
+"""
+LAZY_MODELING = """
+import os
+if os.environ.get("NSM_TEST_WORKER"):
+    with open(os.environ["NSM_TEST_WORKER"], "a") as f:
+        f.write("imported\\n")
+class Model:
+    value = 42
+"""
+
+
+def test_a_setup_cells_from_import_is_resolved_while_the_notebook_runs_it(
+    manager, tmp_path, monkeypatch
+) -> None:
+    """``from transformers import Qwen2ForCausalLM`` imports only ``transformers`` (lazy): the
+    model's module came in the worker's receive, after the setup cell ended, while the next
+    cell waited. The ``imports`` request now asks for the names too, so the worker imports
+    that module while the notebook still runs the cell (its run here waits until it has)."""
+    (tmp_path / "lazy_pkg").mkdir()
+    (tmp_path / "lazy_pkg" / "__init__.py").write_text(LAZY_INIT)
+    (tmp_path / "lazy_pkg" / "modeling.py").write_text(LAZY_MODELING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    marker = tmp_path / "worker_imports"
+
+    class Lazy(BareBackend):
+        def process_env(self, request: CellRequest) -> dict[str, str]:
+            return {**super().process_env(request), "PYTHONPATH": str(tmp_path),
+                    "NSM_TEST_WORKER": str(marker)}  # fmt: skip
+
+    manager.prewarm_backends = {"nsys": Lazy, "ncu": lambda: Lazy("ncu")}
+    ns: dict = {}
+    setup = "from lazy_pkg import Model\nmodel = Model()\n"
+    seen: list[bool] = []
+
+    def notebook_run() -> bool:  # until both workers imported the model's module, at most 30 s
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if marker.exists() and len(marker.read_text().splitlines()) == 2:
+                break
+            time.sleep(0.05)
+        seen.append(marker.exists() and len(marker.read_text().splitlines()) == 2)
+        exec(setup, ns)
+        return True
+
+    assert _notebook_setup(manager, ns, "model", setup, notebook_run)
+    _join(manager)
+    assert seen == [True]  # both imported it during the setup cell, not in the receive after
+    out: list[str] = []
+    request = CellRequest(cell="print(model.value)", runs_root=tmp_path / "runs",
+                          cwd=str(tmp_path))  # fmt: skip
+    manager.profile(request, Lazy(), notebook=Notebook(user_ns=ns),
+                    callbacks=RunCallbacks(output=out.append))  # fmt: skip
+    assert out[-1] == "42" and len(marker.read_text().splitlines()) == 2  # no second import

@@ -2,8 +2,9 @@
 # The GPU work of this project, in stages, on the lent GPU machine (device tool, carry .device):
 #     source .device/env.sh && bash tools/gpu_session.sh tests notebooks bench-gpu bench-ingest
 # Stages: acceptance, acceptance-ranks (2 GPUs), tests, notebooks|nb02|nb03|nb04, bench-gpu,
-# bench-p3-deep, bench-session, bench-warm, bench-first-cell, bench-tracing, bench-two-ranks,
-# bench-ingest, probe-cold-body.
+# bench-p3-deep, bench-session, bench-warm, bench-first-cell, bench-setup-race (RACE_PACKAGES=
+# "--package DIR --package ." for before/after), bench-tracing, bench-two-ranks, bench-ingest,
+# probe-cold-body.
 # Each stage logs to $OUT (what comes back); see tests/gpu, notebooks/, benchmarks/README.md.
 set -uo pipefail
 # NVLink multicast stays off in every process (the lent 2-GPU machine needs it; harmless on one)
@@ -40,6 +41,9 @@ for stage in "$@"; do
     bench-first-cell)  # P5 first cell: the worker started at the setup cell vs before it
       python3 -m benchmarks.first_cell --json "$out/first_cell.json" 2>&1 \
         | tee "$out/first_cell.log" ;;
+    bench-setup-race)  # issue 42: the first cell right after the setup, each worker's steps
+      python3 -m benchmarks.setup_race --gpu --rounds 2 ${RACE_PACKAGES:-} \
+        --json "$out/setup_race.json" 2>&1 | tee "$out/setup_race.log" ;;
     bench-tracing)
       python3 -m benchmarks tracing --json "$out/tracing.json" 2>&1 | tee "$out/tracing.log" ;;
     bench-two-ranks)  # 2 GPUs

@@ -56,13 +56,15 @@ from .spec import CellRequest
 from .worker_process import Launch, WorkerProcess
 
 _versions: dict[str, tuple[int, ...] | None] = {}
-_versions_lock = threading.Lock()
+# one lock per path: the nsys worker's start (a setup cell's prewarm) never waits for the ncu
+# prewarm's `ncu --version` beside it, nor the other way round
+_versions_locks: dict[str, threading.Lock] = {}
 
 
 def locate_tool(name: ToolName) -> Tool:
     """Find the tool and check its version once per path (``--version`` costs a second)."""
     path = tools.find_tool(name)
-    with _versions_lock:
+    with _versions_locks.setdefault(path, threading.Lock()):
         if path not in _versions:
             limit = deadline.bound(tools.VERSION_TIMEOUT_S)  # or what is left of --timeout
             expired = None if limit.timeout is None else limit.expired

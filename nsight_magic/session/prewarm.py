@@ -22,6 +22,7 @@ that failed to start is started again by the next cell, which then reports why.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import tempfile
 import threading
@@ -44,6 +45,9 @@ from .worker_pool import WorkerPool
 # the setup cell's imports in a new worker (torch, transformers): seconds; a hang is not waited
 # for longer than this (the cell that needs the worker then says what it waits for)
 IMPORTS_S = 300.0
+# how long the ncu worker's start waits for the nsys worker's (which the setup cell asked first);
+# a hang there is not waited for longer (the nsys start itself gives up later, and says why)
+FIRST_START_WAIT_S = 60.0
 
 
 class PrewarmHost(Protocol):
@@ -70,12 +74,16 @@ def prewarm(
     hold: WarmSession | None = None,
     into: WarmSession | None = None,
     setup_entry: int | None = None,
+    started: threading.Event | None = None,
+    after: threading.Event | None = None,
 ) -> threading.Thread:
     """Start (or find) the worker ``request`` would use (or use ``into``) and bring it up to
     date for a cell reading ``reads`` (before history id ``before``: ``catch_up.py``), in a
     daemon thread; ``hold``: a worker kept waiting meanwhile; ``setup_entry``: a setup cell
     the notebook is running: the worker starts meanwhile and receives what it defined once it
-    ran. Returns the thread (tests join it)."""
+    ran; ``started``: set once its worker is up (or the start failed); ``after``: its worker
+    is started only once that is set (another prewarm's ``started``). Returns the thread
+    (tests join it)."""
     thread = threading.Thread(
         target=_prewarm,
         args=(
@@ -88,6 +96,8 @@ def prewarm(
             into,
             manager.workers.stop_count,
             setup_entry,
+            started,
+            after,
         ),
         name=f"nsight_magic prewarm {backend.tool}",
         daemon=True,
@@ -106,6 +116,8 @@ def _prewarm(
     into: WarmSession | None,
     stops: int,
     setup_entry: int | None = None,
+    started: threading.Event | None = None,
+    after: threading.Event | None = None,
 ) -> None:
     """``stops``: manager.stop()'s count when this was decided: a stop since ends it."""
     notes: list[str] = []
@@ -115,9 +127,12 @@ def _prewarm(
             if session is None:
                 tool = backend.locate()
                 # what the first cell's option check asks of the profiler, asked now and kept
-                # (ncu --list-sets/--list-sections: 1.5-2 s of the first drill-down on the H100)
-                with contextlib.suppress(Exception):
-                    backend.validate(tool)
+                # (ncu --list-sets/--list-sections: 1.5-2 s of the first drill-down on the H100),
+                # beside the worker's start rather than before it
+                threading.Thread(target=_quietly, args=(backend.validate, tool), daemon=True,
+                                 name=f"nsight_magic {backend.tool} options").start()  # fmt: skip
+                if after is not None:  # another worker first (the nsys one, for a Run All)
+                    after.wait(FIRST_START_WAIT_S)
                 callbacks = RunCallbacks(output=notes.append)
                 ctx = RunContext(request=request, backend=backend, tool=tool,
                                  cell=prepare_cell("pass"), run_dir=Path(tmp),
@@ -125,14 +140,17 @@ def _prewarm(
                                  lines=Lines(backend.tool, callbacks, None),
                                  meta=base_meta(request, tool, "prewarm"))  # fmt: skip
                 session = manager.workers.session_for(backend, ctx, stops=stops)
+            if started is not None:
+                started.set()
             if setup_entry is not None:
                 entry = manager.history.get(setup_entry)
                 if entry is not None:  # its imports meanwhile: the receive then only maps
                     with _busy(session, "importing what the setup cell imports"):
                         session.worker.request(
-                            {"op": "imports", "modules": catch_up.imported_modules(entry.cell)},
+                            {"op": "imports", "modules": catch_up.imported_modules(entry.cell),
+                             "attributes": imported_names(entry.cell.code)},
                             timeout=IMPORTS_S,
-                        )
+                        )  # fmt: skip
                 if not manager.wait_setup(setup_entry):
                     return  # it failed in the notebook: nothing to receive
             # the ncu worker replays on the GPU only in a pause, the nsys worker held meanwhile
@@ -157,6 +175,14 @@ def _prewarm(
             session.notes += notes
     except Exception:  # best effort: the next cell starts it again and says why
         return
+    finally:
+        if started is not None:  # a failed start must not hold the worker that waits for it
+            started.set()
+
+
+def _quietly(call: Callable[..., object], *args: object) -> None:
+    with contextlib.suppress(Exception):  # the cell that needs it asks again and says why
+        call(*args)
 
 
 @contextlib.contextmanager
@@ -234,6 +260,18 @@ def _replay(
     return False
 
 
+def imported_names(code: str) -> dict[str, list[str]]:
+    """``from X import A, B`` -> {"X": ["A", "B"]}: what the ``imports`` request also looks up
+    (a lazy package, transformers, imports a model's module only when its class is asked for;
+    unasked, the worker's receive imported it after the setup cell ended, while the next cell
+    waited: ``benchmarks/setup_race.py``)."""
+    names: dict[str, list[str]] = {}
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.setdefault(node.module, []).extend(a.name for a in node.names if a.name != "*")
+    return names
+
+
 def _alive(manager: PrewarmHost, tool: str) -> list[WarmSession]:
     return [s for s in manager.workers.sessions_of(tool) if s.alive()]
 
@@ -245,11 +283,18 @@ def prewarm_for_setup(manager: PrewarmHost, entry_id: int) -> list[threading.Thr
     notebook whose cells all use other options keeps one worker, not a second idle one)."""
     threads = []
     request = CellRequest(cell="pass")
+    # the nsys worker is asked to start first, the ncu one once it is up: a Run All's first
+    # profiled cell is usually %%nsys, and two launches at once slow the one it waits for
+    nsys_up = threading.Event()
     for tool in ("nsys", "ncu"):
         backend = manager.prewarm_backends[tool]()
         targets: list[WarmSession | None] = list(_alive(manager, tool)) or [None]
+        if tool == "nsys" and targets != [None]:
+            nsys_up.set()  # up already: nothing to wait for
         for into in targets:
-            threads.append(prewarm(manager, backend, request, into=into, setup_entry=entry_id))
+            threads.append(prewarm(manager, backend, request, into=into, setup_entry=entry_id,
+                                   started=nsys_up if tool == "nsys" else None,
+                                   after=nsys_up if tool == "ncu" else None))  # fmt: skip
     return threads
 
 

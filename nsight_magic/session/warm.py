@@ -111,8 +111,10 @@ class WarmExecutor:
             conflict = self.catch_up.replay.conflict
             ctx.lines.note(f"starting a new {s.tool} worker: {conflict}.")
             s = self.session = self.get_session(ctx, conflict)
-        ctx.meta.timings["worker_start_s"] = time.perf_counter() - t0
+        _wait_for(s, ctx)  # a prewarm may take the worker again in between (its receive)
         with s.lock:
+            # the cell's whole wait, up to now that it holds the worker for good
+            ctx.meta.timings["worker_start_s"] = time.perf_counter() - t0
             plan = self.catch_up = self._plan(ctx, s)
             catch_up.check(plan, ctx.cell.names_read)
             for note in s.notes:  # what happened in the background (prewarm) since

@@ -244,10 +244,16 @@ class Worker:
         its names then only maps them); torch also starts CUDA. Failures are the cell's to
         report, later: nothing is bound in the namespace here."""
         done = []
+        attributes = msg.get("attributes", {})
         for name in msg.get("modules", []):
             with contextlib.suppress(Exception):
-                importlib.import_module(name)
+                module = importlib.import_module(name)
                 done.append(name)
+                # ``from transformers import Qwen2ForCausalLM``: a lazy package imports the
+                # model's module on first access, else the receive would (after the setup)
+                for attribute in attributes.get(name, []):
+                    with contextlib.suppress(Exception):
+                        getattr(module, attribute)
         torch = sys.modules.get("torch")
         if torch is not None:
             with contextlib.suppress(Exception):
