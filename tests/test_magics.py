@@ -144,6 +144,22 @@ def test_config_traits_roundtrip(ip: InteractiveShell, runs_dir: Path) -> None:
     assert magics.nsys_path == "/x/nsys" and magics.runs_dir == str(runs_dir)
 
 
+def test_negative_auto_vars_max_bytes_is_refused_with_the_fix(
+    ip: InteractiveShell, runs_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """%config logs a refused value (IPython does not fail the cell): the value stays as it
+    was and the message says what to give."""
+    magics = next(c for c in ip.configurables if type(c).__name__ == "NsightMagic")
+    before = magics.auto_vars_max_bytes
+    with caplog.at_level("ERROR"):
+        ip.run_line_magic("config", "NsightMagic.auto_vars_max_bytes = -1")
+    assert magics.auto_vars_max_bytes == before
+    assert "auto_vars_max_bytes is -1; give a size in bytes >= 0" in caplog.text
+    ip.run_line_magic("config", "NsightMagic.auto_vars_max_bytes = 0")  # 0 stays valid
+    assert magics.auto_vars_max_bytes == 0
+    ip.run_line_magic("config", f"NsightMagic.auto_vars_max_bytes = {before}")
+
+
 @pytest.mark.parametrize("spec", ["LLM@prefill", "LLM:LLM@prefill", ":pick", "pick"])
 def test_ncu_nvtx_reaches_the_backend_in_every_spelling(
     ip: InteractiveShell, runs_dir: Path, monkeypatch: pytest.MonkeyPatch, spec: str

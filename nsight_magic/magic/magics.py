@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
-from traitlets import Bool, Enum, Int, Unicode, observe
+from traitlets import Bool, Enum, Int, TraitError, Unicode, observe, validate
 
 from ..errors import CellSyntaxError, NsightMagicError, ProfileInterrupted
 from ..processes import locate as tools
@@ -153,6 +153,16 @@ class NsightMagic(Magics):
         DEFAULT_AUTO_MAX_BYTES, help="Largest variable sent automatically (bytes)."
     ).tag(config=True)
     claim_short_names = Bool(False, help=magic_names.CLAIM_HELP).tag(config=True)
+
+    @validate("auto_vars_max_bytes")
+    def _check_max_bytes(self, proposal: dict[str, Any]) -> int:
+        value = proposal["value"]
+        if value < 0:  # a negative limit would refuse every variable, with a baffling reason
+            raise TraitError(
+                f"NsightMagic.auto_vars_max_bytes is {value}; give a size in bytes >= 0 (0 sends "
+                f"no variable automatically; the default is {DEFAULT_AUTO_MAX_BYTES})."
+            )
+        return int(value)
     _registered = False  # set by register(): config applied before it has nothing to rename
 
     @observe("claim_short_names")
