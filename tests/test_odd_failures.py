@@ -1,0 +1,44 @@
+"""Failures of an odd kind, for real on the CPU (the session worker and fresh scripts, no
+profiler): a cell's exception whose message cannot be printed, an interpreter that is not one,
+and stopping workers whose ``nsys shutdown`` hangs (issue 43)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from session_support import BareBackend
+
+from nsight_magic.errors import CellFailedError
+from nsight_magic.session.manager import SessionManager
+from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+
+UNPRINTABLE = """
+class Odd(Exception):
+    def __str__(self):
+        raise RuntimeError("no message for you")
+
+raise Odd()
+"""
+
+
+def _profile(manager: SessionManager, tmp_path: Path, cell: str, **kw) -> object:
+    backend = kw.pop("backend", None) or BareBackend()
+    request = CellRequest(cell=textwrap.dedent(cell), runs_root=tmp_path / "runs",
+                          cwd=str(tmp_path), timeout=120, **kw)  # fmt: skip
+    return manager.profile(request, backend, notebook=Notebook(), callbacks=RunCallbacks())
+
+
+@pytest.mark.parametrize("fresh", [True, False], ids=["fresh", "warm"])
+def test_an_exception_whose_str_raises_is_reported_by_its_type(
+    manager: SessionManager, tmp_path: Path, fresh: bool
+) -> None:
+    """Was: the script's own error handler crashed on ``str(exc)`` (fresh: "nsys exited with
+    code 1" and two tracebacks through script.py; warm: "an error it did not report")."""
+    with pytest.raises(CellFailedError) as info:
+        _profile(manager, tmp_path, UNPRINTABLE, fresh=fresh)
+    text = str(info.value)
+    assert text.startswith("The profiled cell raised Odd: <unprintable Odd object>"), text
+    assert info.value.exc_type == "Odd"
+    assert "script.py" not in text and "did not report" not in text
