@@ -13,6 +13,7 @@ from session_support import BareBackend
 from nsight_magic.errors import CellFailedError
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+from nsight_magic.session.worker_process import WorkerStartError
 
 UNPRINTABLE = """
 class Odd(Exception):
@@ -42,3 +43,24 @@ def test_an_exception_whose_str_raises_is_reported_by_its_type(
     assert text.startswith("The profiled cell raised Odd: <unprintable Odd object>"), text
     assert info.value.exc_type == "Odd"
     assert "script.py" not in text and "did not report" not in text
+
+
+@pytest.mark.parametrize("fresh", [True, False], ids=["fresh", "warm"])
+def test_a_python_that_is_no_interpreter_is_named_with_the_fix(
+    manager: SessionManager, tmp_path: Path, fresh: bool
+) -> None:
+    """``--python /bin/true``: was "A setup step raised an error it did not report" (fresh)
+    and a bare "exited before it started (exit status 0)" (warm)."""
+    with pytest.raises(WorkerStartError) as info:
+        _profile(manager, tmp_path, "x = 1", fresh=fresh, python="/bin/true")
+    text = str(info.value)
+    assert "'/bin/true'" in text and "code 0" in text, text
+    assert "--python must name a Python interpreter" in text and "setup step" not in text
+
+
+def test_a_cell_that_ends_its_process_says_so(manager: SessionManager, tmp_path: Path) -> None:
+    """os._exit(0) in the cell of a fresh run: the script wrote "running" and no error."""
+    with pytest.raises(CellFailedError) as info:
+        _profile(manager, tmp_path, "import os\nos._exit(0)", fresh=True)
+    text = str(info.value)
+    assert text.startswith("The profiled cell ended its process without reporting an error")
