@@ -4,13 +4,17 @@ and stopping workers whose ``nsys shutdown`` hangs (issue 43)."""
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 from session_support import BareBackend
 
 from nsight_magic.errors import CellFailedError
+from nsight_magic.session import worker_pool
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
 from nsight_magic.session.worker_process import WorkerStartError
@@ -64,3 +68,31 @@ def test_a_cell_that_ends_its_process_says_so(manager: SessionManager, tmp_path:
         _profile(manager, tmp_path, "import os\nos._exit(0)", fresh=True)
     text = str(info.value)
     assert text.startswith("The profiled cell ended its process without reporting an error")
+
+
+def test_workers_whose_shutdown_hangs_are_stopped_at_once(
+    manager: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two nsys-slot workers whose ``nsys shutdown`` hangs (a real ``sleep``, bounded as
+    ``shutdown_session`` bounds nsys): stopped together, one bound, not two in turn."""
+    hang_s = 6.0
+    calls: list[tuple[float, float]] = []
+
+    def hung_shutdown(nsys: str, name: str, timeout: float | None = None) -> None:
+        start = time.monotonic()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            subprocess.run(["sleep", "60"], timeout=hang_s, check=False)
+        calls.append((start, time.monotonic()))
+
+    for value in ("1", "2"):  # two launch keys: two workers in the nsys slot
+        _profile(manager, tmp_path, "x = 1", env={"ODD_FAILURES": value})
+    assert len(manager.status()) == 2
+    monkeypatch.setattr(worker_pool, "shutdown_session", hung_shutdown)
+    monkeypatch.setattr(worker_pool.tools, "find_tool", lambda name: f"/nowhere/{name}")
+    t0 = time.monotonic()
+    assert manager.stop() == ["nsys"]
+    took = time.monotonic() - t0
+    assert len(calls) == 2 and manager.status() == []
+    (a_start, a_end), (b_start, b_end) = calls
+    assert max(a_start, b_start) < min(a_end, b_end), "the two shutdowns ran in turn"
+    assert took < 2 * hang_s - 1, took
