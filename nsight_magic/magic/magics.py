@@ -34,6 +34,7 @@ from ..results.base import in_kernel
 from ..results.display import show_live_first, static_later
 from ..script import prepare_cell
 from ..session.backends import NcuBackend, NsysBackend
+from ..session.cell_command import rank_limit
 from ..session.manager import MANAGER
 from ..session.spec import CellRequest, Notebook, RunCallbacks
 from ..session.status import format_status, notebook_gpu_memory
@@ -198,6 +199,11 @@ class NsightMagic(Magics):
             check_ncu_values(args.set, args.sections, args.kernel_regex, typed, extra)
         if args.nproc < 1 or getattr(args, "rank", 0) not in range(args.nproc):
             raise UsageError(f"--nproc must be >= 1 and --rank in 0..{max(args.nproc, 1) - 1}")
+        if args.nproc > 1:  # torchrun would start them all: 100000 ranks must not get that far
+            env = {**os.environ, **dict(item.split("=", 1) for item in args.env)}
+            limit, why = rank_limit(env)
+            if args.nproc > limit:
+                raise UsageError(f"--nproc {args.nproc}: {why}; give --nproc 1..{limit}.")
         try:
             args.vars = tuple(parse_names(args.vars))
         except NsightMagicError as exc:
