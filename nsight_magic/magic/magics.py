@@ -164,6 +164,7 @@ class NsightMagic(Magics):
                 f"no variable automatically; the default is {DEFAULT_AUTO_MAX_BYTES})."
             )
         return int(value)
+
     _registered = False  # set by register(): config applied before it has nothing to rename
 
     @observe("claim_short_names")

@@ -374,8 +374,7 @@ def cell_failed(
         what = "raised an error it did not report"
     more = f"\n{explanation}" if explanation else ""
     return CellFailedError(
-        f"{where} {what}\n{status.get('traceback', '').rstrip()}{more}\n"
-        f"(run folder: {run_dir})",
+        f"{where} {what}\n{status.get('traceback', '').rstrip()}{more}\n(run folder: {run_dir})",
         traceback=status.get("traceback", ""),
         exc_type=status.get("exc_type", ""),
         run=partial,
