@@ -144,6 +144,22 @@ def test_config_traits_roundtrip(ip: InteractiveShell, runs_dir: Path) -> None:
     assert magics.nsys_path == "/x/nsys" and magics.runs_dir == str(runs_dir)
 
 
+def test_negative_auto_vars_max_bytes_is_refused_with_the_fix(
+    ip: InteractiveShell, runs_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """%config logs a refused value (IPython does not fail the cell): the value stays as it
+    was and the message says what to give."""
+    magics = next(c for c in ip.configurables if type(c).__name__ == "NsightMagic")
+    before = magics.auto_vars_max_bytes
+    with caplog.at_level("ERROR"):
+        ip.run_line_magic("config", "NsightMagic.auto_vars_max_bytes = -1")
+    assert magics.auto_vars_max_bytes == before
+    assert "auto_vars_max_bytes is -1; give a size in bytes >= 0" in caplog.text
+    ip.run_line_magic("config", "NsightMagic.auto_vars_max_bytes = 0")  # 0 stays valid
+    assert magics.auto_vars_max_bytes == 0
+    ip.run_line_magic("config", f"NsightMagic.auto_vars_max_bytes = {before}")
+
+
 @pytest.mark.parametrize("spec", ["LLM@prefill", "LLM:LLM@prefill", ":pick", "pick"])
 def test_ncu_nvtx_reaches_the_backend_in_every_spelling(
     ip: InteractiveShell, runs_dir: Path, monkeypatch: pytest.MonkeyPatch, spec: str
@@ -169,3 +185,29 @@ def test_session_start_host_is_for_the_nsys_worker_only(ip) -> None:
         ip.run_line_magic("nsight_session", "start ncu --host")
     with pytest.raises(UsageError, match="start nsys --host"):
         ip.run_line_magic("nsight_session", "stop --host")
+
+
+def test_more_ranks_than_the_machine_has_are_refused(ip: InteractiveShell, runs_dir: Path) -> None:
+    """``--nproc 100000`` started torchrun with 100000 ranks; this machine has no GPU, so the
+    bound is its CPU cores (gloo ranks), said in the message."""
+    with pytest.raises(UsageError, match=r"--nproc 100000: no GPU is visible here") as info:
+        ip.run_cell_magic("nsys", "--fresh --nproc 100000", "x = 1")
+    assert "give --nproc 1.." in str(info.value)
+    assert not runs_dir.exists() or not any(runs_dir.iterdir())
+
+
+def test_rank_limit_counts_gpu_nodes_narrowed_by_cuda_visible_devices(tmp_path: Path) -> None:
+    from nsight_magic.session.cell_command import rank_limit, visible_gpus
+
+    for name in ("nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl", "nvidia-uvm"):
+        (tmp_path / name).touch()  # the names /dev holds on a 4-GPU machine
+    dev = str(tmp_path)
+    assert visible_gpus({}, dev) == 4
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}, dev) == 2
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "0,-1,2"}, dev) == 1  # CUDA stops at -1
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": ""}, dev) == 0
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}, dev) == 4
+    limit, why = rank_limit({"CUDA_VISIBLE_DEVICES": "1,2"}, dev)
+    assert limit == 2 and "2 GPU(s) (CUDA_VISIBLE_DEVICES)" in why
+    limit, why = rank_limit({"CUDA_VISIBLE_DEVICES": "-1"}, dev)
+    assert limit >= 1 and "no GPU is visible here" in why and "CPU (gloo)" in why

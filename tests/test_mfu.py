@@ -368,3 +368,39 @@ def test_bundled_example_kernel_mfu_hfu_and_ranges() -> None:
         kernels.at[0, "hfu_frac"]
     )
     assert cell["range_time_ns"] > 100 * cell["time_ns"]
+
+
+BAD_FLOPS = ["lots", None, 1 + 1j, 10**400, True, float("nan"), -5]
+
+
+@pytest.mark.parametrize(
+    "bad", BAD_FLOPS, ids=["str", "None", "complex", "10**400", "True", "nan", "-5"]
+)
+def test_a_bad_flop_count_is_one_bad_argument_naming_its_key(bad: object) -> None:
+    """Was: float()'s ValueError / TypeError / OverflowError from inside the analysis, or a
+    silent result (True counted as 1 FLOP, NaN and -5 as blanks)."""
+    from nsight_magic import examples
+    from nsight_magic.errors import BadArgumentError
+
+    kernel, run = examples.llm_kernel(), examples.llm("prefill")
+    for method, key in ((kernel.mfu, 0), (kernel.range_mfu, "cell"), (run.mfu, "cell")):
+        with pytest.raises(
+            BadArgumentError, match=r"\]\ is .*; pass a finite number of FLOPs >= 0"
+        ):
+            method({key: bad})
+    with pytest.raises(BadArgumentError, match=r"NsysRun.mfu\(\): flops\['cell'\] is"):
+        run.mfu({"cell": bad})
+
+
+def test_one_range_keyed_twice_says_so_and_a_foreign_launch_is_refused() -> None:
+    from nsight_magic import examples
+    from nsight_magic.errors import BadArgumentError
+
+    kernel, run = examples.llm_kernel(), examples.llm("prefill")
+    twice = {"cell": 1e12, "nsight_magic:cell": 2e12}
+    for method in (run.mfu, kernel.range_mfu):
+        with pytest.raises(BadArgumentError, match="name the same range 'nsight_magic:cell'"):
+            method(twice)
+    with pytest.raises(BadArgumentError, match=r"\['cell'\] are no launch of this report"):
+        kernel.mfu({"cell": 1e12})  # launches are numbers: this key was silently ignored
+    assert kernel.mfu({0: 1e9})["model_flops_source"].tolist() == ["given"]

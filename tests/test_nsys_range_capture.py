@@ -107,13 +107,13 @@ def test_a_range_never_opened_or_too_few_openings_says_which_ranges_there_were(
     ("text", "spec", "instance"),
     [("train@step#3", "train@step", 3), ("train:train@step", "train:train@step", 1),
      (":step#1#2", ":step#1", 2), ("L3: y = f(x)", "L3: y = f(x)", 1), (" a # 4 ", "a", 4),
-     ("a#b", "a#b", 1)],
+     ("a#b", "a#b", 1), ("a#²", "a#²", 1), ("a#\uff13", "a", 3)],
 )  # fmt: skip
 def test_the_instance_spelling(text: str, spec: str, instance: int) -> None:
     assert nsys_argv.split_instance(text) == (spec, instance)
 
 
-@pytest.mark.parametrize("text", ["#2", "train:", "step#0", ":"])
+@pytest.mark.parametrize("text", ["#2", "train:", "step#0", ":", "a#" + "9" * 5000])
 def test_bad_spellings_name_the_flag(text: str) -> None:
     with pytest.raises(ValueError, match="--nvtx"):
         nsys_argv.split_instance(text)

@@ -38,7 +38,7 @@ from ..errors import (
     NvtxRangeNotFoundError,
     PeakUnknownError,
 )
-from ..vocabulary.arguments import dtype_arg, frame_arg, mapping_arg, number_arg
+from ..vocabulary.arguments import dtype_arg, flops_arg, frame_arg, number_arg
 from ..vocabulary.precisions import SIMT_PRECISIONS, TENSOR, tensor_dtype
 from .gpu_peaks import Peak, peak
 from .model_flops import gemm_flops, transformer_flops
@@ -84,6 +84,14 @@ def _peak(gpu_name: str | None, dtype: str, peak_flops: float | None) -> Peak:
     if not gpu_name:
         raise PeakUnknownError("No GPU name to look a peak up for; pass gpu_name= or peak_flops=.")
     return peak(gpu_name, dtype)
+
+
+def same_range(keys: list[Any], domain: str, name: str, arg: str, where: str) -> str:
+    """The message for two spellings of one range in ``arg`` (``{"cell": 1, ":cell": 2}``):
+    which value was meant cannot be guessed, and neither key is unknown."""
+    label = f"{domain}:{name}"
+    shown = " and ".join(repr(k) for k in keys)
+    return f"{where}: {arg} keys {shown} name the same range {label!r}; keep one of them."
 
 
 def require_flop_counts(points: pd.DataFrame, compute_capability: str | None = None) -> None:
@@ -227,7 +235,14 @@ def kernel_utilisation(
     "given", wins over derived). ``dtype``/``peak_flops`` override the inferred data type /
     the derived peak."""
     frame_arg(points, "points", "kernel_utilisation()", made_by="NcuRun.roofline()")
-    mapping_arg(model_flops, "model_flops", "kernel_utilisation()")
+    model_flops = flops_arg(model_flops, "model_flops", "kernel_utilisation()")
+    launches = points["launch"].tolist()
+    unknown = [k for k in model_flops or {} if k not in set(launches)]
+    if unknown:  # ignored, its MFU would silently stay blank
+        raise BadArgumentError(
+            f"kernel_utilisation(): model_flops keys {unknown[:5]!r} are no launch of this "
+            f"report; key flops= by the launch numbers of kernels() ({launches[:10]})."
+        )
     dtype = dtype_arg(dtype, "kernel_utilisation()")
     out = points[["launch", "name"]].copy().reset_index(drop=True)
     out["short_name"] = short_names(out["name"]).to_numpy()
@@ -313,6 +328,7 @@ def model_mfu(
             f"model_mfu(): flops is {type(flops).__name__}; pass a mapping "
             "{range: FLOPs} (e.g. from nsight_magic.transformer_flops(...)) or None."
         )
+    flops = flops_arg(flops, "flops", "model_mfu()")
     pk = _peak(gpu_name, dtype, peak_flops)
     sources: dict[Any, str] = {}
     backward: dict[Any, float] = {}
@@ -341,9 +357,12 @@ def model_mfu(
             f"{domain}:{name}",
             f"{domain}@{name}" if domain else name,
         ]
-        key = next((k for k in spellings if k in flops), None)
-        if key is None:
+        keys = list(dict.fromkeys(k for k in spellings if k in flops))
+        if not keys:
             continue
+        if len(keys) > 1:
+            raise BadArgumentError(same_range(keys, domain, name, "flops", "model_mfu()"))
+        key = keys[0]
         found.add(key)
         model = float(flops[key])
         per_s = model / (float(t) * 1e-9) if t > 0 else np.nan

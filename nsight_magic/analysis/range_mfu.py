@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..vocabulary.arguments import dtype_arg, frame_arg, mapping_arg
+from ..errors import BadArgumentError
+from ..vocabulary.arguments import dtype_arg, flops_arg, frame_arg
 from ..vocabulary.nvtx_names import CAPTURE_RANGE, NVTX_DOMAIN, TARGET_RANGE
 from .mfu import (
     PHASE_TIME_SOURCE,
@@ -24,6 +25,7 @@ from .mfu import (
     kernel_utilisation,
     launch_dtype,
     launch_times,
+    same_range,
 )
 from .phases import phase_totals
 from .plausible import blank_impossible
@@ -45,15 +47,19 @@ NO_RANGE_TIME = (
 )
 
 
-def _lookup(mapping: Mapping[Any, float] | None, domain: str, name: str) -> float | None:
+def _lookup(
+    mapping: Mapping[Any, float] | None, domain: str, name: str, arg: str = "flops"
+) -> float | None:
     """A value keyed by range name, ``(domain, range)``, ``"domain:range"`` (as nsys stats
-    prints it) or ``"domain@range"`` (as ncu's filters write it)."""
+    prints it) or ``"domain@range"`` (as ncu's filters write it); two of them at once is a
+    ``BadArgumentError`` (which one was meant cannot be known)."""
     if not mapping:
         return None
-    for key in ((domain, name), name, f"{domain}:{name}", f"{domain}@{name}" if domain else name):
-        if key in mapping:
-            return float(mapping[key])
-    return None
+    spellings = ((domain, name), name, f"{domain}:{name}", f"{domain}@{name}" if domain else name)
+    keys = list(dict.fromkeys(k for k in spellings if k in mapping))
+    if len(keys) > 1:
+        raise BadArgumentError(same_range(keys, domain, name, arg, "range_utilisation()"))
+    return float(mapping[keys[0]]) if keys else None
 
 
 def _coverage(profiled: int, total: int | None) -> str:
@@ -101,8 +107,9 @@ def range_utilisation(
     ``model_flops_source`` says why."""
     frame_arg(points, "points", "range_utilisation()", made_by="NcuRun.roofline()")
     frame_arg(nvtx, "nvtx", "range_utilisation()", made_by="NcuReport.nvtx_ranges()")
-    for name, value in (("flops", flops), ("time_ns", time_ns), ("range_launches", range_launches)):
-        mapping_arg(value, name, "range_utilisation()")
+    flops = flops_arg(flops, "flops", "range_utilisation()")
+    time_ns = flops_arg(time_ns, "time_ns", "range_utilisation()", unit="nanoseconds")
+    launch_counts = flops_arg(range_launches, "range_launches", "range_utilisation()", "launches")
     dtype = dtype_arg(dtype, "range_utilisation()")
     ranges = nvtx[["launch", "domain", "range"]].drop_duplicates()
     ranges = ranges[[parse_op_range(str(t)) is None for t in ranges["range"]]]
@@ -120,13 +127,13 @@ def range_utilisation(
     rows = []
     for (domain, name), group in merged.groupby(["domain", "range"], sort=False):
         profiled = int(group["launch"].nunique())
-        total_given = _lookup(range_launches, domain, name)
+        total_given = _lookup(launch_counts, domain, name, "range_launches")
         total = None if total_given is None else int(total_given)
         coverage = _coverage(profiled, total)
         hw = float(group["flop_count_total"].sum(skipna=False))
         t = float(group["time_ns"].sum())
         t_source = _time_source(group["time_source"])
-        given_time = _lookup(time_ns, domain, name)
+        given_time = _lookup(time_ns, domain, name, "time_ns")
         if given_time is not None:
             range_t, range_source = given_time, "given"
         elif (domain, name) in phase:

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
-from traitlets import Bool, Enum, Int, Unicode, observe
+from traitlets import Bool, Enum, Int, TraitError, Unicode, observe, validate
 
 from ..errors import CellSyntaxError, NsightMagicError, ProfileInterrupted
 from ..processes import locate as tools
@@ -34,6 +34,7 @@ from ..results.base import in_kernel
 from ..results.display import show_live_first, static_later
 from ..script import prepare_cell
 from ..session.backends import NcuBackend, NsysBackend
+from ..session.cell_command import rank_limit
 from ..session.manager import MANAGER
 from ..session.spec import CellRequest, Notebook, RunCallbacks
 from ..session.status import format_status, notebook_gpu_memory
@@ -160,6 +161,17 @@ class NsightMagic(Magics):
         DEFAULT_AUTO_MAX_BYTES, help="Largest variable sent automatically (bytes)."
     ).tag(config=True)
     claim_short_names = Bool(False, help=magic_names.CLAIM_HELP).tag(config=True)
+
+    @validate("auto_vars_max_bytes")
+    def _check_max_bytes(self, proposal: dict[str, Any]) -> int:
+        value = proposal["value"]
+        if value < 0:  # a negative limit would refuse every variable, with a baffling reason
+            raise TraitError(
+                f"NsightMagic.auto_vars_max_bytes is {value}; give a size in bytes >= 0 (0 sends "
+                f"no variable automatically; the default is {DEFAULT_AUTO_MAX_BYTES})."
+            )
+        return int(value)
+
     _registered = False  # set by register(): config applied before it has nothing to rename
 
     @observe("claim_short_names")
@@ -195,6 +207,11 @@ class NsightMagic(Magics):
             check_ncu_values(args.set, args.sections, args.kernel_regex, typed, extra)
         if args.nproc < 1 or getattr(args, "rank", 0) not in range(args.nproc):
             raise UsageError(f"--nproc must be >= 1 and --rank in 0..{max(args.nproc, 1) - 1}")
+        if args.nproc > 1:  # torchrun would start them all: 100000 ranks must not get that far
+            env = {**os.environ, **dict(item.split("=", 1) for item in args.env)}
+            limit, why = rank_limit(env)
+            if args.nproc > limit:
+                raise UsageError(f"--nproc {args.nproc}: {why}; give --nproc 1..{limit}.")
         try:
             args.vars = tuple(parse_names(args.vars))
         except NsightMagicError as exc:

@@ -75,7 +75,14 @@ def split_instance(text: str) -> tuple[str, int]:
     it. ValueError (naming the flag) for an empty name or an instance below 1."""
     text = text.strip()
     head, sep, tail = text.rpartition("#")
-    spec, instance = (head.strip(), int(tail)) if sep and tail.strip().isdigit() else (text, 1)
+    count = tail.strip()
+    # isdecimal, not isdigit: "²" is a digit int() refuses ("a#²" is then a name, as "a#x")
+    if not (sep and count.isdecimal()):
+        spec, instance = text, 1
+    elif len(count) > 9:  # int() refuses 4300 digits; no cell opens a range 10**9 times
+        raise ValueError(f"--nvtx {text[:40]!r}: the instance after '#' is too large")
+    else:
+        spec, instance = head.strip(), int(count)
     if not spec or spec.endswith(":"):
         raise ValueError(f"--nvtx {text!r}: no range name; write DOMAIN:RANGE or RANGE, then #K")
     if instance < 1:

@@ -16,6 +16,7 @@ from ..analysis import roofline_bounds as bounds
 from ..analysis.torch_ops import parse_op_range
 from ..views.ncu_view import ncu_static_html, ncu_widget
 from ..views.roofline_chart import roofline_chart
+from ..vocabulary.arguments import flops_arg
 from .base import _Run
 from .drill_protocols import ParentRun
 from .ncu_frames import NcuFrames
@@ -161,6 +162,7 @@ class NcuRun(_Run):
         model_flops_per_s`` (FLOP/s), ``peak_flops_per_s, peak_source``, ``hfu_frac,
         mfu_frac`` (fractions of the peak; ``mfu_frac`` NaN where model FLOPs are unknown and
         ``model_flops_source`` says why), ``reason`` (why a fraction above 100% is blank)."""
+        flops = flops_arg(flops, "flops", "NcuRun.mfu()")  # the user's names in the message
         points = self.roofline()
         device = self.device()
         utilisation.require_flop_counts(points, device["compute_capability"])
@@ -201,6 +203,8 @@ class NcuRun(_Run):
         thread while the range was open), ``peak_flops_per_s`` (FLOP/s), ``peak_source``,
         ``hfu_frac, mfu_frac`` (fractions of the peak; blank above 1), ``reason`` (why
         blank)."""
+        flops = flops_arg(flops, "flops", "NcuRun.range_mfu()")
+        time_ns = flops_arg(time_ns, "time_ns", "NcuRun.range_mfu()", unit="nanoseconds")
         points = self.roofline()
         device = self.device()
         utilisation.require_flop_counts(points, device["compute_capability"])

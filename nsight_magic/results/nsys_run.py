@@ -19,7 +19,7 @@ from ..errors import BadArgumentError, EmptyResultWarning, NsightMagicError
 from ..profilers.drill_request import DrillRequest
 from ..views.nsys_view import nsys_static_html, nsys_widget
 from ..views.protocols import ProfileFn, ProfileRangeFn
-from ..vocabulary.arguments import count_arg, text_arg
+from ..vocabulary.arguments import count_arg, flops_arg, text_arg
 from ..vocabulary.magic_names import cell_magic
 from .base import WIDGET_MIME, _Run, in_kernel
 from .drill_protocols import DrillRunner
@@ -385,6 +385,7 @@ class NsysRun(_Run):
         the time at the peak). Empty, with the reason in ``attrs["reason"]`` and an
         ``EmptyResultWarning``, for a run captured without ``--pytorch shapes`` when no
         ``flops`` are given."""
+        flops = flops_arg(flops, "flops", "NsysRun.mfu()")  # the user's names in the message
         return utilisation.model_mfu(
             self.nvtx_gpu_projection(),
             flops,

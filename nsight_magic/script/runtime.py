@@ -204,6 +204,15 @@ def load_vars(ns: dict[str, Any], path: str) -> None:
             ns[name] = pickle.loads(blob)
 
 
+def message_of(exc: BaseException) -> str:
+    """``str(exc)``, or what Python's own traceback prints when that raises: the cell's error
+    must be reported whatever its ``__str__`` does."""
+    try:
+        return str(exc)
+    except Exception:
+        return f"<unprintable {type(exc).__name__} object>"
+
+
 def user_traceback(exc: BaseException) -> str:
     """The exception as the notebook shows it: our frames and asyncio's before the cell's cut."""
     tb = exc.__traceback__
@@ -236,7 +245,7 @@ def run_history(
             if stop_on_error:
                 raise
             errors.append({"name": entry.get("name", ""), "exc_type": type(exc).__name__,
-                           "exc_message": str(exc)})  # fmt: skip
+                           "exc_message": message_of(exc)})  # fmt: skip
     return errors
 
 
@@ -320,7 +329,7 @@ def failure(exc: BaseException) -> dict[str, Any]:
     return {
         "status": "interrupted" if isinstance(exc, KeyboardInterrupt) else "error",
         "exc_type": type(exc).__name__,
-        "exc_message": str(exc),
+        "exc_message": message_of(exc),
         "traceback": user_traceback(exc),
     }
 

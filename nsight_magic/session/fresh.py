@@ -4,6 +4,7 @@ cells only (or, for a re-run, the saved script's own history), then the cell."""
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ from ..script import PreparedCell, build_script, history_entry
 from . import deadline
 from .pipeline import Outcome, RunContext
 from .variables import plan_by_value
+from .worker_process import WorkerStartError
 
 
 class ProfilerWatch:
@@ -85,10 +87,27 @@ class FreshExecutor:
             result = exc.result
             stopped = "timeout" if isinstance(exc, ProfileTimeout) else result.outcome
         ctx.meta.runner = result.to_dict()
+        if not stopped and result.returncode in (0, None) and not folder.status.exists():
+            raise self._never_started(ctx, result.returncode or 0, argv)
         status = self._rank_status(ctx)
         if not stopped and status.get("status") != "error":
             runner.raise_for_profiler(result, ctx.tool.name)
         return Outcome(status, stopped, process=result)
+
+    @staticmethod
+    def _never_started(ctx: RunContext, code: int, argv: list[str]) -> WorkerStartError:
+        """The run ended without error and the script wrote no status: it never ran (not "a
+        setup step raised"), most likely because --python named no Python interpreter."""
+        python = ctx.request.python
+        fix = (
+            f"--python must name a Python interpreter (the notebook's is {sys.executable!r})"
+            if python != sys.executable
+            else "its output is in the log"
+        )
+        return WorkerStartError(
+            f"The cell's script never started: the run ended at once with code {code} before "
+            f"{python!r} ran it (no status written); {fix}.\nargv: {argv}\nlog: {ctx.folder.log}"
+        )
 
     @staticmethod
     def _rank_status(ctx: RunContext) -> CellStatus:

@@ -362,15 +362,19 @@ def cell_failed(
     where = {"cell": "The profiled cell", "warmup": "The cell (during warm-up)"}.get(
         phase, f"A {phase or 'setup'} step"
     )
-    # a process that died without saying why (`--python /bin/true`, an exception whose
-    # message cannot be printed) has no type or message: say that instead of "None: None"
-    exc_type = status.get("exc_type") or "an error it did not report"
+    # no type: the process ended while the step ran (os._exit() in it) without a word; say
+    # that, not "None: None" (a script that never started is fresh.py's WorkerStartError)
+    exc_type = status.get("exc_type")
     message = status.get("exc_message")
-    said = f"{exc_type}: {message}" if message else exc_type
+    if exc_type:
+        what = f"raised {exc_type}: {message}" if message else f"raised {exc_type}"
+    elif status.get("status") == "running":
+        what = "ended its process without reporting an error (os._exit() in it?)"
+    else:
+        what = "raised an error it did not report"
     more = f"\n{explanation}" if explanation else ""
     return CellFailedError(
-        f"{where} raised {said}\n{status.get('traceback', '').rstrip()}{more}\n"
-        f"(run folder: {run_dir})",
+        f"{where} {what}\n{status.get('traceback', '').rstrip()}{more}\n(run folder: {run_dir})",
         traceback=status.get("traceback", ""),
         exc_type=status.get("exc_type", ""),
         run=partial,

@@ -146,6 +146,15 @@ def cuda_memory() -> dict[str, Any]:
     return out
 
 
+def message_of(exc: BaseException) -> str:
+    """``str(exc)``, or "<unprintable X object>" when its ``__str__`` raises (as the script's
+    ``runtime.message_of``: the worker imports nothing of the script's)."""
+    try:
+        return str(exc)
+    except Exception:
+        return f"<unprintable {type(exc).__name__} object>"
+
+
 def _failed(exc: BaseException, phase: str, tb: str) -> dict[str, Any]:
     """The reply of a step whose code raised (the request itself was served)."""
     return {
@@ -153,7 +162,7 @@ def _failed(exc: BaseException, phase: str, tb: str) -> dict[str, Any]:
         "status": "interrupted" if isinstance(exc, KeyboardInterrupt) else "error",
         "phase": phase,
         "exc_type": type(exc).__name__,
-        "exc_message": str(exc),
+        "exc_message": message_of(exc),
         "traceback": tb,
     }
 

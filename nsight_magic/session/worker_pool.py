@@ -129,7 +129,7 @@ class WorkerPool:
             return [s for t, group in self._sessions.items() if tool in (None, t) for s in group]
 
     @staticmethod
-    def end(session: WarmSession) -> None:
+    def end(session: WarmSession, collect: bool = True) -> None:
         if session.lock.acquire(timeout=1.0):  # idle: asked to exit
             try:
                 with contextlib.suppress(Exception):
@@ -141,8 +141,9 @@ class WorkerPool:
         if session.tool == "nsys":  # the session name must not linger in nsys's daemon
             with contextlib.suppress(Exception):
                 shutdown_session(tools.find_tool("nsys"), session.state.name)
-        with contextlib.suppress(Exception):  # the memory it mapped is the notebook's to free
-            shared_state.collect_ipc()
+        if collect:
+            with contextlib.suppress(Exception):  # the memory it mapped is the notebook's
+                shared_state.collect_ipc()
 
     def stop(self, tool: str | None = None) -> list[str]:
         """Stop the workers of ``tool`` (all when None); returns which tools had any."""
@@ -150,8 +151,23 @@ class WorkerPool:
             self.stop_count += 1
             chosen = [t for t in list(self._sessions) if tool in (None, t)]
             sessions = [s for t in chosen for s in self._sessions.pop(t)]
+        # at once, not one after the other: each may wait its whole bound on a hung exit or
+        # `nsys shutdown` (two workers took 2 x 30 s)
+        threads = []
         for session in sessions:
-            self.end(session)
+            thread = threading.Thread(target=self.end, args=(session, False), daemon=True,
+                                      name=f"nsight_magic stop {session.tool}")  # fmt: skip
+            try:
+                thread.start()
+            except RuntimeError:  # at interpreter exit (atexit) no thread starts: in turn
+                self.end(session, False)
+            else:
+                threads.append(thread)
+        for thread in threads:
+            thread.join()
+        if sessions:
+            with contextlib.suppress(Exception):  # the memory they mapped, freed once
+                shared_state.collect_ipc()
         return sorted({s.tool for s in sessions}, key=["nsys", "ncu"].index)
 
     def status(self) -> list[SessionStatus]:

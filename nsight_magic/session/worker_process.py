@@ -165,6 +165,17 @@ class WorkerProcess:
         finally:
             listener.close()
 
+    def _not_python(self) -> str:
+        """A worker never exits 0 before its hello: a command that did (``--python /bin/true``)
+        is no Python interpreter running the worker; say so, with the fix."""
+        if self.proc is None or self.proc.returncode != 0:
+            return ""
+        return (
+            f": {self.launch.python!r} exited at once with code 0 before the worker answered; "
+            "--python must name a Python interpreter that can import nsight_magic (the "
+            f"notebook's is {sys.executable!r})"
+        )
+
     def _left(self) -> float:
         return max(0.1, self.started_at + self.startup_timeout - time.monotonic())
 
@@ -180,7 +191,8 @@ class WorkerProcess:
             if self.proc.poll() is not None:
                 raise WorkerStartError(
                     f"The profiling worker exited before it started (exit status "
-                    f"{self.proc.returncode}).{self.output_tail()}\nargv: {self.argv}"
+                    f"{self.proc.returncode}){self._not_python()}.{self.output_tail()}"
+                    f"\nargv: {self.argv}"
                 )
             if cancel is not None and cancel.is_set():
                 raise WorkerStartError("Starting the profiling worker was cancelled.")

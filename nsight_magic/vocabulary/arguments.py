@@ -5,6 +5,7 @@ value reaches code that would fail on it with ``'int' object has no attribute 'l
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
@@ -13,6 +14,7 @@ from ..errors import BadArgumentError
 __all__ = [
     "count_arg",
     "dtype_arg",
+    "flops_arg",
     "frame_arg",
     "mapping_arg",
     "number_arg",
@@ -95,3 +97,24 @@ def frame_arg(value: Any, name: str, where: str, *, made_by: str) -> Any:
     if not isinstance(value, pd.DataFrame):
         raise _bad(where, name, value, f"the DataFrame of {made_by}")
     return value
+
+
+def flops_arg(value: Any, name: str, where: str, unit: str = "FLOPs") -> dict[Any, float] | None:
+    """``{range or launch: FLOPs}`` or None, each count a finite real number >= 0 as a float:
+    a string, None, a complex number, one too large for a float (``10**400``) or a bool (True
+    is not 1 FLOP) is one ``BadArgumentError`` naming its key, not a float() error later."""
+    if mapping_arg(value, name, where) is None:
+        return None
+    wanted = f"a finite number of {unit} >= 0 (an int or float; True/False are not counts)"
+    out: dict[Any, float] = {}
+    for key, count in value.items():
+        if isinstance(count, bool) or not isinstance(count, numbers.Real):
+            raise _bad(where, f"{name}[{key!r}]", count, wanted)
+        try:
+            number = float(count)
+        except (OverflowError, ValueError, TypeError):
+            raise _bad(where, f"{name}[{key!r}]", count, wanted) from None
+        if not math.isfinite(number) or number < 0:
+            raise _bad(where, f"{name}[{key!r}]", count, wanted)
+        out[key] = number
+    return out
