@@ -33,6 +33,7 @@ from nsight_magic.script.template import (
     MODULE_ONLY,
     SCRIPT_MODULES,
     STATUS_KEYS,
+    profiler_constants,
     script_body,
     script_constants,
 )
@@ -381,3 +382,22 @@ def test_script_body_needs_one_module_only_block() -> None:
         script_body("a = 1\n")
     with pytest.raises(RuntimeError, match="module only"):
         script_body(f"{END_MODULE_ONLY}\n{MODULE_ONLY}\n")
+
+
+def test_a_re_run_takes_the_profiler_constants_the_session_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A saved nsys script re-run under ncu (a drill-down in a new process) gates as ncu's:
+    the session's constants replace the header's, only those, and the variable is gone before
+    the cell runs (its children never see it)."""
+    for name in (*runtime.PROFILER_CONSTANTS, "CODE"):
+        monkeypatch.setattr(runtime, name, getattr(runtime, name))  # restored after the test
+    header_code = runtime.CODE
+    constants = profiler_constants("nvtx", nvtx_target="LLM:layer", nvtx_instance=2)
+    assert tuple(constants) == runtime.PROFILER_CONSTANTS
+    env = {runtime.PROFILER_ENV: json.dumps({**constants, "CODE": "import os"}), "OTHER": "1"}
+    runtime.take_profiler_constants(env)
+    assert env == {"OTHER": "1"}
+    assert (runtime.GATE, runtime.NVTX_TARGET, runtime.NVTX_INSTANCE) == ("nvtx", "LLM:layer", 2)
+    assert runtime.NVTX_CAPTURE is None and runtime.MEMORY_HISTORY is False
+    assert header_code == runtime.CODE  # not a profiler's: never taken from the environment
