@@ -209,7 +209,8 @@ def history(*sources: str) -> list[dict[str, Any]]:
 def test_run_history_collects_errors_and_goes_on_in_a_worker() -> None:
     ns: dict[str, Any] = {}
     errors = runtime.run_history(ns, history("a = 1", "b = undefined_name", "c = a + 1"))
-    assert errors == [{"name": "setup 2", "exc_type": "NameError",
+    assert errors == [{"name": "setup 2", "filename": "<nsight_magic setup cell 2>",
+                       "exc_type": "NameError",
                        "exc_message": "name 'undefined_name' is not defined"}]  # fmt: skip
     assert ns["a"] == 1 and ns["c"] == 2 and "b" not in ns
 
@@ -219,7 +220,9 @@ def test_a_replayed_system_exit_is_an_error_not_the_end_of_the_worker() -> None:
     on; a replay of that cell in a worker must not end the worker either."""
     ns: dict[str, Any] = {}
     errors = runtime.run_history(ns, history("a = 1", "import sys\nsys.exit(2)", "c = a + 1"))
-    assert errors == [{"name": "setup 2", "exc_type": "SystemExit", "exc_message": "2"}]
+    assert [(e["name"], e["exc_type"], e["exc_message"]) for e in errors] == [
+        ("setup 2", "SystemExit", "2")
+    ]
     assert ns["c"] == 2
 
 

@@ -39,9 +39,14 @@ class HistoryEntry:
         if self.vars_file is not None:
             check_tree_owned(self.vars_file.parent, (self.vars_file.name,))
         entry = history_entry(self.kind, self.name, self.cell, str(self.vars_file or "") or None)
-        # a unique file name: tracebacks of a replayed cell show that cell's lines
-        entry["filename"] = f"<nsight_magic {self.kind} {self.id}: {self.name}>"
+        entry["filename"] = self.filename
         return entry
+
+    @property
+    def filename(self) -> str:
+        """A unique file name: tracebacks of a replayed cell show that cell's lines, and a
+        replay's error names the entry (``runtime.run_history``)."""
+        return f"<nsight_magic {self.kind} {self.id}: {self.name}>"
 
 
 @dataclass
