@@ -192,4 +192,4 @@ def test_a_rank_drill_down_of_an_nsys_run_opens_the_range_ncu_filters_on(
     events = [json.loads(x) for x in log.read_text().splitlines()]
     # rank 1 alone ran under the (stand-in) profiler; rank 0 ran bare
     assert {(rank, profiled) for rank, profiled, *_ in events} == {("0", False), ("1", True)}
-    assert child.meta["rank"] == 1
+    assert child.meta["rank"] == 1 and child.meta["cell_status"]["gate"] == "nvtx"
