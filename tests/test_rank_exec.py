@@ -9,16 +9,19 @@ status is taken from them."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from session_support import BareBackend
+from session_support import BareBackend, BareRun
 
 from nsight_magic.errors import CellFailedError
 from nsight_magic.processes.locate import Tool
+from nsight_magic.profilers.drill_request import DrillRequest
 from nsight_magic.run_folders.run_dir import RunDir
+from nsight_magic.session import drill
 from nsight_magic.session.backends import NcuBackend
 from nsight_magic.session.cell_command import RANK_EXEC, one_rank_command
 from nsight_magic.session.history import SetupRegistry
@@ -88,3 +91,105 @@ def test_a_failure_on_the_profiled_rank_fails_the_cell_and_names_it(
         _run(manager, tmp_path, cell, rank=1)
     run = info.value.run
     assert run is not None and run.meta["rank_status"] == {"0": "ok", "1": "error"}
+
+
+# an ``nvtx`` module first on the ranks' PYTHONPATH: each range a process opens is a line of
+# the log, with the process's rank and whether it runs under the (stand-in) profiler
+LOGGING_NVTX = f"""
+import contextlib, json, os
+
+def _log(*event):
+    with open(os.environ["NVTX_LOG"], "a") as f:
+        f.write(json.dumps([os.environ.get("RANK"), {MARK!r} in os.environ, *event]) + "\\n")
+
+@contextlib.contextmanager
+def annotate(message=None, domain=None, **kw):
+    _log("push", domain, message)
+    try:
+        yield
+    finally:
+        _log("pop", domain, message)
+
+def start_range(message=None, domain=None, **kw):
+    _log("start", domain, message)
+    return (domain, message)
+
+def end_range(handle):
+    _log("end", *handle)
+"""
+
+
+def _start_end_filter(expression: str) -> tuple[str, str]:
+    """(domain, range) of an ncu --nvtx-include for one start/end range ("DOMAIN@RANGE")."""
+    assert "/" not in expression, "a push/pop filter: not what the drill-down uses here"
+    domain, _, name = expression.partition("@")
+    return domain, name
+
+
+class NcuStandIn(NcuBackend):
+    """The drill-down's own NcuBackend (its filters, its script settings, its check of what was
+    captured), with ``env MARK=1`` in ncu's place and, as the report, the statement ranges the
+    profiled rank opened inside the start/end range ncu's --nvtx-include names: what ncu's
+    filter would hold."""
+
+    def locate(self) -> Tool:
+        return Tool(name="ncu", path=ENV)
+
+    def fresh_argv(self, tool: Tool, run_dir: Path, request: CellRequest) -> list[str]:
+        folder = RunDir(run_dir)
+        prefix = folder.write_rank_prefix([ENV, f"{MARK}=1"])
+        return one_rank_command(request.python, folder.script, [str(folder.status)],
+                                request.nproc, request.rank, prefix)  # fmt: skip
+
+    def report_path(self, run_dir: Path) -> Path:
+        return RunDir(run_dir).status  # there is no ncu report: the status file stands for it
+
+    def load(self, tool: Tool, run_dir: Path, nproc: int = 1) -> Any:
+        (expression,) = self.options.nvtx_include
+        wanted = _start_end_filter(expression)
+        events = [json.loads(x) for x in Path(os.environ["NVTX_LOG"]).read_text().splitlines()]
+        held, open_ = [], 0
+        for _rank, profiled, kind, domain, message in events:
+            if not profiled:
+                continue
+            if (domain, message) == wanted and kind in ("start", "end"):
+                open_ += 1 if kind == "start" else -1
+            elif kind == "push" and open_ and message.startswith("L"):
+                held.append(message)
+        return held
+
+    def result(self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any,
+               drill_runner: Any) -> Any:  # fmt: skip
+        return BareRun(report, run_dir, meta)
+
+
+@pytest.mark.torch
+def test_a_rank_drill_down_of_an_nsys_run_opens_the_range_ncu_filters_on(
+    manager: SessionManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``%%nsys --nproc 2`` then ``profile_kernel(..., rank=1)``: the drill-down re-runs the nsys
+    run's saved script as two ranks, rank 1 under ncu, whose filter is the start/end range
+    ``nsight_magic@capture``. The nsys script never opened it (its gate is cudaProfilerApi), so
+    ncu captured nothing: NothingCapturedError (2 x H200). The re-run now gates as ncu's."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "nvtx.py").write_text(LOGGING_NVTX)
+    log = tmp_path / "nvtx.log"
+    # the session's own environment: a re-run takes no --env from a folder it did not trust
+    # (a multi-rank run is fresh: not in the worker's history)
+    monkeypatch.setenv("NVTX_LOG", str(log))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    cell = "x = sum(range(10))\nprint('rank', x)\n"
+    parent = manager.profile(
+        CellRequest(cell=cell, nproc=2, timeout=120.0, runs_root=tmp_path / "runs"),
+        BareBackend(), notebook=Notebook(),
+    )  # fmt: skip
+    assert parent.meta["rank_status"] == {"0": "ok", "1": "ok"}
+    log.unlink()
+    monkeypatch.setattr(drill, "NcuBackend", NcuStandIn)
+    child = manager.profile_kernel(parent, DrillRequest(kernel="gemm", rank=1, timeout=120.0))
+    assert child.report == ["L1: x = sum(range(10))", "L2: print('rank', x)"]
+    events = [json.loads(x) for x in log.read_text().splitlines()]
+    # rank 1 alone ran under the (stand-in) profiler; rank 0 ran bare
+    assert {(rank, profiled) for rank, profiled, *_ in events} == {("0", False), ("1", True)}
+    assert child.meta["rank"] == 1 and child.meta["cell_status"]["gate"] == "nvtx"

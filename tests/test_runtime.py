@@ -33,6 +33,7 @@ from nsight_magic.script.template import (
     MODULE_ONLY,
     SCRIPT_MODULES,
     STATUS_KEYS,
+    profiler_constants,
     script_body,
     script_constants,
 )
@@ -208,7 +209,8 @@ def history(*sources: str) -> list[dict[str, Any]]:
 def test_run_history_collects_errors_and_goes_on_in_a_worker() -> None:
     ns: dict[str, Any] = {}
     errors = runtime.run_history(ns, history("a = 1", "b = undefined_name", "c = a + 1"))
-    assert errors == [{"name": "setup 2", "exc_type": "NameError",
+    assert errors == [{"name": "setup 2", "filename": "<nsight_magic setup cell 2>",
+                       "exc_type": "NameError",
                        "exc_message": "name 'undefined_name' is not defined"}]  # fmt: skip
     assert ns["a"] == 1 and ns["c"] == 2 and "b" not in ns
 
@@ -218,7 +220,9 @@ def test_a_replayed_system_exit_is_an_error_not_the_end_of_the_worker() -> None:
     on; a replay of that cell in a worker must not end the worker either."""
     ns: dict[str, Any] = {}
     errors = runtime.run_history(ns, history("a = 1", "import sys\nsys.exit(2)", "c = a + 1"))
-    assert errors == [{"name": "setup 2", "exc_type": "SystemExit", "exc_message": "2"}]
+    assert [(e["name"], e["exc_type"], e["exc_message"]) for e in errors] == [
+        ("setup 2", "SystemExit", "2")
+    ]
     assert ns["c"] == 2
 
 
@@ -381,3 +385,22 @@ def test_script_body_needs_one_module_only_block() -> None:
         script_body("a = 1\n")
     with pytest.raises(RuntimeError, match="module only"):
         script_body(f"{END_MODULE_ONLY}\n{MODULE_ONLY}\n")
+
+
+def test_a_re_run_takes_the_profiler_constants_the_session_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A saved nsys script re-run under ncu (a drill-down in a new process) gates as ncu's:
+    the session's constants replace the header's, only those, and the variable is gone before
+    the cell runs (its children never see it)."""
+    for name in (*runtime.PROFILER_CONSTANTS, "CODE"):
+        monkeypatch.setattr(runtime, name, getattr(runtime, name))  # restored after the test
+    header_code = runtime.CODE
+    constants = profiler_constants("nvtx", nvtx_target="LLM:layer", nvtx_instance=2)
+    assert tuple(constants) == runtime.PROFILER_CONSTANTS
+    env = {runtime.PROFILER_ENV: json.dumps({**constants, "CODE": "import os"}), "OTHER": "1"}
+    runtime.take_profiler_constants(env)
+    assert env == {"OTHER": "1"}
+    assert (runtime.GATE, runtime.NVTX_TARGET, runtime.NVTX_INSTANCE) == ("nvtx", "LLM:layer", 2)
+    assert runtime.NVTX_CAPTURE is None and runtime.MEMORY_HISTORY is False
+    assert header_code == runtime.CODE  # not a profiler's: never taken from the environment

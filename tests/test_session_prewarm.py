@@ -18,6 +18,7 @@ import pytest
 from processes import alive
 from session_support import BareBackend
 
+from nsight_magic.errors import CellFailedError
 from nsight_magic.script import prepare_cell
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
@@ -421,3 +422,47 @@ def test_a_setup_cells_from_import_is_resolved_while_the_notebook_runs_it(
     manager.profile(request, Lazy(), notebook=Notebook(user_ns=ns),
                     callbacks=RunCallbacks(output=out.append))  # fmt: skip
     assert out[-1] == "42" and len(marker.read_text().splitlines()) == 2  # no second import
+
+
+# a --worker-only setup cell with room on the "GPU" for one copy: the first worker to replay it
+# builds ``weights``, a second raises as CUDA's allocator would (the folder counts the copies)
+ONE_COPY = """
+import os
+if os.listdir({room!r}):
+    raise MemoryError("CUDA out of memory (stand-in: the first worker holds the only copy)")
+open(os.path.join({room!r}, str(os.getpid())), "w").close()
+weights = [1.0, 2.0]
+"""
+
+
+def test_a_worker_only_setup_that_raised_in_the_ncu_worker_is_named_by_the_drill_down(
+    manager, tmp_path
+) -> None:
+    """``%%nsight_setup --worker-only``, a ``%%nsys`` cell on its names, then a drill-down
+    from code (``run.profile_kernel(...)``: no output callback). The ncu worker, prewarmed
+    after the nsys result, replayed the setup and it raised there (out of memory: the second
+    copy); the drill-down then failed with a bare NameError in 1.4 s, the reason left in notes
+    nobody printed (issue 42 item 2). Its error now names the setup cell, what it raised in
+    which worker, and the fix."""
+    room = tmp_path / "gpu"
+    room.mkdir()
+    ns: dict = {}
+    manager.notebook = Notebook(user_ns=ns)
+    setup = prepare_cell(ONE_COPY.format(room=str(room)))
+    assert manager.run_setup("model", setup, lambda: True, in_notebook=False)
+    first, out = _run(manager, tmp_path, "print('sum', sum(weights))", ns=ns)
+    assert "sum 3.0" in out and first.meta["replayed"] == ["model"]
+    _join(manager)  # the ncu worker's prewarm replayed it, and it raised there
+    assert _status(manager, "ncu").prewarmed == ["model"]
+    request = CellRequest(cell="print('sum', sum(weights))", runs_root=tmp_path / "runs",
+                          cwd=str(tmp_path))  # fmt: skip
+    with pytest.raises(CellFailedError) as info:
+        manager.profile(request, BareBackend("ncu"), notebook=Notebook(user_ns=ns),
+                        before=first.meta["history_id"], callbacks=RunCallbacks())  # fmt: skip
+    message = str(info.value).splitlines()[0]
+    assert message.startswith("The profiled cell raised NameError: name 'weights' is not defined")
+    assert "setup cell 'model', which defines it, raised MemoryError: CUDA out of memory" in message
+    assert (
+        "when the ncu worker replayed it (a --worker-only setup cell runs in each worker" in message
+    )
+    assert "Fix: free GPU memory" in message and "%nsight_session restart ncu" in message

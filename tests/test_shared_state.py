@@ -210,3 +210,26 @@ def test_worker_only_setup_is_built_in_each_worker_and_a_drill_down_works(
         drill.meta["replayed"] == ["model"]
         and drill.meta["worker"]["pid"] != first.meta["worker"]["pid"]
     )
+
+
+def test_a_worker_only_setup_binding_its_name_in_a_try_block_is_still_built_in_the_worker(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    """A ``--worker-only`` setup cell is replayed when the notebook lacks a name it binds:
+    that counted only names every run binds for sure, so ``base``, bound in a ``try``, did not,
+    and with ``os`` in the notebook (an ordinary cell imported it) no worker built ``base``:
+    a NameError with no reason (issue 42 item 2)."""
+    import os
+
+    ns: dict = {"os": os}  # type: ignore[type-arg]
+    manager.notebook = Notebook(user_ns=ns)
+    source = textwrap.dedent("""\
+        import os
+        try:
+            base = int(os.environ.get("NSM_BASE", "40"))
+        except ValueError:
+            base = 0
+    """)
+    assert manager.run_setup("model", prepare_cell(source), lambda: True, in_notebook=False)
+    result, out = _cell(manager, tmp_path, ns, "print('y', base + 2)")
+    assert "y 42" in out and result.meta["replayed"] == ["model"]

@@ -2,9 +2,11 @@
 before anything starts, NVTX ranges per statement, gating, and the hooks a warm worker calls."""
 
 from .cell import PreparedCell, cell_filename, parse_cell, prepare_cell, statement_labels
-from .template import STATUS_KEYS, Gate, build_script, history_entry
+from .runtime import PROFILER_ENV
+from .template import STATUS_KEYS, Gate, build_script, history_entry, profiler_constants
 
 __all__ = [
+    "PROFILER_ENV",
     "STATUS_KEYS",
     "Gate",
     "PreparedCell",
@@ -13,5 +15,6 @@ __all__ = [
     "history_entry",
     "parse_cell",
     "prepare_cell",
+    "profiler_constants",
     "statement_labels",
 ]

@@ -37,7 +37,7 @@ import pickle
 import sys
 import time
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from inspect import CO_COROUTINE
 from types import CodeType, ModuleType
 from typing import Any
@@ -79,6 +79,13 @@ SHARED_NAME = RunDir.SHARED
 MEMORY_HISTORY = False  # %%nsys --memory: torch's allocator history of the cell (torch_memory)
 SNAPSHOT_NAME = RunDir.TORCH_MEMORY
 # --- end module only ---
+
+# A saved script re-run in a new process under another profiler than the one it was written
+# for (a drill-down's ncu on a cell nsys ran: one rank of several, a loaded folder, fresh=True):
+# the session names that profiler's constants here (JSON: session/fresh.py); they replace the
+# header's (the nsys gate opened no ``capture`` range, ncu's filter, so nothing was captured)
+PROFILER_ENV = "NSIGHT_MAGIC_PROFILER"
+PROFILER_CONSTANTS = ("GATE", "NVTX_TARGET", "NVTX_CAPTURE", "NVTX_INSTANCE", "MEMORY_HISTORY")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VARS_FILE = os.path.join(HERE, VARS_NAME)  # the notebook variables the cell reads, when sent
@@ -244,8 +251,8 @@ def run_history(
         except (Exception, SystemExit) as exc:  # the notebook shows a SystemExit and goes on
             if stop_on_error:
                 raise
-            errors.append({"name": entry.get("name", ""), "exc_type": type(exc).__name__,
-                           "exc_message": message_of(exc)})  # fmt: skip
+            errors.append({"name": entry.get("name", ""), "filename": entry.get("filename", ""),
+                           "exc_type": type(exc).__name__, "exc_message": message_of(exc)})  # fmt: skip
     return errors
 
 
@@ -415,9 +422,21 @@ def status_path(argv: list[str], rank: int) -> str:
     return path
 
 
+def take_profiler_constants(environ: MutableMapping[str, str]) -> None:
+    """The profiler constants the session put in ``PROFILER_ENV`` (``PROFILER_CONSTANTS``
+    only) replace the header's; the variable is removed, so the cell and its children never
+    see it."""
+    text = environ.pop(PROFILER_ENV, "")
+    if not text:
+        return
+    given = json.loads(text)
+    globals().update({k: v for k, v in given.items() if k in PROFILER_CONSTANTS})
+
+
 def main() -> None:
     """``python script.py [status.json]``: history, variables, warm-up, the captured cell (the
     script's last lines call it when it is the main program; this module never does)."""
+    take_profiler_constants(os.environ)
     status = StatusFile(status_path(sys.argv, RANK), status="running", phase="start", gate=GATE,
                         warmup=WARMUP)  # fmt: skip
     del sys.argv[1:]  # the cell sees the script alone, as in a warm worker (its argv is ours)

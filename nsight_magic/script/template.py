@@ -174,6 +174,28 @@ def script_constants(
     }
 
 
+def profiler_constants(
+    gate: Gate,
+    *,
+    nvtx_target: str | None = None,
+    nvtx_capture: str | None = None,
+    nvtx_instance: int | None = None,
+    memory_history: bool = False,
+) -> dict[str, Any]:
+    """The header's names a profiler decides (``runtime.PROFILER_CONSTANTS``), for a saved
+    script re-run under another profiler (``runtime.take_profiler_constants``): its gate, the
+    range it marks or follows, the allocator history. Same keywords as ``build_script``."""
+    if gate not in ("cudaProfilerApi", "nvtx"):
+        raise ValueError(f"gate must be 'cudaProfilerApi' or 'nvtx', not {gate!r}")
+    return {
+        "GATE": gate,
+        "NVTX_TARGET": nvtx_target,
+        "NVTX_CAPTURE": nvtx_capture,
+        "NVTX_INSTANCE": None if nvtx_instance is None else int(nvtx_instance),
+        "MEMORY_HISTORY": bool(memory_history),
+    }
+
+
 @functools.cache
 def script_bodies() -> tuple[str, ...]:
     """Each of ``SCRIPT_MODULES``' source, its module-only block left out (read once)."""

@@ -73,7 +73,9 @@ def _unsendable(
     ``record_setup``) and the notebook lacks a name it defines. A name the notebook deleted
     after running the cell is gone from the workers too."""
     bad = [f"{n}: {cannot[n]}" for n in sorted(entry.cell.names_bound & cannot.keys())]
-    missing = [] if in_notebook else sorted(entry.cell.effects.defined - user_ns.keys())
+    # a name it binds only on some path (in an if / try / for) counts too: nothing else builds it
+    bound = entry.cell.names_bound | entry.cell.effects.defined
+    missing = [] if in_notebook else sorted(bound - user_ns.keys())
     if missing:
         bad.append(f"{', '.join(missing[:3])} not in the notebook")
     return "; ".join(bad[:3])

@@ -5,6 +5,7 @@ cells only (or, for a re-run, the saved script's own history), then the cell."""
 from __future__ import annotations
 
 import sys
+import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 from ..errors import NsightMagicError, ProfileInterrupted, ProfileTimeout
 from ..processes import runner
 from ..run_folders.run_dir import CellStatus, cell_status
-from ..script import PreparedCell, build_script, history_entry
+from ..script import PROFILER_ENV, PreparedCell, build_script, history_entry, profiler_constants
 from . import deadline
 from .pipeline import Outcome, RunContext
 from .variables import plan_by_value
@@ -75,6 +76,11 @@ class FreshExecutor:
         if self.script is not None:  # the saved script of the parent, not one written here
             argv[argv.index(str(folder.script))] = str(script)
         env = ctx.backend.process_env(request)
+        if self.script is not None:
+            # the saved script may be another profiler's (a drill-down's ncu re-running a cell
+            # nsys ran): it gates and marks ranges as this backend needs (runtime.py)
+            constants = profiler_constants(ctx.backend.gate, **ctx.backend.script_args())
+            env[PROFILER_ENV] = json.dumps(constants)
         folder.write_argv(argv)
         folder.write_env(request.env)
         folder.write_meta(ctx.meta)

@@ -49,6 +49,12 @@ class HistoryEntry:
         entry["filename"] = self.filename
         return entry
 
+    @property
+    def filename(self) -> str:
+        """A unique file name: tracebacks of a replayed cell show that cell's lines, and a
+        replay's error names the entry (``runtime.run_history``)."""
+        return f"<nsight_magic {self.kind} {self.id}: {self.name}>"
+
 
 @dataclass
 class History:

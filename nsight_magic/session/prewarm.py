@@ -38,7 +38,7 @@ from .backends import Backend
 from .history import History
 from .pipeline import Lines, RunContext, base_meta
 from .spec import CellRequest, Notebook, RunCallbacks
-from .warm import replay_errors
+from .warm import note_setup_failures, replay_errors
 from .warm_session import WarmSession
 from .worker_pool import WorkerPool
 
@@ -256,6 +256,7 @@ def _replay(
         catch_up.own_names(session, entry.cell.names_bound)
     session.names = frozenset(reply.data.get("names", ()))
     session.prewarmed = [e.name for e in plan.replay.run]
+    note_setup_failures(session, plan, reply, manager.history.in_notebook)
     session.notes += replay_errors(session.tool, reply)
     return False
 

@@ -9,8 +9,9 @@ interrupt (see ``worker_process``).
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from ..errors import NsightMagicError, WorkerDiedError
@@ -49,6 +50,64 @@ def replay_errors(tool: str, reply: Reply) -> list[str]:
         f"{error['exc_type']}: {error['exc_message']}"
         for error in reply.data.get("errors", [])
     ]
+
+
+def setup_failure(
+    tool: str, name: str, error: Mapping[str, Any], why: str, worker_only: bool
+) -> str:
+    """Why a worker lacks what setup cell ``name`` binds: its replay there raised ``error``
+    (a ``history`` reply's), with the fix."""
+    said = f"{error.get('exc_type')}: {str(error.get('exc_message', '')).strip()[:300]}"
+    text = (
+        f"setup cell {name!r}, which defines it, raised {said} when the {tool} worker replayed it"
+    )
+    if worker_only:
+        text += " (a --worker-only setup cell runs in each worker, each building its own copy)"
+    elif why:
+        text += f" ({why})"
+    fix = "fix the setup cell"
+    if "memory" in said.lower():
+        fix = "free GPU memory (a worker you do not need: %nsight_session stop nsys|ncu)"
+    if worker_only:
+        fix += (", or run it in the notebook without --worker-only (the workers then share its "
+                "GPU tensors)")  # fmt: skip
+    return f"{text}. Fix: {fix}, then %nsight_session restart {tool}"
+
+
+def note_setup_failures(
+    session: WarmSession, plan: catch_up.CatchUpPlan, reply: Reply, in_notebook: Collection[int]
+) -> None:
+    """The setup cells of ``plan`` whose replay in ``session`` raised (a ``history`` reply):
+    each name they bind, with why the worker may lack it (``explain_name_error``); a setup
+    replayed without an error clears its names."""
+    raised = {e.get("filename"): e for e in reply.data.get("errors", [])}
+    for entry in plan.replay.run:
+        if entry.kind != "setup":
+            continue
+        error = raised.get(entry.filename)
+        for name in entry.cell.names_bound:
+            session.setup_failed.pop(name, None)
+        if error is None:
+            continue
+        text = setup_failure(session.tool, entry.name, error, plan.fallback.get(entry.name, ""),
+                             worker_only=entry.id not in in_notebook)  # fmt: skip
+        session.setup_failed.update(dict.fromkeys(entry.cell.names_bound, text))
+
+
+NAME_ERROR = re.compile(r"name '([^']+)' is not defined")
+
+
+def explain_name_error(session: WarmSession, status: dict[str, Any]) -> dict[str, Any]:
+    """A cell's NameError for a name a setup cell binds that raised when this worker replayed
+    it: the message says so, with the fix (else the status as it is)."""
+    found = NAME_ERROR.search(str(status.get("exc_message") or ""))
+    if status.get("exc_type") != "NameError" or found is None:
+        return status
+    why = session.setup_failed.get(found.group(1))
+    if not why:
+        return status
+    return {**status, "exc_message": f"{status['exc_message']} in the {session.tool} worker: "
+            f"{why}."}  # fmt: skip
 
 
 class WarmExecutor:
@@ -207,7 +266,7 @@ class WarmExecutor:
         s.cells += 1
         s.names = frozenset(reply.data.get("names", s.names))
         catch_up.own_names(s, ctx.cell.names_bound)
-        status = cell_status(reply.data)
+        status = cell_status(explain_name_error(s, reply.data))
         ctx.folder.write_status(status)
         return Outcome(status, reply.stopped)
 
@@ -237,6 +296,7 @@ class WarmExecutor:
             for entry in plan.replay.run:
                 catch_up.own_names(s, entry.cell.names_bound)
             s.names = frozenset(reply.data.get("names", ()))
+            note_setup_failures(s, plan, reply, self.history.in_notebook)
             for note in replay_errors(s.tool, reply):
                 ctx.lines.note(note)
             ctx.meta.replayed = [e.name for e in plan.replay.run]

@@ -35,6 +35,9 @@ class WarmSession:
     broken: str = ""  # why the worker cannot be used again (a sticky CUDA error)
     ran_sources: set[str] = field(default_factory=set)  # cells captured here, failed ones too
     notes: list[str] = field(default_factory=list)  # for the user, from background work
+    # a name a setup cell binds -> why this worker lacks it: that cell raised when replayed
+    # here (said again by the cell that then fails reading it: notes may reach no output)
+    setup_failed: dict[str, str] = field(default_factory=dict)
     prewarmed: list[str] = field(default_factory=list)  # what it replayed before any cell
     busy: str = ""  # what holds it in the background (prewarm), for a cell that waits
     lock: threading.RLock = field(default_factory=threading.RLock)

@@ -745,6 +745,8 @@ names = list(rr.kernel_summary()["name"])
 gemm = next(n for n in names if "gemm" in n.lower() or "nvjet" in n)
 t0 = time.perf_counter(); kr = rr.profile_kernel(gemm, rank=1, set="roofline")
 FIG["rank1_drill_s"] = time.perf_counter() - t0
+# rank 1 ran under ncu, its re-run of the nsys script gated as ncu's (the 'capture' range open)
+assert kr.meta["rank"] == 1 and kr.meta["cell_status"]["gate"] == "nvtx", kr.meta
 assert not kr.hfu().empty and not kr.mfu().empty and not kr.advice().empty
 FIG["rank1_hfu"] = kr.hfu().to_dict("records")
 """,
