@@ -64,7 +64,7 @@ def test_hung_nsys_start(hung: Path, tmp_path: Path, monkeypatch: pytest.MonkeyP
         with pytest.raises(ProfilerError) as info:
             NsysBackend().begin_capture(tool, WarmState(name="s"), tmp_path)
         assert "`nsys start` did not finish within 1 s" in str(info.value)
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 30  # the hang is 600 s; margin for a loaded machine
     assert f"Log: {tmp_path / 'profiler.log'}" in str(info.value)
     assert (tmp_path / "profiler.log").exists()
     assert _pids_gone(tmp_path)
@@ -79,7 +79,7 @@ def test_hung_export_is_bounded_and_not_retried(
     with deadline.run_deadline(1.0), pytest.raises(ProfileTimeout, match="nsys export"):
         NsysBackend().load(tool, tmp_path)
     # one export ran (the parquet one): a hung export is not tried again as SQLite
-    assert time.monotonic() - t0 < 3
+    assert time.monotonic() - t0 < 30
     assert len((tmp_path / "pids").read_text().split()) == 1
     monkeypatch.setattr(deadline, "EXPORT_S", 0.7)
     with pytest.raises(ProfilerError, match=r"did not finish within 1 s"):
@@ -96,7 +96,7 @@ def test_ncu_attach_message_gives_the_real_bound(
         profiler_cli.attach([str(hung), "--mode", "attach"], log, retry_s=2.0)
     waited = time.monotonic() - t0
     # the wait lasted the retry period (2 s), and the message says 2 s, not the 0.5 s default
-    assert 1.9 < waited < 5 and "did not finish within 2 s" in str(info.value)
+    assert 1.9 < waited < 30 and "did not finish within 2 s" in str(info.value)
     assert f"Log: {log}" in str(info.value) and log.exists()
     with deadline.run_deadline(0.6), pytest.raises(ProfileTimeout, match=r"0\.6 s timeout"):
         profiler_cli.attach([str(hung), "--mode", "attach"], log, retry_s=2.0)
@@ -125,7 +125,7 @@ def test_timeout_covers_the_worker_start(hung: Path, tmp_path: Path) -> None:
             manager.profile(request, HungLauncher(hung), notebook=Notebook())
     finally:
         manager.stop()
-    assert time.monotonic() - t0 < 8
+    assert time.monotonic() - t0 < 30
     assert _pids_gone(tmp_path)
     worker_process_bound = worker_process.WorkerProcess(
         HungLauncher(hung).launch(None, request, WarmState()), startup_timeout=0.5
@@ -161,10 +161,13 @@ def test_timeout_still_covers_the_cell(tmp_path: Path) -> None:
     manager = SessionManager(setup=SetupRegistry())
     cell = textwrap.dedent("import time\ntime.sleep(60)\n")
     request = CellRequest(cell=cell, runs_root=tmp_path / "runs", cwd=str(tmp_path), timeout=2.0)
-    t0 = time.monotonic()
     try:
-        with pytest.raises(ProfileTimeout, match="2 s timeout"):
+        # the worker started first: a loaded machine's worker start cannot use up the 2 s
+        warm_up = CellRequest(cell="x = 1\n", runs_root=tmp_path / "runs", cwd=str(tmp_path))
+        manager.profile(warm_up, BareBackend(), notebook=Notebook())
+        t0 = time.monotonic()
+        with pytest.raises(ProfileTimeout, match="2 s timeout; the cell was stopped"):
             manager.profile(request, BareBackend(), notebook=Notebook())
     finally:
         manager.stop()
-    assert time.monotonic() - t0 < 15
+    assert time.monotonic() - t0 < 30

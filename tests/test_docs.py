@@ -1,5 +1,7 @@
 """The docs stay true: every python block of README.md and docs/*.md that opens a bundled example
-(``nsight_magic.examples``) still runs, and every relative link (and its #anchor) resolves.
+(``nsight_magic.examples``) still runs, and every relative link (and its #anchor) resolves;
+every ``make`` target and repository file they name exists, the README lists every notebook,
+no link keeps a placeholder, and a column list they give for a frame is that frame's.
 
 Blocks that need a GPU, a profiler or your own run folder (``%%nsys``, ``run.profile_kernel``,
 ``load_run("nsight-runs/<run>")``) are not run: they do not name ``nsight_magic.examples``. The
@@ -130,3 +132,125 @@ def test_every_page_is_reachable_from_the_readme() -> None:
         if page.resolve() not in linked and page.name != "index-page.md"
     ]
     assert orphans == []
+
+
+# --- what the docs name: make targets, files, frame columns (issue 42 item 7) -----------------
+MAKE_TARGET = re.compile(r"(?m)^\s*(?:\$\s*)?make ([a-z][\w-]*)")  # a command: line/span start
+# a repository path in backticks or a fenced block: one of these folders, then a file name
+NAMED_PATH = re.compile(
+    r"(?<![\w./-])((?:notebooks|docs|tests|tools|binder|benchmarks|nsight_magic)/[\w./-]*\w)"
+)
+OUTPUTS = ("build/", "nsight-runs/", "dist/")  # what a command writes, not in a checkout
+COLUMN_LIST = re.compile(r"`([a-z][a-z0-9_]*(?:, [a-z][a-z0-9_]*){2,})`")
+METHOD = re.compile(r"`(?:[a-z_]+\.)?([a-z_]+)\(\)`")
+COLUMN_LIKE = re.compile(r"`([a-z][a-z0-9_]*_(?:ns|ops|bytes|pct))`")
+
+
+def make_targets() -> set[str]:
+    text = (REPO / "Makefile").read_text(encoding="utf-8")
+    targets = set(re.findall(r"^([a-z][\w-]*)\s*:(?!=)", text, re.M))
+    phony = re.search(r"^\.PHONY:(.*)$", text, re.M)
+    return targets | set(phony.group(1).split() if phony else [])
+
+
+def test_every_make_target_the_docs_name_exists() -> None:
+    targets = make_targets()
+    assert {"demo", "test", "quick", "clean"} <= targets  # the parser reads the Makefile
+    missing = [
+        f"{page.name}: make {name}"
+        for page in PAGES
+        for span in code_spans(page.read_text(encoding="utf-8"))
+        for name in MAKE_TARGET.findall(span)
+        if name not in targets
+    ]
+    assert not missing, missing
+
+
+def code_spans(text: str) -> list[str]:
+    """The backticked spans and fenced blocks: where a command or a path is written out."""
+    return re.findall(r"`([^`\n]+)`", FENCE.sub("", text)) + [b for _, b in FENCE.findall(text)]
+
+
+def named_paths(text: str) -> list[str]:
+    return [p for span in code_spans(text) for p in NAMED_PATH.findall(span)]
+
+
+def test_every_file_the_docs_name_exists() -> None:
+    missing = []
+    for page in [*PAGES, REPO / "binder" / "README.md"]:
+        for path in named_paths(page.read_text(encoding="utf-8")):
+            if path.startswith(OUTPUTS) or "<" in path or "*" in path:
+                continue
+            if not (REPO / path).exists():
+                missing.append(f"{page.name}: {path}")
+    assert not missing, missing
+    assert "notebooks/01_quickstart.ipynb" in named_paths((REPO / "README.md").read_text())
+
+
+def test_the_readme_lists_every_notebook() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    notebooks = sorted(p.name for p in (REPO / "notebooks").glob("*.ipynb"))
+    assert notebooks and [n for n in notebooks if f"notebooks/{n}" not in readme] == []
+
+
+def test_no_placeholder_is_left_in_a_link() -> None:
+    for page in [*PAGES, REPO / "binder" / "README.md"]:
+        # a badge's link wraps an image link: read every "](target)", nested or not
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            assert "OWNER" not in target, f"{page.name}: {target}"
+
+
+@pytest.fixture(scope="module")
+def frame_columns() -> dict[str, list[str]]:
+    """The columns of the frames whose contracts the docs spell out, read off a real report."""
+    from nsight_magic.reports import open_report
+
+    report = open_report(REPO / "tests" / "data" / "nsys_train_step.sqlite")
+    names = ("nvtx_phases", "nvtx_gpu_projection", "kernel_summary", "gaps", "gpu_ops")
+    return {name: list(getattr(report, name)().columns) for name in names}
+
+
+def column_claims(text: str, frames: dict[str, list[str]]) -> list[str]:
+    """What ``text`` says of a frame's columns that the frame does not have: in each paragraph
+    (a table row: its own, else the paragraph above the table) that names one of ``frames``'
+    methods, every backticked column list must be columns of a method named there, and so
+    must every backticked column-like name (``*_ns``, ``*_ops``, ...)."""
+    wrong, above = [], ""
+    for block in re.split(r"\n\s*\n", FENCE.sub("", text)):
+        rows = [ln for ln in block.splitlines() if ln.startswith("|")]
+        units = [(row, row) for row in rows] if rows else [(block, block)]
+        for unit, _ in units:
+            named = [m for m in METHOD.findall(unit) if m in frames]
+            if rows and not named:
+                named = [m for m in METHOD.findall(above) if m in frames]
+            if not named:
+                continue
+            known = [set(frames[m]) for m in named]
+            lists = [item.split(", ") for item in COLUMN_LIST.findall(unit)]
+            singles = [[c] for c in COLUMN_LIKE.findall(unit)]
+            for columns in lists + singles:
+                if not any(set(columns) <= k for k in known):
+                    wrong.append(f"{', '.join(columns)} is not a column list of {named}")
+        if not rows:
+            above = block
+    return wrong
+
+
+def test_the_column_check_finds_a_wrong_claim(frame_columns: dict[str, list[str]]) -> None:
+    # what docs/training.md said before issue 42
+    old = '`run.nvtx_phases()` shows `proj_total_ns` ("GPU time") and `gpu_ops`.'
+    assert len(column_claims(old, frame_columns)) == 2
+    table = "`run.nvtx_phases()` shows:\n\n| column |\n|---|\n| `proj_total_ns` |\n"
+    assert len(column_claims(table, frame_columns)) == 1
+    right = "`run.nvtx_phases()`: `" + ", ".join(frame_columns["nvtx_phases"]) + "`"
+    assert column_claims(right, frame_columns) == []
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_column_lists_match_the_frames(page: Path, frame_columns: dict[str, list[str]]) -> None:
+    assert column_claims(page.read_text(encoding="utf-8"), frame_columns) == []
+
+
+def test_training_md_gives_nvtx_phases_columns(frame_columns: dict[str, list[str]]) -> None:
+    text = (REPO / "docs" / "training.md").read_text(encoding="utf-8")
+    assert f"`{', '.join(frame_columns['nvtx_phases'])}`" in " ".join(text.split())

@@ -11,6 +11,7 @@ import signal
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,16 +47,28 @@ def sigint_raises():
     signal.signal(signal.SIGINT, old)
 
 
-def _ctrl_c_in(seconds: float) -> None:
-    threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT)).start()
-
-
 class SlowToPickle:
     """A notebook object whose ``__reduce__`` takes a while (the user's code, not ours)."""
 
+    pickling = threading.Event()  # set once a pickling has begun
+
     def __reduce__(self) -> Any:
-        time.sleep(30)
+        SlowToPickle.pickling.set()
+        time.sleep(120)
         return (SlowToPickle, ())
+
+
+def _ctrl_c_once(ready: Callable[[], bool], give_up_s: float = 60.0) -> None:
+    """SIGINT to this process as soon as ``ready()`` (the code under test has got that far),
+    whatever the machine's load: an order, not a delay."""
+
+    def wait_then_interrupt() -> None:
+        give_up = time.monotonic() + give_up_s
+        while not ready() and time.monotonic() < give_up:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=wait_then_interrupt, daemon=True).start()
 
 
 def _only_folder(tmp_path: Path) -> RunDir:
@@ -65,11 +78,12 @@ def _only_folder(tmp_path: Path) -> RunDir:
 
 def test_ctrl_c_while_vars_are_pickled(run, tmp_path: Path, sigint_raises: None) -> None:
     """A real SIGINT while the user's ``__reduce__`` runs: no traceback from pickle."""
-    _ctrl_c_in(0.5)
+    SlowToPickle.pickling.clear()
+    _ctrl_c_once(SlowToPickle.pickling.is_set)
     t0 = time.monotonic()
     with pytest.raises(ProfileInterrupted, match="pickling its --vars; nothing ran") as info:
         run("print(slow)", ns={"slow": SlowToPickle()}, vars=("slow",))
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 60  # well before the 120 s pickle: margin for a loaded CI
     assert info.value.__suppress_context__ and info.value.__traceback__ is not None
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
@@ -149,12 +163,19 @@ def test_ctrl_c_while_the_magic_shows_the_live_view(tmp_path: Path) -> None:
 
 class _SlowStartBackend(BareBackend):
     """The bare worker behind a launcher that takes seconds to start it (as ``nsys launch`` or
-    ``ncu --mode launch`` can), so a real Ctrl-C lands while the notebook waits for it."""
+    ``ncu --mode launch`` can), so a real Ctrl-C lands while the notebook waits for it. The
+    launcher writes its pid to ``pids``: the test looks at the launcher it started, never at
+    the machine's other processes (another test run's launcher looks the same)."""
+
+    def __init__(self, pids: Path) -> None:
+        super().__init__()
+        self.pids = pids
 
     def launch(self, tool: Any, request: Any, state: Any) -> Any:
         plain = super().launch(tool, request, state)
+        script = 'echo $$ >> "$0"; sleep 120; exec "$@"'
         return worker_process.Launch(
-            lambda command: ["sh", "-c", 'sleep 20; exec "$@"', "sh", *command],
+            lambda command: ["sh", "-c", script, str(self.pids), *command],
             plain.env, plain.cwd, plain.python,
         )  # fmt: skip
 
@@ -164,19 +185,15 @@ def test_a_real_ctrl_c_while_the_worker_starts_leaves_nothing(
 ) -> None:
     from processes import alive
 
-    _ctrl_c_in(1.0)
+    from nsight_magic.processes import runner
+
+    pids = tmp_path / "launcher-pids"
+    _ctrl_c_once(pids.exists)  # once the launcher runs: the notebook is waiting for the worker
     t0 = time.monotonic()
     with pytest.raises(ProfileInterrupted, match="while starting the profiler") as info:
-        run("x = 1", backend=_SlowStartBackend())
-    assert time.monotonic() - t0 < 15
+        run("x = 1", backend=_SlowStartBackend(pids))
+    assert time.monotonic() - t0 < 60  # well before the launcher's 120 s sleep ends
     assert str(_only_folder(tmp_path).path) in str(info.value)
-    pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-    launchers = []
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"sleep 20; exec" in f.read() and alive(pid):
-                    launchers.append(pid)
-        except OSError:
-            pass
-    assert launchers == []  # the launcher's whole group was stopped
+    (launcher,) = [int(p) for p in pids.read_text().split()]
+    # the launcher leads its own process group (its sleep is in it): the whole group stopped
+    assert not alive(launcher) and runner.group_members(launcher) == []

@@ -199,7 +199,7 @@ def test_a_cli_that_runs_out_of_time_leaves_no_child(tmp_path: Path) -> None:
     t0 = time.monotonic()
     with pytest.raises(subprocess.TimeoutExpired):
         run_quiet(["sh", "-c", hung_cli], 1.0)
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 30  # the hang is 600 s; margin for a loaded machine
     started = _recorded(tmp_path)
     assert len(started) == 2
     gone_by = time.monotonic() + 5

@@ -401,3 +401,22 @@ def test_the_generator_on_every_kind_of_field() -> None:
     assert meta["both"] == "s" and meta["tags"] == [] and "second" not in meta
     assert decl.options_meta(_Every(first="f", second="s"))["both"] == "f"
     assert decl.options_from_meta(_Every, meta) == _Every(first="s")  # a shared key: the first
+
+
+@pytest.mark.parametrize("typed", ["nsys", "ncu", "nsight_nsys", "nsight_ncu"])
+def test_each_options_text_keeps_to_its_column(ip: InteractiveShell, typed: str) -> None:
+    """``%%nsys?`` (the help respelled for the short name) wrapped every option's text 7
+    columns left of where ``%%nsight_nsys?`` has it: each line of an option's text, the first
+    and every continuation, starts at one column."""
+    doc = ip.object_inspect(f"%%{typed}")["docstring"] or ""
+    options = doc.partition("Options::\n\n")[2].split("\n\n")[0].splitlines()
+    assert len(options) > 10, doc
+    columns = set()
+    for line in options:
+        if line.startswith("  -"):  # flags, then (two spaces on) the text when it fits there
+            text = re.search(r"\S  +(\S)", line)
+            if text is not None:
+                columns.add(text.start(1))
+        else:  # a continuation, or the text under flags too long to leave room for it
+            columns.add(len(line) - len(line.lstrip(" ")))
+    assert len(columns) == 1, (columns, "\n".join(options))

@@ -109,6 +109,9 @@ def test_build_gives_a_wheel_and_sdist_that_install_and_open_an_example(tmp_path
         members = tar.getnames()
     assert any(m.endswith("/LICENSE") for m in members)
     assert any(m.endswith("/docs/index-page.md") for m in members)
+    assert any(m.endswith("/CHANGELOG.md") for m in members)
+    # no test files without their fixtures (MANIFEST.in): the tests run from the repository
+    assert not [m for m in members if "/tests/" in m], [m for m in members if "/tests/" in m][:5]
 
     # A fresh venv with the wheel alone in its site-packages; the dependencies come from this
     # environment through a .pth line (what --system-site-packages would give, but a venv made

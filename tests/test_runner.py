@@ -117,7 +117,7 @@ def test_cancel_event_escalates_to_sigkill(tmp_path: Path) -> None:
     assert res.signals == ["SIGINT", "SIGTERM", "SIGKILL"]
     assert res.returncode == -signal.SIGKILL
     assert runner.group_members(res.pgid) == []
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 30
 
 
 def test_keyboard_interrupt_stops_group_with_sigint_first(tmp_path: Path) -> None:

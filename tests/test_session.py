@@ -188,7 +188,7 @@ def test_interrupt_stops_the_cell_and_the_worker_lives_on(run, manager) -> None:
     t0 = time.perf_counter()
     with pytest.raises(ProfileInterrupted) as info:
         run("import time\nwhile True:\n    time.sleep(0.01)\n", cancel=cancel)
-    assert time.perf_counter() - t0 < 10
+    assert time.perf_counter() - t0 < 30
     assert info.value.run is not None and info.value.run.report["status"] == "interrupted"
     _, out = run("print('still', x)")
     assert "still 1" in out and _pid(manager) == pid
@@ -221,7 +221,7 @@ def test_a_worker_that_ignores_interrupts_is_killed(run, manager, monkeypatch) -
     pid = _pid(manager)
     cell = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)\n"
     with pytest.raises(WorkerDiedError, match="did not stop"):
-        run(cell, timeout=1.0)
+        run(cell, timeout=5.0)  # the cell must ignore SIGINT before it runs out
     assert not alive(pid)
     # the next cell starts a new worker, which replays what the old one had run
     _, out = run("print('x =', x)")

@@ -24,6 +24,9 @@ from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook
 
+# how long past its small bound a stopped hang may take on a loaded 2-core machine: far below
+# the hangs' 600 s, so an unbounded wait still fails
+MARGIN_S = 30.0
 VERSION = 'case "$1" in --version) echo "NVIDIA Nsight Systems version 2025.3.1.0"; exit 0;; esac'
 
 
@@ -41,11 +44,15 @@ def path_with(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # type: ignore[
         monkeypatch.delenv(var, raising=False)
 
 
-def _profile(tmp_path: Path, backend, cell: str = "x = 1\n", **kw):  # type: ignore[no-untyped-def]
+def _profile(tmp_path: Path, backend, cell: str = "x = 1\n", warm_up: str | None = None, **kw):  # type: ignore[no-untyped-def]
+    """Profile ``cell`` in a new session (after ``warm_up``, run first without a timeout)."""
     manager = SessionManager(setup=SetupRegistry())
     notebook = kw.pop("notebook", Notebook())
     request = CellRequest(cell=cell, runs_root=tmp_path / "runs", cwd=str(tmp_path), **kw)
     try:
+        if warm_up is not None:
+            first = CellRequest(cell=warm_up, runs_root=tmp_path / "runs", cwd=str(tmp_path))
+            manager.profile(first, backend, notebook=Notebook())
         return manager.profile(request, backend, notebook=notebook)
     finally:
         manager.stop()
@@ -63,7 +70,7 @@ def test_a_hung_version_check_is_bounded(tmp_path: Path, monkeypatch: pytest.Mon
     else:
         with pytest.raises(ProfilerError, match=r"--version` did not answer within 1 s"):
             _profile(tmp_path, NsysBackend(), fresh=True)
-    assert time.monotonic() - t0 < 6
+    assert time.monotonic() - t0 < MARGIN_S
     assert _pids_gone(tmp_path)
 
 
@@ -77,13 +84,13 @@ def test_hung_ncu_listings_are_bounded_together(
     # --timeout: both listings share what is left of it, and the message says so
     with pytest.raises(ProfileTimeout, match=r"1 s timeout during `.*ncu --list-sets`"):
         _profile(tmp_path, NcuBackend(), fresh=True, timeout=1.0)
-    assert time.monotonic() - t0 < 6
+    assert time.monotonic() - t0 < MARGIN_S
     # without: one default bound for both (not one each), then nothing is refused
     monkeypatch.setattr(deadline, "CATALOG_S", 1.0)
     profiler_cli.ncu_catalog.cache_clear()
     t0 = time.monotonic()
     assert profiler_cli.ncu_catalog(str(ncu)) == {"set": frozenset(), "section": frozenset()}
-    assert time.monotonic() - t0 < 3
+    assert time.monotonic() - t0 < MARGIN_S
     assert _pids_gone(tmp_path)
     profiler_cli.ncu_catalog.cache_clear()
 
@@ -102,13 +109,17 @@ def test_slow_pickling_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
                                   how: str) -> None:  # fmt: skip
     notebook = Notebook(user_ns={"slow": SlowToPickle()})
     kw = {"vars": ("slow",)} if how == "--vars" else {"fresh": how == "fresh"}
+    # a warm run pickles after the worker's start: the worker is up first, so that a loaded
+    # machine's start cannot use up the 1 s (it ran out "during the nsys worker's start")
+    warm_up = "x = 1\n" if how == "warm" else None
     t0 = time.monotonic()
     with pytest.raises(ProfileTimeout, match=r"1 s timeout during pickling 'slow'"):
-        _profile(tmp_path, BareBackend(), "print(slow)\n", notebook=notebook, timeout=1.0, **kw)
-    assert time.monotonic() - t0 < 8
+        _profile(tmp_path, BareBackend(), "print(slow)\n", notebook=notebook, timeout=1.0,
+                 warm_up=warm_up, **kw)  # fmt: skip
+    assert time.monotonic() - t0 < MARGIN_S
     monkeypatch.setattr(deadline, "PICKLE_S", 1.0)
     with pytest.raises(ProfilerError, match=r"pickling 'slow' did not finish within 1 s.*setup"):
-        _profile(tmp_path, BareBackend(), "print(slow)\n", notebook=notebook, **kw)
+        _profile(tmp_path, BareBackend(), "print(slow)\n", notebook=notebook, warm_up=warm_up, **kw)
 
 
 def test_the_pickling_bound_keeps_the_notebooks_own_timer() -> None:
@@ -117,12 +128,15 @@ def test_the_pickling_bound_keeps_the_notebooks_own_timer() -> None:
     fired: list[int] = []
     old = signal.signal(signal.SIGALRM, lambda *_: fired.append(1))
     try:
-        signal.setitimer(signal.ITIMER_REAL, 1.0)
+        signal.setitimer(signal.ITIMER_REAL, 2.0)
         with deadline.bounded_here("pickling 'x'", 5.0):
             time.sleep(0.1)
         left, _ = signal.getitimer(signal.ITIMER_REAL)
-        assert 0.5 < left < 1.0  # the notebook's timer runs on, less the time spent
-        time.sleep(1.0)
+        # the notebook's timer runs on, less the time spent (however long a loaded machine took)
+        assert fired == [] and 0 < left <= 2.0 - 0.1
+        give_up = time.monotonic() + MARGIN_S
+        while not fired and time.monotonic() < give_up:
+            time.sleep(0.05)
         assert fired == [1]
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -134,13 +148,13 @@ def test_a_hung_nsys_shutdown_is_let_go(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(deadline, "SHUTDOWN_S", 0.5)
     t0 = time.monotonic()
     profiler_cli.shutdown_session(str(nsys), "s")  # nothing raised: the session is ending
-    assert time.monotonic() - t0 < 3
+    assert time.monotonic() - t0 < MARGIN_S
     assert _pids_gone(tmp_path)
     with deadline.run_deadline(0.2):  # inside a cell: what is left of its --timeout
         t0 = time.monotonic()
         monkeypatch.setattr(deadline, "SHUTDOWN_S", 600.0)
         profiler_cli.shutdown_session(str(nsys), "s")
-        assert time.monotonic() - t0 < 2.5
+        assert time.monotonic() - t0 < MARGIN_S
 
 
 def test_a_fresh_run_whose_profiler_never_starts_the_script_is_stopped(
@@ -152,7 +166,7 @@ def test_a_fresh_run_whose_profiler_never_starts_the_script_is_stopped(
     with pytest.raises(ProfilerError, match=r"nsys starting the cell's script did not finish "
                                              r"within 1 s.*Log: "):  # fmt: skip
         _profile(tmp_path, NsysBackend(), fresh=True)
-    assert time.monotonic() - t0 < 15
+    assert time.monotonic() - t0 < MARGIN_S
     assert _pids_gone(tmp_path)
 
 
@@ -169,7 +183,7 @@ def test_a_fresh_run_whose_profiler_hangs_after_the_cell_is_stopped(
     ended = r"nsys ending after the cell's script did \(writing its report\) did not finish"
     with pytest.raises(ProfilerError, match=ended + " within 1 s"):
         _profile(tmp_path, NsysBackend(), "print('ran')\n", fresh=True)
-    assert time.monotonic() - t0 < 20
+    assert time.monotonic() - t0 < MARGIN_S
     assert _pids_gone(tmp_path)
     (run,) = (tmp_path / "runs").iterdir()
     assert "ran" in (run / "profiler.log").read_text()
@@ -187,5 +201,5 @@ def test_stopping_a_session_with_a_hung_nsys_shutdown_is_bounded(
     manager.profile(request, BareBackend("nsys"), notebook=Notebook())
     t0 = time.monotonic()
     assert manager.stop() == ["nsys"]
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < MARGIN_S
     assert (tmp_path / "pids").exists() and _pids_gone(tmp_path)

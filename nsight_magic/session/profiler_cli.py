@@ -82,6 +82,7 @@ def ncu_catalog(ncu: str) -> dict[str, frozenset[str]]:
 
 RELEASE_S = 180.0  # the worker's first CUDA call under ncu --mode launch
 RELEASE_ATTACH_RETRY_S = 120.0  # ncu listens only once the worker is inside that call
+DETACH_GRACE_S = 10.0  # an attach's exit after its SIGINT, before SIGTERM
 
 
 def attach(argv: list[str], log: Path, retry_s: float = 0.0) -> subprocess.Popen[bytes]:
@@ -123,7 +124,7 @@ def detach(proc: subprocess.Popen[bytes]) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGINT)
         try:
-            proc.wait(10)
+            proc.wait(DETACH_GRACE_S)
         except subprocess.TimeoutExpired:
             runner.stop_group(proc, proc.pid, (2.0, 2.0))
 

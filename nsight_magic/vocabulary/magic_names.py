@@ -76,13 +76,18 @@ def assign_short_names(shell: Any, claim: bool) -> dict[str, str]:
 def renamed(doc: str, long: str, short: str) -> str:
     """``doc``, the help of ``%%long``, for someone who typed ``%%short`` (``%%nsys?`` shows
     ``%%nsys``): every ``%%long`` respelled, and the usage's wrapped lines, which argparse
-    aligned after the long name, moved left by the difference."""
+    aligned after the long name, moved left by the difference. Only the usage's: the options'
+    text keeps its own column (it has nothing to do with the name's length)."""
     old, new = f"%%{long}", f"%%{short}"
     aligned = " " * (2 + len(old) + 1)  # "  %%nsight_nsys " in the usage block
-    lines = []
+    lines, in_usage = [], False
     for line in doc.replace(old, new).splitlines():
-        if line.startswith(aligned):
+        if line.startswith(f"  {new} "):  # the usage's first line
+            in_usage = True
+        elif in_usage and line.startswith(aligned):
             line = line[len(old) - len(new) :]
+        else:
+            in_usage = False
         lines.append(line)
     return "\n".join(lines) + ("\n" if doc.endswith("\n") else "")
 

@@ -835,7 +835,7 @@ def run(
             {"wall_s": time.perf_counter() - t0, "steps": rows}, indent=1))  # fmt: skip
     # the kernel is shut down: none of our processes may be left (workers, profilers, attaches)
     deadline = time.monotonic() + 30
-    while (left := _our_processes()) and time.monotonic() < deadline:
+    while (left := _our_processes(work)) and time.monotonic() < deadline:
         time.sleep(1.0)
     rows.append({"step": "13 kernel shutdown leaves no process", "ok": not left,
                  "detail": "; ".join(left)[:600]})  # fmt: skip
@@ -844,13 +844,18 @@ def run(
     return rows
 
 
-def _our_processes() -> list[str]:
-    """Command lines of processes a session starts (workers, nsys/ncu) still alive."""
-    found = []
+def _our_processes(work: Path) -> list[str]:
+    """Command lines of processes this notebook's session started (workers, nsys/ncu) still
+    alive: those that run in ``work`` (the notebook's folder, which they inherit), not another
+    notebook's on the machine."""
+    found, work = [], work.resolve()  # /proc's cwd link is the resolved path
     for proc in Path("/proc").glob("[0-9]*"):
         try:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
+            cwd = Path(os.readlink(proc / "cwd"))
         except OSError:
+            continue
+        if cwd != work and work not in cwd.parents:
             continue
         text = " ".join(a.decode(errors="replace") for a in argv if a)
         if (

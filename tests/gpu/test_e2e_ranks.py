@@ -77,20 +77,24 @@ def test_ncu_on_one_rank_and_an_nccl_kernel(ip) -> None:  # type: ignore[no-unty
     assert "single-pass" in child.meta["note"]
 
 
-def test_timeout_stops_every_rank(ip) -> None:  # type: ignore[no-untyped-def]
+def test_timeout_stops_every_rank(ip, tmp_path) -> None:  # type: ignore[no-untyped-def]
     cell = "import torch, time\nx = torch.ones(4, device='cuda')\ntime.sleep(120)\n"
     t0 = time.perf_counter()
     err = magic(ip, "nsys", "--nproc 2 --timeout 30", cell)
     print(f"\n2-rank timeout after {time.perf_counter() - t0:.1f} s")
     assert isinstance(err, ProfileTimeout)
     assert runner.group_members(err.result.pgid) == []
-    left = [p for p in os.listdir("/proc") if p.isdigit() and _runs_cell(p)]
+    # only this test's ranks: their script lies in its run folder (tmp_path/runs, the ip
+    # fixture's runs_dir); another run's script.py on the machine is not ours
+    ours = str(tmp_path / "runs").encode()
+    left = [p for p in os.listdir("/proc") if p.isdigit() and _runs_cell(p, ours)]
     assert left == [], f"rank processes left: {left}"
 
 
-def _runs_cell(pid: str) -> bool:
+def _runs_cell(pid: str, runs: bytes) -> bool:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"script.py" in f.read()
+            argv = f.read()
     except OSError:
         return False
+    return b"script.py" in argv and runs in argv

@@ -354,7 +354,8 @@ class NsysReport(CopySummaries):
         )
 
     def nvtx_phases(self) -> pd.DataFrame:
-        """Per (domain, range, style): ``instances, phase_total_ns, phase_gpu_ops``
+        """Per (domain, range, style): ``instances, range_total_ns, phase_total_ns,
+        phase_gpu_ops``
         (``analysis.phases.phase_summary``); beside ``nvtx_gpu_projection()``, which counts
         only the range's own thread as nsys does."""
         return self._cached("nvtx_phases", lambda: phase_summary(self.nvtx_phase_trace()))
