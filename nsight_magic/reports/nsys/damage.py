@@ -12,8 +12,9 @@ becomes one line of ``NsysReport.warnings`` (shown in the view's header), as
 - the same row twice in an activity table (kernels, copies, sets, graph launches, CUDA API
   calls, NVTX ranges): every total counts it twice (``nsys stats`` would too: it is the
   export that is wrong);
-- negative or impossibly large byte counts of copies or sets (over 1 PiB in one op; an int64
-  extreme would overflow every int64 total): sizes and bandwidths built on them are wrong;
+- negative or impossibly large byte counts of copies or sets (over 1 PiB in one op, or over
+  100 TB/s; an int64 extreme would overflow every int64 total): sizes and bandwidths built on
+  them are wrong;
 - an event table stored as a SQLite VIEW, not a table as nsys writes it: read as it is, but the
   file was built or edited by something else.
 
@@ -59,6 +60,8 @@ CAPTURED_TABLES = frozenset({
 SLACK_NS = 10**9
 # what one copy or set can move: no GPU has 1 PiB of memory
 MAX_OP_BYTES = 2**50
+# bytes per ns (GB/s) no copy or set reaches: HBM3e gives ~5,000; the real exports peak at 1,455
+MAX_GB_PER_S = 100_000
 _TIME_COLUMNS = ("start", "end", "timestamp")
 
 
@@ -225,6 +228,11 @@ def byte_warnings(memcpy: pd.DataFrame, memset: pd.DataFrame) -> list[str]:
             continue
         nbytes = frame["bytes"].to_numpy()
         negative, huge = int((nbytes < 0).sum()), int((nbytes > MAX_OP_BYTES).sum())
+        dur = frame["duration_ns"].to_numpy(np.float64) if "duration_ns" in frame else None
+        fast = 0
+        if dur is not None:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                fast = int(((dur > 0) & (nbytes.astype(np.float64) / dur > MAX_GB_PER_S)).sum())
         if negative:
             out.append(
                 f"{negative:,} of {len(frame):,} {what} rows have a negative byte count: the "
@@ -235,6 +243,12 @@ def byte_warnings(memcpy: pd.DataFrame, memset: pd.DataFrame) -> list[str]:
                 f"{huge:,} of {len(frame):,} {what} rows move over 1 PiB in one op (up to "
                 f"{int(nbytes.max()):,} bytes): the export is damaged, so sizes and bandwidths "
                 f"that include them are wrong; {_FIX}."
+            )
+        if fast and not huge:
+            out.append(
+                f"{fast:,} of {len(frame):,} {what} rows move over {MAX_GB_PER_S:,} GB/s (bytes "
+                "over duration), faster than any GPU memory: the export is damaged, so sizes and "
+                f"bandwidths that include them are wrong; {_FIX}."
             )
     return out
 
