@@ -167,6 +167,7 @@ def test_our_own_export_beside_an_unrelated_one_is_used(rep_pair: Path, data_dir
 
 # --- damage that read silently before (issue 35, item 9) ---------------------------------------
 INT64_MAX, INT64_MIN = 2**63 - 1, -(2**63)
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 FIRST_PUSH = "(SELECT min(rowid) FROM NVTX_EVENTS WHERE eventType = 59)"
 
 
@@ -174,15 +175,15 @@ FIRST_PUSH = "(SELECT min(rowid) FROM NVTX_EVENTS WHERE eventType = 59)"
     ("sql", "match"),
     [
         (f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = {INT64_MIN} WHERE rowid = 1",
-         "1 of 214 CUDA API rows start or end over a day away from the GPU work"),
+         f"1 of 214 {RUNTIME} rows lie outside the capture window nsys recorded"),
         (f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET \"end\" = {INT64_MAX} WHERE rowid = 1",
-         "1 of 214 CUDA API rows start or end over a day away"),
+         f"1 of 214 {RUNTIME} rows lie outside the capture window"),
         (f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = {INT64_MAX - 9}, \"end\" = "
-         f"{INT64_MAX - 8} WHERE rowid = 1", "CUDA API rows start or end over a day away"),
+         f"{INT64_MAX - 8} WHERE rowid = 1", f"{RUNTIME} rows lie outside the capture window"),
         ("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET \"end\" = start - 10 WHERE rowid <= 2",
          "2 of 214 CUDA API rows end before they start"),
         (f"UPDATE NVTX_EVENTS SET \"end\" = {INT64_MAX} WHERE rowid = {FIRST_PUSH}",
-         "1 of 17 NVTX rows start or end over a day away"),
+         "NVTX_EVENTS rows lie outside the capture window"),
         ("UPDATE NVTX_EVENTS SET eventType = 999 WHERE eventType = 59",
          "NVTX_EVENTS holds rows of event type 999, which nsys does not define"),
         (f"INSERT INTO {KERNEL} SELECT * FROM {KERNEL} WHERE rowid <= 5",
@@ -201,6 +202,126 @@ def test_damage_that_read_silently_now_warns(
     assert any(match in w for w in report.warnings), report.warnings
     run = nsys_run(report, None, {"name": "damaged"})
     assert any(match in w for w in run.warnings)
+
+
+# --- damage that still read silently (issue 43, item 4): the report checked as a whole ---------
+MEMCPY, MEMSET = "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
+LAST_KERNEL = f"(SELECT max(rowid) FROM {KERNEL})"
+OUTSIDE = "rows lie outside the capture window nsys recorded (0 to 0.203 s"
+
+
+def _rebuilt(table: str) -> str:
+    """A no-op UPDATE that makes ``_damaged`` rebuild ``table`` without its keys, so that an
+    INSERT of copies of its rows goes in."""
+    return f"UPDATE {table} SET start = start"
+
+
+@pytest.mark.parametrize(
+    ("sql", "match"),
+    [
+        # a kernel at int64's end: busy % read 1.9e-11 %
+        (f"UPDATE {KERNEL} SET start = {INT64_MAX}, \"end\" = {INT64_MAX} WHERE rowid = 3",
+         f"1 of 26 {KERNEL} {OUTSIDE}, with 1 s of slack after its end) (row 3: start "
+         f"{INT64_MAX}, end {INT64_MAX})"),
+        # the last kernel 1e15 ns (11.6 days) later: busy % 1.7e-7 %
+        (f"UPDATE {KERNEL} SET start = start + 1000000000000000, \"end\" = \"end\" + "
+         f"1000000000000000 WHERE rowid = {LAST_KERNEL}", f"1 of 26 {KERNEL} {OUTSIDE}"),
+        # a 2.8-hour kernel (under the day durations.py allows): busy % 99.99 %
+        (f"UPDATE {KERNEL} SET \"end\" = start + 10080000000000 WHERE rowid = 1",
+         f"1 of 26 {KERNEL} {OUTSIDE}"),
+        # a CUDA API call at t = -1 (before nsys started): busy % shifted ~5 %
+        (f"UPDATE {RUNTIME} SET start = -1 WHERE rowid = 1",
+         f"1 of 214 {RUNTIME} {OUTSIDE}, with 1 s of slack after its end) (row 1: start -1"),
+        (f"UPDATE {RUNTIME} SET start = -1, \"end\" = -1 WHERE rowid = 7",
+         f"1 of 214 {RUNTIME} {OUTSIDE}, with 1 s of slack after its end) (row 7: start -1"),
+        (f"UPDATE {MEMSET} SET start = start - 1000000000000000 WHERE rowid = 2",
+         f"1 of 3 {MEMSET} {OUTSIDE}"),
+        # NVTX ranges may open before the capture (a warm worker's), but not two days before
+        ("UPDATE NVTX_EVENTS SET start = start - 172800000000000 WHERE eventType = 59",
+         f"NVTX_EVENTS {OUTSIDE}, with ranges opening up to a day before it)"),
+        # a table no frame reads is checked too
+        (f"UPDATE DIAGNOSTIC_EVENT SET timestamp = {INT64_MIN} WHERE rowid = 2",
+         f"1 of 15 DIAGNOSTIC_EVENT {OUTSIDE}, with a day of slack either side) (row 2: "
+         f"timestamp {INT64_MIN})"),
+        # duplicated rows of every activity table: copies read 16 MiB instead of 8 ...
+        (f"INSERT INTO {MEMCPY} SELECT * FROM {MEMCPY}",
+         f"2 of 4 memcpy rows repeat another row exactly ({MEMCPY}; the first at start"),
+        (f"INSERT INTO {MEMSET} SELECT * FROM {MEMSET} WHERE rowid = 1",
+         f"1 of 4 memset rows repeat another row exactly ({MEMSET}"),
+        # ... and the NVTX projection doubled
+        ("INSERT INTO NVTX_EVENTS SELECT * FROM NVTX_EVENTS",
+         "17 of 34 NVTX range rows repeat another row exactly (NVTX_EVENTS"),
+        (f"INSERT INTO {RUNTIME} SELECT * FROM {RUNTIME} WHERE rowid <= 4",
+         f"4 of 218 CUDA API rows repeat another row exactly ({RUNTIME}"),
+        # 10 TB in 1.5 ms: under 1 PiB, but faster than any memory
+        (f"UPDATE {MEMCPY} SET bytes = 10000000000000 WHERE rowid = 1",
+         "1 of 2 memcpy rows move over 100,000 GB/s"),
+        # a copy of int64's largest size: its total wrapped to -2
+        (f"UPDATE {MEMCPY} SET bytes = {INT64_MAX} WHERE rowid = 1",
+         f"1 of 2 memcpy rows move over 1 PiB in one op (up to {INT64_MAX:,} bytes)"),
+    ],
+)  # fmt: skip
+def test_damage_of_any_table_warns_naming_the_table_and_rows(
+    tmp_path: Path, nsys_small_sqlite: Path, sql: str, match: str
+) -> None:
+    statements = [sql]
+    if sql.startswith("INSERT"):
+        statements = [_rebuilt(sql.split()[2]), sql]
+    report = open_report(_damaged(tmp_path, nsys_small_sqlite, *statements))
+    assert any(match in w for w in report.warnings), report.warnings
+    run = nsys_run(report, None, {"name": "damaged"})
+    assert any(match in w for w in run.warnings)
+
+
+def test_a_graph_launch_outside_the_window_or_twice_warns(tmp_path: Path, data_dir: Path) -> None:
+    graph = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+    report = open_report(
+        _damaged(
+            tmp_path,
+            data_dir / "nsys_graphs_graph.sqlite",
+            f'UPDATE {graph} SET "end" = {INT64_MAX} WHERE rowid = 2',
+            f"INSERT INTO {graph} SELECT * FROM {graph} WHERE rowid = 1",
+        )
+    )
+    found = "\n".join(report.warnings)
+    assert f"1 of 6 {graph} rows lie outside the capture window" in found, found
+    assert f"1 of 6 CUDA graph launch rows repeat another row exactly ({graph}" in found
+
+
+def test_totals_of_int64_extremes_do_not_wrap(tmp_path: Path, nsys_small_sqlite: Path) -> None:
+    """Three sets of int64's largest size: the total is 3 x that (float), not a wrapped int."""
+    report = open_report(
+        _damaged(tmp_path, nsys_small_sqlite, f"UPDATE {MEMSET} SET bytes = {INT64_MAX}")
+    )
+    sizes = report.memory_size_summary().set_index("operation")["total_bytes"]
+    assert sizes["[CUDA memset]"] == pytest.approx(3 * INT64_MAX)
+    assert any("3 of 3 memset rows move over 1 PiB" in w for w in report.warnings)
+    copies = _damaged(tmp_path, nsys_small_sqlite, f"UPDATE {MEMCPY} SET bytes = {INT64_MAX}")
+    report = open_report(copies)
+    by_kind = report.copies_by_kind()
+    assert (by_kind["bytes"] == INT64_MAX).all() and (by_kind["bandwidth_gb_per_s"] > 0).all()
+    assert sum(int(b) for b in by_kind["bytes"]) == 2 * INT64_MAX  # never -2
+    widest = _damaged(
+        tmp_path,
+        nsys_small_sqlite,
+        f'UPDATE {KERNEL} SET start = {INT64_MIN}, "end" = {INT64_MAX} WHERE rowid = 1',
+    )
+    report = open_report(widest)
+    assert 0.0 <= report.gpu_busy_pct() <= 100.0  # the window's width passes int64
+
+
+def test_without_a_recorded_window_far_rows_are_judged_against_the_gpu_work(
+    tmp_path: Path, nsys_small_sqlite: Path
+) -> None:
+    bad_api = f"UPDATE {RUNTIME} SET start = {INT64_MIN} WHERE rowid = 1"
+    gone = _damaged(tmp_path, nsys_small_sqlite, "DROP TABLE ANALYSIS_DETAILS", bad_api)
+    warnings = open_report(gone).warnings
+    assert any("1 of 214 CUDA API rows start or end over a day away" in w for w in warnings)
+    zero = _damaged(tmp_path, nsys_small_sqlite, "UPDATE ANALYSIS_DETAILS SET duration = 0")
+    warnings = open_report(zero).warnings
+    assert any(
+        "ANALYSIS_DETAILS does not hold one positive capture duration" in w for w in warnings
+    )
 
 
 def test_a_kernel_table_stored_as_a_view_is_read_and_warned(
@@ -236,10 +357,14 @@ def test_string_tables_that_collapse_names_are_refused(
 
 
 def test_clean_fixtures_give_no_damage_warning(data_dir: Path) -> None:
-    """None of the real captures trips a damage check (they stay for real damage only)."""
-    for path in sorted(data_dir.glob("nsys_*.sqlite")):
+    """None of the real captures, sqlite or parquet, trips a damage check (they stay for real
+    damage only): every time of every table lies in the window nsys recorded, no activity row
+    repeats, no size is absurd. (The one other warning: graphs traced as whole graphs.)"""
+    paths = [*sorted(data_dir.glob("nsys_*.sqlite")), *sorted(data_dir.glob("nsys_*_pq"))]
+    assert len(paths) >= 24
+    for path in paths:
         report = open_report(path)
-        damage = [w for w in report.warnings if "damaged" in w or "view" in w]
+        damage = [w for w in report.warnings if "traced as whole graphs" not in w]
         assert damage == [], (path.name, damage)
 
 
@@ -255,3 +380,19 @@ def test_a_pipe_as_the_export_stamp_never_blocks(rep_pair: Path, data_dir: Path)
     thread.join(30)
     assert not thread.is_alive(), "open_report blocked on the stamp"
     assert any("without proof" in w for w in box["r"].warnings)  # type: ignore[attr-defined]
+
+
+def test_a_parquet_export_is_checked_against_its_window_too(tmp_path: Path, data_dir: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    export = tmp_path / "pq"
+    shutil.copytree(data_dir / "nsys_small_pq", export)
+    path = export / f"{KERNEL}.parquet"
+    table = pq.read_table(path)
+    start = table["start"].to_pylist()
+    start[4] = -5  # before nsys started
+    table = table.set_column(table.schema.get_field_index("start"), "start", pa.array(start))
+    pq.write_table(table, path)
+    warnings = open_report(export).warnings
+    assert any(f"1 of 26 {KERNEL} {OUTSIDE}" in w and "(row 5: start -5" in w for w in warnings)

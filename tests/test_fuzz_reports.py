@@ -9,6 +9,13 @@ example flips, zeroes, truncates or splices bytes of one real report. ``derandom
 repeatable; ``make fuzz`` (NSIGHT_MAGIC_FUZZ_SCALE=4) runs the long campaign, 7,840 cases, each
 shard drawing new cases beyond the short one's; NSIGHT_MAGIC_FUZZ_SCALE=0.1 a quick tenth.
 
+SQL edits (issue 43, item 4): damage that reads without error, made with sqlite3 on a copy of
+nsys_small.sqlite, must leave the report's numbers (``NUMBERS``) equal to the clean export's, or
+raise a ReportError, or show a warning. ``make test`` runs the item's 10 edits and 160 random
+ones, 40 per class over every table with rows: row duplication, time shifts (of start / end /
+timestamp columns by hours to weeks), extreme values and overflow (int64 extremes, 2**62 + rowid
+in time, size and duration columns). ~0.1 s each (copy, edit, open, read); about 17 s of CPU.
+
 Time (2-core dev machine): ncu cases take ~0.2 s each (every ``.ncu-rep`` is read by
 ``ncu_report`` in a child process, ``reports.ncu.extract``, which turns ncu_report's C++ aborts
 on some mutations into a CorruptReportError instead of killing pytest), parquet ~0.12 s (mutate
@@ -23,11 +30,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sqlite3
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
@@ -190,5 +199,151 @@ def test_fuzz_nsys_parquet(data_dir: Path, scratch: Path, shard: int, cases: int
             check_typed(target)
         finally:  # one damaged file per case: put it back (cheaper than copying the dir)
             victim.write_bytes(originals[name])
+
+    run()
+
+
+# --- SQL edits of a real export (issue 43, item 4) ----------------------------------------------
+# Damage that reads without error: the report's numbers must equal the clean export's, or a
+# typed ReportError is raised, or ``warnings`` says what is wrong; never other numbers silently.
+INT64_MAX = 2**63 - 1
+DAY = 86_400 * 10**9
+NUMBERS = (
+    "kernel_summary",
+    "memory_time_summary",
+    "memory_size_summary",
+    "copies_by_kind",
+    "nvtx_gpu_projection",
+    "gpu_busy_pct",
+    "capture_window",
+)
+# the item's own ten edits (issue 43, 4), each a case of its own
+ITEM4_FORMS = [
+    'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = {M}, "end" = {M} WHERE rowid = 1',
+    'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start + 1000000000000000, "end" = "end" + '
+    "1000000000000000 WHERE rowid = (SELECT max(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)",
+    "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY SELECT * FROM CUPTI_ACTIVITY_KIND_MEMCPY",
+    "INSERT INTO NVTX_EVENTS SELECT * FROM NVTX_EVENTS",
+    "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = {M}",
+    "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = {M} WHERE rowid = 1",
+    "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = -1 WHERE rowid = 1",
+    'UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = -1, "end" = -1 WHERE rowid = 2',
+    'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start + 10080000000000 WHERE rowid = 1',
+    'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start + 10080000000000',
+]
+# columns whose values are magnitudes (times, sizes): where shifts, extremes and overflow go.
+# Ids (correlation, stream, string ids) are left out: a changed id is another real-looking row.
+MAGNITUDES = ("start", "end", "timestamp", "bytes", "duration")
+TIMES = ("start", "end", "timestamp")
+SHIFTS = (10**13, 10**15, -(10**15), 2 * DAY, -2 * DAY)
+EXTREMES = (INT64_MAX, -INT64_MAX - 1, 2**62, -(2**62))
+
+
+def _tables(path: Path) -> dict[str, list[str]]:
+    """Every table of the export with rows -> its columns."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {
+            t: [r[1] for r in db.execute(f'PRAGMA table_info("{t}")')]
+            for t in sorted(names)
+            if db.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0]
+        }
+
+
+def numbers(path: Path) -> tuple[dict[str, Any], list[str]]:
+    report = open_report(path)
+    return {name: getattr(report, name)() for name in NUMBERS}, report.warnings
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    for name, value in a.items():
+        if isinstance(value, pd.DataFrame):
+            try:
+                pd.testing.assert_frame_equal(value, b[name])
+            except AssertionError:
+                return False
+        elif value != b[name]:
+            return False
+    return True
+
+
+def apply_sql(original: Path, target: Path, table: str, statements: list[str]) -> None:
+    """``statements`` on a copy of ``original``; ``table`` is first rebuilt without its keys
+    and NOT NULLs (as a foreign writer leaves it), so that copies of rows go in."""
+    shutil.copy(original, target)
+    with contextlib.closing(sqlite3.connect(target)) as db, db:
+        db.execute(f'CREATE TABLE "tmp_{table}" AS SELECT * FROM "{table}"')
+        db.execute(f'DROP TABLE "{table}"')
+        db.execute(f'ALTER TABLE "tmp_{table}" RENAME TO "{table}"')
+        for sql in statements:
+            db.execute(sql)
+
+
+def check_numbers_or_warned(path: Path, baseline: dict[str, Any], what: str) -> None:
+    try:
+        found, warnings = numbers(path)
+    except ReportError:
+        return
+    assert _same(found, baseline) or warnings, f"{what}: other numbers and no warning"
+
+
+@st.composite
+def sql_edits(draw: st.DrawFn, tables: dict[str, list[str]], kind: str) -> tuple[str, list[str]]:
+    """(table, statements) of one ``kind`` of edit on a table with rows."""
+    every, offset = draw(st.integers(1, 5)), draw(st.integers(0, 4))
+    rows = f"rowid % {every} = {offset % every}"
+    if kind == "duplicate":
+        table = draw(st.sampled_from(sorted(tables)))
+        return table, [f'INSERT INTO "{table}" SELECT * FROM "{table}" WHERE {rows}']
+    names = TIMES if kind == "shift" else MAGNITUDES
+    tables = {t: c for t, c in tables.items() if any(m in c for m in names)}
+    table = draw(st.sampled_from(sorted(tables)))
+    col = draw(st.sampled_from([c for c in tables[table] if c in names]))
+    if kind == "shift":
+        value = f'"{col}" + {draw(st.sampled_from(SHIFTS))}'
+    elif kind == "extreme":
+        value = str(draw(st.sampled_from(EXTREMES)))
+    else:  # overflow: each value fits int64, any two of them summed do not
+        value = f"{2**62} + rowid"
+    return table, [f'UPDATE "{table}" SET "{col}" = {value} WHERE {rows}']
+
+
+@pytest.fixture(scope="module")
+def small_baseline(data_dir: Path) -> dict[str, Any]:
+    found, warnings = numbers(data_dir / "nsys_small.sqlite")
+    assert warnings == []
+    return found
+
+
+@pytest.mark.parametrize("form", ITEM4_FORMS)
+def test_item4_forms_warn(
+    data_dir: Path, scratch: Path, small_baseline: dict[str, Any], form: str
+) -> None:
+    sql = form.replace("{M}", str(INT64_MAX))
+    table = sql.split()[1] if sql.startswith("UPDATE") else sql.split()[2]
+    target = scratch / "item4.sqlite"
+    apply_sql(data_dir / "nsys_small.sqlite", target, table, [sql])
+    found, warnings = numbers(target)
+    assert not _same(found, small_baseline) and warnings, warnings  # each changes the numbers
+
+
+SQL_KINDS = ("duplicate", "shift", "extreme", "overflow")
+
+
+@pytest.mark.parametrize(("kind", "cases"), [(k, 40) for k in SQL_KINDS])
+def test_fuzz_sql_edits(
+    data_dir: Path, scratch: Path, small_baseline: dict[str, Any], kind: str, cases: int
+) -> None:
+    original = data_dir / "nsys_small.sqlite"
+    tables = _tables(original)
+    target = scratch / f"sql-{kind}.sqlite"
+
+    @seed(SQL_KINDS.index(kind))
+    @settings(FUZZ, max_examples=round(cases * SCALE))
+    @given(sql_edits(tables, kind))
+    def run(edit: tuple[str, list[str]]) -> None:
+        table, statements = edit
+        apply_sql(original, target, table, statements)
+        check_numbers_or_warned(target, small_baseline, f"{table}: {statements}")
 
     run()

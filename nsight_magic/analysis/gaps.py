@@ -58,7 +58,10 @@ def busy_pct(ops: pd.DataFrame, window: tuple[int, int]) -> float:
     if hi <= lo or ops.empty:
         return 0.0
     s, e = busy_intervals(ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
-    covered = np.clip(e, lo, hi) - np.clip(s, lo, hi)
+    if hi - lo >= 2**62:  # a damaged export's int64 extremes: int64 differences would wrap
+        covered = np.clip(e, lo, hi).astype(np.float64) - np.clip(s, lo, hi).astype(np.float64)
+        return float(100.0 * covered.sum() / float(hi - lo))
+    covered = np.clip(e, lo, hi) - np.clip(s, lo, hi)  # disjoint: sums to at most hi - lo
     return float(100.0 * covered.sum() / (hi - lo))
 
 

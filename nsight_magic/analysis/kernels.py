@@ -7,7 +7,14 @@ import pandas as pd
 
 from .names import short_names
 
-__all__ = ["KERNEL_SUMMARY_COLUMNS", "duration_stats", "kernel_summary"]
+__all__ = [
+    "KERNEL_SUMMARY_COLUMNS",
+    "duration_stats",
+    "exact_sum",
+    "int_or_float",
+    "kernel_summary",
+    "sum_of",
+]
 
 KERNEL_SUMMARY_COLUMNS = [
     "name",
@@ -21,6 +28,35 @@ KERNEL_SUMMARY_COLUMNS = [
     "time_pct",
     "short_name",
 ]
+
+
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+def sum_of(values: pd.Series | np.ndarray) -> str | object:
+    """The aggregation for a total of int ``values``: numpy's "sum" when no total of them can
+    pass int64 (every real export), else :func:`exact_sum` (a damaged one: an int64 extreme
+    would wrap the total to a negative number)."""
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iu" or not len(arr):
+        return "sum"
+    biggest = float(np.abs(arr.astype(np.float64)).max())
+    return "sum" if biggest * len(arr) < 2.0**62 else exact_sum
+
+
+def exact_sum(values: pd.Series) -> int:
+    """The sum as a Python int: never wraps."""
+    return sum(int(v) for v in values)
+
+
+def int_or_float(col: pd.Series) -> pd.Series:
+    """Totals as int64 when every one fits, else float64 (never a wrapped int)."""
+    if col.dtype.kind in "iu":
+        return col.astype(np.int64)
+    ints = [int(v) for v in col]
+    if all(-_INT64_MAX <= v <= _INT64_MAX for v in ints):
+        return pd.Series(ints, index=col.index, dtype=np.int64)
+    return pd.Series([float(v) for v in ints], index=col.index, dtype=np.float64)
 
 
 def duration_stats(frame: pd.DataFrame, by: list[str], value: str = "duration_ns") -> pd.DataFrame:
@@ -45,7 +81,7 @@ def duration_stats(frame: pd.DataFrame, by: list[str], value: str = "duration_ns
     grouped = frame.groupby(by, sort=False, observed=True)[value]
     out = grouped.agg(
         instances="size",
-        total_ns="sum",
+        total_ns=sum_of(frame[value]),
         avg_ns="mean",
         med_ns="median",
         min_ns="min",
@@ -56,9 +92,12 @@ def duration_stats(frame: pd.DataFrame, by: list[str], value: str = "duration_ns
         out[k] = as_text(out[k])
     out["std_ns"] = out["std_ns"].fillna(0.0)
     out["med_ns"] = out["med_ns"].astype(np.float64)
-    grand = out["total_ns"].sum()
-    out["time_pct"] = 100.0 * out["total_ns"] / grand if grand else 0.0
-    for col in ("instances", "total_ns", "min_ns", "max_ns"):
+    out["total_ns"] = int_or_float(out["total_ns"])
+    grand = (
+        exact_sum(out["total_ns"]) if out["total_ns"].dtype.kind == "i" else out["total_ns"].sum()
+    )
+    out["time_pct"] = 100.0 * out["total_ns"].astype(np.float64) / float(grand) if grand else 0.0
+    for col in ("instances", "min_ns", "max_ns"):
         out[col] = out[col].astype(np.int64)
     out = out.sort_values(["total_ns", *by], ascending=[False] + [True] * len(by), kind="stable")
     return out.reset_index(drop=True)

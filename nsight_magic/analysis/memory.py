@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .kernels import duration_stats
+from .kernels import duration_stats, int_or_float, sum_of
 from .text import join_text
 
 __all__ = ["copies_by_kind", "memory_ops", "memory_size_summary", "memory_time_summary"]
@@ -47,13 +47,17 @@ def copies_by_kind(memcpy: pd.DataFrame) -> pd.DataFrame:
     copy time; bytes/ns = GB/s), sorted by total time."""
     grouped = memcpy.groupby("kind", sort=False, observed=True)
     out = grouped.agg(
-        count=("bytes", "size"), bytes=("bytes", "sum"), total_ns=("duration_ns", "sum")
+        count=("bytes", "size"),
+        bytes=("bytes", sum_of(memcpy["bytes"])),
+        total_ns=("duration_ns", sum_of(memcpy["duration_ns"])),
     ).reset_index()
-    for col in ("count", "bytes", "total_ns"):
-        out[col] = out[col].astype(np.int64)
+    out["count"] = out["count"].astype(np.int64)
+    for col in ("bytes", "total_ns"):  # float64 only where a damaged export's total passes int64
+        out[col] = int_or_float(out[col])
     with np.errstate(divide="ignore", invalid="ignore"):
+        total = out["total_ns"].to_numpy(np.float64)
         out["bandwidth_gb_per_s"] = np.where(
-            out["total_ns"] > 0, out["bytes"] / out["total_ns"].clip(lower=1), np.nan
+            total > 0, out["bytes"].to_numpy(np.float64) / np.maximum(total, 1.0), np.nan
         )
     out = out.sort_values(["total_ns", "kind"], ascending=[False, True], kind="stable")
     return out.reset_index(drop=True)

@@ -280,12 +280,17 @@ class NsysReport(CopySummaries):
         found = list(self._cache.get("open_notes", ()))
         core, memcpy, memset = self._kernel_core(), self.memcpy(), self.memset()
         found += duration_warnings(core, memcpy, memset)
-        found += damage.duplicate_warnings(core)
+        found += self._duplicate_warnings()
         found += damage.byte_warnings(memcpy, memset)
         api = self._cached("api_times", self._api_times)
         ops = (core, memcpy, memset)
         gpu_starts = np.concatenate([f["start_ns"].to_numpy(np.int64) for f in ops])
-        found += damage.time_warnings(api[0], api[1], self.nvtx(), gpu_starts)
+        window, notes = damage.recorded_window(self.source)
+        found += notes
+        far = window is None  # without a recorded window: judged against the GPU work
+        found += damage.time_warnings(api[0], api[1], self.nvtx(), gpu_starts, far=far)
+        if window is not None:
+            found += damage.window_warnings(self.source, window)
         found += damage.nvtx_type_warnings(self.source)
         found += damage.view_warnings(self.source)
         graphs = self.gpu_work().graph_launches
@@ -296,6 +301,28 @@ class NsysReport(CopySummaries):
                 "rows, so the kernel summary and the NVTX projection leave them out, as nsys "
                 "stats does; see graph_launches(), or profile with --cuda-graph-trace=node."
             )
+        return found
+
+    def _duplicate_warnings(self) -> list[str]:
+        """Rows repeated exactly in any activity table a number is built on."""
+        on_gpu = ["start_ns", "end_ns", "device_id", "stream_id", "correlation_id", "pid"]
+        found = damage.duplicate_warnings(self._kernel_core())
+        found += damage.duplicate_rows(
+            "memcpy", cupti.MEMCPY, self.memcpy(), [*on_gpu, "bytes", "kind"]
+        )
+        found += damage.duplicate_rows("memset", cupti.MEMSET, self.memset(), [*on_gpu, "bytes"])
+        found += damage.duplicate_rows(
+            "CUDA graph launch",
+            cupti.GRAPH_TRACE,
+            self.graph_launches(),
+            [*on_gpu, "graph_exec_id"],
+        )
+        spec: Spec = {"start": "i", "end": "i", "globalTid": "i", "correlationId": "i",
+                      "nameId": "i", "eventClass": "i"}  # fmt: skip
+        api = self.source.read(cupti.RUNTIME, spec).rename(columns={"start": "start_ns"})
+        found += damage.duplicate_rows("CUDA API", cupti.RUNTIME, api, list(api.columns))
+        nvtx_keys = ["domain", "range", "style", "start_ns", "end_ns", "pid", "tid", "end_tid"]
+        found += damage.duplicate_rows("NVTX range", "NVTX_EVENTS", self.nvtx(), nvtx_keys)
         return found
 
     def gpus(self) -> list[dict[str, object]]:

@@ -132,6 +132,68 @@ class ExportSource:
         except _READ_ERRORS as exc:
             raise corrupt(self.path, exc) from exc
 
+    def rows_outside(
+        self, table: str, columns: tuple[str, ...], lo: int, hi: int, show: int = 3
+    ) -> tuple[int, list[tuple[int, dict[str, object]]]]:
+        """Rows of ``table`` where any of ``columns`` holds a value below ``lo`` or above ``hi``
+        (NULLs are no such value: ``read_keyed`` refuses those where they matter): their count,
+        and the first ``show`` as (row number, {column: value}). Row numbers are SQLite's rowid,
+        or the 1-based row of the parquet file. The database (or pyarrow) does the scan: no row
+        reaches Python unless it is outside."""
+        present = [c for c in columns if c in self.columns_of(table)] if self.has(table) else []
+        if not present:
+            return 0, []
+        try:
+            if self._conn is not None:
+                return self._sqlite_outside(table, present, lo, hi, show)
+            return self._parquet_outside(table, present, lo, hi, show)
+        except ReportError:
+            raise
+        except _READ_ERRORS as exc:
+            raise corrupt(self.path, exc) from exc
+
+    def _sqlite_outside(
+        self, table: str, columns: list[str], lo: int, hi: int, show: int
+    ) -> tuple[int, list[tuple[int, dict[str, object]]]]:
+        assert self._conn is not None
+        cond = " OR ".join(f'"{c}" < {int(lo)} OR "{c}" > {int(hi)}' for c in columns)
+        count = int(
+            self._conn.execute(f'SELECT COUNT(*) FROM "{table}" WHERE {cond}').fetchone()[0]
+        )
+        if not count:
+            return 0, []
+        cols = ", ".join(f'"{c}"' for c in columns)
+        try:  # a view (or a WITHOUT ROWID table) has no rowid: rows go unnumbered (-1)
+            rows = self._conn.execute(
+                f'SELECT rowid, {cols} FROM "{table}" WHERE {cond} LIMIT {int(show)}'
+            ).fetchall()
+        except sqlite3.Error:
+            rows = [(-1, *r) for r in self._conn.execute(
+                f'SELECT {cols} FROM "{table}" WHERE {cond} LIMIT {int(show)}'
+            ).fetchall()]  # fmt: skip
+        return count, [
+            (int(r[0] if r[0] is not None else -1), dict(zip(columns, r[1:], strict=True)))
+            for r in rows
+        ]
+
+    def _parquet_outside(
+        self, table: str, columns: list[str], lo: int, hi: int, show: int
+    ) -> tuple[int, list[tuple[int, dict[str, object]]]]:
+        with pq.ParquetFile(self._parquet(table), pre_buffer=True) as pf:
+            data = pf.read(columns=columns)
+        mask = None
+        for c in columns:
+            # int64 compares exactly; any other stored type (a damaged file's) as a float
+            values = data[c] if data[c].type == pa.int64() else data[c].cast(pa.float64())
+            out = pc.or_(pc.less(values, lo), pc.greater(values, hi))
+            mask = out if mask is None else pc.or_(mask, out)
+        assert mask is not None
+        hits = np.flatnonzero(
+            np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), bool)
+        )
+        first = [(int(i) + 1, {c: data[c][int(i)].as_py() for c in columns}) for i in hits[:show]]
+        return len(hits), first
+
     def read(self, table: str, spec: Spec, where: Where | None = None) -> pd.DataFrame:
         """:meth:`read_columns` as a DataFrame."""
         return to_frame(self.read_columns(table, spec, where))
