@@ -251,8 +251,10 @@ def run_history(
         except (Exception, SystemExit) as exc:  # the notebook shows a SystemExit and goes on
             if stop_on_error:
                 raise
-            errors.append({"name": entry.get("name", ""), "filename": entry.get("filename", ""),
-                           "exc_type": type(exc).__name__, "exc_message": message_of(exc)})  # fmt: skip
+            errors.append({"name": entry.get("name", ""),
+                           "filename": entry.get("filename", ""),
+                           "exc_type": type(exc).__name__,
+                           "exc_message": message_of(exc)})  # fmt: skip
     return errors
 
 

@@ -4,8 +4,8 @@ cells only (or, for a re-run, the saved script's own history), then the cell."""
 
 from __future__ import annotations
 
-import sys
 import json
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path

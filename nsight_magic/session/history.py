@@ -36,7 +36,8 @@ class HistoryEntry:
 
     @property
     def filename(self) -> str:
-        """Its code's file name in a worker (replayed, or its functions sent by value)."""
+        """Its code's file name in a worker (replayed, or its functions sent by value); a
+        replay's error names the entry by it (``runtime.run_history``)."""
         return history_file(self.kind, self.id, self.name)
 
     def payload(self) -> dict[str, Any]:
@@ -48,12 +49,6 @@ class HistoryEntry:
         # a unique file name: tracebacks of a replayed cell show that cell's lines
         entry["filename"] = self.filename
         return entry
-
-    @property
-    def filename(self) -> str:
-        """A unique file name: tracebacks of a replayed cell show that cell's lines, and a
-        replay's error names the entry (``runtime.run_history``)."""
-        return f"<nsight_magic {self.kind} {self.id}: {self.name}>"
 
 
 @dataclass
