@@ -89,17 +89,34 @@ elif kind == "left-its-session":  # a profiler helper in a session of its own (a
             "f'{os.getpid()}\\n'); subprocess.Popen(sys.argv[1:], start_new_session=True); "
             "time.sleep(600)")
     runner.run([sys.executable, "-c", code, sys.executable, "-c", cell], log_path=tmp / "log")
-elif kind == "closed-pipe":  # a cell closed the watchdog's descriptor (os.closerange)
-    import time
-    from nsight_magic.processes import child_lifetime
+elif kind in ("daemon-fresh", "daemon-warm"):  # the cell's daemon left its parent and session
+    request = CellRequest(cell=(tmp / "daemon_cell.py").read_text(), runs_root=tmp / "runs",
+                          cwd=str(tmp), fresh=kind == "daemon-fresh")
+    SessionManager(setup=SetupRegistry()).profile(request, BareBackend(), notebook=Notebook())
+elif kind.startswith("watchdog-"):  # a watchdog of ours killed or stopped (SIGSTOP) by a cell
+    import signal, time
     from nsight_magic.processes.child_signals import start_child
     record = ["sh", "-c", 'echo $$ >> "$KD_PIDS"; exec sleep 600']
     first = start_child(record)
-    time.sleep(0.5)
-    os.close(child_lifetime._watchdog[1].stdin.fileno())
+    while not (tmp / "pids").exists():
+        time.sleep(0.05)
+    # the watchdog processes below this notebook, the nearest to it first
+    parents = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        with open(f"/proc/{entry}/stat") as f:
+            parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+    def depth(pid):
+        return 0 if pid == os.getpid() else 1 + depth(parents[pid]) if pid in parents else 99
+    def is_watchdog(pid):
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return any(a.endswith(b"/child_watchdog.py") for a in f.read().split(b"\0"))
+    ours = sorted((p for p in parents if 0 < depth(p) < 99 and is_watchdog(p)), key=depth)
+    _, how, which = kind.split("-")
+    sig = signal.SIGKILL if how == "killed" else signal.SIGSTOP
+    os.kill(ours[0 if which == "near" else -1], sig)
     time.sleep(1.5)
-    assert first.poll() is None, "the watchdog ended a run while the notebook lives"
-    start_child(record)  # watched by a new watchdog
+    assert first.poll() is None, "the run ended with its watchdog"
+    start_child(record)  # one started after it
     time.sleep(600)
 elif kind == "nsys-start":
     NsysBackend().begin_capture(Tool(name="nsys", path=fake), WarmState(name="s"), tmp)
@@ -115,8 +132,25 @@ KINDS = {
     "nsys-export": 1,
     "nsys-start": 1,
     "left-its-session": 2,  # the "profiler", and the cell it started in a new session
-    "closed-pipe": 2,  # a process started before the cell closed the pipe, and one after
+    # the cell, and the daemon it started through `sh -c 'setsid ... &'` (issue 43 item 1)
+    "daemon-fresh": 2,
+    "daemon-warm": 2,
+    # a process started before one of its watchdogs was killed or stopped, and one after
+    # (issue 43 item 2); the one that holds what the process starts ("far"), or the one
+    # nearest the notebook ("near": stopped only; killed, it ends the run, as a stop does)
+    "watchdog-killed-far": 2,
+    "watchdog-stopped-far": 2,
+    "watchdog-stopped-near": 2,
 }
+
+# A cell whose daemon leaves it: `sh` starts it in a session of its own and exits at once, so
+# it has neither its parent nor its session (a profiler's helper daemonizing does the same).
+DAEMON_CELL = """import os, subprocess, time
+with open(os.environ["KD_PIDS"], "a") as f:
+    f.write(f"{os.getpid()}\\n")
+subprocess.Popen(["sh", "-c", "setsid sh -c 'echo $$ >> \\"$KD_PIDS\\"; exec sleep 600' &"])
+time.sleep(600)
+"""
 
 
 def descendants(root: int) -> set[int]:
@@ -144,6 +178,7 @@ def _setup(tmp_path: Path) -> dict[str, str]:
         fake.write_text(HUNG_PROFILER.format(python=sys.executable))
         fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     (tmp_path / "cell.py").write_text(CELL)
+    (tmp_path / "daemon_cell.py").write_text(DAEMON_CELL)
     pythonpath = os.pathsep.join(p for p in (str(ROOT.parent), os.environ.get("PYTHONPATH")) if p)
     return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
             "KD_PIDS": str(tmp_path / "pids"), "PYTHONPATH": pythonpath}  # fmt: skip
@@ -162,6 +197,7 @@ def _recorded(tmp_path: Path) -> list[int]:
 )
 def test_killing_the_notebook_ends_every_process_of_the_run(tmp_path: Path, kind: str) -> None:
     env = _setup(tmp_path)
+    tree: set[int] = set()
     argv = [sys.executable, "-c", NOTEBOOK, str(ROOT), kind, str(tmp_path)]
     notebook = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -184,51 +220,64 @@ def test_killing_the_notebook_ends_every_process_of_the_run(tmp_path: Path, kind
         if notebook.poll() is None:
             notebook.kill()
             notebook.wait()
-        for pid in descendants(notebook.pid) | set(_recorded(tmp_path)):
+        for pid in descendants(notebook.pid) | set(_recorded(tmp_path)) | tree:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
 
 def test_a_cli_that_runs_out_of_time_leaves_no_child(tmp_path: Path) -> None:
     """A hung profiler CLI (``nsys export``/``start``, ``--version``) is stopped at its bound
-    with everything it started, not only itself (its helper stayed before)."""
+    with everything it started, not only itself (its helper stayed before), even a helper that
+    left its session (issue 43: it stayed until the notebook ended, or for good when it had
+    left its parent too before the watchdog's scan)."""
     from nsight_magic.profilers.env import run_quiet
 
     pids = tmp_path / "pids"
-    hung_cli = f"sleep 600 & echo $! >> {pids}; echo $$ >> {pids}; exec sleep 600"
+    daemon = f"setsid sh -c 'echo $$ >> {pids}; exec sleep 600' &"
+    hung_cli = f"{daemon} sleep 600 & echo $! >> {pids}; echo $$ >> {pids}; exec sleep 600"
     t0 = time.monotonic()
     with pytest.raises(subprocess.TimeoutExpired):
-        run_quiet(["sh", "-c", hung_cli], 1.0)
+        run_quiet(["sh", "-c", hung_cli], 2.0)
     assert time.monotonic() - t0 < 30  # the hang is 600 s; margin for a loaded machine
+    up_by = time.monotonic() + 10
+    while len(_recorded(tmp_path)) < 3 and time.monotonic() < up_by:
+        time.sleep(0.05)  # the daemon may write after the timeout
     started = _recorded(tmp_path)
-    assert len(started) == 2
-    gone_by = time.monotonic() + 5
+    assert len(started) == 3
+    gone_by = time.monotonic() + 15
     while [p for p in started if alive(p)] and time.monotonic() < gone_by:
         time.sleep(0.05)
-    assert not [p for p in started if alive(p)], "the CLI's child outlived its timeout"
+    left = [p for p in started if alive(p)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "the CLI's child outlived its timeout"
 
 
 DIES_AT_ONCE = r"""
 import os, signal, sys
 sys.path.insert(0, sys.argv[1])
 from nsight_magic.processes.child_signals import start_child
-start_child(["sh", "-c", 'echo $$ >> "$KD_PIDS"; exec sleep 600'])
+proc = start_child(["sh", "-c", 'echo $$ >> "$KD_PIDS"; exec sleep 600'])
+print(proc.pid, flush=True)  # its watchdog (the process start_child started)
 os.kill(os.getpid(), signal.SIGKILL)  # before its watchdog has even started
 """
 
 
 def test_a_notebook_that_dies_as_its_first_child_starts_leaves_nothing(tmp_path: Path) -> None:
+    """The watchdog finds the notebook gone as it starts (it then starts nothing) or later
+    (then it ends what it started): either way nothing is left, the watchdog included."""
     env = _setup(tmp_path)
     notebook = subprocess.Popen([sys.executable, "-c", DIES_AT_ONCE, str(ROOT)], env=env,
-                                stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    assert notebook.wait(30) == -signal.SIGKILL
-    up_by = time.monotonic() + 10
-    while not _recorded(tmp_path) and time.monotonic() < up_by:
-        time.sleep(0.05)
-    (child,) = _recorded(tmp_path)
-    gone_by = time.monotonic() + 15
-    while alive(child) and time.monotonic() < gone_by:
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                start_new_session=True)  # fmt: skip
+    out, _ = notebook.communicate(timeout=30)
+    assert notebook.returncode == -signal.SIGKILL
+    started = [int(out)]
+    gone_by = time.monotonic() + 20
+    while [p for p in started if alive(p)] and time.monotonic() < gone_by:
         time.sleep(0.1)
-    if alive(child):
-        os.kill(child, signal.SIGKILL)
-        pytest.fail("the child outlived a notebook that died at once")
+        started = [int(out), *_recorded(tmp_path)]
+    left = [p for p in started if alive(p)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "the child (or its watchdog) outlived a notebook that died at once"

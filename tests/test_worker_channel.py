@@ -26,8 +26,8 @@ from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
 def run(manager: SessionManager, tmp_path: Path):
     """run(cell) -> (result, output lines) in the bare nsys-slot worker."""
 
-    def _run(cell: str, **kw):
-        out: list[str] = []
+    def _run(cell: str, out: list[str] | None = None, **kw):
+        out = [] if out is None else out  # the caller's list: read even when the cell raises
         request = CellRequest(cell=textwrap.dedent(cell), runs_root=tmp_path / "runs",
                               cwd=str(tmp_path), **kw)  # fmt: skip
         result = manager.profile(request, BareBackend(), notebook=Notebook(user_ns={}),
@@ -122,6 +122,38 @@ def test_a_frame_forged_on_the_real_socket_is_one_error_and_a_new_worker(run, ma
     assert not alive(pid)
     result, out = run("print('x is', x)")
     assert out[-1] == "x is 3" and _pid(manager) != pid
+    assert result.meta["replayed"] == ["cell"]
+
+
+FORGE_A_REPLY = """
+import gc
+from nsight_magic.session.messages import Channel
+(channel,) = [o for o in gc.get_objects() if isinstance(o, Channel)]
+channel.send({"ok": True, "status": "ok", "names": ["x"]})
+"""
+
+
+def test_a_reply_the_cell_sent_on_the_workers_channel_is_one_error_then_a_new_worker(
+    run, manager
+) -> None:
+    """Before: a cell that took the worker's ``Channel`` out of ``gc`` and sent a signed frame
+    shifted the channel by one: every later reply answered the previous request, unnoticed.
+    Now each reply names its request: one WorkerDiedError, and the worker's own end of the
+    connection (reset by the notebook, its real reply unread) prints no traceback into the cell
+    (it did about one run in three: the serve loop below tests that for sure)."""
+    run("x = 6")
+    pid = _pid(manager)
+    out: list[str] = []
+    with pytest.raises(WorkerDiedError, match="channel to the profiling worker was damaged"):
+        run(FORGE_A_REPLY, out)
+    deadline = time.monotonic() + 10
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid)
+    time.sleep(0.5)  # what the dying worker printed has reached the pump
+    assert not [line for line in out if "Traceback" in line or "ConnectionReset" in line], out
+    result, later = run("print('x is', x)")
+    assert later[-1] == "x is 6" and _pid(manager) != pid
     assert result.meta["replayed"] == ["cell"]
 
 
@@ -265,3 +297,15 @@ def test_fit_cuts_long_strings_and_says_so() -> None:
              "names": ["n" * 100] * 100_000}  # fmt: skip
     last = messages.fit(error, limit=1 << 20)
     assert last["exc_message"] == "m" and "over the" in last["traceback"]
+
+
+def test_a_connection_the_notebook_reset_ends_the_serve_loop_without_a_traceback(pair) -> None:
+    """The notebook closes its end with a frame unread when it stops a worker: the worker's
+    next read gets ECONNRESET. Before: a ConnectionResetError traceback, printed into the cell
+    whose reply the notebook had refused."""
+    from nsight_magic.session.worker import Worker, serve
+
+    notebook, worker = pair
+    worker.sock.sendall(b"a reply the notebook never reads")
+    notebook.sock.close()
+    assert serve(worker, Worker()) is True  # "the notebook's end closed"

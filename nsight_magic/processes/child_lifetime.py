@@ -1,4 +1,4 @@
-"""Every process we start ends when the notebook does: the notebook's side of its watchdog.
+"""Every process we start ends when the notebook does: the notebook's side of its watchdogs.
 
 A profiler, its script, torchrun and its ranks, an ncu attach, an ``nsys export`` run in a
 session of their own (``child_signals.start_child``), so the notebook's Ctrl-C does not reach
@@ -9,28 +9,25 @@ child ends (the prewarm's background thread), reaches only the direct child (not
 profile``'s target, torchrun's ranks or ncu's subreaper) and needs a ``preexec_fn``, unsafe
 with threads.
 
-So each notebook process has one watchdog process (``processes/child_watchdog.py``), started with
-the first child, told each child's session over a pipe; it ends them all once the notebook is gone
-(the pipe's end, or the notebook's pid gone). A forked notebook (``os.fork`` in a cell) gets its
-own watchdog for what it starts."""
+So each process starts below a watchdog of its own (``processes/child_watchdog.py``: a mirror
+the ``Popen`` sees, a keeper below it), which is an ancestor of everything the process starts
+and a subreaper, so that a process that double-forks or calls ``setsid`` cannot leave it; both
+watch the notebook and each other. One watchdog per notebook, beside what it watched, knew only
+what its scans had seen (a daemon that left between two scans stayed), and a killed or stopped
+one left everything to live on. A forked notebook (``os.fork`` in a cell) watches what it
+starts itself: the pid given is the one that starts it."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import subprocess
+import shutil
 import sys
-import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
 
-__all__ = ["WATCHDOG", "watch", "watchdog_pid"]
+__all__ = ["WATCHDOG", "watched_argv"]
 
 WATCHDOG = Path(__file__).with_name("child_watchdog.py")
-
-_lock = threading.Lock()
-_watchdog: tuple[int, subprocess.Popen[bytes]] | None = None  # (owner pid, its process)
-_retired: list[subprocess.Popen[bytes]] = []  # replaced ones still watch what they were told
 
 
 def _start_ticks(pid: int) -> int | None:
@@ -44,61 +41,15 @@ def _start_ticks(pid: int) -> int | None:
     return int(fields[19]) if len(fields) > 19 else None
 
 
-def _running(renew: bool = False) -> subprocess.Popen[bytes] | None:
-    """This process's watchdog, started now if it has none (or it died, or ``renew``: its
-    pipe broke); None where there is no /proc to watch from or no Python to run it with."""
-    global _watchdog
+def watched_argv(argv: Sequence[str], path: str | None = None) -> list[str] | None:
+    """``argv`` started below its watchdog, which runs the program by its resolved path
+    (``path``: the PATH the child gets) with its argv[0] unchanged and SIGINT at its default.
+    None where it cannot be watched (no /proc, no Python to run the watchdog with) or the
+    program is not found (``Popen`` then raises FileNotFoundError, as without the watchdog)."""
     me = os.getpid()
-    if (not renew and _watchdog is not None and _watchdog[0] == me
-            and _watchdog[1].poll() is None):  # fmt: skip
-        return _watchdog[1]
     ticks = _start_ticks(me)
-    if ticks is None or not sys.executable:
+    program = shutil.which(argv[0], path=path) if argv else None
+    if ticks is None or program is None or not sys.executable:
         return None
-    proc = subprocess.Popen(
-        # isolated and without site: it starts in ~40 ms (2 busy cores) whatever the
-        # notebook's environment holds, while the notebook goes on (Popen does not wait)
-        [sys.executable, "-I", "-S", str(WATCHDOG), str(me), str(ticks)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # the notebook's Ctrl-C to its process group must not end it
-        close_fds=True,
-    )
-    if _watchdog is not None and _watchdog[0] == me:
-        _retired.append(_watchdog[1])
-    _watchdog = (me, proc)
-    return proc
-
-
-def watch(pid: int) -> None:
-    """End the session ``pid`` leads (and what it starts) when this process is gone. Never
-    raises: a child we cannot watch still runs (and the run still stops it itself)."""
-    with _lock:
-        for renew in (False, True):  # a cell may have closed the pipe: then a new watchdog
-            with contextlib.suppress(OSError, ValueError):
-                proc = _running(renew)
-                if proc is None:
-                    return
-                pipe: IO[bytes] = proc.stdin  # type: ignore[assignment]
-                pipe.write(f"+{pid}\n".encode())
-                pipe.flush()
-                return
-
-
-def _after_fork_in_child() -> None:
-    """A fork while another thread held the lock must not leave the child's lock held; the
-    child starts its own watchdog with its first child (``_running`` checks the owner)."""
-    global _lock
-    _lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def watchdog_pid() -> int | None:
-    """This process's watchdog, when it has one (for tests and ``%nsight_status``)."""
-    with _lock:
-        if _watchdog is None or _watchdog[0] != os.getpid() or _watchdog[1].poll() is not None:
-            return None
-        return _watchdog[1].pid
+    # isolated and without site: it starts in ~20 ms whatever the notebook's environment holds
+    return [sys.executable, "-I", "-S", str(WATCHDOG), str(me), str(ticks), program, *argv]

@@ -13,8 +13,9 @@ without site or environment (``-I -S``, ~10 ms), resets SIGINT and ``execv``s th
 the pid, process group and session are the child's own, as without it.
 
 Every process we start goes through ``start_child`` (a run to completion through
-``run_bounded``): a session of its own, watched by the notebook's watchdog
-(``child_lifetime``), so it ends when the notebook does, and a bounded run that runs out ends
+``run_bounded``): a session of its own, below a watchdog of its own (``child_lifetime``; it
+resets SIGINT too, so the trampoline serves only where there is none), so it ends when the
+notebook does, and a bounded run that runs out ends
 its whole session, not only the direct child (a hung ``nsys`` CLI's helpers stayed).
 """
 
@@ -29,7 +30,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .child_lifetime import watch
+from .child_lifetime import watched_argv
 
 __all__ = ["TRAMPOLINE", "default_sigint_argv", "end_session", "run_bounded", "sigint_ignored",
            "start_child"]  # fmt: skip
@@ -66,13 +67,16 @@ def start_child(
     """Start one of the processes we stop ourselves (a profiler, the worker, an attach): a
     session of its own (the notebook's Ctrl-C to the kernel's group does not reach it: we
     stop it), no stdin (the kernel's is a pipe that never closes), SIGINT at its default,
-    ended by the watchdog when the notebook is gone."""
+    below its watchdog (``child_lifetime``), which ends it and all it started when the
+    notebook is gone. The ``Popen`` is the watchdog's: it leads the session and the process
+    group the program is in, and exits as the program does, with its status; signal the
+    group (``os.killpg(proc.pid, ...)``), as everything here does, not ``proc.pid`` alone."""
+    argv = [os.fspath(a) for a in argv]
     path = None if env is None else env.get("PATH")
-    proc = subprocess.Popen(default_sigint_argv(argv, path), stdin=subprocess.DEVNULL,
-                            env=None if env is None else dict(env), start_new_session=True,
-                            **popen)  # fmt: skip
-    watch(proc.pid)
-    return proc
+    watched = watched_argv(argv, path)
+    return subprocess.Popen(watched or default_sigint_argv(argv, path),
+                            stdin=subprocess.DEVNULL, env=None if env is None else dict(env),
+                            start_new_session=True, **popen)  # fmt: skip
 
 
 def end_session(proc: subprocess.Popen[Any]) -> None:

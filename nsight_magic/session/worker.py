@@ -387,7 +387,9 @@ def serve(channel: messages.Channel, worker: Worker, owner: int | None = None) -
     while True:
         try:
             msg = channel.recv()
-        except messages.ConnectionClosed:
+        except (messages.ConnectionClosed, OSError):
+            # closed, or reset (the notebook closed its end with a reply unread: it stopped
+            # this worker): a traceback here would land in the cell's output
             return True
         except messages.ChannelError as exc:  # the cell read from (or wrote to) the socket
             with contextlib.suppress(Exception):
@@ -407,6 +409,7 @@ def serve(channel: messages.Channel, worker: Worker, owner: int | None = None) -
         if os.getpid() != owner:
             _end_forked_child(reply)
         reply["mark"] = _mark_output(number := number + 1)
+        reply["request"] = msg.get("request")  # the notebook checks it answers its request
         try:
             _send(channel, reply)
         except (OSError, messages.ChannelError):

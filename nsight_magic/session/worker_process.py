@@ -110,6 +110,7 @@ class WorkerProcess:
         self._pump_done = False
         self._marks_lost = False  # a mark never came: do not wait for marks again
         self._lock = threading.Lock()  # one request at a time
+        self._requests = 0  # the number of the last request sent (its reply carries it)
         self._dir: str | None = None
         self._pump: threading.Thread | None = None
 
@@ -338,8 +339,13 @@ class WorkerProcess:
                 )
             assert self.channel is not None
             t0 = time.monotonic()
+            # each request is numbered and its reply must carry the number: a frame the cell
+            # sent on the worker's own channel (taken out of ``gc``) is signed like a reply and
+            # would otherwise answer this request, and every later reply the one before it
+            self._requests += 1
+            number = self._requests
             try:
-                self.channel.send(message)
+                self.channel.send({**message, "request": number})
             except messages.ChannelError as exc:
                 raise self._damaged(exc) from None
             except OSError:  # it exited between two requests
@@ -355,6 +361,11 @@ class WorkerProcess:
                 try:
                     data = self.channel.poll(0.05)
                     if data is not None:
+                        if data.pop("request", None) != number:
+                            raise messages.ChannelError(
+                                f"a reply that does not answer request {number}: the cell "
+                                "sent on the worker's own channel"
+                            )
                         self._await_output(data.pop("mark", None))
                         return Reply(data, stopped, time.monotonic() - t0)
                     if self.proc is not None and self.proc.poll() is not None:
@@ -394,13 +405,13 @@ class WorkerProcess:
 
     def _damaged(self, exc: messages.ChannelError) -> WorkerDiedError:
         """The channel got a frame the worker did not send (the cell wrote to the worker's
-        socket): nothing more from it can be trusted. The worker is stopped, the next cell
-        starts a new one."""
+        socket, or sent on its channel): nothing more from it can be trusted. The worker is
+        stopped, the next cell starts a new one."""
         self.kill()
         return WorkerDiedError(
             f"The channel to the profiling worker was damaged ({exc}): the cell wrote to a "
-            "file descriptor it does not own. The worker was stopped; the next cell starts a "
-            "new one (its variables are rebuilt by replaying the history)."
+            "file descriptor or channel it does not own. The worker was stopped; the next cell "
+            "starts a new one (its variables are rebuilt by replaying the history)."
         )
 
     def _interrupt(self, grace_s: float) -> float:
