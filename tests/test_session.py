@@ -109,6 +109,23 @@ def test_ipython_syntax_runs_as_in_the_notebook(run) -> None:
     assert labels == ("L1: x = 3", "L2: %time y = x * 2", "L3: !echo from-a-shell")
 
 
+def test_shell_commands_run_as_plain_subprocesses_not_on_a_terminal(run) -> None:
+    """``!cmd`` and ``x = !cmd`` in a profiled cell: IPython's default runs them on a
+    pseudo-terminal (pexpect, forkpty), and a command run that way under ncu's injection took
+    the profiled process down with SIGSEGV (issue 41: ``!nvidia-smi -L`` before ``%%ncu``).
+    The script runs them as plain subprocesses: the command's stdout is no terminal."""
+    cell = (
+        "!test -t 1 && echo on-a-tty || echo no-tty\n"
+        "lines = !echo a; echo b 1>&2\n"
+        "assert list(lines) == ['a', 'b'], lines\n"
+        "!exit 3\n"
+        "assert _exit_code == 3, _exit_code\n"
+    )
+    result, out = run(cell)
+    assert result.report["status"] == "ok", result.report
+    assert "no-tty" in out and "on-a-tty" not in out
+
+
 def test_a_syntax_error_costs_nothing(run, manager, tmp_path) -> None:
     with pytest.raises(CellSyntaxError, match="line 2"):
         run("x = 1\ny = (")

@@ -233,3 +233,41 @@ def test_a_worker_only_setup_binding_its_name_in_a_try_block_is_still_built_in_t
     assert manager.run_setup("model", prepare_cell(source), lambda: True, in_notebook=False)
     result, out = _cell(manager, tmp_path, ns, "print('y', base + 2)")
     assert "y 42" in out and result.meta["replayed"] == ["model"]
+
+
+def test_underscore_names_are_the_users_and_ipythons_own_stay_home(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    """``_p, _e = ...`` in a setup cell and ``_scale`` in an ordinary cell are the user's names
+    and reach the worker (issue 41: NameError '_e'); IPython's ``_``, ``_i3``, ``_7``, ``Out``
+    do not."""
+    from nsight_magic.vocabulary.notebook_names import is_ipython_own
+
+    ns: dict = {"_scale": 3, "_": "last output", "_i3": "x = 1", "_7": 7}  # type: ignore[type-arg]
+    _setup(manager, ns, "import torch\n_p, _e = [torch.ones(2)], [torch.zeros(2)]\n")
+    result, out = _cell(
+        manager, tmp_path, ns, "print('sum', float(_p[0].sum() + _e[0].sum()) * _scale)"
+    )
+    assert "sum 6.0" in out
+    sent = set(result.meta["shared_vars"]["copied"])
+    assert {"_p", "_e", "_scale"} <= sent and not sent & {"_", "_i3", "_7"}
+    assert all(
+        is_ipython_own(n)
+        for n in (
+            "_",
+            "__",
+            "___",
+            "_i",
+            "_ii",
+            "_i12",
+            "_12",
+            "_oh",
+            "_ih",
+            "_dh",
+            "In",
+            "Out",
+            "_exit_code",
+            "__name__",
+        )
+    )
+    assert not any(is_ipython_own(n) for n in ("_p", "_e", "_helper", "_cfg", "_i2x", "__x"))

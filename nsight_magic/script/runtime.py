@@ -173,7 +173,27 @@ def use_ipython(ns: dict[str, Any]) -> None:
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance(user_ns=ns)
+    # ``!cmd`` and ``x = !cmd`` through plain subprocesses, as ``system_raw`` does: IPython's
+    # default runs them on a pseudo-terminal (pexpect, forkpty), and a process run that way
+    # under ncu's injection (``--target-processes all``) took the profiled process down with
+    # SIGSEGV right after the command's output (issue 41: ``!nvidia-smi -L`` under ncu)
+    shell.system = shell.system_raw
+    shell.getoutput = lambda cmd, split=True, depth=0: command_output(shell, cmd, split, depth)
     ns["get_ipython"] = lambda: shell
+
+
+def command_output(shell: Any, cmd: str, split: bool = True, depth: int = 0) -> Any:
+    """``x = !cmd``: the command's output (stdout, then stderr, as IPython gives it) as an
+    ``SList`` (a string with ``split=False``), from a plain subprocess."""
+    import subprocess
+
+    from IPython.utils.text import LSString, SList
+
+    done = subprocess.run(shell.var_expand(cmd, depth=depth + 2), shell=True,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    shell.user_ns["_exit_code"] = done.returncode
+    text = done.stdout + done.stderr
+    return SList(text.splitlines()) if split else LSString(text)
 
 
 def notebook_display(*objs: Any, **kwargs: Any) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 from ..errors import MissingVariableError
 from ..run_folders.run_dir import RunDir
 from ..script import PreparedCell
+from ..vocabulary.notebook_names import is_ipython_own
 from . import admission, shared_state
 from .history import HistoryEntry
 from .replay import ReplayPlan, changed_names, module_names, plan_replay
@@ -113,7 +114,7 @@ def plan_catch_up(
     wanted = set(reads if notebook.auto_vars else ()).union(*(e.cell.names_read for e in cells.run))
     wanted |= {n for e in setups for n in e.cell.names_bound}
     wanted -= set(notebook.hidden) | set(explicit)
-    wanted = {n for n in wanted if not n.startswith("_")}
+    wanted = {n for n in wanted if not is_ipython_own(n)}
     gone = sorted(n for n in session.shipped if n not in user_ns)
     up_to_date = _up_to_date(session, user_ns)
     share = shared_state.plan(wanted, user_ns, max_bytes=notebook.auto_vars_max_bytes,

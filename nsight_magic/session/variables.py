@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MissingVariableError, NsightMagicError, UnpicklableVariableError
+from ..vocabulary.notebook_names import is_ipython_own
 from . import deadline
 from .spec import Notebook
 
@@ -212,7 +213,7 @@ def plan_shipping(
         plan.entries[name] = entry
         plan.fingerprints[name] = fingerprint(user_ns[name])
     for name in sorted(set(reads) - set(explicit)):
-        if name not in user_ns or name in hidden or name.startswith("_"):
+        if name not in user_ns or name in hidden or is_ipython_own(name):
             continue
         obj = user_ns[name]
         if name in worker_names and (name not in shipped or shipped[name] == fingerprint(obj)):
