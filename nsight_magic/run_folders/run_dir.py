@@ -157,6 +157,10 @@ class RunDir:
     SCRIPT = "script.py"
     VARS = "vars.pkl"
     SHARED = "shared.pkl"  # a warm cell's share of the notebook's state (IPC handles: live only)
+    # what a warm cell sends back to the notebook, and the notebook's copies of its CUDA
+    # tensors the worker then maps (session/results_back.py; removed once read)
+    RESULTS = "results.pkl"
+    ADOPTED = "adopted.pkl"
     TORCH_MEMORY = "torch_memory.pickle"  # %%nsys --memory: torch's allocator snapshot
     ARGV = "argv.json"
     ENV = "env.json"
@@ -232,6 +236,14 @@ class RunDir:
         return self.path / self.SHARED
 
     @property
+    def results(self) -> Path:
+        return self.path / self.RESULTS
+
+    @property
+    def adopted(self) -> Path:
+        return self.path / self.ADOPTED
+
+    @property
     def argv(self) -> Path:
         return self.path / self.ARGV
 
@@ -297,6 +309,10 @@ class RunDir:
     def write_shared(self, blob: bytes) -> Path:
         write_private(self.shared, blob)
         return self.shared
+
+    def write_adopted(self, blob: bytes) -> Path:
+        write_private(self.adopted, blob)
+        return self.adopted
 
     def write_argv(self, argv: list[str]) -> None:
         write_json(self.argv, argv)

@@ -56,6 +56,9 @@ class RunMeta:
     # how the notebook's names reached a warm worker: shared (GPU memory by IPC handle),
     # copied (by value), cannot (name -> why), mapped_bytes, copied_bytes, dropped
     shared_vars: dict[str, Any] | None = None
+    # what the warm cell's run sent back to the notebook: names, cannot (name -> why it stayed
+    # in the worker), adopted (CUDA tensors copied into the notebook's memory)
+    brought_back: dict[str, Any] | None = None
     cell_status: dict[str, Any] | None = None  # runs.CellStatus, as the profiled process said
     rank_status: dict[str, str | None] | None = None  # a fresh multi-rank run: rank -> status
     report: str | None = None  # the report's file name inside the folder

@@ -46,7 +46,7 @@ from typing import Any
 from ..run_folders.run_dir import RunDir
 from .cuda_gate import Gate, RangeWindow
 from .range_recorder import RangeRecorder
-from .shared_objects import preserved, receive
+from .shared_objects import names_kept, preserved, receive
 from .torch_memory import TorchMemory
 
 CELL = ""  # the cell's source, as the user wrote it (tracebacks show its lines)
@@ -177,8 +177,10 @@ def use_ipython(ns: dict[str, Any]) -> None:
     # default runs them on a pseudo-terminal (pexpect, forkpty), and a process run that way
     # under ncu's injection (``--target-processes all``) took the profiled process down with
     # SIGSEGV right after the command's output (issue 41: ``!nvidia-smi -L`` under ncu)
-    shell.system = shell.system_raw
-    shell.getoutput = lambda cmd, split=True, depth=0: command_output(shell, cmd, split, depth)
+    shell.system = shell.system_raw  # type: ignore[method-assign]
+    shell.getoutput = (  # type: ignore[method-assign]
+        lambda cmd, split=True, depth=0: command_output(shell, cmd, split, depth)
+    )
     ns["get_ipython"] = lambda: shell
 
 
@@ -348,7 +350,8 @@ def warmup(ns: dict[str, Any]) -> None:
     """Ungated runs before the captured one; they leave the notebook's shared memory as it
     was (only the captured run changes it, once, as the notebook's own run would)."""
     if WARMUP:
-        with preserved(ns, CHANGES), annotate(WARMUP_RANGE, domain=DOMAIN):
+        # and its plain values: the captured run starts from the notebook's state
+        with names_kept(ns, True), preserved(ns, CHANGES), annotate(WARMUP_RANGE, domain=DOMAIN):
             for _ in range(WARMUP):
                 run_statements(ns)
 
@@ -380,7 +383,7 @@ def capture(ns: dict[str, Any]) -> dict[str, Any]:
     try:
         # a re-run (drill-down) copies the shared memory it changes to host before the gate
         # opens and writes it back after it closed: outside the capture
-        with preserved(ns, CHANGES if RERUN else None), recorder, memory:
+        with names_kept(ns, RERUN), preserved(ns, CHANGES if RERUN else None), recorder, memory:
             if window is None:
                 gate.start()
             try:

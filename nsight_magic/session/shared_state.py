@@ -111,6 +111,18 @@ class SentObjects:
         for key, obj in new:
             self._by_id[id(obj)] = (weakref.ref(obj), key, object_fingerprint(obj))
 
+    def by_key(self) -> dict[int, Any]:
+        """The live notebook objects sent, by key."""
+        return {key: obj for ref, key, _ in self._by_id.values() if (obj := ref()) is not None}
+
+    def refresh(self, objects: Iterable[Any]) -> None:
+        """The worker's copies of these sent objects equal the notebook's again (results
+        brought back): their current fingerprints count."""
+        for obj in objects:
+            entry = self._by_id.get(id(obj))
+            if entry is not None and entry[0]() is obj:
+                self._by_id[id(obj)] = (entry[0], entry[1], object_fingerprint(obj))
+
     def stale_keys(self) -> list[int]:
         """Keys whose notebook object died or changed: the worker drops its references."""
         stale = [

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, MutableMapping
 from typing import Any
 
 from ..errors import NsightMagicError, WorkerDiedError
 from ..run_folders.run_dir import cell_status
 from ..script import PreparedCell, build_script
-from . import catch_up, shared_state
+from . import catch_up, results_back, shared_state
 from .history import History
 from .pipeline import Outcome, RunContext
 from .replay import ReplayPlan, changed_names, module_names
@@ -218,6 +218,7 @@ class WarmExecutor:
             setup=ctx.request.setup, replay_all=self.replay_all,
             explicit=frozenset(ctx.explicit_vars or {}), setup_gpu_bytes=self.history.gpu_bytes,
             in_notebook=self.history.in_notebook, setup_files=self.history.setup_files,
+            brought_back=self.history.brought_back,
         )  # fmt: skip
 
     def _run(self, ctx: RunContext) -> Outcome:
@@ -268,7 +269,44 @@ class WarmExecutor:
         catch_up.own_names(s, ctx.cell.names_bound)
         status = cell_status(explain_name_error(s, reply.data))
         ctx.folder.write_status(status)
+        if self.before is None and not reply.stopped and s.worker.alive() and not s.broken:
+            self._bring_back(ctx, s)
         return Outcome(status, reply.stopped)
+
+    def _bring_back(self, ctx: RunContext, s: WarmSession) -> None:
+        """The notebook's run of the cell: what it bound and changed comes back to the
+        notebook (``results_back``), as if the cell had run there; a cell that raised keeps
+        what it did before the error, as in the notebook."""
+        user_ns = ctx.notebook.user_ns
+        if not isinstance(user_ns, MutableMapping):  # a read-only view: nothing to bind in
+            return
+        names = [n for n in results_back.names_to_bring_back(ctx.cell, user_ns) if n in s.names]
+        path = ctx.folder.results
+        try:
+            reply = self._ask(ctx, {"op": "send_back", "names": names, "path": str(path),
+                                    "max_bytes": ctx.notebook.auto_vars_max_bytes})  # fmt: skip
+            if reply.stopped or not reply.data.get("ok"):
+                why = reply.data.get("exc_message") or reply.data.get("error") or "interrupted"
+                ctx.lines.note(f"the cell's results stay in the {s.tool} worker: sending them "
+                               f"back failed ({why})")  # fmt: skip
+                return
+            brought = results_back.bring_back(path.read_bytes(), user_ns, s.sent,
+                                              reply.data.get("cannot", {}))  # fmt: skip
+            packed = None
+            if brought.adopted:
+                packed = results_back.adoption_blob(brought, s.sent)
+                ctx.folder.write_adopted(packed.blob)
+                adopted = self._ask(ctx, {"op": "adopt", "path": str(ctx.folder.adopted)})
+                if not adopted.data.get("ok"):  # the worker keeps its own copy too
+                    packed = None
+            results_back.settle(brought, s.sent, s.shipped, user_ns, packed)
+        finally:
+            path.unlink(missing_ok=True)
+            ctx.folder.adopted.unlink(missing_ok=True)
+        ctx.meta.brought_back = {"names": brought.names, "cannot": brought.cannot,
+                                 "adopted": len(brought.adopted)}  # fmt: skip
+        if note := brought.note(s.tool):
+            ctx.lines.note(note)
 
     def _catch_up(self, ctx: RunContext) -> Outcome | None:
         """Send the notebook's names, then replay what cannot be sent (``catch_up.py``);

@@ -248,6 +248,23 @@ class Worker:
             status["worker_broken"] = cuda_broken()
         return {"ok": True, **status, "phase": "cell", "names": self.names()}
 
+    def op_send_back(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """What the cell bound and changed, to the notebook (``shared_objects.send_back``)."""
+        try:
+            got = self._hook("send_back")(self.ns, list(msg.get("names", [])), msg["path"],
+                                          int(msg.get("max_bytes", 0)))  # fmt: skip
+        except BaseException as exc:  # nothing goes back: the names stay in this worker
+            return {"ok": False, "exc_type": type(exc).__name__, "exc_message": str(exc)}
+        return {"ok": True, **got}
+
+    def op_adopt(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Map the notebook's copies of this worker's CUDA tensors (``adopt_back``)."""
+        try:
+            got = self._hook("adopt_back")(self.ns, msg["path"])
+        except BaseException as exc:  # the worker keeps its own memory for them
+            return {"ok": False, "exc_type": type(exc).__name__, "exc_message": str(exc)}
+        return {"ok": True, **got}
+
     def op_imports(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Import what a setup cell imports while the notebook runs it (a worker that receives
         its names then only maps them); torch also starts CUDA. Failures are the cell's to
