@@ -69,8 +69,9 @@ NVTX_CAPTURE: str | None = None
 NVTX_INSTANCE: int | None = None  # the opening --nvtx takes (1 = the first); None: every one
 RANK_FORMAT = "rank {}"  # nvtx_names.rank_label
 TORCH_NVTX = ""  # "ops" / "shapes": PyTorch's emit_nvtx around the captured cell
-# names whose shared GPU memory a re-run must leave as it was (shared_objects.preserved):
-# the names the cell changes in place (["*"]: unknown), None when it changes nothing
+# the names the cell's text changes in place (session/replay.changed_names); not used to
+# choose what a repeated run keeps: a call hides its effects (``loss = train_step()``), so
+# warm-ups, re-runs and replays keep everything (EVERYTHING, shared_objects.preserved)
 CHANGES: list[str] | None = None
 RERUN = False  # the captured run repeats one the notebook already has (a drill-down)
 VARS_NAME = RunDir.VARS  # the run folder's file names, beside the script
@@ -79,6 +80,8 @@ SHARED_NAME = RunDir.SHARED
 MEMORY_HISTORY = False  # %%nsys --memory: torch's allocator history of the cell (torch_memory)
 SNAPSHOT_NAME = RunDir.TORCH_MEMORY
 # --- end module only ---
+
+EVERYTHING = ["*"]  # shared_objects.preserved: all the worker received, bytes and state
 
 # A saved script re-run in a new process under another profiler than the one it was written
 # for (a drill-down's ncu on a cell nsys ran: one rank of several, a loaded folder, fresh=True):
@@ -266,8 +269,10 @@ def run_history(
             if entry.get("needs_ipython"):
                 use_ipython(ns)
             codes = compile_statements(entry["code"], entry["filename"], entry["source"])
-            # a replayed profiled cell's changes to shared memory are the notebook's already
-            with preserved(ns, entry.get("preserve")):
+            # a replayed profiled cell's changes to shared memory are the notebook's already,
+            # including those its text hides in a call; a setup cell keeps what it names
+            keep = EVERYTHING if entry.get("kind") == "cell" else entry.get("preserve")
+            with preserved(ns, keep):
                 for code in codes:
                     run_code(code, ns)
         except (Exception, SystemExit) as exc:  # the notebook shows a SystemExit and goes on
@@ -347,11 +352,12 @@ def receive_shared(ns: dict[str, Any]) -> dict[str, Any]:
 
 
 def warmup(ns: dict[str, Any]) -> None:
-    """Ungated runs before the captured one; they leave the notebook's shared memory as it
-    was (only the captured run changes it, once, as the notebook's own run would)."""
+    """Ungated runs before the captured one; they leave the notebook's shared memory and the
+    received objects' state as they were (only the captured run changes them, once, as the
+    notebook's own run would)."""
     if WARMUP:
         # and its plain values: the captured run starts from the notebook's state
-        with names_kept(ns, True), preserved(ns, CHANGES), annotate(WARMUP_RANGE, domain=DOMAIN):
+        with names_kept(ns, True), preserved(ns, EVERYTHING), annotate(WARMUP_RANGE, domain=DOMAIN):
             for _ in range(WARMUP):
                 run_statements(ns)
 
@@ -381,9 +387,9 @@ def capture(ns: dict[str, Any]) -> dict[str, Any]:
     memory = TorchMemory(HERE, MEMORY_HISTORY)  # torch's bytes and history, outside the gate
     times: dict[str, float] = {}
     try:
-        # a re-run (drill-down) copies the shared memory it changes to host before the gate
-        # opens and writes it back after it closed: outside the capture
-        with names_kept(ns, RERUN), preserved(ns, CHANGES if RERUN else None), recorder, memory:
+        # a re-run (drill-down) copies what it may change aside before the gate opens and
+        # writes it back after it closed: outside the capture
+        with names_kept(ns, RERUN), preserved(ns, EVERYTHING if RERUN else None), recorder, memory:
             if window is None:
                 gate.start()
             try:

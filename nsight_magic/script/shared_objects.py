@@ -21,7 +21,7 @@ import contextlib
 import linecache
 import pickle
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 # --- module only: nothing of the header is used here; the script pastes the rest as it is ---
@@ -117,33 +117,237 @@ def mapped_bytes(ns: dict[str, Any]) -> int:
     return sum(int(s.nbytes()) for s in shared_storages(ns).values())
 
 
+# a device-side snapshot needs this much room left beside it (the larger of the two), so the
+# run it protects still has memory to work in
+SNAPSHOT_MARGIN_BYTES = 1 << 30
+SNAPSHOT_MARGIN_SHARE = 0.05
+# of the host memory available, what a pinned snapshot may take (page-locked memory cannot
+# be swapped: pinning it all would starve the notebook's process)
+PINNED_SHARE = 0.75
+PINNED_CHUNK = 256 << 20  # one page-locked host buffer; the pool grows by these
+_PINNED_POOL: list[Any] = []  # kept across runs: pinning 40 GB costs more than copying it
+_PLAIN = (bool, int, float, complex, str, bytes, type(None))
+
+
+def snapshot_place(need: int, free: int, total: int, host_available: int | None) -> str:
+    """Where a snapshot of ``need`` bytes of one device's memory goes: "device" when that
+    device has room for it and a margin (1 GiB or 5 % of it, the larger), else "pinned"
+    (page-locked host chunks, the pool's own bytes counted in ``host_available``) when that
+    takes at most ``PINNED_SHARE`` of the host's available memory (None: unknown), else
+    "host" (pageable memory: slower, but the system may swap it rather than fail)."""
+    margin = max(SNAPSHOT_MARGIN_BYTES, int(total * SNAPSHOT_MARGIN_SHARE))
+    if free >= need + margin:
+        return "device"
+    if host_available is None or need <= host_available * PINNED_SHARE:
+        return "pinned"
+    return "host"
+
+
+def _host_available() -> int | None:
+    """Bytes the host can still give (MemAvailable) plus the pinned pool's, None if unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024 + len(_PINNED_POOL) * PINNED_CHUNK
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _tracked_tensors(torch: Any, table: dict[Any, Any]) -> list[Any]:
+    """Every tensor the table's objects hold: plain tensors, modules' parameters, buffers and
+    gradients, optimizers' state and tensor hyper-parameters."""
+    out: list[Any] = []
+    for obj in table.values():
+        if isinstance(obj, torch.Tensor):
+            out.append(obj)
+        elif isinstance(obj, torch.nn.Module):
+            out += [*obj.parameters(), *obj.buffers()]
+        elif isinstance(obj, torch.optim.Optimizer):
+            for group in obj.param_groups:
+                out += [v for v in group.values() if isinstance(v, torch.Tensor)]
+                out += group["params"]
+            for state in obj.state.values():
+                out += [v for v in state.values() if isinstance(v, torch.Tensor)]
+    # gradients are the worker's own memory, yet part of what a re-run changes
+    out += [t.grad for t in out if t.is_leaf and t.grad is not None]
+    return out
+
+
+def _storages(tensors: list[Any], cuda: bool) -> dict[int, Any]:
+    out: dict[int, Any] = {}
+    for t in tensors:
+        if t.is_cuda == cuda and (cuda or t.device.type == "cpu"):
+            storage = t.untyped_storage()
+            if storage.nbytes():
+                out.setdefault(storage.data_ptr(), storage)
+    return out
+
+
+def _saved_python_state(
+    torch: Any, table: dict[Any, Any], tensors: list[Any]
+) -> Callable[[], None]:
+    """Snapshot what a re-run changes in the table's objects besides their tensors' bytes;
+    returns what puts it back. Optimizers: their state mapping (entries a re-run adds are
+    dropped, each entry's dict as it was) and ``param_groups``' values but the parameters;
+    modules and their submodules: plain attribute values (``training``) and which tensors and
+    submodules they hold; every tensor: its ``grad`` (shallow copies, nothing deep-copied)."""
+    undo: list[Callable[[], None]] = []
+
+    def keep_dict(d: dict[Any, Any], owner: Any = None, attr: str = "") -> None:
+        """``d``'s items as they are now, back in the same dict (and that dict back in
+        ``owner.attr``: a re-run may rebind it, as ``load_state_dict`` does)."""
+        items = dict(d)
+
+        def back() -> None:
+            d.clear()
+            d.update(items)
+            if owner is not None:
+                owner.__dict__[attr] = d
+
+        undo.append(back)
+
+    def keep_plain(obj: Any) -> None:
+        plain = {k: v for k, v in vars(obj).items() if type(v) in _PLAIN}
+        undo.append(lambda: obj.__dict__.update(plain))
+
+    for obj in table.values():
+        if isinstance(obj, torch.nn.Module):
+            for m in obj.modules():
+                keep_plain(m)
+                for attr in ("_parameters", "_buffers", "_modules"):
+                    keep_dict(getattr(m, attr), m, attr)
+        elif isinstance(obj, torch.optim.Optimizer):
+            keep_plain(obj)
+            for inner in obj.state.values():
+                keep_dict(inner)
+            keep_dict(obj.state, obj, "state")
+            groups = obj.param_groups
+            listed = list(groups)
+            for group in listed:
+                values = dict(group)  # in its order; its "params" stay what they are then
+
+                def back(group: dict[str, Any] = group, values: dict[str, Any] = values) -> None:
+                    params = group["params"]
+                    group.clear()
+                    group.update(values)
+                    group["params"] = params
+
+                undo.append(back)
+
+            def back_groups(
+                opt: Any = obj, groups: list[Any] = groups, listed: list[Any] = listed
+            ) -> None:
+                groups[:] = listed
+                opt.__dict__["param_groups"] = groups
+
+            undo.append(back_groups)
+    grads = [(t, t.grad) for t in tensors if t.is_leaf and t.requires_grad]
+
+    def back_grads() -> None:
+        for t, grad in grads:
+            t.grad = grad
+
+    undo.append(back_grads)
+
+    def restore() -> None:
+        for step in reversed(undo):
+            step()
+
+    return restore
+
+
+def _bytes_of(torch: Any, storage: Any) -> Any:
+    """A storage as a flat uint8 tensor over its memory (no copy)."""
+    return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+
+
+def _pinned_chunks(torch: Any, need: int) -> list[Any]:
+    while len(_PINNED_POOL) * PINNED_CHUNK < need:
+        _PINNED_POOL.append(torch.empty(PINNED_CHUNK, dtype=torch.uint8, pin_memory=True))
+    return _PINNED_POOL
+
+
+def _save_cuda(torch: Any, storages: dict[int, Any]) -> Callable[[], None]:
+    """Copy the storages aside (on their device when it has room, else pinned host chunks,
+    else pageable host memory), on one side stream per device; returns what copies them back.
+    Both wait for the device to be idle before and after (the cell's kernels, then ours)."""
+    by_device: dict[Any, list[Any]] = {}
+    for storage in storages.values():
+        by_device.setdefault(storage.device, []).append(_bytes_of(torch, storage))
+    pairs: list[tuple[Any, Any, Any]] = []  # (stream, the memory, its copy)
+    places = set()
+    torch.cuda.synchronize()
+    for device, sources in by_device.items():
+        need = sum(int(s.numel()) for s in sources)
+        free, total = torch.cuda.mem_get_info(device)
+        place = snapshot_place(need, free, total, _host_available())
+        places.add(place)
+        stream = torch.cuda.Stream(device)
+        with torch.cuda.device(device), torch.cuda.stream(stream):
+            if place == "pinned":
+                pool, chunk, offset = _pinned_chunks(torch, need), 0, 0
+                for src in sources:
+                    done = 0
+                    while done < src.numel():
+                        take = min(int(src.numel()) - done, PINNED_CHUNK - offset)
+                        part = src[done : done + take]
+                        dst = pool[chunk][offset : offset + take]
+                        dst.copy_(part, non_blocking=True)
+                        pairs.append((stream, part, dst))
+                        done, offset = done + take, offset + take
+                        if offset == PINNED_CHUNK:
+                            chunk, offset = chunk + 1, 0
+            else:
+                where = device if place == "device" else "cpu"
+                for src in sources:
+                    dst = torch.empty(src.numel(), dtype=torch.uint8, device=where)
+                    dst.copy_(src, non_blocking=True)
+                    pairs.append((stream, src, dst))
+        stream.synchronize()
+
+    def restore() -> None:
+        torch.cuda.synchronize()
+        for stream, src, dst in pairs:
+            with torch.cuda.stream(stream):
+                src.copy_(dst, non_blocking=True)
+        torch.cuda.synchronize()
+        pairs.clear()
+        if "device" in places:
+            # the device-side copies go back to the GPU, not to this worker's cache: the
+            # notebook shares the GPU and would run out of memory beside a cached snapshot
+            torch.cuda.empty_cache()
+
+    return restore
+
+
 @contextlib.contextmanager
 def preserved(ns: dict[str, Any], names: list[str] | None) -> Iterator[None]:
-    """Restore the shared CUDA memory reachable from ``names`` after the block (``["*"]``: all
-    that this worker maps; None or empty: nothing to keep)."""
-    if not names or TABLE not in ns:
+    """Around a run whose effects the notebook already has: put back, after the block, every
+    tensor's bytes of the objects this worker received (all the CUDA memory it maps from the
+    notebook; its own copies of CPU tensors) and their Python-side state (optimizer state
+    entries and hyper-parameters, modules' flags, gradients), whatever the block's text hides
+    (``loss = train_step()``). ``names``: None or empty keeps nothing, anything else keeps
+    all (the cell's text cannot say what a call changes)."""
+    torch = sys.modules.get("torch")
+    table = ns.get(TABLE)
+    if not names or not table or torch is None:
         yield
         return
-    shared = shared_storages(ns)
-    if "*" in names:
-        keep = shared
-    else:
-        reachable: dict[int, Any] = {}
-        _cuda_storages([ns[n] for n in names if n in ns], reachable, WALK_DEPTH, set())
-        keep = {ptr: s for ptr, s in reachable.items() if ptr in shared}
-    if not keep:
-        yield
-        return
-    torch = sys.modules["torch"]
-    torch.cuda.synchronize()
-    saved = {ptr: storage.cpu() for ptr, storage in keep.items()}
+    tensors = _tracked_tensors(torch, table)
+    restore_python = _saved_python_state(torch, table, tensors)
+    cpu = {ptr: (s, s.clone()) for ptr, s in _storages(tensors, cuda=False).items()}
+    cuda = {**shared_storages(ns), **_storages(tensors, cuda=True)}
+    restore_cuda = _save_cuda(torch, cuda) if cuda else None
     try:
         yield
     finally:
-        torch.cuda.synchronize()
-        for ptr, storage in keep.items():
-            storage.copy_(saved[ptr])
-        torch.cuda.synchronize()
+        if restore_cuda is not None:
+            restore_cuda()
+        for storage, saved in cpu.values():
+            storage.copy_(saved)
+        restore_python()
 
 
 # --- results back to the notebook (issue 41: the profiled cell is the notebook's cell) ---
@@ -348,6 +552,7 @@ def names_kept(ns: dict[str, Any], active: bool) -> Iterator[None]:
     import io
 
     saved: dict[str, tuple[bytes, list[Any]] | Any] = {}
+    before = dict(ns)
     for name, value in ns.items():
         if name.startswith("__") or _keeps_identity(value):
             saved[name] = value
@@ -367,6 +572,28 @@ def names_kept(ns: dict[str, Any], active: bool) -> Iterator[None]:
             del ns[name]
         for name, entry in saved.items():
             if isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], bytes):
-                ns[name] = _SnapshotUnpickler(io.BytesIO(entry[0]), entry[1]).load()
+                value = _SnapshotUnpickler(io.BytesIO(entry[0]), entry[1]).load()
+                ns[name] = _restored_in_place(before[name], value)
             else:
                 ns[name] = entry
+
+
+def _restored_in_place(old: Any, value: Any) -> Any:
+    """``old`` given ``value``'s contents when it can take them in place (a function's globals
+    and other objects hold it by identity), else ``value``."""
+    if type(old) is not type(value):
+        return value
+    if isinstance(old, list):
+        old[:] = value
+    elif isinstance(old, dict | set):
+        old.clear()
+        old.update(value)
+    elif hasattr(old, "__dict__") and not isinstance(old, type):
+        try:
+            vars(old).clear()
+            vars(old).update(vars(value))
+        except TypeError:  # a read-only __dict__ (a mappingproxy)
+            return value
+    else:
+        return value
+    return old
