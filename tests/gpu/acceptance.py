@@ -695,6 +695,85 @@ assert FIG["step_after_drill"] == FIG["step_after"], "the drill-down stepped the
 """,
         None,
     ),
+    # 15 (issue 41): two-way state. A profiled cell behaves like %%time: what it binds comes
+    # back, a notebook function's training step changes the notebook's model once per
+    # profiled cell (a GPU step counter rises by exactly one), warm-ups and drill-downs change
+    # nothing, _-names travel, !nvidia-smi before %%ncu works, and the weights equal the same
+    # steps run in the notebook without the profiler, bit for bit
+    (
+        "15 setup: a counter, _-names, a notebook training function, a reference copy",
+        r"""
+import copy
+counter = torch.zeros((), dtype=torch.int64, device="cuda")
+_p = list(mlp.parameters())
+def train_step15():
+    loss = mlp(xb).square().mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    counter.add_(1)
+    return loss.detach()
+ref_mlp = copy.deepcopy(mlp)
+ref_opt = torch.optim.AdamW(ref_mlp.parameters(), lr=1e-3)
+ref_opt.load_state_dict(opt.state_dict())
+FIG["t15_counter"] = [int(counter)]
+""",
+        None,
+    ),
+    ("15 %%nsys --host step", "%%nsys --host -o t15a\nloss15 = train_step15()\n", None),
+    (
+        "15 after --host: counter 1, loss15 came back",
+        "FIG['t15_counter'].append(int(counter))\nassert int(counter) == 1, int(counter)\n"
+        "assert loss15.is_cuda and loss15.numel() == 1\nFIG['t15_host_s'] = last_wall()\n",
+        None,
+    ),
+    ("15 %%nsys --warmup 1 step", "%%nsys --warmup 1 -o t15b\nloss15 = train_step15()\n", None),
+    (
+        "15 after --warmup: counter 2; a drill-down changes nothing",
+        r"""
+FIG["t15_counter"].append(int(counter))
+assert int(counter) == 2, int(counter)
+CK15 = lambda: (int(counter), float(sum(p.detach().double().sum() for p in _p)))
+before = CK15()
+t0 = time.perf_counter()
+d15 = t15b.profile_kernel(t15b.kernel_summary()["name"].iloc[0])
+FIG["t15_drill_s"] = time.perf_counter() - t0
+assert CK15() == before, (CK15(), before)
+""",
+        None,
+    ),
+    (
+        "15 !nvidia-smi and subprocess in a profiled cell",
+        "%%nsys -o t15c\nx15 = xb[:4] * 2\n!nvidia-smi -L\n"
+        "import subprocess\nsubprocess.run(['nvidia-smi', '-L'], check=True)\n",
+        None,
+    ),
+    (
+        "15 %%ncu --nvtx LLM@prefill after it, reading x15 and _p",
+        "%%ncu --nvtx LLM@prefill --launch-count 1 -o t15d\n"
+        "tok = generate(ids, steps=2)\ny15 = float(x15.sum()) + float(_p[0].sum())\n",
+        None,
+    ),
+    ("15 %%ncu training step", "%%ncu --launch-count 1 -o t15e\nloss15 = train_step15()\n", None),
+    (
+        "15 checked: counter 3, y15 back, weights equal the notebook's own 3 steps bit for bit",
+        r"""
+FIG["t15_counter"].append(int(counter))
+assert int(counter) == 3, FIG["t15_counter"]
+assert isinstance(y15, float)
+for _ in range(3):
+    ref_loss = ref_mlp(xb).square().mean()
+    ref_loss.backward()
+    ref_opt.step()
+    ref_opt.zero_grad()
+pairs15 = list(zip(mlp.parameters(), ref_mlp.parameters()))
+FIG["t15_bitwise"] = all(torch.equal(a, b) for a, b in pairs15)
+FIG["t15_max_abs_diff"] = max(float((a - b).abs().max()) for a, b in pairs15)
+print("bitwise", FIG["t15_bitwise"], "max diff", FIG["t15_max_abs_diff"], FIG["t15_counter"])
+assert FIG["t15_bitwise"], FIG["t15_max_abs_diff"]
+""",
+        None,
+    ),
     *TRAIN_STEPS,
     (
         "end",
