@@ -7,10 +7,11 @@ already has as references into its table (``ns[TABLE]``: key -> object), so name
 different cells keep sharing their objects (an optimizer and the model it steps).
 
 ``preserved(ns, names)`` is for a run whose effects the notebook already has: a drill-down's
-re-run of a cell, its warm-up runs, a replay of an earlier profiled cell into a new worker. The
-shared CUDA memory reachable from ``names`` (``["*"]``: all of it) is copied to host memory
-before and written back after, so an optimizer step is applied to the notebook's model once,
-by the run that the notebook asked for.
+re-run of a cell, its warm-up runs, a replay of an earlier profiled cell into a new worker. All
+the CUDA memory this worker maps, its CPU tensors and the received objects' Python-side state
+(optimizer state, modules' flags) are saved before and put back after, whatever the cell's text
+hides in a call, so an optimizer step is applied to the notebook's model once, by the run that
+the notebook asked for.
 
 A real module pasted into the script by ``build_script`` before the runtime. Standard library
 only at import time; torch is imported by pickle (the handles' rebuild functions) or when a

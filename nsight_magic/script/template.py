@@ -110,9 +110,9 @@ def build_script(
     ``nvtx_instance``-th opening alone is captured (``RangeWindow``; for ncu's
     ``nvtx_target`` it marks that opening alone; None: every opening); ``torch_nvtx``
     ("ops" / "shapes") runs the captured cell inside
-    PyTorch's ``emit_nvtx``. ``changes``: the names the cell changes in place (``["*"]`` when
-    that cannot be read from its text), kept as they were around warm-up runs and, with
-    ``rerun`` (a drill-down repeating a run the notebook has), around the captured run.
+    PyTorch's ``emit_nvtx``. ``changes``: the names the cell's text changes in place (for the
+    record: warm-up runs and, with ``rerun`` (a drill-down repeating a run the notebook
+    has), the captured run keep everything the worker received, ``shared_objects.preserved``).
     ``memory_history`` (``%%nsys --memory``): the allocator's history of the captured run and
     its snapshot beside the script (``torch_memory.TorchMemory``)."""
     if gate not in ("cudaProfilerApi", "nvtx"):
