@@ -172,8 +172,15 @@ def test_a_warmed_up_cell_trains_the_model_once(manager: SessionManager, tmp_pat
         f"'counter': counter}}, {str(saved)!r})"
     )
     got = torch.load(saved)
-    ns["train_step"]()  # the same one step, in the notebook, without a profiler
-    assert int(got["counter"]) == int(ns["counter"]) == 1
+    ref: dict[str, Any] = {}  # the same one step, in a notebook of its own, without a profiler
+    exec(setup.code, ref)
+    ref["train_step"]()
+    # the worker's state, the notebook's (the profiled run's results came back) and the
+    # reference's: one step each
+    assert int(got["counter"]) == int(ns["counter"]) == int(ref["counter"]) == 1
+    assert all(torch.equal(p, q) for p, q in
+               zip(ns["model"].parameters(), ref["model"].parameters(), strict=True))  # fmt: skip
+    ns = ref
     want = ns["model"].state_dict()
     assert got["model"].keys() == want.keys()
     assert all(torch.equal(got["model"][k], want[k]) for k in want)

@@ -102,7 +102,6 @@ def plan_catch_up(
     explicit: frozenset[str] = frozenset(),
     setup_gpu_bytes: Mapping[int, int] | None = None,
     in_notebook: Collection[int] = (),
-    brought_back: Collection[int] = (),
     setup_files: Mapping[str, int] | None = None,
 ) -> CatchUpPlan:
     """What ``session`` needs before a cell that reads ``reads`` (``before``: a re-run of an
@@ -110,9 +109,10 @@ def plan_catch_up(
     ``setup_files``: IPython's file names of the setup cells' notebook runs -> entry id)."""
     user_ns = notebook.user_ns
     setups = setup_entries(entries, before=before, setup=setup)
-    # a profiled cell whose results came back is the notebook's: never replayed; one whose
-    # results could not (--fresh, a name that does not pickle) still is, for what the cell reads
-    profiled = [e for e in entries if e.kind != "setup" and e.id not in brought_back]
+    # a profiled cell's results are the notebook's (results_back.py): no worker replays one
+    # (what could not come back stayed in its worker, which said so; a replay ran the cell's
+    # side effects again: a training step, a shell command under ncu)
+    profiled: list[HistoryEntry] = []
     cells = plan_replay(profiled, session.executed, reads,
                         before=before, setup=False, everything=replay_all)  # fmt: skip
     wanted = set(reads if notebook.auto_vars else ()).union(*(e.cell.names_read for e in cells.run))

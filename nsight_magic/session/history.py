@@ -63,9 +63,6 @@ class History:
     # setup entry ids that ran in the notebook (not --worker-only): a name of theirs the
     # notebook no longer has was deleted there, not left to the workers to build
     in_notebook: set[int] = field(default_factory=set)
-    # profiled cells whose results came back to the notebook whole (results_back.py): their
-    # effects are the notebook's, so no worker ever replays them
-    brought_back: set[int] = field(default_factory=set)
     # the file names IPython compiled a setup cell's notebook run under -> its entry id: the
     # functions and classes it defined reach a worker by value named by that cell
     # (shared_state.CodeFiles)

@@ -251,9 +251,6 @@ class SessionManager(DrillDowns):
                                  vars_file=vars_file if vars_file.exists() else None,
                                  run_dir=ctx.run_dir)  # fmt: skip
         session.executed.append(entry.id)
-        back = ctx.meta.brought_back
-        if back is not None and not back.get("cannot"):
-            self.history.brought_back.add(entry.id)
         run.meta = RunDir(ctx.run_dir).update_meta(history_id=entry.id).to_dict()
         return entry.id
 

@@ -218,7 +218,6 @@ def _replay(
                                   replay_all=manager.replay_all,
                                   setup_gpu_bytes=manager.history.gpu_bytes,
                                   in_notebook=manager.history.in_notebook,
-                                  brought_back=manager.history.brought_back,
                                   setup_files=manager.history.setup_files)  # fmt: skip
     if plan.replay.conflict or not session.alive():
         return False

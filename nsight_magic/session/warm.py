@@ -218,7 +218,6 @@ class WarmExecutor:
             setup=ctx.request.setup, replay_all=self.replay_all,
             explicit=frozenset(ctx.explicit_vars or {}), setup_gpu_bytes=self.history.gpu_bytes,
             in_notebook=self.history.in_notebook, setup_files=self.history.setup_files,
-            brought_back=self.history.brought_back,
         )  # fmt: skip
 
     def _run(self, ctx: RunContext) -> Outcome:
