@@ -31,11 +31,13 @@ if getattr(sys.modules["__main__"].__spec__, "name", "") == "nsight_magic.sessio
 
 @pytest.fixture
 def run(manager: SessionManager, tmp_path: Path):
+    notebook_ns: dict = {}  # type: ignore[type-arg]  # one namespace: results come back to it
+
     def _run(cell: str, tool: str = "nsys", **kw):  # type: ignore[no-untyped-def]
         out: list[str] = []
         request = CellRequest(cell=textwrap.dedent(cell), runs_root=tmp_path / "runs",
                               cwd=str(tmp_path), **kw)  # fmt: skip
-        result = manager.profile(request, BareBackend(tool), notebook=Notebook(),
+        result = manager.profile(request, BareBackend(tool), notebook=Notebook(user_ns=notebook_ns),
                                  callbacks=RunCallbacks(output=out.append))  # fmt: skip
         return result, out
 

@@ -16,7 +16,7 @@ from session_support import BareBackend
 
 from nsight_magic.errors import CellFailedError
 from nsight_magic.script import prepare_cell
-from nsight_magic.script.shared_objects import TABLE, _SharedUnpickler, receive
+from nsight_magic.script.shared_objects import TABLE, _apply_sync, _SharedUnpickler, receive
 from nsight_magic.session import shared_state
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
@@ -29,11 +29,12 @@ torch = pytest.importorskip("torch")
 def _load(blob: bytes, ns: dict) -> dict:  # type: ignore[type-arg]
     path = io.BytesIO(blob)
     table = ns.setdefault(TABLE, {})
-    names, new, forget, drop = _SharedUnpickler(path, table).load()
+    (names, sync), new, forget, drop = _SharedUnpickler(path, table).load()
     for key in forget:
         table.pop(key, None)
     for key, obj in new:
         table[key] = obj
+    _apply_sync(ns, table, sync)
     ns.update(names)
     for name in drop:
         ns.pop(name, None)
@@ -67,16 +68,32 @@ def test_what_cannot_be_sent_says_why() -> None:
     assert set(share.names) == {"n", "f"}
 
 
-def test_a_changed_or_dead_object_is_sent_again_and_forgotten_in_the_worker() -> None:
+def test_a_changed_object_is_synced_in_place_in_the_worker() -> None:
+    """A CPU tensor went by value; its in-place change in the notebook reaches the worker's
+    copy in place (an optimizer there holds it: its step count), and an optimizer's state made
+    in the notebook (or brought back from another worker) reaches the worker's optimizer."""
     t = torch.zeros(3)
-    nb = {"t": t}
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    nb = {"t": t, "opt": opt}
+    worker: dict = {}  # type: ignore[type-arg]
     sent = shared_state.SentObjects()
-    packed = shared_state.pack(shared_state.plan({"t"}, nb, max_bytes=1 << 20), sent)
+    packed = shared_state.pack(shared_state.plan({"t", "opt"}, nb, max_bytes=1 << 20), sent)
+    _load(packed.blob, worker)
     sent.commit(packed.new)
-    assert sent.key_of(t) is not None
-    t.add_(1)  # a CPU tensor went by value: its in-place change makes it another object
-    assert sent.key_of(t) is None
-    assert sent.stale_keys() and len(sent) == 0
+    sent.mark_current()
+    held = worker["t"]
+    assert not sent.needs_sync()
+    t.add_(1)
+    model(torch.ones(1, 2)).sum().backward()
+    opt.step()  # in the notebook: the optimizer gets state
+    assert sent.key_of(t) is not None and sent.needs_sync()
+    _load(shared_state.pack(shared_state.plan(set(), nb, max_bytes=1 << 20), sent).blob, worker)
+    assert worker["t"] is held and torch.equal(held, torch.ones(3))
+    wopt = worker["opt"]
+    assert len(wopt.state) == 2
+    for p, q in zip(wopt.param_groups[0]["params"], model.parameters(), strict=True):
+        assert torch.equal(wopt.state[p]["exp_avg"], opt.state[q]["exp_avg"])
 
 
 def test_a_rerun_keeps_what_its_text_changes() -> None:

@@ -53,11 +53,12 @@ def receive(ns: dict[str, Any], path: str) -> dict[str, Any]:
     linecache, a traceback through them shows the cell's lines."""
     table: dict[int, Any] = ns.setdefault(TABLE, {})
     with open(path, "rb") as f:
-        names, new, forget, drop = _SharedUnpickler(f, table).load()
+        (names, sync), new, forget, drop = _SharedUnpickler(f, table).load()
         try:
             sources = pickle.load(f)
         except EOFError:
             sources = {}
+    _apply_sync(ns, table, sync)
     for filename, text in sources.items():
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     for key in forget:
@@ -365,6 +366,36 @@ def preserved(ns: dict[str, Any], names: list[str] | None) -> Iterator[None]:
 
 TOKENS = "__nsight_magic_back_tokens__"  # token -> the worker tensor the notebook copies
 VERSIONS = "__nsight_magic_versions__"  # key -> a received CPU tensor's version when it came
+
+
+def _apply_sync(ns: dict[str, Any], table: dict[int, Any], sync: dict[str, Any]) -> None:
+    """Bring the objects this worker has up to date with the notebook's, in place (other
+    objects here hold them by identity: an optimizer its step tensors, a function its
+    globals): CPU tensors' contents, optimizers' state and hyperparameters."""
+    torch = sys.modules.get("torch")
+    if torch is None or not sync:
+        return
+    import io
+
+    versions = ns.setdefault(VERSIONS, {})
+    with torch.no_grad():
+        for key, data in sync.get("cpu", ()):
+            target = table.get(key)
+            if target is None:
+                continue
+            value = torch.load(io.BytesIO(data))
+            if target.shape == value.shape and target.dtype == value.dtype:
+                target.copy_(value)
+            else:
+                target.set_(value)
+            versions[key] = target._version
+    for key, state, groups in sync.get("opt", ()):
+        opt = table.get(key)
+        if opt is not None:
+            opt.state.clear()
+            opt.state.update(state)
+            for group, values in zip(opt.param_groups, groups, strict=False):
+                group.update(values)
 
 
 def _record_versions(ns: dict[str, Any], new: Any) -> None:

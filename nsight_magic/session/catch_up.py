@@ -211,7 +211,7 @@ def history_payload(
 def write_share(plan: CatchUpPlan, session: WarmSession, folder: RunDir) -> None:
     """The one pickle ``receive`` loads (none when nothing goes)."""
     share = plan.share
-    if not share.names and not share.drop:
+    if not share.names and not share.drop and not session.sent.needs_sync():
         return
     plan.packed = shared_state.pack(share, session.sent, plan.files)
     folder.write_shared(plan.packed.blob)
@@ -221,6 +221,7 @@ def received(plan: CatchUpPlan, session: WarmSession, user_ns: Mapping[str, Any]
     """The worker has the names: remember what it got (and from which notebook value)."""
     if plan.packed is not None:
         session.sent.commit(plan.packed.new)
+        session.sent.mark_current()
     for name in plan.share.names:
         session.shipped[name] = shared_state.object_fingerprint(user_ns[name])
     for name in plan.share.drop:

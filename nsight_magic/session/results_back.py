@@ -223,6 +223,7 @@ def settle(
     if packed is not None:
         sent.commit(packed.new)
     sent.refresh(_unique(brought.touched))
+    sent.mark_current()
     for name in brought.names:
         shipped[name] = shared_state.object_fingerprint(user_ns[name])
 

@@ -72,21 +72,42 @@ def _unshareable_tensor(obj: Any) -> str:
 
 def object_fingerprint(obj: Any) -> tuple[Any, ...]:
     """What must stay the same for the worker's copy of ``obj`` to still be it: the memory a
-    tensor views (and, by value, its in-place version), a module's tensors' memory, an
-    optimizer's parameters and how much state it has."""
+    tensor views, a module's tensors' memory, an optimizer's parameters. What may change and
+    is brought up to date in place instead (``SentObjects.sync``, keeping the identity other
+    objects in the worker hold): a CPU tensor's contents, an optimizer's state."""
     torch = _torch()
     if torch is None:
         return (id(obj),)
     if isinstance(obj, torch.Tensor):
-        version = 0 if obj.is_cuda else int(getattr(obj, "_version", 0) or 0)
-        return (id(obj), obj.device.type, obj.dtype, tuple(obj.shape), obj.data_ptr(), version)
+        return (id(obj), obj.device.type, obj.dtype, tuple(obj.shape), obj.data_ptr())
     if isinstance(obj, torch.nn.Module):
         tensors = itertools.chain(obj.parameters(), obj.buffers())
         return (id(obj), tuple(t.data_ptr() for t in tensors))
     if isinstance(obj, torch.optim.Optimizer):
         params = tuple(id(p) for g in obj.param_groups for p in g["params"])
-        return (id(obj), params, len(obj.state))
+        return (id(obj), params)
     return (id(obj),)
+
+
+def _optimizer_signature(opt: Any) -> tuple[Any, ...]:
+    """An optimizer's state as objects and hyperparameters (what ``sync`` would send)."""
+    state = tuple(
+        (id(p), tuple((k, id(v) if not isinstance(v, int | float) else v) for k, v in s.items()))
+        for p, s in opt.state.items()
+    )
+    groups = tuple(
+        tuple((k, repr(v)) for k, v in g.items() if k != "params") for g in opt.param_groups
+    )
+    return state, groups
+
+
+def tensor_bytes(tensor: Any) -> bytes:
+    """A CPU tensor's contents as ``torch.save`` writes them (a copy: a tensor the worker was
+    sent would otherwise go as a reference to itself)."""
+    torch = _torch()
+    buffer = io.BytesIO()
+    torch.save(tensor.detach().clone(), buffer)
+    return buffer.getvalue()
 
 
 @dataclass
@@ -96,6 +117,8 @@ class SentObjects:
 
     _by_id: dict[int, tuple[weakref.ref[Any], int, tuple[Any, ...]]] = field(default_factory=dict)
     _keys: Iterable[int] = field(default_factory=lambda: itertools.count(1))
+    _versions: dict[int, int] = field(default_factory=dict)  # key -> a CPU tensor's version sent
+    _states: dict[int, Any] = field(default_factory=dict)  # key -> an optimizer's state as sent
 
     def key_of(self, obj: Any) -> int | None:
         entry = self._by_id.get(id(obj))
@@ -122,6 +145,55 @@ class SentObjects:
             entry = self._by_id.get(id(obj))
             if entry is not None and entry[0]() is obj:
                 self._by_id[id(obj)] = (entry[0], entry[1], object_fingerprint(obj))
+
+    def sync(self) -> dict[str, list[Any]]:
+        """What changed in the notebook since the worker got it, to bring its copies up to
+        date in place: CPU tensors changed in place (``cpu``: key, contents) and every
+        optimizer's state and hyperparameters (``opt``: key, state, groups; a step run in the
+        notebook or brought back from another worker made or changed them)."""
+        torch = _torch()
+        out: dict[str, list[Any]] = {"cpu": [], "opt": []}
+        if torch is None:
+            return out
+        for ref, key, _ in self._by_id.values():
+            obj = ref()
+            if isinstance(obj, torch.Tensor) and not obj.is_cuda:
+                if self._versions.get(key, obj._version) != obj._version:
+                    out["cpu"].append((key, tensor_bytes(obj)))
+            elif isinstance(obj, torch.optim.Optimizer):
+                groups = [{k: v for k, v in g.items() if k != "params"} for g in obj.param_groups]
+                out["opt"].append((key, dict(obj.state), groups))
+        return out
+
+    def needs_sync(self) -> bool:
+        """Whether a CPU tensor or an optimizer the worker has changed in the notebook since
+        (``sync`` would bring something)."""
+        torch = _torch()
+        if torch is None:
+            return False
+        for ref, key, _ in self._by_id.values():
+            obj = ref()
+            if isinstance(obj, torch.Tensor) and not obj.is_cuda:
+                if self._versions.get(key, obj._version) != obj._version:
+                    return True
+            elif isinstance(obj, torch.optim.Optimizer) and self._states.get(
+                key
+            ) != _optimizer_signature(obj):
+                return True
+        return False
+
+    def mark_current(self) -> None:
+        """The worker's copies equal the notebook's objects now (it loaded a pack or sent
+        them back): their CPU tensors' versions and optimizers' states are the ones it has."""
+        torch = _torch()
+        if torch is None:
+            return
+        for ref, key, _ in self._by_id.values():
+            obj = ref()
+            if isinstance(obj, torch.Tensor) and not obj.is_cuda:
+                self._versions[key] = obj._version
+            elif isinstance(obj, torch.optim.Optimizer):
+                self._states[key] = _optimizer_signature(obj)
 
     def stale_keys(self) -> list[int]:
         """Keys whose notebook object died or changed: the worker drops its references."""
@@ -337,18 +409,21 @@ class Packed:
 
 
 def pack(plan: SharePlan, sent: SentObjects, files: CodeFiles | None = None) -> Packed:
-    """What the worker loads (``shared_objects.receive``): one pickle of (names, [(key, obj)
-    first sent], keys to forget, names to drop), then a plain one of the lines of the cells
+    """What the worker loads (``shared_objects.receive``): one pickle of ((names, sync: what
+    changed of the objects it has, ``SentObjects.sync``), [(key, obj) first sent], keys to
+    forget, names to drop), then a plain one of the lines of the cells
     whose code went by value (worker file name -> text, for its tracebacks). Nothing is
     committed to ``sent`` until the worker has it."""
     buf = io.BytesIO()
     pickler = make_pickler(buf, sent, files=files or CodeFiles())
     new: list[tuple[int, Any]] = pickler.new
     forget = sent.stale_keys()
+    sync = sent.sync()
     what = f"pickling {', '.join(sorted(plan.names)) or 'nothing'} for the worker"
     try:
         with deadline.bounded_here(what, deadline.PICKLE_S, deadline.SLOW_PICKLE):
-            pickler.dump((plan.names, new, forget, plan.drop))
+            # (names, sync) first: what they hold that the worker lacks joins ``new``
+            pickler.dump(((plan.names, sync), new, forget, plan.drop))
     except NsightMagicError:
         raise
     except Exception as exc:
