@@ -25,7 +25,7 @@ from nsight_magic.session import deadline, profiler_cli, worker_process
 from nsight_magic.session.backends import NsysBackend, WarmState
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
-from nsight_magic.session.spec import CellRequest, Notebook
+from nsight_magic.session.spec import CellRequest
 from nsight_magic.session.worker_process import Launch, WorkerStartError
 
 
@@ -122,7 +122,7 @@ def test_timeout_covers_the_worker_start(hung: Path, tmp_path: Path) -> None:
     t0 = time.monotonic()
     try:
         with pytest.raises(ProfileTimeout, match=r"1.5 s timeout during the nsys worker's start"):
-            manager.profile(request, HungLauncher(hung), notebook=Notebook())
+            manager.profile(request, HungLauncher(hung), notebook=manager.notebook)
     finally:
         manager.stop()
     assert time.monotonic() - t0 < 30
@@ -164,10 +164,10 @@ def test_timeout_still_covers_the_cell(tmp_path: Path) -> None:
     try:
         # the worker started first: a loaded machine's worker start cannot use up the 2 s
         warm_up = CellRequest(cell="x = 1\n", runs_root=tmp_path / "runs", cwd=str(tmp_path))
-        manager.profile(warm_up, BareBackend(), notebook=Notebook())
+        manager.profile(warm_up, BareBackend(), notebook=manager.notebook)
         t0 = time.monotonic()
         with pytest.raises(ProfileTimeout, match="2 s timeout; the cell was stopped"):
-            manager.profile(request, BareBackend(), notebook=Notebook())
+            manager.profile(request, BareBackend(), notebook=manager.notebook)
     finally:
         manager.stop()
     assert time.monotonic() - t0 < 30

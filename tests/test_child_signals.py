@@ -26,7 +26,7 @@ from nsight_magic.processes.child_signals import default_sigint_argv, sigint_ign
 from nsight_magic.session import deadline, profiler_cli
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
-from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+from nsight_magic.session.spec import CellRequest, RunCallbacks
 
 SIGINT_BIT = 1 << (signal.SIGINT - 1)
 
@@ -97,7 +97,7 @@ def test_a_worker_started_while_sigint_is_ignored_can_be_interrupted(tmp_path: P
     def cell(code: str, **kw: object) -> list[str]:
         out: list[str] = []
         request = CellRequest(cell=code, runs_root=tmp_path / "runs", cwd=str(tmp_path), **kw)
-        manager.profile(request, BareBackend(), notebook=Notebook(user_ns={}),
+        manager.profile(request, BareBackend(), notebook=manager.notebook,
                         callbacks=RunCallbacks(output=out.append))  # fmt: skip
         return out
 

@@ -21,7 +21,7 @@ from nsight_magic.reports import open_report
 from nsight_magic.results import NsysRun
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
-from nsight_magic.session.spec import CellRequest, Notebook
+from nsight_magic.session.spec import CellRequest
 
 WITH_STATS = ["nsys_small", "nsys_llm", "nsys_ops", "nsys_compiled", "nsys_graphs_node",
               "nsys_graphs_graph", "nsys_procs"]  # fmt: skip
@@ -91,7 +91,7 @@ def test_the_session_says_whether_the_cells_code_ran_before_in_its_worker(tmp_pa
     def first_run(cell: str, tool: str = "nsys", **kw) -> bool:  # type: ignore[no-untyped-def]
         request = CellRequest(cell=textwrap.dedent(cell), runs_root=tmp_path / "runs",
                               cwd=str(tmp_path), **kw)  # fmt: skip
-        run = manager.profile(request, BareBackend(tool), notebook=Notebook())
+        run = manager.profile(request, BareBackend(tool), notebook=manager.notebook)
         return run.meta["first_run"]
 
     try:

@@ -106,7 +106,7 @@ class AttachKillsTheWorker(BareBackend):
 def test_an_attach_that_kills_the_worker_is_a_crash_and_the_cell_runs_fresh(manager, tmp_path):
     out: list[str] = []
     request = CellRequest(cell="print('ran')", runs_root=tmp_path / "runs", cwd=str(tmp_path))
-    result = manager.profile(request, AttachKillsTheWorker(), notebook=Notebook(),
+    result = manager.profile(request, AttachKillsTheWorker(), notebook=manager.notebook,
                              callbacks=RunCallbacks(output=out.append))  # fmt: skip
     (note,) = [line for line in out if "crashed" in line]
     assert note.startswith(
@@ -132,7 +132,7 @@ class EmptyWarmAttach(BareBackend):
 def test_an_empty_attach_on_an_opened_range_runs_the_cell_fresh_once(manager, tmp_path):
     out: list[str] = []
     request = CellRequest(cell="y = 1 + 1\n", runs_root=tmp_path / "runs", cwd=str(tmp_path))
-    result = manager.profile(request, EmptyWarmAttach("ncu"), notebook=Notebook(),
+    result = manager.profile(request, EmptyWarmAttach("ncu"), notebook=manager.notebook,
                              callbacks=RunCallbacks(output=out.append))  # fmt: skip
     (note,) = [line for line in out if "profiled no kernel in the range" in line]
     assert "fresh ncu process" in note
@@ -140,5 +140,6 @@ def test_an_empty_attach_on_an_opened_range_runs_the_cell_fresh_once(manager, tm
     # a range that was never opened is the user's spelling: no re-run, the error itself
     plain = BareBackend("ncu")
     ok = manager.profile(CellRequest(cell="z = 2\n", runs_root=tmp_path / "runs",
-                                     cwd=str(tmp_path)), plain, notebook=Notebook())  # fmt: skip
+                                     cwd=str(tmp_path)), plain,
+                         notebook=manager.notebook)  # fmt: skip
     assert ok.meta["mode"] == "warm"

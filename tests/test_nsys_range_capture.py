@@ -20,7 +20,7 @@ from nsight_magic.profilers import nsys as nsys_argv
 from nsight_magic.session.backends import NcuBackend, NsysBackend
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
-from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+from nsight_magic.session.spec import CellRequest, RunCallbacks
 
 
 class WindowBackend(BareBackend):
@@ -66,7 +66,7 @@ def manager():
 def _profile(manager: SessionManager, tmp_path: Path, text: str, **kw: Any) -> Any:
     request = CellRequest(cell=textwrap.dedent(STEPS_CELL), runs_root=tmp_path / "runs",
                           cwd=str(tmp_path), **kw)  # fmt: skip
-    return manager.profile(request, WindowBackend(text), notebook=Notebook(),
+    return manager.profile(request, WindowBackend(text), notebook=manager.notebook,
                            callbacks=RunCallbacks())  # fmt: skip
 
 

@@ -19,7 +19,7 @@ from nsight_magic.profilers import ncu as ncu_argv
 from nsight_magic.session.backends import NcuBackend
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
-from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+from nsight_magic.session.spec import CellRequest, RunCallbacks
 
 
 @pytest.fixture(scope="module")
@@ -248,8 +248,8 @@ def manager():
 def _profile(manager: SessionManager, tmp_path: Path, cell: str, target: str, **kw):  # type: ignore[no-untyped-def]
     request = CellRequest(cell=textwrap.dedent(cell), runs_root=tmp_path / "runs",
                           cwd=str(tmp_path), **kw)  # fmt: skip
-    return manager.profile(request, BareBackend("ncu", nvtx_target=target), notebook=Notebook(),
-                           callbacks=RunCallbacks())  # fmt: skip
+    return manager.profile(request, BareBackend("ncu", nvtx_target=target),
+                           notebook=manager.notebook, callbacks=RunCallbacks())  # fmt: skip
 
 
 @pytest.mark.parametrize("fresh", [False, True])

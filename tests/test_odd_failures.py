@@ -16,7 +16,7 @@ from session_support import BareBackend
 from nsight_magic.errors import CellFailedError
 from nsight_magic.session import worker_pool
 from nsight_magic.session.manager import SessionManager
-from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+from nsight_magic.session.spec import CellRequest, RunCallbacks
 from nsight_magic.session.worker_process import WorkerStartError
 
 UNPRINTABLE = """
@@ -32,7 +32,7 @@ def _profile(manager: SessionManager, tmp_path: Path, cell: str, **kw) -> object
     backend = kw.pop("backend", None) or BareBackend()
     request = CellRequest(cell=textwrap.dedent(cell), runs_root=tmp_path / "runs",
                           cwd=str(tmp_path), timeout=120, **kw)  # fmt: skip
-    return manager.profile(request, backend, notebook=Notebook(), callbacks=RunCallbacks())
+    return manager.profile(request, backend, notebook=manager.notebook, callbacks=RunCallbacks())
 
 
 @pytest.mark.parametrize("fresh", [True, False], ids=["fresh", "warm"])

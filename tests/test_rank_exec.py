@@ -26,7 +26,7 @@ from nsight_magic.session.backends import NcuBackend
 from nsight_magic.session.cell_command import RANK_EXEC, one_rank_command
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
-from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+from nsight_magic.session.spec import CellRequest, RunCallbacks
 
 ENV = shutil.which("env") or "/usr/bin/env"
 MARK = "NSM_UNDER_PREFIX"
@@ -66,7 +66,7 @@ def _run(manager: SessionManager, tmp_path: Path, cell: str, rank: int) -> tuple
     out: list[str] = []
     request = CellRequest(cell=cell, nproc=2, rank=rank, timeout=120.0, cwd=str(tmp_path),
                           runs_root=tmp_path / "runs")  # fmt: skip
-    result = manager.profile(request, OneRankUnderPrefix("ncu"), notebook=Notebook(),
+    result = manager.profile(request, OneRankUnderPrefix("ncu"), notebook=manager.notebook,
                              callbacks=RunCallbacks(output=out.append))  # fmt: skip
     return result, out
 
@@ -182,7 +182,7 @@ def test_a_rank_drill_down_of_an_nsys_run_opens_the_range_ncu_filters_on(
     cell = "x = sum(range(10))\nprint('rank', x)\n"
     parent = manager.profile(
         CellRequest(cell=cell, nproc=2, timeout=120.0, runs_root=tmp_path / "runs"),
-        BareBackend(), notebook=Notebook(),
+        BareBackend(), notebook=manager.notebook,
     )  # fmt: skip
     assert parent.meta["rank_status"] == {"0": "ok", "1": "ok"}
     log.unlink()

@@ -64,6 +64,14 @@ ALLOWED = {
     # ... and, with %%nsys --memory, torch's allocator snapshot beside its script
     ("script/torch_memory.py", "open"),
     ("script/torch_memory.py", "pickle.dump"),
+    # ... and, after a warm cell, what it sends back to the notebook (results.pkl: the path
+    # RunDir.results names, sent in the request; session/results_back.py)
+    ("script/shared_objects.py", "open"),
+    ("script/shared_objects.py", "pickle.dump"),
+    # an in-memory buffer: the lines of the cells whose code goes by value, after the pack
+    ("session/shared_state.py", "pickle.dump"),
+    # the watchdog opens /dev/null for its standard streams: no file of a run folder
+    ("processes/child_watchdog.py", "os.open"),
 }
 
 

@@ -120,7 +120,9 @@ def test_warmup_runs_the_cell_inside_one_warmup_range(
     ns: dict[str, Any] = {"calls": []}
     runtime.prepare(ns)
     runtime.warmup(ns)
-    assert ns["calls"] == [1, 1]
+    # both warm-ups ran (their ranges below) and left the namespace as it was: the captured
+    # run starts from the notebook's state (issue 41)
+    assert ns["calls"] == []
     names = [(e[0], e[2]) for e in nvtx_log.events]
     assert names[0] == ("push", "warmup") and names[-1] == ("pop", "warmup")
     assert names.count(("push", "L1: calls.append(1)")) == 2

@@ -18,7 +18,7 @@ from nsight_magic.session import gpu_memory
 from nsight_magic.session.backends import NsysBackend
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
-from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+from nsight_magic.session.spec import CellRequest, RunCallbacks
 
 pytest.importorskip("torch")
 
@@ -51,7 +51,7 @@ def _run(manager: SessionManager, tmp_path: Path, cell: str, torch_nvtx: str = "
     out: list[str] = []
     request = CellRequest(cell=textwrap.dedent(cell), runs_root=tmp_path / "runs",
                           cwd=str(tmp_path), **kw)  # fmt: skip
-    result = manager.profile(request, BareBackend(torch_nvtx=torch_nvtx), notebook=Notebook(),
+    result = manager.profile(request, BareBackend(torch_nvtx=torch_nvtx), notebook=manager.notebook,
                              callbacks=RunCallbacks(output=out.append))  # fmt: skip
     return result, out
 

@@ -451,7 +451,9 @@ def test_a_worker_only_setup_that_raised_in_the_ncu_worker_is_named_by_the_drill
     setup = prepare_cell(ONE_COPY.format(room=str(room)))
     assert manager.run_setup("model", setup, lambda: True, in_notebook=False)
     first, out = _run(manager, tmp_path, "print('sum', sum(weights))", ns=ns)
-    assert "sum 3.0" in out and first.meta["replayed"] == ["model"]
+    # the setup was replayed in the nsys worker by this cell or by its prewarm just before
+    replayed_here = first.meta.get("replayed") == ["model"]
+    assert "sum 3.0" in out and (replayed_here or _status(manager, "nsys").prewarmed == ["model"])
     _join(manager)  # the ncu worker's prewarm replayed it, and it raised there
     assert _status(manager, "ncu").prewarmed == ["model"]
     request = CellRequest(cell="print('sum', sum(weights))", runs_root=tmp_path / "runs",

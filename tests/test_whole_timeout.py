@@ -52,7 +52,7 @@ def _profile(tmp_path: Path, backend, cell: str = "x = 1\n", warm_up: str | None
     try:
         if warm_up is not None:
             first = CellRequest(cell=warm_up, runs_root=tmp_path / "runs", cwd=str(tmp_path))
-            manager.profile(first, backend, notebook=Notebook())
+            manager.profile(first, backend, notebook=manager.notebook)
         return manager.profile(request, backend, notebook=notebook)
     finally:
         manager.stop()
@@ -198,7 +198,7 @@ def test_stopping_a_session_with_a_hung_nsys_shutdown_is_bounded(
     monkeypatch.setattr(deadline, "SHUTDOWN_S", 1.0)
     manager = SessionManager(setup=SetupRegistry())
     request = CellRequest(cell="x = 1\n", runs_root=tmp_path / "runs", cwd=str(tmp_path))
-    manager.profile(request, BareBackend("nsys"), notebook=Notebook())
+    manager.profile(request, BareBackend("nsys"), notebook=manager.notebook)
     t0 = time.monotonic()
     assert manager.stop() == ["nsys"]
     assert time.monotonic() - t0 < MARGIN_S

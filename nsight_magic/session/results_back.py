@@ -141,7 +141,7 @@ def _bind(user_ns: MutableMapping[str, Any], name: str, value: Any) -> None:
     that name is updated in place (other references to it see the change, as they would had
     the cell run there)."""
     old: Any = user_ns.get(name)
-    if old is value:
+    if name in user_ns and old is value:
         return
     if type(old) is type(value) and isinstance(value, list):
         old[:] = value
