@@ -113,13 +113,26 @@ def test_a_training_step_hidden_in_a_function_is_undone(stepped_before: bool) ->
     _assert_same(_state(twin), _state(ns), same_objects=False)
 
 
-def test_nothing_to_keep_leaves_the_run_s_effects() -> None:
+def test_the_run_the_notebook_asked_for_keeps_its_effects() -> None:
+    """``active=False`` (the captured run of the notebook's own cell): nothing is put back."""
+    ns: dict[str, Any] = {}
+    exec(TRAINING, ns)
+    _table(ns)
+    with preserved(ns, None, active=False):
+        ns["train_step"]()
+    assert int(ns["counter"]) == 1 and len(ns["opt"].state) == 4
+
+
+def test_a_reading_cell_keeps_state_and_buffers_but_copies_no_weights() -> None:
+    """``names`` None (the text only reads, ``y = model(x)``): the received objects' Python
+    state and CPU tensors still come back, and no CUDA weight is copied (the CPU here: the
+    counter is a CPU tensor, kept like every CPU tensor)."""
     ns: dict[str, Any] = {}
     exec(TRAINING, ns)
     _table(ns)
     with preserved(ns, None):
         ns["train_step"]()
-    assert int(ns["counter"]) == 1 and len(ns["opt"].state) == 4
+    assert int(ns["counter"]) == 0 and len(ns["opt"].state) == 0
 
 
 def test_a_rebound_optimizer_state_and_module_attributes_come_back() -> None:

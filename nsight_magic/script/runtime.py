@@ -69,9 +69,11 @@ NVTX_CAPTURE: str | None = None
 NVTX_INSTANCE: int | None = None  # the opening --nvtx takes (1 = the first); None: every one
 RANK_FORMAT = "rank {}"  # nvtx_names.rank_label
 TORCH_NVTX = ""  # "ops" / "shapes": PyTorch's emit_nvtx around the captured cell
-# the names the cell's text changes in place (session/replay.changed_names); not used to
-# choose what a repeated run keeps: a call hides its effects (``loss = train_step()``), so
-# warm-ups, re-runs and replays keep everything (EVERYTHING, shared_objects.preserved)
+# the names whose shared GPU memory the cell may change (session/replay.changed_names):
+# ["*"] when it calls the notebook's own code (``loss = train_step()`` hides its effects),
+# None when it only reads; warm-ups and re-runs keep that memory, and always the received
+# objects' Python-side state, CPU tensors and buffers (shared_objects.preserved); a replayed
+# profiled cell keeps everything (EVERYTHING)
 CHANGES: list[str] | None = None
 RERUN = False  # the captured run repeats one the notebook already has (a drill-down)
 VARS_NAME = RunDir.VARS  # the run folder's file names, beside the script
@@ -357,7 +359,8 @@ def warmup(ns: dict[str, Any]) -> None:
     notebook's own run would)."""
     if WARMUP:
         # and its plain values: the captured run starts from the notebook's state
-        with names_kept(ns, True), preserved(ns, EVERYTHING), annotate(WARMUP_RANGE, domain=DOMAIN):
+        kept = preserved(ns, CHANGES, replayed=GATE == "nvtx")
+        with names_kept(ns, True), kept, annotate(WARMUP_RANGE, domain=DOMAIN):
             for _ in range(WARMUP):
                 run_statements(ns)
 
@@ -389,7 +392,8 @@ def capture(ns: dict[str, Any]) -> dict[str, Any]:
     try:
         # a re-run (drill-down) copies what it may change aside before the gate opens and
         # writes it back after it closed: outside the capture
-        with names_kept(ns, RERUN), preserved(ns, EVERYTHING if RERUN else None), recorder, memory:
+        kept = preserved(ns, CHANGES, active=RERUN, replayed=GATE == "nvtx")
+        with names_kept(ns, RERUN), kept, recorder, memory:
             if window is None:
                 gate.start()
             try:

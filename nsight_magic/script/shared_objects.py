@@ -131,14 +131,20 @@ _PINNED_POOL: list[Any] = []  # kept across runs: pinning 40 GB costs more than 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
 
 
-def snapshot_place(need: int, free: int, total: int, host_available: int | None) -> str:
+def snapshot_place(
+    need: int, free: int, total: int, host_available: int | None, replayed: bool = False
+) -> str:
     """Where a snapshot of ``need`` bytes of one device's memory goes: "device" when that
-    device has room for it and a margin (1 GiB or 5 % of it, the larger), else "pinned"
+    device has room for it and a margin (1 GiB or 5 % of it, the larger) and, under ncu's
+    kernel replay (``replayed``), room left for ncu's own backup of every allocation, the
+    snapshot's included (else ncu backs device memory up in system memory: a drill-down
+    beside 56 GB took 66 s instead of 3), else "pinned"
     (page-locked host chunks, the pool's own bytes counted in ``host_available``) when that
     takes at most ``PINNED_SHARE`` of the host's available memory (None: unknown), else
     "host" (pageable memory: slower, but the system may swap it rather than fail)."""
     margin = max(SNAPSHOT_MARGIN_BYTES, int(total * SNAPSHOT_MARGIN_SHARE))
-    if free >= need + margin:
+    replay_room = (total - free) + need if replayed else 0
+    if free >= need + margin + replay_room:
         return "device"
     if host_available is None or need <= host_available * PINNED_SHARE:
         return "pinned"
@@ -271,7 +277,7 @@ def _pinned_chunks(torch: Any, need: int) -> list[Any]:
     return _PINNED_POOL
 
 
-def _save_cuda(torch: Any, storages: dict[int, Any]) -> Callable[[], None]:
+def _save_cuda(torch: Any, storages: dict[int, Any], replayed: bool) -> Callable[[], None]:
     """Copy the storages aside (on their device when it has room, else pinned host chunks,
     else pageable host memory), on one side stream per device; returns what copies them back.
     Both wait for the device to be idle before and after (the cell's kernels, then ours)."""
@@ -284,7 +290,7 @@ def _save_cuda(torch: Any, storages: dict[int, Any]) -> Callable[[], None]:
     for device, sources in by_device.items():
         need = sum(int(s.numel()) for s in sources)
         free, total = torch.cuda.mem_get_info(device)
-        place = snapshot_place(need, free, total, _host_available())
+        place = snapshot_place(need, free, total, _host_available(), replayed)
         places.add(place)
         stream = torch.cuda.Stream(device)
         with torch.cuda.device(device), torch.cuda.stream(stream):
@@ -325,23 +331,38 @@ def _save_cuda(torch: Any, storages: dict[int, Any]) -> Callable[[], None]:
 
 
 @contextlib.contextmanager
-def preserved(ns: dict[str, Any], names: list[str] | None) -> Iterator[None]:
+def preserved(
+    ns: dict[str, Any], names: list[str] | None, active: bool = True, replayed: bool = False
+) -> Iterator[None]:
     """Around a run whose effects the notebook already has: put back, after the block, every
     tensor's bytes of the objects this worker received (all the CUDA memory it maps from the
     notebook; its own copies of CPU tensors) and their Python-side state (optimizer state
     entries and hyper-parameters, modules' flags, gradients), whatever the block's text hides
-    (``loss = train_step()``). ``names``: None or empty keeps nothing, anything else keeps
-    all (the cell's text cannot say what a call changes)."""
+    (``loss = train_step()``). ``names``: the names whose CUDA memory the block may change
+    (``session/replay.changed_names``: ``["*"]``, all of it, when the text calls the
+    notebook's own code; None: none, a block that only reads, say ``y = model(x)``); the
+    Python-side state, CPU tensors and modules' buffers (a forward in training mode updates
+    batch-norm statistics) are kept whatever ``names`` says. ``active`` False keeps nothing
+    (the run the notebook asked for). ``replayed``: the block runs under ncu, whose kernel
+    replay needs device memory of its own (``snapshot_place``)."""
     torch = sys.modules.get("torch")
     table = ns.get(TABLE)
-    if not names or not table or torch is None:
+    if not active or not table or torch is None:
         yield
         return
     tensors = _tracked_tensors(torch, table)
     restore_python = _saved_python_state(torch, table, tensors)
     cpu = {ptr: (s, s.clone()) for ptr, s in _storages(tensors, cuda=False).items()}
-    cuda = {**shared_storages(ns), **_storages(tensors, cuda=True)}
-    restore_cuda = _save_cuda(torch, cuda) if cuda else None
+    buffers = [b for obj in table.values() if isinstance(obj, torch.nn.Module)
+               for b in obj.buffers()]  # fmt: skip
+    if names and "*" in names:
+        cuda = {**shared_storages(ns), **_storages(tensors, cuda=True)}
+    else:
+        reachable: dict[int, Any] = {}
+        _cuda_storages([ns[n] for n in names or () if n in ns], reachable, WALK_DEPTH, set())
+        grads = [t.grad for t in tensors if t.is_leaf and t.grad is not None]
+        cuda = {**reachable, **_storages([*buffers, *grads], cuda=True)}
+    restore_cuda = _save_cuda(torch, cuda, replayed) if cuda else None
     try:
         yield
     finally:

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import sys
+import types
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -144,7 +146,9 @@ def changed_names(
     text changes (``opt.step()``), the arguments it passes to a function of the notebook's
     (``train_step(model, opt)`` steps the optimizer inside); ``["*"]`` when its effects cannot
     be read from its text; None when it changes nothing. Calling a module (``model(x)``) is
-    its forward: the weights stay."""
+    its forward: the weights stay. A call of the notebook's own code (a function or lambda a
+    cell defined: ``loss = train_step()``) is ``["*"]``: what its body changes is not in the
+    cell's text (issue 41: a warm-up and a drill-down trained the model again)."""
     if cell.effects.opaque:
         return ["*"]
     changed = set(cell.effects.changed(modules)) - _tensors_only_read(cell, user_ns)
@@ -152,11 +156,21 @@ def changed_names(
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
             continue
         target = user_ns.get(node.func.id, getattr(builtins, node.func.id, None))
+        if _notebook_code(target):
+            return ["*"]
         if target is None or _keeps_arguments(target):
             continue
         args = [*node.args, *(k.value for k in node.keywords)]
         changed |= {a.id for a in args if isinstance(a, ast.Name)}
     return sorted(changed) or None
+
+
+def _notebook_code(target: Any) -> bool:
+    """A function the notebook defined (its module is the notebook's ``__main__``, or a cell
+    sent by value), or a partial of one: its body's effects are not in the calling text."""
+    while isinstance(target, functools.partial):
+        target = target.func
+    return isinstance(target, types.FunctionType) and target.__module__ in ("__main__", None)
 
 
 def _keeps_arguments(target: Any) -> bool:
