@@ -16,12 +16,11 @@ from typing import Any
 from ..errors import NothingCapturedError, WorkerDiedError
 from ..run_folders import runs
 from ..run_folders.run_dir import RunDir
-from ..script import PreparedCell, prepare_cell
+from ..script import PreparedCell
 from .backends import Backend
 from .fresh import FreshExecutor
 from .pipeline import profile_cell
 from .spec import CellRequest, Notebook, RunCallbacks
-from .variables import plan_by_value, serialize_explicit
 from .warm import WarmExecutor
 from .warm_session import WarmSession
 
@@ -44,11 +43,7 @@ def crash_note(died: WorkerDiedError, executor: WarmExecutor, script: Path | Non
     if replayed:  # meta.replayed is written once the replay returned
         done = crashed is not None and RunDir(crashed).read_meta().replayed is not None
         when = f" {'after' if done else 'while'} replaying {replayed} cell(s)"
-    how = (
-        "it replayed the cells the worker had run first, so their state is there"
-        if script is not None
-        else "only the setup cells ran first: state from profiled cells is not in it"
-    )
+    how = "it ran the setup cells and got the notebook's names the cell reads, by value"
     return (
         f"the ncu worker crashed ({crash_cause(executor.session, died)}){when}; this cell ran "
         f"in a fresh ncu process instead ({how})"
@@ -63,7 +58,7 @@ def empty_attach_note(script: Path | None) -> str:
     return (
         "ncu's attach to the warm worker profiled no kernel in the range the cell opened; "
         "this cell ran in a fresh ncu process instead"
-        + (" (it replayed the cells the worker had run first)" if script is not None else "")
+        + " (it ran the setup cells and got the notebook's names the cell reads, by value)"
     )
 
 
@@ -79,20 +74,17 @@ def fresh_instead(
     callbacks: RunCallbacks | None = None,
     run_dir: Path | None = None,
     meta: dict[str, Any] | None = None,
-    replayed: Sequence[PreparedCell] = (),
 ) -> Any:
-    """Run ``request`` once in a fresh ncu process after its warm run failed (``why``): from
-    the script the warm run wrote (the history that worker had run, ``replayed``, then the cell:
-    the same state, built from scratch, with the notebook's names those cells read beside it),
-    or with the setup cells only when there is none, saying so in
-    one line (``note(script)``, then where the log is). A drill-down's fresh run is a sibling
-    of its warm folder; the fresh run's meta.json says what it replaces."""
+    """Run ``request`` once in a fresh ncu process after its warm run failed (``why``): the
+    setup cells, then the cell, with the notebook's names it reads by value (the profiled
+    cells' results among them), saying so in one line (``note(None)``, then where the log
+    is). A drill-down's fresh run is a sibling of its warm folder; the fresh run's meta.json
+    says what it replaces."""
     warm = Path(why.run_dir) if why.run_dir is not None else None
-    script = RunDir(warm).script if warm is not None else None
-    if script is not None and not script.exists():
-        script = None
-    if script is not None and warm is not None and notebook is not None:
-        _ship_for_replay(RunDir(warm), request, replayed, notebook)
+    # not the warm run's script: it replays the profiled cells that worker ran, and their
+    # results are the notebook's now (results_back.py); a replayed cell whose names came from
+    # an interrupted cell raised NameError there (the H200 acceptance, 2026-11-27)
+    script = None
     line = note(script) + (f"; see {RunDir(warm).log}" if warm is not None else "")
     if warm is not None:  # the log the line points at holds what happened
         RunDir(warm).append_log(f"[nsight_magic] {why}\n[nsight_magic] {line}")
@@ -103,28 +95,10 @@ def fresh_instead(
     return profile_cell(
         replace(request, fresh=True),
         backend,
-        FreshExecutor(setup() if script is None else (), script),
+        FreshExecutor(setup()),
         make_result,
         notebook=notebook,
         callbacks=callbacks,
         run_dir=fresh_dir,
         meta={**(meta or {}), "fallback": fallback},
     )
-
-
-def _ship_for_replay(
-    folder: RunDir, request: CellRequest, replayed: Sequence[PreparedCell], notebook: Notebook
-) -> None:
-    """The warm worker got the notebook's names by reference (shared.pkl) and the fresh run
-    cannot: the names its script's history and cell read and no cell of it binds go by value
-    in vars.pkl beside the script, as a fresh run's would (an auto-shipped ``prompt2`` read by
-    a replayed cell raised NameError in the H100 acceptance). Too big ones stay out (the cell
-    then says which name is missing)."""
-    cell = prepare_cell(request.cell, cell_name=request.name)
-    reads = frozenset().union(cell.names_read, *(c.names_read for c in replayed))
-    bound = frozenset().union(*(c.names_bound for c in replayed))
-    explicit = serialize_explicit(request.vars, notebook.user_ns)
-    plan = plan_by_value(notebook, reads, worker_names=bound, explicit=explicit)
-    blob = plan.blob()
-    if blob is not None:
-        folder.write_vars(blob)

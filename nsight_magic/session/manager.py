@@ -210,8 +210,8 @@ class SessionManager(DrillDowns):
                     raise
                 return fresh_instead(empty, empty_attach_note, request, backend, make_result,
                                      setup=self.setup.prepared, notebook=notebook,
-                                     callbacks=callbacks, run_dir=run_dir, meta=meta,
-                                     replayed=executor.script_cells)  # fmt: skip
+                                     callbacks=callbacks, run_dir=run_dir,
+                                     meta=meta)  # fmt: skip
             if backend.tool == "nsys" and hasattr(run, "nvtx"):  # its ranges answer %%ncu --nvtx
                 self._nsys_runs[request.cell] = weakref.ref(run)
             if isinstance(executor, WarmExecutor) and executor.session is not None:
@@ -238,7 +238,7 @@ class SessionManager(DrillDowns):
             dead.worker.kill()
         return fresh_instead(died, lambda script: crash_note(died, executor, script), request,
                              backend, make_result, setup=self.setup.prepared,
-                             replayed=executor.script_cells, **kwargs)  # fmt: skip
+                             **kwargs)  # fmt: skip
 
     def _remember(self, session: WarmSession, ctx: RunContext, before: int | None, run: Any) -> int:
         """A warm cell that completed joins the history (a re-run of an earlier one does not:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import NsightMagicError, WorkerDiedError
 from ..run_folders.run_dir import cell_status
-from ..script import PreparedCell, build_script
+from ..script import build_script
 from . import catch_up, results_back, shared_state
 from .history import History
 from .pipeline import Outcome, RunContext
@@ -135,7 +135,6 @@ class WarmExecutor:
             ReplayPlan(), shared_state.SharePlan()
         )
         self.session: WarmSession | None = None
-        self.script_cells: list[PreparedCell] = []  # the history its script replays when fresh
 
     @property
     def plan(self) -> ReplayPlan:
@@ -187,7 +186,6 @@ class WarmExecutor:
             setups = catch_up.setup_entries(entries, before=self.before, setup=request.setup)
             ran |= {e.id for e in setups}
             replayed = [e for e in entries if e.id in ran]
-            self.script_cells = [e.cell for e in replayed]
             modules = module_names(entries)
             changes = changed_names(ctx.cell, modules, ctx.notebook.user_ns)
             script = build_script(ctx.cell, history=[e.payload() for e in replayed],
