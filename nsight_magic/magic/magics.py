@@ -189,8 +189,9 @@ class NsightMagic(Magics):
                        "for it); both before the cell ends when run headless (nbclient, "
                        "papermill), which keeps no later update. 'background' / 'inline': "
                        "always one or the other.").tag(config=True)  # fmt: skip
-    replay = Enum(["needed", "all"], "needed", help="What a new worker replays of the profiled "
-                  "cells it has not run: those the cell needs (setup cells always) or all."
+    replay = Enum(["needed", "all"], "needed", help="Kept so that notebooks which set it still "
+                  "run; it changes nothing: no profiled cell is replayed, their results come "
+                  "back to the notebook and a new worker receives them."
                   ).tag(config=True)  # fmt: skip
 
     # --- parsing ------------------------------------------------------------------------------

@@ -411,7 +411,7 @@ class WorkerProcess:
         return WorkerDiedError(
             f"The channel to the profiling worker was damaged ({exc}): the cell wrote to a "
             "file descriptor or channel it does not own. The worker was stopped; the next cell "
-            "starts a new one (its variables are rebuilt by replaying the history)."
+            "starts a new one (it receives the notebook's variables)."
         )
 
     def _interrupt(self, grace_s: float) -> float:
