@@ -288,3 +288,17 @@ def test_underscore_names_are_the_users_and_ipythons_own_stay_home(
         )
     )
     assert not any(is_ipython_own(n) for n in ("_p", "_e", "_helper", "_cfg", "_i2x", "__x"))
+
+
+def test_a_replayed_setup_cell_reads_the_values_it_read_in_the_notebook(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    """Issue 43 item 5: ``k = 3``; a setup cell with a lock (so a worker replays it) and
+    ``val = k * 2``; ``k = 100``; then a profiled cell: the worker's ``val`` is the notebook's
+    6, not 200, and ``k`` is today's 100."""
+    ns: dict = {"k": 3}  # type: ignore[type-arg]
+    _setup(manager, ns, "import threading\nlk = threading.Lock()\nval = k * 2\n", name="locked")
+    ns["k"] = 100
+    result, out = _cell(manager, tmp_path, ns, "print('val', val, 'k', k)")
+    assert result.meta["replayed"] == ["locked"]
+    assert "val 6 k 100" in out

@@ -37,7 +37,7 @@ import pickle
 import sys
 import time
 import traceback
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from inspect import CO_COROUTINE
 from types import CodeType, ModuleType
 from typing import Any
@@ -274,7 +274,7 @@ def run_history(
             # a replayed profiled cell's changes to shared memory are the notebook's already,
             # including those its text hides in a call; a setup cell keeps what it names
             keep = EVERYTHING if entry.get("kind") == "cell" else entry.get("preserve")
-            with preserved(ns, keep):
+            with preserved(ns, keep), values_read(ns, entry.get("read_values")):
                 for code in codes:
                     run_code(code, ns)
         except (Exception, SystemExit) as exc:  # the notebook shows a SystemExit and goes on
@@ -285,6 +285,30 @@ def run_history(
                            "exc_type": type(exc).__name__,
                            "exc_message": message_of(exc)})  # fmt: skip
     return errors
+
+
+@contextlib.contextmanager
+def values_read(ns: dict[str, Any], blob: str | None) -> Iterator[None]:
+    """A setup cell replayed here reads the values it read when it ran in the notebook (``k``
+    was 3 then, 100 now: ``val = k * 2`` must be 6); the names it did not rebind get their
+    current values back after it."""
+    if not blob:
+        yield
+        return
+    import base64
+
+    then: dict[str, Any] = pickle.loads(base64.b64decode(blob))
+    now = {name: ns[name] for name in then if name in ns}
+    ns.update(then)
+    try:
+        yield
+    finally:
+        for name, value in then.items():
+            if ns.get(name) is value:  # not rebound by the cell: today's value
+                if name in now:
+                    ns[name] = now[name]
+                else:
+                    ns.pop(name, None)
 
 
 def join_ranks() -> None:

@@ -9,6 +9,7 @@ those, replacing a named setup cell when it is re-run.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import threading
 from collections.abc import Collection, Iterator
@@ -33,6 +34,9 @@ class HistoryEntry:
     cell: PreparedCell
     vars_file: Path | None = None
     run_dir: Path | None = None
+    # a setup cell: the notebook values it read when it ran there (pickled), which its replay
+    # in a worker reads instead of later ones (``runtime.values_read``)
+    read_values: bytes | None = None
 
     @property
     def filename(self) -> str:
@@ -48,6 +52,8 @@ class HistoryEntry:
         entry = history_entry(self.kind, self.name, self.cell, str(self.vars_file or "") or None)
         # a unique file name: tracebacks of a replayed cell show that cell's lines
         entry["filename"] = self.filename
+        if self.read_values:  # text: the entries travel as JSON to a worker
+            entry["read_values"] = base64.b64encode(self.read_values).decode("ascii")
         return entry
 
 
@@ -76,9 +82,11 @@ class History:
         *,
         vars_file: Path | None = None,
         run_dir: Path | None = None,
+        read_values: bytes | None = None,
     ) -> HistoryEntry:
         with self._lock:
-            entry = HistoryEntry(next(self._ids), kind, name, cell, vars_file, run_dir)
+            entry = HistoryEntry(next(self._ids), kind, name, cell, vars_file, run_dir,
+                                 read_values)  # fmt: skip
             self._entries.append(entry)
         return entry
 

@@ -69,7 +69,8 @@ class SessionManager(DrillDowns):
         """A setup cell about to run in the notebook: with ``prewarm`` the nsys and ncu workers
         start (or are found) and receive what it defined once it ran (``prewarm.py``).
         ``end_setup`` says how the notebook's run ended."""
-        entry = self.history.add("setup", name or "setup", cell)
+        read = shared_state.values_read(cell.names_read, self.notebook.user_ns)
+        entry = self.history.add("setup", name or "setup", cell, read_values=read)
         self._setup_done[entry.id] = threading.Event()
         if self.prewarm:
             self.background += prewarm_for_setup(self, entry.id)

@@ -434,6 +434,39 @@ def pack(plan: SharePlan, sent: SentObjects, files: CodeFiles | None = None) -> 
     return Packed(buf.getvalue(), list(new))
 
 
+# a value a setup cell read goes with it for a replay only up to this size (a number, a
+# string, a small config): larger ones and the torch objects are read as they are then
+READ_VALUE_MAX_BYTES = 1 << 20
+
+
+def values_read(names: Collection[str], user_ns: Mapping[str, Any]) -> bytes | None:
+    """The values of ``names`` (what a setup cell reads) in the notebook now, pickled, for a
+    replay of the cell in a worker (issue 43: ``k = 3``, a setup cell ``val = k * 2``,
+    ``k = 100``: a worker that replays it must compute 6). Modules, classes, functions and
+    torch objects are left out (the worker receives those; their identity matters), and any
+    value that does not pickle or is over ``READ_VALUE_MAX_BYTES``."""
+    import cloudpickle
+
+    from .variables import estimated_bytes
+
+    out: dict[str, Any] = {}
+    for name in sorted(names):
+        value = user_ns.get(name)
+        if name not in user_ns or _tracked(value) or callable(value):
+            continue
+        if isinstance(value, types.ModuleType):
+            continue
+        size = estimated_bytes(value)
+        if size is not None and size > READ_VALUE_MAX_BYTES:  # never pickled to find out
+            continue
+        try:
+            if len(cloudpickle.dumps(value)) <= READ_VALUE_MAX_BYTES:
+                out[name] = value
+        except Exception:  # a lock, a generator: the replay reads today's value
+            continue
+    return cloudpickle.dumps(out) if out else None
+
+
 def cuda_allocated_bytes() -> int | None:
     """What the notebook's caching allocator holds now (None before CUDA is up: asking
     would start it)."""
