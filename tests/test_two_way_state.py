@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from session_support import BareBackend
 
+from nsight_magic.errors import CellFailedError
 from nsight_magic.script import prepare_cell
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
@@ -121,3 +122,28 @@ def test_a_training_cell_changes_the_notebooks_model_once_and_never_again(
     again, out = _cell(manager, tmp_path, ns, "print('count', int(counter), len(hits))")
     assert "count 3 3" in out and not again.meta.get("replayed")
     assert int(ns["counter"]) == 3 and _same_weights(ns, ref)
+
+
+def test_what_cannot_come_back_is_named_then_and_where_it_is_needed(manager, tmp_path) -> None:
+    """A generator does not pickle: it stays in the nsys worker, the cell says so in one line,
+    a later nsys cell still sees it, and a cell in the ncu worker that reads it fails with a
+    NameError that says where it is and the fix."""
+    ns: dict = {}  # type: ignore[type-arg]
+    manager.notebook = Notebook(user_ns=ns)
+    result, out = _cell(manager, tmp_path, ns, "it = (i for i in range(3))\nn = 1")
+    assert ns["n"] == 1 and "it" not in ns
+    assert set(result.meta["brought_back"]["cannot"]) == {"it"}
+    (line,) = [x for x in out if "not brought back to the notebook" in x]
+    assert "it: " in line and "cannot be pickled" in line
+    _, out = _cell(manager, tmp_path, ns, "print('next', next(it))")
+    assert "next 0" in out
+    with pytest.raises(CellFailedError) as info:
+        out2: list[str] = []
+        req = CellRequest(cell="print(next(it))", runs_root=tmp_path / "runs", cwd=str(tmp_path))
+        manager.profile(req, BareBackend("ncu"), notebook=Notebook(user_ns=ns),
+                        callbacks=RunCallbacks(output=out2.append))  # fmt: skip
+    message = str(info.value).splitlines()[0]
+    assert "name 'it' is not defined in the ncu worker: a profiled cell bound it in the nsys" in (
+        message
+    )
+    assert "Fix: bind it in the notebook" in message

@@ -69,6 +69,9 @@ class History:
     # setup entry ids that ran in the notebook (not --worker-only): a name of theirs the
     # notebook no longer has was deleted there, not left to the workers to build
     in_notebook: set[int] = field(default_factory=set)
+    # names a profiled cell bound that could not come back to the notebook -> why, for the
+    # NameError of a cell in another worker (results_back.py)
+    held: dict[str, str] = field(default_factory=dict)
     # the file names IPython compiled a setup cell's notebook run under -> its entry id: the
     # functions and classes it defined reach a worker by value named by that cell
     # (shared_state.CodeFiles)

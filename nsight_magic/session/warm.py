@@ -97,13 +97,16 @@ def note_setup_failures(
 NAME_ERROR = re.compile(r"name '([^']+)' is not defined")
 
 
-def explain_name_error(session: WarmSession, status: dict[str, Any]) -> dict[str, Any]:
+def explain_name_error(
+    session: WarmSession, status: dict[str, Any], held: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """A cell's NameError for a name a setup cell binds that raised when this worker replayed
-    it: the message says so, with the fix (else the status as it is)."""
+    it, or one a profiled cell bound in another worker that could not come back (``held``):
+    the message says so, with the fix (else the status as it is)."""
     found = NAME_ERROR.search(str(status.get("exc_message") or ""))
     if status.get("exc_type") != "NameError" or found is None:
         return status
-    why = session.setup_failed.get(found.group(1))
+    why = session.setup_failed.get(found.group(1)) or (held or {}).get(found.group(1))
     if not why:
         return status
     return {**status, "exc_message": f"{status['exc_message']} in the {session.tool} worker: "
@@ -264,7 +267,7 @@ class WarmExecutor:
         s.cells += 1
         s.names = frozenset(reply.data.get("names", s.names))
         catch_up.own_names(s, ctx.cell.names_bound)
-        status = cell_status(explain_name_error(s, reply.data))
+        status = cell_status(explain_name_error(s, reply.data, self.history.held))
         ctx.folder.write_status(status)
         if self.before is None and not reply.stopped and s.worker.alive() and not s.broken:
             self._bring_back(ctx, s)
@@ -302,6 +305,14 @@ class WarmExecutor:
             ctx.folder.adopted.unlink(missing_ok=True)
         ctx.meta.brought_back = {"names": brought.names, "cannot": brought.cannot,
                                  "adopted": len(brought.adopted)}  # fmt: skip
+        for name in brought.names:
+            self.history.held.pop(name, None)
+        for name, why in brought.cannot.items():  # what a cell in another worker is told
+            self.history.held[name] = (
+                f"a profiled cell bound it in the {s.tool} worker, where it stays: it could not "
+                f"come back to the notebook ({why}). Fix: bind it in the notebook, or in a "
+                "%%nsight_setup cell (what cannot be sent is rebuilt there)"
+            )
         if note := brought.note(s.tool):
             ctx.lines.note(note)
 
