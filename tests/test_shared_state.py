@@ -302,3 +302,16 @@ def test_a_replayed_setup_cell_reads_the_values_it_read_in_the_notebook(
     result, out = _cell(manager, tmp_path, ns, "print('val', val, 'k', k)")
     assert result.meta["replayed"] == ["locked"]
     assert "val 6 k 100" in out
+
+
+def test_only_plain_small_values_go_with_a_setup_cell() -> None:
+    """What a setup cell read goes with it for a replay only when plain and small: a number,
+    a string, their containers; never a model, a lock or a list of 20,000 items (nothing is
+    pickled just to learn its size)."""
+    import pickle
+
+    ns = {"k": 3, "cfg": {"lr": 0.1, "layers": [1, 2]}, "lock": threading.Lock(),
+          "model": torch.nn.Linear(2, 2), "many": list(range(20_000)), "obj": object()}  # fmt: skip
+    blob = shared_state.values_read(set(ns) | {"missing"}, ns)
+    assert blob is not None and pickle.loads(blob) == {"k": 3, "cfg": {"lr": 0.1, "layers": [1, 2]}}
+    assert shared_state.values_read({"model", "lock"}, ns) is None

@@ -439,32 +439,43 @@ def pack(plan: SharePlan, sent: SentObjects, files: CodeFiles | None = None) -> 
 READ_VALUE_MAX_BYTES = 1 << 20
 
 
+_PLAIN_SCALARS = (int, float, complex, bool, str, bytes, type(None))
+PLAIN_ITEMS_MAX = 10_000  # items looked at in one value before it counts as not plain
+
+
+def _plain(value: Any, budget: list[int]) -> bool:
+    """A value of Python's own scalars and containers, of at most ``PLAIN_ITEMS_MAX`` items:
+    cheap to copy, and nothing whose identity matters."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        return False
+    if type(value) in _PLAIN_SCALARS:
+        return True
+    if type(value) in (list, tuple, set, frozenset):
+        return all(_plain(v, budget) for v in value)
+    if type(value) is dict:
+        return all(_plain(k, budget) and _plain(v, budget) for k, v in value.items())
+    return False
+
+
 def values_read(names: Collection[str], user_ns: Mapping[str, Any]) -> bytes | None:
     """The values of ``names`` (what a setup cell reads) in the notebook now, pickled, for a
     replay of the cell in a worker (issue 43: ``k = 3``, a setup cell ``val = k * 2``,
-    ``k = 100``: a worker that replays it must compute 6). Modules, classes, functions and
-    torch objects are left out (the worker receives those; their identity matters), and any
-    value that does not pickle or is over ``READ_VALUE_MAX_BYTES``."""
-    import cloudpickle
-
-    from .variables import estimated_bytes
-
+    ``k = 100``: a worker that replays it must compute 6). Only plain values (numbers,
+    strings, their lists, tuples and dicts: ``_plain``) up to ``READ_VALUE_MAX_BYTES``; the
+    rest (a model, a tokenizer, a data set) is read as the worker has it then, and nothing is
+    pickled just to learn its size."""
     out: dict[str, Any] = {}
     for name in sorted(names):
-        value = user_ns.get(name)
-        if name not in user_ns or _tracked(value) or callable(value):
-            continue
-        if isinstance(value, types.ModuleType):
-            continue
-        size = estimated_bytes(value)
-        if size is not None and size > READ_VALUE_MAX_BYTES:  # never pickled to find out
-            continue
-        try:
-            if len(cloudpickle.dumps(value)) <= READ_VALUE_MAX_BYTES:
-                out[name] = value
-        except Exception:  # a lock, a generator: the replay reads today's value
-            continue
-    return cloudpickle.dumps(out) if out else None
+        if name in user_ns and _plain(user_ns[name], [PLAIN_ITEMS_MAX]):
+            out[name] = user_ns[name]
+    if not out:
+        return None
+    blob = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+    if len(blob) <= READ_VALUE_MAX_BYTES:
+        return blob
+    small = {n: v for n, v in out.items() if len(pickle.dumps(v)) <= READ_VALUE_MAX_BYTES // 8}
+    return pickle.dumps(small, protocol=pickle.HIGHEST_PROTOCOL) if small else None
 
 
 def cuda_allocated_bytes() -> int | None:
