@@ -147,3 +147,25 @@ def test_what_cannot_come_back_is_named_then_and_where_it_is_needed(manager, tmp
         message
     )
     assert "Fix: bind it in the notebook" in message
+
+
+def test_a_name_the_cell_only_reads_keeps_its_object(manager, tmp_path) -> None:
+    """Reading is not binding: a list the cell appends to is updated in place, an instance of
+    the notebook's own class takes its new attributes in place, and a value the cell only
+    reads (a number, a library's object) keeps its object in the notebook."""
+    import fractions
+
+    class Meter:
+        def __init__(self) -> None:
+            self.count = 0
+
+    Meter.__module__ = "__main__"  # as a class a notebook cell defines
+    seen: list = []  # type: ignore[type-arg]
+    meter = Meter()
+    frac = fractions.Fraction(1, 3)
+    ns: dict = {"seen": seen, "meter": meter, "frac": frac, "Meter": Meter}  # type: ignore[type-arg]
+    manager.notebook = Notebook(user_ns=ns)
+    _cell(manager, tmp_path, ns, "seen.append(float(frac))\nmeter.count += 1\nn = 2")
+    assert ns["seen"] is seen and seen == [1 / 3]
+    assert ns["meter"] is meter and meter.count == 1
+    assert ns["frac"] is frac and ns["n"] == 2

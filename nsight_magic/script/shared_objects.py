@@ -404,19 +404,32 @@ def _apply_sync(ns: dict[str, Any], table: dict[int, Any], sync: dict[str, Any])
             target = table.get(key)
             if target is None:
                 continue
-            value = torch.load(io.BytesIO(data))
-            if target.shape == value.shape and target.dtype == value.dtype:
-                target.copy_(value)
-            else:
-                target.set_(value)
+            set_contents(target, torch.load(io.BytesIO(data)))
             versions[key] = target._version
     for key, state, groups in sync.get("opt", ()):
         opt = table.get(key)
         if opt is not None:
-            opt.state.clear()
-            opt.state.update(state)
-            for group, values in zip(opt.param_groups, groups, strict=False):
-                group.update(values)
+            set_optimizer_state(opt, state, groups)
+
+
+def set_optimizer_state(opt: Any, state: Any, groups: list[dict[str, Any]]) -> None:
+    """``opt``'s state and its groups' hyper-parameters (not their parameters) replaced in
+    place: whoever holds the optimizer sees them (the worker's and the notebook's side)."""
+    opt.state.clear()
+    opt.state.update(state)
+    for group, values in zip(opt.param_groups, groups, strict=False):
+        group.update(values)
+
+
+def set_contents(target: Any, value: Any) -> None:
+    """A tensor given ``value``'s contents in place (its storage when the shape or dtype
+    changed), under no_grad; its identity stays."""
+    torch = sys.modules["torch"]
+    with torch.no_grad():
+        if target.shape == value.shape and target.dtype == value.dtype:
+            target.copy_(value)
+        else:
+            target.set_(value)
 
 
 def _record_versions(ns: dict[str, Any], new: Any) -> None:
@@ -626,12 +639,12 @@ def names_kept(ns: dict[str, Any], active: bool) -> Iterator[None]:
         for name, entry in saved.items():
             if isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], bytes):
                 value = _SnapshotUnpickler(io.BytesIO(entry[0]), entry[1]).load()
-                ns[name] = _restored_in_place(before[name], value)
+                ns[name] = in_place(before[name], value)
             else:
                 ns[name] = entry
 
 
-def _restored_in_place(old: Any, value: Any) -> Any:
+def in_place(old: Any, value: Any) -> Any:
     """``old`` given ``value``'s contents when it can take them in place (a function's globals
     and other objects hold it by identity), else ``value``."""
     if type(old) is not type(value):

@@ -25,11 +25,12 @@ import io
 import pickle
 import sys
 import types
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Collection, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..script import PreparedCell
+from ..script.shared_objects import in_place, set_contents, set_optimizer_state
 from ..vocabulary.notebook_names import is_ipython_own
 from . import shared_state
 
@@ -63,8 +64,22 @@ def names_to_bring_back(cell: PreparedCell, user_ns: Mapping[str, Any]) -> list[
     for name in cell.names_read:
         if name in user_ns:
             reached |= _globals_read(user_ns[name], user_ns, seen)
-    stateful = {n for n in reached if n in user_ns and not isinstance(user_ns[n], _NOT_STATE)}
-    return sorted(n for n in set(cell.names_bound) | stateful if not is_ipython_own(n))
+    # of what it read, only what can change in place (a number or a string cannot; the
+    # notebook's tensors, modules and optimizers come back through their own ways)
+    mutable = {n for n in reached if n in user_ns and _mutable(user_ns[n])}
+    return sorted(n for n in set(cell.names_bound) | mutable if not is_ipython_own(n))
+
+
+def _mutable(value: Any) -> bool:
+    """A value a cell may change in place whose change ``_bind`` can put in place: a list,
+    dict, set or bytearray, or an instance of a class the notebook defined (a ``Meter``, a
+    ``Trainer``). Torch objects come back by reference, their state by ``send_back``; a
+    library's object (a tokenizer, a model config) is left as the notebook has it: taking a
+    copy's attributes would split what the notebook shares with it."""
+    if isinstance(value, list | dict | set | bytearray):
+        return True
+    kind = type(value)
+    return kind.__module__ == "__main__" and hasattr(value, "__dict__")
 
 
 @dataclass
@@ -136,27 +151,17 @@ def _own_copies(mapped: Mapping[int, Any]) -> list[tuple[int, Any]]:
     return out
 
 
-def _bind(user_ns: MutableMapping[str, Any], name: str, value: Any) -> None:
-    """``name = value`` in the notebook; a list, dict or set the notebook already holds under
-    that name is updated in place (other references to it see the change, as they would had
-    the cell run there)."""
-    old: Any = user_ns.get(name)
-    if name in user_ns and old is value:
-        return
-    if type(old) is type(value) and isinstance(value, list):
-        old[:] = value
-    elif type(old) is type(value) and isinstance(value, dict | set):
-        old.clear()
-        old.update(value)
-    else:
+def _bind(user_ns: MutableMapping[str, Any], name: str, value: Any, bound: bool) -> None:
+    """What came back under ``name``: the notebook's object under that name takes its
+    contents in place when it can (a list, a dict, a set, a plain object: other references
+    to it see the change, as they would had the cell run there); else the cell's own binding
+    (``bound``) rebinds the name, and a name it only read keeps its object."""
+    if name in user_ns:
+        old = user_ns[name]
+        if old is value or (_mutable(old) and in_place(old, value) is old):
+            return
+    if bound:
         user_ns[name] = value
-
-
-def _apply_optimizer(opt: Any, state: Mapping[Any, Any], groups: list[dict[str, Any]]) -> None:
-    opt.state.clear()
-    opt.state.update(state)
-    for group, values in zip(opt.param_groups, groups, strict=False):
-        group.update(values)
 
 
 def bring_back(
@@ -164,8 +169,10 @@ def bring_back(
     user_ns: MutableMapping[str, Any],
     sent: shared_state.SentObjects,
     cannot: Mapping[str, str],
+    bound: Collection[str] = (),
 ) -> Brought:
-    """Apply what the worker sent back (``send_back``'s file) to the notebook."""
+    """Apply what the worker sent back (``send_back``'s file) to the notebook; ``bound``: the
+    names the cell binds (the others it only read: never rebound)."""
     outer = pickle.loads(blob)
     objects = sent.by_key()
     mapped: dict[int, Any] = {}
@@ -189,17 +196,13 @@ def bring_back(
     for key, contents in changed:
         target = objects.get(key)
         if target is not None and torch is not None:
-            with torch.no_grad():
-                if target.shape == contents.shape and target.dtype == contents.dtype:
-                    target.copy_(contents)
-                else:
-                    target.set_(contents)
+            set_contents(target, contents)
             out.touched.append(target)
     for opt, state, groups in optimizers:
-        _apply_optimizer(opt, state, groups)
+        set_optimizer_state(opt, state, groups)
         out.touched.append(opt)
     for name, value in values.items():
-        _bind(user_ns, name, value)
+        _bind(user_ns, name, value, name in bound)
         out.names.append(name)
     return out
 

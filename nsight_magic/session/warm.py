@@ -291,7 +291,8 @@ class WarmExecutor:
                                f"back failed ({why})")  # fmt: skip
                 return
             brought = results_back.bring_back(path.read_bytes(), user_ns, s.sent,
-                                              reply.data.get("cannot", {}))  # fmt: skip
+                                              reply.data.get("cannot", {}),
+                                              bound=ctx.cell.names_bound)  # fmt: skip
             packed = None
             if brought.adopted:
                 packed = results_back.adoption_blob(brought, s.sent)
