@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -78,33 +78,37 @@ class ExportSource:
     def has(self, table: str) -> bool:
         return table in self.tables
 
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """A read of the export: what SQLite or pyarrow raise reading it is one
+        ``CorruptReportError`` naming the file; a ``ReportError`` raised on purpose (a table
+        file that is a pipe) passes as it is."""
+        try:
+            yield
+        except ReportError:
+            raise
+        except _READ_ERRORS as exc:
+            raise corrupt(self.path, exc) from exc
+
     def columns_of(self, table: str) -> frozenset[str]:
         if table not in self._columns:
-            try:
+            with self._reading():
                 if self._conn is not None:
                     rows = self._conn.execute(f'PRAGMA table_info("{table}")').fetchall()
                     self._columns[table] = frozenset(r[1] for r in rows)
                 else:
                     schema = pq.read_schema(self._parquet(table))
                     self._columns[table] = frozenset(schema.names)
-            except ReportError:  # raised on purpose, e.g. a table file that is a pipe
-                raise
-            except _READ_ERRORS as exc:
-                raise corrupt(self.path, exc) from exc
         return self._columns[table]
 
     def num_rows(self, table: str) -> int:
         """Rows in ``table`` (0 when absent), without reading them."""
         if not self.has(table):
             return 0
-        try:
+        with self._reading():
             if self._conn is not None:
                 return int(self._conn.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()[0])
             return int(pq.ParquetFile(self._parquet(table)).metadata.num_rows)
-        except ReportError:
-            raise
-        except _READ_ERRORS as exc:
-            raise corrupt(self.path, exc) from exc
 
     def non_text_rows(self, table: str, column: str) -> int:
         """Rows whose ``column`` holds something other than text (a number, a blob): 0 for
@@ -112,10 +116,8 @@ class ExportSource:
         if self._conn is None or not self.has(table) or column not in self.columns_of(table):
             return 0
         sql = f"SELECT COUNT(*) FROM \"{table}\" WHERE typeof(\"{column}\") NOT IN ('text', 'null')"
-        try:
+        with self._reading():
             return int(self._conn.execute(sql).fetchone()[0])
-        except _READ_ERRORS as exc:
-            raise corrupt(self.path, exc) from exc
 
     def distinct_ints(self, table: str, column: str) -> np.ndarray:
         """The distinct values of an int column (NULL as -1), sorted; the database does the
@@ -126,11 +128,9 @@ class ExportSource:
         if self._conn is None or column not in self.columns_of(table):
             return np.unique(self.read_columns(table, spec).ints[column])
         sql = f'SELECT DISTINCT coalesce("{column}", -1) FROM "{table}"'
-        try:
+        with self._reading():
             rows = self._conn.execute(sql).fetchall()
             return np.unique(np.asarray([r[0] for r in rows], dtype=np.int64))
-        except _READ_ERRORS as exc:
-            raise corrupt(self.path, exc) from exc
 
     def rows_outside(
         self, table: str, columns: tuple[str, ...], lo: int, hi: int, show: int = 3
@@ -143,14 +143,10 @@ class ExportSource:
         present = [c for c in columns if c in self.columns_of(table)] if self.has(table) else []
         if not present:
             return 0, []
-        try:
+        with self._reading():
             if self._conn is not None:
                 return self._sqlite_outside(table, present, lo, hi, show)
             return self._parquet_outside(table, present, lo, hi, show)
-        except ReportError:
-            raise
-        except _READ_ERRORS as exc:
-            raise corrupt(self.path, exc) from exc
 
     def _sqlite_outside(
         self, table: str, columns: list[str], lo: int, hi: int, show: int
@@ -208,14 +204,10 @@ class ExportSource:
         if not self.has(table):
             return Columns.empty(spec)
         present = self.columns_of(table)
-        try:
+        with self._reading():
             if self.kind == "sqlite":
                 return self._read_sqlite(table, spec, present, where, keep)
             return self._read_parquet(table, spec, present, where, keep)
-        except ReportError:
-            raise
-        except _READ_ERRORS as exc:
-            raise corrupt(self.path, exc) from exc
 
     def _read_sqlite(
         self,
