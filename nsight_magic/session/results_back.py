@@ -86,12 +86,15 @@ def _mutable(value: Any) -> bool:
 class Brought:
     """What came back: ``names`` bound in the notebook, ``cannot`` (name -> why it stayed in
     the worker), ``adopted`` [(token, notebook tensor)]: the worker's CUDA tensors now copied
-    into the notebook's memory, ``touched``: notebook objects the worker's state updated."""
+    into the notebook's memory, ``touched``: notebook objects the worker's state updated,
+    ``resend``: names the cell read whose worker value the notebook could not take (sent
+    again to the worker when a cell reads them)."""
 
     names: list[str] = field(default_factory=list)
     cannot: dict[str, str] = field(default_factory=dict)
     adopted: list[tuple[int, Any]] = field(default_factory=list)
     touched: list[Any] = field(default_factory=list)
+    resend: list[str] = field(default_factory=list)
 
     def note(self, tool: str) -> str:
         """One line for the cell's output when something stayed in the worker ("" if not)."""
@@ -151,17 +154,19 @@ def _own_copies(mapped: Mapping[int, Any]) -> list[tuple[int, Any]]:
     return out
 
 
-def _bind(user_ns: MutableMapping[str, Any], name: str, value: Any, bound: bool) -> None:
+def _bind(user_ns: MutableMapping[str, Any], name: str, value: Any, bound: bool) -> bool:
     """What came back under ``name``: the notebook's object under that name takes its
     contents in place when it can (a list, a dict, a set, a plain object: other references
     to it see the change, as they would had the cell run there); else the cell's own binding
-    (``bound``) rebinds the name, and a name it only read keeps its object."""
+    (``bound``) rebinds the name, and a name it only read keeps its object. Whether the
+    notebook now holds what the worker has."""
     if name in user_ns:
         old = user_ns[name]
         if old is value or (_mutable(old) and in_place(old, value) is old):
-            return
+            return True
     if bound:
         user_ns[name] = value
+    return bound
 
 
 def bring_back(
@@ -202,8 +207,10 @@ def bring_back(
         set_optimizer_state(opt, state, groups)
         out.touched.append(opt)
     for name, value in values.items():
-        _bind(user_ns, name, value, name in bound)
-        out.names.append(name)
+        if _bind(user_ns, name, value, name in bound):
+            out.names.append(name)
+        else:  # read, and not the type the notebook holds: the notebook's value is sent again
+            out.resend.append(name)
     return out
 
 
@@ -229,6 +236,8 @@ def settle(
     sent.mark_current()
     for name in brought.names:
         shipped[name] = shared_state.object_fingerprint(user_ns[name])
+    for name in brought.resend:  # no fingerprint matches: the next cell that reads it sends it
+        shipped[name] = ()
 
 
 def _unique(objects: Iterable[Any]) -> list[Any]:
