@@ -97,11 +97,11 @@ def one_run(
 
     nsm_bench_lazy.Model  # noqa: B018  # (the notebook's own import of the model's module)
 
-    events: list[tuple[float, str, str]] = []  # (seconds since the setup cell's start, who, what)
-    t_zero = [time.perf_counter()]
+    events: list[tuple[float, str, str]] = []  # (perf_counter, who, what)
+    t_zero = [time.perf_counter()]  # the setup cell's start (events before it: negative)
 
     def mark(who: str, what: str) -> None:
-        events.append((time.perf_counter() - t_zero[0], who, what))
+        events.append((time.perf_counter(), who, what))
 
     class BenchBackend(BareBackend):
         def process_env(self, request: CellRequest) -> dict[str, str]:
@@ -125,14 +125,14 @@ def one_run(
         try:
             return locate_tool(name)
         finally:
-            events.append((t0 - t_zero[0], name, f"locate {time.perf_counter() - t0:.2f} s"))
+            events.append((t0, name, f"locate {time.perf_counter() - t0:.2f} s"))
 
     def timed_catalog(ncu: str) -> Any:
         t0 = time.perf_counter()
         try:
             return catalog(ncu)
         finally:
-            events.append((t0 - t_zero[0], "ncu", f"catalog {time.perf_counter() - t0:.2f} s"))
+            events.append((t0, "ncu", f"catalog {time.perf_counter() - t0:.2f} s"))
 
     backends.locate_tool, backends.ncu_catalog = timed_locate, timed_catalog  # type: ignore[assignment]
 
@@ -148,22 +148,36 @@ def one_run(
         try:
             return request(self, message, **kwargs)
         finally:
-            events.append((t0 - t_zero[0], who, f"{op} {time.perf_counter() - t0:.2f} s"))
+            events.append((t0, who, f"{op} {time.perf_counter() - t0:.2f} s"))
 
     WorkerProcess.start, WorkerProcess.request = timed_start, timed_request  # type: ignore[method-assign]
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "nsight_magic")
     ip.run_line_magic("config", f'NsightMagic.runs_dir = "{runs}"')
+    if not gpu:
+        MANAGER.prewarm_backends = {"nsys": BenchBackend, "ncu": lambda: BenchBackend("ncu")}
+    try:  # what %load_ext does in a Jupyter kernel (this shell is not one); not before 2026-11-27
+        from nsight_magic.magic import follow
+    except ImportError:
+        out_load = "no start at load"
+    else:
+        if not gpu:  # the stand-ins only (a CPU torch import would take the worker's first second)
+            follow._has_torch = lambda: False  # type: ignore[method-assign]
+        follow.start(ip)
+        out_load = "the nsys worker starts at %load_ext"
     if gpu:  # the real workers; the notebook's prelude imported torch and transformers
         sys.path.insert(0, str(ROOT / "tests" / "gpu"))
         from acceptance import SETUP as QWEN2
 
-        ip.run_cell("import torch, transformers")
+        ip.run_cell("import torch, transformers", store_history=True)
     else:
-        MANAGER.prewarm_backends = {"nsys": BenchBackend, "ncu": lambda: BenchBackend("ncu")}
-        ip.user_ns.update(nsm_bench_heavy=sys.modules["nsm_bench_heavy"])
+        # the notebook's own import takes as long as the worker's (the modules are imported
+        # here already: the sleep stands in for it)
+        ip.run_cell(f"import nsm_bench_heavy, nsm_bench_lazy, time\ntime.sleep({import_s})",
+                    store_history=True)  # fmt: skip
     time.sleep(1.0)  # %load_ext's helper processes settle (a Run All's prelude runs meanwhile)
-    out: dict[str, Any] = {"setup_arg_s": setup_s, "import_s": import_s, "lazy_s": lazy_s}
+    out: dict[str, Any] = {"setup_arg_s": setup_s, "import_s": import_s, "lazy_s": lazy_s,
+                           "load": out_load}  # fmt: skip
     try:
         t_zero[0] = time.perf_counter()
         mark("notebook", "setup cell starts")
@@ -196,7 +210,7 @@ def one_run(
         for thread in MANAGER.background:
             thread.join(30)
         MANAGER.stop()
-    out["events"] = sorted(events)
+    out["events"] = sorted((t - t_zero[0], who, what) for t, who, what in events)
     return out
 
 
@@ -205,7 +219,8 @@ def _print(row: dict[str, Any]) -> None:
     print(f"\n{row['package']} (round {row['round']}): setup cell {row.get('setup_s', 0):.2f} s, "
           f"first cell {row.get('first_s', float('nan')):.2f} s (worker_start_s "
           f"{first.get('worker_start_s', 0):.2f} s), later cell "
-          f"{row.get('later_s', float('nan')):.2f} s  {row.get('error', '')}")  # fmt: skip
+          f"{row.get('later_s', float('nan')):.2f} s; {row.get('load', '')}  "
+          f"{row.get('error', '')}")  # fmt: skip
     for t, who, what in row.get("events", []):
         print(f"  {t:6.2f} s  {who:>8}  {what}")
 

@@ -62,22 +62,27 @@ def __dir__() -> list[str]:
 
 def load_ipython_extension(ipython: Any) -> None:
     """Called by ``%load_ext nsight_magic``."""
+    from .magic import follow
     from .magic.magics import register
     from .results.base import in_kernel
     from .views import render_pool
 
     # Nothing global changes: the charts we return carry their own PNG (views.static.with_png);
     # the user's altair renderer and their own charts stay as they were.
-    register(ipython)
+    magics = register(ipython)
     if in_kernel():  # the static copies' chart renderers warm up now, not in the first result
         render_pool.start()
+        if magics.prewarm:  # the nsys worker starts, and imports what the notebook imports
+            follow.start(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """``%unload_ext nsight_magic``: stop the profiling workers."""
+    from .magic import follow
     from .session.manager import MANAGER
     from .views import render_pool
 
+    follow.stop(ipython)
     MANAGER.stop()
     render_pool.stop()
 

@@ -468,3 +468,107 @@ def test_a_worker_only_setup_that_raised_in_the_ncu_worker_is_named_by_the_drill
         "when the ncu worker replayed it (a --worker-only setup cell runs in each worker" in message
     )
     assert "Fix: free GPU memory" in message and "%nsight_session restart ncu" in message
+
+
+# a module that says in which process it was imported (the worker's, by NSM_TEST_WORKER)
+MARKED = """
+import os
+if os.environ.get("NSM_TEST_WORKER"):
+    with open(os.environ["NSM_TEST_WORKER"], "a") as f:
+        f.write(__name__ + "\\n")
+"""
+
+
+def _marked_modules(tmp_path: Path, monkeypatch, *names: str):
+    """Modules ``names`` that write their name to a marker file when a worker imports them, and
+    the backend whose workers see them; returns (backend class, marker)."""
+    for name in names:
+        (tmp_path / f"{name}.py").write_text(MARKED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    marker = tmp_path / "worker_imports"
+
+    class Marked(BareBackend):
+        def process_env(self, request: CellRequest) -> dict[str, str]:
+            return {**super().process_env(request), "PYTHONPATH": str(tmp_path),
+                    "NSM_TEST_WORKER": str(marker)}  # fmt: skip
+
+    return Marked, marker
+
+
+def _imported(marker: Path) -> list[str]:
+    return marker.read_text().splitlines() if marker.exists() else []
+
+
+def test_load_ext_starts_the_nsys_worker_which_imports_what_earlier_cells_imported(
+    manager, tmp_path, monkeypatch
+) -> None:
+    """Issue 42, item 4: the first cell after a short setup cell waited for its worker's
+    imports (torch + transformers under nsys launch outlasted the setup cell). At ``%load_ext``
+    the nsys worker now starts, before any setup cell, and imports what the notebook's earlier
+    cells imported; the setup cell's worker is that one (no second start)."""
+    Marked, marker = _marked_modules(tmp_path, monkeypatch, "early_mod", "lazy_from")
+    manager.prewarm_backends = {"nsys": Marked, "ncu": lambda: Marked("ncu")}
+    manager.start_at_load(["import early_mod\n", "from lazy_from import os\n", "x = ("],
+                          torch=False)  # fmt: skip
+    _join(manager)
+    (nsys,) = manager.workers.sessions_of("nsys")
+    assert nsys.alive() and manager.workers.sessions_of("ncu") == []
+    assert _imported(marker) == ["early_mod", "lazy_from"]
+    pid = nsys.worker.pid
+    ns: dict = {}
+    assert _notebook_setup(manager, ns, "v", "import early_mod\nv = 41\n")
+    _join(manager)
+    assert [s.worker.pid for s in manager.workers.sessions_of("nsys")] == [pid]
+    result, out = _run(manager, tmp_path, "print(v + 1)", ns=ns)
+    assert out[-1] == "42" and result.meta["timings"].get("worker_start_s", 0) < 30
+    # one import per worker: the nsys one at load, the ncu one the setup cell started
+    assert len(manager.workers.sessions_of("ncu")) == 1
+    assert _imported(marker).count("early_mod") == 2
+
+
+def test_a_cells_imports_are_followed_by_the_live_workers_once(
+    manager, tmp_path, monkeypatch
+) -> None:
+    """After each cell the live workers import what it imported, in the background; a module
+    they were told of is not asked again; with no worker alive nothing starts."""
+    Marked, marker = _marked_modules(tmp_path, monkeypatch, "later_mod")
+    manager.prewarm_backends = {"nsys": Marked, "ncu": lambda: Marked("ncu")}
+    manager.follow_imports("import later_mod\n")  # no worker yet: none is started for it
+    _join(manager)
+    assert manager.workers.sessions_of() == [] and _imported(marker) == []
+    manager.start_at_load([], torch=False)
+    _join(manager)
+    manager.follow_imports("import later_mod\nimport later_mod as again\n")
+    manager.follow_imports("from later_mod import os\n")  # told already: not asked again
+    _join(manager)
+    assert _imported(marker) == ["later_mod"]
+    manager.prewarm = False  # %config NsightMagic.prewarm = False: nothing followed
+    manager.follow_imports("import json\n")
+    assert "json" not in manager._imported
+
+
+def test_the_magic_follows_a_cells_imports_as_it_starts(manager, tmp_path, monkeypatch) -> None:
+    """The extension's pre_run_cell hook, on a real IPython shell: a cell's imports (as IPython
+    transformed it) reach the live worker while the notebook imports them too, whatever the
+    cell does after; unload removes the hook."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from nsight_magic.magic import follow
+
+    Marked, marker = _marked_modules(tmp_path, monkeypatch, "shell_mod", "then_fails")
+    manager.prewarm_backends = {"nsys": Marked, "ncu": lambda: Marked("ncu")}
+    monkeypatch.setattr(follow, "MANAGER", manager)
+    monkeypatch.setattr(follow, "_has_torch", lambda: False)  # no torch import in the test
+    shell = InteractiveShell.instance()
+    shell.run_cell("import shell_mod as first  # before the extension", store_history=True)
+    follow.start(shell)
+    try:
+        _join(manager)
+        assert _imported(marker) == ["shell_mod"]  # an earlier cell's import, at load
+        assert shell.run_cell("import then_fails\n1/0").error_in_exec is not None
+        shell.run_cell("%time x = 1")  # IPython's own magic: nothing to import
+        _join(manager)
+        assert _imported(marker) == ["shell_mod", "then_fails"]
+    finally:
+        follow.stop(shell)
+    assert follow._cell_starts not in shell.events.callbacks["pre_run_cell"]

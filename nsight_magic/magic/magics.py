@@ -179,10 +179,17 @@ class NsightMagic(Magics):
         if self._registered and self.shell is not None:
             print(magic_names.assign_and_tell(self.shell, claim=change["new"], always=True))
 
-    prewarm = Bool(True, help="Start the nsys and ncu workers when a %%nsight_setup cell runs "
-                   "(they import what it imports meanwhile and receive what it defined), and "
-                   "replay in the ncu worker what a drill-down needs after the first nsys "
-                   "result.").tag(config=True)  # fmt: skip
+    prewarm = Bool(True, help="Start the nsys worker at %load_ext in a Jupyter kernel (it "
+                   "imports torch and what the notebook's cells import, as they run), the nsys "
+                   "and ncu workers when a %%nsight_setup cell runs (they import what it "
+                   "imports meanwhile and receive what it defined), and replay in the ncu "
+                   "worker what a drill-down needs after the first nsys result."
+                   ).tag(config=True)  # fmt: skip
+
+    @observe("prewarm")
+    def _prewarm_changed(self, change: dict[str, Any]) -> None:
+        MANAGER.prewarm = change["new"]  # the import follower reads it after every cell
+
     static_view = Enum(["auto", "inline", "background"], "auto", help="'auto': in a notebook "
                        "editor (JupyterLab, Notebook 7) a result's live view at once and its "
                        "static HTML/PNG copy after, into the same output (the next cell waits "
@@ -460,6 +467,7 @@ def register(ip: Any) -> NsightMagic:
     ip.configurables[:] = [c for c in ip.configurables if not isinstance(c, NsightMagic)]
     ip.configurables.append(magics)
     magics._registered = True
+    MANAGER.prewarm = magics.prewarm  # ipython_config.py's, before any magic ran
     if notice := magic_names.assign_and_tell(ip, claim=magics.claim_short_names):
         print(notice)
     if not getattr(ip, "custom_exceptions", ()):  # never replace a handler the user set

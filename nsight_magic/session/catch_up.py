@@ -16,14 +16,12 @@ A setup cell otherwise runs once, in the notebook.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import MissingVariableError
 from ..run_folders.run_dir import RunDir
-from ..script import PreparedCell
 from ..vocabulary.notebook_names import is_ipython_own
 from . import admission, shared_state
 from .history import HistoryEntry
@@ -162,18 +160,6 @@ def code_files(
     by_id = {e.id: e.filename for e in entries if e.kind == "setup"}
     setups = {f: by_id[i] for f, i in setup_files.items() if i in by_id}
     return shared_state.CodeFiles.of(notebook.code_files, setups)
-
-
-def imported_modules(cell: PreparedCell) -> list[str]:
-    """The modules a cell imports (``import torch``, ``from transformers import X``), by their
-    full names: what a worker can import while the notebook runs the cell."""
-    names: dict[str, None] = {}
-    for node in ast.walk(ast.parse(cell.code)):
-        if isinstance(node, ast.Import):
-            names.update(dict.fromkeys(alias.name for alias in node.names))
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names[node.module] = None
-    return list(names)
 
 
 def check(plan: CatchUpPlan, reads: frozenset[str]) -> None:

@@ -31,7 +31,15 @@ from .fallback import crash_note, empty_attach_note, fresh_instead
 from .fresh import FreshExecutor
 from .history import REGISTRY, History, HistoryEntry, SetupRegistry
 from .pipeline import RunContext, profile_cell
-from .prewarm import prewarm, prewarm_drill_down, prewarm_for_setup
+from .prewarm import (
+    Imports,
+    follow_imports,
+    imports_of,
+    prewarm,
+    prewarm_drill_down,
+    prewarm_for_setup,
+    start_at_load,
+)
 from .spec import CellRequest, Notebook, RunCallbacks
 from .warm import WarmExecutor
 from .warm_session import WarmSession
@@ -54,6 +62,8 @@ class SessionManager(DrillDowns):
         }
         self._drill_prewarmed = False
         self.background: list[threading.Thread] = []  # prewarm threads (tests join them)
+        self._imported: set[str] = set()  # modules the workers were told to import
+        self._load_start: threading.Event | None = None  # set once %load_ext's worker is up
         self.activity = Activity()  # profiled cells in flight: the ncu prewarm waits for a pause
         # the notebook whose names workers receive (the magics set it): what a prewarm sends
         self.notebook = Notebook()
@@ -134,6 +144,36 @@ class SessionManager(DrillDowns):
         self.background.append(thread)
         return thread
 
+    def start_at_load(self, cells: list[str], *, torch: bool) -> None:
+        """``%load_ext`` in a kernel (``prewarm`` on): the nsys worker starts now and imports
+        what ``cells`` (those run before, as IPython transformed them) import, and torch first
+        when ``torch`` (the notebook's Python has it): the first profiled cell of a Run All,
+        right after a short setup cell, then waits for no import (``prewarm.py``)."""
+        if not self.prewarm:
+            return
+        modules: dict[str, None] = dict.fromkeys(("torch",) if torch else ())
+        attributes: dict[str, list[str]] = {}
+        for code in cells:
+            found = imports_of(code)
+            modules.update(dict.fromkeys(found.modules))
+            for module, names in found.attributes.items():
+                attributes.setdefault(module, []).extend(names)
+        imports = Imports(tuple(modules), attributes)
+        self._imported |= set(imports.modules)
+        self._load_start = threading.Event()
+        self.background.append(start_at_load(self, imports, self._load_start))
+
+    def follow_imports(self, code: str) -> None:
+        """A cell the notebook ran (``code``, as IPython transformed it): what it imports that
+        no worker was told of, imported by the live workers in the background."""
+        if not self.prewarm:
+            return
+        imports = imports_of(code).without(self._imported)
+        starting = self._load_start
+        if imports.modules and (self.workers.sessions_of() or starting is not None):
+            self._imported |= set(imports.modules)  # a worker started later imports them itself
+            self.background.append(follow_imports(self, imports, starting))
+
     def clear_setup(self) -> int:
         self.history.drop_setup()
         return self.setup.clear()
@@ -141,6 +181,8 @@ class SessionManager(DrillDowns):
     # --- workers ----------------------------------------------------------------------------
     def stop(self, tool: str | None = None) -> list[str]:
         """Stop the workers of ``tool`` (all when None); returns which tools had any."""
+        self._imported.clear()  # a worker started later is told again
+        self._load_start = None
         return self.workers.stop(tool)
 
     def reset(self) -> list[str]:

@@ -7,6 +7,12 @@
   worker replays what cannot be sent only in a pause (below). Importing torch takes ~3 s on the
   lent H100 and transformers more: a first ``%%ncu`` cell after a transformers setup took 18.5 s
   when its worker started then (acceptance, 2026-11-26).
+- nsys, at ``%load_ext`` in a Jupyter kernel (``start_at_load``): it imports torch (when the
+  notebook's Python has it) and what the notebook's cells imported before, then, after every
+  cell, what that cell imported (``follow_imports``, every live worker), so a Run All whose
+  prelude imports torch and transformers finds the worker's imports done by its setup cell. A
+  worker's own ``import torch`` + ``transformers`` under ``nsys launch`` took 11.6 s on the H200,
+  longer than the 7.8 s setup cell that started it (``benchmarks/setup_race.py``).
 - ncu, again once the first nsys result is back: it replays what a drill-down into that cell
   needs (started first when none is alive and the GPU has room for it), so the first
   drill-down costs ncu's own replay. The nsys worker is held meanwhile (its lock), so an nsys
@@ -27,6 +33,7 @@ import contextlib
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -76,14 +83,15 @@ def prewarm(
     setup_entry: int | None = None,
     started: threading.Event | None = None,
     after: threading.Event | None = None,
+    imports: Imports | None = None,
 ) -> threading.Thread:
     """Start (or find) the worker ``request`` would use (or use ``into``) and bring it up to
     date for a cell reading ``reads`` (before history id ``before``: ``catch_up.py``), in a
     daemon thread; ``hold``: a worker kept waiting meanwhile; ``setup_entry``: a setup cell
     the notebook is running: the worker starts meanwhile and receives what it defined once it
     ran; ``started``: set once its worker is up (or the start failed); ``after``: its worker
-    is started only once that is set (another prewarm's ``started``). Returns the thread
-    (tests join it)."""
+    is started only once that is set (another prewarm's ``started``); ``imports``: what its
+    worker imports first (``start_at_load``). Returns the thread (tests join it)."""
     thread = threading.Thread(
         target=_prewarm,
         args=(
@@ -98,6 +106,7 @@ def prewarm(
             setup_entry,
             started,
             after,
+            imports,
         ),
         name=f"nsight_magic prewarm {backend.tool}",
         daemon=True,
@@ -118,6 +127,7 @@ def _prewarm(
     setup_entry: int | None = None,
     started: threading.Event | None = None,
     after: threading.Event | None = None,
+    imports: Imports | None = None,
 ) -> None:
     """``stops``: manager.stop()'s count when this was decided: a stop since ends it."""
     notes: list[str] = []
@@ -142,15 +152,16 @@ def _prewarm(
                 session = manager.workers.session_for(backend, ctx, stops=stops)
             if started is not None:
                 started.set()
+            if imports is not None:  # %load_ext's start: imports, nothing to catch up with
+                if imports.modules:
+                    _import(session, imports, "importing what the notebook imports")
+                session.notes += notes
+                return
             if setup_entry is not None:
                 entry = manager.history.get(setup_entry)
                 if entry is not None:  # its imports meanwhile: the receive then only maps
-                    with _busy(session, "importing what the setup cell imports"):
-                        session.worker.request(
-                            {"op": "imports", "modules": catch_up.imported_modules(entry.cell),
-                             "attributes": imported_names(entry.cell.code)},
-                            timeout=IMPORTS_S,
-                        )  # fmt: skip
+                    _import(session, imports_of(entry.cell.code),
+                            "importing what the setup cell imports")  # fmt: skip
                 if not manager.wait_setup(setup_entry):
                     return  # it failed in the notebook: nothing to receive
             # the ncu worker replays on the GPU only in a pause, the nsys worker held meanwhile
@@ -178,6 +189,12 @@ def _prewarm(
     finally:
         if started is not None:  # a failed start must not hold the worker that waits for it
             started.set()
+
+
+def _import(session: WarmSession, imports: Imports, why: str) -> None:
+    with _busy(session, why):
+        session.worker.request({"op": "imports", "modules": list(imports.modules),
+                                "attributes": imports.attributes}, timeout=IMPORTS_S)  # fmt: skip
 
 
 def _quietly(call: Callable[..., object], *args: object) -> None:
@@ -261,13 +278,43 @@ def _replay(
     return False
 
 
-def imported_names(code: str) -> dict[str, list[str]]:
+@dataclass(frozen=True)
+class Imports:
+    """What a worker imports ahead of a cell: ``modules`` by full name, and of each the names a
+    ``from X import A`` looks up (``imported_names``)."""
+
+    modules: tuple[str, ...] = ()
+    attributes: dict[str, list[str]] = field(default_factory=dict)
+
+    def without(self, done: set[str]) -> Imports:
+        """These imports less the modules in ``done`` (a worker imported them already)."""
+        return Imports(tuple(m for m in self.modules if m not in done),
+                       {m: a for m, a in self.attributes.items() if m not in done})  # fmt: skip
+
+
+def imports_of(code: str) -> Imports:
+    """What ``code`` imports (``import torch``, ``from transformers import X``); nothing when it
+    does not parse (a cell IPython could not transform: it did not run)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return Imports()
+    modules: dict[str, None] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update(dict.fromkeys(alias.name for alias in node.names))
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            modules[node.module] = None
+    return Imports(tuple(modules), imported_names(tree))
+
+
+def imported_names(tree: ast.AST) -> dict[str, list[str]]:
     """``from X import A, B`` -> {"X": ["A", "B"]}: what the ``imports`` request also looks up
     (a lazy package, transformers, imports a model's module only when its class is asked for;
     unasked, the worker's receive imported it after the setup cell ended, while the next cell
     waited: ``benchmarks/setup_race.py``)."""
     names: dict[str, list[str]] = {}
-    for node in ast.walk(ast.parse(code)):
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.setdefault(node.module, []).extend(a.name for a in node.names if a.name != "*")
     return names
@@ -297,6 +344,40 @@ def prewarm_for_setup(manager: PrewarmHost, entry_id: int) -> list[threading.Thr
                                    started=nsys_up if tool == "nsys" else None,
                                    after=nsys_up if tool == "ncu" else None))  # fmt: skip
     return threads
+
+
+def start_at_load(
+    manager: PrewarmHost, imports: Imports, started: threading.Event
+) -> threading.Thread:
+    """``%load_ext`` in a kernel: the nsys worker of the default launch options started (when
+    none is alive) and told to import ``imports`` (torch, and what earlier cells imported), so
+    that the setup cell of a Run All finds it ready; a live one is only told to import.
+    ``started`` is set once it is up (or its start failed)."""
+    if _alive(manager, "nsys"):
+        started.set()
+        return follow_imports(manager, imports)
+    backend = manager.prewarm_backends["nsys"]()
+    return prewarm(manager, backend, CellRequest(cell="pass"), imports=imports, started=started)
+
+
+def follow_imports(
+    manager: PrewarmHost, imports: Imports, starting: threading.Event | None = None
+) -> threading.Thread:
+    """A cell the notebook ran imported ``imports``: every live worker imports them too, in
+    the background, each under its lock (a cell that arrives meanwhile waits, and says why), so
+    a later cell that reads them does not wait for the import. ``starting``: set once the
+    worker ``%load_ext`` starts is up (a prelude's imports reach it too)."""
+
+    def run() -> None:
+        if starting is not None:
+            starting.wait(FIRST_START_WAIT_S)
+        for session in manager.workers.sessions_of():
+            if session.alive():  # one that died is started again by the cell that needs it
+                _quietly(_import, session, imports, "importing what the notebook imported")
+
+    thread = threading.Thread(target=run, name="nsight_magic imports", daemon=True)
+    thread.start()
+    return thread
 
 
 def prewarm_drill_down(

@@ -271,6 +271,8 @@ class WarmExecutor:
         ctx.folder.write_status(status)
         if self.before is None and not reply.stopped and s.worker.alive() and not s.broken:
             self._bring_back(ctx, s)
+        if not reply.stopped and s.worker.alive() and not s.broken:  # idle: no cached blocks
+            self._ask(ctx, {"op": "release"})
         return Outcome(status, reply.stopped)
 
     def _bring_back(self, ctx: RunContext, s: WarmSession) -> None:
