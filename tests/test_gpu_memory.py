@@ -252,7 +252,9 @@ def test_oom_explanation_names_holders_lines_and_fix(tmp_path: Path) -> None:
     text = oom_explanation(oom_status(), tmp_path, OOM_CELL, names)
     assert "Out of GPU memory in cell L3 `blocks.append(" in text
     assert "asked for 4.00 GiB with 2.13 GiB free of 79.18 GiB (GPU 0)" in text
-    assert "this nsys worker (pid 4037): 70.53 GiB (PyTorch: 70.00 GiB in tensors" in text
+    own = "this nsys worker (pid 4037): 70.53 GiB of its own (PyTorch: 70.00 GiB in tensors"
+    assert own in text
+    assert "it also maps" not in text  # the run did not list what it mapped
     assert "the notebook (pid 3972): 6.51 GiB" in text
     assert "68.00 GiB in 17 tensors: cell L3" in text and "2.00 GiB: setup 'weights' L2" in text
     assert "free GPU memory in the notebook" in text  # it holds more than the 4 GiB asked
@@ -264,6 +266,21 @@ def test_oom_explanation_names_holders_lines_and_fix(tmp_path: Path) -> None:
     assert "stop the ncu worker (pid 3972), which holds 6.51 GiB (%nsight_session stop" in text
     # any other error: nothing added
     assert oom_explanation({"exc_type": "ValueError", "exc_message": "x"}, None, "", {}) == ""
+
+
+def test_oom_explanation_tells_what_the_worker_maps_from_its_own(tmp_path: Path) -> None:
+    """Issue 41 item 6: a worker that raised says what it owns and, apart, the notebook's
+    memory it maps (the runtime lists it in the status of a failed cell), which torch's
+    per-process count leaves out and the notebook's line holds."""
+    from nsight_magic.results.memory_frames import oom_explanation
+
+    names = {3972: "the notebook (pid 3972)", 4037: "this nsys worker (pid 4037)"}
+    segments = [[0, 1 << 40, 40 * GIB], [0, 1 << 41, 3 * GIB]]
+    status = {**oom_status(), "mapped": {"pid": 4037, "segments": segments}}
+    text = oom_explanation(status, tmp_path, OOM_CELL, names)
+    assert ("this nsys worker (pid 4037): 70.53 GiB of its own (PyTorch: 70.00 GiB in tensors, "
+            "0 B cached); it also maps 43.00 GiB of the notebook's tensors, counted in the "
+            "notebook's process") in text  # fmt: skip
 
 
 def test_failed_cell_message_carries_the_explanation(tmp_path: Path) -> None:

@@ -5,8 +5,12 @@ What nsys sees is what each process asked the driver for (cudaMalloc, cuMemCreat
 process and device. PyTorch's caching allocator asks for large segments and hands tensors out of
 them, so this is torch's *reserved* memory plus what other libraries (cuBLAS workspaces, NCCL)
 allocate, never the bytes its tensors hold (``torch.cuda.memory_allocated``). A worker that maps
-the notebook's tensors through CUDA IPC (issue 33) allocates nothing for them: the mapping is
-the notebook's memory, in the notebook's process, which nsys does not trace.
+the notebook's tensors through CUDA IPC (issue 33) allocates nothing for them, but nsys records
+each mapping as an allocation of the worker (measured on the H200, Nsight Systems 2025.3.1: a
+worker mapping a 4 GiB and a 64 MiB tensor started its capture at exactly 4 GiB + 64 MiB, while
+nvidia-smi gave it 530 MiB). With the storages the worker listed as mapped (``MappedMemory``,
+the run's status), those events are the notebook's memory: the timeline leaves them out and the
+summary gives them as ``mapped_bytes``, so a process's numbers are its own.
 
 What was in use before the capture started is in the events too (measured, Nsight Systems
 2025.3.1, tests/data/README.md "GPU memory"): nsys writes the allocations and frees the process
@@ -17,6 +21,10 @@ at the start as well (nothing is lost when a report lacks part of that history).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,6 +37,7 @@ __all__ = [
     "DEVICE_KINDS",
     "MEMORY_SUMMARY_COLUMNS",
     "MEMORY_TIMELINE_COLUMNS",
+    "MappedMemory",
     "chart_rows",
     "empty_events",
     "memory_summary",
@@ -45,8 +54,61 @@ MEMORY_TIMELINE_COLUMNS = [
 ]  # fmt: skip
 MEMORY_SUMMARY_COLUMNS = [
     "device_id", "pid", "start_bytes", "peak_bytes", "end_bytes", "peak_time_ns",
-    "allocated_bytes", "freed_bytes", "allocations", "frees", "statement", "nvtx_range",
+    "allocated_bytes", "freed_bytes", "allocations", "frees", "mapped_bytes", "statement",
+    "nvtx_range",
 ]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class MappedMemory:
+    """The notebook's storages a warm worker maps, as the worker listed them at the capture:
+    ``pid`` (the worker) and ``segments`` ((device, data pointer, bytes) each). nsys records a
+    mapping as an allocation of the process that opened it, whose address range holds the
+    storage's pointer."""
+
+    pid: int
+    segments: tuple[tuple[int, int, int], ...]
+
+    @classmethod
+    def from_status(cls, status: Mapping[str, Any] | None) -> MappedMemory | None:
+        """From a run's status field ``mapped``; None when the run did not say (a report opened
+        alone, a run captured before it was recorded: what is mapped is not known)."""
+        value = (status or {}).get("mapped")
+        if not isinstance(value, Mapping) or not isinstance(value.get("pid"), int):
+            return None
+        segments = tuple(
+            (int(s[0]), int(s[1]), int(s[2]))
+            for s in value.get("segments") or ()
+            if isinstance(s, (list, tuple)) and len(s) == 3 and all(isinstance(v, int) for v in s)
+        )
+        return cls(int(value["pid"]), segments)
+
+    def flags(self, frame: pd.DataFrame) -> np.ndarray:
+        """Per row of a device-events frame: the event is a mapping of the notebook's memory
+        (an allocation of this pid whose range holds a mapped pointer, or a free of one)."""
+        out = np.zeros(len(frame), dtype=bool)
+        if not self.segments or frame.empty:
+            return out
+        ours = (frame["pid"] == self.pid).to_numpy()
+        alloc = (frame["operation"] == "alloc").to_numpy()
+        address = frame["address"].to_numpy(np.int64)
+        end = address + frame["bytes"].to_numpy(np.int64)
+        device = frame["device_id"].to_numpy(np.int64)
+        for dev in np.unique(device):
+            ptrs = np.sort([p for d, p, _ in self.segments if d == dev])
+            if not len(ptrs):
+                continue
+            rows = ours & alloc & (device == dev)
+            at = np.searchsorted(ptrs, address[rows], side="left")
+            inside = at < len(ptrs)
+            hit = np.zeros(int(rows.sum()), dtype=bool)
+            hit[inside] = ptrs[at[inside]] < end[rows][inside]
+            out[np.flatnonzero(rows)[hit]] = True
+        mapped_at = set(zip(device[out], address[out], strict=True))
+        frees = ours & ~alloc
+        for i in np.flatnonzero(frees):
+            out[i] = (device[i], address[i]) in mapped_at
+        return out
 
 
 EVENT_COLUMNS = {"time_ns": "float64", "device_id": "int64", "pid": "int64", "operation": "str",
@@ -59,13 +121,20 @@ def empty_events() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=t) for c, t in EVENT_COLUMNS.items()})
 
 
-def memory_timeline(events: pd.DataFrame, capture_start_ns: float | None = None) -> pd.DataFrame:
+def memory_timeline(
+    events: pd.DataFrame,
+    capture_start_ns: float | None = None,
+    mapped: MappedMemory | None = None,
+) -> pd.DataFrame:
     """Device memory in use per process over time: ``time_ns, device_id, pid, bytes_in_use``
     (after the event: the bytes that process holds on that device), ``delta_bytes`` (+
     allocated, - freed), ``operation`` ("alloc" | "free"; the first row of each process is
     "before capture": at ``capture_start_ns``, what it held when the capture started, all its
-    earlier events folded in), ``address`` (-1 for that row), in time order."""
+    earlier events folded in), ``address`` (-1 for that row), in time order. ``mapped``: the
+    notebook's memory a worker maps is left out (it is the notebook's, not the worker's)."""
     frame = _device_events(events)
+    if mapped is not None:
+        frame = frame[~mapped.flags(frame)]
     if frame.empty:
         return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in MEMORY_TIMELINE_COLUMNS})
     inside = frame["time_ns"].to_numpy(np.float64) > 0
@@ -100,16 +169,22 @@ def memory_timeline(events: pd.DataFrame, capture_start_ns: float | None = None)
 
 
 def memory_summary(
-    events: pd.DataFrame, nvtx: pd.DataFrame | None = None, capture_start_ns: float | None = None
+    events: pd.DataFrame,
+    nvtx: pd.DataFrame | None = None,
+    capture_start_ns: float | None = None,
+    mapped: MappedMemory | None = None,
 ) -> pd.DataFrame:
     """One row per (device, process) of :func:`memory_timeline`: ``device_id, pid,
     start_bytes`` (in use when the capture started), ``peak_bytes, end_bytes, peak_time_ns``
     (ns: when the peak was first reached; the capture's start when it never rose above the
     start), ``allocated_bytes, freed_bytes, allocations, frees`` (inside the capture),
-    ``statement`` (the cell's ``L<n>: ...`` range open at the peak, "" none) and ``nvtx_range``
-    (``domain:range`` of the innermost of the user's NVTX ranges open at the peak in that
-    process, any thread; "" none). Largest peak first."""
-    timeline = memory_timeline(events, capture_start_ns)
+    ``mapped_bytes`` (the notebook's memory the process maps, most at once, left out of the
+    others; <NA> when the run does not say: a report opened alone), ``statement`` (the cell's
+    ``L<n>: ...`` range open at the peak, "" none) and ``nvtx_range`` (``domain:range`` of the
+    innermost of the user's NVTX ranges open at the peak in that process, any thread; ""
+    none). Largest peak first."""
+    timeline = memory_timeline(events, capture_start_ns, mapped)
+    most_mapped = _mapped_most(events, capture_start_ns, mapped)
     rows = []
     for (device, pid), group in timeline.groupby(["device_id", "pid"], sort=True):
         use = group["bytes_in_use"].to_numpy(np.int64)
@@ -129,6 +204,7 @@ def memory_summary(
                 "freed_bytes": int(-delta[delta < 0].sum()),
                 "allocations": int((delta > 0).sum()),
                 "frees": int((delta < 0).sum()),
+                "mapped_bytes": most_mapped.get((int(device), int(pid)), 0) if mapped else pd.NA,
                 "statement": statement,
                 "nvtx_range": phase,
             }
@@ -136,6 +212,7 @@ def memory_summary(
     if not rows:
         return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in MEMORY_SUMMARY_COLUMNS})
     out = pd.DataFrame(rows)[MEMORY_SUMMARY_COLUMNS]
+    out["mapped_bytes"] = out["mapped_bytes"].astype("Int64")
     return out.sort_values(["peak_bytes", "pid"], ascending=[False, True]).reset_index(drop=True)
 
 
@@ -201,6 +278,22 @@ def _device_events(events: pd.DataFrame) -> pd.DataFrame:
     return frame.iloc[order]
 
 
+def _mapped_most(
+    events: pd.DataFrame, capture_start_ns: float | None, mapped: MappedMemory | None
+) -> dict[tuple[int, int], int]:
+    """(device, pid) -> the most of the notebook's memory it mapped at once (the timeline of
+    the mapping events alone, its peak)."""
+    if mapped is None:
+        return {}
+    frame = _device_events(events)
+    only = frame[mapped.flags(frame)]
+    if only.empty:
+        return {}
+    timeline = memory_timeline(only, capture_start_ns)
+    peaks = timeline.groupby(["device_id", "pid"])["bytes_in_use"].max()
+    return {(int(d), int(p)): int(v) for (d, p), v in peaks.items()}
+
+
 def _deltas(group: pd.DataFrame) -> tuple[np.ndarray, int]:
     """(signed bytes per event of one process and device, bytes freed that the capture never saw
     allocated: those were in use when it started). A free takes the size its alloc had when the
@@ -227,4 +320,6 @@ def _deltas(group: pd.DataFrame) -> tuple[np.ndarray, int]:
 def _dtype(column: str) -> str:
     if column == "time_ns":
         return "float64"
+    if column == "mapped_bytes":
+        return "Int64"
     return "str" if column in ("operation", "statement", "nvtx_range") else "int64"

@@ -95,12 +95,14 @@ def explain_oom(
     stop_hint: str = "%nsight_session stop nsys|ncu",
     memory_flag: str = "%%nsys --memory",
     snapshot_without_history: bool = False,
+    mapped_bytes: int = 0,
 ) -> str:
     """The text under a failed cell's traceback. ``names``: pid -> who it is ("the notebook",
     "the ncu worker (pid 12)"); ``worker_pid``: the process that raised; ``lines``:
     ``torch_memory.by_line`` of the tensors alive at the error (None without a snapshot);
     ``statement``: the cell line that raised; ``snapshot_without_history``: a snapshot was saved
-    but holds no history (no lines to name)."""
+    but holds no history (no lines to name); ``mapped_bytes``: the notebook's memory the
+    process that raised maps (its own count leaves it out: it is the notebook's)."""
     f = parse_oom_message(message)
     out = []
     where = f" in {statement}" if statement else ""
@@ -115,7 +117,12 @@ def explain_oom(
         if f.torch_allocated_bytes is not None:
             torch_part = f" (PyTorch: {gib(f.torch_allocated_bytes)} in tensors, "
             torch_part += f"{gib(f.torch_cached_bytes or 0)} cached)"
-        holders.append((f.this_process_bytes, f"{who}: {gib(f.this_process_bytes)}{torch_part}"))
+        maps = ""
+        if mapped_bytes > 0:
+            maps = (f"; it also maps {gib(mapped_bytes)} of the notebook's tensors, counted in "
+                    "the notebook's process")  # fmt: skip
+        own = f"{who}: {gib(f.this_process_bytes)} of its own{torch_part}{maps}"
+        holders.append((f.this_process_bytes, own))
     for pid, n in f.others.items():
         who = names.get(pid, f"process {pid} (another worker or program: %nsight_session "
                              "lists this notebook's workers)")  # fmt: skip

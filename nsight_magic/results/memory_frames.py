@@ -25,15 +25,18 @@ __all__ = ["MemoryFrames", "no_memory_note", "oom_explanation", "report_memory_s
 TORCH_COLUMNS = ["moment", "allocated_bytes", "reserved_bytes"]
 
 
-def report_memory_summary(report: Any) -> pd.DataFrame:
+def report_memory_summary(
+    report: Any, mapped: gpu_memory.MappedMemory | None = None
+) -> pd.DataFrame:
     """``analysis.gpu_memory.memory_summary`` of a report (``NsysReport``; empty for a
-    multi-rank one, which has no memory view yet)."""
+    multi-rank one, which has no memory view yet); ``mapped``: the notebook's memory its
+    worker mapped (the run's status), else not known."""
     load = getattr(report, "memory_events", None)
     events = load() if load is not None else gpu_memory.empty_events()
     if events.empty:
         return gpu_memory.memory_summary(events)
     start = float(report.capture_window()[0])
-    return gpu_memory.memory_summary(events, report.nvtx(), start)
+    return gpu_memory.memory_summary(events, report.nvtx(), start, mapped)
 
 
 def no_memory_note() -> str:
@@ -72,6 +75,11 @@ class MemoryFrames:
         value = status.get("torch_memory")
         return value if isinstance(value, dict) else {}
 
+    @property
+    def mapped(self) -> gpu_memory.MappedMemory | None:
+        """The notebook's memory the worker mapped, as it listed it (None: not known)."""
+        return gpu_memory.MappedMemory.from_status(self.run.meta.get("cell_status"))
+
     def _capture_start(self) -> float | None:
         window = getattr(self.run.report, "capture_window", None)
         return float(window()[0]) if window is not None and len(self.events) else None
@@ -84,7 +92,7 @@ class MemoryFrames:
 
     def timeline(self) -> pd.DataFrame:
         """``analysis.gpu_memory.memory_timeline``; empty with ``attrs["reason"]`` (``note``)."""
-        frame = gpu_memory.memory_timeline(self.events, self._capture_start())
+        frame = gpu_memory.memory_timeline(self.events, self._capture_start(), self.mapped)
         return with_reason(frame, self.note())
 
     def chart_rows(self, window: tuple[int, int] | None = None) -> pd.DataFrame:
@@ -92,7 +100,7 @@ class MemoryFrames:
         return gpu_memory.chart_rows(self.timeline(), window)
 
     def summary(self) -> pd.DataFrame:
-        return with_reason(report_memory_summary(self.run.report), self.note())
+        return with_reason(report_memory_summary(self.run.report, self.mapped), self.note())
 
     def torch_counts(self) -> pd.DataFrame:
         """``moment`` (start / peak / end), ``allocated_bytes, reserved_bytes``: torch's own
@@ -238,6 +246,7 @@ def oom_explanation(
         except NsightMagicError:  # a damaged snapshot must not hide the error itself
             by_line = None
     flag = f"{cell_magic('nsys')} --memory"
+    mapped = gpu_memory.MappedMemory.from_status(status)
     return oom.explain_oom(
         message,
         worker_pid=worker,
@@ -246,4 +255,5 @@ def oom_explanation(
         statement=statement,
         memory_flag=flag,
         snapshot_without_history=empty_history,
+        mapped_bytes=sum(b for _, _, b in mapped.segments) if mapped is not None else 0,
     )

@@ -262,7 +262,9 @@ class NsysRun(_Run):
     def gpu_memory_summary(self) -> pd.DataFrame:
         """One row per device and process (``analysis.gpu_memory.memory_summary``):
         ``device_id, pid, start_bytes, peak_bytes, end_bytes, peak_time_ns`` (ns),
-        ``allocated_bytes, freed_bytes, allocations, frees, before_capture_bytes``,
+        ``allocated_bytes, freed_bytes, allocations, frees``, ``mapped_bytes`` (the notebook's
+        memory a warm worker maps, left out of the others: they are the process's own; <NA>
+        for a report opened without its run folder),
         ``statement`` (the cell's ``L<n>: ...`` open at the peak) and ``nvtx_range``
         (``domain:range`` of the innermost user range open then), largest peak first."""
         return _said(self.memory.summary(), "gpu_memory_summary()")

@@ -116,6 +116,9 @@ class CellStatus(TypedDict, total=False):
     # (perf_counter seconds when the gate opened, began and finished closing)
     window: dict[str, Any]
     torch_memory: dict[str, Any]  # torch's allocated/reserved bytes at start/peak/end (bytes)
+    # %%nsys --memory: {"pid": the cell's process, "segments": [[device, data pointer, bytes]]}
+    # of the notebook's storages it maps (nsys counts a mapping as that process's memory)
+    mapped: dict[str, Any]
 
 
 _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -124,7 +127,7 @@ _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
     "gate_stop_s": (int, float),
     "total_s": (int, float), "ranges": list, "history_errors": list,
     "worker_broken": (str, type(None)), "target": dict, "window": dict,
-    "torch_memory": dict,
+    "torch_memory": dict, "mapped": dict,
 }  # fmt: skip
 
 

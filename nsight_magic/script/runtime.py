@@ -46,7 +46,7 @@ from typing import Any
 from ..run_folders.run_dir import RunDir
 from .cuda_gate import Gate, RangeWindow
 from .range_recorder import RangeRecorder
-from .shared_objects import names_kept, preserved, receive
+from .shared_objects import mapped_segments, names_kept, preserved, receive
 from .torch_memory import TorchMemory
 
 CELL = ""  # the cell's source, as the user wrote it (tracebacks show its lines)
@@ -448,6 +448,11 @@ def capture(ns: dict[str, Any]) -> dict[str, Any]:
         out["gate_stop_s"] = times["stopped"] - times["stop"]
     out["ranges"] = recorder.ranges()
     out.update(memory.fields())
+    # which of the device memory nsys (or an out-of-memory error) gives this process is the
+    # notebook's: with --memory, or when the cell failed
+    if MEMORY_HISTORY or out["status"] != "ok":
+        with contextlib.suppress(Exception):
+            out["mapped"] = {"pid": os.getpid(), "segments": mapped_segments(ns)}
     if NVTX_TARGET is not None or window is not None:
         out["target"] = recorder.target_status()
     if window is not None:

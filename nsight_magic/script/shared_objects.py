@@ -29,7 +29,7 @@ from typing import Any
 # --- end module only ---
 
 TABLE = "__nsight_magic_shared__"  # the worker's received objects, by key
-MAPPED = "__nsight_magic_mapped__"  # key -> bytes of notebook memory mapped (for status)
+MAPPED = "__nsight_magic_mapped__"  # data pointers of the notebook's storages it opened
 WALK_DEPTH = 4  # how deep preserved() looks through plain objects for tensors
 
 
@@ -67,9 +67,19 @@ def receive(ns: dict[str, Any], path: str) -> dict[str, Any]:
         ns.pop(name, None)
     for key, obj in new:
         table[key] = obj
+    _record_mapped(ns, [obj for _, obj in new])
     _record_versions(ns, new)
     ns.update(names)
     return {"names": sorted(names), "dropped": list(drop)}
+
+
+def _record_mapped(ns: dict[str, Any], objects: list[Any]) -> None:
+    """The CUDA storages of objects just unpickled from the notebook are its memory, opened by
+    IPC handle (this worker made none of them): their pointers, kept to tell them later from
+    what the worker allocates into the same objects (an optimizer's state, built by a cell)."""
+    found: dict[int, Any] = {}
+    _cuda_storages(objects, found, WALK_DEPTH, set())
+    ns.setdefault(MAPPED, set()).update(found)
 
 
 def _cuda_storages(obj: Any, out: dict[int, Any], depth: int, seen: set[int]) -> None:
@@ -109,14 +119,30 @@ def _cuda_storages(obj: Any, out: dict[int, Any], depth: int, seen: set[int]) ->
 
 
 def shared_storages(ns: dict[str, Any]) -> dict[int, Any]:
-    """The notebook's CUDA memory this worker maps (what it received), by data pointer."""
+    """The CUDA storages of what this worker received (the notebook's, mapped, and what its
+    cells allocated into those objects since), by data pointer."""
     out: dict[int, Any] = {}
     _cuda_storages(list(ns.get(TABLE, {}).values()), out, WALK_DEPTH, set())
     return out
 
 
+def mapped_storages(ns: dict[str, Any]) -> dict[int, Any]:
+    """The notebook's CUDA memory this worker maps (opened by IPC handle), by data pointer."""
+    mapped = ns.get(MAPPED, set())
+    return {ptr: s for ptr, s in shared_storages(ns).items() if ptr in mapped}
+
+
 def mapped_bytes(ns: dict[str, Any]) -> int:
-    return sum(int(s.nbytes()) for s in shared_storages(ns).values())
+    return sum(int(s.nbytes()) for s in mapped_storages(ns).values())
+
+
+def mapped_segments(ns: dict[str, Any]) -> list[list[int]]:
+    """``[device, data pointer, bytes]`` of each notebook storage this worker maps: nsys records
+    a mapping as device memory of the process that opens it, so the run's memory summary
+    tells the notebook's memory from the worker's own by these (a worker mapping a 43 GB
+    training state showed a 63.2 GB start, issue 41)."""
+    return [[int(s.device.index or 0), int(ptr), int(s.nbytes())]
+            for ptr, s in sorted(mapped_storages(ns).items())]  # fmt: skip
 
 
 # a device-side snapshot needs this much room left beside it (the larger of the two), so the
@@ -568,6 +594,7 @@ def adopt_back(ns: dict[str, Any], path: str) -> dict[str, Any]:
         table.pop(key, None)
     for key, obj in new:
         table[key] = mine.get(id(obj), obj)
+    _record_mapped(ns, [theirs for _, theirs in pairs])
     del tokens
     if torch is not None and torch.cuda.is_initialized():
         torch.cuda.empty_cache()  # what the worker held is the notebook's now

@@ -114,7 +114,11 @@ def summary_html(source: Any) -> str:
         note = memory.note()
         if note:
             return html.note_html(note)
-        return html.frame_html(memory.summary(), SUMMARY_COLUMNS)
+        summary = memory.summary()
+        # the notebook's memory a worker maps: a column only where the run says what it was
+        known = "mapped_bytes" in summary and summary["mapped_bytes"].notna().any()
+        columns = (*SUMMARY_COLUMNS[:5], "mapped_bytes", *SUMMARY_COLUMNS[5:])
+        return html.frame_html(summary, columns if known else SUMMARY_COLUMNS)
 
     return table_or_note(build)
 

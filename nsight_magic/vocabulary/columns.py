@@ -115,6 +115,7 @@ _DERIVED = [
     "dynamic_smem_bytes", "shared_mem_bytes", "dram_bytes_per_s", "peak_dram_bytes_per_s",
     "start_bytes", "peak_bytes", "end_bytes", "delta_bytes", "allocated_bytes", "freed_bytes",
     "before_capture_bytes", "reserved_bytes", "largest_bytes", "requested_bytes", "used_bytes",
+    "mapped_bytes",
     "peak_time_ns", "peak_change_bytes", "a_peak_bytes", "b_peak_bytes",
     "bandwidth_gb_per_s", "ceiling_flops_per_s", "hw_flops_per_s", "model_flops_per_s",
     "peak_flops_per_s",
@@ -141,6 +142,7 @@ _TITLES = {
     "start_bytes": "at start", "peak_bytes": "peak", "end_bytes": "at end",
     "delta_bytes": "change", "before_capture_bytes": "freed, made before the capture",
     "peak_time_ns": "peak at", "largest_bytes": "largest", "peak_change_bytes": "change",
+    "mapped_bytes": "the notebook's, mapped",
 }  # fmt: skip
 
 _EXPLICIT = [
