@@ -5,7 +5,7 @@ every figure):
     source .device/env.sh && python3 tests/gpu/acceptance.py --out $OUT            # 1 GPU
     source .device/env.sh && python3 tests/gpu/acceptance.py --ranks --out $OUT    # 2 GPUs
     source .device/env.sh && python3 tests/gpu/acceptance.py --training --out $OUT # step 14
-    source .device/env.sh && python3 tests/gpu/acceptance.py --state --out $OUT    # step 15
+    source .device/env.sh && python3 tests/gpu/acceptance.py --state --out $OUT    # steps 13 + 15
 
 The notebook is built here (cells below), executed by nbclient in a real ipykernel (as Jupyter
 does), and written back with its outputs as ``acceptance.ipynb`` beside ``acceptance.json``, the
@@ -907,8 +907,8 @@ def run(
     steps = RANK_STEPS if ranks else STEPS
     if training:  # step 14 alone, after the prelude (a quick check of the training step)
         steps = [STEPS[0], *TRAIN_STEPS, STEPS[-1]]
-    if state:  # step 15 alone, after the prelude and the Qwen2 setup its %%ncu cell reads
-        steps = [s for s in STEPS[:-1] if s[0].startswith(("0 ", "1 setup: Qwen2", "15 "))]
+    if state:  # step 15 after the prelude, the Qwen2 setup and step 13 (its model and batch)
+        steps = [s for s in STEPS[:-1] if s[0].startswith(("0 ", "1 setup: Qwen2", "13 ", "15 "))]
         steps.append(STEPS[-1])
     nb = build(steps_until(steps, until), work / "runs")
     tag = ("acceptance_ranks" if ranks else "acceptance_training" if training
@@ -962,7 +962,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", action="store_true", help="step 11 only (2 GPUs)")
     ap.add_argument("--training", action="store_true", help="step 14 only (a training step)")
-    ap.add_argument("--state", action="store_true", help="step 15 only (two-way state)")
+    ap.add_argument("--state", action="store_true", help="steps 13 and 15 (state)")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "acceptance-out")))
     ap.add_argument("--until", default=None, help="run the steps up to the first of this prefix")
     args = ap.parse_args()
