@@ -202,3 +202,29 @@ def test_a_warmed_up_cell_trains_the_model_once(manager: SessionManager, tmp_pat
     assert got["opt"]["state"].keys() == want_opt["state"].keys()
     for i, entry in want_opt["state"].items():
         assert all(torch.equal(got["opt"]["state"][i][k], v) for k, v in entry.items())
+
+
+def test_a_name_a_received_function_reads_is_found_in_its_own_globals() -> None:
+    """cloudpickle sends a notebook function with the globals its code reads in a dict of its
+    own, so ``loss = train_step()`` leaves ``counter`` unbound in the worker: the names a run
+    may change (``replay.changed_names``) are found there, through the notebook functions it
+    calls in turn (on the H200 a warm-up of ``train_step()`` stepped the counter twice when
+    only the worker's namespace was looked at)."""
+    import cloudpickle
+
+    from nsight_magic.script.shared_objects import named_objects
+
+    notebook: dict = {"__name__": "__main__"}
+    exec(
+        "import torch\ncounter = torch.zeros(())\nweights = [1.0]\n"
+        "def helper():\n    weights.append(2.0)\n"
+        "def train_step():\n    counter.add_(1)\n    helper()\n",
+        notebook,
+    )
+    worker_fn = cloudpickle.loads(cloudpickle.dumps(notebook["train_step"]))
+    assert worker_fn.__globals__ is not notebook and "counter" in worker_fn.__globals__
+    ns = {"train_step": worker_fn, "other": 3}
+    found = named_objects(ns, ["counter", "weights", "other", "absent"])
+    helper_globals = worker_fn.__globals__["helper"].__globals__
+    want = [ns["other"], worker_fn.__globals__["counter"], helper_globals["weights"]]
+    assert sorted(map(id, found)) == sorted(map(id, want))  # "absent" is in no scope here

@@ -19,10 +19,12 @@ worker has shared CUDA memory to keep.
 """
 
 import contextlib
+import functools
 import linecache
 import pickle
 import sys
-from collections.abc import Callable, Iterator
+import types
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 # --- module only: nothing of the header is used here; the script pastes the rest as it is ---
@@ -356,6 +358,47 @@ def _save_cuda(torch: Any, storages: dict[int, Any], replayed: bool) -> Callable
     return restore
 
 
+def named_objects(ns: dict[str, Any], names: Iterable[str]) -> list[Any]:
+    """The objects the notebook's ``names`` are in this worker: bound in ``ns``, else in the
+    globals of a function it received (cloudpickle sends a notebook function with the globals
+    its code reads in a dict of its own: ``train_step()``'s optimizer need not be bound here),
+    through the functions and classes those globals hold in turn. A name found nowhere is not
+    in this worker: no run here can change it."""
+    found, missing = [], set()
+    for name in names:
+        if name in ns:
+            found.append(ns[name])
+        else:
+            missing.add(name)
+    todo = [v for v in (*ns.values(), *ns.get(TABLE, {}).values()) if _has_code(v)]
+    seen: set[int] = set()
+    while todo and missing:
+        item = todo.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        functions = list(vars(item).values()) if isinstance(item, type) else [item]
+        for fn in functions:
+            scope = getattr(getattr(fn, "func", fn), "__globals__", None)
+            if not isinstance(scope, dict):
+                continue
+            for name in [n for n in missing if n in scope]:
+                found.append(scope[name])
+                missing.discard(name)
+            todo += [v for v in scope.values() if _has_code(v) and id(v) not in seen]
+    return found
+
+
+def _has_code(value: Any) -> bool:
+    """A function, a partial of one or a class the notebook defined (sent by value): what
+    carries globals of its own (a library's code is not walked: its globals are its own)."""
+    while isinstance(value, functools.partial):
+        value = value.func
+    return isinstance(value, (types.FunctionType, type)) and getattr(
+        value, "__module__", None
+    ) in ("__main__", None)
+
+
 @contextlib.contextmanager
 def preserved(
     ns: dict[str, Any], names: list[str] | None, active: bool = True, replayed: bool = False
@@ -385,7 +428,7 @@ def preserved(
         cuda = {**shared_storages(ns), **_storages(tensors, cuda=True)}
     else:
         reachable: dict[int, Any] = {}
-        _cuda_storages([ns[n] for n in names or () if n in ns], reachable, WALK_DEPTH, set())
+        _cuda_storages(named_objects(ns, names or ()), reachable, WALK_DEPTH, set())
         grads = [t.grad for t in tensors if t.is_leaf and t.grad is not None]
         cuda = {**reachable, **_storages([*buffers, *grads], cuda=True)}
     restore_cuda = _save_cuda(torch, cuda, replayed) if cuda else None
