@@ -394,9 +394,8 @@ def _has_code(value: Any) -> bool:
     carries globals of its own (a library's code is not walked: its globals are its own)."""
     while isinstance(value, functools.partial):
         value = value.func
-    return isinstance(value, (types.FunctionType, type)) and getattr(
-        value, "__module__", None
-    ) in ("__main__", None)
+    module = getattr(value, "__module__", None)
+    return isinstance(value, (types.FunctionType, type)) and module in ("__main__", None)
 
 
 @contextlib.contextmanager
