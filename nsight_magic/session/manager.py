@@ -164,8 +164,9 @@ class SessionManager(DrillDowns):
         self.background.append(start_at_load(self, imports, self._load_start))
 
     def follow_imports(self, code: str) -> None:
-        """A cell the notebook ran (``code``, as IPython transformed it): what it imports that
-        no worker was told of, imported by the live workers in the background."""
+        """A cell the notebook starts (``code``, as IPython transformed it): what it imports
+        that no worker was told of, imported by the live workers in the background (the one
+        ``%load_ext`` starts once it is up)."""
         if not self.prewarm:
             return
         imports = imports_of(code).without(self._imported)
