@@ -123,12 +123,6 @@ def load_vars(path: str | Path) -> dict[str, Any]:
     return out
 
 
-def fingerprint(obj: Any) -> tuple[int, int]:
-    """Identity plus, for tensors, the in-place version counter: a changed fingerprint means the
-    notebook's value is not the one the worker got."""
-    return id(obj), int(getattr(obj, "_version", 0) or 0)
-
-
 def estimated_bytes(obj: Any) -> int | None:
     """Size without serializing when it is cheap to know (tensors, modules, arrays)."""
     if _is_torch(obj):
@@ -153,7 +147,6 @@ class ShippingPlan:
     """``entries``: name -> (kind, blob) to send; ``held_back``: name -> why it was not sent."""
 
     entries: dict[str, tuple[str, bytes]] = field(default_factory=dict)
-    fingerprints: dict[str, tuple[int, int]] = field(default_factory=dict)
     held_back: dict[str, str] = field(default_factory=dict)
 
     def blob(self) -> bytes | None:
@@ -197,27 +190,24 @@ def plan_shipping(
     *,
     hidden: Collection[str] = (),
     worker_names: Collection[str] = (),
-    shipped: Mapping[str, tuple[int, int]] | None = None,
     explicit: Mapping[str, tuple[str, bytes]] | None = None,
     max_bytes: int = DEFAULT_AUTO_MAX_BYTES,
 ) -> ShippingPlan:
-    """What to send for one cell. ``explicit`` (``--vars``, already serialized by
-    ``serialize_explicit`` before anything started) always goes, whatever its size;
-    other names the cell ``reads`` go when the notebook has them (not IPython's own ``hidden``
-    names), the worker does not (or has an older copy we sent: ``shipped`` fingerprints), and
-    they serialize to at most ``max_bytes``."""
+    """What to send by value for one cell (a fresh process's ``vars.pkl``, a warm worker's
+    ``--vars``; a warm worker's other names go by ``shared_state``, which keeps what it sent).
+    ``explicit`` (``--vars``, already serialized by ``serialize_explicit`` before anything
+    started) always goes, whatever its size; other names the cell ``reads`` go when the
+    notebook has them (not IPython's own ``hidden`` names), the process's own history does not
+    define them (``worker_names``), and they serialize to at most ``max_bytes``."""
     plan = ShippingPlan()
-    shipped = shipped or {}
     explicit = dict(explicit or {})
-    for name, entry in explicit.items():
-        plan.entries[name] = entry
-        plan.fingerprints[name] = fingerprint(user_ns[name])
+    plan.entries.update(explicit)
     for name in sorted(set(reads) - set(explicit)):
         if name not in user_ns or name in hidden or is_ipython_own(name):
             continue
         obj = user_ns[name]
-        if name in worker_names and (name not in shipped or shipped[name] == fingerprint(obj)):
-            continue  # the worker's own value, or the copy we sent is still current
+        if name in worker_names:
+            continue  # the process builds its own value
         size = estimated_bytes(obj)
         if size is not None and size > max_bytes:
             plan.held_back[name] = _too_big(obj, size, max_bytes)
@@ -231,7 +221,6 @@ def plan_shipping(
             plan.held_back[name] = _too_big(obj, len(blob), max_bytes)
             continue
         plan.entries[name] = (kind, blob)
-        plan.fingerprints[name] = fingerprint(obj)
     return plan
 
 
