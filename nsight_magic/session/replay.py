@@ -1,18 +1,17 @@
-"""Which history entries a worker replays before a cell: the setup cells, and of the profiled
-cells only the slice whose effects the cell (or a replayed entry) reads.
+"""Two questions about the history, asked before a cell runs in a worker:
 
-Walking the history backwards from the cell, a profiled cell is replayed when it binds a name
-that is still needed (``script/effects.py``); the names it binds for sure are then no longer
-needed from earlier cells, the names it reads are. A cell that changes an object in place is
-always replayed: the object may be shared with names the text does not show (``opt.step()``
-changes the model's weights). So is a cell whose effects cannot be read from its text. A cell
-this worker already ran supplies every name it read or wrote. Cells that only measure, print or
-run shell commands are skipped.
-
-A worker that skipped a cell may need it later (a later cell reads what it bound). Replaying it
-then runs it after cells that came after it in the notebook; when one of those touched the same
-names the order matters, and the plan says so (``conflict``): the worker is replaced by a new
-one, which replays in notebook order.
+- **Which setup cells a worker replays** (``plan_replay``): those whose names cannot be sent, and
+  only the slice the cell needs, walking the history backwards (``script/effects.py``): an entry
+  is replayed when it binds a name still needed, or changes an object in place (the object may be
+  shared with names its text does not show), or its effects cannot be read from its text. Profiled
+  cells are never replayed (``catch_up`` passes none: their results come back to the notebook,
+  ``results_back``), so the slicing works on setup cells; it stays general because a worker may
+  have run some entries already and one it skipped may be needed later (``conflict``: then the
+  worker is replaced by a new one, which replays in notebook order).
+- **What a re-run may change** (``changed_names``): the names whose objects a warm-up or a
+  drill-down's re-run may change in place, which ``script/shared_objects.preserved`` saves and
+  puts back; for a call of the notebook's own code, what its code reaches
+  (``notebook_code_reaches``).
 """
 
 from __future__ import annotations
