@@ -229,7 +229,7 @@ class NsightMagic(Magics):
 
     def _apply_config(self) -> None:
         """What the session and the tool lookup take from ``%config`` (read at each magic)."""
-        MANAGER.replay_all, MANAGER.prewarm = self.replay == "all", self.prewarm
+        MANAGER.prewarm = self.prewarm  # (``replay`` changes nothing: kept for old notebooks)
         tools.set_configured_path("nsys", self.nsys_path or None)
         tools.set_configured_path("ncu", self.ncu_path or None)
 

@@ -1,4 +1,6 @@
-"""What a cell does to the state later cells see, for replaying only what a new worker needs.
+"""What a cell does to the state later cells see: what a re-run of it (a warm-up, a drill-down)
+may change, which the worker saves and puts back (``session/replay.changed_names``,
+``script/shared_objects.preserved``).
 
 Read from the cell as IPython transformed it (``%time x = f()`` is a ``run_line_magic`` call
 whose text is Python, ``!cmd`` a ``system`` call). A cell *writes* a name when it binds it, or
@@ -12,14 +14,12 @@ changes its object in place:
   ``setattr``/``delattr``/``shuffle``, or as ``out=`` / a cache keyword
   (``model(x, past_key_values=cache)``).
 
-A cell that changes an object in place is always replayed (``session/replay.py``): the object
-may be shared with names its text does not show. Calling an object directly (``y = model(x)``)
-is not counted as changing it or its arguments:
-a forward pass is taken to leave the state later cells read as it was (a module in training
-mode updating BatchNorm statistics is the exception; ``%config NsightMagic.replay = "all"``
-replays everything). A cell whose effects cannot be read from its text (``from m import *``,
-``exec``, ``globals()``, a magic other than the timing and shell ones) is always replayed;
-shell commands and ``%pip`` change nothing a cell reads and are never the reason to replay.
+Calling an object directly (``y = model(x)``) is not counted as changing it or its arguments: a
+forward pass is taken to leave the state as it was (a module in training mode updating
+BatchNorm statistics is the exception; the worker puts modules' buffers back whatever the text
+says). A cell whose effects cannot be read from its text (``from m import *``, ``exec``,
+``globals()``, a magic other than the timing and shell ones) is *opaque*: a re-run of it puts
+back everything the worker received. Shell commands and ``%pip`` change nothing a cell reads.
 """
 
 from __future__ import annotations
@@ -75,21 +75,15 @@ READ_ONLY_METHODS = frozenset(
 class CellEffects:
     """``defined``: names every run of the cell binds (top-level assignments, imports, defs);
     ``mutated``: names whose object it changes in place for sure; ``method_calls``: (name,
-    method) pairs, judged once the imported modules are known (``writes``); ``modules``: names
-    it binds by import; ``global_writes``: function name -> globals it assigns when called;
-    ``opaque``: why its effects cannot be read from the text ("" when they can)."""
+    method) pairs, judged once the imported modules are known (``changed``); ``modules``: names
+    it binds by import; ``opaque``: why its effects cannot be read from the text ("" when they
+    can)."""
 
     defined: frozenset[str] = frozenset()
     mutated: frozenset[str] = frozenset()
     method_calls: frozenset[tuple[str, str]] = frozenset()
     modules: frozenset[str] = frozenset()
-    global_writes: tuple[tuple[str, frozenset[str]], ...] = ()
     opaque: str = ""
-
-    def writes(self, bound: frozenset[str], modules: frozenset[str]) -> frozenset[str]:
-        """Names bound (``bound``: the cell's own) or changed, given the names that are
-        imported modules anywhere in the notebook's history."""
-        return bound | self.defined | self.changed(modules)
 
     def changed(self, modules: frozenset[str]) -> frozenset[str]:
         """Names whose object the cell changes in place (bound in the cell or not)."""
@@ -153,7 +147,6 @@ class _Collector:
         self.mutated: set[str] = set()
         self.calls: set[tuple[str, str]] = set()
         self.modules: set[str] = set()
-        self.global_writes: dict[str, frozenset[str]] = {}
         self.opaque = ""
         self._top_level: set[int] = set()  # ids of calls that are a whole top-level statement
 
@@ -180,11 +173,6 @@ class _Collector:
                     self.modules.add(alias.asname or alias.name.split(".")[0])
                 else:  # from a import b: b may be a module (torch.nn as nn) or a function
                     self.modules.add(alias.asname or alias.name)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            assigned = {name for sub in ast.walk(node) if isinstance(sub, ast.Global)
-                        for name in sub.names}  # fmt: skip
-            if assigned:
-                self.global_writes[node.name] = frozenset(assigned)
         elif isinstance(node, ast.Call):
             self.call(node)
 
@@ -235,6 +223,5 @@ def cell_effects(tree: ast.Module) -> CellEffects:
         mutated=frozenset(found.mutated),
         method_calls=frozenset(found.calls),
         modules=frozenset(found.modules),
-        global_writes=tuple(sorted(found.global_writes.items())),
         opaque=found.opaque,
     )

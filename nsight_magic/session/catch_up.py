@@ -25,7 +25,7 @@ from ..run_folders.run_dir import RunDir
 from ..vocabulary.notebook_names import is_ipython_own
 from . import admission, shared_state
 from .history import HistoryEntry
-from .replay import ReplayPlan, changed_names, module_names, plan_replay
+from .replay import ReplayPlan, changed_names, module_names
 from .spec import Notebook
 from .warm_session import WarmSession
 from .worker_process import Reply
@@ -96,7 +96,6 @@ def plan_catch_up(
     *,
     before: int | None = None,
     setup: bool = True,
-    replay_all: bool = False,
     explicit: frozenset[str] = frozenset(),
     setup_gpu_bytes: Mapping[int, int] | None = None,
     in_notebook: Collection[int] = (),
@@ -106,14 +105,11 @@ def plan_catch_up(
     earlier cell sees only what came before it; ``explicit``: ``--vars`` names, sent by value;
     ``setup_files``: IPython's file names of the setup cells' notebook runs -> entry id)."""
     user_ns = notebook.user_ns
+    # only setup cells are ever replayed: a profiled cell's results are the notebook's
+    # (results_back.py; what could not come back stayed in its worker, which said so; a replay
+    # ran the cell's side effects again: a training step, a shell command under ncu)
     setups = setup_entries(entries, before=before, setup=setup)
-    # a profiled cell's results are the notebook's (results_back.py): no worker replays one
-    # (what could not come back stayed in its worker, which said so; a replay ran the cell's
-    # side effects again: a training step, a shell command under ncu)
-    profiled: list[HistoryEntry] = []
-    cells = plan_replay(profiled, session.executed, reads,
-                        before=before, setup=False, everything=replay_all)  # fmt: skip
-    wanted = set(reads if notebook.auto_vars else ()).union(*(e.cell.names_read for e in cells.run))
+    wanted = set(reads if notebook.auto_vars else ())
     wanted |= {n for e in setups for n in e.cell.names_bound}
     wanted -= set(notebook.hidden) | set(explicit)
     wanted = {n for n in wanted if not is_ipython_own(n)}
@@ -145,8 +141,7 @@ def plan_catch_up(
                              skip=up_to_date)  # fmt: skip
     share.names.update(more.names)
     share.shares.update(more.shares)
-    run = sorted([*replayed_setups, *cells.run], key=lambda e: e.id)
-    replay = ReplayPlan(run, cells.pending + len(replayed_setups), cells.skipped, cells.conflict)
+    replay = ReplayPlan(sorted(replayed_setups, key=lambda e: e.id))
     gpu = setup_gpu_bytes or {}
     return CatchUpPlan(replay, share, fallback, sum(gpu.get(e.id, 0) for e in replayed_setups),
                        files=code_files(entries, notebook, setup_files or {}))  # fmt: skip

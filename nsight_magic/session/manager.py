@@ -52,8 +52,6 @@ class SessionManager(DrillDowns):
         self.setup = setup
         self.workers = WorkerPool()  # the live workers (worker_pool.py)
         self._nsys_runs: dict[str, weakref.ref[Any]] = {}  # cell text -> its last nsys run
-        # replay every cell a new worker has not run, not only those the cell needs (replay.py)
-        self.replay_all = False
         # start workers before cells need them (prewarm.py); the magics turn it on by default
         self.prewarm = False
         self.prewarm_backends: dict[str, Callable[[], Backend]] = {
@@ -238,7 +236,7 @@ class SessionManager(DrillDowns):
             else:
                 executor = WarmExecutor(
                     lambda ctx, replace: self.workers.session_for(backend, ctx, replace),
-                    self.history, before, replay_all=self.replay_all,
+                    self.history, before,
                 )  # fmt: skip
             try:
                 run = profile_cell(request, backend, executor, make_result, notebook=notebook,

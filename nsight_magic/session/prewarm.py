@@ -64,7 +64,6 @@ class PrewarmHost(Protocol):
     workers: WorkerPool
     history: History
     activity: Activity
-    replay_all: bool
     prewarm_backends: dict[str, Callable[[], Backend]]
     notebook: Notebook
 
@@ -232,11 +231,10 @@ def _replay(
     notebook = manager.notebook
     entries = manager.history.entries()
     plan = catch_up.plan_catch_up(entries, session, notebook, reads, before=before,
-                                  replay_all=manager.replay_all,
                                   setup_gpu_bytes=manager.history.gpu_bytes,
                                   in_notebook=manager.history.in_notebook,
                                   setup_files=manager.history.setup_files)  # fmt: skip
-    if plan.replay.conflict or not session.alive():
+    if not session.alive():
         return False
     if not plan.replay.run and not plan.share.names:
         return False

@@ -21,7 +21,7 @@ import builtins
 import functools
 import sys
 import types
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,110 +31,15 @@ from .history import HistoryEntry
 
 @dataclass(frozen=True)
 class ReplayPlan:
-    """``run``: the entries to replay, in notebook order; ``pending``: how many entries before
-    the cell the worker had not run; ``skipped``: those not needed (they stay pending);
-    ``conflict``: why ``run`` cannot be replayed in this worker ("" when it can)."""
+    """``run``: the setup cells a worker replays before a cell, in notebook order (those whose
+    names cannot be sent, ``catch_up``)."""
 
     run: list[HistoryEntry] = field(default_factory=list)
-    pending: int = 0
-    skipped: list[HistoryEntry] = field(default_factory=list)
-    conflict: str = ""
 
     def describe(self, tool: str) -> str:
-        """The progress line's detail: ``2 of 7 earlier cells in the ncu worker``."""
-        return f"{len(self.run)} of {self.pending} earlier cells in the {tool} worker"
-
-
-class _Effects:
-    """Names each entry reads and writes, given what is imported anywhere in the history."""
-
-    def __init__(self, entries: Sequence[HistoryEntry]) -> None:
-        self.modules = frozenset().union(*(e.cell.effects.modules for e in entries))
-        self.global_writes: dict[str, frozenset[str]] = {}
-        for entry in entries:
-            for function, names in entry.cell.effects.global_writes:
-                self.global_writes[function] = self.global_writes.get(function, frozenset()) | names
-
-    def writes(self, entry: HistoryEntry) -> frozenset[str]:
-        cell = entry.cell
-        called = (self.global_writes.get(n, frozenset()) for n in cell.names_read)
-        return cell.effects.writes(cell.names_bound, self.modules).union(*called)
-
-    def changed(self, entry: HistoryEntry) -> frozenset[str]:
-        called = (self.global_writes.get(n, frozenset()) for n in entry.cell.names_read)
-        return entry.cell.effects.changed(self.modules).union(*called)
-
-    def touched(self, entry: HistoryEntry) -> frozenset[str]:
-        return self.writes(entry) | entry.cell.names_read
-
-
-def plan_replay(
-    entries: Sequence[HistoryEntry],
-    executed: Collection[int],
-    reads: frozenset[str],
-    *,
-    before: int | None = None,
-    setup: bool = True,
-    everything: bool = False,
-) -> ReplayPlan:
-    """What a worker that ran ``executed`` (history ids) replays before a cell that reads
-    ``reads``. ``before``: only entries older than this id (a re-run of an earlier cell);
-    ``setup`` False leaves the setup cells out (``--no-setup``); ``everything`` replays every
-    entry it has not run, as before this module existed."""
-    considered = [
-        e for e in entries if (before is None or e.id < before) and (setup or e.kind != "setup")
-    ]
-    done = set(executed)
-    pending = [e for e in considered if e.id not in done]
-    fx = _Effects(entries)
-    chosen = pending if everything else _slice(considered, done, reads, fx)
-    skipped = [e for e in pending if e not in chosen]
-    return ReplayPlan(chosen, len(pending), skipped, _conflict(chosen, done, entries, fx))
-
-
-def _slice(
-    considered: Sequence[HistoryEntry], done: set[int], reads: frozenset[str], fx: _Effects
-) -> list[HistoryEntry]:
-    needed = set(reads)
-    chosen: list[HistoryEntry] = []
-    for entry in reversed(considered):
-        if entry.id in done:
-            needed -= fx.touched(entry)  # it ran here, so what it read or wrote is here
-            continue
-        effects = entry.cell.effects
-        # a change in place may reach objects other names share (opt.step() changes the
-        # model's weights, loss.backward() their grads): such a cell is always replayed
-        changes = fx.changed(entry)
-        if entry.kind == "setup" or effects.opaque or changes or fx.writes(entry) & needed:
-            chosen.append(entry)
-            needed -= effects.defined
-            needed |= entry.cell.names_read
-    return chosen[::-1]
-
-
-def _conflict(
-    chosen: Sequence[HistoryEntry], done: set[int], entries: Sequence[HistoryEntry], fx: _Effects
-) -> str:
-    """An entry to replay that must come before one this worker ran already, when their names
-    overlap (one writes what the other reads or writes)."""
-    ran = [e for e in entries if e.id in done]
-    for entry in chosen:
-        later = [e for e in ran if e.id > entry.id]
-        if not later:
-            continue
-        writes, touched = fx.writes(entry), fx.touched(entry)
-        for other in later:
-            overlap = (touched & fx.writes(other)) | (writes & fx.touched(other))
-            opaque = entry.cell.effects.opaque
-            if overlap or opaque:
-                why = f"uses {', '.join(sorted(overlap)[:4])} too" if overlap else (
-                    f"may depend on it ({opaque})"
-                )  # fmt: skip
-                return (
-                    f"cell {entry.name!r} is needed now, but this worker skipped it and has "
-                    f"since run {other.name!r}, which {why}"
-                )
-    return ""
+        """The progress line's detail: ``2 setup cells in the ncu worker``."""
+        cells = "setup cell" if len(self.run) == 1 else "setup cells"
+        return f"{len(self.run)} {cells} in the {tool} worker"
 
 
 def changed_names(
@@ -273,7 +178,7 @@ def _keeps_arguments(target: Any) -> bool:
 
 def module_names(entries: Sequence[HistoryEntry]) -> frozenset[str]:
     """Names bound by an import anywhere in the history (``x.append`` on a module is a call)."""
-    return _Effects(entries).modules
+    return frozenset().union(*(e.cell.effects.modules for e in entries))
 
 
 # tensor methods that return a new tensor (the text-only rule cannot count them as reads:

@@ -116,9 +116,8 @@ def explain_name_error(
 class WarmExecutor:
     """Run a cell in the session ``get_session`` gives (it starts a worker when none is alive:
     only once the cell parsed and the run folder exists; given a reason, it replaces the
-    worker). ``before``: replay only history entries older than this id (a re-run of an
-    earlier cell, e.g. the picker's); ``replay_all``: every entry the worker has not run, not
-    only those the cell needs (``replay.py``)."""
+    worker). ``before``: only history entries older than this id count (a re-run of an
+    earlier cell, e.g. the picker's)."""
 
     mode = "warm"
 
@@ -127,13 +126,10 @@ class WarmExecutor:
         get_session: Callable[[RunContext, str], WarmSession],
         history: History,
         before: int | None = None,
-        *,
-        replay_all: bool = False,
     ) -> None:
         self.get_session = get_session
         self.history = history
         self.before = before
-        self.replay_all = replay_all
         self.catch_up: catch_up.CatchUpPlan = catch_up.CatchUpPlan(
             ReplayPlan(), shared_state.SharePlan()
         )
@@ -165,14 +161,7 @@ class WarmExecutor:
         ctx.lines.log = folder
         t0 = time.perf_counter()
         s = self.session = self.get_session(ctx, "")
-        _wait_for(s, ctx)
-        with s.lock:
-            self.catch_up = self._plan(ctx, s)
-        if self.catch_up.replay.conflict:  # rare: a skipped cell is needed after later ones ran
-            conflict = self.catch_up.replay.conflict
-            ctx.lines.note(f"starting a new {s.tool} worker: {conflict}.")
-            s = self.session = self.get_session(ctx, conflict)
-        _wait_for(s, ctx)  # a prewarm may take the worker again in between (its receive)
+        _wait_for(s, ctx)  # a prewarm may hold the worker (its imports, its receive)
         with s.lock:
             # the cell's whole wait, up to now that it holds the worker for good
             ctx.meta.timings["worker_start_s"] = time.perf_counter() - t0
@@ -216,7 +205,7 @@ class WarmExecutor:
     def _plan(self, ctx: RunContext, s: WarmSession) -> catch_up.CatchUpPlan:
         return catch_up.plan_catch_up(
             self.history.entries(), s, ctx.notebook, ctx.cell.names_read, before=self.before,
-            setup=ctx.request.setup, replay_all=self.replay_all,
+            setup=ctx.request.setup,
             explicit=frozenset(ctx.explicit_vars or {}), setup_gpu_bytes=self.history.gpu_bytes,
             in_notebook=self.history.in_notebook, setup_files=self.history.setup_files,
         )  # fmt: skip
@@ -349,8 +338,6 @@ class WarmExecutor:
             for note in replay_errors(s.tool, reply):
                 ctx.lines.note(note)
             ctx.meta.replayed = [e.name for e in plan.replay.run]
-        if plan.replay.skipped:  # not needed by this cell: they stay pending for later cells
-            ctx.meta.replay_skipped = [e.name for e in plan.replay.skipped]
         return None
 
     def _ship_explicit(self, ctx: RunContext) -> None:
