@@ -1,17 +1,11 @@
-"""Two questions about the history, asked before a cell runs in a worker:
+"""What the history and a cell's text say about a re-run of the cell (a warm-up, a drill-down):
 
-- **Which setup cells a worker replays** (``plan_replay``): those whose names cannot be sent, and
-  only the slice the cell needs, walking the history backwards (``script/effects.py``): an entry
-  is replayed when it binds a name still needed, or changes an object in place (the object may be
-  shared with names its text does not show), or its effects cannot be read from its text. Profiled
-  cells are never replayed (``catch_up`` passes none: their results come back to the notebook,
-  ``results_back``), so the slicing works on setup cells; it stays general because a worker may
-  have run some entries already and one it skipped may be needed later (``conflict``: then the
-  worker is replaced by a new one, which replays in notebook order).
-- **What a re-run may change** (``changed_names``): the names whose objects a warm-up or a
-  drill-down's re-run may change in place, which ``script/shared_objects.preserved`` saves and
-  puts back; for a call of the notebook's own code, what its code reaches
-  (``notebook_code_reaches``).
+- **What it may change** (``changed_names``): the names whose objects it may change in place,
+  which ``script/shared_objects.preserved`` saves and puts back; for a call of the notebook's own
+  code, what its code reaches (``notebook_code_reaches``).
+- ``ReplayPlan``: the setup cells a worker replays before a cell (``catch_up`` decides: those
+  whose names cannot be sent). Profiled cells are never replayed: their results come back to
+  the notebook (``results_back``).
 """
 
 from __future__ import annotations
