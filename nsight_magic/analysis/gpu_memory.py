@@ -183,8 +183,10 @@ def memory_summary(
     ``L<n>: ...`` range open at the peak, "" none) and ``nvtx_range`` (``domain:range`` of the
     innermost of the user's NVTX ranges open at the peak in that process, any thread; ""
     none). Largest peak first."""
-    timeline = memory_timeline(events, capture_start_ns, mapped)
-    most_mapped = _mapped_most(events, capture_start_ns, mapped)
+    frame = _device_events(events)
+    flags = mapped.flags(frame) if mapped is not None else np.zeros(len(frame), dtype=bool)
+    timeline = memory_timeline(frame[~flags], capture_start_ns)  # the processes' own memory
+    most_mapped = _most_in_use(frame[flags], capture_start_ns)
     rows = []
     for (device, pid), group in timeline.groupby(["device_id", "pid"], sort=True):
         use = group["bytes_in_use"].to_numpy(np.int64)
@@ -278,18 +280,12 @@ def _device_events(events: pd.DataFrame) -> pd.DataFrame:
     return frame.iloc[order]
 
 
-def _mapped_most(
-    events: pd.DataFrame, capture_start_ns: float | None, mapped: MappedMemory | None
-) -> dict[tuple[int, int], int]:
-    """(device, pid) -> the most of the notebook's memory it mapped at once (the timeline of
-    the mapping events alone, its peak)."""
-    if mapped is None:
+def _most_in_use(frame: pd.DataFrame, capture_start_ns: float | None) -> dict[tuple[int, int], int]:
+    """(device, pid) -> the most of ``frame``'s memory in use at once (its timeline's peak):
+    for the mapping events alone, the most of the notebook's memory a process mapped."""
+    if frame.empty:
         return {}
-    frame = _device_events(events)
-    only = frame[mapped.flags(frame)]
-    if only.empty:
-        return {}
-    timeline = memory_timeline(only, capture_start_ns)
+    timeline = memory_timeline(frame, capture_start_ns)
     peaks = timeline.groupby(["device_id", "pid"])["bytes_in_use"].max()
     return {(int(d), int(p)): int(v) for (d, p), v in peaks.items()}
 

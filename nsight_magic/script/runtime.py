@@ -69,11 +69,12 @@ NVTX_CAPTURE: str | None = None
 NVTX_INSTANCE: int | None = None  # the opening --nvtx takes (1 = the first); None: every one
 RANK_FORMAT = "rank {}"  # nvtx_names.rank_label
 TORCH_NVTX = ""  # "ops" / "shapes": PyTorch's emit_nvtx around the captured cell
-# the names whose shared GPU memory the cell may change (session/replay.changed_names):
-# ["*"] when it calls the notebook's own code (``loss = train_step()`` hides its effects),
-# None when it only reads; warm-ups and re-runs keep that memory, and always the received
-# objects' Python-side state, CPU tensors and buffers (shared_objects.preserved); a replayed
-# profiled cell keeps everything (EVERYTHING)
+# the names whose shared GPU memory the cell may change (session/replay.changed_names): what
+# its text changes and what a call of the notebook's own code reaches (``loss = train_step()``),
+# ["*"] when that cannot be read, None when it only reads; warm-ups and re-runs keep that
+# memory, and always the received objects' Python-side state, CPU tensors and buffers
+# (shared_objects.preserved); a profiled cell in a script's history (a saved folder's, from
+# before profiled cells stopped being replayed) keeps everything (EVERYTHING)
 CHANGES: list[str] | None = None
 RERUN = False  # the captured run repeats one the notebook already has (a drill-down)
 VARS_NAME = RunDir.VARS  # the run folder's file names, beside the script

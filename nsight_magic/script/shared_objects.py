@@ -421,11 +421,11 @@ def preserved(
     tensors = _tracked_tensors(torch, table)
     restore_python = _saved_python_state(torch, table, tensors)
     cpu = {ptr: (s, s.clone()) for ptr, s in _storages(tensors, cuda=False).items()}
-    buffers = [b for obj in table.values() if isinstance(obj, torch.nn.Module)
-               for b in obj.buffers()]  # fmt: skip
     if names and "*" in names:
         cuda = {**shared_storages(ns), **_storages(tensors, cuda=True)}
     else:
+        buffers = [b for obj in table.values() if isinstance(obj, torch.nn.Module)
+                   for b in obj.buffers()]  # fmt: skip
         reachable: dict[int, Any] = {}
         _cuda_storages(named_objects(ns, names or ()), reachable, WALK_DEPTH, set())
         grads = [t.grad for t in tensors if t.is_leaf and t.grad is not None]
@@ -467,13 +467,12 @@ def _apply_sync(ns: dict[str, Any], table: dict[int, Any], sync: dict[str, Any])
     import io
 
     versions = ns.setdefault(VERSIONS, {})
-    with torch.no_grad():
-        for key, data in sync.get("cpu", ()):
-            target = table.get(key)
-            if target is None:
-                continue
-            set_contents(target, torch.load(io.BytesIO(data)))
-            versions[key] = target._version
+    for key, data in sync.get("cpu", ()):
+        target = table.get(key)
+        if target is None:
+            continue
+        set_contents(target, torch.load(io.BytesIO(data)))
+        versions[key] = target._version
     for key, state, groups in sync.get("opt", ()):
         opt = table.get(key)
         if opt is not None:
@@ -637,9 +636,7 @@ def adopt_back(ns: dict[str, Any], path: str) -> dict[str, Any]:
     for key, obj in new:
         table[key] = mine.get(id(obj), obj)
     _record_mapped(ns, [theirs for _, theirs in pairs])
-    del tokens
-    if torch is not None and torch.cuda.is_initialized():
-        torch.cuda.empty_cache()  # what the worker held is the notebook's now
+    del tokens  # what the worker held goes back to CUDA at the cell's ``release`` (worker.py)
     return {"adopted": len(pairs)}
 
 

@@ -31,7 +31,7 @@ import pickle
 import sys
 import types
 import weakref
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -146,54 +146,54 @@ class SentObjects:
             if entry is not None and entry[0]() is obj:
                 self._by_id[id(obj)] = (entry[0], entry[1], object_fingerprint(obj))
 
-    def sync(self) -> dict[str, list[Any]]:
-        """What changed in the notebook since the worker got it, to bring its copies up to
-        date in place: CPU tensors changed in place (``cpu``: key, contents) and every
-        optimizer's state and hyperparameters (``opt``: key, state, groups; a step run in the
-        notebook or brought back from another worker made or changed them)."""
-        torch = _torch()
-        out: dict[str, list[Any]] = {"cpu": [], "opt": []}
-        if torch is None:
-            return out
-        for ref, key, _ in self._by_id.values():
-            obj = ref()
-            if isinstance(obj, torch.Tensor) and not obj.is_cuda:
-                if self._versions.get(key, obj._version) != obj._version:
-                    out["cpu"].append((key, tensor_bytes(obj)))
-            elif isinstance(obj, torch.optim.Optimizer):
-                groups = [{k: v for k, v in g.items() if k != "params"} for g in obj.param_groups]
-                out["opt"].append((key, dict(obj.state), groups))
-        return out
-
-    def needs_sync(self) -> bool:
-        """Whether a CPU tensor or an optimizer the worker has changed in the notebook since
-        (``sync`` would bring something)."""
-        torch = _torch()
-        if torch is None:
-            return False
-        for ref, key, _ in self._by_id.values():
-            obj = ref()
-            if isinstance(obj, torch.Tensor) and not obj.is_cuda:
-                if self._versions.get(key, obj._version) != obj._version:
-                    return True
-            elif isinstance(obj, torch.optim.Optimizer) and self._states.get(
-                key
-            ) != _optimizer_signature(obj):
-                return True
-        return False
-
-    def mark_current(self) -> None:
-        """The worker's copies equal the notebook's objects now (it loaded a pack or sent
-        them back): their CPU tensors' versions and optimizers' states are the ones it has."""
+    def _kept_in_place(self) -> Iterator[tuple[int, Any, bool]]:
+        """(key, object, is an optimizer) of each live CPU tensor and optimizer the worker has:
+        what is brought up to date in place rather than sent again."""
         torch = _torch()
         if torch is None:
             return
         for ref, key, _ in self._by_id.values():
             obj = ref()
             if isinstance(obj, torch.Tensor) and not obj.is_cuda:
-                self._versions[key] = obj._version
+                yield key, obj, False
             elif isinstance(obj, torch.optim.Optimizer):
+                yield key, obj, True
+
+    def _cpu_changed(self, key: int, tensor: Any) -> bool:
+        return self._versions.get(key, tensor._version) != tensor._version
+
+    def sync(self) -> dict[str, list[Any]]:
+        """What changed in the notebook since the worker got it, to bring its copies up to
+        date in place: CPU tensors changed in place (``cpu``: key, contents) and every
+        optimizer's state and hyperparameters (``opt``: key, state, groups; a step run in the
+        notebook or brought back from another worker made or changed them)."""
+        out: dict[str, list[Any]] = {"cpu": [], "opt": []}
+        for key, obj, optimizer in self._kept_in_place():
+            if optimizer:
+                groups = [{k: v for k, v in g.items() if k != "params"} for g in obj.param_groups]
+                out["opt"].append((key, dict(obj.state), groups))
+            elif self._cpu_changed(key, obj):
+                out["cpu"].append((key, tensor_bytes(obj)))
+        return out
+
+    def needs_sync(self) -> bool:
+        """Whether a CPU tensor or an optimizer the worker has changed in the notebook since
+        (``sync`` would bring something)."""
+        return any(
+            self._states.get(key) != _optimizer_signature(obj)
+            if optimizer
+            else self._cpu_changed(key, obj)
+            for key, obj, optimizer in self._kept_in_place()
+        )
+
+    def mark_current(self) -> None:
+        """The worker's copies equal the notebook's objects now (it loaded a pack or sent
+        them back): their CPU tensors' versions and optimizers' states are the ones it has."""
+        for key, obj, optimizer in self._kept_in_place():
+            if optimizer:
                 self._states[key] = _optimizer_signature(obj)
+            else:
+                self._versions[key] = obj._version
 
     def stale_keys(self) -> list[int]:
         """Keys whose notebook object died or changed: the worker drops its references."""
