@@ -119,6 +119,8 @@ class CellStatus(TypedDict, total=False):
     # %%nsys --memory: {"pid": the cell's process, "segments": [[device, data pointer, bytes]]}
     # of the notebook's storages it maps (nsys counts a mapping as that process's memory)
     mapped: dict[str, Any]
+    # the CUDA snapshots of the warm-up and of a re-run: place, bytes, save_s, restore_s, pin_s
+    kept: list[dict[str, Any]]
 
 
 _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -127,7 +129,7 @@ _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
     "gate_stop_s": (int, float),
     "total_s": (int, float), "ranges": list, "history_errors": list,
     "worker_broken": (str, type(None)), "target": dict, "window": dict,
-    "torch_memory": dict, "mapped": dict,
+    "torch_memory": dict, "mapped": dict, "kept": list,
 }  # fmt: skip
 
 

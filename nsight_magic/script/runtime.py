@@ -46,7 +46,7 @@ from typing import Any
 from ..run_folders.run_dir import RunDir
 from .cuda_gate import Gate, RangeWindow
 from .range_recorder import RangeRecorder
-from .shared_objects import mapped_segments, names_kept, preserved, receive
+from .shared_objects import KEPT, mapped_segments, names_kept, preserved, receive
 from .torch_memory import TorchMemory
 
 CELL = ""  # the cell's source, as the user wrote it (tracebacks show its lines)
@@ -344,6 +344,7 @@ def prepare(ns: dict[str, Any]) -> None:
     """Compile the cell, load shipped variables, give IPython syntax its shell (and every cell
     IPython's ``display``)."""
     _CODES[:] = compile_statements(CODE, CELL_FILE, CELL)
+    KEPT.clear()  # this cell's snapshots only
     provide_display()
     if _LOADED_VARS:  # main() loaded them before the history: the notebook's values win again
         ns.update(_LOADED_VARS)
@@ -454,6 +455,8 @@ def capture(ns: dict[str, Any]) -> dict[str, Any]:
     if MEMORY_HISTORY or out["status"] != "ok":
         with contextlib.suppress(Exception):
             out["mapped"] = {"pid": os.getpid(), "segments": mapped_segments(ns)}
+    if KEPT:  # what the warm-up's and this re-run's snapshots cost
+        out["kept"] = list(KEPT)
     if NVTX_TARGET is not None or window is not None:
         out["target"] = recorder.target_status()
     if window is not None:

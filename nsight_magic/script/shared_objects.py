@@ -23,6 +23,7 @@ import functools
 import linecache
 import pickle
 import sys
+import time
 import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -156,6 +157,9 @@ SNAPSHOT_MARGIN_SHARE = 0.05
 PINNED_SHARE = 0.75
 PINNED_CHUNK = 256 << 20  # one page-locked host buffer; the pool grows by these
 _PINNED_POOL: list[Any] = []  # kept across runs: pinning 40 GB costs more than copying it
+# each CUDA snapshot of the cell's runs (warm-up, re-run): where it went, its bytes and the
+# seconds its save and its restore took (the run's status ``kept``: what repeating it cost)
+KEPT: list[dict[str, Any]] = []
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
 
 
@@ -315,15 +319,20 @@ def _save_cuda(torch: Any, storages: dict[int, Any], replayed: bool) -> Callable
     pairs: list[tuple[Any, Any, Any]] = []  # (stream, the memory, its copy)
     places = set()
     torch.cuda.synchronize()
+    t0 = time.perf_counter()  # the copies' own time, not the cell's kernels before them
+    record: dict[str, Any] = {"bytes": 0, "place": ""}
     for device, sources in by_device.items():
         need = sum(int(s.numel()) for s in sources)
         free, total = torch.cuda.mem_get_info(device)
         place = snapshot_place(need, free, total, _host_available(), replayed)
         places.add(place)
+        record["bytes"] += need
         stream = torch.cuda.Stream(device)
         with torch.cuda.device(device), torch.cuda.stream(stream):
             if place == "pinned":
+                t_pin = time.perf_counter()
                 pool, chunk, offset = _pinned_chunks(torch, need), 0, 0
+                record["pin_s"] = round(time.perf_counter() - t_pin, 4)  # the pool's growth
                 for src in sources:
                     done = 0
                     while done < src.numel():
@@ -342,9 +351,12 @@ def _save_cuda(torch: Any, storages: dict[int, Any], replayed: bool) -> Callable
                     dst.copy_(src, non_blocking=True)
                     pairs.append((stream, src, dst))
         stream.synchronize()
+    record.update(place="+".join(sorted(places)), save_s=round(time.perf_counter() - t0, 4))
+    KEPT.append(record)
 
     def restore() -> None:
         torch.cuda.synchronize()
+        t1 = time.perf_counter()
         for stream, src, dst in pairs:
             with torch.cuda.stream(stream):
                 src.copy_(dst, non_blocking=True)
@@ -354,6 +366,7 @@ def _save_cuda(torch: Any, storages: dict[int, Any], replayed: bool) -> Callable
             # the device-side copies go back to the GPU, not to this worker's cache: the
             # notebook shares the GPU and would run out of memory beside a cached snapshot
             torch.cuda.empty_cache()
+        record["restore_s"] = round(time.perf_counter() - t1, 4)
 
     return restore
 

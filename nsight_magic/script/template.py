@@ -40,7 +40,7 @@ Gate = Literal["cudaProfilerApi", "nvtx"]
 STATUS_KEYS = frozenset(
     {"status", "phase", "gate", "gate_kind", "warmup", "nvtx", "exc_type", "exc_message",
      "traceback", "cell_s", "gate_stop_s", "total_s", "ranges", "history_errors", "target",
-     "window", "torch_memory", "mapped"}
+     "window", "torch_memory", "mapped", "kept"}
 )  # fmt: skip
 # the modules pasted into the script after its header, in this order (the runtime uses the
 # recorder and the gate); then FOOTER runs ``main()`` when the script is the main program

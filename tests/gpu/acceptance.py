@@ -6,6 +6,7 @@ every figure):
     source .device/env.sh && python3 tests/gpu/acceptance.py --ranks --out $OUT    # 2 GPUs
     source .device/env.sh && python3 tests/gpu/acceptance.py --training --out $OUT # step 14
     source .device/env.sh && python3 tests/gpu/acceptance.py --state --out $OUT    # steps 13 + 15
+    source .device/env.sh && python3 tests/gpu/acceptance.py --scale --out $OUT    # step 16
 
 The notebook is built here (cells below), executed by nbclient in a real ipykernel (as Jupyter
 does), and written back with its outputs as ``acceptance.ipynb`` beside ``acceptance.json``, the
@@ -28,6 +29,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+import scale_steps  # noqa: E402  (step 16, beside this file)
 
 # The first cell: the extension, timing hooks, and the helpers the assert cells use.
 PRELUDE = r"""
@@ -898,6 +901,7 @@ def run(
     training: bool = False,
     until: str | None = None,
     state: bool = False,
+    scale: bool = False,
 ) -> list[dict[str, object]]:
     import nbformat
     from nbclient import NotebookClient
@@ -910,9 +914,12 @@ def run(
     if state:  # step 15 after the prelude, the Qwen2 setup and step 13 (its model and batch)
         steps = [s for s in STEPS[:-1] if s[0].startswith(("0 ", "1 setup: Qwen2", "13 ", "15 "))]
         steps.append(STEPS[-1])
+    if scale:  # step 16 alone: a Run All of a training notebook at >= 40% of an 80 GB GPU
+        steps = [STEPS[0], *scale_steps.STEPS, STEPS[-1]]
     nb = build(steps_until(steps, until), work / "runs")
     tag = ("acceptance_ranks" if ranks else "acceptance_training" if training
-           else "acceptance_state" if state else "acceptance")  # fmt: skip
+           else "acceptance_state" if state else "acceptance_scale" if scale
+           else "acceptance")  # fmt: skip
     os.environ["ACCEPT_FIG"] = str(out / f"{tag}.json")
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
                             resources={"metadata": {"path": str(work)}})  # fmt: skip
@@ -963,10 +970,18 @@ def main() -> None:
     ap.add_argument("--ranks", action="store_true", help="step 11 only (2 GPUs)")
     ap.add_argument("--training", action="store_true", help="step 14 only (a training step)")
     ap.add_argument("--state", action="store_true", help="steps 13 and 15 (state)")
+    ap.add_argument("--scale", action="store_true", help="step 16 (a 34 GB training state)")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "acceptance-out")))
     ap.add_argument("--until", default=None, help="run the steps up to the first of this prefix")
     args = ap.parse_args()
-    rows = run(args.ranks, args.out, training=args.training, until=args.until, state=args.state)
+    rows = run(
+        args.ranks,
+        args.out,
+        training=args.training,
+        until=args.until,
+        state=args.state,
+        scale=args.scale,
+    )
     sys.exit(0 if all(r["ok"] for r in rows) else 1)
 
 
