@@ -1,15 +1,13 @@
-"""Bring a worker up to date with the notebook before a cell (or ahead of time, ``prewarm``).
+"""What a worker needs from the notebook before a cell (or ahead of time, ``prewarm``): the plan
+that ``state_exchange.StateExchange`` carries out.
 
-The order, each a request the notebook can interrupt:
-
-1. ``load``: the run's script (its hooks do the rest);
-2. ``receive``: the notebook's names the worker needs, in one pickle (``shared_state``): what
-   the setup cells defined, what the cell and the cells replayed for it read. CUDA memory goes
-   by IPC handle (one copy on the GPU), the rest by value;
-3. ``history``: what cannot be shared is rebuilt: a setup cell is replayed only when a name it
-   defines cannot be pickled (it then says so, with the GPU memory it needs checked first:
-   ``admission``), and of the profiled cells, those whose effects the cell reads
-   (``replay.py``), each leaving the notebook's shared memory as it was.
+1. the notebook's names the worker needs, in one pickle (``shared_state``): what the setup
+   cells defined and what the cell (and a setup cell replayed for it) reads, less what the
+   worker has up to date. CUDA memory goes by IPC handle (one copy on the GPU), the rest by
+   value;
+2. what cannot be sent is rebuilt: a setup cell is replayed only when a name it defines cannot
+   be pickled (or it never ran in the notebook), with the GPU memory it needs checked first
+   (``admission``). No profiled cell is ever replayed: its results are the notebook's.
 
 A setup cell otherwise runs once, in the notebook.
 """
@@ -21,20 +19,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import MissingVariableError
-from ..run_folders.run_dir import RunDir
 from ..vocabulary.notebook_names import is_ipython_own
 from . import admission, shared_state
 from .history import HistoryEntry
-from .replay import ReplayPlan, changed_names, module_names
+from .replay import ReplayPlan
 from .spec import Notebook
 from .warm_session import WarmSession
-from .worker_process import Reply
 
 
 @dataclass
 class CatchUpPlan:
-    """``replay``: the entries to run (setup cells that cannot be shared, profiled cells the
-    cell needs); ``share``: the names to send; ``fallback``: setup cell name -> why it is
+    """``replay``: the setup cells to run (those whose names cannot be sent); ``share``: the
+    names to send; ``fallback``: setup cell name -> why it is
     replayed; ``setup_bytes``: GPU bytes the notebook's run of those setup cells took."""
 
     replay: ReplayPlan
@@ -175,49 +171,6 @@ def check(plan: CatchUpPlan, reads: frozenset[str]) -> None:
     )
 
 
-def history_payload(
-    plan: CatchUpPlan, entries: list[HistoryEntry], user_ns: Mapping[str, Any]
-) -> list[dict[str, Any]]:
-    """The entries to replay, each with the names whose shared memory it must leave as it
-    was (their changes are the notebook's already)."""
-    modules = module_names(entries)
-    out = []
-    for entry in plan.replay.run:
-        payload = entry.payload()
-        payload["preserve"] = changed_names(entry.cell, modules, user_ns)
-        out.append(payload)
-    return out
-
-
-def write_share(plan: CatchUpPlan, session: WarmSession, folder: RunDir) -> None:
-    """The one pickle ``receive`` loads (none when nothing goes)."""
-    share = plan.share
-    if not share.names and not share.drop and not session.sent.needs_sync():
-        return
-    plan.packed = shared_state.pack(share, session.sent, plan.files)
-    folder.write_shared(plan.packed.blob)
-
-
-def received(plan: CatchUpPlan, session: WarmSession, user_ns: Mapping[str, Any]) -> None:
-    """The worker has the names: remember what it got (and from which notebook value)."""
-    if plan.packed is not None:
-        session.sent.commit(plan.packed.new)
-        session.sent.mark_current()
-    for name in plan.share.names:
-        session.shipped[name] = shared_state.object_fingerprint(user_ns[name])
-    for name in plan.share.drop:
-        session.shipped.pop(name, None)
-    session.mapped_bytes = max(session.mapped_bytes, plan.share.summary()["mapped_bytes"])
-    if plan.share.drop or plan.packed is not None:  # what a worker let go of can be freed now
-        shared_state.collect_ipc()
-
-
-def own_names(session: WarmSession, names: frozenset[str]) -> None:
-    """Names a cell or a replay bound in the worker are the worker's own from now on."""
-    for name in names:
-        session.shipped.pop(name, None)
-
-
 def admit(plan: CatchUpPlan, session: WarmSession) -> None:
     """Before replaying setup cells that cannot be shared: room on the GPU for what they
     built in the notebook (``admission.GpuMemoryError`` with the numbers otherwise)."""
@@ -225,11 +178,3 @@ def admit(plan: CatchUpPlan, session: WarmSession) -> None:
         what = f"replaying setup cell(s) {', '.join(map(repr, plan.fallback))} in the " \
             f"{session.tool} worker"  # fmt: skip
         admission.require(plan.setup_bytes, what, worker_pid=session.worker.pid)
-
-
-def ask_receive(session: WarmSession, folder: RunDir, ask: Any) -> Reply | None:
-    """The ``receive`` request when there is something to receive."""
-    if not folder.shared.exists():
-        return None
-    reply: Reply = ask({"op": "receive"})
-    return reply

@@ -39,13 +39,13 @@ from typing import Protocol
 
 from ..run_folders.run_dir import RunDir
 from ..script import build_script, prepare_cell
-from . import catch_up, gpu_memory
+from . import gpu_memory
 from .activity import PREWARM_IDLE_S, Activity
 from .backends import Backend
 from .history import History
 from .pipeline import Lines, RunContext, base_meta
 from .spec import CellRequest, Notebook, RunCallbacks
-from .warm import note_setup_failures, replay_errors
+from .state_exchange import StateExchange, StepFailed
 from .warm_session import WarmSession
 from .worker_pool import WorkerPool
 
@@ -228,12 +228,10 @@ def _replay(
     """Bring ``session`` up to date (``catch_up``); ``receive_only``: the names, no replay (a
     replay runs the user's code on the GPU: it waits for a pause, the names need not). True
     when cells are left to replay (after ``receive_only``)."""
-    notebook = manager.notebook
-    entries = manager.history.entries()
-    plan = catch_up.plan_catch_up(entries, session, notebook, reads, before=before,
-                                  setup_gpu_bytes=manager.history.gpu_bytes,
-                                  in_notebook=manager.history.in_notebook,
-                                  setup_files=manager.history.setup_files)  # fmt: skip
+    worker = session.worker
+    state = StateExchange(session, manager.history, manager.notebook, worker.request,
+                          session.notes.append)  # fmt: skip
+    plan = state.plan(reads, before=before)
     if not session.alive():
         return False
     if not plan.replay.run and not plan.share.names:
@@ -241,38 +239,26 @@ def _replay(
     run_dir = RunDir(folder)
     # the worker needs a script's hooks to receive and replay through
     script = run_dir.write_script(build_script(prepare_cell("pass"), gate=backend.gate))
-    worker = session.worker
     if not worker.request({"op": "load", "script": str(script)}).data.get("ok"):
         return False
-    catch_up.write_share(plan, session, run_dir)
-    reply = catch_up.ask_receive(session, run_dir, worker.request)
-    if reply is not None:
-        if reply.data.get("status") != "ok":
-            session.notes.append(f"the {session.tool} worker could not receive the notebook's "
-                                 f"variables: {reply.data.get('exc_message', '')}")  # fmt: skip
-            return False
-        catch_up.received(plan, session, notebook.user_ns)
-        session.names = frozenset(reply.data.get("names", session.names))
-    if not plan.replay.run or receive_only:
-        return bool(plan.replay.run)
-    session.notes += plan.notes(session.tool)
-    catch_up.admit(plan, session)
-    payload = catch_up.history_payload(plan, entries, notebook.user_ns)
-    reply = worker.request({"op": "history", "entries": payload})
-    if not reply.data.get("ok"):
-        session.notes.append(f"prewarming the {session.tool} worker failed: "
-                             f"{str(reply.data.get('error', '')).strip()[-300:]}")  # fmt: skip
+    try:
+        state.send(plan, run_dir)
+        if not plan.replay.run or receive_only:
+            return bool(plan.replay.run)
+        state.replay(plan)
+    except StepFailed as failed:
+        data = failed.reply.data
+        session.notes.append(
+            f"the {session.tool} worker could not receive the notebook's variables: "
+            f"{data.get('exc_message', '')}" if failed.phase == "vars" else
+            f"prewarming the {session.tool} worker failed: "
+            f"{str(data.get('error', '')).strip()[-300:]}"
+        )  # fmt: skip
         return False
-    session.executed += [e.id for e in plan.replay.run]
     if any(manager.history.get(e.id) is None for e in plan.replay.run):  # its setup cell failed
         worker.kill()  # in the notebook meanwhile: this worker ran what the notebook has not
         return False
-    for entry in plan.replay.run:
-        catch_up.own_names(session, entry.cell.names_bound)
-    session.names = frozenset(reply.data.get("names", ()))
     session.prewarmed = [e.name for e in plan.replay.run]
-    note_setup_failures(session, plan, reply, manager.history.in_notebook)
-    session.notes += replay_errors(session.tool, reply)
     return False
 
 

@@ -1,0 +1,291 @@
+"""The notebook's state and one worker: the one owner of what crosses between them (issue 41).
+
+A profiled cell behaves like ``%%time``: it runs on the notebook's objects and its results are
+the notebook's. For one worker, this module decides and performs, for a cell and for a prewarm
+alike:
+
+- **to the worker** (``send``, ``replay``): the names the cell and the setup cells need, in one
+  pickle (``shared_state``: CUDA memory by IPC handle, objects the worker has by reference);
+  a setup cell replayed only for what cannot be sent (``catch_up`` plans it, ``admission``
+  checks the GPU's room first); ``--vars`` by value (``ship_by_value``, ``variables``);
+- **kept as it was** (``keep``): what a run that repeats the notebook's work (a warm-up, a
+  drill-down's re-run) may change, which the worker then saves and puts back
+  (``replay.changed_names``; worker side ``script/shared_objects.preserved``);
+- **back to the notebook** (``bring_back``): what the notebook's run of the cell bound and
+  changed (``results_back``; worker side ``send_back`` / ``adopt_back``).
+
+``catch_up``, ``shared_state``, ``replay``, ``results_back`` and ``variables`` answer questions
+(what to send, how to pickle it, what a text changes, how a result binds); only this module
+asks the worker. A step that fails or is stopped raises ``StepFailed`` with the worker's reply.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, MutableMapping
+from typing import Any
+
+from ..run_folders.run_dir import RunDir
+from ..script import PreparedCell
+from . import catch_up, results_back, shared_state
+from .history import History
+from .replay import changed_names, module_names
+from .spec import Notebook
+from .variables import plan_shipping
+from .warm_session import WarmSession
+from .worker_process import Reply
+
+Ask = Callable[[dict[str, Any]], Reply]
+NAME_ERROR = re.compile(r"name '([^']+)' is not defined")
+
+
+class StepFailed(Exception):
+    """A step before the capture failed or was stopped: the worker's ``reply`` and the
+    ``phase`` the cell's status names ("vars": the receive, "setup": a replay)."""
+
+    def __init__(self, reply: Reply, phase: str) -> None:
+        super().__init__(phase)
+        self.reply = reply
+        self.phase = phase
+
+
+def replay_errors(tool: str, reply: Reply) -> list[str]:
+    """One line per history entry that raised when the worker replayed it (a ``history``
+    request's reply): for the cell's output, or kept on the worker after a prewarm."""
+    return [
+        f"replaying {error['name']!r} in the {tool} worker raised "
+        f"{error['exc_type']}: {error['exc_message']}"
+        for error in reply.data.get("errors", [])
+    ]
+
+
+def setup_failure(
+    tool: str, name: str, error: Mapping[str, Any], why: str, worker_only: bool
+) -> str:
+    """Why a worker lacks what setup cell ``name`` binds: its replay there raised ``error``
+    (a ``history`` reply's), with the fix."""
+    said = f"{error.get('exc_type')}: {str(error.get('exc_message', '')).strip()[:300]}"
+    text = (
+        f"setup cell {name!r}, which defines it, raised {said} when the {tool} worker replayed it"
+    )
+    if worker_only:
+        text += " (a --worker-only setup cell runs in each worker, each building its own copy)"
+    elif why:
+        text += f" ({why})"
+    fix = "fix the setup cell"
+    if "memory" in said.lower():
+        fix = "free GPU memory (a worker you do not need: %nsight_session stop nsys|ncu)"
+    if worker_only:
+        fix += (", or run it in the notebook without --worker-only (the workers then share its "
+                "GPU tensors)")  # fmt: skip
+    return f"{text}. Fix: {fix}, then %nsight_session restart {tool}"
+
+
+class StateExchange:
+    """The notebook's state and the worker of ``session``: ``ask`` sends it a request (the
+    cell's own records its timings), ``note`` tells the user a line (the cell's output, or the
+    worker's notes for its next cell after a prewarm)."""
+
+    def __init__(
+        self,
+        session: WarmSession,
+        history: History,
+        notebook: Notebook,
+        ask: Ask,
+        note: Callable[[str], None],
+    ) -> None:
+        self.session = session
+        self.history = history
+        self.notebook = notebook
+        self.ask = ask
+        self.note = note
+
+    # --- to the worker ---
+
+    def plan(
+        self,
+        reads: frozenset[str],
+        *,
+        before: int | None = None,
+        setup: bool = True,
+        explicit: frozenset[str] = frozenset(),
+        required: bool = False,
+    ) -> catch_up.CatchUpPlan:
+        """What the worker needs before a cell reading ``reads`` (``before``: a re-run of an
+        earlier cell sees only what came before it; ``explicit``: ``--vars`` names);
+        ``required``: a name the cell reads that can neither be sent nor rebuilt is a
+        ``MissingVariableError`` now, before anything runs."""
+        history = self.history
+        plan = catch_up.plan_catch_up(
+            history.entries(), self.session, self.notebook, reads, before=before, setup=setup,
+            explicit=explicit, setup_gpu_bytes=history.gpu_bytes,
+            in_notebook=history.in_notebook, setup_files=history.setup_files,
+        )  # fmt: skip
+        if required:
+            catch_up.check(plan, reads)
+        return plan
+
+    def send(self, plan: catch_up.CatchUpPlan, folder: RunDir) -> None:
+        """The notebook's names the worker lacks, in one pickle (none when nothing goes)."""
+        s, share = self.session, plan.share
+        if share.names or share.drop or s.sent.needs_sync():
+            plan.packed = shared_state.pack(share, s.sent, plan.files)
+            folder.write_shared(plan.packed.blob)
+        if not folder.shared.exists():
+            return
+        reply = self.ask({"op": "receive"})
+        if reply.stopped or reply.data.get("status") != "ok":
+            raise StepFailed(reply, "vars")
+        user_ns = self.notebook.user_ns
+        if plan.packed is not None:  # the worker has them: by reference from now on
+            s.sent.commit(plan.packed.new)
+            s.sent.mark_current()
+        for name in share.names:
+            s.shipped[name] = shared_state.object_fingerprint(user_ns[name])
+        for name in share.drop:
+            s.shipped.pop(name, None)
+        s.mapped_bytes = max(s.mapped_bytes, share.summary()["mapped_bytes"])
+        if share.drop or plan.packed is not None:  # what a worker let go of can be freed now
+            shared_state.collect_ipc()
+        s.names = frozenset(reply.data.get("names", s.names))
+
+    def replay(self, plan: catch_up.CatchUpPlan) -> Reply | None:
+        """Replay the setup cells whose names cannot be sent, after checking the GPU has room
+        for what they built in the notebook (``admission.GpuMemoryError`` otherwise); None
+        when there are none. Each replayed cell leaves the notebook's shared memory as it was
+        (its changes are the notebook's already)."""
+        s, run = self.session, plan.replay.run
+        if not run:
+            return None
+        for line in plan.notes(s.tool):
+            self.note(line)
+        catch_up.admit(plan, s)
+        modules = module_names(self.history.entries())
+        payload = []
+        for entry in run:
+            item = entry.payload()
+            item["preserve"] = changed_names(entry.cell, modules, self.notebook.user_ns)
+            payload.append(item)
+        reply = self.ask({"op": "history", "entries": payload})
+        if reply.stopped or not reply.data.get("ok"):
+            raise StepFailed(reply, "setup")
+        s.executed += [e.id for e in run]
+        for entry in run:
+            self.own(entry.cell.names_bound)
+        s.names = frozenset(reply.data.get("names", ()))
+        self._note_setup_failures(plan, reply)
+        for line in replay_errors(s.tool, reply):
+            self.note(line)
+        return reply
+
+    def own(self, names: frozenset[str]) -> None:
+        """Names a cell or a replay bound in the worker are the worker's own from now on."""
+        for name in names:
+            self.session.shipped.pop(name, None)
+
+    def ship_by_value(
+        self, folder: RunDir, explicit: Mapping[str, Any], sent: list[str]
+    ) -> list[str]:
+        """``--vars``: sent by value, whatever their size (vars.pkl, loaded by ``prepare``);
+        returns every name the cell got (``sent``: those shared already)."""
+        if not explicit:
+            return sorted(sent)
+        nb = self.notebook
+        plan = plan_shipping((), nb.user_ns, explicit=explicit,
+                             max_bytes=nb.auto_vars_max_bytes)  # fmt: skip
+        blob = plan.blob()
+        if blob is not None:
+            folder.write_vars(blob)
+        for name in plan.entries:
+            self.session.shipped[name] = shared_state.object_fingerprint(nb.user_ns[name])
+        return sorted({*plan.entries, *sent})
+
+    # --- kept as it was ---
+
+    def keep(self, cell: PreparedCell) -> list[str] | None:
+        """The notebook names whose shared CUDA memory a repeated run of ``cell`` may change
+        (``["*"]``: all of it), which the worker saves before it and puts back after."""
+        modules = module_names(self.history.entries())
+        return changed_names(cell, modules, self.notebook.user_ns)
+
+    # --- back to the notebook ---
+
+    def bring_back(self, cell: PreparedCell, folder: RunDir) -> dict[str, Any] | None:
+        """The notebook's run of ``cell``: what it bound and changed comes back to the
+        notebook (``results_back``), as if the cell had run there; returns what meta.json's
+        ``brought_back`` records (None: nothing could be asked). A cell that raised keeps
+        what it did before the error, as in the notebook."""
+        s, user_ns = self.session, self.notebook.user_ns
+        if not isinstance(user_ns, MutableMapping):  # a read-only view: nothing to bind in
+            return None
+        names = [n for n in results_back.names_to_bring_back(cell, user_ns) if n in s.names]
+        path = folder.results
+        try:
+            reply = self.ask({"op": "send_back", "names": names, "path": str(path),
+                              "max_bytes": self.notebook.auto_vars_max_bytes})  # fmt: skip
+            if reply.stopped or not reply.data.get("ok"):
+                why = reply.data.get("exc_message") or reply.data.get("error") or "interrupted"
+                self.note(f"the cell's results stay in the {s.tool} worker: sending them back "
+                          f"failed ({why})")  # fmt: skip
+                return None
+            brought = results_back.bring_back(path.read_bytes(), user_ns, s.sent,
+                                              reply.data.get("cannot", {}),
+                                              bound=cell.names_bound)  # fmt: skip
+            packed = None
+            if brought.adopted:
+                packed = results_back.adoption_blob(brought, s.sent)
+                folder.write_adopted(packed.blob)
+                adopted = self.ask({"op": "adopt", "path": str(folder.adopted)})
+                if not adopted.data.get("ok"):  # the worker keeps its own copy too
+                    packed = None
+            results_back.settle(brought, s.sent, s.shipped, user_ns, packed)
+        finally:
+            path.unlink(missing_ok=True)
+            folder.adopted.unlink(missing_ok=True)
+        held = self.history.held
+        for name in brought.names:
+            held.pop(name, None)
+        for name, why in brought.cannot.items():  # what a cell in another worker is told
+            held[name] = (
+                f"a profiled cell bound it in the {s.tool} worker, where it stays: it could not "
+                f"come back to the notebook ({why}). Fix: bind it in the notebook, or in a "
+                "%%nsight_setup cell (what cannot be sent is rebuilt there)"
+            )
+        if line := brought.note(s.tool):
+            self.note(line)
+        return {"names": brought.names, "cannot": brought.cannot,
+                "adopted": len(brought.adopted)}  # fmt: skip
+
+    # --- what a worker lacks, said ---
+
+    def explain(self, status: dict[str, Any]) -> dict[str, Any]:
+        """A cell's NameError for a name a setup cell binds that raised when this worker
+        replayed it, or one a profiled cell bound in another worker that could not come back:
+        the message says so, with the fix (else the status as it is)."""
+        found = NAME_ERROR.search(str(status.get("exc_message") or ""))
+        if status.get("exc_type") != "NameError" or found is None:
+            return status
+        name = found.group(1)
+        why = self.session.setup_failed.get(name) or self.history.held.get(name)
+        if not why:
+            return status
+        return {**status, "exc_message": f"{status['exc_message']} in the "
+                f"{self.session.tool} worker: {why}."}  # fmt: skip
+
+    def _note_setup_failures(self, plan: catch_up.CatchUpPlan, reply: Reply) -> None:
+        """The setup cells of ``plan`` whose replay raised: each name they bind, with why the
+        worker may lack it; a setup replayed without an error clears its names."""
+        s = self.session
+        raised = {e.get("filename"): e for e in reply.data.get("errors", [])}
+        for entry in plan.replay.run:
+            if entry.kind != "setup":
+                continue
+            error = raised.get(entry.filename)
+            for name in entry.cell.names_bound:
+                s.setup_failed.pop(name, None)
+            if error is None:
+                continue
+            worker_only = entry.id not in self.history.in_notebook
+            text = setup_failure(s.tool, entry.name, error, plan.fallback.get(entry.name, ""),
+                                 worker_only=worker_only)  # fmt: skip
+            s.setup_failed.update(dict.fromkeys(entry.cell.names_bound, text))
