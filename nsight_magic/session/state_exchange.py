@@ -27,6 +27,7 @@ from typing import Any
 
 from ..run_folders.run_dir import RunDir
 from ..script import PreparedCell
+from ..vocabulary.notebook_names import is_ipython_own
 from . import catch_up, results_back, shared_state
 from .history import History
 from .replay import changed_names, module_names
@@ -210,15 +211,20 @@ class StateExchange:
 
     # --- back to the notebook ---
 
-    def bring_back(self, cell: PreparedCell, folder: RunDir) -> dict[str, Any] | None:
+    def bring_back(
+        self, cell: PreparedCell, folder: RunDir, new: frozenset[str] = frozenset()
+    ) -> dict[str, Any] | None:
         """The notebook's run of ``cell``: what it bound and changed comes back to the
-        notebook (``results_back``), as if the cell had run there; returns what meta.json's
+        notebook (``results_back``), as if the cell had run there (``new``: names the run
+        bound that its text does not show, ``exec("y = f()")``); returns what meta.json's
         ``brought_back`` records (None: nothing could be asked). A cell that raised keeps
         what it did before the error, as in the notebook."""
         s, user_ns = self.session, self.notebook.user_ns
         if not isinstance(user_ns, MutableMapping):  # a read-only view: nothing to bind in
             return None
-        names = [n for n in results_back.names_to_bring_back(cell, user_ns) if n in s.names]
+        new = frozenset(n for n in new if not is_ipython_own(n) and not n.startswith("__"))
+        bound = cell.names_bound | new
+        names = sorted({*results_back.names_to_bring_back(cell, user_ns), *new} & s.names)
         path = folder.results
         try:
             reply = self.ask({"op": "send_back", "names": names, "path": str(path),
@@ -230,7 +236,7 @@ class StateExchange:
                 return None
             brought = results_back.bring_back(path.read_bytes(), user_ns, s.sent,
                                               reply.data.get("cannot", {}),
-                                              bound=cell.names_bound)  # fmt: skip
+                                              bound=bound)  # fmt: skip
             packed = None
             if brought.adopted:
                 packed = results_back.adoption_blob(brought, s.sent)

@@ -164,7 +164,7 @@ class WarmExecutor:
         )
         ctx.lines.phase("running")
         reply = self._step(ctx, {"op": "prepare"}, "vars")
-        s.names = frozenset(reply.data.get("names", ()))
+        s.names = before = frozenset(reply.data.get("names", ()))
         t0 = time.perf_counter()
         handle = self._begin_capture(ctx, s)
         ctx.meta.timings["begin_capture_s"] = time.perf_counter() - t0
@@ -186,7 +186,8 @@ class WarmExecutor:
         ctx.folder.write_status(status)
         usable = not reply.stopped and s.worker.alive() and not s.broken
         if self.before is None and usable:  # the notebook's run: its results are the notebook's
-            ctx.meta.brought_back = state.bring_back(ctx.cell, ctx.folder)
+            # names new in the worker were bound by code the text hides (exec, globals())
+            ctx.meta.brought_back = state.bring_back(ctx.cell, ctx.folder, s.names - before)
         if usable:  # idle: no cached blocks
             self._ask(ctx, {"op": "release"})
         return Outcome(status, reply.stopped)
