@@ -22,6 +22,7 @@ asks the worker. A step that fails or is stopped raises ``StepFailed`` with the 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
@@ -94,12 +95,15 @@ class StateExchange:
         notebook: Notebook,
         ask: Ask,
         note: Callable[[str], None],
+        timings: dict[str, float] | None = None,
     ) -> None:
         self.session = session
         self.history = history
         self.notebook = notebook
         self.ask = ask
         self.note = note
+        self.timings = timings if timings is not None else {}  # meta.json's, for a cell
+        self.imported: list[str] = []  # what the last receive had to import
 
     # --- to the worker ---
 
@@ -130,13 +134,19 @@ class StateExchange:
         """The notebook's names the worker lacks, in one pickle (none when nothing goes)."""
         s, share = self.session, plan.share
         if share.names or share.drop or s.sent.needs_sync():
+            t0 = time.perf_counter()
             plan.packed = shared_state.pack(share, s.sent, plan.files)
             folder.write_shared(plan.packed.blob)
+            self.timings["pack_s"] = time.perf_counter() - t0
         if not folder.shared.exists():
             return
         reply = self.ask({"op": "receive"})
         if reply.stopped or reply.data.get("status") != "ok":
             raise StepFailed(reply, "vars")
+        got = reply.data.get("received") or {}
+        for key, value in (got.get("timings") or {}).items():
+            self.timings[f"receive_{key}"] = float(value)
+        self.imported = list(got.get("imported") or [])
         user_ns = self.notebook.user_ns
         if plan.packed is not None:  # the worker has them: by reference from now on
             s.sent.commit(plan.packed.new)

@@ -94,7 +94,7 @@ class WarmExecutor:
             # the cell's whole wait, up to now that it holds the worker for good
             ctx.meta.timings["worker_start_s"] = time.perf_counter() - t0
             state = StateExchange(s, self.history, ctx.notebook, lambda m: self._ask(ctx, m),
-                                  ctx.lines.note)  # fmt: skip
+                                  ctx.lines.note, ctx.meta.timings)  # fmt: skip
             plan = self.catch_up = state.plan(
                 ctx.cell.names_read, before=self.before, setup=request.setup,
                 explicit=frozenset(ctx.explicit_vars or {}), required=True,
@@ -154,6 +154,8 @@ class WarmExecutor:
                          "cwd": ctx.request.cwd}, "load")  # fmt: skip
         state.send(plan, ctx.folder)
         ctx.meta.shared_vars = plan.share.summary()
+        if state.imported:  # a worker that had not imported the notebook's libraries yet
+            ctx.meta.shared_vars["imported"] = state.imported
         if plan.replay.run:
             ctx.lines.phase("replaying", plan.replay.describe(s.tool))
             state.replay(plan)
