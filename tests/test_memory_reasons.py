@@ -79,3 +79,22 @@ def test_the_bundled_memory_example_fills_the_memory_frames() -> None:
     assert run.meta["options"]["memory"] is True
     text = re.sub(r"<[^>]+>", "", run.to_html())
     assert "Largest tensors at PyTorch" in text and "cell L" in text
+
+
+@pytest.mark.parametrize("status", ["ok", "error"])
+def test_a_warm_run_that_did_not_ask_memory_shows_none_unless_it_failed(status: str) -> None:
+    """A warm worker records allocations for every cell (one worker for --memory and the
+    rest): a run that did not ask shows none, as before; a failed one keeps them (an
+    out-of-memory cell is explained with them). The real --memory run, its meta changed."""
+    folder = DATA / "mem_run_train"
+    cell_status = {**json.loads((folder / "status.json").read_text()), "status": status}
+    meta = {"name": "train", "cell_status": cell_status, "options": {"memory": False}}
+    run = NsysRun(open_report(folder / "report.sqlite"), folder, meta)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyResultWarning)
+        summary, timeline = run.gpu_memory_summary(), run.gpu_memory()
+    if status == "ok":
+        assert summary.empty and timeline.empty
+        assert "without --memory" in summary.attrs["reason"]
+    else:
+        assert not summary.empty and not timeline.empty

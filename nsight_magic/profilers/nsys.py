@@ -160,8 +160,13 @@ class NsysOptions:
     def warm(self) -> NsysOptions:
         """A warm worker's launch options: no ``--pytorch``; the worker turns PyTorch's op
         ranges on around each cell that asks (``torch_nvtx``), so it is never relaunched; no
-        ``--nvtx`` either (the cell script gates the capture itself: ``script_args``)."""
-        return dataclasses.replace(self, pytorch=None, nvtx_capture=None)
+        ``--nvtx`` either (the cell script gates the capture itself: ``script_args``); and
+        nsys's allocation events always (``--cuda-memory-usage``: nothing measurable on a
+        decode loop or a training step, the report 16-28% larger: benchmarks P13), so a
+        ``--memory`` cell needs no second worker, which paid its own start and imports (a
+        first ``--memory`` cell beside a 34 GB state: 22.2 s, receive 13.8 s, H100). What a
+        run shows is still what it asked: ``results/memory_frames``."""
+        return dataclasses.replace(self, pytorch=None, nvtx_capture=None, memory=True)
 
     def script_args(self) -> dict[str, object]:
         """``--nvtx RANGE#K`` as the cell script takes it (``RangeWindow``); {} without it."""

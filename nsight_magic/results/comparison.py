@@ -117,5 +117,13 @@ def compare(run_a: Any, run_b: Any, label_a: str | None = None, label_b: str | N
         nvtx_deltas(report_a.nvtx_gpu_projection(), report_b.nvtx_gpu_projection()),
         label_a or _label(run_a, "a"),
         label_b or _label(run_b, "b"),
-        memory_deltas(report_memory_summary(report_a), report_memory_summary(report_b)),
+        memory_deltas(_memory_summary(run_a, report_a), _memory_summary(run_b, report_b)),
     )
+
+
+def _memory_summary(run: Any, report: Any) -> Any:
+    """A run's own memory summary (what it asked for, the notebook's mapped memory left
+    out), else the report's."""
+    frames = getattr(run, "memory", None)
+    summary = getattr(frames, "summary", None)
+    return summary() if callable(summary) else report_memory_summary(report)

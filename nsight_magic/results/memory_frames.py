@@ -26,13 +26,17 @@ TORCH_COLUMNS = ["moment", "allocated_bytes", "reserved_bytes"]
 
 
 def report_memory_summary(
-    report: Any, mapped: gpu_memory.MappedMemory | None = None
+    report: Any,
+    mapped: gpu_memory.MappedMemory | None = None,
+    events: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """``analysis.gpu_memory.memory_summary`` of a report (``NsysReport``; empty for a
     multi-rank one, which has no memory view yet); ``mapped``: the notebook's memory its
-    worker mapped (the run's status), else not known."""
-    load = getattr(report, "memory_events", None)
-    events = load() if load is not None else gpu_memory.empty_events()
+    worker mapped (the run's status), else not known; ``events``: the run's (else all the
+    report has)."""
+    if events is None:
+        load = getattr(report, "memory_events", None)
+        events = load() if load is not None else gpu_memory.empty_events()
     if events.empty:
         return gpu_memory.memory_summary(events)
     start = float(report.capture_window()[0])
@@ -64,9 +68,23 @@ class MemoryFrames:
     @functools.cached_property
     def events(self) -> pd.DataFrame:
         load = getattr(self.run.report, "memory_events", None)  # one report; ranks: none yet
-        if load is None:
+        if load is None or self._not_asked:
             return gpu_memory.empty_events()
         return load()
+
+    @property
+    def _not_asked(self) -> bool:
+        """A warm worker records allocations for every cell (``NsysOptions.warm``): a run that
+        did not ask ``--memory`` and ran to its end shows none (a failed one keeps them: an
+        out-of-memory error is explained with them). A report opened alone shows what it has."""
+        options = self.run.meta.get("options")
+        status = self.run.meta.get("cell_status")
+        return (
+            isinstance(options, dict)
+            and options.get("memory") is not True
+            and isinstance(status, dict)
+            and status.get("status") == "ok"
+        )
 
     @property
     def torch_status(self) -> dict[str, Any]:
@@ -100,7 +118,8 @@ class MemoryFrames:
         return gpu_memory.chart_rows(self.timeline(), window)
 
     def summary(self) -> pd.DataFrame:
-        return with_reason(report_memory_summary(self.run.report, self.mapped), self.note())
+        summary = report_memory_summary(self.run.report, self.mapped, self.events)
+        return with_reason(summary, self.note())
 
     def torch_counts(self) -> pd.DataFrame:
         """``moment`` (start / peak / end), ``allocated_bytes, reserved_bytes``: torch's own
