@@ -245,3 +245,29 @@ class ComparisonSource(Protocol):
     kernels: pd.DataFrame  # name, (short_name,) instances_a/b, total_ns_a/b, delta_ns, ratio
     nvtx: pd.DataFrame  # same keyed by label ("domain:range")
     memory: pd.DataFrame  # device_id, a_peak_bytes, b_peak_bytes, peak_change_bytes, ratio, ...
+
+
+class SweepSource(Protocol):
+    """A sweep (``results.sweep_frames.SweepFrames``): one row per configuration and the
+    kernel x configuration matrix; the swept variables' columns are named by the user."""
+
+    def header(self) -> dict[str, Any]:
+        """``name, folder, variables, configs, ok, failed, cancelled``."""
+        ...
+
+    def variables(self) -> list[str]: ...
+
+    def table(self) -> pd.DataFrame:
+        """``config``, the swept variables, ``status, error, cell_wall_ns, run_wall_ns,
+        gpu_time_ns, gpu_busy_pct, top_kernel, top_kernel_short, top_kernel_pct,
+        peak_memory_bytes``."""
+        ...
+
+    def kernels(self) -> pd.DataFrame:
+        """``name, short_name``, one column per configuration (ns), ``total_ns``; the
+        configuration columns in ``attrs["named_by_user"]``."""
+        ...
+
+    def axis_scale(self, variable: str) -> str:
+        """How ``variable``'s axis reads: "log2", "linear" or "ordinal"."""
+        ...
