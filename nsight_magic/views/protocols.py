@@ -32,6 +32,21 @@ class ProfileFn(Protocol):
     ) -> Any: ...
 
 
+class ProfileTopFn(Protocol):
+    """The picker's "Profile top N" button (``NsysRun.profile_top``): ONE ncu re-run of the
+    cell that profiles the first launch of each of the ``n`` kernels with the most total time,
+    as :class:`ProfileFn`."""
+
+    def __call__(
+        self,
+        n: int = ...,
+        *,
+        set: str | None = ...,
+        progress: Callable[..., Any] | None = ...,
+        cancel: threading.Event | None = ...,
+    ) -> Any: ...
+
+
 class ProfileRangeFn(Protocol):
     """ "Profile this range" (``NsysRun.profile_range``): ncu on every kernel inside the NVTX
     range ``domain:name`` (``style``: "PushPop" or "StartEnd"), as :class:`ProfileFn`."""
