@@ -27,12 +27,14 @@ from nsight_magic.vocabulary.columns import COLUMNS
 
 # (value of the swept variable, the example run that stands for that configuration)
 CONFIGS = [("naive", "attention_naive"), ("sdpa", "attention_sdpa")]
-FAILED = "The profiled cell raised torch.OutOfMemoryError: CUDA out of memory."
+FAILED = "The profiled cell raised OutOfMemoryError: CUDA out of memory."
 
 
 def _config_folder(sweep: RunDir, index: int, label: str, example: str, cell_s: float) -> str:
     """A configuration's run folder as the session leaves it: meta.json and the report (the
-    example's real SQLite export, copied: load_run refuses a linked report)."""
+    example's real SQLite export, copied: load_run refuses a linked report). The examples carry
+    no status.json, so the cell body's time (``cell_s``) is a value this test writes into
+    meta.json, to see it reach the table; every other number is the real report's."""
     folder = sweep.new_config(index, label)
     packed = examples.RUNS[example][0]
     source = examples._unpack(packed, examples._session_dir())
