@@ -124,6 +124,21 @@ def test_a_training_cell_changes_the_notebooks_model_once_and_never_again(
     assert int(ns["counter"]) == 3 and _same_weights(ns, ref)
 
 
+def test_a_cell_whose_text_hides_what_it_reads_and_binds(manager, tmp_path) -> None:
+    """``exec("loss = train_step()")``: the text names nothing of the notebook, so every
+    notebook name goes to the worker (a new one, which has none), what the run binds comes
+    back, and ``--warmup 1`` (which saves and restores all it received) steps the model once:
+    the counter, ``hits`` and the weights equal one step run without the profiler."""
+    ns: dict = {}  # type: ignore[type-arg]
+    _setup(manager, ns)
+    manager.stop()
+    result, _ = _cell(manager, tmp_path, ns, 'exec("loss = train_step()")', warmup=1)
+    assert int(ns["counter"]) == 1 and ns["hits"] == [1]
+    assert "loss" in result.meta["brought_back"]["names"]
+    ref = _reference(1)
+    assert _same_weights(ns, ref) and torch.equal(ns["loss"], ref["loss"])
+
+
 def test_what_cannot_come_back_is_named_then_and_where_it_is_needed(manager, tmp_path) -> None:
     """A generator does not pickle: it stays in the nsys worker, the cell says so in one line,
     a later nsys cell still sees it, and a cell in the ncu worker that reads it fails with a

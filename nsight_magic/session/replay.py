@@ -90,8 +90,9 @@ def _called_notebook_code(func: ast.expr, user_ns: Mapping[str, Any]) -> Any:
     return None
 
 
-# a body that calls these can touch any name: its effects cannot be read from its names
-_ANY_NAME = frozenset({"exec", "eval", "globals", "vars", "locals", "__import__", "compile"})
+# a body that calls these can touch any name: its effects cannot be read from its names, nor
+# what it reads (a cell that does reads every notebook name: all are sent)
+ANY_NAME = frozenset({"exec", "eval", "globals", "vars", "locals", "__import__", "compile"})
 _PLAIN = (int, float, complex, str, bytes, bool, type(None))
 
 
@@ -121,7 +122,7 @@ def notebook_code_reaches(target: Any, user_ns: Mapping[str, Any]) -> set[str] |
         if not all(isinstance(v, _PLAIN) for v in held):
             return None
         names = _code_names(fn.__code__)
-        if names & _ANY_NAME:
+        if names & ANY_NAME:
             return None
         for name in names:
             if name not in user_ns:

@@ -22,11 +22,13 @@ asks the worker. A step that fails or is stopped raises ``StepFailed`` with the 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 from ..run_folders.run_dir import RunDir
 from ..script import PreparedCell
+from ..vocabulary.notebook_names import is_ipython_own
 from . import catch_up, results_back, shared_state
 from .history import History
 from .replay import changed_names, module_names
@@ -96,12 +98,15 @@ class StateExchange:
         notebook: Notebook,
         ask: Ask,
         note: Callable[[str], None],
+        timings: dict[str, float] | None = None,
     ) -> None:
         self.session = session
         self.history = history
         self.notebook = notebook
         self.ask = ask
         self.note = note
+        self.timings = timings if timings is not None else {}  # meta.json's, for a cell
+        self.imported: list[str] = []  # what the last receive had to import
 
     # --- to the worker ---
 
@@ -132,13 +137,19 @@ class StateExchange:
         """The notebook's names the worker lacks, in one pickle (none when nothing goes)."""
         s, share = self.session, plan.share
         if share.names or share.drop or s.sent.needs_sync():
+            t0 = time.perf_counter()
             plan.packed = shared_state.pack(share, s.sent, plan.files)
             folder.write_shared(plan.packed.blob)
+            self.timings["pack_s"] = time.perf_counter() - t0
         if not folder.shared.exists():
             return
         reply = self.ask({"op": "receive"})
         if reply.stopped or reply.data.get("status") != "ok":
             raise StepFailed(reply, "vars")
+        got = reply.data.get("received") or {}
+        for key, value in (got.get("timings") or {}).items():
+            self.timings[f"receive_{key}"] = float(value)
+        self.imported = list(got.get("imported") or [])
         user_ns = self.notebook.user_ns
         if plan.packed is not None:  # the worker has them: by reference from now on
             s.sent.commit(plan.packed.new)
@@ -223,15 +234,20 @@ class StateExchange:
 
     # --- back to the notebook ---
 
-    def bring_back(self, cell: PreparedCell, folder: RunDir) -> dict[str, Any] | None:
+    def bring_back(
+        self, cell: PreparedCell, folder: RunDir, new: frozenset[str] = frozenset()
+    ) -> dict[str, Any] | None:
         """The notebook's run of ``cell``: what it bound and changed comes back to the
-        notebook (``results_back``), as if the cell had run there; returns what meta.json's
+        notebook (``results_back``), as if the cell had run there (``new``: names the run
+        bound that its text does not show, ``exec("y = f()")``); returns what meta.json's
         ``brought_back`` records (None: nothing could be asked). A cell that raised keeps
         what it did before the error, as in the notebook."""
         s, user_ns = self.session, self.notebook.user_ns
         if not isinstance(user_ns, MutableMapping):  # a read-only view: nothing to bind in
             return None
-        names = [n for n in results_back.names_to_bring_back(cell, user_ns) if n in s.names]
+        new = frozenset(n for n in new if not is_ipython_own(n) and not n.startswith("__"))
+        bound = cell.names_bound | new
+        names = sorted({*results_back.names_to_bring_back(cell, user_ns), *new} & s.names)
         path = folder.results
         try:
             reply = self.ask({"op": "send_back", "names": names, "path": str(path),
@@ -243,7 +259,7 @@ class StateExchange:
                 return None
             brought = results_back.bring_back(path.read_bytes(), user_ns, s.sent,
                                               reply.data.get("cannot", {}),
-                                              bound=cell.names_bound)  # fmt: skip
+                                              bound=bound)  # fmt: skip
             packed = None
             if brought.adopted:
                 packed = results_back.adoption_blob(brought, s.sent)

@@ -95,7 +95,7 @@ class WarmExecutor:
             # the cell's whole wait, up to now that it holds the worker for good
             ctx.meta.timings["worker_start_s"] = time.perf_counter() - t0
             state = StateExchange(s, self.history, ctx.notebook, lambda m: self._ask(ctx, m),
-                                  ctx.lines.note)  # fmt: skip
+                                  ctx.lines.note, ctx.meta.timings)  # fmt: skip
             plan = self.catch_up = state.plan(
                 ctx.cell.names_read, before=self.before, setup=request.setup,
                 explicit=frozenset(ctx.explicit_vars or {}), required=True,
@@ -162,6 +162,8 @@ class WarmExecutor:
                          "cwd": ctx.request.cwd}, "load")  # fmt: skip
         state.send(plan, ctx.folder)
         ctx.meta.shared_vars = plan.share.summary()
+        if state.imported:  # a worker that had not imported the notebook's libraries yet
+            ctx.meta.shared_vars["imported"] = state.imported
         if plan.replay.run:
             ctx.lines.phase("replaying", plan.replay.describe(s.tool))
             state.replay(plan)
@@ -175,7 +177,7 @@ class WarmExecutor:
         )
         ctx.lines.phase("running")
         reply = self._step(ctx, {"op": "prepare"}, "vars")
-        s.names = frozenset(reply.data.get("names", ()))
+        s.names = before = frozenset(reply.data.get("names", ()))
         t0 = time.perf_counter()
         handle = self._begin_capture(ctx, s)
         ctx.meta.timings["begin_capture_s"] = time.perf_counter() - t0
@@ -198,7 +200,8 @@ class WarmExecutor:
         ctx.folder.write_status(status)
         usable = not reply.stopped and s.worker.alive() and not s.broken
         if not self.repeats(ctx.request) and usable:  # the notebook's run: its results are its
-            ctx.meta.brought_back = state.bring_back(ctx.cell, ctx.folder)
+            # names new in the worker were bound by code the text hides (exec, globals())
+            ctx.meta.brought_back = state.bring_back(ctx.cell, ctx.folder, s.names - before)
         if usable:  # idle: no cached blocks
             self._ask(ctx, {"op": "release"})
         return Outcome(status, reply.stopped)

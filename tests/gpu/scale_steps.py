@@ -79,6 +79,7 @@ def took(tag, run=None, stepped=True):
         t = run.meta.get("timings") or {}
         row.update({k: round(v, 3) for k, v in t.items() if isinstance(v, (int, float))})
         row["kept"] = (run.meta.get("cell_status") or {}).get("kept")
+        row["imported"] = (run.meta.get("shared_vars") or {}).get("imported")
     FIG["scale"][tag] = row
     print(tag, row)
     json.dump(FIG, open(os.environ["ACCEPT_FIG"], "w"), default=str, indent=1)  # kept if cut
