@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -153,8 +154,6 @@ class SweepRun:
         def one(row: Any) -> pd.DataFrame | None:
             run = self.runs[self.key(tuple(row.values[name] for name in self.variables))]
             given = flops(dict(row.values)) if flops is not None else None
-            import warnings
-
             with warnings.catch_warnings():  # an empty configuration is said by its absence
                 warnings.simplefilter("ignore")
                 frame = run.mfu(given, dtype=dtype, peak_flops=peak_flops)
@@ -224,8 +223,3 @@ class SweepRun:
             + (f", {failed} failed" if failed else "")
             + f"{where}>"
         )
-
-
-def sweep_keys(record: SweepRecord, values: Iterable[dict[str, Any]]) -> list[ConfigKey]:
-    """The keys of ``record``'s configurations from their values (in variable order)."""
-    return [tuple(v.get(n) for n in record.variables) for v in values]
