@@ -32,6 +32,9 @@ _LAZY = {
     "load_runs": ("nsight_magic.results.loading", "load_runs"),
     # a copy of a run folder with paths relative and user/host names redacted
     "share": ("nsight_magic.run_folders.sharing", "share"),
+    # %%nsys --sweep from Python: one profiled run per configuration -> SweepRun
+    "sweep": ("nsight_magic.session.sweep", "sweep"),
+    "SweepRun": ("nsight_magic.results.sweep_run", "SweepRun"),
 }
 
 __all__ = [

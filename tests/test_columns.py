@@ -28,7 +28,7 @@ DATA = Path(__file__).parent / "data"
 NSYS_FIXTURES = sorted(p.stem for p in DATA.glob("*.sqlite"))
 # Methods that are not frame getters (they act, draw, or need an argument we cannot invent).
 NOT_FRAMES = {
-    "widget", "to_html", "profile_kernel", "profile_range", "chart", "nvtx_chart",
+    "widget", "to_html", "profile_kernel", "profile_range", "profile_top", "chart", "nvtx_chart",
     "roofline_chart", "resolve_nvtx_range", "kernels_in_range", "instances", "open_in_gui",
     "gui_command",
 }  # fmt: skip

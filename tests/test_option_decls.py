@@ -329,7 +329,7 @@ def test_profile_kernel_and_range_take_every_drill_able_option_by_name() -> None
     this keeps them in step with the declarations."""
     import inspect
 
-    for method in (NsysRun.profile_kernel, NsysRun.profile_range):
+    for method in (NsysRun.profile_kernel, NsysRun.profile_range, NsysRun.profile_top):
         keyword_only = {
             p.name
             for p in inspect.signature(method).parameters.values()

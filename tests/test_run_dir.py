@@ -13,6 +13,7 @@ import pytest
 import nsight_magic
 from nsight_magic.run_folders.run_dir import RunDir, write_json
 from nsight_magic.run_folders.run_meta import SCHEMA_VERSION, RunMeta
+from nsight_magic.run_folders.sweep_record import SweepRecord
 
 PACKAGE = Path(nsight_magic.__file__).parent
 # the notebooks' saved runs: rewritten (as the current version) whenever a GPU session re-runs
@@ -26,7 +27,7 @@ META_V1 = PACKAGE.parent / "tests" / "data" / "run_meta_v1"
 FOLDER_NAMES = {
     RunDir.CELL, RunDir.SCRIPT, RunDir.VARS, RunDir.ARGV, RunDir.ENV, RunDir.META,
     RunDir.STATUS, RunDir.LOG, RunDir.RANK_PREFIX, RunDir.NSYS_REPORT, RunDir.NCU_REPORT,
-    RunDir.SQLITE_EXPORT, RunDir.PARQUET_EXPORT,
+    RunDir.SQLITE_EXPORT, RunDir.PARQUET_EXPORT, RunDir.SWEEP,
 }  # fmt: skip
 
 # What writes a file: open() in a writing mode, and these callees.
@@ -155,6 +156,7 @@ def test_every_write_is_private(tmp_path: Path) -> None:
         RunDir.NCU_REPORT,
         RunDir.SQLITE_EXPORT,
         RunDir.PARQUET_EXPORT,
+        RunDir.SWEEP,  # a sweep folder's, below
     }
     assert {stat.S_IMODE(p.stat().st_mode) for p in written} == {0o600}
     assert folder.log.read_text() == "a line\nprocess output\n"
@@ -163,6 +165,13 @@ def test_every_write_is_private(tmp_path: Path) -> None:
     assert child.path.parent == folder.path / RunDir.CHILDREN
     child.write_meta(RunMeta(name="child"))
     assert folder.children() == [child]
+    sweep = RunDir.create(tmp_path / "runs", "sweep")
+    config = sweep.new_config(1, "bs=8 seq=2048")
+    assert config.path.name == "01-bs_8_seq_2048"
+    assert stat.S_IMODE(config.path.stat().st_mode) == 0o700
+    sweep.write_sweep(SweepRecord(name="sweep", variables=["bs"]))
+    assert stat.S_IMODE(sweep.sweep.stat().st_mode) == 0o600
+    assert sweep.read_sweep() == SweepRecord(name="sweep", variables=["bs"])
 
 
 def test_run_meta_round_trip() -> None:

@@ -38,6 +38,7 @@ from ..session.cell_command import rank_limit
 from ..session.manager import MANAGER
 from ..session.spec import CellRequest, Notebook, RunCallbacks
 from ..session.status import format_status, notebook_gpu_memory
+from ..session.sweep import SweepSpec, parse_sweep_option
 from ..session.variables import DEFAULT_AUTO_MAX_BYTES, parse_names
 from ..vocabulary import magic_names
 from .help import magic_help
@@ -134,6 +135,14 @@ def _options(options: type[T], args: Any, extra: list[str]) -> T:
     """The profiler's options from the parsed flags; a bad value is one UsageError line."""
     try:
         return option_decl.from_args(options, args, extra_args=tuple(extra))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _sweep_spec(given: list[str]) -> SweepSpec:
+    """``--sweep NAME=V1,V2`` (repeatable) as a ``SweepSpec``; a bad one is one UsageError."""
+    try:
+        return SweepSpec(tuple(parse_sweep_option(text) for text in given))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -296,6 +305,11 @@ class NsightMagic(Magics):
     @magic_arguments(name="nsight_nsys")
     @_common
     @_declared(NsysOptions)
+    @argument("--sweep", action="append", default=[], metavar="NAME=V1,V2",
+              help="Run the cell once per value (repeatable: every combination, in the order "
+              "given), NAME bound to it before the cell, each its own profiled run from the "
+              "same notebook state; returns a SweepRun. Values: 1,8,32 or a Python literal "
+              "list, \"bs=[1, 8, 32]\". docs/sweeps.md.")  # fmt: skip
     @cell_magic("nsight_nsys")  # type: ignore[arg-type]  # (IPython types only the bare form)
     def nsys(self, line: str, cell: str) -> Any:
         """Profile this cell with Nsight Systems and show its kernels, NVTX ranges, copies,
@@ -312,6 +326,13 @@ class NsightMagic(Magics):
         args, extra = self._parse(self.nsys, line)
         options = _options(NsysOptions, args, extra)
         request = self._request(args, cell)
+        if args.sweep:
+            spec = _sweep_spec(args.sweep)
+            return self._deliver(
+                args,
+                lambda: MANAGER.sweep(request, NsysBackend(options), spec,
+                                      notebook=self._notebook(), callbacks=self._callbacks()),
+            )  # fmt: skip
         return self._deliver(
             args,
             lambda: MANAGER.profile(

@@ -60,6 +60,27 @@ def kernel_filter_args(name: str) -> list[str]:
     ]
 
 
+def kernel_id_regex(names: Sequence[str]) -> str:
+    """One anchored regex matching exactly each of ``names``, for ``--kernel-id``, whose
+    fields are separated by ``:``: a ``:`` inside a name (``at::native::...``) is written
+    ``\\x3a`` (ECMAScript's escape for it), so no field separator appears in the regex."""
+    alternatives = "|".join(regex_escape(name).replace(":", "\\x3a") for name in names)
+    return f"^({alternatives})$"
+
+
+def first_launches_args(names: Sequence[str]) -> list[str]:
+    """``--kernel-name-base B --kernel-id ::regex:^(a|b|c)$:1``: the first launch (invocation
+    1) of each kernel named in ``names``, in one ncu pass. ``--kernel-id``'s fields are
+    ``context-id:stream-id:[name-operator:]kernel-name:invocation-nr`` (ncu CLI docs: ``::Foo:2``
+    is the second invocation of Foo); empty context and stream match any, and the invocation
+    counts each matched kernel function's launches on its own. The name base is the one every
+    name can be read in (``kernel_name_base``: the demangled names nsys shows; mangled only
+    when every name is)."""
+    bases = {kernel_name_base(name) for name in names}
+    base = bases.pop() if len(bases) == 1 else "demangled"
+    return ["--kernel-name-base", base, "--kernel-id", f"::regex:{kernel_id_regex(names)}:1"]
+
+
 def escape_nvtx_name(name: str) -> str:
     """Escape ``\\``, ``@`` and ``/`` so ncu reads ``name`` as one literal range/domain name."""
     return "".join("\\" + c if c in NVTX_SPECIAL else c for c in name)
@@ -151,6 +172,8 @@ class NcuOptions:
         None, "--kernel", "Only kernels matching REGEX.", metavar="REGEX", meta_key="kernel"
     )
     kernel_exact: str | None = option(None, meta_key="kernel")
+    # profile_top: the first launch of each of these kernels (exact names), in one pass
+    first_launch_of: tuple[str, ...] = option((), meta_key="top_kernels")
     launch_skip: int | None = option(
         None, "--launch-skip", "Skip the first N launches that match the filters.", metavar="N"
     )
@@ -176,6 +199,11 @@ class NcuOptions:
     def __post_init__(self) -> None:
         if self.kernel_regex and self.kernel_exact:
             raise ValueError("give kernel_regex or kernel_exact, not both")
+        if self.first_launch_of and (
+            self.kernel_regex or self.kernel_exact or self.launch_skip or self.launch_count
+        ):
+            # the invocation number picks the launches; a count of matching launches would cut
+            raise ValueError("first_launch_of takes no other kernel filter nor launch count")
         for flag, value in (
             ("--launch-skip", self.launch_skip),
             ("--launch-count", self.launch_count),
@@ -201,7 +229,9 @@ class NcuOptions:
             args += ["--nvtx-include", expression]
         for expression in self.nvtx_exclude:
             args += ["--nvtx-exclude", expression]
-        if self.kernel_exact:
+        if self.first_launch_of:
+            args += first_launches_args(self.first_launch_of)
+        elif self.kernel_exact:
             args += kernel_filter_args(self.kernel_exact)
         elif self.kernel_regex:
             args += ["--kernel-name", "regex:" + self.kernel_regex]

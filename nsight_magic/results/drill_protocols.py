@@ -8,6 +8,7 @@ Systems / Nsight Compute themselves.)"""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -25,6 +26,20 @@ class DrillRunner(Protocol):
         cancel: threading.Event | None = None,
     ) -> Any:
         """ncu on the launches of ``request.kernel`` in the cell ``parent`` ran -> ``NcuRun``."""
+        ...
+
+    def profile_top(
+        self,
+        parent: Any,
+        kernels: Sequence[str],
+        request: DrillRequest,
+        *,
+        progress: Any = None,
+        output: Any = None,
+        cancel: threading.Event | None = None,
+    ) -> Any:
+        """ncu on the first launch of each of ``kernels`` in one re-run of that cell ->
+        ``NcuRun``."""
         ...
 
     def profile_range(
@@ -48,6 +63,8 @@ class ParentRun(Protocol):
     kernel times, the NVTX projection and the kernels in a range, for HFU/MFU per range."""
 
     def kernels(self) -> Any: ...
+
+    def kernel_summary(self) -> Any: ...
 
     def nvtx_gpu_projection(self) -> Any: ...
 

@@ -18,6 +18,7 @@ from ..run_folders.run_dir import RunDir
 from ..run_folders.run_meta import RunMeta
 from .drill_protocols import DrillRunner
 from .nsys_run import NcuRun, NsysRun
+from .sweep_run import SweepRun
 
 
 def _inside(run_dir: Path, name: Any) -> str:
@@ -178,6 +179,8 @@ def load_run(
     if not run_dir.is_dir():
         raise ReportNotFoundError(f"{run_dir} is not a run folder.")
     folder = RunDir(run_dir)
+    if folder.sweep.exists() and not folder.meta.exists():  # a sweep: one run per configuration
+        return load_sweep(run_dir, drill_runner, trust=trust)
     reports = [*folder.report_names("nsys"), *folder.report_names("ncu")]
     if not folder.meta.exists() and not any((run_dir / name).exists() for name in reports):
         raise _not_a_run(run_dir)
@@ -190,6 +193,26 @@ def load_run(
     run = nsys_run(report, run_dir, meta.to_dict(), drill_runner=drill_runner)
     run.trust_folder = trust
     return run
+
+
+def load_sweep(
+    path: str | Path, drill_runner: DrillRunner | None = None, *, trust: bool = False
+) -> SweepRun:
+    """A sweep folder (``sweep.json`` and one run folder per configuration) as a
+    ``SweepRun``: each configuration that ran ``ok`` loaded with ``load_run``; a
+    configuration folder named outside the sweep folder is refused (``ReportError``)."""
+    run_dir = expand(path)
+    record = RunDir(run_dir).read_sweep()
+    if record is None:
+        raise ReportError(f"{RunDir(run_dir).sweep} is no sweep record (damaged or foreign).")
+    runs = {}
+    keys = [tuple(c.values.get(n) for n in record.variables) for c in record.configs]
+    for key, config in zip(keys, record.configs, strict=True):
+        if config.status != "ok" or not config.folder:
+            continue
+        name = _inside(run_dir, config.folder)
+        runs[key] = load_run(run_dir / name, drill_runner, trust=trust)
+    return SweepRun(record, run_dir, runs, keys=keys)
 
 
 def nsys_run(

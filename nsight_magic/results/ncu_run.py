@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import mfu as utilisation
-from ..analysis import phases, range_mfu, range_spec
+from ..analysis import phases, range_mfu, range_spec, top_kernels
 from ..analysis import roofline_bounds as bounds
 from ..analysis.torch_ops import parse_op_range
 from ..views.ncu_view import ncu_static_html, ncu_widget
@@ -237,6 +237,21 @@ class NcuRun(_Run):
             gpu_name=self.device()["name"],
             **self._parent_frames(),
         )
+
+    def top_kernels(self) -> pd.DataFrame:
+        """Each profiled launch's kernel: its share of the parent nsys run's kernel time beside
+        its HFU (``analysis.top_kernels.kernel_shares``; what ``NsysRun.profile_top`` is read
+        by). Columns: ``launch, name, short_name, nsys_rank`` (1 = the most nsys time),
+        ``nsys_instances, nsys_total_ns`` (ns), ``nsys_time_pct`` (percent of all nsys kernel
+        time), ``hfu_frac`` (fraction of the peak; NaN without FLOP counts, ``reason`` says
+        why when blank), ``hw_flops_per_s, peak_flops_per_s`` (FLOP/s), ``time_ns`` (ns),
+        ``time_source, reason``. The nsys columns are NA without a parent nsys run."""
+        summary = self.parent.kernel_summary() if self.parent is not None else None
+        try:
+            hfu = self.hfu()
+        except Exception:  # no FLOP counts in this report (a --metrics run): HFU stays NaN
+            hfu = None
+        return top_kernels.kernel_shares(self.kernels(), hfu, summary)
 
     def advice(self) -> pd.DataFrame:
         """ncu's rule results (``NcuReport.advice``): ``launch, name, rule, section, title,

@@ -13,7 +13,16 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis import api_summary, cold_run, phases, processes, range_spec, statements, torch_ops
+from ..analysis import (
+    api_summary,
+    cold_run,
+    phases,
+    processes,
+    range_spec,
+    statements,
+    top_kernels,
+    torch_ops,
+)
 from ..analysis import mfu as utilisation
 from ..errors import BadArgumentError, EmptyResultWarning, NsightMagicError
 from ..profilers.drill_request import DrillRequest
@@ -52,6 +61,9 @@ class NsysRun(_Run):
         self.drill_runner = drill_runner
         # load_run(..., trust=True): a re-profile may use the folder's interpreter and env
         self.trust_folder = False
+        # a sweep's configuration run in this session: the values it bound before the cell,
+        # which a drill-down into it binds again (session/sweep.py, session/drill.py)
+        self.bound_values: dict[str, Any] | None = None
 
     @functools.cached_property
     def frames(self) -> NsysFrames:
@@ -436,6 +448,34 @@ class NsysRun(_Run):
                                                 cancel=cancel)  # fmt: skip
         return self._adopt(child)
 
+    def profile_top(
+        self,
+        n: int = 10,
+        *,
+        set: str | None = "roofline",
+        sections: Sequence[str] = (),
+        metrics: Sequence[str] = (),
+        fresh: bool = False,
+        timeout: float | None = None,
+        rank: int = 0,
+        progress: Callable[..., Any] | None = None,
+        output: Callable[[str], Any] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> NcuRun:
+        """ncu on the ``n`` kernels with the most total time in this run: ONE re-run of the
+        cell that profiles the first launch of each (``session/drill.py``'s ``profile_top``),
+        not ``n`` drill-downs. The child's :meth:`NcuRun.top_kernels` puts each kernel's share
+        of this run's kernel time beside its HFU; its roofline holds all of them, its advice
+        is per kernel. The other options are :meth:`profile_kernel`'s. The child run is kept
+        in ``children``."""
+        names = top_kernels.top_kernel_names(self.kernel_summary(), n)
+        request = DrillRequest.create(set=set, sections=sections, metrics=metrics, fresh=fresh,
+                                      timeout=timeout, rank=rank)  # fmt: skip
+        child = self._drill_runner().profile_top(
+            self, names, request, progress=progress, output=output, cancel=cancel
+        )
+        return self._adopt(child)
+
     def profile_range(
         self,
         domain: str,
@@ -489,11 +529,11 @@ class NsysRun(_Run):
         profile_fn: ProfileFn | None = None,
         profile_range_fn: ProfileRangeFn | None = None,
     ) -> Any:
-        """The live view; the picker calls ``profile_fn`` (default ``profile_kernel``) and
-        "Profile this range" ``profile_range_fn`` (default ``profile_range``)."""
-        return nsys_widget(
-            self.frames, profile_fn or self.profile_kernel, profile_range_fn or self.profile_range
-        )
+        """The live view; the picker calls ``profile_fn`` (default ``profile_kernel``), its
+        "Profile top N" ``profile_top`` and "Profile this range" ``profile_range_fn`` (default
+        ``profile_range``)."""
+        return nsys_widget(self.frames, profile_fn or self.profile_kernel,
+                           profile_range_fn or self.profile_range, self.profile_top)  # fmt: skip
 
     def _build_html(self) -> str:
         return nsys_static_html(self.frames)

@@ -37,6 +37,7 @@ from ..errors import RunFolderError
 from .ownership import PRIVATE_FILE, private_mkdir, private_root
 from .regular_files import read_regular
 from .run_meta import RunMeta
+from .sweep_record import SweepRecord, is_sweep_record
 
 DEFAULT_ROOT = "nsight-runs"
 
@@ -179,6 +180,9 @@ class RunDir:
     SQLITE_EXPORT = "report.sqlite"
     PARQUET_EXPORT = "report_pq"
     CHILDREN = "ncu"  # picker runs: <folder>/ncu/<time>-<kernel>/
+    # a sweep folder's record (run_folders/sweep_record.py); its configurations' run folders
+    # are its subfolders: <sweep>/<NN>-<label>/
+    SWEEP = "sweep.json"
     # every file a re-run reads, unpickles or executes (session/saved_run.py checks them)
     REPLAYED = (CELL, SCRIPT, VARS, ENV, META)
 
@@ -217,6 +221,19 @@ class RunDir:
         with contextlib.suppress(FileExistsError):
             private_mkdir(self.path / self.CHILDREN)
         return RunDir.create(self.path / self.CHILDREN, kernel_name)
+
+    def new_config(self, index: int, label: str) -> RunDir:
+        """A sweep configuration's run folder inside this sweep folder: ``<NN>-<label>/``
+        (``-2``... on a clash), 0700."""
+        base = f"{index:02d}-{slug(label)}"
+        for i in range(1, 10_000):
+            path = self.path / (base if i == 1 else f"{base}-{i}")
+            try:
+                private_mkdir(path)
+                return RunDir(path)
+            except FileExistsError:
+                continue
+        raise RuntimeError(f"could not create a configuration folder under {self.path}")
 
     def children(self) -> list[RunDir]:
         """The picker runs inside this folder (those with a meta.json), oldest first."""
@@ -297,6 +314,10 @@ class RunDir:
     def parquet_export(self) -> Path:
         return self.path / self.PARQUET_EXPORT
 
+    @property
+    def sweep(self) -> Path:
+        return self.path / self.SWEEP
+
     # -- writing ---------------------------------------------------------------------------
 
     def write_cell(self, source: str) -> Path:
@@ -344,6 +365,10 @@ class RunDir:
             merged.update(meta.to_dict() if meta is not None else {}, **fields)
             self.write_meta(merged)
         return merged
+
+    def write_sweep(self, record: SweepRecord) -> None:
+        """A sweep folder's record, rewritten after each configuration."""
+        write_json(self.sweep, record.to_dict())
 
     def add_child(self, child: dict[str, Any]) -> None:
         """Record a picker run in this (its parent's) meta.json, under the lock."""
@@ -393,6 +418,11 @@ class RunDir:
         """meta.json typed, any version (a missing, damaged or non-object file: empty)."""
         data = self.read_meta_json()
         return RunMeta.from_dict(data if isinstance(data, dict) else {})
+
+    def read_sweep(self) -> SweepRecord | None:
+        """sweep.json typed; None when this is no sweep folder (missing, or not its shape)."""
+        data = read_json(self.sweep, None)
+        return SweepRecord.from_dict(data) if is_sweep_record(data) else None
 
     def read_status(self, rank: int = 0) -> CellStatus:
         return cell_status(read_json(self.status_of(rank), {}))

@@ -74,6 +74,10 @@ class RunMeta:
     nvtx_range: str | None = None
     style: str | None = None
     ignored_from_folder: dict[str, Any] | None = None  # what a saved folder asked, not obeyed
+    # a sweep's configuration (session/sweep.py): index, values (sweep.json's), label
+    sweep: dict[str, Any] | None = None
+    # profile_top's ncu run: the kernels it profiled the first launch of, most nsys time first
+    top_kernels: list[str] | None = None
     # unknown keys, and known keys whose value had the wrong type: kept verbatim
     extra: dict[str, Any] = field(default_factory=dict)
 

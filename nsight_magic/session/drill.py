@@ -9,7 +9,7 @@ import dataclasses
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +134,28 @@ class DrillDowns:
         callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)
         return self._drill(parent, kernel, request, filters, record, callbacks)
 
+    def profile_top(
+        self,
+        parent: Any,
+        kernels: Sequence[str],
+        request: DrillRequest,
+        *,
+        progress: Any = None,
+        output: Any = None,
+        cancel: threading.Event | None = None,
+    ) -> Any:
+        """ncu on the first launch of each kernel of ``kernels`` (exact names, the parent's
+        top-N by total time), in ONE re-run of the cell ``parent`` ran (``--kernel-id`` with
+        invocation 1: ``profilers/ncu.first_launches_args``), collecting what ``request``
+        says; N drill-downs would re-run it N times."""
+        names = tuple(dict.fromkeys(kernels))
+        if not names:
+            raise NsightMagicError("profile_top: the run has no kernel to profile.")
+        filters: dict[str, Any] = {"first_launch_of": names, **window_filters(parent)}
+        record: dict[str, Any] = {"top_kernels": list(names)}
+        callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)
+        return self._drill(parent, f"top{len(names)}", request, filters, record, callbacks)
+
     def profile_range(
         self,
         parent: Any,
@@ -176,14 +198,23 @@ class DrillDowns:
             )
         parent_meta = saved_meta(parent_dir)
         entry = self.history.find_run(parent_dir)
-        # a folder profiled in this session is ours; a loaded one is data (saved_run.py)
-        trusted = entry is not None or bool(getattr(parent, "trust_folder", False))
+        # a sweep's configuration (session/sweep.py) keeps the values it bound, to bind again
+        bound = getattr(parent, "bound_values", None)
+        # a folder profiled in this session is ours (a sweep's configurations too: only this
+        # session's sweep sets bound_values); a loaded one is data (saved_run.py)
+        trusted = (entry is not None or bool(getattr(parent, "trust_folder", False))
+                   or isinstance(bound, dict))  # fmt: skip
         saved = rerun_settings(parent_dir, parent_meta, trusted=trusted)
         if saved.ignored:
             warnings.warn(saved.notice(parent_dir), FolderSettingsIgnored, stacklevel=3)
         nproc = saved.nproc
         before = None if drill.fresh or entry is None or nproc > 1 else entry.id
         cold = before is None
+        # a sweep's configuration: its values bound again, and the re-run leaves the
+        # notebook's state as it was, as the configuration's own run did
+        repeat = isinstance(bound, dict) and not drill.fresh and nproc == 1
+        if repeat:
+            cold = False
         if nproc > 1 and timeout is None:
             timeout = MULTI_RANK_TIMEOUT_S  # a stuck collective must never hang the notebook
         request = CellRequest(
@@ -197,6 +228,8 @@ class DrillDowns:
             fresh=cold,
             nproc=nproc,
             rank=rank,
+            bind=dict(bound) if repeat and isinstance(bound, dict) else {},
+            keep_state=repeat,
         )
         backend = NcuBackend(drill.ncu_options(**filters))
         with deadline.run_deadline(timeout):  # its version check within the drill's timeout

@@ -256,7 +256,10 @@ class SessionManager(DrillDowns):
                                      meta=meta)  # fmt: skip
             if backend.tool == "nsys" and hasattr(run, "nvtx"):  # its ranges answer %%ncu --nvtx
                 self._nsys_runs[request.cell] = weakref.ref(run)
-            if isinstance(executor, WarmExecutor) and executor.session is not None:
+            # a run that left the notebook's state as it was (a sweep's configuration) is no
+            # cell of the notebook's history: nothing of it is the notebook's
+            if (isinstance(executor, WarmExecutor) and executor.session is not None
+                    and not request.keep_state):  # fmt: skip
                 entry_id = self._remember(executor.session, captured["ctx"], before, run)
                 # once, after the first nsys result: the ncu worker for drill-downs into it
                 if backend.tool == "nsys" and self.prewarm and not self._drill_prewarmed:
@@ -264,6 +267,23 @@ class SessionManager(DrillDowns):
                     ctx = captured["ctx"]
                     self.background += prewarm_drill_down(self, executor.session, ctx, entry_id)
             return run
+
+    def sweep(
+        self,
+        request: CellRequest,
+        backend: Backend,
+        spec: Any,
+        *,
+        notebook: Notebook | None = None,
+        callbacks: RunCallbacks | None = None,
+    ) -> Any:
+        """Profile ``request``'s cell once per configuration of ``spec`` (a
+        ``sweep.SweepSpec``), each an ordinary ``profile`` run that leaves the notebook's
+        state as it was; returns a ``SweepRun`` (``session/sweep.py``)."""
+        from .sweep import run_sweep  # results and views load with the first sweep only
+
+        return run_sweep(self.profile, request, backend, spec, notebook=notebook,
+                         callbacks=callbacks)  # fmt: skip
 
     def _worker_names(self) -> dict[int, str]:
         return {s.pid: f"the {s.tool} worker (pid {s.pid})"

@@ -39,7 +39,7 @@ from . import deadline
 from .backends import Backend
 from .deadline import run_deadline
 from .spec import CellRequest, Notebook, RunCallbacks
-from .variables import serialize_explicit
+from .variables import serialize_explicit, serialize_values
 
 
 def now_utc() -> str:
@@ -207,6 +207,7 @@ def _profile_cell(
         cell = prepare_cell(request.cell, cell_name=request.name)
         notebook = notebook or Notebook()
         explicit_vars = serialize_explicit(request.vars, notebook.user_ns)
+        explicit_vars.update(serialize_values(request.bind))  # a sweep's values win
         steps.step = f"looking for {backend.tool}"
         tool = backend.locate()
         backend.validate(tool)

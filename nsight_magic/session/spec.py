@@ -40,6 +40,8 @@ class CellRequest:
     cwd: str = field(default_factory=os.getcwd)
     nproc: int = 1  # > 1: torchrun runs the cell on this many ranks (always a fresh run)
     rank: int = 0  # ncu with nproc > 1: the one rank ncu profiles
+    bind: Mapping[str, Any] = field(default_factory=dict)
+    keep_state: bool = False
 
     def __post_init__(self) -> None:
         if self.nproc < 1:

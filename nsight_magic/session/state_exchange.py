@@ -39,6 +39,9 @@ from .worker_process import Reply
 
 Ask = Callable[[dict[str, Any]], Reply]
 NAME_ERROR = re.compile(r"name '([^']+)' is not defined")
+# the fingerprint of a name the worker holds a value of that is not the notebook's (a sweep's
+# value): it never equals an object's (``object_fingerprint`` starts with an id, an int)
+NOT_THE_NOTEBOOKS: tuple[Any, ...] = ("a value bound for one run",)
 
 
 class StepFailed(Exception):
@@ -195,10 +198,15 @@ class StateExchange:
             self.session.shipped.pop(name, None)
 
     def ship_by_value(
-        self, folder: RunDir, explicit: Mapping[str, Any], sent: list[str]
+        self,
+        folder: RunDir,
+        explicit: Mapping[str, Any],
+        sent: list[str],
+        one_run: frozenset[str] = frozenset(),
     ) -> list[str]:
-        """``--vars``: sent by value, whatever their size (vars.pkl, loaded by ``prepare``);
-        returns every name the cell got (``sent``: those shared already)."""
+        """``--vars`` (and ``one_run``: a sweep's values, bound for this run only): sent by
+        value, whatever their size (vars.pkl, loaded by ``prepare``); returns every name the
+        cell got (``sent``: those shared already)."""
         if not explicit:
             return sorted(sent)
         nb = self.notebook
@@ -208,7 +216,12 @@ class StateExchange:
         if blob is not None:
             folder.write_vars(blob)
         for name in plan.entries:
-            self.session.shipped[name] = shared_state.object_fingerprint(nb.user_ns[name])
+            if name in one_run or name not in nb.user_ns:
+                # not the notebook's value: the next cell that reads it gets the notebook's
+                # (or the worker drops it, when the notebook has none)
+                self.session.shipped[name] = NOT_THE_NOTEBOOKS
+            else:
+                self.session.shipped[name] = shared_state.object_fingerprint(nb.user_ns[name])
         return sorted({*plan.entries, *sent})
 
     # --- kept as it was ---

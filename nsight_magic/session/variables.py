@@ -97,6 +97,17 @@ def serialize_explicit(
     return entries
 
 
+def serialize_values(values: Mapping[str, Any]) -> dict[str, tuple[str, bytes]]:
+    """Values bound for one run (a sweep's configuration), serialized as ``--vars`` are: the
+    error naming the one that cannot go, before anything starts."""
+    entries: dict[str, tuple[str, bytes]] = {}
+    for name, value in values.items():
+        if not name.isidentifier():
+            raise NsightMagicError(f"--sweep: {name!r} is not a variable name.")
+        entries[name] = serialize(name, value)
+    return entries
+
+
 def pack_vars(names: Iterable[str], user_ns: Mapping[str, Any]) -> bytes:
     """Serialize the named variables of ``user_ns`` into one blob (nothing written yet, so a
     failure leaves no run folder behind)."""

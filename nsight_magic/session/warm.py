@@ -20,6 +20,7 @@ from . import catch_up, shared_state
 from .history import History
 from .pipeline import Outcome, RunContext
 from .replay import ReplayPlan
+from .spec import CellRequest
 from .state_exchange import StateExchange, StepFailed
 from .warm_session import WarmSession
 from .worker_process import Reply
@@ -113,7 +114,7 @@ class WarmExecutor:
             script = build_script(ctx.cell, history=[e.payload() for e in replayed],
                                   warmup=request.warmup, gate=ctx.backend.gate,
                                   torch_nvtx=ctx.backend.torch_nvtx(),
-                                  changes=state.keep(ctx.cell), rerun=self.before is not None,
+                                  changes=state.keep(ctx.cell), rerun=self.repeats(request),
                                   **ctx.backend.script_args())  # fmt: skip
             folder.write_script(script)
             # the trace cannot tell a first execution from a warm one by itself (cold_run.py)
@@ -133,6 +134,13 @@ class WarmExecutor:
                 return self._not_run(ctx, failed.reply, failed.phase)
             except WorkerDiedError as died:
                 return Outcome(folder.read_status(), died=died)
+
+    def repeats(self, request: CellRequest) -> bool:
+        """Whether this run repeats the notebook's state rather than being the notebook's run
+        of the cell: a drill-down's re-run of an earlier cell, or a run that must leave the
+        notebook as it was (a sweep's configuration). It then keeps everything the worker
+        received (the script's ``RERUN``) and nothing comes back."""
+        return self.before is not None or request.keep_state
 
     def _step(self, ctx: RunContext, message: dict[str, Any], phase: str) -> Reply:
         """A request before the capture; ``StepFailed`` when it failed or was stopped."""
@@ -162,7 +170,10 @@ class WarmExecutor:
             ctx.meta.replayed = [e.name for e in plan.replay.run]
         shared = ctx.meta.shared_vars or {}
         ctx.meta.shipped_vars = state.ship_by_value(
-            ctx.folder, ctx.explicit_vars, [*shared.get("shared", []), *shared.get("copied", [])]
+            ctx.folder,
+            ctx.explicit_vars,
+            [*shared.get("shared", []), *shared.get("copied", [])],
+            one_run=frozenset(ctx.request.bind),
         )
         ctx.lines.phase("running")
         reply = self._step(ctx, {"op": "prepare"}, "vars")
@@ -183,11 +194,12 @@ class WarmExecutor:
             ctx.meta.timings["end_capture_s"] = time.perf_counter() - t0
         s.cells += 1
         s.names = frozenset(reply.data.get("names", s.names))
-        state.own(ctx.cell.names_bound)
+        if not ctx.request.keep_state:  # else the script put its names back as they were
+            state.own(ctx.cell.names_bound)
         status = cell_status(state.explain(reply.data))
         ctx.folder.write_status(status)
         usable = not reply.stopped and s.worker.alive() and not s.broken
-        if self.before is None and usable:  # the notebook's run: its results are the notebook's
+        if not self.repeats(ctx.request) and usable:  # the notebook's run: its results are its
             # names new in the worker were bound by code the text hides (exec, globals())
             ctx.meta.brought_back = state.bring_back(ctx.cell, ctx.folder, s.names - before)
         if usable:  # idle: no cached blocks

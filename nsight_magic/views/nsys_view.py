@@ -27,7 +27,7 @@ from .live import PICK, LiveChart, picked_name
 from .memory_view import memory_static_html, memory_widgets, timeline_memory
 from .ops_view import NVTX_NOTE, has_ops, ops_static_html, ops_widget
 from .picker import KernelPicker
-from .protocols import NsysSource, ProfileFn, ProfileRangeFn
+from .protocols import NsysSource, ProfileFn, ProfileRangeFn, ProfileTopFn
 from .range_profiler import RangeProfiler
 from .ranks_view import ranks_static_html, ranks_widget
 from .timeline_chart import timeline_chart
@@ -284,11 +284,16 @@ class _LinkedParts:
     focus; before the picker exists it is the top kernel, the picker's first choice."""
 
     def __init__(
-        self, source: NsysSource, profile_fn: ProfileFn, profile_range_fn: ProfileRangeFn
+        self,
+        source: NsysSource,
+        profile_fn: ProfileFn,
+        profile_range_fn: ProfileRangeFn,
+        profile_top_fn: ProfileTopFn | None = None,
     ) -> None:
         self.source = source
         self.profile_fn = profile_fn
         self.profile_range_fn = profile_range_fn
+        self.profile_top_fn = profile_top_fn
         self.kernel_chart: Any = None
         table, _ = attempt(source.kernel_table)
         top = table is not None and len(table) > 0
@@ -296,7 +301,8 @@ class _LinkedParts:
 
     @functools.cached_property
     def picker(self) -> KernelPicker:
-        picker = KernelPicker(self.source, profile_fn=self.profile_fn)
+        picker = KernelPicker(self.source, profile_fn=self.profile_fn,
+                              profile_top_fn=self.profile_top_fn)  # fmt: skip
         picker.on_change(self.highlight)
         self.highlight(picker.kernel.value)
         return picker
@@ -334,9 +340,13 @@ class NsysView(w.VBox):
     ``timeline`` reach the parts (built on first use), ``page(title)`` builds a page."""
 
     def __init__(
-        self, source: NsysSource, profile_fn: ProfileFn, profile_range_fn: ProfileRangeFn
+        self,
+        source: NsysSource,
+        profile_fn: ProfileFn,
+        profile_range_fn: ProfileRangeFn,
+        profile_top_fn: ProfileTopFn | None = None,
     ) -> None:
-        parts = _LinkedParts(source, profile_fn, profile_range_fn)
+        parts = _LinkedParts(source, profile_fn, profile_range_fn, profile_top_fn)
         builders = {
             "Kernels": lambda: _kernels_page(source, parts),
             "NVTX": lambda: _nvtx_page(source, parts),
@@ -438,6 +448,11 @@ def _idle_page(source: NsysSource, parts: _LinkedParts, show_window: Any) -> lis
     return [idle if idle is not None else note_widget(f"idle time not computed: {err}")]
 
 
-def nsys_widget(source: NsysSource, profile_fn: ProfileFn, profile_range_fn: ProfileRangeFn) -> Any:
-    """The live view (``NsysView``)."""
-    return NsysView(source, profile_fn, profile_range_fn)
+def nsys_widget(
+    source: NsysSource,
+    profile_fn: ProfileFn,
+    profile_range_fn: ProfileRangeFn,
+    profile_top_fn: ProfileTopFn | None = None,
+) -> Any:
+    """The live view (``NsysView``); the picker has "Profile top N" when ``profile_top_fn``."""
+    return NsysView(source, profile_fn, profile_range_fn, profile_top_fn)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from . import html
 from .background import BackgroundProfile
-from .protocols import NsysSource, ProfileFn
+from .protocols import NsysSource, ProfileFn, ProfileTopFn
 
 NCU_SETS = ("roofline", "basic", "full")
 # Short names of cuBLAS/cuDNN kernels run past 120 characters and differ near the end
@@ -71,9 +71,12 @@ class KernelPicker:
         source: NsysSource,
         profile_fn: ProfileFn,
         render: Callable[[Any], Any] | None = None,
+        profile_top_fn: ProfileTopFn | None = None,
     ) -> None:
         self.source = source
         self.profile_fn = profile_fn
+        # "Profile top N": one ncu re-run for the N kernels with the most time (when given)
+        self.profile_top_fn = profile_top_fn
         self._listeners: list[Callable[[str | None], None]] = []
         self.background = BackgroundProfile("Profile with ncu", render or self._render)
 
@@ -91,7 +94,13 @@ class KernelPicker:
         self.range_filter.observe(lambda _: self._fill_kernels(), names="value")
         self.kernel.observe(lambda _: self._on_kernel(), names="value")
         self.profile_button.on_click(lambda _: self.start())
+        self.top_n = w.BoundedIntText(value=10, min=1, max=200, description="top N")
+        self.top_button = w.Button(description="Profile top N", icon="play",
+                                   tooltip="ncu on the first launch of each of the N kernels "
+                                   "with the most time, in one re-run of the cell")  # fmt: skip
+        self.top_button.on_click(lambda _: self.start_top())
         self._fill_kernels()
+        top_row = [w.HBox([self.top_n, self.top_button])] if profile_top_fn is not None else []
 
         self.widget = w.VBox(
             [
@@ -106,6 +115,7 @@ class KernelPicker:
                 self.full_name,
                 w.HBox([self.ncu_set, self.instance, self.count]),
                 self.background.controls,
+                *top_row,
                 self.status,
                 self.result,
             ]
@@ -216,6 +226,19 @@ class KernelPicker:
             )
 
         self.background.start(name, work)
+
+    def start_top(self) -> None:
+        """The Profile top N button: ignored while a profile runs or without ``profile_top_fn``;
+        its result shows where a kernel's would (with the same Cancel and progress)."""
+        top_fn = self.profile_top_fn
+        if top_fn is None:
+            return
+        n, set_ = int(self.top_n.value), self.ncu_set.value
+
+        def work(progress: Callable[..., Any], cancel: threading.Event) -> Any:
+            return top_fn(n, set=set_, progress=progress, cancel=cancel)
+
+        self.background.start(f"the top {n} kernels", work)
 
     def cancel(self) -> None:
         self.background.cancel()

@@ -32,6 +32,21 @@ class ProfileFn(Protocol):
     ) -> Any: ...
 
 
+class ProfileTopFn(Protocol):
+    """The picker's "Profile top N" button (``NsysRun.profile_top``): ONE ncu re-run of the
+    cell that profiles the first launch of each of the ``n`` kernels with the most total time,
+    as :class:`ProfileFn`."""
+
+    def __call__(
+        self,
+        n: int = ...,
+        *,
+        set: str | None = ...,
+        progress: Callable[..., Any] | None = ...,
+        cancel: threading.Event | None = ...,
+    ) -> Any: ...
+
+
 class ProfileRangeFn(Protocol):
     """ "Profile this range" (``NsysRun.profile_range``): ncu on every kernel inside the NVTX
     range ``domain:name`` (``style``: "PushPop" or "StartEnd"), as :class:`ProfileFn`."""
@@ -245,3 +260,29 @@ class ComparisonSource(Protocol):
     kernels: pd.DataFrame  # name, (short_name,) instances_a/b, total_ns_a/b, delta_ns, ratio
     nvtx: pd.DataFrame  # same keyed by label ("domain:range")
     memory: pd.DataFrame  # device_id, a_peak_bytes, b_peak_bytes, peak_change_bytes, ratio, ...
+
+
+class SweepSource(Protocol):
+    """A sweep (``results.sweep_frames.SweepFrames``): one row per configuration and the
+    kernel x configuration matrix; the swept variables' columns are named by the user."""
+
+    def header(self) -> dict[str, Any]:
+        """``name, folder, variables, configs, ok, failed, cancelled``."""
+        ...
+
+    def variables(self) -> list[str]: ...
+
+    def table(self) -> pd.DataFrame:
+        """``config``, the swept variables, ``status, error, cell_wall_ns, run_wall_ns,
+        gpu_time_ns, gpu_busy_pct, top_kernel, top_kernel_short, top_kernel_pct,
+        peak_memory_bytes``."""
+        ...
+
+    def kernels(self) -> pd.DataFrame:
+        """``name, short_name``, one column per configuration (ns), ``total_ns``; the
+        configuration columns in ``attrs["named_by_user"]``."""
+        ...
+
+    def axis_scale(self, variable: str) -> str:
+        """How ``variable``'s axis reads: "log2", "linear" or "ordinal"."""
+        ...

@@ -14,6 +14,11 @@ Most entries are derived from the name's suffix, and a new column takes the suff
   gigabits), ``_flops_per_s`` (a ``_flops`` name without it is a count of FLOPs);
 - ``_hz`` a clock, ``_id`` an identifier, ``_count`` a count.
 
+A sweep's frames (``analysis/sweep.py``) also carry columns named by the user: one per swept
+variable (``bs``), and in the kernel matrix one per configuration ("bs=8 seq=2048"); each such
+frame lists them in ``frame.attrs["named_by_user"]``, and they are the only unregistered
+columns a public frame may have.
+
 The rest are declared explicitly. A leaf module: standard library only."""
 
 from __future__ import annotations
@@ -116,6 +121,9 @@ _DERIVED = [
     "start_bytes", "peak_bytes", "end_bytes", "delta_bytes", "allocated_bytes", "freed_bytes",
     "before_capture_bytes", "reserved_bytes", "largest_bytes", "requested_bytes", "used_bytes",
     "mapped_bytes",
+    # a sweep's configuration (analysis/sweep.py) and profile_top's kernels (top_kernels.py)
+    "cell_wall_ns", "run_wall_ns", "gpu_busy_pct", "top_kernel_pct", "peak_memory_bytes",
+    "nsys_total_ns", "nsys_time_pct",
     "peak_time_ns", "peak_change_bytes", "a_peak_bytes", "b_peak_bytes",
     "bandwidth_gb_per_s", "ceiling_flops_per_s", "hw_flops_per_s", "model_flops_per_s",
     "peak_flops_per_s",
@@ -143,6 +151,9 @@ _TITLES = {
     "delta_bytes": "change", "before_capture_bytes": "freed, made before the capture",
     "peak_time_ns": "peak at", "largest_bytes": "largest", "peak_change_bytes": "change",
     "mapped_bytes": "the notebook's, mapped",
+    "cell_wall_ns": "cell wall time", "run_wall_ns": "whole run", "gpu_busy_pct": "GPU busy",
+    "top_kernel_pct": "top kernel %", "peak_memory_bytes": "peak memory",
+    "nsys_total_ns": "nsys total", "nsys_time_pct": "share of nsys kernel time",
 }  # fmt: skip
 
 _EXPLICIT = [
@@ -228,6 +239,13 @@ _EXPLICIT = [
     Column("before_cell", "bool", "", "made before the cell", "text"), count("seq"),
     text("process"), text("role"), text("at"), text("cell_line", "cell line"),
     text("statement_a", "statement at peak (a)"), text("statement_b", "statement at peak (b)"),
+    # a sweep (analysis/sweep.py): one row per configuration; its swept variables' columns and
+    # the kernel matrix's configuration columns are named by the user (frame.attrs
+    # ["named_by_user"] lists them), so no registry can hold them
+    text("config", "configuration"), text("status"), text("error"),
+    text("top_kernel", "top kernel"), text("top_kernel_short", "top kernel"),
+    # profile_top (analysis/top_kernels.py): each profiled kernel's place in the nsys run
+    count("nsys_instances", "nsys launches"), count("nsys_rank", "nsys rank"),
 ]  # fmt: skip
 
 

@@ -1,0 +1,225 @@
+"""``SweepRun``: what a sweep returns (``%%nsys --sweep``, ``nsight_magic.sweep``, ``load_run`` of
+a sweep folder): one ``NsysRun`` per configuration that has a report, the sweep's record (values,
+status, error of each configuration) and the tables and charts across configurations."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..analysis import mfu as utilisation
+from ..errors import BadArgumentError
+from ..run_folders.sweep_record import SweepRecord, config_label
+from ..views import sweep_view
+from .base import WIDGET_MIME, in_kernel
+from .comparison import Comparison, compare
+from .ncu_run import NcuRun
+from .nsys_run import NsysRun
+from .sweep_frames import SweepFrames
+
+ConfigKey = tuple[Any, ...]
+FlopsOf = Callable[[dict[str, Any]], Mapping[Any, float] | None]
+
+
+class SweepRun:
+    """A sweep: ``runs`` maps each configuration with a report (a tuple of its values, in the
+    order of ``variables``) to its ``NsysRun``; ``configs`` lists every configuration in the
+    sweep's order, failed and cancelled ones too (``record`` says how each ended, ``table()``
+    shows it); ``run_dir`` is the sweep folder (``sweep.json`` and one run folder per
+    configuration)."""
+
+    kind = "sweep"
+
+    def __init__(
+        self,
+        record: SweepRecord,
+        run_dir: str | Path | None,
+        runs: Mapping[ConfigKey, NsysRun],
+        *,
+        keys: Sequence[ConfigKey] | None = None,
+    ) -> None:
+        self.record = record
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.runs: dict[ConfigKey, NsysRun] = dict(runs)
+        names = record.variables
+        self.configs: list[ConfigKey] = (
+            list(keys)
+            if keys is not None
+            else [tuple(c.values.get(n) for n in names) for c in record.configs]
+        )
+        if len(self.configs) != len(record.configs):
+            raise BadArgumentError("a SweepRun needs one key per configuration of its record")
+        self._html: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def variables(self) -> list[str]:
+        """The swept variables, in the order given (the order of each configuration's key)."""
+        return list(self.record.variables)
+
+    @functools.cached_property
+    def frames(self) -> SweepFrames:
+        """What the view shows, computed (``results.sweep_frames``)."""
+        folder = str(self.run_dir) if self.run_dir is not None else None
+        return SweepFrames(self.record, self.configs, self.runs, folder)
+
+    # --- one configuration -----------------------------------------------------------------
+    def key(self, config: ConfigKey | Mapping[str, Any] | Any) -> ConfigKey:
+        """A configuration's key from its tuple, a {variable: value} dict, or the bare value
+        of a sweep of one variable; BadArgumentError naming the configurations otherwise."""
+        if isinstance(config, Mapping):
+            if set(config) != set(self.variables):
+                raise BadArgumentError(
+                    f"name every swept variable ({', '.join(self.variables)}), not "
+                    f"{', '.join(map(str, config)) or 'none'}"
+                )
+            config = tuple(config[name] for name in self.variables)
+        elif not isinstance(config, tuple):
+            config = (config,)
+        if config not in self.configs:
+            known = ", ".join(config_label(dict(zip(self.variables, k, strict=True)))
+                              for k in self.configs[:10])  # fmt: skip
+            raise BadArgumentError(f"{config!r} is no configuration of this sweep ({known})")
+        return config
+
+    def run(self, config: ConfigKey | Mapping[str, Any] | Any = None, **values: Any) -> NsysRun:
+        """The ``NsysRun`` of one configuration: ``sweep.run(bs=8, seq=2048)``,
+        ``sweep.run((8, 2048))`` or ``sweep.run(8)`` for a sweep of one variable.
+        BadArgumentError with its error for a configuration that failed or did not run."""
+        key = self.key(values if config is None else config)
+        found = self.runs.get(key)
+        if found is None:
+            entry = self.record.configs[self.configs.index(key)]
+            raise BadArgumentError(
+                f"configuration {entry.label} has no run: it {entry.status}"
+                + (f" ({entry.error})" if entry.error else "")
+            )
+        return found
+
+    def compare(self, a: Any, b: Any) -> Comparison:
+        """``compare()`` of two configurations' runs (keys as :meth:`run` takes them)."""
+        run_a, run_b = self.run(a), self.run(b)
+        label_a = self.record.configs[self.configs.index(self.key(a))].label
+        label_b = self.record.configs[self.configs.index(self.key(b))].label
+        return compare(run_a, run_b, label_a, label_b)
+
+    # --- across configurations -------------------------------------------------------------
+    def table(self) -> pd.DataFrame:
+        """One row per configuration, in the sweep's order (``analysis.sweep.sweep_table``):
+        ``config`` (its label), one column per swept variable, ``status`` ("ok", "failed",
+        "cancelled"), ``error``, ``cell_wall_ns`` (the cell body's wall time), ``run_wall_ns``
+        (the configuration's whole run), ``gpu_time_ns`` (sum of kernel time),
+        ``gpu_busy_pct``, ``top_kernel, top_kernel_short, top_kernel_pct`` (the kernel with the
+        most time and its share of the kernel time), ``peak_memory_bytes`` (with
+        ``--memory``). The swept variables' columns are listed in
+        ``attrs["named_by_user"]``."""
+        return self.frames.table()
+
+    def kernels(self) -> pd.DataFrame:
+        """Kernel x configuration total time (ns): ``name, short_name``, one column per
+        configuration with a report (its label: ``attrs["named_by_user"]``), ``total_ns``;
+        most time first."""
+        return self.frames.kernels()
+
+    def mfu(
+        self,
+        flops: FlopsOf | None = None,
+        *,
+        dtype: str = "bf16",
+        peak_flops: float | None = None,
+    ) -> pd.DataFrame:
+        """MFU per (configuration, NVTX phase): ``flops`` is a function of a configuration's
+        values (a dict: ``lambda cfg: {"prefill": transformer_flops(..., batch=cfg["bs"])}``)
+        giving that run's ``NsysRun.mfu(flops=...)``; None derives them from the PyTorch GEMM
+        op ranges (``--pytorch shapes``). Columns: ``config``, the swept variables, then
+        ``domain, range, model_flops, model_flops_source, backward_flops, time_ns,
+        time_source, dtype, peak_flops_per_s, peak_source, model_flops_per_s, mfu_frac,
+        reason`` (``analysis.mfu.model_mfu``)."""
+        if flops is not None and not callable(flops):
+            raise BadArgumentError(
+                "SweepRun.mfu(): flops is a function of a configuration (a dict of its values) "
+                "that returns {range: FLOPs}, e.g. flops=lambda cfg: {'prefill': 2 * n * "
+                "cfg['bs']}"
+            )
+
+        def one(row: Any) -> pd.DataFrame | None:
+            run = self.runs[self.key(tuple(row.values[name] for name in self.variables))]
+            given = flops(dict(row.values)) if flops is not None else None
+            with warnings.catch_warnings():  # an empty configuration is said by its absence
+                warnings.simplefilter("ignore")
+                frame = run.mfu(given, dtype=dtype, peak_flops=peak_flops)
+            return frame[[c for c in utilisation.MODEL_MFU_COLUMNS if c in frame.columns]]
+
+        return self.frames.mfu(one)
+
+    def profile_top(self, n: int = 10, *, set: str | None = "roofline",
+                    **options: Any) -> dict[ConfigKey, NcuRun]:  # fmt: skip
+        """``NsysRun.profile_top`` on each configuration that has a run: one ncu re-run of
+        the cell per configuration, its values bound again."""
+        return {key: run.profile_top(n, set=set, **options) for key, run in self.runs.items()}
+
+    # --- charts ----------------------------------------------------------------------------
+    def time_chart(self, variable: str | None = None) -> Any:
+        """GPU time (and the cell's wall time) against ``variable`` (default: the first swept
+        one); a log2 axis when its values are powers of two. An altair chart."""
+        name = self._variable(variable)
+        return sweep_view.time_chart(self.frames, name)
+
+    def mfu_chart(self, flops: FlopsOf | None = None, variable: str | None = None,
+                  **kwargs: Any) -> Any:  # fmt: skip
+        """MFU per NVTX phase against ``variable`` (:meth:`mfu`'s arguments). An altair chart."""
+        name = self._variable(variable)
+        return sweep_view.mfu_chart(self.mfu(flops, **kwargs), name, self.frames.axis_scale(name))
+
+    def _variable(self, variable: str | None) -> str:
+        if variable is None:
+            return self.variables[0]
+        if variable not in self.variables:
+            raise BadArgumentError(
+                f"{variable!r} is not swept here; the swept variables: {', '.join(self.variables)}"
+            )
+        return variable
+
+    # --- display ---------------------------------------------------------------------------
+    def widget(self) -> Any:
+        """The live view (ipywidgets): the table, the charts, the kernel matrix."""
+        return sweep_view.sweep_widget(self.frames)
+
+    def to_html(self) -> str:
+        """The static form (tables, charts as PNG), built once."""
+        if self._html is None:
+            self._html = sweep_view.sweep_static_html(self.frames)
+        return self._html
+
+    def _repr_mimebundle_(
+        self, include: Any = None, exclude: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        data: dict[str, Any] = {"text/plain": repr(self), "text/html": self.to_html()}
+        if in_kernel():
+            with contextlib.suppress(Exception):  # a broken widget must not hide the findings
+                data[WIDGET_MIME] = self.widget()._repr_mimebundle_()[WIDGET_MIME]
+        if include:
+            data = {k: v for k, v in data.items() if k in include}
+        if exclude:
+            data = {k: v for k, v in data.items() if k not in exclude}
+        return data
+
+    def __repr__(self) -> str:
+        statuses = [c.status for c in self.record.configs]
+        failed = statuses.count("failed")
+        where = f", run_dir={str(self.run_dir)!r}" if self.run_dir else ""
+        return (
+            f"<SweepRun {self.name!r}: {len(statuses)} configurations of "
+            f"{', '.join(self.variables)}, {statuses.count('ok')} ok"
+            + (f", {failed} failed" if failed else "")
+            + f"{where}>"
+        )

@@ -1,0 +1,126 @@
+"""``sweep.json``, typed: what one sweep ran (``SweepRecord``), written by ``run_dir.RunDir``.
+
+A sweep folder holds one ordinary run folder per configuration (``<sweep>/<NN>-<label>/``, each
+with its own meta.json and report) and this record: the swept variables in the order given,
+and per configuration its values, its folder (relative to the sweep folder, never a path
+outside it), its status and its error. It is rewritten after each configuration, so a sweep
+that was stopped still says what ran. Values are kept as JSON literals (int, float, str, bool,
+None); any other value (a ``torch.dtype`` passed to ``nsight_magic.sweep``) is kept as its
+``repr``, which is what its label shows too."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+SWEEP_SCHEMA_VERSION = 1
+# pending: not run yet; ok: profiled; failed: the cell raised, ran out of memory or the run
+# failed (``error`` says how); cancelled: not run, the sweep was stopped before it
+ConfigStatus = Literal["pending", "ok", "failed", "cancelled"]
+CONFIG_STATUSES: tuple[str, ...] = ("pending", "ok", "failed", "cancelled")
+_JSON_LITERALS = (bool, int, float, str, type(None))
+
+
+def json_value(value: Any) -> Any:
+    """``value`` as sweep.json keeps it: itself when a JSON literal, else its ``repr``."""
+    return value if isinstance(value, _JSON_LITERALS) else repr(value)
+
+
+def config_label(values: Mapping[str, Any]) -> str:
+    """``"bs=8 seq=2048"``: how a configuration is named in tables, progress and folders."""
+    return " ".join(f"{name}={_shown(value)}" for name, value in values.items())
+
+
+def _shown(value: Any) -> str:
+    return value if isinstance(value, str) else repr(value)
+
+
+@dataclass
+class ConfigRecord:
+    """One configuration: its ``values`` (variable -> JSON literal), ``folder`` (its run
+    folder's name inside the sweep folder, "" before it ran), ``status`` and ``error`` (the
+    run's one line, or the cell's exception, when it failed)."""
+
+    index: int
+    values: dict[str, Any]
+    folder: str = ""
+    status: str = "pending"
+    error: str | None = None
+    wall_s: float | None = None  # the configuration's whole run: worker, capture, export, load
+
+    @property
+    def label(self) -> str:
+        return config_label(self.values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "values": dict(self.values), "folder": self.folder,
+                "status": self.status, "error": self.error, "wall_s": self.wall_s}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ConfigRecord:
+        values = data.get("values")
+        status = data.get("status")
+        wall = data.get("wall_s")
+        return cls(
+            index=int(data.get("index") or 0),
+            values=dict(values) if isinstance(values, dict) else {},
+            folder=str(data.get("folder") or ""),
+            status=status if status in CONFIG_STATUSES else "failed",
+            error=None if data.get("error") is None else str(data.get("error")),
+            wall_s=float(wall) if isinstance(wall, int | float) else None,
+        )
+
+
+@dataclass
+class SweepRecord:
+    """A sweep: its ``name``, the swept ``variables`` (in the order given; the configurations
+    are their cartesian product in that order), the profiler that ran each configuration and
+    one ``ConfigRecord`` per configuration."""
+
+    name: str
+    variables: list[str]
+    tool: str = "nsys"
+    configs: list[ConfigRecord] = field(default_factory=list)
+    started_utc: str | None = None
+    finished_utc: str | None = None
+    schema_version: int = SWEEP_SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "name": self.name,
+            "tool": self.tool,
+            "variables": list(self.variables),
+            "started_utc": self.started_utc,
+            "finished_utc": self.finished_utc,
+            "configs": [c.to_dict() for c in self.configs],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SweepRecord:
+        """The record of a sweep.json (what a reader that must refuse it checks first:
+        ``is_sweep_record``)."""
+        variables = data.get("variables")
+        configs = data.get("configs")
+        version = data.get("schema_version")
+        return cls(
+            name=str(data.get("name") or "sweep"),
+            variables=[str(v) for v in variables] if isinstance(variables, list) else [],
+            tool=str(data.get("tool") or "nsys"),
+            configs=[ConfigRecord.from_dict(c) for c in configs or [] if isinstance(c, dict)],
+            started_utc=data.get("started_utc") if isinstance(data.get("started_utc"), str)
+            else None,
+            finished_utc=data.get("finished_utc") if isinstance(data.get("finished_utc"), str)
+            else None,
+            schema_version=version if isinstance(version, int) else SWEEP_SCHEMA_VERSION,
+        )  # fmt: skip
+
+
+def is_sweep_record(data: Any) -> bool:
+    """Whether ``data`` (sweep.json parsed) has the shape of a ``SweepRecord``."""
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("variables"), list)
+        and isinstance(data.get("configs"), list)
+    )

@@ -1,0 +1,187 @@
+"""Top-N in one ncu pass (issue 44 item 3): ``NsysRun.profile_top(n)`` asks the session for ONE
+re-run of the cell whose ncu filter profiles the first launch of each of the ``n`` kernels with
+the most nsys time (``--kernel-id ::regex:^(a|b|c)$:1``), and ``NcuRun.top_kernels()`` puts
+each kernel's share of the nsys time beside its HFU. No ncu here: what is tested is the argv the
+child run gets, and the shares on the bundled real ncu run of a prefill's top GEMM."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from nsight_magic import examples
+from nsight_magic.analysis.top_kernels import top_kernel_names
+from nsight_magic.errors import BadArgumentError
+from nsight_magic.processes.locate import Tool
+from nsight_magic.profilers import ncu as ncu_argv
+from nsight_magic.profilers.ncu import NcuOptions, first_launches_args, kernel_id_regex
+from nsight_magic.results.loading import load_run
+from nsight_magic.run_folders import runs
+from nsight_magic.run_folders.run_dir import RunDir, write_json, write_private
+from nsight_magic.session.backends import NcuBackend
+from nsight_magic.session.manager import SessionManager
+from nsight_magic.session.spec import CellRequest
+
+NAMES = [
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)",
+    "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT",
+    "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false>(float*)",
+]
+
+
+class _Captured(Exception):
+    pass
+
+
+@pytest.fixture
+def drill_manager(monkeypatch: pytest.MonkeyPatch) -> tuple[SessionManager, list[Any]]:
+    """A session manager whose ``profile`` keeps what it is handed (there is no ncu here)."""
+    seen: list[Any] = []
+    manager = SessionManager()
+
+    def profile(request: CellRequest, backend: Any, **kwargs: Any) -> Any:
+        seen.append((request, backend, kwargs))
+        raise _Captured
+
+    monkeypatch.setattr(manager, "profile", profile)
+    monkeypatch.setattr(NcuBackend, "locate", lambda self: Tool(name="ncu", path="ncu"))
+    return manager, seen
+
+
+@pytest.fixture
+def saved_parent(tmp_path: Path, nsys_small_sqlite: Path) -> Path:
+    run = runs.new_run_dir(tmp_path / "runs", "saved")
+    shutil.copy(nsys_small_sqlite, run / "report.sqlite")
+    folder = RunDir(run)
+    write_private(folder.cell, "x = 1\n")
+    write_private(folder.script, "print('saved script')\n")
+    write_json(folder.meta, {"tool": "nsys", "name": "saved"})
+    return run
+
+
+def test_the_kernel_id_regex_matches_each_name_exactly_with_no_field_separator() -> None:
+    regex = kernel_id_regex(NAMES)
+    assert ":" not in regex  # ncu splits --kernel-id at ':'
+    pattern = re.compile(regex)  # Python reads \x3a as ':' as ECMAScript does
+    for name in NAMES:
+        assert pattern.fullmatch(name)
+        assert not pattern.fullmatch(name + " ") and not pattern.fullmatch(name[:-1])
+    assert not pattern.fullmatch("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNTX")
+
+
+def test_first_launches_args_take_the_base_every_name_reads_in() -> None:
+    assert first_launches_args(NAMES)[:3] == ["--kernel-name-base", "demangled", "--kernel-id"]
+    assert first_launches_args(["ampere_sgemm", "nvjet_x"])[1] == "function"
+    assert first_launches_args(["_Z3fooPf", "_Z3barPf"])[1] == "mangled"
+    kernel_id = first_launches_args(["a.b", "c"])[3]
+    assert kernel_id == "::regex:^(a\\.b|c)$:1"  # context, stream: any; invocation 1
+    with pytest.raises(ValueError, match="first_launch_of"):
+        NcuOptions(first_launch_of=("a",), launch_count=3)
+
+
+def test_profile_top_is_one_rerun_with_the_first_launch_of_each_top_kernel(
+    drill_manager: Any, saved_parent: Path, tmp_path: Path
+) -> None:
+    manager, seen = drill_manager
+    run = load_run(saved_parent, drill_runner=manager)
+    with pytest.raises(_Captured):
+        run.profile_top(3, set="roofline")
+    assert len(seen) == 1  # one re-run of the cell, not three
+    request, backend, kwargs = seen[0]
+    top = top_kernel_names(run.kernel_summary(), 3)
+    assert backend.options.first_launch_of == tuple(top)
+    assert backend.options.set == "roofline" and backend.options.launch_count is None
+    assert kwargs["meta"]["top_kernels"] == top
+    assert Path(kwargs["run_dir"]).name.endswith("-top3")
+    tool = Tool(name="ncu", path="ncu")
+    for argv in (
+        NcuBackend(backend.options).fresh_argv(tool, tmp_path, request),
+        ncu_argv.attach_argv("ncu", 49200, tmp_path / "report", backend.options),
+    ):
+        assert argv.count("--kernel-id") == 1 and "--launch-count" not in argv
+        kernel_id = argv[argv.index("--kernel-id") + 1]
+        assert kernel_id == f"::regex:{kernel_id_regex(top)}:1"
+        assert "--kernel-name" not in argv
+    with pytest.raises(BadArgumentError, match="how many kernels"):
+        run.profile_top(0)
+
+
+def test_a_sweep_configurations_top_n_binds_its_values_again_and_keeps_the_state(
+    drill_manager: Any, saved_parent: Path
+) -> None:
+    manager, seen = drill_manager
+    run = load_run(saved_parent, drill_runner=manager)
+    run.bound_values = {"bs": 8}  # what session/sweep.py sets on a configuration's run
+    with pytest.raises(_Captured):
+        run.profile_top(2)
+    request, _, kwargs = seen[0]
+    assert request.bind == {"bs": 8} and request.keep_state
+    assert not request.fresh and kwargs["script"] is None  # the warm ncu worker, not a cold re-run
+
+
+def test_each_profiled_kernels_share_of_the_nsys_time_beside_its_hfu() -> None:
+    child = examples.llm_kernel()  # the prefill's top GEMM, its parent the prefill's nsys run
+    shares = child.top_kernels()
+    summary = child.parent.kernel_summary()
+    (row,) = shares.itertuples()
+    top = summary.sort_values("total_ns", ascending=False).iloc[0]
+    assert row.name == top["name"] and row.nsys_rank == 1
+    assert row.nsys_total_ns == top["total_ns"] and row.nsys_instances == top["instances"]
+    assert row.nsys_time_pct == pytest.approx(top["time_pct"])
+    hfu = child.hfu().set_index("launch")
+    assert row.hfu_frac == pytest.approx(hfu.at[row.launch, "hfu_frac"], nan_ok=True)
+    assert row.time_source == hfu.at[row.launch, "time_source"]
+
+
+def test_shares_without_a_parent_leave_the_nsys_columns_blank() -> None:
+    child = examples.llm_kernel()
+    child.parent = None
+    shares = child.top_kernels()
+    assert shares["nsys_total_ns"].isna().all() and shares["nsys_time_pct"].isna().all()
+    assert isinstance(shares, pd.DataFrame) and len(shares) == len(child.kernels())
+
+
+def test_the_pickers_profile_top_n_button_makes_one_call_and_shows_its_run(
+    ncu_reports: dict[str, Path], nsys_small_sqlite: Path
+) -> None:
+    """The button is there only when the run can profile its top N; a click calls
+    ``profile_top(n, set=...)`` once and the returned (real) ncu run's view shows below."""
+    from nsight_magic.reports.ncu.report import NcuReport
+    from nsight_magic.reports.nsys.report import NsysReport
+    from nsight_magic.results import NcuRun, NsysRun
+    from nsight_magic.views.picker import KernelPicker
+
+    nsys_run = NsysRun(NsysReport.open(nsys_small_sqlite), meta={"name": "small"})
+    ncu_run = NcuRun(NcuReport.open(ncu_reports["ncu_small_roofline"]), meta={"name": "top"})
+    calls: list[tuple[int, dict[str, Any]]] = []
+
+    def profile_top(n: int, **options: Any) -> Any:
+        calls.append((n, options))
+        return ncu_run
+
+    without = KernelPicker(nsys_run.frames, profile_fn=lambda *a, **k: None)
+    assert without.top_button not in _descendants(without.widget)
+    picker = KernelPicker(nsys_run.frames, profile_fn=lambda *a, **k: None,
+                          profile_top_fn=profile_top)  # fmt: skip
+    assert picker.top_button in _descendants(picker.widget)
+    picker.top_n.value = 3
+    picker.ncu_set.value = "basic"
+    picker.top_button.click()
+    assert picker.thread is not None
+    picker.thread.join(60)
+    ((n, options),) = calls
+    assert n == 3 and options["set"] == "basic" and "cancel" in options
+    assert picker.last_result is ncu_run and picker.last_error is None
+    assert len(picker.result.children) == 1
+
+
+def _descendants(widget: Any) -> list[Any]:
+    out = [widget]
+    for child in getattr(widget, "children", ()):
+        out += _descendants(child)
+    return out
