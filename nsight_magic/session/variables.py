@@ -24,6 +24,7 @@ from typing import Any
 from ..errors import MissingVariableError, NsightMagicError, UnpicklableVariableError
 from ..vocabulary.notebook_names import is_ipython_own
 from . import deadline
+from .replay import ANY_NAME
 from .spec import Notebook
 
 DEFAULT_AUTO_MAX_BYTES = 256 << 20
@@ -189,10 +190,19 @@ def plan_by_value(
 ) -> ShippingPlan:
     """``plan_shipping`` for a fresh process, which gets the notebook's names by value only
     (vars.pkl): ``reads`` when the notebook ships names automatically, under its size limit;
-    ``worker_names``: what the process's own history defines."""
-    return plan_shipping(reads if notebook.auto_vars else (), notebook.user_ns,
-                         hidden=notebook.hidden, worker_names=worker_names, explicit=explicit,
+    ``worker_names``: what the process's own history defines. A cell whose text hides what it
+    reads (``exec("loss = train_step()")``) gets every notebook name that goes; one it does
+    not name and that cannot go is left out, not an error."""
+    wanted = set(reads if notebook.auto_vars else ())
+    hides = notebook.auto_vars and bool(wanted & ANY_NAME)
+    if hides:
+        wanted |= {n for n in notebook.user_ns if not n.startswith("__")}
+    plan = plan_shipping(wanted, notebook.user_ns, hidden=notebook.hidden,
+                         worker_names=worker_names, explicit=explicit,
                          max_bytes=notebook.auto_vars_max_bytes)  # fmt: skip
+    if hides:
+        plan.held_back = {n: why for n, why in plan.held_back.items() if n in reads}
+    return plan
 
 
 def plan_shipping(
