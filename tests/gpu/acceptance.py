@@ -219,7 +219,10 @@ FIG["train_phases"] = ph[["phase_total_ns", "phase_gpu_ops"]].loc[rows].join(
 print(FIG["train_phases"])
 for r in ("train@fwd", "train@bwd", "train@step"):
     assert 0 < m.loc[r, "mfu_frac"] <= 1, (r, m.loc[r].to_dict())
-assert ph.loc["train@bwd", "phase_total_ns"] >= ph.loc["train@fwd", "phase_total_ns"], rows
+# the backward launches more GPU work than the forward (any thread: autograd's included; a
+# phase's time is its span, and a launch-bound forward's span can be the longer one: 30.6 ms
+# against 28.2 ms on the H100, 2026-11-27, where the backward ran 537 ops to the forward's 266)
+assert ph.loc["train@bwd", "phase_gpu_ops"] > ph.loc["train@fwd", "phase_gpu_ops"], rows
 FIG["train_plain_stats_kernels"] = stats_equal(tplain, "plain")
 FIG["train_plain_sqlite_bytes"] = os.path.getsize(out)
 """,
