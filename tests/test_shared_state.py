@@ -203,6 +203,7 @@ def test_receive_binds_names_and_forgets_dropped_ones(tmp_path: Path) -> None:
     assert {k: got[k] for k in ("names", "dropped")} == {"names": ["a", "b"], "dropped": ["old"]}
     assert set(got["timings"]) == {"unpickle_s", "apply_s"}  # where a receive's seconds go
     assert all(v >= 0 for v in got["timings"].values()) and isinstance(got["imported"], list)
+    assert isinstance(got["imported_modules"], int)
     assert "old" not in ns and ns["b"] == [1, 2] and float(ns["a"].sum()) == 2.0
 
 

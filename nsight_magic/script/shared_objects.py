@@ -76,10 +76,11 @@ def receive(ns: dict[str, Any], path: str) -> dict[str, Any]:
     _record_versions(ns, new)
     ns.update(names)
     # where a receive's seconds go: loading (the imports it needed among them), the rest
-    imported = sorted({m.split(".")[0] for m in set(sys.modules) - modules})
+    new_modules = set(sys.modules) - modules
+    packages = sorted({m.split(".")[0] for m in new_modules if not m.startswith("_")})
     timings = {"unpickle_s": t1 - t0, "apply_s": time.perf_counter() - t1}
     return {"names": sorted(names), "dropped": list(drop), "timings": timings,
-            "imported": imported[:20]}  # fmt: skip
+            "imported": packages[:30], "imported_modules": len(new_modules)}  # fmt: skip
 
 
 def _record_mapped(ns: dict[str, Any], objects: list[Any]) -> None:

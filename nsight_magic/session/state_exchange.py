@@ -106,7 +106,8 @@ class StateExchange:
         self.ask = ask
         self.note = note
         self.timings = timings if timings is not None else {}  # meta.json's, for a cell
-        self.imported: list[str] = []  # what the last receive had to import
+        self.imported: list[str] = []  # the packages the last receive had to import
+        self.imported_modules = 0  # and how many modules, theirs included
 
     # --- to the worker ---
 
@@ -150,6 +151,7 @@ class StateExchange:
         for key, value in (got.get("timings") or {}).items():
             self.timings[f"receive_{key}"] = float(value)
         self.imported = list(got.get("imported") or [])
+        self.imported_modules = int(got.get("imported_modules") or 0)
         user_ns = self.notebook.user_ns
         if plan.packed is not None:  # the worker has them: by reference from now on
             s.sent.commit(plan.packed.new)

@@ -162,8 +162,9 @@ class WarmExecutor:
                          "cwd": ctx.request.cwd}, "load")  # fmt: skip
         state.send(plan, ctx.folder)
         ctx.meta.shared_vars = plan.share.summary()
-        if state.imported:  # a worker that had not imported the notebook's libraries yet
+        if state.imported_modules:  # a worker that had not imported what the objects need
             ctx.meta.shared_vars["imported"] = state.imported
+            ctx.meta.shared_vars["imported_modules"] = state.imported_modules
         if plan.replay.run:
             ctx.lines.phase("replaying", plan.replay.describe(s.tool))
             state.replay(plan)
