@@ -119,3 +119,7 @@ def manager():  # type: ignore[no-untyped-def]
     m = SessionManager(setup=SetupRegistry())
     yield m
     m.stop()
+
+
+# the drill-down fixtures (no ncu needed): drill_support.py
+from drill_support import drill_manager, saved_parent  # noqa: E402, F401

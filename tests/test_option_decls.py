@@ -9,12 +9,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import shutil
 import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
+from drill_support import Captured
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic_arguments import MagicArgumentParser
@@ -30,11 +30,7 @@ from nsight_magic.profilers.ncu import NcuOptions
 from nsight_magic.profilers.nsys import NsysOptions
 from nsight_magic.results import load_run
 from nsight_magic.results.nsys_run import NsysRun
-from nsight_magic.run_folders import runs
-from nsight_magic.run_folders.run_dir import RunDir, write_json, write_private
 from nsight_magic.session.backends import NcuBackend, NsysBackend
-from nsight_magic.session.manager import SessionManager
-from nsight_magic.session.spec import CellRequest
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -257,37 +253,6 @@ def _sample(name: str) -> Any:
     return f"probe_{name}"
 
 
-class _Captured(Exception):
-    pass
-
-
-@pytest.fixture
-def drill_manager(monkeypatch: pytest.MonkeyPatch) -> tuple[SessionManager, list[Any]]:
-    """A session manager whose ``profile`` keeps the request and backend it is handed (there
-    is no ncu here: what is tested is what reaches the child run's ncu options and argv)."""
-    seen: list[Any] = []
-    manager = SessionManager()
-
-    def profile(request: CellRequest, backend: Any, **kwargs: Any) -> Any:
-        seen.append((request, backend, kwargs))
-        raise _Captured
-
-    monkeypatch.setattr(manager, "profile", profile)
-    monkeypatch.setattr(NcuBackend, "locate", lambda self: Tool(name="ncu", path="ncu"))
-    return manager, seen
-
-
-@pytest.fixture
-def saved_parent(tmp_path: Path, nsys_small_sqlite: Path) -> Path:
-    run = runs.new_run_dir(tmp_path / "runs", "saved")
-    shutil.copy(nsys_small_sqlite, run / "report.sqlite")
-    folder = RunDir(run)
-    write_private(folder.cell, "x = 1\n")
-    write_private(folder.script, "print('saved script')\n")
-    write_json(folder.meta, {"tool": "nsys", "name": "saved"})
-    return run
-
-
 def test_drill_able_options_are_declared() -> None:
     assert decl.drill_fields(NcuOptions) == DRILL_OPTIONS
     assert {"set", "sections", "metrics"} <= set(DRILL_OPTIONS)
@@ -304,7 +269,7 @@ def test_each_drill_able_option_reaches_the_child_runs_ncu_argv(
     manager, seen = drill_manager
     run = load_run(saved_parent, drill_runner=manager)
     value = _sample(name)
-    with pytest.raises(_Captured):
+    with pytest.raises(Captured):
         if how == "kernel":
             run.profile_kernel(str(run.kernels()["name"].iloc[0]), **{name: value})
         else:
@@ -364,7 +329,7 @@ def test_an_nccl_kernel_gets_single_pass_metrics_whatever_was_asked(
 ) -> None:
     manager, seen = drill_manager
     run = load_run(saved_parent, drill_runner=manager)
-    with pytest.raises(_Captured):
+    with pytest.raises(Captured):
         run.profile_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", set="full", sections=("A",))
     options = seen[0][1].options
     assert options.set is None and options.sections == () and "nccl" in options.kernel_exact

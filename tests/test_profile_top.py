@@ -7,12 +7,12 @@ child run gets, and the shares on the bundled real ncu run of a prefill's top GE
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
+from drill_support import Captured
 
 from nsight_magic import examples
 from nsight_magic.analysis.top_kernels import top_kernel_names
@@ -21,47 +21,13 @@ from nsight_magic.processes.locate import Tool
 from nsight_magic.profilers import ncu as ncu_argv
 from nsight_magic.profilers.ncu import NcuOptions, first_launches_args, kernel_id_regex
 from nsight_magic.results.loading import load_run
-from nsight_magic.run_folders import runs
-from nsight_magic.run_folders.run_dir import RunDir, write_json, write_private
 from nsight_magic.session.backends import NcuBackend
-from nsight_magic.session.manager import SessionManager
-from nsight_magic.session.spec import CellRequest
 
 NAMES = [
     "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)",
     "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT",
     "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false>(float*)",
 ]
-
-
-class _Captured(Exception):
-    pass
-
-
-@pytest.fixture
-def drill_manager(monkeypatch: pytest.MonkeyPatch) -> tuple[SessionManager, list[Any]]:
-    """A session manager whose ``profile`` keeps what it is handed (there is no ncu here)."""
-    seen: list[Any] = []
-    manager = SessionManager()
-
-    def profile(request: CellRequest, backend: Any, **kwargs: Any) -> Any:
-        seen.append((request, backend, kwargs))
-        raise _Captured
-
-    monkeypatch.setattr(manager, "profile", profile)
-    monkeypatch.setattr(NcuBackend, "locate", lambda self: Tool(name="ncu", path="ncu"))
-    return manager, seen
-
-
-@pytest.fixture
-def saved_parent(tmp_path: Path, nsys_small_sqlite: Path) -> Path:
-    run = runs.new_run_dir(tmp_path / "runs", "saved")
-    shutil.copy(nsys_small_sqlite, run / "report.sqlite")
-    folder = RunDir(run)
-    write_private(folder.cell, "x = 1\n")
-    write_private(folder.script, "print('saved script')\n")
-    write_json(folder.meta, {"tool": "nsys", "name": "saved"})
-    return run
 
 
 def test_the_kernel_id_regex_matches_each_name_exactly_with_no_field_separator() -> None:
@@ -89,7 +55,7 @@ def test_profile_top_is_one_rerun_with_the_first_launch_of_each_top_kernel(
 ) -> None:
     manager, seen = drill_manager
     run = load_run(saved_parent, drill_runner=manager)
-    with pytest.raises(_Captured):
+    with pytest.raises(Captured):
         run.profile_top(3, set="roofline")
     assert len(seen) == 1  # one re-run of the cell, not three
     request, backend, kwargs = seen[0]
@@ -117,7 +83,7 @@ def test_a_sweep_configurations_top_n_binds_its_values_again_and_keeps_the_state
     manager, seen = drill_manager
     run = load_run(saved_parent, drill_runner=manager)
     run.bound_values = {"bs": 8}  # what session/sweep.py sets on a configuration's run
-    with pytest.raises(_Captured):
+    with pytest.raises(Captured):
         run.profile_top(2)
     request, _, kwargs = seen[0]
     assert request.bind == {"bs": 8} and request.keep_state
