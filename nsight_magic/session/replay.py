@@ -90,9 +90,12 @@ def _called_notebook_code(func: ast.expr, user_ns: Mapping[str, Any]) -> Any:
     return None
 
 
-# a body that calls these can touch any name: its effects cannot be read from its names, nor
-# what it reads (a cell that does reads every notebook name: all are sent)
+# a body that calls these can touch any name: its effects cannot be read from its names
 ANY_NAME = frozenset({"exec", "eval", "globals", "vars", "locals", "__import__", "compile"})
+# a cell that calls these runs text its own does not show: what it reads and binds cannot be
+# read (every notebook name is sent, everything it may have bound or changed comes back);
+# ``'x' in globals()`` only looks, and is left out
+HIDDEN_TEXT = frozenset({"exec", "eval"})
 _PLAIN = (int, float, complex, str, bytes, bool, type(None))
 
 

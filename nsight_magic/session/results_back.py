@@ -33,7 +33,7 @@ from ..script import PreparedCell
 from ..script.shared_objects import in_place, set_contents, set_optimizer_state
 from ..vocabulary.notebook_names import is_ipython_own
 from . import shared_state
-from .replay import ANY_NAME
+from .replay import HIDDEN_TEXT
 
 # values whose identity is their meaning, not their state: never brought back by value
 _NOT_STATE = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)
@@ -62,7 +62,7 @@ def names_to_bring_back(cell: PreparedCell, user_ns: Mapping[str, Any]) -> list[
     state (modules, functions, classes it did not define) and IPython's own names."""
     seen: set[int] = set()
     reached = set(cell.names_read)
-    if reached & ANY_NAME:  # exec("..."): what it reaches cannot be read; all of it may change
+    if reached & HIDDEN_TEXT:  # exec("..."): what it reaches cannot be read; all of it may change
         reached |= set(user_ns)
     for name in cell.names_read:
         if name in user_ns:

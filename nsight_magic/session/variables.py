@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import MissingVariableError, NsightMagicError, UnpicklableVariableError
 from ..vocabulary.notebook_names import is_ipython_own
 from . import deadline
-from .replay import ANY_NAME
+from .replay import HIDDEN_TEXT
 from .spec import Notebook
 
 DEFAULT_AUTO_MAX_BYTES = 256 << 20
@@ -194,7 +194,7 @@ def plan_by_value(
     reads (``exec("loss = train_step()")``) gets every notebook name that goes; one it does
     not name and that cannot go is left out, not an error."""
     wanted = set(reads if notebook.auto_vars else ())
-    hides = notebook.auto_vars and bool(wanted & ANY_NAME)
+    hides = notebook.auto_vars and bool(wanted & HIDDEN_TEXT)
     if hides:
         wanted |= {n for n in notebook.user_ns if not n.startswith("__")}
     plan = plan_shipping(wanted, notebook.user_ns, hidden=notebook.hidden,
