@@ -30,8 +30,9 @@ _LAZY = {
     "NcuRun": ("nsight_magic.results", "NcuRun"),
     # one displayable NsysRun over several per-rank reports (or one report of every rank)
     "load_runs": ("nsight_magic.results.loading", "load_runs"),
-    # a copy of a run folder with paths relative and user/host names redacted
-    "share": ("nsight_magic.run_folders.sharing", "share"),
+    # a copy of a run folder (or a sweep folder, with its one-page summary) with paths
+    # relative and user/host names redacted
+    "share": ("nsight_magic.results.sharing", "share"),
     # %%nsys --sweep from Python: one profiled run per configuration -> SweepRun
     "sweep": ("nsight_magic.session.sweep", "sweep"),
     "SweepRun": ("nsight_magic.results.sweep_run", "SweepRun"),

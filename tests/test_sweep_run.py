@@ -21,6 +21,7 @@ from nsight_magic.results.comparison import Comparison
 from nsight_magic.results.sweep_run import SweepRun
 from nsight_magic.run_folders.run_dir import RunDir
 from nsight_magic.run_folders.run_meta import RunMeta
+from nsight_magic.run_folders.runs import list_runs
 from nsight_magic.run_folders.sweep_record import ConfigRecord, SweepRecord
 from nsight_magic.views import chart_specs
 from nsight_magic.vocabulary.columns import COLUMNS
@@ -191,3 +192,59 @@ def test_a_sweep_record_with_a_folder_outside_is_refused(tmp_path: Path) -> None
     RunDir(folder).write_sweep(record)
     with pytest.raises(nsight_magic.errors.ReportError, match="outside the run folder"):
         nsight_magic.load_run(folder)
+
+
+def test_a_shared_sweep_is_its_runs_copies_and_one_page(tmp_path: Path) -> None:
+    """``nsight_magic.share`` of a sweep folder: each configuration's run copied as a run is
+    (its own share.json), sweep.json with the failed configuration's error rewritten, and
+    ``index.html``: the table, the charts and each configuration's top kernels, no script; the
+    copy loads as the same sweep, and neither the page nor the record names the original."""
+    source = write_sweep(tmp_path / "runs")
+    record = RunDir(source).read_sweep()
+    assert record is not None
+    record.configs[2].error = f"{FAILED} (run folder: {source}/03-failed)"
+    RunDir(source).write_sweep(record)
+    dest = nsight_magic.share(source, tmp_path / "to_send" / "attention")
+    original = nsight_magic.load_run(source)
+    copy = nsight_magic.load_run(dest)
+    assert isinstance(copy, SweepRun) and isinstance(original, SweepRun)
+    assert copy.configs == original.configs and set(copy.runs) == set(original.runs)
+    ours, theirs = copy.table(), original.table()
+    pd.testing.assert_series_equal(ours["gpu_time_ns"], theirs["gpu_time_ns"])
+    for key in copy.runs:
+        assert (dest / copy.runs[key].run_dir.name / "share.json").is_file()
+    page = (dest / RunDir.SWEEP_PAGE).read_text()
+    shared = RunDir(dest).read_sweep()
+    assert shared is not None and str(source) not in (shared.configs[2].error or "")
+    assert "(run folder: ./03-failed)" in (shared.configs[2].error or "")
+    assert str(tmp_path) not in page and "<script" not in page.lower()
+    assert "impl=naive" in page and "impl=sdpa" in page
+    tops = copy.frames.top_kernels(3)
+    assert set(tops["config"]) == {"impl=naive", "impl=sdpa"}
+    for label, rows in tops.groupby("config"):
+        run = copy.runs[(label.split("=", 1)[1],)]
+        summary = run.kernel_summary().head(3)
+        assert list(rows["name"]) == list(summary["name"])  # its own top kernels, in order
+        assert list(rows["time_pct"]) == list(summary["time_pct"])
+        assert html_escape(rows["short_name"].iloc[0])[:20] in page
+    # the manifest says what went and what did not
+    manifest = (dest / "share.json").read_text()
+    assert "03-failed" in manifest  # a failed configuration has no run to copy
+
+
+def html_escape(text: str) -> str:
+    import html
+
+    return html.escape(text)
+
+
+def test_list_runs_lists_a_sweep_folder_with_how_its_configurations_ended(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "runs"
+    folder = write_sweep(root)
+    runs = list_runs(root)
+    row = runs[runs["run_dir"] == str(folder)].iloc[0]
+    assert row["name"] == "attention" and row["tool"] == "nsys sweep"
+    assert row["status"] == "2 ok, 1 failed" and row["children"] == 3
+    assert row["wall_s"] == pytest.approx(3.5 + 3.5 + 1.0)

@@ -217,3 +217,28 @@ __all__ = [
     "sweep_mfu",
     "sweep_table",
 ]
+
+
+TOP_COLUMNS = ["config", "name", "short_name", "instances", "total_ns", "time_pct"]
+
+
+def config_top_kernels(configs: Sequence[ConfigRow], top: int = 5) -> pd.DataFrame:
+    """Each configuration's ``top`` kernels by total time (its own ``kernel_summary`` rows,
+    ``time_pct`` its share of that configuration's kernel time), in the sweep's order; the
+    configurations without a report have none."""
+    parts = []
+    for config in configs:
+        if config.frames is None or config.frames.kernel_summary.empty:
+            continue
+        head = config.frames.kernel_summary.head(top).copy()
+        if "short_name" not in head:
+            head["short_name"] = head["name"]
+        head.insert(0, "config", config.label)
+        parts.append(head.reindex(columns=TOP_COLUMNS))
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype=_TOP_DTYPES[c]) for c in TOP_COLUMNS})
+    return pd.concat(parts, ignore_index=True).astype(_TOP_DTYPES)
+
+
+_TOP_DTYPES = {"config": "str", "name": "str", "short_name": "str", "instances": "int64",
+               "total_ns": "int64", "time_pct": "float64"}  # fmt: skip

@@ -79,6 +79,9 @@ class SweepFrames:
     def kernels(self) -> pd.DataFrame:
         return numbers.kernel_matrix(self.rows)
 
+    def top_kernels(self, top: int = 5) -> pd.DataFrame:
+        return numbers.config_top_kernels(self.rows, top)
+
     def axis_scale(self, variable: str) -> str:
         index = self.record.variables.index(variable)
         values = list(dict.fromkeys(key[index] for key in self.keys))

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import mfu as utilisation
-from ..errors import BadArgumentError
+from ..errors import BadArgumentError, ReportError
 from ..run_folders.sweep_record import SweepRecord, config_label
 from ..views import sweep_view
 from .base import WIDGET_MIME, in_kernel
@@ -188,6 +188,23 @@ class SweepRun:
                 f"{variable!r} is not swept here; the swept variables: {', '.join(self.variables)}"
             )
         return variable
+
+    def share(
+        self, dest: str | Path, *, redact: Sequence[str] = (), keep_nsys_rep: bool = False
+    ) -> SweepRun:
+        """A share-safe copy of this sweep's folder in ``dest`` (a new folder): each
+        configuration's run folder as ``nsight_magic.share`` copies a run, ``sweep.json``, and
+        ``index.html``, one page of the table, the charts and each configuration's top kernels
+        (no script). Returns the copy, loaded."""
+        from .loading import load_run
+        from .sharing import share
+
+        if self.run_dir is None:
+            raise BadArgumentError("share(): this sweep has no folder to copy (run_dir is None)")
+        copy = load_run(share(self.run_dir, dest, redact=redact, keep_nsys_rep=keep_nsys_rep))
+        if not isinstance(copy, SweepRun):  # the folder changed under us: say what it is now
+            raise ReportError(f"share(): the copy in {dest} did not load as a sweep ({copy!r})")
+        return copy
 
     # --- display ---------------------------------------------------------------------------
     def widget(self) -> Any:

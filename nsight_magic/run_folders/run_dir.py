@@ -183,6 +183,7 @@ class RunDir:
     # a sweep folder's record (run_folders/sweep_record.py); its configurations' run folders
     # are its subfolders: <sweep>/<NN>-<label>/
     SWEEP = "sweep.json"
+    SWEEP_PAGE = "index.html"  # a shared sweep folder's one-page summary (share())
     # every file a re-run reads, unpickles or executes (session/saved_run.py checks them)
     REPLAYED = (CELL, SCRIPT, VARS, ENV, META)
 

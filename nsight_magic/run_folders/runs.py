@@ -55,9 +55,34 @@ def list_runs(root: str | Path | None = None, *, children: bool = False) -> Any:
                 "parent": meta.parent_run,
             }
         )
+    rows += [_sweep_row(RunDir(p.parent)) for p in sorted(root.glob(f"*/{RunDir.SWEEP}"))
+             if not (p.parent / RunDir.META).exists()]  # fmt: skip
     cols = ["run_dir", "name", "tool", "status", "started_utc", "wall_s", "children", "parent"]
     df = pd.DataFrame(rows, columns=cols)
     return df.sort_values("started_utc", ascending=False, na_position="last").reset_index(drop=True)
+
+
+def _sweep_row(folder: RunDir) -> dict[str, Any]:
+    """A sweep folder's row: its status says how its configurations ended ("ok" when all
+    did, else "2 ok, 1 failed"), ``children`` counts them, ``wall_s`` is their sum."""
+    record = folder.read_sweep()
+    configs = record.configs if record is not None else []
+    statuses = [c.status for c in configs]
+    counts = {s: statuses.count(s) for s in dict.fromkeys(statuses)}
+    status = "ok" if statuses and set(statuses) == {"ok"} else ", ".join(
+        f"{n} {s}" for s, n in counts.items()
+    ) or "damaged"  # fmt: skip
+    walls = [c.wall_s for c in configs if c.wall_s is not None]
+    return {
+        "run_dir": str(folder.path),
+        "name": record.name if record is not None else folder.path.name,
+        "tool": f"{record.tool} sweep" if record is not None else "sweep",
+        "status": status,
+        "started_utc": record.started_utc if record is not None else None,
+        "wall_s": sum(walls) if walls else None,
+        "children": len(configs),
+        "parent": None,
+    }
 
 
 __all__ = [

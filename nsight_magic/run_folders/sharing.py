@@ -189,6 +189,8 @@ def share(
     redact = texts_arg(redact, "redact", "share()")
     src = _folder_arg(run_dir, "run_dir")
     dest = _folder_arg(dest, "dest")
+    if _is_sweep(src):
+        return _share_sweep(src, dest, redact, keep_nsys_rep)
     meta = RunDir(src).meta
     if not src.is_dir() or (not meta.exists() and not meta.is_symlink()):
         raise ReportNotFoundError(f"{src} is not a run folder (no {RunDir.META}).")
@@ -203,6 +205,69 @@ def share(
     try:
         outcome = _copy_run(src, tmp, _find(src, extra=redact), keep_nsys_rep)
         RunDir(tmp).write_copy(MANIFEST, json.dumps(outcome.manifest(), indent=2))
+        try:
+            tmp.rename(dest)
+        except OSError as exc:
+            raise RunFolderError(
+                f"cannot create {dest} ({exc.strerror or exc}); choose a new folder."
+            ) from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
+
+
+def _is_sweep(src: Path) -> bool:
+    """A sweep folder: a regular ``sweep.json`` and no meta.json of its own."""
+    folder = RunDir(src)
+    return _is_real_dir(src) and _is_regular(folder.sweep) and not folder.meta.exists()
+
+
+def _share_sweep(src: Path, dest: Path, redact: Iterable[str], keep_nsys_rep: bool) -> Path:
+    """A sweep folder's copy: each configuration's run folder as ``share`` copies a run (with
+    its own ``share.json``), and ``sweep.json`` with each error line rewritten as that run's
+    texts are; a configuration folder that is missing, a link or not a run is left out, and
+    the sweep's ``share.json`` says so."""
+    record = RunDir(src).read_sweep()
+    if record is None:
+        raise ReportError(f"{RunDir(src).sweep} is not a sweep record: the folder is damaged.")
+    if dest.exists() or dest.is_symlink():
+        raise FolderExistsError(f"{dest} exists; share() writes a new folder: choose another.")
+    tmp = _scratch_beside(dest)
+    try:
+        copied, left_out = [], []
+        rules = Redactions([(src.name, ".")])  # what every configuration's copy rewrote
+        for config in record.configs:
+            folder = src / config.folder if config.folder else None
+            if (
+                folder is None
+                or folder.parent != src
+                or not _is_real_dir(folder)
+                or not (_is_regular(RunDir(folder).meta))
+            ):
+                if config.folder:
+                    left_out.append(config.folder)
+                continue
+            found = _find(folder, extra=redact)
+            outcome = _copy_run(folder, tmp / config.folder, found, keep_nsys_rep)
+            RunDir(tmp / config.folder).write_copy(MANIFEST, json.dumps(outcome.manifest(),
+                                                                        indent=2))  # fmt: skip
+            rules.paths += [p for p in found.paths if p not in rules.paths]
+            rules.words += [w for w in found.words if w not in rules.words]
+            rules.secrets += [t for t in found.secrets if t not in rules.secrets]
+            copied.append(config.folder)
+        if not copied:  # still this machine's names and paths
+            found = _find(src, extra=redact)
+            rules = Redactions([(src.name, ".")], found.paths, found.words, found.secrets)
+        for config in record.configs:  # "(run folder: /home/me/runs/<sweep>/03-bs=8)"
+            if config.error:
+                config.error = rules.text(config.error)
+        RunDir(tmp).write_sweep(record)
+        manifest = {"shared_from": "a sweep folder, by nsight_magic.share()",
+                    "configurations": copied, "left_out": left_out,
+                    "note": "Each configuration's folder has its own share.json: what was "
+                    "rewritten there."}  # fmt: skip
+        RunDir(tmp).write_copy(MANIFEST, json.dumps(manifest, indent=2))
         try:
             tmp.rename(dest)
         except OSError as exc:

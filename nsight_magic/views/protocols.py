@@ -286,3 +286,8 @@ class SweepSource(Protocol):
     def axis_scale(self, variable: str) -> str:
         """How ``variable``'s axis reads: "log2", "linear" or "ordinal"."""
         ...
+
+    def top_kernels(self, top: int = 5) -> pd.DataFrame:
+        """Each configuration's ``top`` kernels: ``config, name, short_name, instances,
+        total_ns, time_pct`` (its share of that configuration's kernel time)."""
+        ...

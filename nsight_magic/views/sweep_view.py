@@ -188,6 +188,40 @@ def sweep_static_html(source: SweepSource) -> str:
     return '<div class="nsight-magic sweep">' + "".join(parts) + "</div>"
 
 
+def top_kernels_html(source: SweepSource, top: int = 5) -> str:
+    """Each configuration's ``top`` kernels, one table per configuration."""
+
+    def build() -> str:
+        frame = source.top_kernels(top)
+        if frame.empty:
+            return html.note_html("No configuration has kernels.")
+        columns = ["short_name", "instances", "total_ns", "time_pct"]
+        parts = []
+        for label, rows in frame.groupby("config", sort=False):
+            table = html.frame_html(rows, columns, max_rows=top, titles={"short_name": "name"},
+                                    headers={"short_name": "kernel"})  # fmt: skip
+            parts.append(f"<h4>{html.esc(label)}</h4>{table}")
+        return "".join(parts)
+
+    return table_or_note(build)
+
+
+def share_page_html(source: SweepSource) -> str:
+    """The one page a shared sweep folder opens with (``index.html``): the static form, then
+    each configuration's top kernels; no script, the charts as images."""
+    name = html.esc(source.header().get("name", "sweep"))
+    body = sweep_static_html(source) + html.section_html(
+        "Each configuration's top kernels", top_kernels_html(source)
+    )
+    return (
+        f'<!doctype html><html><head><meta charset="utf-8"><title>Sweep {name}</title></head>'
+        f'<body style="font-family:sans-serif;margin:1.5em">{body}'
+        '<p style="font-size:11px;color:#666">Written by nsight_magic.share(): each '
+        "configuration's run folder is beside this page; nsight_magic.load_run(this folder) "
+        "opens the sweep.</p></body></html>"
+    )
+
+
 def sweep_widget(source: SweepSource) -> Any:
     charts = [_time_chart_widget(source, v) for v in source.variables()]
     pages = {

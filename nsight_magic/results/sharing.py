@@ -1,0 +1,37 @@
+"""``nsight_magic.share(run_dir, dest)``: a share-safe copy of a run folder
+(``run_folders/sharing.py`` rewrites it), and for a sweep folder its one-page summary beside its
+configurations' folders (``index.html``: the table, the charts as images, each configuration's
+top kernels), built from the copy, so it names nothing the copy does not."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..run_folders import sharing
+from ..run_folders.run_dir import RunDir
+from ..views import sweep_view
+from .loading import load_run
+from .sweep_frames import SweepFrames
+from .sweep_run import SweepRun
+
+
+def share(
+    run_dir: str | Path,
+    dest: str | Path,
+    *,
+    redact: Iterable[str] = (),
+    keep_nsys_rep: bool = False,
+) -> Path:
+    """Write a share-safe copy of ``run_dir`` (a run folder with its picker runs, or a sweep
+    folder with its configurations and a one-page ``index.html``) to ``dest`` (a new folder)
+    and return it; ``nsight_magic.load_run(dest)`` opens it. ``redact``, ``keep_nsys_rep``:
+    see ``run_folders.sharing.share``."""
+    out = sharing.share(run_dir, dest, redact=redact, keep_nsys_rep=keep_nsys_rep)
+    folder = RunDir(out)
+    if folder.read_sweep() is not None:
+        copy = load_run(out)
+        if isinstance(copy, SweepRun):  # the page names its folder as the copy's own: "."
+            frames = SweepFrames(copy.record, copy.configs, copy.runs, ".")
+            folder.write_copy(RunDir.SWEEP_PAGE, sweep_view.share_page_html(frames))
+    return out
