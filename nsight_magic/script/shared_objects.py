@@ -331,7 +331,7 @@ def _registered_chunks(torch: Any, count: int) -> list[Any]:
     registered with CUDA a chunk per call on several threads (the call releases the GIL): on
     the lent H100 8 GB took 1.75 s so (2 MB pages), 2.33 s without the advice, and 4.53 s as
     torch's pinned 256 MB allocations one after another (a 34 GB pool: 17.7 s), copies into
-    either at 55 GB/s (``.device/probe/recv.py``, 2026-11-27)."""
+    either at 55 GB/s (``benchmarks/receive.py``, 2026-11-27)."""
     import ctypes
     import mmap
     from concurrent.futures import ThreadPoolExecutor
