@@ -47,7 +47,7 @@ import sqlite3
 import stat
 import tempfile
 import urllib.parse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -199,12 +199,21 @@ def share(
             f"{meta} is {kind_of(meta.lstat().st_mode)}, not a regular file: the folder is "
             "damaged or not a run folder; share() reads only regular files."
         )
+    with _new_folder(dest) as tmp:
+        outcome = _copy_run(src, tmp, _find(src, extra=redact), keep_nsys_rep)
+        RunDir(tmp).write_copy(MANIFEST, json.dumps(outcome.manifest(), indent=2))
+    return dest
+
+
+@contextlib.contextmanager
+def _new_folder(dest: Path) -> Iterator[Path]:
+    """A scratch folder beside ``dest`` to build the copy in, renamed to ``dest`` when the
+    block ends whole, removed when it raised: no half copy is ever left."""
     if dest.exists() or dest.is_symlink():
         raise FolderExistsError(f"{dest} exists; share() writes a new folder: choose another.")
     tmp = _scratch_beside(dest)
     try:
-        outcome = _copy_run(src, tmp, _find(src, extra=redact), keep_nsys_rep)
-        RunDir(tmp).write_copy(MANIFEST, json.dumps(outcome.manifest(), indent=2))
+        yield tmp
         try:
             tmp.rename(dest)
         except OSError as exc:
@@ -214,7 +223,6 @@ def share(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return dest
 
 
 def _is_sweep(src: Path) -> bool:
@@ -231,10 +239,7 @@ def _share_sweep(src: Path, dest: Path, redact: Iterable[str], keep_nsys_rep: bo
     record = RunDir(src).read_sweep()
     if record is None:
         raise ReportError(f"{RunDir(src).sweep} is not a sweep record: the folder is damaged.")
-    if dest.exists() or dest.is_symlink():
-        raise FolderExistsError(f"{dest} exists; share() writes a new folder: choose another.")
-    tmp = _scratch_beside(dest)
-    try:
+    with _new_folder(dest) as tmp:
         copied, left_out = [], []
         rules = Redactions([(src.name, ".")])  # what every configuration's copy rewrote
         for config in record.configs:
@@ -268,15 +273,6 @@ def _share_sweep(src: Path, dest: Path, redact: Iterable[str], keep_nsys_rep: bo
                     "note": "Each configuration's folder has its own share.json: what was "
                     "rewritten there."}  # fmt: skip
         RunDir(tmp).write_copy(MANIFEST, json.dumps(manifest, indent=2))
-        try:
-            tmp.rename(dest)
-        except OSError as exc:
-            raise RunFolderError(
-                f"cannot create {dest} ({exc.strerror or exc}); choose a new folder."
-            ) from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return dest
 
 
