@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from session_support import BareBackend, BareRun
+from session_support import BareBackend, BareRun, gloo_retry
 
 from nsight_magic.errors import CellFailedError
 from nsight_magic.processes.locate import Tool
@@ -66,9 +66,13 @@ def _run(manager: SessionManager, tmp_path: Path, cell: str, rank: int) -> tuple
     out: list[str] = []
     request = CellRequest(cell=cell, nproc=2, rank=rank, timeout=120.0, cwd=str(tmp_path),
                           runs_root=tmp_path / "runs")  # fmt: skip
-    result = manager.profile(request, OneRankUnderPrefix("ncu"), notebook=manager.notebook,
-                             callbacks=RunCallbacks(output=out.append))  # fmt: skip
-    return result, out
+
+    def attempt() -> Any:
+        out.clear()
+        return manager.profile(request, OneRankUnderPrefix("ncu"), notebook=manager.notebook,
+                               callbacks=RunCallbacks(output=out.append))  # fmt: skip
+
+    return gloo_retry(attempt), out
 
 
 @pytest.mark.torch
@@ -180,14 +184,15 @@ def test_a_rank_drill_down_of_an_nsys_run_opens_the_range_ncu_filters_on(
     monkeypatch.setenv("NVTX_LOG", str(log))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
     cell = "x = sum(range(10))\nprint('rank', x)\n"
-    parent = manager.profile(
+    parent = gloo_retry(lambda: manager.profile(
         CellRequest(cell=cell, nproc=2, timeout=120.0, runs_root=tmp_path / "runs"),
         BareBackend(), notebook=manager.notebook,
-    )  # fmt: skip
+    ))  # fmt: skip
     assert parent.meta["rank_status"] == {"0": "ok", "1": "ok"}
     log.unlink()
     monkeypatch.setattr(drill, "NcuBackend", NcuStandIn)
-    child = manager.profile_kernel(parent, DrillRequest(kernel="gemm", rank=1, timeout=120.0))
+    drill_rank_1 = DrillRequest(kernel="gemm", rank=1, timeout=120.0)
+    child = gloo_retry(lambda: manager.profile_kernel(parent, drill_rank_1))
     assert child.report == ["L1: x = sum(range(10))", "L2: print('rank', x)"]
     events = [json.loads(x) for x in log.read_text().splitlines()]
     # rank 1 alone ran under the (stand-in) profiler; rank 0 ran bare

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from processes import alive
-from session_support import BareBackend
+from session_support import BareBackend, gloo_retry
 
 from nsight_magic.errors import (
     CellFailedError,
@@ -408,7 +408,7 @@ def test_nproc_runs_the_cell_on_every_rank_with_a_process_group(run, manager) ->
         "dist.all_reduce(t)\n"
         "print('rank', os.environ['RANK'], 'of', dist.get_world_size(), 'sum', int(t.item()))\n"
     )
-    result, out = run(cell, nproc=2)
+    result, out = gloo_retry(lambda: run(cell, nproc=2))
     assert result.meta["mode"] == "fresh" and result.meta["rank_status"] == {"0": "ok", "1": "ok"}
     # each rank's lines arrive whole, prefixed with the rank (torchrun --tee)
     assert {line for line in out if "sum" in line} == {
@@ -416,7 +416,8 @@ def test_nproc_runs_the_cell_on_every_rank_with_a_process_group(run, manager) ->
     assert manager.status() == []  # several ranks never use the warm worker
     assert not [line for line in out if "OMP_NUM_THREADS" in line], "no torchrun banner"
     with pytest.raises(CellFailedError, match=r"\(rank 1\) only rank 1 fails"):
-        run("import os\nassert os.environ['RANK'] == '0', 'only rank 1 fails'\n", nproc=2)
+        gloo_retry(lambda: run("import os\nassert os.environ['RANK'] == '0', 'only rank 1 fails'\n",
+                               nproc=2))  # fmt: skip
 
 
 @pytest.mark.torch
@@ -424,7 +425,7 @@ def test_nproc_timeout_stops_every_rank(run, manager) -> None:
     """--timeout on a torchrun cell: the error carries the process group's record, and no rank,
     launcher or profiler process is left (the GPU test checks the same under nsys)."""
     with pytest.raises(ProfileTimeout) as info:
-        run("import time\ntime.sleep(120)\n", nproc=2, timeout=20.0)
+        gloo_retry(lambda: run("import time\ntime.sleep(120)\n", nproc=2, timeout=20.0))
     stopped = info.value.result
     assert stopped is not None and stopped.outcome == "timeout" and stopped.signals
     assert runner.group_members(stopped.pgid) == []
