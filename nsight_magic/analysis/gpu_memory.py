@@ -83,6 +83,11 @@ class MappedMemory:
         )
         return cls(int(value["pid"]), segments)
 
+    @property
+    def total_bytes(self) -> int:
+        """The bytes of every segment the worker maps."""
+        return sum(size for _, _, size in self.segments)
+
     def flags(self, frame: pd.DataFrame) -> np.ndarray:
         """Per row of a device-events frame: the event is a mapping of the notebook's memory
         (an allocation of this pid whose range holds a mapped pointer, or a free of one)."""

@@ -94,8 +94,8 @@ def _numbers(frames: ConfigFrames | None) -> dict[str, Any]:
     if total > 0:
         top = summary.sort_values("total_ns", ascending=False, kind="stable").iloc[0]
         out["top_kernel"] = str(top["name"])
-        out["top_kernel_short"] = str(short_names(pd.Series([top["name"]])).iloc[0])
-        out["top_kernel_pct"] = 100.0 * int(top["total_ns"]) / total
+        out["top_kernel_short"] = str(top["short_name"])
+        out["top_kernel_pct"] = float(top["time_pct"])
     return out
 
 

@@ -274,5 +274,5 @@ def oom_explanation(
         statement=statement,
         memory_flag=flag,
         snapshot_without_history=empty_history,
-        mapped_bytes=sum(b for _, _, b in mapped.segments) if mapped is not None else 0,
+        mapped_bytes=mapped.total_bytes if mapped is not None else 0,
     )

@@ -22,7 +22,7 @@ from ..errors import MissingVariableError
 from ..vocabulary.notebook_names import is_ipython_own
 from . import admission, shared_state
 from .history import HistoryEntry
-from .replay import HIDDEN_TEXT, ReplayPlan
+from .replay import ReplayPlan, notebook_reads
 from .spec import Notebook
 from .warm_session import WarmSession
 
@@ -105,9 +105,8 @@ def plan_catch_up(
     # (results_back.py; what could not come back stayed in its worker, which said so; a replay
     # ran the cell's side effects again: a training step, a shell command under ncu)
     setups = setup_entries(entries, before=before, setup=setup)
-    wanted = set(reads if notebook.auto_vars else ())
-    if notebook.auto_vars and reads & HIDDEN_TEXT:  # exec("loss = train_step()"): any name
-        wanted |= {n for n in user_ns if not n.startswith("__")}
+    # exec("loss = train_step()"): any name
+    wanted = set(notebook_reads(reads, user_ns) if notebook.auto_vars else ())
     wanted |= {n for e in setups for n in e.cell.names_bound}
     wanted -= set(notebook.hidden) | set(explicit)
     wanted = {n for n in wanted if not is_ipython_own(n)}

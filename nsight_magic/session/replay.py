@@ -96,6 +96,16 @@ ANY_NAME = frozenset({"exec", "eval", "globals", "vars", "locals", "__import__",
 # read (every notebook name is sent, everything it may have bound or changed comes back);
 # ``'x' in globals()`` only looks, and is left out
 HIDDEN_TEXT = frozenset({"exec", "eval"})
+
+
+def notebook_reads(reads: frozenset[str], user_ns: Mapping[str, Any]) -> frozenset[str]:
+    """The notebook names a cell may read: ``reads``, and every name but Python's own
+    ``__``-names when the cell runs text its own does not show (``HIDDEN_TEXT``)."""
+    if not reads & HIDDEN_TEXT:
+        return reads
+    return reads | {n for n in user_ns if not n.startswith("__")}
+
+
 _PLAIN = (int, float, complex, str, bytes, bool, type(None))
 
 

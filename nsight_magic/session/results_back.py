@@ -33,7 +33,7 @@ from ..script import PreparedCell
 from ..script.shared_objects import in_place, set_contents, set_optimizer_state
 from ..vocabulary.notebook_names import is_ipython_own
 from . import shared_state
-from .replay import HIDDEN_TEXT
+from .replay import notebook_reads
 
 # values whose identity is their meaning, not their state: never brought back by value
 _NOT_STATE = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)
@@ -61,9 +61,8 @@ def names_to_bring_back(cell: PreparedCell, user_ns: Mapping[str, Any]) -> list[
     what it reads, and what the notebook's functions it reads read, less what cannot carry
     state (modules, functions, classes it did not define) and IPython's own names."""
     seen: set[int] = set()
-    reached = set(cell.names_read)
-    if reached & HIDDEN_TEXT:  # exec("..."): what it reaches cannot be read; all of it may change
-        reached |= set(user_ns)
+    # exec("..."): what it reaches cannot be read; every notebook name may have changed
+    reached = set(notebook_reads(cell.names_read, user_ns))
     for name in cell.names_read:
         if name in user_ns:
             reached |= _globals_read(user_ns[name], user_ns, seen)

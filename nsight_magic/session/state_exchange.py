@@ -165,14 +165,14 @@ class StateExchange:
             shared_state.collect_ipc()
         s.names = frozenset(reply.data.get("names", s.names))
 
-    def replay(self, plan: catch_up.CatchUpPlan) -> Reply | None:
-        """Replay the setup cells whose names cannot be sent, after checking the GPU has room
-        for what they built in the notebook (``admission.GpuMemoryError`` otherwise); None
-        when there are none. Each replayed cell leaves the notebook's shared memory as it was
-        (its changes are the notebook's already)."""
+    def replay(self, plan: catch_up.CatchUpPlan) -> None:
+        """Replay the setup cells whose names cannot be sent (none: nothing is asked), after
+        checking the GPU has room for what they built in the notebook
+        (``admission.GpuMemoryError`` otherwise). Each replayed cell leaves the notebook's
+        shared memory as it was (its changes are the notebook's already)."""
         s, run = self.session, plan.replay.run
         if not run:
-            return None
+            return
         for line in plan.notes(s.tool):
             self.note(line)
         catch_up.admit(plan, s)
@@ -192,7 +192,6 @@ class StateExchange:
         self._note_setup_failures(plan, reply)
         for line in replay_errors(s.tool, reply):
             self.note(line)
-        return reply
 
     def own(self, names: frozenset[str]) -> None:
         """Names a cell or a replay bound in the worker are the worker's own from now on."""

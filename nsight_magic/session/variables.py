@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import MissingVariableError, NsightMagicError, UnpicklableVariableError
 from ..vocabulary.notebook_names import is_ipython_own
 from . import deadline
-from .replay import HIDDEN_TEXT
+from .replay import notebook_reads
 from .spec import Notebook
 
 DEFAULT_AUTO_MAX_BYTES = 256 << 20
@@ -193,14 +193,12 @@ def plan_by_value(
     ``worker_names``: what the process's own history defines. A cell whose text hides what it
     reads (``exec("loss = train_step()")``) gets every notebook name that goes; one it does
     not name and that cannot go is left out, not an error."""
-    wanted = set(reads if notebook.auto_vars else ())
-    hides = notebook.auto_vars and bool(wanted & HIDDEN_TEXT)
-    if hides:
-        wanted |= {n for n in notebook.user_ns if not n.startswith("__")}
+    reads = frozenset(reads)
+    wanted = notebook_reads(reads, notebook.user_ns) if notebook.auto_vars else frozenset()
     plan = plan_shipping(wanted, notebook.user_ns, hidden=notebook.hidden,
                          worker_names=worker_names, explicit=explicit,
                          max_bytes=notebook.auto_vars_max_bytes)  # fmt: skip
-    if hides:
+    if wanted != reads:  # the text hides what it reads: what it names must go, the rest may
         plan.held_back = {n: why for n, why in plan.held_back.items() if n in reads}
     return plan
 
