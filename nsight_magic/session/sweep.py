@@ -250,7 +250,11 @@ def sweep(
         shell = get_ipython()
     except ImportError:
         shell = None
-    if shell is not None:
+    if shell is not None and MANAGER.notebook.user_ns is shell.user_ns:
+        # the notebook as the magics last described it: its %config (auto_vars_max_bytes)
+        # and how its cells' code is named in tracebacks
+        notebook = MANAGER.notebook
+    elif shell is not None:
         hidden = frozenset(getattr(shell, "user_ns_hidden", {}) or {})
         notebook = Notebook(user_ns=shell.user_ns, hidden=hidden)
     request = CellRequest(cell=cell, name=name, warmup=warmup, timeout=timeout, fresh=fresh,
