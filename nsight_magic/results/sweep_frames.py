@@ -91,13 +91,13 @@ class SweepFrames:
         return numbers.sweep_mfu(self.rows, self.record.variables, mfu_of)
 
     def header(self) -> dict[str, Any]:
-        statuses = [c.status for c in self.record.configs]
+        counts = self.record.counts()
         return {
             "name": self.record.name,
             "folder": self.folder,
             "variables": list(self.record.variables),
-            "configs": len(statuses),
-            "ok": statuses.count("ok"),
-            "failed": statuses.count("failed"),
-            "cancelled": statuses.count("cancelled") + statuses.count("pending"),
+            "configs": len(self.record.configs),
+            "ok": counts.get("ok", 0),
+            "failed": counts.get("failed", 0),
+            "cancelled": counts.get("cancelled", 0) + counts.get("pending", 0),
         }

@@ -231,12 +231,12 @@ class SweepRun:
         return data
 
     def __repr__(self) -> str:
-        statuses = [c.status for c in self.record.configs]
-        failed = statuses.count("failed")
+        counts = self.record.counts()
+        failed = counts.get("failed", 0)
         where = f", run_dir={str(self.run_dir)!r}" if self.run_dir else ""
         return (
-            f"<SweepRun {self.name!r}: {len(statuses)} configurations of "
-            f"{', '.join(self.variables)}, {statuses.count('ok')} ok"
+            f"<SweepRun {self.name!r}: {len(self.record.configs)} configurations of "
+            f"{', '.join(self.variables)}, {counts.get('ok', 0)} ok"
             + (f", {failed} failed" if failed else "")
             + f"{where}>"
         )

@@ -67,9 +67,8 @@ def _sweep_row(folder: RunDir) -> dict[str, Any]:
     did, else "2 ok, 1 failed"), ``children`` counts them, ``wall_s`` is their sum."""
     record = folder.read_sweep()
     configs = record.configs if record is not None else []
-    statuses = [c.status for c in configs]
-    counts = {s: statuses.count(s) for s in dict.fromkeys(statuses)}
-    status = "ok" if statuses and set(statuses) == {"ok"} else ", ".join(
+    counts = record.counts() if record is not None else {}
+    status = "ok" if set(counts) == {"ok"} else ", ".join(
         f"{n} {s}" for s, n in counts.items()
     ) or "damaged"  # fmt: skip
     walls = [c.wall_s for c in configs if c.wall_s is not None]

@@ -86,6 +86,11 @@ class SweepRecord:
     finished_utc: str | None = None
     schema_version: int = SWEEP_SCHEMA_VERSION
 
+    def counts(self) -> dict[str, int]:
+        """How many configurations ended each way (status -> count, in the order first met)."""
+        statuses = [c.status for c in self.configs]
+        return {status: statuses.count(status) for status in dict.fromkeys(statuses)}
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": self.schema_version,
