@@ -544,7 +544,7 @@ def test_a_cells_imports_are_followed_by_the_live_workers_once(
     assert _imported(marker) == ["later_mod"]
     manager.prewarm = False  # %config NsightMagic.prewarm = False: nothing followed
     manager.follow_imports("import json\n")
-    assert "json" not in manager._imported
+    assert ("json", "") not in manager._imported
 
 
 def test_the_magic_follows_a_cells_imports_as_it_starts(manager, tmp_path, monkeypatch) -> None:
@@ -572,3 +572,79 @@ def test_the_magic_follows_a_cells_imports_as_it_starts(manager, tmp_path, monke
     finally:
         follow.stop(shell)
     assert follow._cell_starts not in shell.events.callbacks["pre_run_cell"]
+
+
+# a lazy package (as transformers is): its model module is imported on first access
+LAZY_INIT = (
+    MARKED
+    + """
+def __getattr__(name):
+    if name == "Model":
+        from .models import Model
+        return Model
+    raise AttributeError(name)
+"""
+)
+
+
+def _lazy_package(tmp_path: Path) -> None:
+    pkg = tmp_path / "lazy_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(LAZY_INIT)
+    (pkg / "models.py").write_text(MARKED + "\nclass Model:\n    pass\n")
+    (pkg / "_internal.py").write_text(MARKED)
+
+
+def test_a_name_looked_up_later_in_a_package_imported_earlier_is_followed(
+    manager, tmp_path, monkeypatch
+) -> None:
+    """Issue 41, item 5: ``import transformers`` in one cell, ``from transformers import
+    LlamaForCausalLM`` in a later one: the later lookup was dropped (the package was told
+    already), so the worker's receive imported the model's module, and with it accelerate, PIL
+    and scipy: 6 s of the first profiled cell at scale (H100). Each name looked up is told once."""
+    Marked, marker = _marked_modules(tmp_path, monkeypatch)
+    _lazy_package(tmp_path)
+    manager.prewarm_backends = {"nsys": Marked, "ncu": lambda: Marked("ncu")}
+    manager.start_at_load(["import lazy_pkg\n"], torch=False)
+    _join(manager)
+    assert _imported(marker) == ["lazy_pkg"]
+    manager.follow_imports("from lazy_pkg import Model\n")
+    _join(manager)
+    assert _imported(marker) == ["lazy_pkg", "lazy_pkg.models"]
+    told = len(manager.background)
+    manager.follow_imports("from lazy_pkg import Model as again\nimport lazy_pkg\n")
+    assert len(manager.background) == told  # nothing new to tell: no request
+
+
+def test_what_a_cell_imported_that_its_text_does_not_show_is_followed_as_it_ends(
+    manager, tmp_path, monkeypatch
+) -> None:
+    """A lazy package's module imported by an attribute access (``transformers.AutoModel``,
+    a forward that imports its loss module) shows in no import statement: the extension's
+    post_run_cell hook sees the notebook's ``sys.modules`` grow and the live workers import the
+    new public modules of packages the cells imported; not the package's private ones, not
+    other packages' (the extension's own views)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from nsight_magic.magic import follow
+
+    Marked, marker = _marked_modules(tmp_path, monkeypatch)
+    _lazy_package(tmp_path)
+    (tmp_path / "unrelated_mod.py").write_text(MARKED)
+    manager.prewarm_backends = {"nsys": Marked, "ncu": lambda: Marked("ncu")}
+    monkeypatch.setattr(follow, "MANAGER", manager)
+    monkeypatch.setattr(follow, "_has_torch", lambda: False)
+    for name in ("lazy_pkg", "lazy_pkg.models", "lazy_pkg._internal", "unrelated_mod"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    shell = InteractiveShell.instance()
+    follow.start(shell)
+    try:
+        shell.run_cell("import lazy_pkg\nm = lazy_pkg.Model\n__import__('lazy_pkg._internal')")
+        shell.run_cell("__import__('unrelated_mod')")  # no import statement, another package
+        _join(manager)
+        assert _imported(marker) == ["lazy_pkg", "lazy_pkg.models"]
+    finally:
+        follow.stop(shell)
+        for name in ("lazy_pkg", "lazy_pkg.models", "lazy_pkg._internal", "unrelated_mod"):
+            sys.modules.pop(name, None)
+    assert follow._cell_ends not in shell.events.callbacks["post_run_cell"]

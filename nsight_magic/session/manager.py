@@ -39,6 +39,7 @@ from .prewarm import (
     prewarm_drill_down,
     prewarm_for_setup,
     start_at_load,
+    submodules_to_follow,
 )
 from .spec import CellRequest, Notebook, RunCallbacks
 from .warm import WarmExecutor
@@ -60,7 +61,8 @@ class SessionManager(DrillDowns):
         }
         self._drill_prewarmed = False
         self.background: list[threading.Thread] = []  # prewarm threads (tests join them)
-        self._imported: set[str] = set()  # modules the workers were told to import
+        # what the workers were told to import: (module, "") and (module, name looked up)
+        self._imported: set[tuple[str, str]] = set()
         self._load_start: threading.Event | None = None  # set once %load_ext's worker is up
         self.activity = Activity()  # profiled cells in flight: the ncu prewarm waits for a pause
         # the notebook whose names workers receive (the magics set it): what a prewarm sends
@@ -157,7 +159,7 @@ class SessionManager(DrillDowns):
             for module, names in found.attributes.items():
                 attributes.setdefault(module, []).extend(names)
         imports = Imports(tuple(modules), attributes)
-        self._imported |= set(imports.modules)
+        self._imported |= imports.told()
         self._load_start = threading.Event()
         self.background.append(start_at_load(self, imports, self._load_start))
 
@@ -167,10 +169,19 @@ class SessionManager(DrillDowns):
         ``%load_ext`` starts once it is up)."""
         if not self.prewarm:
             return
-        imports = imports_of(code).without(self._imported)
+        self._tell(imports_of(code).without(self._imported))
+
+    def follow_modules(self, new: list[str]) -> None:
+        """A cell the notebook ran imported the modules ``new`` (its ``sys.modules`` grew): those
+        of packages the cells imported, imported by the live workers in the background
+        (``submodules_to_follow``)."""
+        if self.prewarm:
+            self._tell(submodules_to_follow(new, self._imported))
+
+    def _tell(self, imports: Imports) -> None:
         starting = self._load_start
         if imports.modules and (self.workers.sessions_of() or starting is not None):
-            self._imported |= set(imports.modules)  # a worker started later imports them itself
+            self._imported |= imports.told()  # a worker started later imports them itself
             self.background.append(follow_imports(self, imports, starting))
 
     def clear_setup(self) -> int:

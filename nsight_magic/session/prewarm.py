@@ -32,7 +32,7 @@ import ast
 import contextlib
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -270,10 +270,45 @@ class Imports:
     modules: tuple[str, ...] = ()
     attributes: dict[str, list[str]] = field(default_factory=dict)
 
-    def without(self, done: set[str]) -> Imports:
-        """These imports less the modules in ``done`` (a worker imported them already)."""
-        return Imports(tuple(m for m in self.modules if m not in done),
-                       {m: a for m, a in self.attributes.items() if m not in done})  # fmt: skip
+    def told(self) -> set[tuple[str, str]]:
+        """What these imports tell a worker: (module, "") for each module, (module, name) for
+        each name looked up in it."""
+        return {(m, "") for m in self.modules} | {
+            (m, a) for m, names in self.attributes.items() for a in names
+        }
+
+    def without(self, done: set[tuple[str, str]]) -> Imports:
+        """These imports less what ``done`` (``told``) holds: a module imported already is not
+        asked again, but a name not yet looked up in it is (``import transformers`` in one cell,
+        ``from transformers import LlamaForCausalLM`` in a later one: the later lookup imports
+        the model's module, which the receive imported otherwise: 6 s of a first cell, H100)."""
+        attributes = {
+            m: fresh
+            for m, names in self.attributes.items()
+            if (fresh := [a for a in names if (m, a) not in done])
+        }
+        modules = [m for m in self.modules if (m, "") not in done or m in attributes]
+        return Imports(tuple(dict.fromkeys([*modules, *attributes])), attributes)
+
+
+def submodules_to_follow(new: Iterable[str], told: set[tuple[str, str]]) -> Imports:
+    """Of the modules ``new`` in the notebook's ``sys.modules`` since the last cell, those of
+    packages its cells imported (``told``): what a lazy package (transformers) imported while a
+    cell ran (``AutoModelForCausalLM.from_config`` imports the model's module, a forward with
+    labels its loss module), which no import statement shows and a worker's receive would
+    import otherwise, in the next profiled cell. Modules of other packages are left out: the
+    extension's own views (pandas, altair, ipywidgets) are the notebook's, not the cells'; so
+    are a package's private ones (``_private``)."""
+    packages = {m.split(".")[0] for m, _ in told}
+    return Imports(tuple(m for m in new if m.split(".")[0] in packages and (m, "") not in told
+                         and not _private(m)))  # fmt: skip
+
+
+def _private(module: str) -> bool:
+    """``torch._dynamo``, ``pkg._impl``: a package's internals, which its public modules import
+    themselves (the worker follows those); asked alone, one can cost seconds (torch._dynamo)
+    that no object the notebook sends needs."""
+    return any(part.startswith("_") for part in module.split(".")[1:])
 
 
 def imports_of(code: str) -> Imports:
