@@ -575,7 +575,7 @@ def test_the_magic_follows_a_cells_imports_as_it_starts(manager, tmp_path, monke
 
 
 # a lazy package (as transformers is): its model module is imported on first access
-LAZY_INIT = (
+LAZY_FOLLOW_INIT = (
     MARKED
     + """
 def __getattr__(name):
@@ -588,9 +588,9 @@ def __getattr__(name):
 
 
 def _lazy_package(tmp_path: Path) -> None:
-    pkg = tmp_path / "lazy_pkg"
+    pkg = tmp_path / "lazy_follow_pkg"
     pkg.mkdir()
-    (pkg / "__init__.py").write_text(LAZY_INIT)
+    (pkg / "__init__.py").write_text(LAZY_FOLLOW_INIT)
     (pkg / "models.py").write_text(MARKED + "\nclass Model:\n    pass\n")
     (pkg / "_internal.py").write_text(MARKED)
 
@@ -605,14 +605,14 @@ def test_a_name_looked_up_later_in_a_package_imported_earlier_is_followed(
     Marked, marker = _marked_modules(tmp_path, monkeypatch)
     _lazy_package(tmp_path)
     manager.prewarm_backends = {"nsys": Marked, "ncu": lambda: Marked("ncu")}
-    manager.start_at_load(["import lazy_pkg\n"], torch=False)
+    manager.start_at_load(["import lazy_follow_pkg\n"], torch=False)
     _join(manager)
-    assert _imported(marker) == ["lazy_pkg"]
-    manager.follow_imports("from lazy_pkg import Model\n")
+    assert _imported(marker) == ["lazy_follow_pkg"]
+    manager.follow_imports("from lazy_follow_pkg import Model\n")
     _join(manager)
-    assert _imported(marker) == ["lazy_pkg", "lazy_pkg.models"]
+    assert _imported(marker) == ["lazy_follow_pkg", "lazy_follow_pkg.models"]
     told = len(manager.background)
-    manager.follow_imports("from lazy_pkg import Model as again\nimport lazy_pkg\n")
+    manager.follow_imports("from lazy_follow_pkg import Model as again\nimport lazy_follow_pkg\n")
     assert len(manager.background) == told  # nothing new to tell: no request
 
 
@@ -634,17 +634,23 @@ def test_what_a_cell_imported_that_its_text_does_not_show_is_followed_as_it_ends
     manager.prewarm_backends = {"nsys": Marked, "ncu": lambda: Marked("ncu")}
     monkeypatch.setattr(follow, "MANAGER", manager)
     monkeypatch.setattr(follow, "_has_torch", lambda: False)
-    for name in ("lazy_pkg", "lazy_pkg.models", "lazy_pkg._internal", "unrelated_mod"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
     shell = InteractiveShell.instance()
     follow.start(shell)
     try:
-        shell.run_cell("import lazy_pkg\nm = lazy_pkg.Model\n__import__('lazy_pkg._internal')")
+        shell.run_cell(
+            "import lazy_follow_pkg\nm = lazy_follow_pkg.Model\n"
+            "__import__('lazy_follow_pkg._internal')"
+        )
         shell.run_cell("__import__('unrelated_mod')")  # no import statement, another package
         _join(manager)
-        assert _imported(marker) == ["lazy_pkg", "lazy_pkg.models"]
+        assert _imported(marker) == ["lazy_follow_pkg", "lazy_follow_pkg.models"]
     finally:
         follow.stop(shell)
-        for name in ("lazy_pkg", "lazy_pkg.models", "lazy_pkg._internal", "unrelated_mod"):
+        for name in (
+            "lazy_follow_pkg",
+            "lazy_follow_pkg.models",
+            "lazy_follow_pkg._internal",
+            "unrelated_mod",
+        ):
             sys.modules.pop(name, None)
     assert follow._cell_ends not in shell.events.callbacks["post_run_cell"]
