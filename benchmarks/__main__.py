@@ -1,8 +1,8 @@
-"""``python -m benchmarks [ingest|weight|view|gpu|session|tracing|host|two-ranks|all]``: ratios.
+"""``python -m benchmarks [ingest|weight|view|gpu|session|tracing|host|sweep|two-ranks|all]``.
 
 ingest (P1), weight (P2) and view (P10: what displaying a result costs) run anywhere; gpu (P3,
-P4), session (P5, P6), tracing (P7) and host (P9) need a GPU with nsys and ncu (session and
-tracing also transformers); two-ranks (P8) needs 2 GPUs.
+P4), session (P5, P6), tracing (P7), host (P9) and sweep (P16: a sweep and top-N) need a GPU
+with nsys and ncu (session, tracing and sweep also transformers); two-ranks (P8) needs 2 GPUs.
 ``all`` runs ingest and weight, and the one-GPU ones when nsys and ncu are on PATH.
 """
 
@@ -46,6 +46,10 @@ def main() -> None:
         from . import host
 
         host.main(rest if what == "host" else [])
+    if what == "sweep" or on_gpu:  # P16
+        from . import sweep
+
+        sweep.main(rest if what == "sweep" else [])
     if what == "view":  # P10, CPU: the display's foreground cost
         from . import view
 

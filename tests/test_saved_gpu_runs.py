@@ -121,3 +121,51 @@ def test_one_step_of_four_and_the_loader_bound_loop_reload() -> None:
     loader = nsight_magic.load_run(_run("05_training", "loader"))
     sentences = " ".join(loader.idle_causes()["sentence"])
     assert "DataLoader" in sentences
+
+
+def test_sweep_notebook_runs_reload_as_a_sweep_with_its_top_n_child() -> None:
+    """Notebook 06: a batch-size sweep (1 to 64) of an 8-layer Llama prefill with --memory, then
+    ``profile_top(10)`` of bs=64 (one ncu run, its child inside that configuration's folder) and
+    the sweep's ``share()`` copy. Skips until the notebook's first GPU execution is committed."""
+    from nsight_magic.analysis.top_kernels import top_kernel_names
+
+    sweep = nsight_magic.load_run(_run("06_sweep", "prefill"))
+    assert type(sweep).__name__ == "SweepRun"
+    sizes = [1, 2, 4, 8, 16, 32, 64]
+    assert sweep.configs == [(bs,) for bs in sizes]
+    table = sweep.table().set_index("bs")
+    assert (table["status"] == "ok").all()
+    assert table.at[64, "gpu_time_ns"] > 8 * table.at[1, "gpu_time_ns"]  # 64x the tokens
+    assert table.at[64, "peak_memory_bytes"] > table.at[1, "peak_memory_bytes"]
+    # the notebook's model (1024 wide, 8 layers, MLP 2816, vocab 32000) and 512-token prompts
+    d, layers, ffn, vocab, seq = 1024, 8, 2816, 32000, 512
+
+    def flops(config: dict) -> dict[str, float]:
+        tokens = config["bs"] * seq
+        body = nsight_magic.transformer_flops(layers * (4 * d * d + 3 * d * ffn), tokens,
+                                              n_layers=layers, seq_len=seq, d_model=d,
+                                              causal=True)  # fmt: skip
+        head = nsight_magic.transformer_flops(vocab * d, tokens)
+        return {"LLM:layers": body, "LLM:head": head, "LLM:prefill": body + head}
+
+    mfu = sweep.mfu(flops=flops)
+    assert len(mfu) == 3 * len(sizes)
+    assert ((mfu["mfu_frac"] > 0) & (mfu["mfu_frac"] <= 1)).all()
+    prefill = mfu[mfu["range"] == "prefill"].set_index("bs")["mfu_frac"]
+    assert prefill[64] > prefill[1]
+    big = sweep.run(bs=64)
+    (child_dir,) = (big.run_dir / "ncu").glob("*-top10")
+    child = nsight_magic.load_run(child_dir)
+    assert type(child).__name__ == "NcuRun"
+    names = child.meta["top_kernels"]
+    assert names == top_kernel_names(big.kernel_summary(), 10)
+    assert set(child.kernels()["demangled"]) == set(names)
+    roof = child.roofline()
+    tensor = roof[roof["tensor_op_path"] != ""]
+    assert len(tensor) > 0
+    assert (tensor["tensor_flops_per_s"] <= tensor["peak_tensor_flops_per_s"]).all()
+    shared = RUNS / "06_sweep_shared"
+    if shared.exists():  # the notebook's share() copy: the same sweep, no script
+        copy = nsight_magic.load_run(shared)
+        assert type(copy).__name__ == "SweepRun" and copy.configs == sweep.configs
+        assert not list(shared.rglob("script.py"))

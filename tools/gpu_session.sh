@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The GPU work of this project, in stages, on the lent GPU machine (device tool, carry .device):
 #     source .device/env.sh && bash tools/gpu_session.sh tests notebooks bench-gpu bench-ingest
-# Stages: acceptance, acceptance-ranks (2 GPUs), tests, notebooks|nb02|nb03|nb04, bench-gpu,
+# Stages: acceptance, acceptance-ranks (2 GPUs), tests, notebooks|nb02|nb03|nb04|nb06, bench-gpu,
 # bench-p3-deep, bench-session, bench-warm, bench-first-cell, bench-setup-race (RACE_PACKAGES=
 # "--package DIR --package ." for before/after), bench-tracing, bench-two-ranks, bench-ingest,
-# probe-cold-body.
+# bench-sweep, probe-cold-body. (Issue 44's first GPU batch: tools/fixtures/gpu_batch_sweep.sh.)
 # Each stage logs to $OUT (what comes back); see tests/gpu, notebooks/, benchmarks/README.md.
 set -uo pipefail
 # NVLink multicast stays off in every process (the lent 2-GPU machine needs it; harmless on one)
@@ -20,9 +20,11 @@ for stage in "$@"; do
       python3 tests/gpu/acceptance.py --ranks --out "$out" 2>&1 | tee "$out/acceptance_ranks.log" ;;
     tests)  # one GPU: the ranks tests skip; on nvidia-h200-x2 they run too
       python3 -m pytest -q -s -m gpu tests/gpu -p no:cacheprovider 2>&1 | tee "$out/gpu_tests.log" ;;
-    notebooks|nb02|nb03|nb04)  # nb04 needs 2 GPUs (nvidia-h200-x2)
+    notebooks|nb02|nb03|nb04|nb06)  # nb04 needs 2 GPUs (nvidia-h200-x2)
       case "$stage" in nb02) nbs=(02_llm_drilldown) ;; nb03) nbs=(03_compare) ;;
-                       nb04) nbs=(04_multi_gpu) ;; *) nbs=(02_llm_drilldown 03_compare) ;; esac
+                       nb04) nbs=(04_multi_gpu) ;; nb06) nbs=(06_sweep) ;;
+                       *) nbs=(02_llm_drilldown 03_compare) ;; esac
+      [ "$stage" = nb06 ] && rm -rf notebooks/runs/06_sweep_shared  # its share() copy
       for nb in "${nbs[@]}"; do
         rm -rf "notebooks/runs/$nb"
         (cd notebooks && python3 ../tools/run_notebook.py "$nb.ipynb" --inplace --timeout 900)
@@ -46,6 +48,8 @@ for stage in "$@"; do
         --json "$out/setup_race.json" 2>&1 | tee "$out/setup_race.log" ;;
     bench-tracing)
       python3 -m benchmarks tracing --json "$out/tracing.json" 2>&1 | tee "$out/tracing.log" ;;
+    bench-sweep)  # P16: a 9-configuration sweep, profile_top(10) against 10 drill-downs
+      python3 -m benchmarks sweep --json "$out/bench_sweep.json" 2>&1 | tee "$out/bench_sweep.log" ;;
     bench-two-ranks)  # 2 GPUs
       python3 -m benchmarks two-ranks --json "$out/p8.json" 2>&1 | tee "$out/p8.log" ;;
     bench-ingest)
