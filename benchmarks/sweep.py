@@ -141,7 +141,11 @@ def session(runs: Path, out: dict[str, Any], save: Any, singles: int = TOP_N) ->
         top["profile_top_timings"] = child.meta.get("timings")
         launches = child.kernels()
         top["launches"] = len(launches)
-        top["names_profiled"] = int(sum(n in set(launches["demangled"]) for n in names))
+        profiled = set(launches["demangled"])
+        top["names_profiled"] = int(sum(n in profiled for n in names))
+        # which: the launches' names in order, and the names asked for that ncu did not profile
+        top["launch_names"] = [str(n) for n in launches["demangled"]]
+        top["names_missing"] = [n for n in names if n not in profiled]
         top["target_s"] = top["body_s"] + TOP_S
         top["met"] = top["profile_top_s"] <= top["target_s"]
         save()
@@ -193,6 +197,8 @@ def report(out: dict[str, Any]) -> None:
             + f"; the first drill-down (ncu worker start) {top['first_drill_s']:.1f} s",
             flush=True,
         )
+        if top.get("names_missing"):
+            print(f"P16 top-N: not profiled: {'; '.join(top['names_missing'])}", flush=True)
     if out.get("error"):
         print(f"P16 stopped: {out['error']}", flush=True)
 

@@ -19,9 +19,26 @@ from nsight_magic.vocabulary import precisions
 BF16 = "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32_sparsity_off"
 
 
+def raw_text(path: Path) -> pd.DataFrame:
+    """ncu --page raw --csv as text, one column per field (row 0 of the frame is the units).
+
+    ncu quotes every field but does not double a quote inside an NVTX range's text: a run of a
+    cell whose code has a string in it (nsight_magic's per-line ranges hold the line, e.g.
+    ``nvtx.annotate("prefill", ...)``; ncu 2025.3.1, tests/data/ncu_raw/ncu_sweep_top.raw.csv)
+    gives a line a CSV reader splits into too many fields. Every field being quoted, ``","``
+    alone separates them."""
+    rows = []
+    for line in path.read_text().splitlines():
+        assert line.startswith('"') and line.endswith('"'), line[:80]
+        rows.append([field.replace('""', '"') for field in line[1:-1].split('","')])
+    header, *body = rows
+    assert all(len(row) == len(header) for row in body), path
+    return pd.DataFrame(body, columns=header)
+
+
 def raw_numbers(data_dir: Path, name: str) -> pd.DataFrame:
     """ncu --page raw --csv as numbers (row 0 of the file is units; thousands separators)."""
-    frame = pd.read_csv(data_dir / "ncu_raw" / f"{name}.raw.csv", dtype=str, keep_default_na=False)
+    frame = raw_text(data_dir / "ncu_raw" / f"{name}.raw.csv")
     body = frame.iloc[1:].reset_index(drop=True)
     return body.apply(lambda col: pd.to_numeric(col.str.replace(",", ""), errors="coerce"))
 

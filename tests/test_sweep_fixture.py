@@ -4,10 +4,10 @@ bs=4 configuration (one ncu run). ``tools/fixtures/capture_sweep.sh`` made the f
 README.md ("Sweeps and top-N") says what they hold. The sweep's numbers are checked against
 ``nsys stats`` of each configuration's report, the top-N's against ncu's own raw page.
 
-These tests WAIT for the GPU capture: until its files are in tests/data (``sweep_prefill/``,
-``ncu_sweep_top.ncu-rep.xz``, ``ncu_raw/ncu_sweep_top.raw.csv``,
-``nsys_stats/sweep_prefill_bs_{1,4}_cuda_gpu_kern_sum.csv``) each skips, naming the files it
-waits for."""
+The capture ran on an H100 on 2026-11-27 (tests/data/README.md); its files are committed
+(``sweep_prefill/``, ``ncu_sweep_top.ncu-rep.xz``, ``ncu_raw/ncu_sweep_top.raw.csv``,
+``nsys_stats/sweep_prefill_bs_{1,4}_cuda_gpu_kern_sum.csv``). A test whose file is missing
+(a checkout without them) skips, naming it."""
 
 from __future__ import annotations
 
@@ -177,8 +177,10 @@ def test_a_shared_copy_of_the_real_sweep_loads_with_the_same_numbers(
     copy = nsight_magic.load_run(dest)
     assert isinstance(copy, SweepRun) and copy.configs == sweep.configs
     pd.testing.assert_series_equal(copy.table()["gpu_time_ns"], sweep.table()["gpu_time_ns"])
-    assert (dest / RunDir.SWEEP_PAGE).is_file()
-    assert not list(dest.rglob("script.py")) and not list(dest.rglob("*.nsys-rep"))
+    # one page with no <script>, no .nsys-rep (the fixture has no script.py to keep: the
+    # capture left the generated scripts out)
+    assert "<script" not in (dest / RunDir.SWEEP_PAGE).read_text()
+    assert not list(dest.rglob("*.nsys-rep"))
     root = tmp_path / "runs"
     shutil.copytree(SWEEP, root / SWEEP.name)
     rows = list_runs(root)
@@ -203,10 +205,10 @@ def test_profile_top_asked_ncu_for_the_first_launch_of_the_parents_top_kernels(
     assert "--launch-count" not in argv and "--kernel-name" not in argv
     launches = child.kernels()
     assert set(launches["demangled"]) == set(names)
-    # invocation 1 of each kernel: ncu counts a kernel's invocations per grid, block and shared
-    # memory (its --kernel-id docs), so no such combination is profiled twice
-    combos = launches.groupby(["demangled", "grid", "block", "shared_mem_bytes"]).size()
-    assert combos.max() == 1
+    # invocation 1 of each kernel: one launch per name. ncu 2025.3.1 did not count a kernel's
+    # invocations per grid: the kernel-id probe's kernel launched with two grid sizes was
+    # profiled once (tests/data/README.md)
+    assert launches["demangled"].is_unique
 
 
 @needs_top

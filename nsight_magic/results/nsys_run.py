@@ -464,10 +464,12 @@ class NsysRun(_Run):
     ) -> NcuRun:
         """ncu on the ``n`` kernels with the most total time in this run: ONE re-run of the
         cell that profiles the first launch of each (``session/drill.py``'s ``profile_top``),
-        not ``n`` drill-downs. The child's :meth:`NcuRun.top_kernels` puts each kernel's share
-        of this run's kernel time beside its HFU; its roofline holds all of them, its advice
-        is per kernel. The other options are :meth:`profile_kernel`'s. The child run is kept
-        in ``children``."""
+        not ``n`` drill-downs. One launch per name (ncu 2025.3.1 profiled a kernel launched with
+        two grids once); a kernel with no launch under its name in the re-run is not profiled
+        (the child's ``meta["top_kernels"]`` lists the ``n`` asked for, docs/sweeps.md). The
+        child's :meth:`NcuRun.top_kernels` puts each kernel's share of this run's kernel time
+        beside its HFU; its roofline holds all of them, its advice is per kernel. The other
+        options are :meth:`profile_kernel`'s. The child run is kept in ``children``."""
         names = top_kernels.top_kernel_names(self.kernel_summary(), n)
         request = DrillRequest.create(set=set, sections=sections, metrics=metrics, fresh=fresh,
                                       timeout=timeout, rank=rank)  # fmt: skip
