@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from drill_support import Captured
@@ -151,3 +152,27 @@ def _descendants(widget: Any) -> list[Any]:
     for child in getattr(widget, "children", ()):
         out += _descendants(child)
     return out
+
+
+def test_a_top_kernel_ncu_profiled_no_launch_of_is_a_row_that_says_so() -> None:
+    """The H100's profile_top(10) of a prefill profiled 9 of the 10 names (benchmarks P16): the
+    kernel left out is a row of its own, with its nsys share, no launch and the reason, never
+    dropped silently. Here: the real prefill GEMM child, asked for the two kernels with the
+    most nsys time, of which ncu profiled the first."""
+    from nsight_magic.analysis.top_kernels import NOT_PROFILED, top_kernel_names
+
+    child = examples.llm_kernel()
+    summary = child.parent.kernel_summary()
+    first, second = top_kernel_names(summary, 2)
+    child.meta["top_kernels"] = [first, second]
+    shares = child.top_kernels()
+    assert list(shares["nsys_rank"]) == [1, 2]
+    profiled, left = shares.iloc[0], shares.iloc[1]
+    assert profiled["launch"] == 0 and profiled["reason"] != NOT_PROFILED
+    assert pd.isna(left["launch"]) and left["name"] == second and left["reason"] == NOT_PROFILED
+    by_name = summary.set_index("name")
+    assert left["nsys_total_ns"] == by_name.at[second, "total_ns"]
+    assert left["nsys_time_pct"] == pytest.approx(by_name.at[second, "time_pct"])
+    assert np.isnan(left["hfu_frac"]) and left["short_name"]
+    child.meta["top_kernels"] = [first]  # all profiled: one row per launch, as before
+    assert len(child.top_kernels()) == len(child.kernels())

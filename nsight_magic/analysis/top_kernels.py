@@ -5,6 +5,8 @@ the GPU, in one table."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -40,16 +42,31 @@ def _nsys_row_of(summary: pd.DataFrame) -> dict[str, int]:
     return {**by_short, **by_name}
 
 
+# the row of a kernel the top-N run asked for that ncu profiled no launch of
+NOT_PROFILED = (
+    "not profiled: ncu profiled no launch under this name in the re-run of the cell (the "
+    "top-N filter matched none of its launches there)"
+)
+
+
 def kernel_shares(
-    launches: pd.DataFrame, hfu: pd.DataFrame | None, summary: pd.DataFrame | None
+    launches: pd.DataFrame,
+    hfu: pd.DataFrame | None,
+    summary: pd.DataFrame | None,
+    asked: Sequence[str] = (),
 ) -> pd.DataFrame:
     """One row per ncu launch: ``launch, name, short_name``; its kernel's place in the nsys run
     (``summary``: the parent's ``kernel_summary``; NA without one): ``nsys_rank`` (1 = the most
     total time), ``nsys_instances, nsys_total_ns, nsys_time_pct`` (share of all nsys kernel
     time, percent); and its ``hfu_frac, hw_flops_per_s, peak_flops_per_s, time_ns, time_source,
     reason`` from ``hfu`` (``analysis.mfu.kernel_utilisation``; NaN where the report lacks FLOP
-    counts). ``launches``: ncu ``kernels()`` (``launch, name, demangled``)."""
+    counts). ``launches``: ncu ``kernels()`` (``launch, name, demangled``). ``asked``: the nsys
+    names the top-N run asked ncu for; one of them no launch covers gets a row of its own, its
+    ``launch`` NA and its ``reason`` saying so (the LM head's GEMM of a prefill was one, H100,
+    benchmarks P16), so that a top-N table never drops a kernel silently."""
     out = launches[["launch", "name"]].copy().reset_index(drop=True)
+    if asked:
+        out = _with_missing(out, launches, asked)
     out["short_name"] = short_names(out["name"]).to_numpy()
     rank = pd.array([pd.NA] * len(out), dtype="Int64")
     instances = pd.array([pd.NA] * len(out), dtype="Int64")
@@ -60,7 +77,7 @@ def kernel_shares(
         ranked = ranked.reset_index(drop=True)
         row_of = _nsys_row_of(summary)
         kernel_total = float(ranked["total_ns"].sum())
-        demangled = launches["demangled"] if "demangled" in launches else launches["name"]
+        demangled = out["demangled"] if "demangled" in out else out["name"]
         for i, (name, full) in enumerate(zip(out["name"], demangled, strict=True)):
             row = row_of.get(str(full), row_of.get(str(name)))
             if row is None:
@@ -90,8 +107,23 @@ def kernel_shares(
         out[column] = pd.to_numeric(out[column], errors="coerce").astype(float)
     for column in ("time_source", "reason"):
         out[column] = out[column].fillna("").astype(object)
+    out.loc[out["launch"].isna(), "reason"] = NOT_PROFILED
     return out[TOP_KERNEL_COLUMNS].sort_values(["nsys_rank", "launch"], na_position="last",
                                                 kind="stable").reset_index(drop=True)  # fmt: skip
 
 
-__all__ = ["TOP_KERNEL_COLUMNS", "kernel_shares", "top_kernel_names"]
+def _with_missing(out: pd.DataFrame, launches: pd.DataFrame, asked: Sequence[str]) -> pd.DataFrame:
+    """``out`` (``launch, name``, with ``demangled`` when the launches have it), and a row
+    (launch NA) for each name of ``asked`` that no launch's demangled or short name is."""
+    full = launches["demangled"] if "demangled" in launches else launches["name"]
+    out = out.assign(demangled=full.to_numpy(), launch=out["launch"].astype("Int64"))
+    seen = {str(x) for x in full} | {str(x) for x in launches["name"]}
+    missing = [name for name in asked if name not in seen]
+    if not missing:
+        return out
+    extra = pd.DataFrame({"launch": pd.array([pd.NA] * len(missing), dtype="Int64"),
+                          "name": missing, "demangled": missing})  # fmt: skip
+    return pd.concat([out, extra], ignore_index=True)
+
+
+__all__ = ["NOT_PROFILED", "TOP_KERNEL_COLUMNS", "kernel_shares", "top_kernel_names"]

@@ -245,13 +245,16 @@ class NcuRun(_Run):
         ``nsys_instances, nsys_total_ns`` (ns), ``nsys_time_pct`` (percent of all nsys kernel
         time), ``hfu_frac`` (fraction of the peak; NaN without FLOP counts, ``reason`` says
         why when blank), ``hw_flops_per_s, peak_flops_per_s`` (FLOP/s), ``time_ns`` (ns),
-        ``time_source, reason``. The nsys columns are NA without a parent nsys run."""
+        ``time_source, reason``. The nsys columns are NA without a parent nsys run. A kernel
+        the top-N run asked for (``meta["top_kernels"]``) that ncu profiled no launch of is a
+        row too, its ``launch`` NA and its ``reason`` saying so."""
         summary = self.parent.kernel_summary() if self.parent is not None else None
         try:
             hfu = self.hfu()
         except Exception:  # no FLOP counts in this report (a --metrics run): HFU stays NaN
             hfu = None
-        return top_kernels.kernel_shares(self.kernels(), hfu, summary)
+        asked = [str(name) for name in self.meta.get("top_kernels") or ()]
+        return top_kernels.kernel_shares(self.kernels(), hfu, summary, asked)
 
     def advice(self) -> pd.DataFrame:
         """ncu's rule results (``NcuReport.advice``): ``launch, name, rule, section, title,
