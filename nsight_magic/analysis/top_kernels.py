@@ -27,16 +27,19 @@ def top_kernel_names(summary: pd.DataFrame, n: int) -> list[str]:
         raise BadArgumentError(
             f"n is {n!r}; pass how many kernels to profile (a whole number >= 1)."
         )
-    ranked = summary.sort_values("total_ns", ascending=False, kind="stable")
-    return [str(name) for name in ranked["name"].head(n)]
+    return [str(name) for name in _ranked(summary)["name"].head(n)]
 
 
-def _nsys_row_of(summary: pd.DataFrame) -> dict[str, int]:
-    """Kernel name -> its row in the summary (by total time), by the full (demangled) name and,
+def _ranked(summary: pd.DataFrame) -> pd.DataFrame:
+    """A ``kernel_summary``, most total time first (ties: its order), indexed 0.. by rank."""
+    return summary.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _nsys_row_of(ranked: pd.DataFrame) -> dict[str, int]:
+    """Kernel name -> its row in ``ranked`` (``_ranked``), by the full (demangled) name and,
     where unambiguous, by its short name (ncu's function name)."""
-    ranked = summary.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
     by_name = {str(name): i for i, name in enumerate(ranked["name"])}
-    shorts = short_names(ranked["name"])
+    shorts = ranked["short_name"]
     counts = shorts.value_counts()
     by_short = {str(s): i for i, s in enumerate(shorts) if counts[s] == 1}
     return {**by_short, **by_name}
@@ -64,30 +67,23 @@ def kernel_shares(
     names the top-N run asked ncu for; one of them no launch covers gets a row of its own, its
     ``launch`` NA and its ``reason`` saying so (the LM head's GEMM of a prefill was one, H100,
     benchmarks P16), so that a top-N table never drops a kernel silently."""
-    out = launches[["launch", "name"]].copy().reset_index(drop=True)
-    if asked:
-        out = _with_missing(out, launches, asked)
+    out = _launch_rows(launches, asked)
     out["short_name"] = short_names(out["name"]).to_numpy()
     rank = pd.array([pd.NA] * len(out), dtype="Int64")
     instances = pd.array([pd.NA] * len(out), dtype="Int64")
     total = pd.array([pd.NA] * len(out), dtype="Int64")
     pct = np.full(len(out), np.nan)
     if summary is not None and len(summary):
-        ranked = summary.sort_values("total_ns", ascending=False, kind="stable")
-        ranked = ranked.reset_index(drop=True)
-        row_of = _nsys_row_of(summary)
-        kernel_total = float(ranked["total_ns"].sum())
-        demangled = out["demangled"] if "demangled" in out else out["name"]
-        for i, (name, full) in enumerate(zip(out["name"], demangled, strict=True)):
+        ranked = _ranked(summary)
+        row_of = _nsys_row_of(ranked)
+        for i, (name, full) in enumerate(zip(out["name"], out["demangled"], strict=True)):
             row = row_of.get(str(full), row_of.get(str(name)))
             if row is None:
                 continue
             rank[i] = row + 1
             instances[i] = int(ranked.at[row, "instances"])
             total[i] = int(ranked.at[row, "total_ns"])
-            pct[i] = (
-                100.0 * int(ranked.at[row, "total_ns"]) / kernel_total if kernel_total else np.nan
-            )
+            pct[i] = float(ranked.at[row, "time_pct"])  # the summary's own share
     out["nsys_rank"] = rank
     out["nsys_instances"] = instances
     out["nsys_total_ns"] = total
@@ -112,18 +108,22 @@ def kernel_shares(
                                                 kind="stable").reset_index(drop=True)  # fmt: skip
 
 
-def _with_missing(out: pd.DataFrame, launches: pd.DataFrame, asked: Sequence[str]) -> pd.DataFrame:
-    """``out`` (``launch, name``, with ``demangled`` when the launches have it), and a row
-    (launch NA) for each name of ``asked`` that no launch's demangled or short name is."""
+def _launch_rows(launches: pd.DataFrame, asked: Sequence[str]) -> pd.DataFrame:
+    """``launch, name, demangled`` of each launch (``demangled`` is ``name`` where the report
+    has none), then a row (launch NA) for each name of ``asked`` that no launch's demangled or
+    short name is."""
     full = launches["demangled"] if "demangled" in launches else launches["name"]
-    out = out.assign(demangled=full.to_numpy(), launch=out["launch"].astype("Int64"))
+    out = pd.DataFrame(
+        {"launch": launches["launch"].to_numpy(), "name": launches["name"].to_numpy(),
+         "demangled": full.to_numpy()}
+    )  # fmt: skip
     seen = {str(x) for x in full} | {str(x) for x in launches["name"]}
     missing = [name for name in asked if name not in seen]
     if not missing:
         return out
     extra = pd.DataFrame({"launch": pd.array([pd.NA] * len(missing), dtype="Int64"),
                           "name": missing, "demangled": missing})  # fmt: skip
-    return pd.concat([out, extra], ignore_index=True)
+    return pd.concat([out.astype({"launch": "Int64"}), extra], ignore_index=True)
 
 
 __all__ = ["NOT_PROFILED", "TOP_KERNEL_COLUMNS", "kernel_shares", "top_kernel_names"]
