@@ -92,7 +92,7 @@ def _numbers(frames: ConfigFrames | None) -> dict[str, Any]:
     if frames.gpu_busy_pct is not None:
         out["gpu_busy_pct"] = float(frames.gpu_busy_pct)
     if total > 0:
-        top = summary.sort_values("total_ns", ascending=False, kind="stable").iloc[0]
+        top = summary.iloc[0]  # a kernel_summary comes most total time first
         out["top_kernel"] = str(top["name"])
         out["top_kernel_short"] = str(top["short_name"])
         out["top_kernel_pct"] = float(top["time_pct"])
@@ -204,21 +204,6 @@ def axis_scale(values: Sequence[Any]) -> str:
     return "linear" if numeric and values else "ordinal"
 
 
-__all__ = [
-    "MFU_KEY_COLUMNS",
-    "NAMED_BY_USER",
-    "TABLE_COLUMNS",
-    "ConfigFrames",
-    "ConfigRow",
-    "axis_scale",
-    "is_power_of_two_series",
-    "kernel_matrix",
-    "peak_memory_bytes",
-    "sweep_mfu",
-    "sweep_table",
-]
-
-
 TOP_COLUMNS = ["config", "name", "short_name", "instances", "total_ns", "time_pct"]
 
 
@@ -231,8 +216,6 @@ def config_top_kernels(configs: Sequence[ConfigRow], top: int = 5) -> pd.DataFra
         if config.frames is None or config.frames.kernel_summary.empty:
             continue
         head = config.frames.kernel_summary.head(top).copy()
-        if "short_name" not in head:
-            head["short_name"] = head["name"]
         head.insert(0, "config", config.label)
         parts.append(head.reindex(columns=TOP_COLUMNS))
     if not parts:
@@ -242,3 +225,20 @@ def config_top_kernels(configs: Sequence[ConfigRow], top: int = 5) -> pd.DataFra
 
 _TOP_DTYPES = {"config": "str", "name": "str", "short_name": "str", "instances": "int64",
                "total_ns": "int64", "time_pct": "float64"}  # fmt: skip
+
+
+__all__ = [
+    "MFU_KEY_COLUMNS",
+    "NAMED_BY_USER",
+    "TABLE_COLUMNS",
+    "TOP_COLUMNS",
+    "ConfigFrames",
+    "ConfigRow",
+    "axis_scale",
+    "config_top_kernels",
+    "is_power_of_two_series",
+    "kernel_matrix",
+    "peak_memory_bytes",
+    "sweep_mfu",
+    "sweep_table",
+]

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 SWEEP_SCHEMA_VERSION = 1
 # pending: not run yet; ok: profiled; failed: the cell raised, ran out of memory or the run
 # failed (``error`` says how); cancelled: not run, the sweep was stopped before it
 ConfigStatus = Literal["pending", "ok", "failed", "cancelled"]
-CONFIG_STATUSES: tuple[str, ...] = ("pending", "ok", "failed", "cancelled")
+CONFIG_STATUSES: tuple[str, ...] = get_args(ConfigStatus)
 _JSON_LITERALS = (bool, int, float, str, type(None))
 
 
