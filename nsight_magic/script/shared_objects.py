@@ -370,6 +370,7 @@ def _save_cuda(torch: Any, storages: dict[int, Any], replayed: bool) -> Callable
     torch.cuda.synchronize()
     t0 = time.perf_counter()  # the copies' own time, not the cell's kernels before them
     record: dict[str, Any] = {"bytes": 0, "place": ""}
+    pinned_used = 0  # the pool's chunks taken by the devices before (each device its own)
     for device, sources in by_device.items():
         need = sum(int(s.numel()) for s in sources)
         free, total = torch.cuda.mem_get_info(device)
@@ -380,8 +381,10 @@ def _save_cuda(torch: Any, storages: dict[int, Any], replayed: bool) -> Callable
         with torch.cuda.device(device), torch.cuda.stream(stream):
             if place == "pinned":
                 t_pin = time.perf_counter()
-                pool, chunk, offset = _pinned_chunks(torch, need), 0, 0
-                record["pin_s"] = round(time.perf_counter() - t_pin, 4)  # the pool's growth
+                pool = _pinned_chunks(torch, pinned_used * PINNED_CHUNK + need)
+                chunk, offset = pinned_used, 0
+                # the pool's growth
+                record["pin_s"] = round(record.get("pin_s", 0.0) + time.perf_counter() - t_pin, 4)
                 for src in sources:
                     done = 0
                     while done < src.numel():
@@ -393,6 +396,7 @@ def _save_cuda(torch: Any, storages: dict[int, Any], replayed: bool) -> Callable
                         done, offset = done + take, offset + take
                         if offset == PINNED_CHUNK:
                             chunk, offset = chunk + 1, 0
+                pinned_used = chunk + (1 if offset else 0)
             else:
                 where = device if place == "device" else "cpu"
                 for src in sources:
