@@ -200,10 +200,11 @@ class DrillDowns:
         entry = self.history.find_run(parent_dir)
         # a sweep's configuration (session/sweep.py) keeps the values it bound, to bind again
         bound = getattr(parent, "bound_values", None)
+        bound = dict(bound) if isinstance(bound, dict) else None
         # a folder profiled in this session is ours (a sweep's configurations too: only this
         # session's sweep sets bound_values); a loaded one is data (saved_run.py)
         trusted = (entry is not None or bool(getattr(parent, "trust_folder", False))
-                   or isinstance(bound, dict))  # fmt: skip
+                   or bound is not None)  # fmt: skip
         saved = rerun_settings(parent_dir, parent_meta, trusted=trusted)
         if saved.ignored:
             warnings.warn(saved.notice(parent_dir), FolderSettingsIgnored, stacklevel=3)
@@ -212,7 +213,7 @@ class DrillDowns:
         cold = before is None
         # a sweep's configuration: its values bound again, and the re-run leaves the
         # notebook's state as it was, as the configuration's own run did
-        repeat = isinstance(bound, dict) and not drill.fresh and nproc == 1
+        repeat = bound is not None and not drill.fresh and nproc == 1
         if repeat:
             cold = False
         if nproc > 1 and timeout is None:
@@ -228,7 +229,7 @@ class DrillDowns:
             fresh=cold,
             nproc=nproc,
             rank=rank,
-            bind=dict(bound) if repeat and isinstance(bound, dict) else {},
+            bind=bound if repeat and bound is not None else {},
             keep_state=repeat,
         )
         backend = NcuBackend(drill.ncu_options(**filters))
