@@ -200,8 +200,7 @@ def share(
             "damaged or not a run folder; share() reads only regular files."
         )
     with _new_folder(dest) as tmp:
-        outcome = _copy_run(src, tmp, _find(src, extra=redact), keep_nsys_rep)
-        RunDir(tmp).write_copy(MANIFEST, json.dumps(outcome.manifest(), indent=2))
+        _copy_run(src, tmp, _find(src, extra=redact), keep_nsys_rep)
     return dest
 
 
@@ -254,9 +253,7 @@ def _share_sweep(src: Path, dest: Path, redact: Iterable[str], keep_nsys_rep: bo
                     left_out.append(config.folder)
                 continue
             found = _find(folder, extra=redact)
-            outcome = _copy_run(folder, tmp / config.folder, found, keep_nsys_rep)
-            RunDir(tmp / config.folder).write_copy(MANIFEST, json.dumps(outcome.manifest(),
-                                                                        indent=2))  # fmt: skip
+            _copy_run(folder, tmp / config.folder, found, keep_nsys_rep)
             rules.paths += [p for p in found.paths if p not in rules.paths]
             rules.words += [w for w in found.words if w not in rules.words]
             rules.secrets += [t for t in found.secrets if t not in rules.secrets]
@@ -336,7 +333,9 @@ class _Outcome:
         }
 
 
-def _copy_run(src: Path, out: Path, found: Redactions, keep_nsys_rep: bool) -> _Outcome:
+def _copy_run(src: Path, out: Path, found: Redactions, keep_nsys_rep: bool) -> None:
+    """The share-safe copy of run folder ``src`` (its picker runs too) in ``out``, with the
+    ``share.json`` that says what was rewritten, dropped and skipped."""
     outcome = _Outcome(found)
     folders = [src]
     for child in entries(src / RunDir.CHILDREN) if _is_real_dir(src / RunDir.CHILDREN) else []:
@@ -353,7 +352,7 @@ def _copy_run(src: Path, out: Path, found: Redactions, keep_nsys_rep: bool) -> _
         own = [(folder.name, "."), *([(src.name, "../..")] if folder != src else [])]
         rules = Redactions(own, found.paths, found.words, found.secrets)
         _copy_folder(folder, out / folder.relative_to(src), rules, keep_nsys_rep, outcome, src)
-    return outcome
+    RunDir(out).write_copy(MANIFEST, json.dumps(outcome.manifest(), indent=2))
 
 
 def _is_real_dir(path: Path) -> bool:
