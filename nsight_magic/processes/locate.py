@@ -181,14 +181,20 @@ def find_nvidia_smi() -> str | None:
 
 
 GPU_INFO_S = 15.0
+# nvidia-smi's answer per path, once it gave one: what it reports (names, driver, memory, max
+# clock, UUIDs) does not change while the notebook lives, and asking took 0.05-0.08 s of
+# every run on the H100 (each of a sweep's configurations: benchmarks P16)
+_gpu_info: dict[str, list[dict[str, str]]] = {}
 
 
 def gpu_info(timeout: float = GPU_INFO_S) -> list[dict[str, str]]:
     """GPUs as nvidia-smi reports them (empty when it is missing, fails or takes longer than
-    ``timeout`` s)."""
+    ``timeout`` s; an empty answer is asked again next time)."""
     smi = find_nvidia_smi()
     if not smi:
         return []
+    if smi in _gpu_info:
+        return [dict(gpu) for gpu in _gpu_info[smi]]
     fields = "name,driver_version,memory.total,clocks.max.sm,uuid"
     try:
         # no profiler injected into nvidia-smi (LD_PRELOAD, CUDA_INJECTION*)
@@ -197,8 +203,11 @@ def gpu_info(timeout: float = GPU_INFO_S) -> list[dict[str, str]]:
     except (OSError, subprocess.TimeoutExpired):
         return []
     keys = fields.split(",")
-    return [
+    gpus = [
         dict(zip(keys, (v.strip() for v in line.split(",")), strict=False))
         for line in out.stdout.splitlines()
         if line.strip()
     ]
+    if out.returncode == 0 and gpus:
+        _gpu_info[smi] = [dict(gpu) for gpu in gpus]
+    return gpus

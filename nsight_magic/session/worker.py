@@ -52,6 +52,11 @@ EXIT_CHANNEL_DAMAGED = 71  # a request frame that was not the notebook's (the ce
 KEY_WAIT_S = 60.0  # the notebook sends the key as soon as it accepted the connection
 WATCH_INTERVAL_S = 0.5
 CLOSED_GRACE_S = 2.0  # after the socket closed: how long the notebook may take to be seen dead
+# after a cell's "release": how long the worker must sit idle before it hands torch's cached
+# blocks back. A sweep's next configuration comes within ~0.2 s and reuses them; releasing at
+# once (a gc.collect of a process with torch and transformers) delayed its first request by
+# 0.10-0.16 s on the H100 (benchmarks P16)
+RELEASE_IDLE_S = 0.5
 
 
 def process_start_ticks(pid: int) -> int | None:
@@ -302,8 +307,9 @@ class Worker:
         return {"ok": True, "imported": done}
 
     def op_release(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """The cell is over: torch's cached GPU blocks go back to CUDA once this reply is sent
-        (``serve``), so the cell waits for none of it."""
+        """The cell is over: torch's cached GPU blocks go back to CUDA once the worker has sat
+        idle for ``RELEASE_IDLE_S`` (``serve``), so neither this cell nor a next one that comes
+        at once (a sweep's configuration) waits for it."""
         return {"ok": True}
 
     def op_cuda_init(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -420,9 +426,14 @@ def serve(channel: messages.Channel, worker: Worker, owner: int | None = None) -
     ``owner``: the worker's pid (a child the cell forked that gets back here exits)."""
     number = 0
     owner = os.getpid() if owner is None else owner
+    release_pending = False  # a cell asked for it; done once the worker is idle (op_release)
     while True:
         try:
-            msg = channel.recv()
+            msg = channel.poll(RELEASE_IDLE_S if release_pending else None)
+            if msg is None:  # idle: nothing came within RELEASE_IDLE_S
+                release_cached_memory()
+                release_pending = False
+                continue
         except (messages.ConnectionClosed, OSError):
             # closed, or reset (the notebook closed its end with a reply unread: it stopped
             # this worker): a traceback here would land in the cell's output
@@ -436,6 +447,11 @@ def serve(channel: messages.Channel, worker: Worker, owner: int | None = None) -
         except KeyboardInterrupt:  # an interrupt that arrived after the cell had finished
             continue  # (the channel keeps a frame it was reading: nothing is lost)
         op = str(msg.get("op", ""))
+        if op == "load":  # a cell begins: it reuses the cache; its own release follows it
+            release_pending = False
+        elif op == "status" and release_pending:  # the idle worker's memory, as it will be
+            release_cached_memory()
+            release_pending = False
         try:
             reply = worker.handle(op, msg)
         except KeyboardInterrupt:
@@ -453,7 +469,7 @@ def serve(channel: messages.Channel, worker: Worker, owner: int | None = None) -
         if reply.get("exit") or reply.get("worker_broken"):
             return False
         if op == "release":
-            release_cached_memory()
+            release_pending = True
 
 
 def main(argv: list[str] | None = None) -> int:

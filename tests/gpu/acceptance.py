@@ -24,6 +24,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -927,9 +928,14 @@ def run(
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
                             resources={"metadata": {"path": str(work)}})  # fmt: skip
     t0 = time.perf_counter()
+    sampling = threading.Event()
+    sampler = threading.Thread(target=_sample_memory, daemon=True,
+                               args=(out / f"{tag}_memory.jsonl", sampling))  # fmt: skip
+    sampler.start()
     try:
         client.execute()
     finally:
+        sampling.set()
         rows = verdicts(nb)
         nbformat.write(nb, out / f"{tag}.ipynb")
         (out / f"{tag}_steps.json").write_text(json.dumps(
@@ -943,6 +949,51 @@ def run(
     for row in rows:
         print(("PASS " if row["ok"] else "FAIL ") + str(row["step"]), row["detail"] or "")
     return rows
+
+
+def _sample_memory(path: Path, stop: threading.Event, every_s: float = 2.0) -> None:
+    """Every ``every_s``, one JSON line: the host's available memory and, per process of the
+    notebook's kernel (nbclient's child) and below, its resident and pinned memory. A step that
+    stalls at scale (issue 41: a whole-state drill-down under ncu beside pinned pools) can
+    then be told apart from a host out of memory."""
+
+    def kib(text: str, key: str) -> int:
+        for line in text.splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+        return 0
+
+    me = os.getpid()
+    with path.open("w") as f:
+        while not stop.wait(every_s):
+            try:
+                meminfo = Path("/proc/meminfo").read_text()
+                available = kib(meminfo, "MemAvailable") / 2**20
+                procs: dict[str, list[float]] = {}
+                row = {"t": round(time.time(), 1), "available_gib": round(available, 1),
+                       "procs": procs}  # fmt: skip
+                parents: dict[int, int] = {}
+                status: dict[int, str] = {}
+                for proc in Path("/proc").glob("[0-9]*"):
+                    try:
+                        text = (proc / "status").read_text()
+                    except OSError:
+                        continue
+                    pid = int(proc.name)
+                    parents[pid], status[pid] = kib(text, "PPid"), text
+                ours = {me}
+                for _ in range(6):  # the kernel, its workers, nsys/ncu and their children
+                    ours |= {pid for pid, ppid in parents.items() if ppid in ours}
+                for pid in sorted(ours - {me}):
+                    text = status[pid]
+                    rss, pin = kib(text, "VmRSS"), kib(text, "VmPin") + kib(text, "VmLck")
+                    if rss > 2**20 or pin > 2**20:  # over 1 GiB
+                        name = text.splitlines()[0].split(":", 1)[1].strip()
+                        procs[f"{pid} {name}"] = [round(rss / 2**20, 1), round(pin / 2**20, 1)]
+                f.write(json.dumps(row) + "\n")
+                f.flush()
+            except Exception as exc:  # a sample never stops the acceptance
+                f.write(json.dumps({"error": repr(exc)}) + "\n")
 
 
 def _our_processes(work: Path) -> list[str]:

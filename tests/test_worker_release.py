@@ -1,0 +1,66 @@
+"""An idle worker hands torch's cached GPU blocks back (issue 41 item 6), but only once it sits
+idle: a request that comes at once (a sweep's next configuration) is served first and reuses the
+cache, and a status request tells the memory as it is once released. The worker's own request
+loop (``worker.serve``) over a socket pair, in this process; the release itself is recorded."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from nsight_magic.session import messages
+from nsight_magic.session import worker as worker_module
+
+
+@pytest.fixture
+def ask(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    a, b = socket.socketpair()
+    key = messages.new_key()
+    notebook = messages.Channel(a, key, notebook_side=True)
+    side = messages.Channel(b, key, notebook_side=False)
+    released: list[float] = []
+    monkeypatch.setattr(worker_module, "release_cached_memory",
+                        lambda: released.append(time.monotonic()))  # fmt: skip
+    thread = threading.Thread(target=worker_module.serve, args=(side, worker_module.Worker()),
+                              daemon=True)  # fmt: skip
+    thread.start()
+
+    def _ask(op: str) -> dict[str, Any]:
+        notebook.send({"op": op, "request": op})
+        reply = notebook.poll(60.0)
+        assert reply is not None and reply["request"] == op
+        return reply
+
+    _ask.released = released  # type: ignore[attr-defined]
+    yield _ask
+    _ask("exit")
+    thread.join(60.0)
+    a.close()
+    b.close()
+
+
+def test_the_cache_goes_back_once_idle_not_while_requests_keep_coming(
+    ask: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker_module, "RELEASE_IDLE_S", 3600.0)  # never idle long enough here
+    ask("release")
+    ask("cells")  # any request within the idle gap (an unknown op is still one)
+    assert ask.released == []
+    ask("status")  # the idle memory is what a status tells: released first
+    assert len(ask.released) == 1
+    ask("status")
+    assert len(ask.released) == 1  # nothing was pending any more
+
+    monkeypatch.setattr(worker_module, "RELEASE_IDLE_S", 0.05)
+    ask("release")
+    deadline = time.monotonic() + 30.0  # a loaded 2-core machine
+    while len(ask.released) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(ask.released) == 2  # idle: released without any further request
+    time.sleep(0.3)
+    assert len(ask.released) == 2  # once
