@@ -174,5 +174,9 @@ def test_a_top_kernel_ncu_profiled_no_launch_of_is_a_row_that_says_so() -> None:
     assert left["nsys_total_ns"] == by_name.at[second, "total_ns"]
     assert left["nsys_time_pct"] == pytest.approx(by_name.at[second, "time_pct"])
     assert np.isnan(left["hfu_frac"]) and left["short_name"]
+    from nsight_magic.session.drill import _not_profiled
+
+    assert _not_profiled(child) == [left["short_name"]]  # the line profile_top says at once
     child.meta["top_kernels"] = [first]  # all profiled: one row per launch, as before
     assert len(child.top_kernels()) == len(child.kernels())
+    assert _not_profiled(child) == []

@@ -26,8 +26,10 @@ def ask(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     released: list[float] = []
     monkeypatch.setattr(worker_module, "release_cached_memory",
                         lambda: released.append(time.monotonic()))  # fmt: skip
-    thread = threading.Thread(target=worker_module.serve, args=(side, worker_module.Worker()),
-                              daemon=True)  # fmt: skip
+    worker = worker_module.Worker()
+    pools: list[float] = []  # the cell script's pinned pool handed back (release_host_buffers)
+    worker.module = {"release_host_buffers": lambda: pools.append(time.monotonic())}
+    thread = threading.Thread(target=worker_module.serve, args=(side, worker), daemon=True)
     thread.start()
 
     def _ask(op: str) -> dict[str, Any]:
@@ -37,6 +39,7 @@ def ask(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         return reply
 
     _ask.released = released  # type: ignore[attr-defined]
+    _ask.pools = pools  # type: ignore[attr-defined]
     yield _ask
     _ask("exit")
     thread.join(60.0)
@@ -64,3 +67,21 @@ def test_the_cache_goes_back_once_idle_not_while_requests_keep_coming(
     assert len(ask.released) == 2  # idle: released without any further request
     time.sleep(0.3)
     assert len(ask.released) == 2  # once
+    assert len(ask.pools) == 2  # the script's pinned pool with it, each time
+
+
+def test_the_scripts_pinned_pool_is_handed_back_whole() -> None:
+    """``release_host_buffers`` empties the pool a whole-state save grew (an idle nsys worker
+    kept 34 GB pinned, and ncu's backup of a drill-down's memory then ran the host out of
+    memory); on the CPU its chunks are plain tensors."""
+    torch = pytest.importorskip("torch")
+    from nsight_magic.script import shared_objects
+
+    pool = shared_objects._PINNED_POOL
+    pool.extend(torch.empty(8, dtype=torch.uint8) for _ in range(3))
+    try:
+        assert shared_objects.release_host_buffers() == 3 * shared_objects.PINNED_CHUNK
+        assert pool == [] and shared_objects._PINNED_MAPS == []
+        assert shared_objects.release_host_buffers() == 0
+    finally:
+        pool.clear()

@@ -163,7 +163,11 @@ SNAPSHOT_MARGIN_SHARE = 0.05
 # be swapped: pinning it all would starve the notebook's process)
 PINNED_SHARE = 0.75
 PINNED_CHUNK = 256 << 20  # one page-locked host buffer; the pool grows by these
-_PINNED_POOL: list[Any] = []  # kept across runs: pinning 40 GB costs more than copying it
+# kept for the cell's runs (its warm-up and its re-run share one pool: pinning 34 GB costs
+# more than copying it) and handed back when the worker goes idle (``release_host_buffers``):
+# an idle nsys worker that kept a 34 GB pool left ncu's own backup of a drill-down's memory
+# too little host memory, and the ncu worker was killed (the H100, 2026-11-28)
+_PINNED_POOL: list[Any] = []
 # each CUDA snapshot of the cell's runs (warm-up, re-run): where it went, its bytes and the
 # seconds its save and its restore took (the run's status ``kept``: what repeating it cost)
 KEPT: list[dict[str, Any]] = []
@@ -311,7 +315,7 @@ def _bytes_of(torch: Any, storage: Any) -> Any:
 
 
 def _pinned_chunks(torch: Any, need: int) -> list[Any]:
-    """The pool, grown to ``need`` bytes: page-locked host chunks kept across runs."""
+    """The pool, grown to ``need`` bytes: page-locked host chunks kept for the cell's runs."""
     count = -(-need // PINNED_CHUNK) - len(_PINNED_POOL)
     if count > 0:
         try:
@@ -322,7 +326,8 @@ def _pinned_chunks(torch: Any, need: int) -> list[Any]:
     return _PINNED_POOL
 
 
-_PINNED_MAPS: list[Any] = []  # the host mappings the registered chunks live in (never unmapped)
+# the host mappings the registered chunks live in: (mapping, its address, its chunks)
+_PINNED_MAPS: list[tuple[Any, int, int]] = []
 PIN_THREADS = 8
 
 
@@ -353,9 +358,36 @@ def _registered_chunks(torch: Any, count: int) -> list[Any]:
             if not error:
                 cudart.cudaHostUnregister(base + i * PINNED_CHUNK)
         raise RuntimeError(f"cudaHostRegister failed ({max(errors)})")
-    _PINNED_MAPS.append(area)
+    _PINNED_MAPS.append((area, base, count))
     whole = torch.frombuffer(area, dtype=torch.uint8)
     return [whole[i * PINNED_CHUNK : (i + 1) * PINNED_CHUNK] for i in range(count)]
+
+
+def release_host_buffers() -> int:
+    """The pinned pool handed back to the system (the worker is idle: ``worker.serve``);
+    returns its bytes. Registered chunks are unregistered and their mapping closed once no
+    view of it is left; torch's own pinned chunks go back through its host cache."""
+    import gc
+
+    held = len(_PINNED_POOL) * PINNED_CHUNK
+    _PINNED_POOL.clear()
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return held
+    gc.collect()  # the views a finished run's closures held
+    for area, base, count in _PINNED_MAPS:
+        with contextlib.suppress(Exception):
+            cudart = torch.cuda.cudart()
+            for i in range(count):
+                cudart.cudaHostUnregister(base + i * PINNED_CHUNK)
+        with contextlib.suppress(BufferError):  # a view still alive: unmapped once it goes
+            area.close()
+    _PINNED_MAPS.clear()
+    empty_host_cache = getattr(torch._C, "_host_emptyCache", None)
+    if empty_host_cache is not None:
+        with contextlib.suppress(Exception):
+            empty_host_cache()
+    return held
 
 
 def _save_cuda(torch: Any, storages: dict[int, Any], replayed: bool) -> Callable[[], None]:

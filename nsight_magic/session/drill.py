@@ -154,7 +154,14 @@ class DrillDowns:
         filters: dict[str, Any] = {"first_launch_of": names, **window_filters(parent)}
         record: dict[str, Any] = {"top_kernels": list(names)}
         callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)
-        return self._drill(parent, f"top{len(names)}", request, filters, record, callbacks)
+        child = self._drill(parent, f"top{len(names)}", request, filters, record, callbacks)
+        if output is not None:  # said at once, not only in top_kernels()'s reason column
+            missing = _not_profiled(child)
+            if missing:
+                output(f"nsight_magic: ncu profiled {len(names) - len(missing)} of the "
+                       f"{len(names)} kernels; not profiled (profile_kernel(name) profiles "
+                       f"one alone): {'; '.join(missing)}")  # fmt: skip
+        return child
 
     def profile_range(
         self,
@@ -256,3 +263,14 @@ class DrillDowns:
                                      **record, "set": drill.ncu.set, "mode": mode,
                                      "wall_s": time.perf_counter() - t0,
                                      "started_utc": now_utc()})  # fmt: skip
+
+
+def _not_profiled(child: Any) -> list[str]:
+    """The short names of the kernels a top-N run asked for that ncu profiled no launch of
+    (``NcuRun.top_kernels``' rows without a launch); [] when it cannot tell."""
+    try:
+        rows = child.top_kernels()
+    except Exception:  # a report without what the table needs: the run itself stands
+        return []
+    gone = rows[rows["launch"].isna()]
+    return [str(n) for n in gone["short_name"].fillna(gone["name"])]

@@ -306,6 +306,15 @@ class Worker:
                     torch.cuda.init()
         return {"ok": True, "imported": done}
 
+    def release_idle(self) -> None:
+        """What an idle worker hands back: the cell script's pinned host buffers (a whole-state
+        save's pool, ``release_host_buffers``) and torch's cached GPU blocks."""
+        hook = (self.module or {}).get("release_host_buffers")
+        if hook is not None:
+            with contextlib.suppress(Exception):  # a status must still answer
+                hook()
+        release_cached_memory()
+
     def op_release(self, msg: dict[str, Any]) -> dict[str, Any]:
         """The cell is over: torch's cached GPU blocks go back to CUDA once the worker has sat
         idle for ``RELEASE_IDLE_S`` (``serve``), so neither this cell nor a next one that comes
@@ -431,7 +440,7 @@ def serve(channel: messages.Channel, worker: Worker, owner: int | None = None) -
         try:
             msg = channel.poll(RELEASE_IDLE_S if release_pending else None)
             if msg is None:  # idle: nothing came within RELEASE_IDLE_S
-                release_cached_memory()
+                worker.release_idle()
                 release_pending = False
                 continue
         except (messages.ConnectionClosed, OSError):
@@ -450,7 +459,7 @@ def serve(channel: messages.Channel, worker: Worker, owner: int | None = None) -
         if op == "load":  # a cell begins: it reuses the cache; its own release follows it
             release_pending = False
         elif op == "status" and release_pending:  # the idle worker's memory, as it will be
-            release_cached_memory()
+            worker.release_idle()
             release_pending = False
         try:
             reply = worker.handle(op, msg)
