@@ -1,7 +1,8 @@
-"""An idle worker hands torch's cached GPU blocks back (issue 41 item 6), but only once it sits
-idle: a request that comes at once (a sweep's next configuration) is served first and reuses the
-cache, and a status request tells the memory as it is once released. The worker's own request
-loop (``worker.serve``) over a socket pair, in this process; the release itself is recorded."""
+"""An idle worker hands torch's cached GPU blocks and its pinned pool back (issue 41 item 6) as
+soon as a cell ends; when a sweep's next configuration follows, only once it sits idle: a
+request that comes at once is served first and reuses the cache, and a status request tells the
+memory as it is once released. The worker's own request loop (``worker.serve``) over a socket
+pair, in this process; the release itself is recorded."""
 
 from __future__ import annotations
 
@@ -32,8 +33,8 @@ def ask(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     thread = threading.Thread(target=worker_module.serve, args=(side, worker), daemon=True)
     thread.start()
 
-    def _ask(op: str) -> dict[str, Any]:
-        notebook.send({"op": op, "request": op})
+    def _ask(op: str, **fields: Any) -> dict[str, Any]:
+        notebook.send({"op": op, "request": op, **fields})
         reply = notebook.poll(60.0)
         assert reply is not None and reply["request"] == op
         return reply
@@ -47,27 +48,34 @@ def ask(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     b.close()
 
 
-def test_the_cache_goes_back_once_idle_not_while_requests_keep_coming(
+def _until(done: Any) -> None:
+    deadline = time.monotonic() + 30.0  # a loaded 2-core machine
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def test_a_cells_release_is_at_once_and_a_sweeps_once_idle(
     ask: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(worker_module, "RELEASE_IDLE_S", 3600.0)  # never idle long enough here
-    ask("release")
+    ask("release")  # a cell ended: at once (another worker's run may need the memory)
+    _until(lambda: len(ask.released) == 1)
+    assert len(ask.released) == 1 and len(ask.pools) == 1  # the script's pinned pool with it
+
+    ask("release", when_idle=True)  # a sweep's configuration: the next one follows at once
     ask("cells")  # any request within the idle gap (an unknown op is still one)
-    assert ask.released == []
-    ask("status")  # the idle memory is what a status tells: released first
     assert len(ask.released) == 1
+    ask("status")  # the idle memory is what a status tells: released first
+    assert len(ask.released) == 2
     ask("status")
-    assert len(ask.released) == 1  # nothing was pending any more
+    assert len(ask.released) == 2  # nothing was pending any more
 
     monkeypatch.setattr(worker_module, "RELEASE_IDLE_S", 0.05)
-    ask("release")
-    deadline = time.monotonic() + 30.0  # a loaded 2-core machine
-    while len(ask.released) < 2 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert len(ask.released) == 2  # idle: released without any further request
+    ask("release", when_idle=True)
+    _until(lambda: len(ask.released) == 3)
+    assert len(ask.released) == 3  # idle: released without any further request
     time.sleep(0.3)
-    assert len(ask.released) == 2  # once
-    assert len(ask.pools) == 2  # the script's pinned pool with it, each time
+    assert len(ask.released) == 3 and len(ask.pools) == 3  # once each time
 
 
 def test_the_scripts_pinned_pool_is_handed_back_whole() -> None:

@@ -42,6 +42,9 @@ class CellRequest:
     rank: int = 0  # ncu with nproc > 1: the one rank ncu profiles
     bind: Mapping[str, Any] = field(default_factory=dict)
     keep_state: bool = False
+    # the same cell runs again at once in this worker (a sweep's next configuration): its
+    # cached GPU blocks are released only once it sits idle, not as soon as this cell ends
+    more_follow: bool = False
 
     def __post_init__(self) -> None:
         if self.nproc < 1:

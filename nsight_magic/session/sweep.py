@@ -185,7 +185,7 @@ def run_sweep(
         entry.folder = run_dir.path.name
         folder.write_sweep(record)
         one = dataclasses.replace(request, name=f"{name}[{label}]", bind=dict(values),
-                                  keep_state=True)  # fmt: skip
+                                  keep_state=True, more_follow=i < len(configs) - 1)  # fmt: skip
         # no cancel of its own: a Cancel lets the configuration that runs finish
         each = RunCallbacks(progress=_progress_for(callbacks.progress, place),
                             output=callbacks.output)  # fmt: skip

@@ -203,8 +203,8 @@ class WarmExecutor:
         if not self.repeats(ctx.request) and usable:  # the notebook's run: its results are its
             # names new in the worker were bound by code the text hides (exec, globals())
             ctx.meta.brought_back = state.bring_back(ctx.cell, ctx.folder, s.names - before)
-        if usable:  # idle: no cached blocks
-            self._ask(ctx, {"op": "release"})
+        if usable:  # idle: no cached blocks (once idle when the next configuration follows)
+            self._ask(ctx, {"op": "release", "when_idle": ctx.request.more_follow})
         return Outcome(status, reply.stopped)
 
     def _begin_capture(self, ctx: RunContext, s: WarmSession) -> Any:

@@ -52,10 +52,12 @@ EXIT_CHANNEL_DAMAGED = 71  # a request frame that was not the notebook's (the ce
 KEY_WAIT_S = 60.0  # the notebook sends the key as soon as it accepted the connection
 WATCH_INTERVAL_S = 0.5
 CLOSED_GRACE_S = 2.0  # after the socket closed: how long the notebook may take to be seen dead
-# after a cell's "release": how long the worker must sit idle before it hands torch's cached
-# blocks back. A sweep's next configuration comes within ~0.2 s and reuses them; releasing at
-# once (a gc.collect of a process with torch and transformers) delayed its first request by
-# 0.10-0.16 s on the H100 (benchmarks P16)
+# after a "release" that says more of the same cell follows at once (a sweep's configurations):
+# how long the worker must sit idle before it hands torch's cached blocks back. The next
+# configuration comes within ~0.2 s and reuses them; releasing at once (a gc.collect of a
+# process with torch and transformers) delayed its first request by 0.10-0.16 s on the H100
+# (benchmarks P16). Any other cell's release is done at once: another worker's run may need the
+# GPU memory (a drill-down's snapshot goes to the device only when it has room)
 RELEASE_IDLE_S = 0.5
 
 
@@ -316,9 +318,10 @@ class Worker:
         release_cached_memory()
 
     def op_release(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """The cell is over: torch's cached GPU blocks go back to CUDA once the worker has sat
-        idle for ``RELEASE_IDLE_S`` (``serve``), so neither this cell nor a next one that comes
-        at once (a sweep's configuration) waits for it."""
+        """The cell is over: what an idle worker holds goes back (``release_idle``) once this
+        reply is sent, so the cell waits for none of it; with ``when_idle`` (a sweep's next
+        configuration follows) once the worker has sat idle for ``RELEASE_IDLE_S``
+        (``serve``)."""
         return {"ok": True}
 
     def op_cuda_init(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -478,7 +481,9 @@ def serve(channel: messages.Channel, worker: Worker, owner: int | None = None) -
         if reply.get("exit") or reply.get("worker_broken"):
             return False
         if op == "release":
-            release_pending = True
+            release_pending = bool(msg.get("when_idle"))
+            if not release_pending:
+                worker.release_idle()
 
 
 def main(argv: list[str] | None = None) -> int:
