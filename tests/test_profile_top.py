@@ -176,7 +176,73 @@ def test_a_top_kernel_ncu_profiled_no_launch_of_is_a_row_that_says_so() -> None:
     assert np.isnan(left["hfu_frac"]) and left["short_name"]
     from nsight_magic.session.drill import _not_profiled
 
-    assert _not_profiled(child) == [left["short_name"]]  # the line profile_top says at once
+    assert _not_profiled(child) == [(second, left["short_name"])]  # said at once, passed again
     child.meta["top_kernels"] = [first]  # all profiled: one row per launch, as before
     assert len(child.top_kernels()) == len(child.kernels())
     assert _not_profiled(child) == []
+
+
+def test_kernels_the_one_pass_filter_left_out_get_a_pass_each_merged_into_one_run(
+    monkeypatch: pytest.MonkeyPatch, saved_parent: Path, ncu_reports: dict[str, Path]
+) -> None:
+    """On the H100 the one-pass filter with 10 names never selected a prefill's LM-head GEMM nor
+    cuDNN's SDPA kernel; a filter naming one alone does. So each kernel left out gets a pass of
+    its own (one re-run each), and the passes' launches join the first one's in the run
+    profile_top returns and in its folder, which load_run opens as one. The passes here hand
+    back real ncu reports of other cells: none holds the small run's kernels, so each of them
+    is asked for again, alone, and still said not profiled at the end."""
+    import shutil
+
+    from nsight_magic.reports.ncu.report import NcuReport
+    from nsight_magic.results import NcuRun
+    from nsight_magic.run_folders.run_dir import RunDir, write_json
+    from nsight_magic.session.manager import SessionManager
+
+    handed = [ncu_reports["ncu_sweep_top"], ncu_reports["ncu_gemm_roofline"],
+              ncu_reports["ncu_gemm_metrics"]]  # fmt: skip
+    seen: list[Any] = []
+    manager = SessionManager()
+
+    def profile(request: Any, backend: Any, **kwargs: Any) -> Any:
+        run_dir = Path(kwargs["run_dir"])
+        report = run_dir / "report.ncu-rep"
+        shutil.copy(handed[len(seen)], report)
+        seen.append(backend.options.first_launch_of)
+        write_json(RunDir(run_dir).meta, {"tool": "ncu", **kwargs["meta"]})
+        return NcuRun(NcuReport.open(report), run_dir, dict(kwargs["meta"]),
+                      parent=kwargs["parent"])  # fmt: skip
+
+    monkeypatch.setattr(manager, "profile", profile)
+    monkeypatch.setattr(NcuBackend, "locate", lambda self: Tool(name="ncu", path="ncu"))
+    run = load_run(saved_parent, drill_runner=manager)
+    out: list[str] = []
+    top = run.profile_top(2, output=out.append)
+    names = top_kernel_names(run.kernel_summary(), 2)
+    assert seen == [tuple(names), (names[0],), (names[1],)]  # one pass, then one per kernel
+    sizes = [len(NcuReport.open(p)) for p in handed]
+    assert len(top.kernels()) == sum(sizes)
+    assert list(top.kernels()["launch"]) == list(range(sum(sizes)))
+    assert top.meta["top_kernels"] == names and len(top.meta["merged_runs"]) == 2
+    assert any("profiling each alone (2 more re-run(s)" in line for line in out)
+    assert any(line.startswith("nsight_magic: ncu profiled 0 of the 2 kernels") for line in out)
+    again = load_run(top.run_dir)  # the folder alone: the passes beside it are merged again
+    assert len(again.kernels()) == sum(sizes)
+    assert list(again.kernels()["demangled"]) == list(top.kernels()["demangled"])
+
+
+def test_a_merged_run_names_only_folders_beside_it(
+    tmp_path: Path, ncu_reports: dict[str, Path]
+) -> None:
+    """A shared folder is data: ``merged_runs`` must name plain folders beside the run."""
+    import shutil
+
+    from nsight_magic.errors import ReportError
+    from nsight_magic.run_folders.run_dir import RunDir, write_json
+
+    run = tmp_path / "top2"
+    run.mkdir()
+    shutil.copy(ncu_reports["ncu_gemm_metrics"], run / "report.ncu-rep")
+    for bad in (["../../etc"], ["a/b"], [".."], "x"):
+        write_json(RunDir(run).meta, {"tool": "ncu", "merged_runs": bad})
+        with pytest.raises(ReportError, match="merged_runs"):
+            load_run(run)

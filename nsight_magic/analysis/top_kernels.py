@@ -47,9 +47,9 @@ def _nsys_row_of(ranked: pd.DataFrame) -> dict[str, int]:
 
 # the row of a kernel the top-N run asked for that ncu profiled no launch of
 NOT_PROFILED = (
-    "not profiled: ncu's one-pass top-N filter selected none of its launches in the re-run of "
-    "the cell (on the H100, cuBLASLt's LM-head GEMM and cuDNN's SDPA kernel, which a filter "
-    "naming one of them alone selects); profile it alone with profile_kernel(name)"
+    "not profiled: ncu profiled no launch of it in the re-run of the cell, neither in the top-N "
+    "pass nor in the pass of its own that follows it (meta merged_runs); its folder's "
+    "profiler.log says what ncu did"
 )
 
 

@@ -112,6 +112,28 @@ def _report_in(run_dir: Path, meta: RunMeta) -> Path:
     )
 
 
+def _with_more_passes(report: Any, run_dir: Path, meta: RunMeta) -> Any:
+    """A top-N run whose kernels ncu profiled in more than one pass (``merged_runs``: the
+    other passes' folders, siblings of this one) as one report, as ``profile_top`` returned
+    it. Each must be a plain folder name beside this one (a shared folder is data)."""
+    more = meta.extra.get("merged_runs")
+    if not more:
+        return report
+    if not isinstance(more, list) or not all(isinstance(n, str) for n in more):
+        raise ReportError(f"{RunDir(run_dir).meta}: 'merged_runs' is {more!r}, not folder names.")
+    reports = [report]
+    for name in more:
+        if "\x00" in name or Path(name).name != name or name in ("", ".", ".."):
+            raise ReportError(f"{RunDir(run_dir).meta}: 'merged_runs' names {name!r}, which is "
+                              "not a folder beside this run.")  # fmt: skip
+        sibling = run_dir.parent / name
+        if sibling.is_symlink():
+            raise ReportError(f"{sibling} is a link; load_run opens only the folders beside "
+                              "this run.")  # fmt: skip
+        reports.append(open_report(_report_in(sibling, _meta(sibling))))
+    return type(report).merged(reports)
+
+
 LISTED_RUNS = 10  # a folder of runs names this many, newest first
 
 
@@ -189,7 +211,7 @@ def load_run(
     report = open_report(report_path)
     tool = meta.tool or ("ncu" if report_path.suffix == ".ncu-rep" else "nsys")
     if tool == "ncu":
-        return NcuRun(report, run_dir, meta.to_dict())
+        return NcuRun(_with_more_passes(report, run_dir, meta), run_dir, meta.to_dict())
     run = nsys_run(report, run_dir, meta.to_dict(), drill_runner=drill_runner)
     run.trust_folder = trust
     return run

@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.range_spec import NvtxRange, matches_spec, resolve_nvtx_range
-from ..errors import AmbiguousNvtxRangeError, FolderSettingsIgnored, NsightMagicError
+from ..errors import (
+    AmbiguousNvtxRangeError,
+    FolderSettingsIgnored,
+    NsightMagicError,
+    ProfileInterrupted,
+)
 from ..profilers import ncu as ncu_argv
 from ..profilers import nsys as nsys_argv
 from ..profilers.drill_request import DrillRequest
@@ -147,21 +152,59 @@ class DrillDowns:
         """ncu on the first launch of each kernel of ``kernels`` (exact names, the parent's
         top-N by total time), in ONE re-run of the cell ``parent`` ran (``--kernel-id`` with
         invocation 1: ``profilers/ncu.first_launches_args``), collecting what ``request``
-        says; N drill-downs would re-run it N times."""
+        says; N drill-downs would re-run it N times. A kernel that filter left out gets a
+        re-run of its own (``_more_passes``)."""
         names = tuple(dict.fromkeys(kernels))
         if not names:
             raise NsightMagicError("profile_top: the run has no kernel to profile.")
         filters: dict[str, Any] = {"first_launch_of": names, **window_filters(parent)}
         record: dict[str, Any] = {"top_kernels": list(names)}
         callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)
-        child = self._drill(parent, f"top{len(names)}", request, filters, record, callbacks)
-        if output is not None:  # said at once, not only in top_kernels()'s reason column
-            missing = _not_profiled(child)
-            if missing:
-                output(f"nsight_magic: ncu profiled {len(names) - len(missing)} of the "
-                       f"{len(names)} kernels; not profiled (profile_kernel(name) profiles "
-                       f"one alone): {'; '.join(missing)}")  # fmt: skip
+        label = f"top{len(names)}"
+        child = self._drill(parent, label, request, filters, record, callbacks)
+        left = _not_profiled(child)
+        if left:
+            child = self._more_passes(parent, child, label, request, left, callbacks)
+            left = _not_profiled(child)
+        if left and output is not None:  # said at once, not only in top_kernels()'s reasons
+            shown = [short for _, short in left]
+            output(f"nsight_magic: ncu profiled {len(names) - len(left)} of the {len(names)} "
+                   f"kernels; not profiled: {'; '.join(shown)}")  # fmt: skip
         return child
+
+    def _more_passes(self, parent: Any, child: Any, label: str, request: DrillRequest,
+                     left: list[tuple[str, str]], callbacks: RunCallbacks) -> Any:  # fmt: skip
+        """The kernels ncu's one-pass filter left out, each in a pass of its own, merged into
+        ``child``: on the H100 the filter with 10 names never selected a prefill's LM-head GEMM
+        nor cuDNN's SDPA kernel, and a filter naming one of them alone does
+        (docs/sweeps.md). Each pass is one more re-run of the cell; one that fails is said
+        and the kernel stays not profiled."""
+        if callbacks.output is not None:
+            callbacks.output(f"nsight_magic: ncu's filter left out {len(left)} of the top "
+                             f"kernels; profiling each alone ({len(left)} more re-run(s) of "
+                             "the cell)")  # fmt: skip
+        passes = []
+        for i, (name, short) in enumerate(left, start=2):
+            if callbacks.cancel is not None and callbacks.cancel.is_set():
+                break
+            filters = {"first_launch_of": (name,), **window_filters(parent)}
+            try:
+                passes.append(self._drill(parent, f"{label}-pass{i}", request, filters,
+                                          {"top_kernels": [name], "pass_of": label},
+                                          callbacks))  # fmt: skip
+            except ProfileInterrupted:
+                raise
+            except NsightMagicError as exc:
+                if callbacks.output is not None:
+                    callbacks.output(f"nsight_magic: the pass of {short} failed: "
+                                     f"{exc.one_line()}")  # fmt: skip
+        if not passes:
+            return child
+        folder = RunDir(Path(child.run_dir))
+        names = [Path(p.run_dir).name for p in passes]
+        meta = folder.update_meta(merged_runs=names).to_dict()
+        report = type(child.report).merged([child.report, *(p.report for p in passes)])
+        return type(child)(report, child.run_dir, meta, parent=child.parent)
 
     def profile_range(
         self,
@@ -265,12 +308,13 @@ class DrillDowns:
                                      "started_utc": now_utc()})  # fmt: skip
 
 
-def _not_profiled(child: Any) -> list[str]:
-    """The short names of the kernels a top-N run asked for that ncu profiled no launch of
+def _not_profiled(child: Any) -> list[tuple[str, str]]:
+    """(name, short name) of each kernel a top-N run asked for that ncu profiled no launch of
     (``NcuRun.top_kernels``' rows without a launch); [] when it cannot tell."""
     try:
         rows = child.top_kernels()
     except Exception:  # a report without what the table needs: the run itself stands
         return []
     gone = rows[rows["launch"].isna()]
-    return [str(n) for n in gone["short_name"].fillna(gone["name"])]
+    shorts = gone["short_name"].fillna(gone["name"])
+    return [(str(n), str(s)) for n, s in zip(gone["name"], shorts, strict=True)]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +95,24 @@ class NcuReport:
                 f"{path} holds no complete profiled kernel ({why}); re-run {cell_magic('ncu')}."
             )
         return cls(path, {**data, "launches": whole}, warnings)
+
+    @classmethod
+    def merged(cls, reports: Sequence[NcuReport]) -> NcuReport:
+        """One report of the launches of ``reports``, in order (``launch`` numbered again from
+        0), at the first one's path: a top-N run whose kernels ncu profiled in several passes
+        (``session/drill.py``). Its rules count as run only where every report ran them."""
+        if not reports:
+            raise ValueError("merged() needs at least one report")
+        units: dict[str, str] = {}
+        for report in reports:
+            units.update(report._units)
+        data = {
+            "launches": [launch for report in reports for launch in report._launches],
+            "units": units,
+            "rules_supported": all(report._rules_supported for report in reports),
+        }
+        warnings = [w for report in reports for w in report.warnings]
+        return cls(reports[0].path, data, warnings)
 
     def __len__(self) -> int:
         return len(self._launches)
