@@ -108,18 +108,26 @@ class MemoryFrames:
         options = self.run.meta.get("options")
         return isinstance(options, dict) and options.get("memory") is True
 
+    # computed once per run: the view, its static copy and the frames read each several times
+    # (the memory summary three times in one display: 0.53 s of 4.7 s on the dev machine)
+    @functools.cached_property
+    def _timeline(self) -> pd.DataFrame:
+        return gpu_memory.memory_timeline(self.events, self._capture_start(), self.mapped)
+
+    @functools.cached_property
+    def _summary(self) -> pd.DataFrame:
+        return report_memory_summary(self.run.report, self.mapped, self.events)
+
     def timeline(self) -> pd.DataFrame:
         """``analysis.gpu_memory.memory_timeline``; empty with ``attrs["reason"]`` (``note``)."""
-        frame = gpu_memory.memory_timeline(self.events, self._capture_start(), self.mapped)
-        return with_reason(frame, self.note())
+        return with_reason(self._timeline.copy(), self.note())
 
     def chart_rows(self, window: tuple[int, int] | None = None) -> pd.DataFrame:
         """The timeline as the chart draws it (``analysis.gpu_memory.chart_rows``)."""
         return gpu_memory.chart_rows(self.timeline(), window)
 
     def summary(self) -> pd.DataFrame:
-        summary = report_memory_summary(self.run.report, self.mapped, self.events)
-        return with_reason(summary, self.note())
+        return with_reason(self._summary.copy(), self.note())
 
     def torch_counts(self) -> pd.DataFrame:
         """``moment`` (start / peak / end), ``allocated_bytes, reserved_bytes``: torch's own
