@@ -162,7 +162,7 @@ def _container_bytes(obj: Any) -> int | None:
     a tensor's memory counted once however many items show it (a model's parameters listed
     twice, views); None when it holds none of them."""
     seen: set[tuple[str, int]] = set()
-    total, found, budget = 0, False, [CONTAINER_ITEMS]
+    total, found, budget = 0, False, CONTAINER_ITEMS
 
     def tensor_bytes(t: Any) -> int:
         try:
@@ -177,10 +177,10 @@ def _container_bytes(obj: Any) -> int | None:
         return size
 
     def visit(item: Any, depth: int) -> None:
-        nonlocal total, found
-        if budget[0] <= 0:
+        nonlocal total, found, budget
+        if budget <= 0:
             return
-        budget[0] -= 1
+        budget -= 1
         if isinstance(item, list | tuple | set | frozenset | dict):
             if depth < CONTAINER_DEPTH:
                 for inner in item.values() if isinstance(item, dict) else item:
@@ -194,9 +194,9 @@ def _container_bytes(obj: Any) -> int | None:
             total += sum(tensor_bytes(t) for t in tensors)
             found = True
             return
-        nbytes = getattr(item, "nbytes", None)
-        if isinstance(nbytes, int):
-            total += nbytes
+        size = estimated_bytes(item)  # an array's nbytes (neither a container nor torch here)
+        if size is not None:
+            total += size
             found = True
 
     visit(obj, 0)
