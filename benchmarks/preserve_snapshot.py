@@ -1,5 +1,5 @@
 """GPU check and timing of ``shared_objects.preserved`` (issue 41): a table of CUDA tensors of
-``--gib`` GiB, snapshot and restore on the device and through pinned host chunks, with the
+``--gib`` GiB, snapshot and restore on the device and through the staged host pool, with the
 bytes checked bit for bit after each. Run on the GPU machine:
 ``python -m benchmarks.preserve_snapshot --gib 8``; prints GB/s per place."""
 
@@ -43,7 +43,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gib", type=float, default=8.0)
     args = parser.parse_args()
-    for place in ("device", "pinned", "pinned", "host"):  # pinned twice: the pool reused
+    for place in ("device", "staged", "staged", "host"):  # staged twice: the pool reused
         run(args.gib, place)
 
 

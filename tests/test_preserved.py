@@ -49,12 +49,12 @@ TRAINING = textwrap.dedent("""\
 def test_a_snapshot_goes_to_the_device_only_with_room_and_a_margin() -> None:
     # 80 GiB card: the margin is 5 % (4 GiB), larger than 1 GiB
     assert snapshot_place(40 * GiB, free=45 * GiB, total=80 * GiB, host_available=None) == "device"
-    assert snapshot_place(40 * GiB, free=43 * GiB, total=80 * GiB, host_available=None) == "pinned"
+    assert snapshot_place(40 * GiB, free=43 * GiB, total=80 * GiB, host_available=None) == "staged"
     # a small card: the 1 GiB margin is the larger one
     assert snapshot_place(2 * GiB, free=3 * GiB, total=8 * GiB, host_available=0) == "device"
     assert snapshot_place(2 * GiB, free=3 * GiB - 1, total=8 * GiB, host_available=0) == "host"
-    # not on the device: pinned while it takes at most 3/4 of what the host has available
-    assert snapshot_place(43 * GiB, free=0, total=80 * GiB, host_available=60 * GiB) == "pinned"
+    # not on the device: staged while it takes at most 3/4 of what the host has available
+    assert snapshot_place(43 * GiB, free=0, total=80 * GiB, host_available=60 * GiB) == "staged"
     assert snapshot_place(43 * GiB, free=0, total=80 * GiB, host_available=50 * GiB) == "host"
 
 

@@ -120,7 +120,7 @@ class CellStatus(TypedDict, total=False):
     # %%nsys --memory: {"pid": the cell's process, "segments": [[device, data pointer, bytes]]}
     # of the notebook's storages it maps (nsys counts a mapping as that process's memory)
     mapped: dict[str, Any]
-    # the CUDA snapshots of the warm-up and of a re-run: place, bytes, save_s, restore_s, pin_s
+    # the CUDA snapshots of the warm-up and of a re-run: place, bytes, save_s, restore_s, pool_s
     kept: list[dict[str, Any]]
 
 
