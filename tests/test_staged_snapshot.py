@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from nsight_magic.script.shared_objects import (  # noqa: E402
+    StageCopies,
     stage_in,
     stage_out,
     staged_windows,
@@ -52,14 +53,14 @@ def test_out_and_back_through_two_slots_is_bit_identical(sizes: list[int]) -> No
     def dma(dst: object, src: object) -> None:
         dst.copy_(src)  # type: ignore[attr-defined]
 
+    copies = StageCopies(slots, dma, lambda s: order.append(("mark", s)),
+                         lambda s: order.append(("wait", s)))  # fmt: skip
     for windows in plans:
-        stage_out(windows, host, slots, dma, lambda s: order.append(("mark", s)),
-                  lambda s: order.append(("wait", s)))  # fmt: skip
+        stage_out(windows, host, copies)
     for src in first + second:
         src.zero_()
     for windows in plans:
-        stage_in(windows, host, slots, dma, lambda s: order.append(("mark", s)),
-                 lambda s: order.append(("wait", s)))  # fmt: skip
+        stage_in(windows, host, copies)
     assert all(torch.equal(a, b) for a, b in zip(first + second, expected, strict=True))
     # a slot is waited on only after its copies were marked, and the two alternate
     marked: set[int] = set()
@@ -75,6 +76,7 @@ def test_the_host_pool_holds_each_source_at_its_offset() -> None:
     windows = staged_windows(sources, 0, SLOT)
     host = torch.zeros(192, dtype=torch.uint8)
     slots = [torch.empty(SLOT, dtype=torch.uint8) for _ in range(2)]
-    stage_out(windows, host, slots, lambda d, s: d.copy_(s), lambda s: None, lambda s: None)
+    stage_out(windows, host, StageCopies(slots, lambda d, s: d.copy_(s), lambda s: None,
+                                         lambda s: None))  # fmt: skip
     assert torch.equal(host[:100], sources[0]) and torch.equal(host[100:130], sources[1])
     assert not bool(host[130:].any())  # nothing beyond the last source is written

@@ -19,6 +19,7 @@ worker has shared CUDA memory to keep.
 """
 
 import contextlib
+import dataclasses
 import functools
 import linecache
 import pickle
@@ -404,17 +405,23 @@ def staged_windows(sources: list[Any], start: int, size: int = STAGE_CHUNK) -> l
     return windows
 
 
-def stage_out(
-    windows: list[Window],
-    host: Any,
-    slots: list[Any],
-    dma: Callable[[Any, Any], None],
-    mark: Callable[[int], None],
-    wait: Callable[[int], None],
-) -> None:
-    """Device -> host through two staging slots: each window's pieces are copied into a slot
-    (``dma(dst, src)``, asynchronous; ``mark(slot)`` records its end), and the slot is copied
-    into ``host`` by the CPU (after ``wait(slot)``) while the other slot's copies run."""
+@dataclasses.dataclass(frozen=True)
+class StageCopies:
+    """How staged copies move bytes: two staging ``slots`` of one size, ``dma(dst, src)`` an
+    asynchronous copy (the side stream's), ``mark(slot)`` records the end of the copies queued
+    for a slot, ``wait(slot)`` waits for them."""
+
+    slots: list[Any]
+    dma: Callable[[Any, Any], None]
+    mark: Callable[[int], None]
+    wait: Callable[[int], None]
+
+
+def stage_out(windows: list[Window], host: Any, copies: StageCopies) -> None:
+    """Device -> host through the two slots: each window's pieces are copied into a slot, and
+    the slot is copied into ``host`` by the CPU (once its copies are done) while the other
+    slot's copies run."""
+    slots, dma, mark, wait = copies.slots, copies.dma, copies.mark, copies.wait
     size = int(slots[0].numel())
     held: list[tuple[int, int] | None] = [None, None]
 
@@ -439,17 +446,11 @@ def stage_out(
     drain(last)
 
 
-def stage_in(
-    windows: list[Window],
-    host: Any,
-    slots: list[Any],
-    dma: Callable[[Any, Any], None],
-    mark: Callable[[int], None],
-    wait: Callable[[int], None],
-) -> None:
+def stage_in(windows: list[Window], host: Any, copies: StageCopies) -> None:
     """Host -> device, the other way: the CPU fills a slot with a window (once the slot's
     earlier copies are done) while the other slot's copies to the device run. The caller
     waits for the last copies."""
+    slots, dma, mark, wait = copies.slots, copies.dma, copies.mark, copies.wait
     size = int(slots[0].numel())
     used = [False, False]
     for i, (lo, hi, pieces) in enumerate(windows):
@@ -561,10 +562,10 @@ def _through_staging(
                         src.copy_(span)
             return
         events = [torch.cuda.Event(), torch.cuda.Event()]
-        copy(windows, host, slots,
-             lambda dst, src: dst.copy_(src, non_blocking=True),
-             lambda slot: events[slot].record(stream),
-             lambda slot: events[slot].synchronize())  # fmt: skip
+        copy(windows, host, StageCopies(slots,
+                                        lambda dst, src: dst.copy_(src, non_blocking=True),
+                                        lambda slot: events[slot].record(stream),
+                                        lambda slot: events[slot].synchronize()))  # fmt: skip
         stream.synchronize()  # the slots are unlocked next
 
 
