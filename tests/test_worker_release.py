@@ -28,7 +28,7 @@ def ask(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     monkeypatch.setattr(worker_module, "release_cached_memory",
                         lambda: released.append(time.monotonic()))  # fmt: skip
     worker = worker_module.Worker()
-    pools: list[float] = []  # the cell script's pinned pool handed back (release_host_buffers)
+    pools: list[float] = []  # the cell script's host pool handed back (release_host_buffers)
     worker.module = {"release_host_buffers": lambda: pools.append(time.monotonic())}
     thread = threading.Thread(target=worker_module.serve, args=(side, worker), daemon=True)
     thread.start()
@@ -60,7 +60,7 @@ def test_a_cells_release_is_at_once_and_a_sweeps_once_idle(
     monkeypatch.setattr(worker_module, "RELEASE_IDLE_S", 3600.0)  # never idle long enough here
     ask("release")  # a cell ended: at once (another worker's run may need the memory)
     _until(lambda: len(ask.released) == 1)
-    assert len(ask.released) == 1 and len(ask.pools) == 1  # the script's pinned pool with it
+    assert len(ask.released) == 1 and len(ask.pools) == 1  # the script's host pool with it
 
     ask("release", when_idle=True)  # a sweep's configuration: the next one follows at once
     ask("cells")  # any request within the idle gap (an unknown op is still one)

@@ -347,14 +347,15 @@ def _host_pool(torch: Any, need: int) -> Any:
     return host
 
 
-def _close_host_memory(held: list[tuple[Any, Any]]) -> None:
-    """Unmap what ``held`` holds (once no view of it is left: views a finished run's closures
-    held go with a garbage collection)."""
+def _close_host_memory(*held: list[tuple[Any, Any]]) -> None:
+    """Unmap what the lists in ``held`` hold (once no view of it is left: views a finished
+    run's closures held go with one garbage collection)."""
     import gc
 
-    if not held:
+    if not any(held):
         return
-    held.clear()
+    for mappings in held:
+        mappings.clear()
     gc.collect()
 
 
@@ -469,8 +470,7 @@ def release_host_buffers() -> int:
     """The host pool and the staging buffers handed back to the system (the worker is idle:
     ``worker.serve``); returns the pool's bytes."""
     held = sum(int(host.numel()) for _, host in _HOST_POOL)
-    _close_host_memory(_HOST_POOL)
-    _close_host_memory(_STAGE)
+    _close_host_memory(_HOST_POOL, _STAGE)
     torch = sys.modules.get("torch")
     empty_host_cache = getattr(torch._C, "_host_emptyCache", None) if torch else None
     if empty_host_cache is not None:
@@ -490,27 +490,27 @@ def _save_cuda(torch: Any, storages: dict[int, Any], replayed: bool) -> Callable
     torch.cuda.synchronize()
     t0 = time.perf_counter()  # the copies' own time, not the cell's kernels before them
     record: dict[str, Any] = {"bytes": 0, "place": ""}
-    plans = []  # (device, its sources, place)
+    plans = []  # (device, its sources, their bytes, place)
     for device, sources in by_device.items():
         need = sum(int(s.numel()) for s in sources)
         free, total = torch.cuda.mem_get_info(device)
-        plans.append((device, sources, snapshot_place(need, free, total, _host_available(),
-                                                      replayed)))  # fmt: skip
+        place = snapshot_place(need, free, total, _host_available(), replayed)
+        plans.append((device, sources, need, place))
         record["bytes"] += need
-    places = {place for _, _, place in plans}
+    places = {place for *_, place in plans}
     staged: list[tuple[Any, Any, list[Window]]] = []  # (device, stream, windows)
     at = 0  # each device's sources start on a window of their own
-    for device, sources, place in plans:
+    for device, sources, need, place in plans:
         if place == "staged":
             staged.append((device, torch.cuda.Stream(device), staged_windows(sources, at)))
-            at += -(-sum(int(s.numel()) for s in sources) // STAGE_CHUNK) * STAGE_CHUNK
+            at += -(-need // STAGE_CHUNK) * STAGE_CHUNK
     host = None
     if staged:
         t_pool = time.perf_counter()
         host = _host_pool(torch, at)
         record["pool_s"] = round(time.perf_counter() - t_pool, 4)  # its growth, else ~0
     pairs: list[tuple[Any, Any, Any]] = []  # (stream, the memory, its copy): device/host places
-    for device, sources, place in plans:
+    for device, sources, _, place in plans:
         if place == "staged":
             continue
         stream = torch.cuda.Stream(device)

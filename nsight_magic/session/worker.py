@@ -309,8 +309,8 @@ class Worker:
         return {"ok": True, "imported": done}
 
     def release_idle(self) -> None:
-        """What an idle worker hands back: the cell script's pinned host buffers (a whole-state
-        save's pool, ``release_host_buffers``) and torch's cached GPU blocks."""
+        """What an idle worker hands back: the cell script's host buffers (a whole-state save's
+        pool and its staging buffers, ``release_host_buffers``) and torch's cached GPU blocks."""
         hook = (self.module or {}).get("release_host_buffers")
         if hook is not None:
             with contextlib.suppress(Exception):  # a status must still answer
