@@ -45,6 +45,7 @@ class BareBackend:
     script (its status then says which ranges it marked)."""
 
     gate = "cudaProfilerApi"
+    arms_before_prepare = False
 
     def __init__(
         self, tool: str = "nsys", nvtx_target: str | None = None, torch_nvtx: str = ""

@@ -86,6 +86,9 @@ class WarmState:
 class Backend(Protocol):
     tool: ToolName
     gate: Gate
+    # whether ``begin_capture`` may run while the worker still loads, receives and prepares:
+    # true where it only arms a collection that the cell's own gate opens (``nsys start``)
+    arms_before_prepare: bool
 
     def options_meta(self) -> dict[str, Any]: ...
     def script_args(self) -> dict[str, Any]: ...
@@ -151,6 +154,9 @@ def _window_hint(text: str, status: dict[str, Any]) -> str:
 class NsysBackend:
     tool: ToolName = "nsys"
     gate: Gate = "cudaProfilerApi"
+    # ``nsys start`` (0.12-0.17 s on the H100) collects from the worker's cudaProfilerStart on,
+    # which only the gated cell calls: it can run while the worker loads and prepares
+    arms_before_prepare = True
 
     def __init__(self, options: nsys_argv.NsysOptions | None = None) -> None:
         self.options = options or nsys_argv.NsysOptions()
@@ -310,6 +316,9 @@ def free_port_base(span: int = 64, tries: int = 50) -> int:
 class NcuBackend:
     tool: ToolName = "ncu"
     gate: Gate = "nvtx"
+    # the attach waits for the prepared worker: an ncu attach while the worker runs CUDA work
+    # (a warm-up, a state snapshot) has not been tried on the GPU
+    arms_before_prepare = False
 
     def __init__(self, options: ncu_argv.NcuOptions | None = None) -> None:
         self.options = options or ncu_argv.NcuOptions()

@@ -4,11 +4,16 @@ For one cell the worker is asked, in order: load the run's script; receive the n
 it lacks and replay the setup cells whose names cannot be sent (``state_exchange``); take the
 ``--vars`` and warm up; then, with the capture begun (``nsys start`` / ``ncu --mode attach``),
 run the gated cell; then send what the cell bound and changed back to the notebook. Each step
-is a request the notebook can interrupt (see ``worker_process``).
+is a request the notebook can interrupt (see ``worker_process``). ``nsys start`` only arms a
+collection that the gated cell's cudaProfilerStart opens, so it runs in a thread beside the
+steps before the cell instead of after them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +35,43 @@ ATTACH_DEATH_GRACE_S = 1.0
 # a request's wall time in meta.timings: "load" and "prepare" would collide with the
 # pipeline's own load_s (the report) and prepare_s (the cell parsed)
 _TIMING_KEYS = {"load": "script_s", "prepare": "vars_s"}
+
+
+class _EarlyCapture:
+    """A capture begun in a thread while the worker loads, receives and prepares (a backend
+    that ``arms_before_prepare``): ``nsys start`` no longer waits in line. The run's deadline
+    (a context variable) goes with it."""
+
+    def __init__(self, begin: Callable[[], Any]) -> None:
+        self.wall_s = 0.0
+        self._handle: Any = None
+        self._error: BaseException | None = None
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(target=context.run, args=(self._begin, begin),
+                                        name="nsight-magic-capture-start", daemon=True)  # fmt: skip
+        self._thread.start()
+
+    def _begin(self, begin: Callable[[], Any]) -> None:
+        t0 = time.perf_counter()
+        try:
+            self._handle = begin()
+        except BaseException as exc:  # handed to the run's own thread by handle()
+            self._error = exc
+        finally:
+            self.wall_s = time.perf_counter() - t0
+
+    def handle(self) -> Any:
+        """The capture's handle once begun; its error when it could not begin."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._handle
+
+
+def _opens_gate_early(texts: list[str]) -> bool:
+    """Whether code that runs before the gated cell (its warm-up, replayed setup cells) may
+    call cudaProfilerStart itself: an armed collection would then begin there."""
+    return any("profiler" in text for text in texts)
 
 
 def _wait_for(s: WarmSession, ctx: RunContext) -> None:
@@ -155,33 +197,20 @@ class WarmExecutor:
         return reply
 
     def _run(self, ctx: RunContext, state: StateExchange) -> Outcome:
-        s, run_dir, plan = self.session, ctx.run_dir, self.catch_up
+        s, run_dir = self.session, ctx.run_dir
         assert s is not None
-        # the notebook's directory now (a %cd since the worker started moves the cell too)
-        self._step(ctx, {"op": "load", "script": str(ctx.folder.script),
-                         "cwd": ctx.request.cwd}, "load")  # fmt: skip
-        state.send(plan, ctx.folder)
-        ctx.meta.shared_vars = plan.share.summary()
-        if state.imported_modules:  # a worker that had not imported what the objects need
-            ctx.meta.shared_vars["imported"] = state.imported
-            ctx.meta.shared_vars["imported_modules"] = state.imported_modules
-        if plan.replay.run:
-            ctx.lines.phase("replaying", plan.replay.describe(s.tool))
-            state.replay(plan)
-            ctx.meta.replayed = [e.name for e in plan.replay.run]
-        shared = ctx.meta.shared_vars or {}
-        ctx.meta.shipped_vars = state.ship_by_value(
-            ctx.folder,
-            ctx.explicit_vars,
-            [*shared.get("shared", []), *shared.get("copied", [])],
-            one_run=frozenset(ctx.request.bind),
-        )
-        ctx.lines.phase("running")
-        reply = self._step(ctx, {"op": "prepare"}, "vars")
-        s.names = before = frozenset(reply.data.get("names", ()))
+        early = self._arm_early(ctx, s)
+        try:
+            before = self._prepare(ctx, state)
+        except BaseException:
+            if early is not None:
+                self._disarm(ctx, s, early)
+            raise
         t0 = time.perf_counter()
-        handle = self._begin_capture(ctx, s)
+        handle = early.handle() if early is not None else self._begin_capture(ctx, s)
         ctx.meta.timings["begin_capture_s"] = time.perf_counter() - t0
+        if early is not None:  # nsys start's own time, hidden behind the steps before
+            ctx.meta.timings["capture_armed_s"] = early.wall_s
         ctx.meta.capture_argv = (
             handle if isinstance(handle, list) else getattr(handle, "args", None)
         )
@@ -206,6 +235,55 @@ class WarmExecutor:
         if usable:  # idle: no cached blocks (once idle when the next configuration follows)
             self._ask(ctx, {"op": "release", "when_idle": ctx.request.more_follow})
         return Outcome(status, reply.stopped)
+
+    def _prepare(self, ctx: RunContext, state: StateExchange) -> frozenset[str]:
+        """The steps before the capture: the script loaded, the notebook's names received (and
+        setup cells replayed for what cannot be sent), the ``--vars`` and the warm-up; returns
+        the worker's names before the cell. ``StepFailed`` when one failed."""
+        s, plan = self.session, self.catch_up
+        assert s is not None
+        # the notebook's directory now (a %cd since the worker started moves the cell too)
+        self._step(ctx, {"op": "load", "script": str(ctx.folder.script),
+                         "cwd": ctx.request.cwd}, "load")  # fmt: skip
+        state.send(plan, ctx.folder)
+        ctx.meta.shared_vars = plan.share.summary()
+        if state.imported_modules:  # a worker that had not imported what the objects need
+            ctx.meta.shared_vars["imported"] = state.imported
+            ctx.meta.shared_vars["imported_modules"] = state.imported_modules
+        if plan.replay.run:
+            ctx.lines.phase("replaying", plan.replay.describe(s.tool))
+            state.replay(plan)
+            ctx.meta.replayed = [e.name for e in plan.replay.run]
+        shared = ctx.meta.shared_vars or {}
+        ctx.meta.shipped_vars = state.ship_by_value(
+            ctx.folder,
+            ctx.explicit_vars,
+            [*shared.get("shared", []), *shared.get("copied", [])],
+            one_run=frozenset(ctx.request.bind),
+        )
+        ctx.lines.phase("running")
+        reply = self._step(ctx, {"op": "prepare"}, "vars")
+        s.names = frozenset(reply.data.get("names", ()))
+        return s.names
+
+    def _arm_early(self, ctx: RunContext, s: WarmSession) -> _EarlyCapture | None:
+        """Begin the capture in a thread now, where the backend only arms a collection the
+        gated cell opens and nothing run before the cell may open it."""
+        if not ctx.backend.arms_before_prepare:
+            return None
+        texts = [e.cell.source for e in self.catch_up.replay.run]
+        if ctx.request.warmup:
+            texts.append(ctx.cell.source)
+        if _opens_gate_early(texts):
+            return None
+        return _EarlyCapture(lambda: self._begin_capture(ctx, s))
+
+    def _disarm(self, ctx: RunContext, s: WarmSession, early: _EarlyCapture) -> None:
+        """A step before the cell failed: end the capture armed meanwhile (a collection left
+        armed would refuse the next cell's ``nsys start``)."""
+        with contextlib.suppress(NsightMagicError):
+            handle = early.handle()
+            ctx.backend.end_capture(ctx.tool, s.state, handle, ctx.run_dir)
 
     def _begin_capture(self, ctx: RunContext, s: WarmSession) -> Any:
         """Begin the profiler's capture; an attach that took the worker down with it is a
