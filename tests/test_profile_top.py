@@ -186,11 +186,12 @@ def test_kernels_the_one_pass_filter_left_out_get_a_pass_each_merged_into_one_ru
     monkeypatch: pytest.MonkeyPatch, saved_parent: Path, ncu_reports: dict[str, Path]
 ) -> None:
     """On the H100 the one-pass filter with 10 names never selected a prefill's LM-head GEMM nor
-    cuDNN's SDPA kernel; a filter naming one alone does. So each kernel left out gets a pass of
-    its own (one re-run each), and the passes' launches join the first one's in the run
-    profile_top returns and in its folder, which load_run opens as one. The passes here hand
-    back real ncu reports of other cells: none holds the small run's kernels, so each of them
-    is asked for again, alone, and still said not profiled at the end."""
+    cuDNN's SDPA kernel; a filter naming one alone does. So the kernels left out are asked for
+    together in one more pass, then each still left out in a pass of its own, and the passes'
+    launches join the first one's in the run profile_top returns and in its folder, which
+    load_run opens as one. The passes here hand back real ncu reports of other cells: none
+    holds the small run's kernels, so each of them is asked for again, together, then alone,
+    and still said not profiled at the end."""
     import shutil
 
     from nsight_magic.reports.ncu.report import NcuReport
@@ -199,7 +200,7 @@ def test_kernels_the_one_pass_filter_left_out_get_a_pass_each_merged_into_one_ru
     from nsight_magic.session.manager import SessionManager
 
     handed = [ncu_reports["ncu_sweep_top"], ncu_reports["ncu_gemm_roofline"],
-              ncu_reports["ncu_gemm_metrics"]]  # fmt: skip
+              ncu_reports["ncu_gemm_metrics"], ncu_reports["ncu_gemm_roofline"]]  # fmt: skip
     seen: list[Any] = []
     manager = SessionManager()
 
@@ -218,12 +219,13 @@ def test_kernels_the_one_pass_filter_left_out_get_a_pass_each_merged_into_one_ru
     out: list[str] = []
     top = run.profile_top(2, output=out.append)
     names = top_kernel_names(run.kernel_summary(), 2)
-    assert seen == [tuple(names), (names[0],), (names[1],)]  # one pass, then one per kernel
+    # one pass, the two it left out together, then each alone
+    assert seen == [tuple(names), tuple(names), (names[0],), (names[1],)]
     sizes = [len(NcuReport.open(p)) for p in handed]
     assert len(top.kernels()) == sum(sizes)
     assert list(top.kernels()["launch"]) == list(range(sum(sizes)))
-    assert top.meta["top_kernels"] == names and len(top.meta["merged_runs"]) == 2
-    assert any("profiling each alone (2 more re-run(s)" in line for line in out)
+    assert top.meta["top_kernels"] == names and len(top.meta["merged_runs"]) == 3
+    assert any("left out 2 of the top kernels; profiling them in more" in line for line in out)
     assert any(line.startswith("nsight_magic: ncu profiled 0 of the 2 kernels") for line in out)
     again = load_run(top.run_dir)  # the folder alone: the passes beside it are merged again
     assert len(again.kernels()) == sum(sizes)

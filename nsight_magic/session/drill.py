@@ -174,30 +174,28 @@ class DrillDowns:
 
     def _more_passes(self, parent: Any, child: Any, label: str, request: DrillRequest,
                      left: list[tuple[str, str]], callbacks: RunCallbacks) -> Any:  # fmt: skip
-        """The kernels ncu's one-pass filter left out, each in a pass of its own, merged into
-        ``child``: on the H100 the filter with 10 names never selected a prefill's LM-head GEMM
-        nor cuDNN's SDPA kernel, and a filter naming one of them alone does
-        (docs/sweeps.md). Each pass is one more re-run of the cell; one that fails is said
-        and the kernel stays not profiled."""
+        """The kernels ncu's one-pass filter left out, in more passes merged into ``child``:
+        on the H100 the filter with 10 names never selected a prefill's LM-head GEMM nor
+        cuDNN's SDPA kernel, and a filter naming one of them alone does (docs/sweeps.md).
+        Those left out are first asked for together (one more re-run of the cell), then each
+        still left out alone (one re-run each). A pass that fails is said and its kernels
+        stay not profiled."""
         if callbacks.output is not None:
             callbacks.output(f"nsight_magic: ncu's filter left out {len(left)} of the top "
-                             f"kernels; profiling each alone ({len(left)} more re-run(s) of "
-                             "the cell)")  # fmt: skip
-        passes = []
-        for i, (name, short) in enumerate(left, start=2):
+                             f"kernels; profiling them in more re-run(s) of the cell")  # fmt: skip
+        passes: list[Any] = []
+        groups = [left] if len(left) > 1 else []
+        pending = list(left)
+        while pending or groups:
             if callbacks.cancel is not None and callbacks.cancel.is_set():
                 break
-            filters = {"first_launch_of": (name,), **window_filters(parent)}
-            try:
-                passes.append(self._drill(parent, f"{label}-pass{i}", request, filters,
-                                          {"top_kernels": [name], "pass_of": label},
-                                          callbacks))  # fmt: skip
-            except ProfileInterrupted:
-                raise
-            except NsightMagicError as exc:
-                if callbacks.output is not None:
-                    callbacks.output(f"nsight_magic: the pass of {short} failed: "
-                                     f"{exc.one_line()}")  # fmt: skip
+            group = groups.pop(0) if groups else [pending.pop(0)]
+            done = self._one_pass(parent, label, request, group, len(passes) + 2, callbacks)
+            if done is not None:
+                passes.append(done)
+                if len(group) > 1:  # those this pass profiled need no pass of their own
+                    missed = {name for name, _ in _not_profiled(done)}
+                    pending = [k for k in pending if k[0] in missed]
         if not passes:
             return child
         folder = RunDir(Path(child.run_dir))
@@ -205,6 +203,26 @@ class DrillDowns:
         meta = folder.update_meta(merged_runs=names).to_dict()
         report = type(child.report).merged([child.report, *(p.report for p in passes)])
         return type(child)(report, child.run_dir, meta, parent=child.parent)
+
+    def _one_pass(self, parent: Any, label: str, request: DrillRequest,
+                  group: list[tuple[str, str]], number: int,
+                  callbacks: RunCallbacks) -> Any | None:  # fmt: skip
+        """One more pass of ``profile_top`` on the kernels of ``group``; None when it failed
+        (said in the cell's output)."""
+        names = tuple(name for name, _ in group)
+        filters = {"first_launch_of": names, **window_filters(parent)}
+        try:
+            return self._drill(parent, f"{label}-pass{number}", request, filters,
+                               {"top_kernels": list(names), "pass_of": label},
+                               callbacks)  # fmt: skip
+        except ProfileInterrupted:
+            raise
+        except NsightMagicError as exc:
+            if callbacks.output is not None:
+                shown = "; ".join(short for _, short in group)
+                callbacks.output(f"nsight_magic: the pass of {shown} failed: "
+                                 f"{exc.one_line()}")  # fmt: skip
+            return None
 
     def profile_range(
         self,
