@@ -48,7 +48,7 @@ def _nsys_row_of(ranked: pd.DataFrame) -> dict[str, int]:
 # the row of a kernel the top-N run asked for that ncu profiled no launch of
 NOT_PROFILED = (
     "not profiled: ncu profiled no launch of it in the re-run of the cell, neither in the top-N "
-    "pass nor in the pass of its own that follows it (meta merged_runs); its folder's "
+    "pass nor in the passes that follow it (meta merged_runs); its folder's "
     "profiler.log says what ncu did"
 )
 

@@ -465,8 +465,8 @@ class NsysRun(_Run):
         """ncu on the ``n`` kernels with the most total time in this run: ONE re-run of the
         cell that profiles the first launch of each (``session/drill.py``'s ``profile_top``),
         not ``n`` drill-downs. One launch per name (ncu 2025.3.1 profiled a kernel launched with
-        two grids once); a kernel that filter left out gets a re-run of its own, merged into
-        the same child (``meta["merged_runs"]``), and one no pass profiled is a row that says so
+        two grids once); the kernels that filter left out get one more re-run together (then
+        one each for any still left out), merged into the same child (``meta["merged_runs"]``), and one no pass profiled is a row that says so
         (the child's ``meta["top_kernels"]`` lists the ``n`` asked for, docs/sweeps.md). The
         child's :meth:`NcuRun.top_kernels` puts each kernel's share of this run's kernel time
         beside its HFU; its roofline holds all of them, its advice is per kernel. The other

@@ -152,8 +152,8 @@ class DrillDowns:
         """ncu on the first launch of each kernel of ``kernels`` (exact names, the parent's
         top-N by total time), in ONE re-run of the cell ``parent`` ran (``--kernel-id`` with
         invocation 1: ``profilers/ncu.first_launches_args``), collecting what ``request``
-        says; N drill-downs would re-run it N times. A kernel that filter left out gets a
-        re-run of its own (``_more_passes``)."""
+        says; N drill-downs would re-run it N times. The kernels that filter left out get
+        one more re-run together, then one each for any still left out (``_more_passes``)."""
         names = tuple(dict.fromkeys(kernels))
         if not names:
             raise NsightMagicError("profile_top: the run has no kernel to profile.")
