@@ -466,8 +466,9 @@ class NsysRun(_Run):
         cell that profiles the first launch of each (``session/drill.py``'s ``profile_top``),
         not ``n`` drill-downs. One launch per name (ncu 2025.3.1 profiled a kernel launched with
         two grids once); the kernels that filter left out get one more re-run together (then
-        one each for any still left out), merged into the same child (``meta["merged_runs"]``), and one no pass profiled is a row that says so
-        (the child's ``meta["top_kernels"]`` lists the ``n`` asked for, docs/sweeps.md). The
+        one each for any still left out), merged into the same child (``meta["merged_runs"]``),
+        and one no pass profiled is a row that says so (the child's ``meta["top_kernels"]``
+        lists the ``n`` asked for, docs/sweeps.md). The
         child's :meth:`NcuRun.top_kernels` puts each kernel's share of this run's kernel time
         beside its HFU; its roofline holds all of them, its advice is per kernel. The other
         options are :meth:`profile_kernel`'s. The child run is kept in ``children``."""
