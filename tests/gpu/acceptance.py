@@ -648,6 +648,9 @@ FIG["big_gib"] = big.numel() * 2 / 2**30
 FIG["big_nsys_s"] = last_wall()
 t0 = time.perf_counter(); b1d = b1.profile_kernel(b1.kernel_summary()["name"].iloc[0])
 FIG["big_drill_s"] = time.perf_counter() - t0
+# where its time went: warm or fresh (a crashed ncu worker's fallback), its steps (2026-11-28
+# 06:22 on the H100 it took 50.2 s, 3.29 s at 01:17, and no ncu worker was alive after it)
+FIG["big_drill_meta"] = {k: b1d.meta.get(k) for k in ("mode", "fallback", "timings", "worker")}
 assert len(b1d.kernels()) >= 1
 from nsight_magic.session.manager import MANAGER
 FIG["big_workers"] = [(s.tool, s.gpu_memory_mib, s.mapped_bytes / 2**30) for s in MANAGER.status()]
@@ -697,6 +700,7 @@ except Exception as exc:  # say what the warm try left behind before failing the
         print(open(os.path.join(fb["from"], "profiler.log")).read()[-3000:])
     raise
 FIG["backward_drill_s"] = time.perf_counter() - t0
+FIG["backward_drill_meta"] = {k: bd.meta.get(k) for k in ("mode", "fallback", "timings")}
 assert len(bd.kernels()) >= 1
 FIG["step_after_drill"] = CHECK()
 assert FIG["step_after_drill"] == FIG["step_after"], "the drill-down stepped the model again"
