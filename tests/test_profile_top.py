@@ -182,16 +182,9 @@ def test_a_top_kernel_ncu_profiled_no_launch_of_is_a_row_that_says_so() -> None:
     assert _not_profiled(child) == []
 
 
-def test_kernels_the_one_pass_filter_left_out_get_a_pass_each_merged_into_one_run(
-    monkeypatch: pytest.MonkeyPatch, saved_parent: Path, ncu_reports: dict[str, Path]
-) -> None:
-    """On the H100 the one-pass filter with 10 names never selected a prefill's LM-head GEMM nor
-    cuDNN's SDPA kernel; a filter naming one alone does. So the kernels left out are asked for
-    together in one more pass, then each still left out in a pass of its own, and the passes'
-    launches join the first one's in the run profile_top returns and in its folder, which
-    load_run opens as one. The passes here hand back real ncu reports of other cells: none
-    holds the small run's kernels, so each of them is asked for again, together, then alone,
-    and still said not profiled at the end."""
+def _handing_back(monkeypatch: pytest.MonkeyPatch, handed: list[Path]) -> tuple[Any, list[Any]]:
+    """A session manager whose ncu runs hand back the real reports of ``handed`` in turn (no
+    ncu here), and the list of the kernels each run was asked for (``first_launch_of``)."""
     import shutil
 
     from nsight_magic.reports.ncu.report import NcuReport
@@ -199,8 +192,6 @@ def test_kernels_the_one_pass_filter_left_out_get_a_pass_each_merged_into_one_ru
     from nsight_magic.run_folders.run_dir import RunDir, write_json
     from nsight_magic.session.manager import SessionManager
 
-    handed = [ncu_reports["ncu_sweep_top"], ncu_reports["ncu_gemm_roofline"],
-              ncu_reports["ncu_gemm_metrics"], ncu_reports["ncu_gemm_roofline"]]  # fmt: skip
     seen: list[Any] = []
     manager = SessionManager()
 
@@ -215,6 +206,25 @@ def test_kernels_the_one_pass_filter_left_out_get_a_pass_each_merged_into_one_ru
 
     monkeypatch.setattr(manager, "profile", profile)
     monkeypatch.setattr(NcuBackend, "locate", lambda self: Tool(name="ncu", path="ncu"))
+    return manager, seen
+
+
+def test_kernels_the_one_pass_filter_left_out_get_a_pass_each_merged_into_one_run(
+    monkeypatch: pytest.MonkeyPatch, saved_parent: Path, ncu_reports: dict[str, Path]
+) -> None:
+    """On the H100 the one-pass filter with 10 names never selected a prefill's LM-head GEMM nor
+    cuDNN's SDPA kernel; a filter naming one alone does. So the kernels left out are asked for
+    together in one more pass, then each still left out in a pass of its own, and the passes'
+    launches join the first one's in the run profile_top returns and in its folder, which
+    load_run opens as one. The passes here hand back real ncu reports of other cells: none
+    holds the small run's kernels, so each of them is asked for again, together, then alone,
+    and still said not profiled at the end."""
+
+    from nsight_magic.reports.ncu.report import NcuReport
+
+    handed = [ncu_reports["ncu_sweep_top"], ncu_reports["ncu_gemm_roofline"],
+              ncu_reports["ncu_gemm_metrics"], ncu_reports["ncu_gemm_roofline"]]  # fmt: skip
+    manager, seen = _handing_back(monkeypatch, handed)
     run = load_run(saved_parent, drill_runner=manager)
     out: list[str] = []
     top = run.profile_top(2, output=out.append)
@@ -262,11 +272,8 @@ def test_kernels_left_out_that_one_more_pass_profiles_together_need_no_pass_each
     bs=4 run: every kernel is profiled after two re-runs, none is asked for alone."""
     import shutil
 
-    from nsight_magic.reports.ncu.report import NcuReport
-    from nsight_magic.results import NcuRun
-    from nsight_magic.run_folders.run_dir import RunDir, write_json, write_private
+    from nsight_magic.run_folders.run_dir import RunDir, write_private
     from nsight_magic.session.drill import _not_profiled
-    from nsight_magic.session.manager import SessionManager
 
     sweep_dir = Path(__file__).parent / "data" / "sweep_prefill"
     if not (sweep_dir.exists() and "ncu_sweep_top" in ncu_reports):
@@ -277,20 +284,7 @@ def test_kernels_left_out_that_one_more_pass_profiles_together_need_no_pass_each
     write_private(RunDir(parent_dir).cell, "logits = model(ids[:bs])\n")
     write_private(RunDir(parent_dir).script, "print('saved script')\n")
     handed = [ncu_reports["ncu_gemm_metrics"], ncu_reports["ncu_sweep_top"]]
-    seen: list[Any] = []
-    manager = SessionManager()
-
-    def profile(request: Any, backend: Any, **kwargs: Any) -> Any:
-        run_dir = Path(kwargs["run_dir"])
-        report = run_dir / "report.ncu-rep"
-        shutil.copy(handed[len(seen)], report)
-        seen.append(backend.options.first_launch_of)
-        write_json(RunDir(run_dir).meta, {"tool": "ncu", **kwargs["meta"]})
-        return NcuRun(NcuReport.open(report), run_dir, dict(kwargs["meta"]),
-                      parent=kwargs["parent"])  # fmt: skip
-
-    monkeypatch.setattr(manager, "profile", profile)
-    monkeypatch.setattr(NcuBackend, "locate", lambda self: Tool(name="ncu", path="ncu"))
+    manager, seen = _handing_back(monkeypatch, handed)
     run = load_run(parent_dir, drill_runner=manager)
     out: list[str] = []
     top = run.profile_top(5, output=out.append)
