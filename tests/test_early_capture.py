@@ -47,10 +47,11 @@ class ArmingBackend(BareBackend):
 
 @pytest.fixture
 def profile(manager: SessionManager, tmp_path: Path):
-    def _profile(cell: str, backend: BareBackend, **kw: Any) -> Any:
+    def _profile(cell: str, backend: BareBackend, ns: dict[str, Any] | None = None,
+                 **kw: Any) -> Any:  # fmt: skip
         request = CellRequest(cell=textwrap.dedent(cell), runs_root=tmp_path / "runs",
                               cwd=str(tmp_path), **kw)  # fmt: skip
-        return manager.profile(request, backend, notebook=Notebook(user_ns={}),
+        return manager.profile(request, backend, notebook=Notebook(user_ns=ns or {}),
                                callbacks=RunCallbacks(output=lambda line: None))  # fmt: skip
 
     return _profile
@@ -109,5 +110,28 @@ def test_a_warm_up_that_names_the_profiler_waits_for_the_prepared_worker(profile
 def test_without_a_warm_up_the_cell_text_does_not_matter(profile, tmp_path):
     backend = ArmingBackend(tmp_path / "armed")
     assert profile("label = 'profiler'", backend).report["status"] == "ok"
+    ((on_main, _),) = backend.begins
+    assert not on_main
+
+
+def test_a_warm_up_calling_a_notebook_function_that_names_the_profiler_waits(profile, tmp_path):
+    """The cell's text says ``step()``; the notebook's ``step`` (through ``inner``) names
+    ``torch.cuda.profiler``: its warm-up may open the gate, so the capture waits for it."""
+    ns: dict[str, Any] = {"__name__": "__main__"}
+    exec(
+        "import types\n"
+        "def inner():\n"
+        "    return types.SimpleNamespace(profiler=1).profiler  # as torch.cuda.profiler.start()\n"
+        "def step():\n"
+        "    return inner() + 1\n",
+        ns,
+    )
+    backend = ArmingBackend(tmp_path / "armed")
+    assert profile("r = step()", backend, ns=ns, warmup=1).report["status"] == "ok"
+    ((on_main, _),) = backend.begins
+    assert on_main
+    # the same call without a warm-up: nothing runs before the gated cell, armed early
+    backend = ArmingBackend(tmp_path / "armed2")
+    assert profile("r = step()", backend, ns=ns).report["status"] == "ok"
     ((on_main, _),) = backend.begins
     assert not on_main

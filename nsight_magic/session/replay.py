@@ -149,6 +149,28 @@ def notebook_code_reaches(target: Any, user_ns: Mapping[str, Any]) -> set[str] |
     return found
 
 
+def called_code_names(cell: PreparedCell, user_ns: Mapping[str, Any]) -> set[str] | None:
+    """Every name (globals and attributes) in the code of the notebook's own functions that a
+    run of ``cell`` calls, and of those they call in turn: what the text hides of what runs
+    (``train_step()``'s ``torch.cuda.profiler.start()``). None when a called object's code
+    cannot be read (a partial of one, a function whose globals are not the notebook's)."""
+    names: set[str] = set()
+    calls = [n.func for n in ast.walk(ast.parse(cell.code)) if isinstance(n, ast.Call)]
+    todo = [c for c in (_called_notebook_code(f, user_ns) for f in calls) if c is not None]
+    seen: set[int] = set()
+    while todo:
+        fn = todo.pop()
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        if not isinstance(fn, types.FunctionType) or fn.__globals__ is not user_ns:
+            return None
+        found = _code_names(fn.__code__)
+        names |= found
+        todo += [user_ns[n] for n in found if n in user_ns and _notebook_code(user_ns[n])]
+    return names
+
+
 def _filled(cell: Any) -> bool:
     try:
         cell.cell_contents  # noqa: B018  # an empty cell (a name bound later) raises

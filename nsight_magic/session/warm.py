@@ -24,7 +24,7 @@ from ..script import build_script
 from . import catch_up, shared_state
 from .history import History
 from .pipeline import Outcome, RunContext
-from .replay import ReplayPlan
+from .replay import ReplayPlan, called_code_names
 from .spec import CellRequest
 from .state_exchange import StateExchange, StepFailed
 from .warm_session import WarmSession
@@ -68,10 +68,17 @@ class _EarlyCapture:
         return self._handle
 
 
-def _opens_gate_early(texts: list[str]) -> bool:
-    """Whether code that runs before the gated cell (its warm-up, replayed setup cells) may
-    call cudaProfilerStart itself: an armed collection would then begin there."""
-    return any("profiler" in text for text in texts)
+# what code that may call cudaProfilerStart names: torch.cuda.profiler.start(), cudart's own
+GATE_WORDS = ("profiler", "cudaProfilerStart")
+
+
+def _opens_gate_early(texts: list[str], names: set[str] | None) -> bool:
+    """Whether code that runs before the gated cell (its warm-up, replayed setup cells, the
+    notebook functions the warm-up calls, whose ``names`` are given; None: unknown) may call
+    cudaProfilerStart itself: an armed collection would then begin there."""
+    if names is None:
+        return True
+    return any(w in text for text in texts for w in GATE_WORDS) or bool(names & set(GATE_WORDS))
 
 
 def _wait_for(s: WarmSession, ctx: RunContext) -> None:
@@ -272,9 +279,13 @@ class WarmExecutor:
         if not ctx.backend.arms_before_prepare:
             return None
         texts = [e.cell.source for e in self.catch_up.replay.run]
+        names: set[str] | None = set()
         if ctx.request.warmup:
             texts.append(ctx.cell.source)
-        if _opens_gate_early(texts):
+            names = called_code_names(ctx.cell, ctx.notebook.user_ns)
+            if ctx.cell.effects.opaque:  # exec/eval: what it runs cannot be read
+                names = None
+        if _opens_gate_early(texts, names):
             return None
         return _EarlyCapture(lambda: self._begin_capture(ctx, s))
 
