@@ -103,8 +103,11 @@ elif kind.startswith("watchdog-"):  # a watchdog of ours killed or stopped (SIGS
     # the watchdog processes below this notebook, the nearest to it first
     parents = {}
     for entry in filter(str.isdigit, os.listdir("/proc")):
-        with open(f"/proc/{entry}/stat") as f:
-            parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+        try:  # a process of the machine may end between the listing and the read
+            with open(f"/proc/{entry}/stat") as f:
+                parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
     def depth(pid):
         return 0 if pid == os.getpid() else 1 + depth(parents[pid]) if pid in parents else 99
     def is_watchdog(pid):
