@@ -461,3 +461,14 @@ def test_ncu_range_spec_resolved_against_the_cells_nsys_run(manager, data_dir) -
     assert options(" LLM@prefill ", "another cell") == {"nvtx_target": "LLM@prefill"}
     with pytest.raises(ValueError, match="empty"):
         options("  ", "another cell")
+
+
+def test_a_stopped_worker_leaves_no_pipe_open_in_the_notebook(run, manager) -> None:
+    """Its output pipe is closed with it: a notebook that restarts workers for hours keeps no
+    file descriptor of each (Python said "unclosed file" at garbage collection)."""
+    run("x = 1")
+    (session,) = manager.workers.sessions_of("nsys")
+    proc = session.worker.proc
+    assert proc is not None and proc.stdout is not None and not proc.stdout.closed
+    manager.stop()
+    assert proc.stdout.closed

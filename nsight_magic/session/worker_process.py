@@ -242,6 +242,10 @@ class WorkerProcess:
                 os.kill(self.pid, signal.SIGKILL)
         if self._pump is not None:
             self._pump.join(timeout=5.0)
+        pumped = self._pump is None or not self._pump.is_alive()  # no read of its pipe is left
+        if pumped and self.proc is not None and self.proc.stdout is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdout.close()
         self._remove_socket_dir()
 
     def exit_description(self) -> str:
