@@ -135,3 +135,11 @@ def test_a_warm_up_calling_a_notebook_function_that_names_the_profiler_waits(pro
     assert profile("r = step()", backend, ns=ns).report["status"] == "ok"
     ((on_main, _),) = backend.begins
     assert not on_main
+
+
+def test_a_warm_up_that_runs_exec_text_waits_for_the_prepared_worker(profile, tmp_path):
+    """``exec``/``eval`` run text the cell's own does not show: it may call the profiler."""
+    backend = ArmingBackend(tmp_path / "armed")
+    assert profile('exec("r = 1")', backend, warmup=1).report["status"] == "ok"
+    ((on_main, _),) = backend.begins
+    assert on_main
