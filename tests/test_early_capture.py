@@ -143,3 +143,13 @@ def test_a_warm_up_that_runs_exec_text_waits_for_the_prepared_worker(profile, tm
     assert profile('exec("r = 1")', backend, warmup=1).report["status"] == "ok"
     ((on_main, _),) = backend.begins
     assert on_main
+
+
+def test_a_warm_up_calling_a_notebook_function_that_runs_exec_waits(profile, tmp_path):
+    """The function's body runs text its code does not show (as the cell's own exec)."""
+    ns: dict[str, Any] = {"__name__": "__main__"}
+    exec("def step():\n    exec('r = 1')\n", ns)
+    backend = ArmingBackend(tmp_path / "armed")
+    assert profile("step()", backend, ns=ns, warmup=1).report["status"] == "ok"
+    ((on_main, _),) = backend.begins
+    assert on_main

@@ -114,11 +114,38 @@ def notebook_code_reaches(target: Any, user_ns: Mapping[str, Any]) -> set[str] |
     global names its code reads or writes (nested functions and comprehensions included) bound
     in the notebook, through the notebook functions it calls in turn; modules, classes and
     library functions left out (a library's state is not the notebook's). None when that
-    cannot be read: a closure, default or partial argument holding an object (its name is not
-    in the code), a body that calls ``exec``/``eval``/``globals``, or a function whose globals
-    are not the notebook's."""
+    cannot be read (``_notebook_code_names``)."""
+    names = _notebook_code_names([target], user_ns)
+    if names is None:
+        return None
+    return {name for name in names if name in user_ns and _notebook_state(user_ns[name])}
+
+
+def _notebook_state(value: Any) -> bool:
+    """Whether a notebook name's value is state a call can change: not the notebook's own code
+    (followed instead), nor a module, class or library function."""
+    code = (types.ModuleType, type, types.BuiltinFunctionType, types.FunctionType)
+    return not _notebook_code(value) and not isinstance(value, code)
+
+
+def called_code_names(cell: PreparedCell, user_ns: Mapping[str, Any]) -> set[str] | None:
+    """Every name (globals and attributes) in the code of the notebook's own functions that a
+    run of ``cell`` calls, and of those they call in turn: what the text hides of what runs
+    (``train_step()``'s ``torch.cuda.profiler.start()``). None when that cannot be read
+    (``_notebook_code_names``)."""
+    calls = [n.func for n in ast.walk(ast.parse(cell.code)) if isinstance(n, ast.Call)]
+    targets = [c for c in (_called_notebook_code(f, user_ns) for f in calls) if c is not None]
+    return _notebook_code_names(targets, user_ns)
+
+
+def _notebook_code_names(targets: list[Any], user_ns: Mapping[str, Any]) -> set[str] | None:
+    """Every name the code of ``targets`` (the notebook's own functions) looks up, and of the
+    notebook functions that code calls in turn. None when what they run cannot be read: a
+    closure, default or partial argument holding an object (its name is not in the code), a
+    body that calls ``exec``/``eval``/``globals``, or a function whose globals are not the
+    notebook's."""
     found: set[str] = set()
-    todo, seen = [target], set()
+    todo, seen = list(targets), set()
     while todo:
         fn = todo.pop()
         if id(fn) in seen:
@@ -137,38 +164,9 @@ def notebook_code_reaches(target: Any, user_ns: Mapping[str, Any]) -> set[str] |
         names = _code_names(fn.__code__)
         if names & ANY_NAME:
             return None
-        for name in names:
-            if name not in user_ns:
-                continue
-            value = user_ns[name]
-            if _notebook_code(value):
-                todo.append(value)
-            elif not isinstance(value, (types.ModuleType, type, types.BuiltinFunctionType,
-                                        types.FunctionType)):  # fmt: skip
-                found.add(name)
+        found |= names
+        todo += [user_ns[n] for n in names if n in user_ns and _notebook_code(user_ns[n])]
     return found
-
-
-def called_code_names(cell: PreparedCell, user_ns: Mapping[str, Any]) -> set[str] | None:
-    """Every name (globals and attributes) in the code of the notebook's own functions that a
-    run of ``cell`` calls, and of those they call in turn: what the text hides of what runs
-    (``train_step()``'s ``torch.cuda.profiler.start()``). None when a called object's code
-    cannot be read (a partial of one, a function whose globals are not the notebook's)."""
-    names: set[str] = set()
-    calls = [n.func for n in ast.walk(ast.parse(cell.code)) if isinstance(n, ast.Call)]
-    todo = [c for c in (_called_notebook_code(f, user_ns) for f in calls) if c is not None]
-    seen: set[int] = set()
-    while todo:
-        fn = todo.pop()
-        if id(fn) in seen:
-            continue
-        seen.add(id(fn))
-        if not isinstance(fn, types.FunctionType) or fn.__globals__ is not user_ns:
-            return None
-        found = _code_names(fn.__code__)
-        names |= found
-        todo += [user_ns[n] for n in found if n in user_ns and _notebook_code(user_ns[n])]
-    return names
 
 
 def _filled(cell: Any) -> bool:

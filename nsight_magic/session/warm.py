@@ -282,9 +282,9 @@ class WarmExecutor:
         names: set[str] | None = set()
         if ctx.request.warmup:
             texts.append(ctx.cell.source)
-            names = called_code_names(ctx.cell, ctx.notebook.user_ns)
-            if ctx.cell.effects.opaque:  # exec/eval: what it runs cannot be read
-                names = None
+            # exec/eval: what it runs cannot be read
+            opaque = bool(ctx.cell.effects.opaque)
+            names = None if opaque else called_code_names(ctx.cell, ctx.notebook.user_ns)
         if _opens_gate_early(texts, names):
             return None
         return _EarlyCapture(lambda: self._begin_capture(ctx, s))
