@@ -184,18 +184,23 @@ class DrillDowns:
             callbacks.output(f"nsight_magic: ncu's filter left out {len(left)} of the top "
                              f"kernels; profiling them in more re-run(s) of the cell")  # fmt: skip
         passes: list[Any] = []
-        groups = [left] if len(left) > 1 else []
         pending = list(left)
-        while pending or groups:
-            if callbacks.cancel is not None and callbacks.cancel.is_set():
+
+        def cancelled() -> bool:
+            return callbacks.cancel is not None and callbacks.cancel.is_set()
+
+        if len(left) > 1 and not cancelled():
+            together = self._one_pass(parent, label, request, left, 2, callbacks)
+            if together is not None:  # those it profiled need no pass of their own
+                passes.append(together)
+                missed = {name for name, _ in _not_profiled(together)}
+                pending = [k for k in left if k[0] in missed]
+        for kernel in pending:
+            if cancelled():
                 break
-            group = groups.pop(0) if groups else [pending.pop(0)]
-            done = self._one_pass(parent, label, request, group, len(passes) + 2, callbacks)
+            done = self._one_pass(parent, label, request, [kernel], len(passes) + 2, callbacks)
             if done is not None:
                 passes.append(done)
-                if len(group) > 1:  # those this pass profiled need no pass of their own
-                    missed = {name for name, _ in _not_profiled(done)}
-                    pending = [k for k in pending if k[0] in missed]
         if not passes:
             return child
         folder = RunDir(Path(child.run_dir))
