@@ -77,7 +77,11 @@ def allocated_timeline(events: pd.DataFrame, blocks: pd.DataFrame, device: int) 
     """Torch's allocated bytes after each history event of ``device``: ``seq, action,
     time_ns, bytes_in_use`` (the tensors alive, those made before the cell included)."""
     ev = _device(events, device)
-    base = int(_baseline(ev, _device(blocks, device))["bytes"].sum())
+    return _allocated(ev, int(_baseline(ev, _device(blocks, device))["bytes"].sum()))
+
+
+def _allocated(ev: pd.DataFrame, base: int) -> pd.DataFrame:
+    """``allocated_timeline`` of one device's events, ``base`` bytes alive before them."""
     sign = np.where(ev["action"] == "alloc", 1, np.where(ev["action"] == "free_completed", -1, 0))
     use = base + np.cumsum(sign * ev["bytes"].to_numpy(np.int64))
     return pd.DataFrame(
@@ -102,7 +106,7 @@ def live_at(
     for, "oom" only), ``device_free_bytes`` (free on the device then, where torch says))."""
     ev = _device(events, device).reset_index(drop=True)
     base = _baseline(ev, _device(blocks, device))
-    timeline = allocated_timeline(ev, blocks, device)
+    timeline = _allocated(ev, int(base["bytes"].sum()))
     facts: dict[str, object] = {"at": "peak"}
     oom = np.flatnonzero(ev["action"].to_numpy(dtype=object) == "oom")
     if at == "oom" and len(oom):
