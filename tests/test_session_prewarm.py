@@ -164,6 +164,69 @@ def test_the_ncu_worker_is_prewarmed_for_drill_downs_after_the_first_nsys_result
     assert len([s for s in manager.status() if s.tool == "ncu"]) == 1
 
 
+def test_the_first_nsys_cell_in_a_live_worker_starts_the_ncu_worker_while_it_runs(
+    manager, tmp_path
+) -> None:
+    """A Run All with the nsys worker up (``%load_ext`` started it): the ncu worker a
+    drill-down would use starts while the first nsys cell runs, not after it (the first
+    drill-down waited 7.4-8.2 s for it beside a 34 GB state), imports what the notebook
+    imported, and receives the cell's names once it ended; one ncu worker in all."""
+    manager.start_worker("nsys")
+    _join(manager)
+    manager.follow_imports("import colorsys\n")  # a module nothing imports by itself
+    _join(manager)
+    flag = tmp_path / "ncu_started"
+
+    def watch() -> None:  # the cell waits until an ncu worker is alive beside it
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not flag.exists():
+            if any(s.tool == "ncu" and s.alive for s in manager.status()):
+                flag.write_text("")
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    # bounded: without the early start the flag comes only after the cell, which says so
+    cell = (f"import os, sys, time\nprint('colorsys' in sys.modules)\nt0 = time.time()\n"
+            f"while not os.path.exists({str(flag)!r}) and time.time() - t0 < 60:\n"
+            f"    time.sleep(0.02)\nprint('ncu alive during the cell', "
+            f"os.path.exists({str(flag)!r}))\ny = 6 * 7\nprint('measured')\n")  # fmt: skip
+    ns: dict = {"__name__": "__main__"}
+    run, out = _run(manager, tmp_path, cell, ns=ns)
+    watcher.join(60)
+    _join(manager)
+    assert "ncu alive during the cell True" in out and out[-1] == "measured" and ns["y"] == 42
+    ncu = [s for s in manager.status() if s.tool == "ncu"]
+    assert len(ncu) == 1 and ncu[0].alive and ncu[0].cells == 0
+    out2: list[str] = []
+    request = CellRequest(cell=cell, runs_root=tmp_path / "runs", cwd=str(tmp_path))
+    drill = manager.profile(request, BareBackend("ncu"), before=run.meta["history_id"],
+                            notebook=Notebook(user_ns=ns),
+                            callbacks=RunCallbacks(output=out2.append))  # fmt: skip
+    assert drill.meta["worker"]["pid"] == ncu[0].pid and out2[-1] == "measured"
+    assert out2[0] == "True"  # imported at its start, before any cell of the notebook's
+
+
+def test_the_first_nsys_cell_that_starts_its_worker_starts_no_ncu_worker_beside_it(
+    manager, tmp_path
+) -> None:
+    """Two starts at once slow the one the cell waits for: with no nsys worker up, the ncu
+    worker waits for the first result (``prewarm_drill_down``), as before."""
+    cell = "import time\ntime.sleep(0.5)\nprint('measured')\n"
+    starts: list[str] = []
+    real = manager.workers.session_for
+
+    def session_for(backend, ctx, replace="", stops=None):  # type: ignore[no-untyped-def]
+        starts.append(backend.tool)
+        return real(backend, ctx, replace, stops)
+
+    manager.workers.session_for = session_for  # type: ignore[method-assign]
+    _run(manager, tmp_path, cell)
+    _join(manager)
+    assert starts[0] == "nsys" and starts[1:] == ["ncu"]  # the ncu one after the cell
+    assert len([s for s in manager.status() if s.tool == "ncu"]) == 1
+
+
 def test_a_setup_cell_reaches_the_worker_in_use_whatever_its_options(manager, tmp_path) -> None:
     _run(manager, tmp_path, "x = 1", env={"NSM_OPTION": "other"})
     _join(manager)

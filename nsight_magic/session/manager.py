@@ -39,6 +39,7 @@ from .prewarm import (
     prewarm_drill_down,
     prewarm_for_setup,
     start_at_load,
+    start_for_drill_downs,
     submodules_to_follow,
 )
 from .spec import CellRequest, Notebook, RunCallbacks
@@ -60,6 +61,7 @@ class SessionManager(DrillDowns):
             "ncu": NcuBackend,
         }
         self._drill_prewarmed = False
+        self._drill_worker_started = False  # the first nsys cell began: the ncu worker too
         self.background: list[threading.Thread] = []  # prewarm threads (tests join them)
         # what the workers were told to import: (module, "") and (module, name looked up)
         self._imported: set[tuple[str, str]] = set()
@@ -178,6 +180,15 @@ class SessionManager(DrillDowns):
         if self.prewarm:
             self._tell(submodules_to_follow(new, self._imported))
 
+    def _imports_so_far(self) -> Imports:
+        """What the workers were told to import, torch first: for a worker started now."""
+        told = sorted(self._imported, key=lambda item: (item[0] != "torch", item))
+        attributes: dict[str, list[str]] = {}
+        for module, name in told:
+            if name:
+                attributes.setdefault(module, []).append(name)
+        return Imports(tuple(dict.fromkeys(module for module, _ in told)), attributes)
+
     def _tell(self, imports: Imports) -> None:
         starting = self._load_start
         if imports.modules and (self.workers.sessions_of() or starting is not None):
@@ -199,7 +210,7 @@ class SessionManager(DrillDowns):
         """Stop the workers and forget the profiled cells (setup cells stay): the next cell
         starts a worker that runs only the setup cells."""
         stopped = self.stop()
-        self._drill_prewarmed = False
+        self._drill_prewarmed = self._drill_worker_started = False
         self.history.drop_cells()
         return stopped
 
@@ -249,6 +260,10 @@ class SessionManager(DrillDowns):
                     lambda ctx, replace: self.workers.session_for(backend, ctx, replace),
                     self.history, before,
                 )  # fmt: skip
+            if (backend.tool == "nsys" and self.prewarm and isinstance(executor, WarmExecutor)
+                    and not self._drill_worker_started):  # fmt: skip
+                self._drill_worker_started = True
+                self.background += start_for_drill_downs(self, request, self._imports_so_far())
             try:
                 run = profile_cell(request, backend, executor, make_result, notebook=notebook,
                                    callbacks=callbacks, run_dir=run_dir, meta=meta)  # fmt: skip

@@ -13,7 +13,9 @@
   prelude imports torch and transformers finds the worker's imports done by its setup cell. A
   worker's own ``import torch`` + ``transformers`` under ``nsys launch`` took 11.6 s on the H200,
   longer than the 7.8 s setup cell that started it (``benchmarks/setup_race.py``).
-- ncu, again once the first nsys result is back: it replays what a drill-down into that cell
+- ncu, started when the first nsys cell begins in a worker that is up (``start_for_drill_downs``:
+  it imports what the notebook imported meanwhile), and again once the first nsys result is
+  back: it replays what a drill-down into that cell
   needs (started first when none is alive and the GPU has room for it), so the first
   drill-down costs ncu's own replay. The nsys worker is held meanwhile (its lock), so an nsys
   capture never runs beside the ncu worker's replay on the GPU; and the replay starts only
@@ -397,6 +399,36 @@ def follow_imports(
     thread = threading.Thread(target=run, name="nsight_magic imports", daemon=True)
     thread.start()
     return thread
+
+
+def start_for_drill_downs(
+    manager: PrewarmHost, request: CellRequest, imports: Imports
+) -> list[threading.Thread]:
+    """The first nsys cell begins in a worker that is up already: the ncu worker a drill-down
+    into it would use starts meanwhile and imports ``imports`` (what the notebook imported).
+    Started only after the cell, it made the first drill-down of a Run All wait 7.4 s (H100)
+    and 8.2 s (H200) beside a 34 GB state: under ``ncu --mode launch`` a worker's start, torch's
+    import and CUDA's start took ~14 s. It receives the notebook's names after the cell, as
+    before (``prewarm_drill_down``). Nothing when the nsys worker is still to start (two starts
+    at once slow the one the cell waits for), an ncu worker is alive, or the GPU has no room
+    for a second worker."""
+    nsys = _alive(manager, "nsys")
+    if not nsys or _alive(manager, "ncu"):
+        return []
+    r = request  # what a drill-down's request will have: the ncu worker's launch key
+    ncu_request = CellRequest(cell="pass", python=r.python, cwd=r.cwd, env=dict(r.env))
+    backend = manager.prewarm_backends["ncu"]()
+    pid = nsys[-1].worker.pid
+    stops = manager.workers.stop_count
+
+    def run() -> None:
+        if gpu_memory.read().room_for_copy_of(pid)[0]:
+            _prewarm(manager, backend, ncu_request, frozenset(), None, None, None, stops,
+                     imports=imports)  # fmt: skip
+
+    thread = threading.Thread(target=run, name="nsight_magic start ncu", daemon=True)
+    thread.start()
+    return [thread]
 
 
 def prewarm_drill_down(
