@@ -227,6 +227,73 @@ def test_the_first_nsys_cell_that_starts_its_worker_starts_no_ncu_worker_beside_
     assert len([s for s in manager.status() if s.tool == "ncu"]) == 1
 
 
+class _HostBare(BareBackend):
+    """The bare worker of ``%%nsys --host``: another launch key in the nsys slot."""
+
+    def launch_key(self, request: CellRequest) -> tuple[object, ...]:
+        return ("host", *super().launch_key(request))
+
+
+def test_the_first_nsys_cell_starts_the_host_worker_beside_it_ready_for_a_first_host_cell(
+    manager, tmp_path
+) -> None:
+    """nsys fixes ``--host``'s tracing at launch: its first cell needed a worker of its own,
+    which imported transformers as it received the notebook's names (11-19 s on the GPU). It
+    now starts beside the first nsys cell, imports what the notebook imported, and is the
+    worker of the first ``--host`` cell, which says nothing of its start."""
+    manager.prewarm_backends["host"] = _HostBare
+    manager.start_worker("nsys")
+    _join(manager)
+    manager.follow_imports("import colorsys\n")  # a module nothing imports by itself
+    _join(manager)
+    plain_pid = _status(manager, "nsys").pid
+    run, out = _run(manager, tmp_path, "y = 6 * 7\nprint('measured')\n")
+    _join(manager)
+    assert out[-1] == "measured" and run.meta["worker"]["pid"] == plain_pid
+    nsys = [s for s in manager.status() if s.tool == "nsys"]
+    assert len(nsys) == 2 and all(s.alive for s in nsys)
+    (standby,) = [s for s in nsys if s.pid != plain_pid]
+    assert standby.cells == 0
+    out2: list[str] = []
+    request = CellRequest(cell="import sys\nprint('colorsys' in sys.modules)\n",
+                          runs_root=tmp_path / "runs", cwd=str(tmp_path))  # fmt: skip
+    host = manager.profile(request, _HostBare(), notebook=Notebook(user_ns={}),
+                           callbacks=RunCallbacks(output=out2.append))  # fmt: skip
+    assert host.meta["worker"]["pid"] == standby.pid
+    assert out2 == ["True"]  # imported before the cell; no word of a start
+
+
+def test_a_standby_worker_is_the_first_a_third_launch_option_ends(manager, tmp_path) -> None:
+    """The standby counts as the least recently used of its tool from its start."""
+    manager.prewarm_backends["host"] = _HostBare
+    manager.start_worker("nsys")
+    _join(manager)
+    plain_pid = _status(manager, "nsys").pid
+    _run(manager, tmp_path, "y = 1\n")
+    _join(manager)
+    standby = [s.pid for s in manager.status() if s.tool == "nsys" and s.pid != plain_pid]
+    assert len(standby) == 1
+    manager.prewarm_backends.pop("host")
+    _run(manager, tmp_path, "z = 1\n", env={"NSM_OPTION": "other"})
+    alive_pids = {s.pid for s in manager.status() if s.tool == "nsys" and s.alive}
+    assert plain_pid in alive_pids and standby[0] not in alive_pids
+
+
+def test_no_host_worker_starts_beside_a_first_host_cell(manager, tmp_path) -> None:
+    """A first nsys cell that is itself ``--host`` starts no standby of its own kind."""
+    manager.prewarm_backends["host"] = _HostBare
+    manager.start_worker("nsys")
+    _join(manager)
+    out: list[str] = []
+    request = CellRequest(cell="print('measured')\n", runs_root=tmp_path / "runs",
+                          cwd=str(tmp_path))  # fmt: skip
+    manager.profile(request, _HostBare(), notebook=Notebook(user_ns={}),
+                    callbacks=RunCallbacks(output=out.append))  # fmt: skip
+    _join(manager)
+    assert out[-1] == "measured"
+    assert len([s for s in manager.status() if s.tool == "nsys" and s.alive]) == 2
+
+
 def test_a_setup_cell_reaches_the_worker_in_use_whatever_its_options(manager, tmp_path) -> None:
     _run(manager, tmp_path, "x = 1", env={"NSM_OPTION": "other"})
     _join(manager)

@@ -21,6 +21,7 @@ from ..errors import (
     NothingCapturedError,
     WorkerDiedError,
 )
+from ..profilers.nsys import NsysOptions
 from ..run_folders.run_dir import RunDir
 from ..script import PreparedCell
 from . import shared_state
@@ -40,6 +41,7 @@ from .prewarm import (
     prewarm_for_setup,
     start_at_load,
     start_for_drill_downs,
+    start_for_host_cells,
     submodules_to_follow,
 )
 from .spec import CellRequest, Notebook, RunCallbacks
@@ -59,9 +61,12 @@ class SessionManager(DrillDowns):
         self.prewarm_backends: dict[str, Callable[[], Backend]] = {
             "nsys": NsysBackend,
             "ncu": NcuBackend,
+            # the worker of a first %%nsys --host cell, started beside the first nsys cell
+            "host": lambda: NsysBackend(NsysOptions(host=True)),
         }
         self._drill_prewarmed = False
-        self._drill_worker_started = False  # the first nsys cell began: the ncu worker too
+        # the first nsys cell began: the ncu and the --host worker started beside it
+        self._standbys_started = False
         self.background: list[threading.Thread] = []  # prewarm threads (tests join them)
         # what the workers were told to import: (module, "") and (module, name looked up)
         self._imported: set[tuple[str, str]] = set()
@@ -210,7 +215,7 @@ class SessionManager(DrillDowns):
         """Stop the workers and forget the profiled cells (setup cells stay): the next cell
         starts a worker that runs only the setup cells."""
         stopped = self.stop()
-        self._drill_prewarmed = self._drill_worker_started = False
+        self._drill_prewarmed = self._standbys_started = False
         self.history.drop_cells()
         return stopped
 
@@ -261,9 +266,13 @@ class SessionManager(DrillDowns):
                     self.history, before,
                 )  # fmt: skip
             if (backend.tool == "nsys" and self.prewarm and isinstance(executor, WarmExecutor)
-                    and not self._drill_worker_started):  # fmt: skip
-                self._drill_worker_started = True
-                self.background += start_for_drill_downs(self, request, self._imports_so_far())
+                    and not self._standbys_started):  # fmt: skip
+                self._standbys_started = True
+                imports = self._imports_so_far()
+                self.background += start_for_drill_downs(self, request, imports)
+                self.background += start_for_host_cells(
+                    self, request, imports, backend.launch_key(request)
+                )
             try:
                 run = profile_cell(request, backend, executor, make_result, notebook=notebook,
                                    callbacks=callbacks, run_dir=run_dir, meta=meta)  # fmt: skip

@@ -70,6 +70,8 @@ class WorkerPool:
         room for both (``gpu_memory.py``)."""
         key = backend.launch_key(ctx.request)
         tool = backend.tool
+        if not replace and (live := self._use(tool, key)) is not None:
+            return live  # not held by another worker's start (a standby's: prewarm.py)
         with self._starting.setdefault(tool, threading.Lock()):
             with self._lock:
                 workers = self._sessions.setdefault(tool, [])
@@ -123,6 +125,25 @@ class WorkerPool:
                 self.end(session)
                 raise WorkerStartError(f"The {tool} worker was stopped while it started.")
             return session
+
+    def _use(self, tool: str, key: tuple[Any, ...]) -> WarmSession | None:
+        """The live worker of ``tool`` and launch key ``key``, now the most recently used."""
+        with self._lock:
+            workers = self._sessions.get(tool, [])
+            match = next((s for s in workers if s.key == key and s.alive()), None)
+            if match is not None:
+                workers.remove(match)
+                workers.append(match)
+            return match
+
+    def use_last(self, key: tuple[Any, ...]) -> None:
+        """The worker of launch key ``key`` (a standby that no cell asked for yet) counts as
+        the least recently used of its tool: a third launch option ends it first."""
+        with self._lock:
+            for group in self._sessions.values():
+                for s in [s for s in group if s.key == key]:
+                    group.remove(s)
+                    group.insert(0, s)
 
     def sessions_of(self, tool: str | None = None) -> list[WarmSession]:
         with self._lock:
