@@ -4,6 +4,7 @@ named with the fix), and interrupts, timeouts, crashes and a dead notebook leave
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -33,6 +34,7 @@ from nsight_magic.session import worker_process
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
 from nsight_magic.session.status import format_status
+from nsight_magic.session.worker_pool import SessionStatus
 
 
 @pytest.fixture
@@ -309,6 +311,23 @@ def test_stop_and_status(run, manager) -> None:
     assert "notebook GPU 0: torch holds 3.0 GB" in text and "the one copy" in text
     assert manager.stop() == ["nsys"]
     assert manager.status() == [] and not alive(pid)
+
+
+def test_status_says_what_an_ncu_worker_holds_beyond_torch_is_ncu_s_own() -> None:
+    """nvidia-smi gave the ncu worker 13,156 MiB right after a drill-down that kept a 34 GB
+    state, torch 158 MiB of it (H200): the rest is ncu's replay buffers, gone 5 s later."""
+    mib = 2**20
+    worker = SessionStatus(tool="ncu", alive=True, pid=1, uptime_s=1.0, cells=1, replayed=0,
+                           cuda_memory={"0": {"reserved_bytes": 158 * mib,
+                                              "allocated_bytes": 64 * mib}},
+                           gpu_memory_mib=13156.0)  # fmt: skip
+    text = format_status([worker], {})
+    assert "torch holds 165.7 MB" in text and "its own GPU memory 13,156 MiB" in text
+    assert "of which ~12,998 MiB is ncu's own" in text
+    idle = dataclasses.replace(worker, gpu_memory_mib=1044.0)  # five seconds later
+    assert "ncu's own" not in format_status([idle], {})
+    nsys = dataclasses.replace(worker, tool="nsys")
+    assert "ncu's own" not in format_status([nsys], {})
 
 
 ORPHAN = r"""

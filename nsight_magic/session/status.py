@@ -34,6 +34,9 @@ def format_status(statuses: list[SessionStatus], notebook_gpu: dict[str, Any]) -
                          f"({human_bytes(mem['allocated_bytes'])} in tensors)")  # fmt: skip
         if s.gpu_memory_mib is not None:
             lines.append(f"  nvidia-smi: its own GPU memory {s.gpu_memory_mib:,.0f} MiB")
+            if beyond := _ncu_own_mib(s):
+                lines.append(f"  of which ~{beyond:,.0f} MiB is ncu's own: a kernel replay's "
+                             "saved copy of GPU memory, handed back seconds after it")  # fmt: skip
         if s.mapped_bytes or s.shared_names:
             names = ", ".join(s.shared_names[:8]) + (" ..." if len(s.shared_names) > 8 else "")
             mapped = human_bytes(s.mapped_bytes)
@@ -44,6 +47,22 @@ def format_status(statuses: list[SessionStatus], notebook_gpu: dict[str, Any]) -
         lines.append(f"notebook GPU {device}: torch holds {human_bytes(mem['reserved_bytes'])} "
                      "(the one copy: workers map its tensors, they do not copy them)")  # fmt: skip
     return "\n".join(lines)
+
+
+# what an ncu worker holds beyond torch's blocks and its CUDA context before it is ncu's: after
+# a drill-down that kept a 34 GB state, nvidia-smi gave the worker 13,156 MiB with torch holding
+# 158 MiB, and 1,044 MiB five seconds later (H200, 2026-11-28)
+NCU_OWN_MIB = 2048
+
+
+def _ncu_own_mib(s: SessionStatus) -> float:
+    """MiB an ncu worker holds beyond torch's reserved blocks and ``NCU_OWN_MIB`` (0: none to
+    tell): ncu's replay buffers."""
+    if s.tool != "ncu" or s.gpu_memory_mib is None or not s.cuda_memory:
+        return 0.0
+    torch_mib = sum(m["reserved_bytes"] for m in s.cuda_memory.values()) / 2**20
+    beyond = s.gpu_memory_mib - torch_mib
+    return beyond if beyond > NCU_OWN_MIB else 0.0
 
 
 def notebook_gpu_memory() -> dict[str, Any]:
