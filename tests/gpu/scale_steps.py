@@ -165,7 +165,9 @@ assert row["vars_s"] <= SBODY + 4, row
         r"""
 from nsight_magic.session.manager import MANAGER
 FIG["scale"]["workers_before_whole_state_drill"] = [
-    (s.tool, s.gpu_memory_mib, round(s.mapped_bytes / 1e9, 1)) for s in MANAGER.status()]
+    (s.tool, s.gpu_memory_mib, round(s.mapped_bytes / 1e9, 1),
+     {d: round(m["reserved_bytes"] / 2**20) for d, m in s.cuda_memory.items()})
+    for s in MANAGER.status()]
 t0 = time.perf_counter()
 # bounded: twice on the H100 it sat over 4 min in "starting" until the device call ended
 # (acceptance_scale_memory.jsonl has the host's memory meanwhile)
@@ -185,9 +187,17 @@ row["wall_s"] = round(wall, 3)
         "16 workers: own memory and what each maps",
         r"""
 from nsight_magic.session.manager import MANAGER
-FIG["scale"]["workers"] = [(s.tool, s.gpu_memory_mib, round(s.mapped_bytes / 1e9, 1))
-                           for s in MANAGER.status()]
-print(FIG["scale"]["workers"])
+# item 6: what each worker's own GPU memory is, by nvidia-smi and by torch's allocator (the
+# ncu worker held 13,156 MiB by nvidia-smi after the whole-state drill-down at 06:17 and 06:49:
+# torch's blocks, or ncu's own replay buffers?); again 5 s later (the idle release)
+def own():
+    return [(s.tool, s.gpu_memory_mib, round(s.mapped_bytes / 1e9, 1),
+             {d: (round(m["reserved_bytes"] / 2**20), round(m["allocated_bytes"] / 2**20))
+              for d, m in s.cuda_memory.items()}) for s in MANAGER.status()]
+FIG["scale"]["workers"] = own()
+time.sleep(5)
+FIG["scale"]["workers_5s_later"] = own()
+print(FIG["scale"]["workers"], FIG["scale"]["workers_5s_later"])
 """,
         None,
     ),
