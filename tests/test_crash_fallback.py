@@ -1,7 +1,7 @@
 """A crashed ncu worker never costs the user their cell or their state silently: the cell runs
-once in a fresh process from the crashed run's script (the same history, then the cell), one
-line says so, and the next cell starts a new worker. Real workers that really die (SIGSEGV),
-no profiler (tests/session_support.py)."""
+once more in a new worker when that leaves the notebook's state right, else (or when that one
+crashes too) in a fresh process, one line says so, and the next cell starts a new worker. Real
+workers that really die (SIGSEGV), no profiler (tests/session_support.py)."""
 
 from __future__ import annotations
 
@@ -63,10 +63,61 @@ def test_a_cell_that_crashes_every_process_fails_once_with_a_typed_error(run, ma
                         callbacks=RunCallbacks(output=out.append))  # fmt: skip
     assert not isinstance(info.value, WorkerDiedError), info.value  # the fresh run's own
     print(f"{type(info.value).__name__}: {info.value}")
-    (note,) = [line for line in out if "crashed (SIGSEGV)" in line]
-    assert "while replaying" not in note  # it died in the cell: nothing is replayed
+    again, fresh = [line for line in out if "crashed (SIGSEGV)" in line]
+    assert "ran again in a new ncu worker" in again and "fresh ncu process" in fresh
+    assert "while replaying" not in fresh  # it died in the cell: nothing is replayed
     folders = sorted((tmp_path / "runs").iterdir())
-    assert len(folders) == 3  # the nsys cell, the crashed warm run, one fresh run: no loop
+    # the nsys cell, the crashed warm run, its run in a new worker, one fresh run: no loop
+    assert len(folders) == 4
+
+
+def _crash_once(flag: Path) -> str:
+    """A line that kills the worker it runs in (SIGSEGV) the first time only."""
+    flag.write_text("")
+    path = str(flag)
+    return (f"import os, signal\nif os.path.exists({path!r}):\n"
+            f"    os.remove({path!r})\n    os.kill(os.getpid(), signal.SIGSEGV)\n")  # fmt: skip
+
+
+def test_a_cell_whose_ncu_worker_crashed_runs_again_in_a_new_worker_and_its_results_come_back(
+    manager, tmp_path
+):
+    """The cell changes no shared memory of the notebook's: run again in a new warm worker
+    (the notebook's names received, no setup cell re-run), what it binds comes back, and it
+    joins the new worker's history as any cell (2 of ~10 ncu runs of the H200 matrix crashed;
+    the fresh fallback lost a ``%%ncu`` cell's ``y15`` and re-ran a 56 GB setup cell)."""
+    ns: dict = {"x": 41}  # type: ignore[type-arg]
+    manager.profile(CellRequest(cell="w = 1\n", runs_root=tmp_path / "runs", cwd=str(tmp_path)),
+                    BareBackend("ncu"), notebook=Notebook(user_ns=ns))  # fmt: skip
+    (first,) = [s.pid for s in manager.status() if s.tool == "ncu" and s.alive]
+    out: list[str] = []
+    cell = _crash_once(tmp_path / "flag") + "y = x + 1\nprint('ran', y)\n"
+    request = CellRequest(cell=cell, runs_root=tmp_path / "runs", cwd=str(tmp_path))
+    result = manager.profile(request, BareBackend("ncu"), notebook=Notebook(user_ns=ns),
+                             callbacks=RunCallbacks(output=out.append))  # fmt: skip
+    (note,) = [line for line in out if "crashed" in line]
+    assert note.startswith("nsight_magic: the ncu worker crashed (SIGSEGV); this cell ran "
+                           "again in a new ncu worker")  # fmt: skip
+    assert result.meta["mode"] == "warm" and result.meta["fallback"]["from"]
+    assert ns["y"] == 42 and "ran 42" in out  # its result is the notebook's
+    (second,) = [s.pid for s in manager.status() if s.tool == "ncu" and s.alive]
+    assert second != first and not alive(first)
+    assert result.meta["worker"]["pid"] == second and result.meta.get("history_id")
+
+
+def test_a_cell_that_changes_shared_memory_and_crashed_in_its_body_runs_fresh(manager, tmp_path):
+    """Its body may have changed the notebook's shared memory before the crash: run again in
+    a worker, it would apply that twice. The fresh process runs on copies, and its line says
+    that what the cell binds stays there."""
+    ns: dict = {"hits": [0]}  # type: ignore[type-arg]
+    out: list[str] = []
+    cell = "hits.append(1)\n" + _crash_once(tmp_path / "flag") + "y = 2\n"
+    request = CellRequest(cell=cell, runs_root=tmp_path / "runs", cwd=str(tmp_path))
+    result = manager.profile(request, BareBackend("ncu"), notebook=Notebook(user_ns=ns),
+                             callbacks=RunCallbacks(output=out.append))  # fmt: skip
+    (note,) = [line for line in out if "crashed" in line]
+    assert "fresh ncu process" in note and "run the cell again to have it" in note
+    assert result.meta["mode"] == "fresh" and "y" not in ns
 
 
 def test_a_worker_we_stopped_is_not_rerun(run, manager, monkeypatch):
@@ -108,7 +159,9 @@ def test_an_attach_that_kills_the_worker_is_a_crash_and_the_cell_runs_fresh(mana
     request = CellRequest(cell="print('ran')", runs_root=tmp_path / "runs", cwd=str(tmp_path))
     result = manager.profile(request, AttachKillsTheWorker(), notebook=manager.notebook,
                              callbacks=RunCallbacks(output=out.append))  # fmt: skip
-    (note,) = [line for line in out if "crashed" in line]
+    # it died before the cell began: a new worker first, which dies the same way, then fresh
+    again, note = [line for line in out if "crashed" in line]
+    assert "ran again in a new ncu worker" in again
     assert note.startswith(
         "nsight_magic: the ncu worker crashed (SIGSEGV); this cell ran in a fresh"
     )

@@ -1,9 +1,13 @@
 """What happens when the warm ncu worker crashes on a cell (a SIGSEGV under ``ncu --mode attach``
-was seen on the GPU right after a history replay): the user's cell runs once more in a fresh
-ncu process, and one line says so. Never silently: the line names the crash, how far the
-worker got, what state the fresh run has, and where the log is. Never a loop: a fresh run that
-fails too raises its own typed error. The same fresh run answers a warm ``%%ncu --nvtx`` attach
-that kept no launch of the range the cell opened (``empty_attach_note``).
+was seen on the GPU right after a history replay, and in 2 of ~10 ncu runs of the H200 matrix
+of 2026-11-28: a drill-down of a training step, a ``%%ncu --nvtx`` cell): the cell runs once more
+in a new warm ncu worker when that leaves the notebook's state right
+(``WarmExecutor.may_run_again``: it receives the notebook's names, so its results come back, and
+a 56 GB setup cell is not run again), else in a fresh ncu process; one line says so. Never
+silently: the line names the crash, how far the worker got, what the new run holds, and where
+the log is. Never a loop: a new worker that crashes too hands the cell to a fresh process, and
+a fresh run that fails raises its own typed error. The same fresh run answers a warm ``%%ncu
+--nvtx`` attach that kept no launch of the range the cell opened (``empty_attach_note``).
 """
 
 from __future__ import annotations
@@ -44,10 +48,49 @@ def crash_note(died: WorkerDiedError, executor: WarmExecutor, script: Path | Non
         done = crashed is not None and RunDir(crashed).read_meta().replayed is not None
         when = f" {'after' if done else 'while'} replaying {replayed} cell(s)"
     how = "it ran the setup cells and got the notebook's names the cell reads, by value"
+    if not executor.repeats_run:  # the notebook's run: its results were to come back
+        how += "; what it binds stays there: run the cell again to have it"
     return (
         f"the ncu worker crashed ({crash_cause(executor.session, died)}){when}; this cell ran "
         f"in a fresh ncu process instead ({how})"
     )
+
+
+def again_note(died: WorkerDiedError, executor: WarmExecutor) -> str:
+    """The line of a cell run again in a new warm worker after a crash (``again_warm``)."""
+    return (
+        f"the ncu worker crashed ({crash_cause(executor.session, died)}); this cell ran again "
+        "in a new ncu worker, which received the notebook's names as any worker does"
+    )
+
+
+def again_warm(
+    died: WorkerDiedError,
+    executor: WarmExecutor,
+    retry: WarmExecutor,
+    request: CellRequest,
+    backend: Backend,
+    make_result: Callable[[Any, Any], Any],
+    *,
+    callbacks: RunCallbacks | None = None,
+    run_dir: Path | None = None,
+    meta: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> Any:
+    """Run ``request`` once more through ``retry`` (a new warm worker) after ``executor``'s
+    worker crashed on it, saying so in one line; the crashed run's folder and log are named in
+    meta.json's ``fallback``. Its ``WorkerDiedError`` is the caller's (a fresh run next)."""
+    warm = Path(died.run_dir) if died.run_dir is not None else None
+    line = again_note(died, executor) + (f"; see {RunDir(warm).log}" if warm is not None else "")
+    if warm is not None:
+        RunDir(warm).append_log(f"[nsight_magic] {died}\n[nsight_magic] {line}")
+    if callbacks is not None and callbacks.output is not None:
+        callbacks.output(f"nsight_magic: {line}")
+    again_dir = runs.new_run_dir(run_dir.parent, f"{run_dir.name}-again") if run_dir else None
+    fallback = {"from": str(warm) if warm else None, "why": str(died), "note": line}
+    return profile_cell(request, backend, retry, make_result, callbacks=callbacks,
+                        run_dir=again_dir, meta={**(meta or {}), "fallback": fallback},
+                        **kwargs)  # fmt: skip
 
 
 def empty_attach_note(script: Path | None) -> str:

@@ -28,7 +28,7 @@ from . import shared_state
 from .activity import Activity
 from .backends import Backend, NcuBackend, NsysBackend
 from .drill import DrillDowns
-from .fallback import crash_note, empty_attach_note, fresh_instead
+from .fallback import again_warm, crash_note, empty_attach_note, fresh_instead
 from .fresh import FreshExecutor
 from .history import REGISTRY, History, HistoryEntry, SetupRegistry
 from .pipeline import RunContext, profile_cell
@@ -279,9 +279,12 @@ class SessionManager(DrillDowns):
             except WorkerDiedError as died:
                 if backend.tool != "ncu" or died.stopped or not isinstance(executor, WarmExecutor):
                     raise
-                return self._fresh_after_crash(died, executor, request, backend, make_result,
+                run, again = self._after_crash(died, executor, request, backend, make_result,
                                                notebook=notebook, callbacks=callbacks,
                                                run_dir=run_dir, meta=meta)  # fmt: skip
+                if again is None:  # a fresh process: no worker's history
+                    return run
+                executor = again
             except NothingCapturedError as empty:
                 if not (empty.target_opened and isinstance(executor, WarmExecutor)):
                     raise
@@ -324,18 +327,37 @@ class SessionManager(DrillDowns):
         return {s.pid: f"the {s.tool} worker (pid {s.pid})"
                 for s in self.status() if s.alive and s.pid}  # fmt: skip
 
-    def _fresh_after_crash(self, died: WorkerDiedError, executor: WarmExecutor,
-                           request: CellRequest, backend: Backend, make_result: Any,
-                           **kwargs: Any) -> Any:  # fmt: skip
-        """The ncu worker crashed on this cell: drop it (the next cell starts a new one) and
-        run the cell once in a fresh ncu process (``fallback.fresh_instead``)."""
-        dead = executor.session
+    def _after_crash(self, died: WorkerDiedError, executor: WarmExecutor,
+                     request: CellRequest, backend: Backend, make_result: Any,
+                     **kwargs: Any) -> tuple[Any, WarmExecutor | None]:  # fmt: skip
+        """The ncu worker crashed on this cell: drop it, and run the cell once more in a new
+        warm worker when that leaves the notebook's state right (``fallback.again_warm``),
+        else, or when that one crashes too, in a fresh ncu process
+        (``fallback.fresh_instead``). Returns the run and the warm executor that made it
+        (None: the fresh process)."""
+        self._drop(executor.session)
+        if executor.may_run_again(request):
+            retry = WarmExecutor(
+                lambda ctx, replace: self.workers.session_for(backend, ctx, replace),
+                self.history, executor.before,
+            )  # fmt: skip
+            try:
+                return again_warm(died, executor, retry, request, backend, make_result,
+                                  **kwargs), retry  # fmt: skip
+            except WorkerDiedError as again:
+                if again.stopped:
+                    raise
+                self._drop(retry.session)
+                died, executor = again, retry
+        return fresh_instead(died, lambda script: crash_note(died, executor, script), request,
+                             backend, make_result, setup=self.setup.prepared,
+                             **kwargs), None  # fmt: skip
+
+    def _drop(self, dead: WarmSession | None) -> None:
+        """A crashed worker is no longer used: the next cell starts a new one."""
         if dead is not None:
             self.workers.forget(dead)
             dead.worker.kill()
-        return fresh_instead(died, lambda script: crash_note(died, executor, script), request,
-                             backend, make_result, setup=self.setup.prepared,
-                             **kwargs)  # fmt: skip
 
     def _remember(self, session: WarmSession, ctx: RunContext, before: int | None, run: Any) -> int:
         """A warm cell that completed joins the history (a re-run of an earlier one does not:

@@ -15,6 +15,7 @@ import contextlib
 import contextvars
 import threading
 import time
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -112,6 +113,12 @@ class WarmExecutor:
             ReplayPlan(), shared_state.SharePlan()
         )
         self.session: WarmSession | None = None
+        # what a crash of the worker may have left in the notebook's shared GPU memory: the
+        # names the cell may change (None: nothing), and whether its body may have begun
+        self.changes: list[str] | None = None
+        self.notebook_changes: list[str] = []
+        self.body_may_have_run = False
+        self.repeats_run = before is not None  # and a keep_state request (execute)
 
     @property
     def plan(self) -> ReplayPlan:
@@ -137,6 +144,7 @@ class WarmExecutor:
     def execute(self, ctx: RunContext) -> Outcome:
         request, folder = ctx.request, ctx.folder
         ctx.lines.log = folder
+        self.repeats_run = self.repeats(request)
         t0 = time.perf_counter()
         s = self.session = self.get_session(ctx, "")
         _wait_for(s, ctx)  # a prewarm may hold the worker (its imports, its receive)
@@ -160,10 +168,14 @@ class WarmExecutor:
             setups = catch_up.setup_entries(entries, before=self.before, setup=request.setup)
             ran |= {e.id for e in setups}
             replayed = [e for e in entries if e.id in ran]
+            self.changes = state.keep(ctx.cell)
+            user_ns = ctx.notebook.user_ns  # of those, the notebook's own objects (not ``os``)
+            self.notebook_changes = [n for n in self.changes or () if n == "*" or (
+                n in user_ns and not isinstance(user_ns[n], types.ModuleType))]  # fmt: skip
             script = build_script(ctx.cell, history=[e.payload() for e in replayed],
                                   warmup=request.warmup, gate=ctx.backend.gate,
                                   torch_nvtx=ctx.backend.torch_nvtx(),
-                                  changes=state.keep(ctx.cell), rerun=self.repeats(request),
+                                  changes=self.changes, rerun=self.repeats(request),
                                   **ctx.backend.script_args())  # fmt: skip
             folder.write_script(script)
             # the trace cannot tell a first execution from a warm one by itself (cold_run.py)
@@ -190,6 +202,15 @@ class WarmExecutor:
         notebook as it was (a sweep's configuration). It then keeps everything the worker
         received (the script's ``RERUN``) and nothing comes back."""
         return self.before is not None or request.keep_state
+
+    def may_run_again(self, request: CellRequest) -> bool:
+        """Whether the cell may run again in a new warm worker after this one crashed on it:
+        a run that leaves the notebook's state as it was anyway (a drill-down's re-run, a
+        sweep's configuration: the new worker saves and restores what it may change, as a
+        fresh process would leave it), or the notebook's run of a cell whose body had not begun
+        or changes no shared GPU memory (run again, it applies its effects once: what the
+        crashed worker changed in its own memory died with it)."""
+        return self.repeats(request) or not self.body_may_have_run or not self.notebook_changes
 
     def _step(self, ctx: RunContext, message: dict[str, Any], phase: str) -> Reply:
         """A request before the capture; ``StepFailed`` when it failed or was stopped."""
@@ -222,6 +243,7 @@ class WarmExecutor:
             handle if isinstance(handle, list) else getattr(handle, "args", None)
         )
         s.ran_sources.add(ctx.cell.source)
+        self.body_may_have_run = True
         try:
             ctx.lines.phase("capturing")
             reply = self._ask(ctx, {"op": "capture"})
@@ -269,6 +291,7 @@ class WarmExecutor:
             one_run=frozenset(ctx.request.bind),
         )
         ctx.lines.phase("running")
+        self.body_may_have_run = bool(ctx.request.warmup)  # the warm-up runs it
         reply = self._step(ctx, {"op": "prepare"}, "vars")
         s.names = frozenset(reply.data.get("names", ()))
         return s.names
