@@ -944,6 +944,7 @@ def run(
         nbformat.write(nb, out / f"{tag}.ipynb")
         (out / f"{tag}_steps.json").write_text(json.dumps(
             {"wall_s": time.perf_counter() - t0, "steps": rows}, indent=1))  # fmt: skip
+        _keep_crash_logs(work / "runs", out / f"{tag}_crashes")
     # the kernel is shut down: none of our processes may be left (workers, profilers, attaches)
     deadline = time.monotonic() + 30
     while (left := _our_processes(work)) and time.monotonic() < deadline:
@@ -953,6 +954,23 @@ def run(
     for row in rows:
         print(("PASS " if row["ok"] else "FAIL ") + str(row["step"]), row["detail"] or "")
     return rows
+
+
+def _keep_crash_logs(runs: Path, into: Path) -> None:
+    """The log of every run a crash fallback replaced (meta.json's ``fallback.from``), kept
+    with the figures: the run folders are the GPU machine's, gone with it (the ncu worker's
+    SIGSEGVs of 2026-11-28 on the H200 left no log to read)."""
+    for meta in sorted(runs.rglob("meta.json")):
+        try:
+            crashed = (json.loads(meta.read_text()).get("fallback") or {}).get("from")
+        except (OSError, ValueError):
+            continue
+        if not crashed:
+            continue
+        into.mkdir(parents=True, exist_ok=True)
+        for log in sorted(Path(crashed).glob("*.log")):
+            text = log.read_text(errors="replace")[-20000:]
+            (into / f"{Path(crashed).name}-{log.name}").write_text(text)
 
 
 def _sample_memory(path: Path, stop: threading.Event, every_s: float = 2.0) -> None:
