@@ -247,9 +247,21 @@ def test_the_first_nsys_cell_starts_the_host_worker_beside_it_ready_for_a_first_
     manager.follow_imports("import colorsys\n")  # a module nothing imports by itself
     _join(manager)
     plain_pid = _status(manager, "nsys").pid
+    starts: list[object] = []
+    real = manager.workers.session_for
+
+    def session_for(backend, ctx, replace="", stops=None):  # type: ignore[no-untyped-def]
+        session = real(backend, ctx, replace, stops)
+        starts.append(session.key[:2])
+        return session
+
+    manager.workers.session_for = session_for  # type: ignore[method-assign]
     run, out = _run(manager, tmp_path, "y = 6 * 7\nprint('measured')\n")
     _join(manager)
     assert out[-1] == "measured" and run.meta["worker"]["pid"] == plain_pid
+    # the ncu worker's start and imports first: a first drill-down is likelier
+    ncu, host = ("bare", "ncu"), ("host", "bare")
+    assert starts.index(host) > starts.index(ncu) and starts.count(host) == 1
     nsys = [s for s in manager.status() if s.tool == "nsys"]
     assert len(nsys) == 2 and all(s.alive for s in nsys)
     (standby,) = [s for s in nsys if s.pid != plain_pid]

@@ -269,9 +269,10 @@ class SessionManager(DrillDowns):
                     and not self._standbys_started):  # fmt: skip
                 self._standbys_started = True
                 imports = self._imports_so_far()
-                self.background += start_for_drill_downs(self, request, imports)
+                ncu = start_for_drill_downs(self, request, imports)
+                self.background += ncu
                 self.background += start_for_host_cells(
-                    self, request, imports, backend.launch_key(request)
+                    self, request, imports, backend.launch_key(request), after=ncu
                 )
             try:
                 run = profile_cell(request, backend, executor, make_result, notebook=notebook,

@@ -438,7 +438,11 @@ def start_for_drill_downs(
 
 
 def start_for_host_cells(
-    manager: PrewarmHost, request: CellRequest, imports: Imports, cell_key: tuple[object, ...]
+    manager: PrewarmHost,
+    request: CellRequest,
+    imports: Imports,
+    cell_key: tuple[object, ...],
+    after: Iterable[threading.Thread] = (),
 ) -> list[threading.Thread]:
     """The first nsys cell begins in a worker that is up already: the worker a first
     ``%%nsys --host`` cell would use (``prewarm_backends["host"]``: nsys fixes osrt and Python
@@ -449,7 +453,10 @@ def start_for_host_cells(
     cell. ``cell_key``: the launch key of the cell's own worker. Nothing when there is no
     ``host`` backend, the cell is a ``--host`` one, the nsys worker is still to start, a second
     nsys worker is alive already (the pool keeps two), or the GPU has no room for one (a worker
-    started then would end the one in use: ``WorkerPool.session_for``)."""
+    started then would end the one in use: ``WorkerPool.session_for``). ``after``: starts
+    once these have ended (the ncu worker's start: a first drill-down is likelier than a first
+    ``--host`` cell, and both importing at once made the drill-down wait 7.2 s for its worker
+    instead of 3.4 s beside a 34 GB state, H200)."""
     make = manager.prewarm_backends.get("host")
     nsys = _alive(manager, "nsys")
     if make is None or len(nsys) != 1:
@@ -462,7 +469,11 @@ def start_for_host_cells(
     pid = nsys[0].worker.pid
     stops = manager.workers.stop_count
 
+    first = list(after)
+
     def run() -> None:
+        for thread in first:
+            thread.join(IMPORTS_S)
         try:
             backend.validate(backend.locate())  # an nsys without --host's options: none
         except Exception:
