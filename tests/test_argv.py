@@ -249,6 +249,7 @@ def test_warm_session_argv() -> None:
         nsys_argv.session_argv("nsys", "rm -rf", "S1")
     ncu_launch = ncu_argv.launch_argv("/x/ncu", 30016, ["/py", "-m", "w"])
     assert ncu_launch[:6] == ["/x/ncu", "--mode", "launch", "--port", "30016", "--target-processes"]
+    assert ncu_launch[6] == "application-only"  # what a cell starts runs without ncu's injection
     opts = ncu_argv.NcuOptions(kernel_exact="k<1>", launch_skip=1, launch_count=1)
     attach = ncu_argv.attach_argv("/x/ncu", 30016, "/r/report", opts)
     assert attach[:7] == [

@@ -283,9 +283,16 @@ def profile_argv(
 
 def launch_argv(ncu: str | os.PathLike[str], port: int, command: Sequence[str]) -> list[str]:
     """``ncu --mode launch`` of a warm worker: it runs with ncu's injection and stops at its
-    first CUDA call until a tool attaches (measured: tools/fixtures/probes/session_probe*.py)."""
-    return [os.fspath(ncu), "--mode", "launch", "--port", str(port), "--target-processes", "all",
-            "--nvtx", *command]  # fmt: skip
+    first CUDA call until a tool attaches (measured: tools/fixtures/probes/session_probe*.py).
+    Only the worker itself (``application-only``; a fresh run follows every process): what a
+    cell starts (``!nvidia-smi``, inductor's compile workers, ptxas) runs without ncu's
+    injection. Injected, such a child was followed by the worker's SIGSEGV (issue 41:
+    ``!nvidia-smi``; and the H200 matrix of 2026-11-28 crashed twice in a notebook whose setup
+    cells ``torch.compile`` and capture a CUDA graph, which a worker re-runs, where the same
+    steps without them did not), and a child that calls CUDA would wait for an attach no one
+    makes."""
+    return [os.fspath(ncu), "--mode", "launch", "--port", str(port),
+            "--target-processes", "application-only", "--nvtx", *command]  # fmt: skip
 
 
 def attach_argv(
