@@ -99,6 +99,7 @@ def test_a_cell_whose_ncu_worker_crashed_runs_again_in_a_new_worker_and_its_resu
     assert note.startswith("nsight_magic: the ncu worker crashed (SIGSEGV); this cell ran "
                            "again in a new ncu worker")  # fmt: skip
     assert result.meta["mode"] == "warm" and result.meta["fallback"]["from"]
+    assert "may change" not in note  # it changes none of the notebook's objects
     assert ns["y"] == 42 and "ran 42" in out  # its result is the notebook's
     (second,) = [s.pid for s in manager.status() if s.tool == "ncu" and s.alive]
     assert second != first and not alive(first)
@@ -117,6 +118,8 @@ def test_a_cell_that_changes_shared_memory_and_crashed_in_its_body_runs_fresh(ma
                              callbacks=RunCallbacks(output=out.append))  # fmt: skip
     (note,) = [line for line in out if "crashed" in line]
     assert "fresh ncu process" in note and "run the cell again to have it" in note
+    # never silently: what the crashed run may have changed in the notebook before it died
+    assert "The crashed run had begun the cell, which may change hits in place" in note
     assert result.meta["mode"] == "fresh" and "y" not in ns
 
 

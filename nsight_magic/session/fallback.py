@@ -52,7 +52,7 @@ def crash_note(died: WorkerDiedError, executor: WarmExecutor, script: Path | Non
         how += "; what it binds stays there: run the cell again to have it"
     return (
         f"the ncu worker crashed ({crash_cause(executor.session, died)}){when}; this cell ran "
-        f"in a fresh ncu process instead ({how})"
+        f"in a fresh ncu process instead ({how}){may_have_changed(executor)}"
     )
 
 
@@ -61,7 +61,21 @@ def again_note(died: WorkerDiedError, executor: WarmExecutor) -> str:
     return (
         f"the ncu worker crashed ({crash_cause(executor.session, died)}); this cell ran again "
         "in a new ncu worker, which received the notebook's names as any worker does"
+        f"{may_have_changed(executor)}"
     )
+
+
+def may_have_changed(executor: WarmExecutor) -> str:
+    """What the crashed run may have left changed in the notebook's shared GPU memory: its body
+    had begun, and it may change those names in place (a drill-down's saved copy died with the
+    worker); "" when nothing."""
+    if not (executor.body_may_have_run and executor.notebook_changes):
+        return ""
+    names = executor.notebook_changes
+    what = "any of the notebook's tensors" if "*" in names else ", ".join(names[:6]) + (
+        " ..." if len(names) > 6 else "")  # fmt: skip
+    return (f". The crashed run had begun the cell, which may change {what} in place: what it "
+            "changed before it died is the notebook's now")  # fmt: skip
 
 
 def again_warm(
