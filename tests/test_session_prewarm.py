@@ -216,9 +216,9 @@ def test_the_first_nsys_cell_that_starts_its_worker_starts_no_ncu_worker_beside_
     starts: list[str] = []
     real = manager.workers.session_for
 
-    def session_for(backend, ctx, replace="", stops=None):  # type: ignore[no-untyped-def]
+    def session_for(backend, ctx, replace="", stops=None, **kw):  # type: ignore[no-untyped-def]
         starts.append(backend.tool)
-        return real(backend, ctx, replace, stops)
+        return real(backend, ctx, replace, stops, **kw)
 
     manager.workers.session_for = session_for  # type: ignore[method-assign]
     _run(manager, tmp_path, cell)
@@ -250,8 +250,8 @@ def test_the_first_nsys_cell_starts_the_host_worker_beside_it_ready_for_a_first_
     starts: list[object] = []
     real = manager.workers.session_for
 
-    def session_for(backend, ctx, replace="", stops=None):  # type: ignore[no-untyped-def]
-        session = real(backend, ctx, replace, stops)
+    def session_for(backend, ctx, replace="", stops=None, **kw):  # type: ignore[no-untyped-def]
+        session = real(backend, ctx, replace, stops, **kw)
         starts.append(session.key[:2])
         return session
 
@@ -289,6 +289,22 @@ def test_a_standby_worker_is_the_first_a_third_launch_option_ends(manager, tmp_p
     _run(manager, tmp_path, "z = 1\n", env={"NSM_OPTION": "other"})
     alive_pids = {s.pid for s in manager.status() if s.tool == "nsys" and s.alive}
     assert plain_pid in alive_pids and standby[0] not in alive_pids
+
+
+def test_no_host_worker_starts_when_the_first_cell_started_a_worker_of_its_own_options(
+    manager, tmp_path
+) -> None:
+    """The first nsys cell has other launch options: its worker is the second one, and a
+    standby as a third would stop the plain worker ``%load_ext`` started."""
+    manager.prewarm_backends["host"] = _HostBare
+    manager.start_worker("nsys")
+    _join(manager)
+    plain_pid = _status(manager, "nsys").pid
+    _, out = _run(manager, tmp_path, "print('measured')\n", env={"NSM_OPTION": "other"})
+    _join(manager)
+    assert out[-1] == "measured"
+    nsys = [s for s in manager.status() if s.tool == "nsys" and s.alive]
+    assert len(nsys) == 2 and plain_pid in {s.pid for s in nsys}
 
 
 def test_no_host_worker_starts_beside_a_first_host_cell(manager, tmp_path) -> None:

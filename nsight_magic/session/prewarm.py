@@ -153,7 +153,8 @@ def _prewarm(
                                  notebook=Notebook(), callbacks=callbacks,
                                  lines=Lines(backend.tool, callbacks, None),
                                  meta=base_meta(request, tool, "prewarm"))  # fmt: skip
-                session = manager.workers.session_for(backend, ctx, stops=stops)
+                session = manager.workers.session_for(backend, ctx, stops=stops,
+                                                      beside_only=standby)  # fmt: skip
                 if standby:  # the least recently used of its tool: a third option ends it
                     notes.clear()
                     manager.workers.use_last(session.key)

@@ -61,13 +61,20 @@ class WorkerPool:
         self.stop_count = 0
 
     def session_for(
-        self, backend: Backend, ctx: RunContext, replace: str = "", stops: int | None = None
+        self,
+        backend: Backend,
+        ctx: RunContext,
+        replace: str = "",
+        stops: int | None = None,
+        *,
+        beside_only: bool = False,
     ) -> WarmSession:
         """The live worker for this tool and launch options, started when there is none (or
         ``replace`` says why that one cannot serve; ``stops``: the stop() count when the
         caller decided to start it, a prewarm). A worker of other launch options is kept
         beside it (least recently used out, at most ``MAX_WORKERS_PER_TOOL``) when the GPU has
-        room for both (``gpu_memory.py``)."""
+        room for both (``gpu_memory.py``). ``beside_only``: a standby no cell asked for yet,
+        started only where it ends no other worker (``WorkerStartError`` otherwise)."""
         key = backend.launch_key(ctx.request)
         tool = backend.tool
         if not replace and (live := self._use(tool, key)) is not None:
@@ -87,6 +94,8 @@ class WorkerPool:
             if others:
                 room, why = gpu_memory.read().room_for_copy_of(others[-1].worker.pid)
                 keep = others[-(MAX_WORKERS_PER_TOOL - 1) :] if room else []
+                if beside_only and len(keep) < len(others):
+                    raise WorkerStartError(f"no room for another {tool} worker beside the others")
                 ended += [s for s in others if s not in keep]
                 ctx.lines.note(
                     f"starting a second {tool} worker for these launch options; the other one "
