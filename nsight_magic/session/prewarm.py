@@ -452,12 +452,12 @@ def start_for_host_cells(
     memory: none). Started by the ``--host`` cell, the worker imported transformers while it
     unpickled the notebook's Llama: receive 11.4 s (H200) and 16-19 s (H100) of a 21.7 / 30-34 s
     cell. ``cell_key``: the launch key of the cell's own worker. Nothing when there is no
-    ``host`` backend, the cell is a ``--host`` one, the nsys worker is still to start, a second
-    nsys worker is alive already (the pool keeps two), or the GPU has no room for one (a worker
-    started then would end the one in use: ``WorkerPool.session_for``). ``after``: starts
-    once these have ended (the ncu worker's start: a first drill-down is likelier than a first
-    ``--host`` cell, and both importing at once made the drill-down wait 7.2 s for its worker
-    instead of 3.4 s beside a 34 GB state, H200)."""
+    ``host`` backend, the cell is a ``--host`` one, the nsys worker is still to start, or
+    starting it would end another worker: a second one alive already (the pool keeps two), or
+    no room on the GPU for one more (``WorkerPool.session_for``'s ``beside_only``). ``after``:
+    starts once these have ended (the ncu worker's start: a first drill-down is likelier than a
+    first ``--host`` cell, and both importing at once made the drill-down wait 7.2 s for its
+    worker instead of 3.4 s beside a 34 GB state, H200)."""
     make = manager.prewarm_backends.get("host")
     nsys = _alive(manager, "nsys")
     if make is None or len(nsys) != 1:
@@ -467,9 +467,7 @@ def start_for_host_cells(
     host_request = CellRequest(cell="pass", python=r.python, cwd=r.cwd, env=dict(r.env))
     if backend.launch_key(host_request) in (cell_key, nsys[0].key):
         return []  # the cell's own worker is a --host one
-    pid = nsys[0].worker.pid
     stops = manager.workers.stop_count
-
     first = list(after)
 
     def run() -> None:
@@ -479,9 +477,8 @@ def start_for_host_cells(
             backend.validate(backend.locate())  # an nsys without --host's options: none
         except Exception:
             return
-        if gpu_memory.read().room_for_copy_of(pid)[0]:
-            _prewarm(manager, backend, host_request, frozenset(), None, None, None, stops,
-                     imports=imports, standby=True)  # fmt: skip
+        _prewarm(manager, backend, host_request, frozenset(), None, None, None, stops,
+                 imports=imports, standby=True)  # fmt: skip
 
     thread = threading.Thread(target=run, name="nsight_magic start nsys --host", daemon=True)
     thread.start()
