@@ -323,7 +323,7 @@ def test_status_says_what_an_ncu_worker_holds_beyond_torch_is_ncu_s_own() -> Non
                            gpu_memory_mib=13156.0)  # fmt: skip
     text = format_status([worker], {})
     assert "torch holds 165.7 MB" in text and "its own GPU memory 13,156 MiB" in text
-    assert "of which ~12,998 MiB is ncu's own" in text
+    assert "beyond torch's blocks ~12,998 MiB: its CUDA context and ncu's own" in text
     idle = dataclasses.replace(worker, gpu_memory_mib=1044.0)  # five seconds later
     assert "ncu's own" not in format_status([idle], {})
     nsys = dataclasses.replace(worker, tool="nsys")

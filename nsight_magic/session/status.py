@@ -35,8 +35,9 @@ def format_status(statuses: list[SessionStatus], notebook_gpu: dict[str, Any]) -
         if s.gpu_memory_mib is not None:
             lines.append(f"  nvidia-smi: its own GPU memory {s.gpu_memory_mib:,.0f} MiB")
             if beyond := _ncu_own_mib(s):
-                lines.append(f"  of which ~{beyond:,.0f} MiB is ncu's own: a kernel replay's "
-                             "saved copy of GPU memory, handed back seconds after it")  # fmt: skip
+                lines.append(f"  beyond torch's blocks ~{beyond:,.0f} MiB: its CUDA context "
+                             "and ncu's own (a kernel replay's saved copy of GPU memory, "
+                             "handed back seconds after it)")  # fmt: skip
         if s.mapped_bytes or s.shared_names:
             names = ", ".join(s.shared_names[:8]) + (" ..." if len(s.shared_names) > 8 else "")
             mapped = human_bytes(s.mapped_bytes)
