@@ -40,7 +40,7 @@ def crash_cause(session: WarmSession | None, died: WorkerDiedError) -> str:
 
 def crash_note(died: WorkerDiedError, executor: WarmExecutor, script: Path | None) -> str:
     """The one line the user reads: what crashed, when, what the fresh run holds (the log it
-    points at is added by ``fresh_instead``)."""
+    points at is added by ``_once_more``)."""
     crashed = Path(died.run_dir) if died.run_dir is not None else None
     replayed = len(executor.plan.run)
     when = ""
@@ -85,26 +85,13 @@ def again_warm(
     request: CellRequest,
     backend: Backend,
     make_result: Callable[[Any, Any], Any],
-    *,
-    callbacks: RunCallbacks | None = None,
-    run_dir: Path | None = None,
-    meta: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> Any:
     """Run ``request`` once more through ``retry`` (a new warm worker) after ``executor``'s
     worker crashed on it, saying so in one line; the crashed run's folder and log are named in
     meta.json's ``fallback``. Its ``WorkerDiedError`` is the caller's (a fresh run next)."""
-    warm = Path(died.run_dir) if died.run_dir is not None else None
-    line = again_note(died, executor) + (f"; see {RunDir(warm).log}" if warm is not None else "")
-    if warm is not None:
-        RunDir(warm).append_log(f"[nsight_magic] {died}\n[nsight_magic] {line}")
-    if callbacks is not None and callbacks.output is not None:
-        callbacks.output(f"nsight_magic: {line}")
-    again_dir = runs.new_run_dir(run_dir.parent, f"{run_dir.name}-again") if run_dir else None
-    fallback = {"from": str(warm) if warm else None, "why": str(died), "note": line}
-    return profile_cell(request, backend, retry, make_result, callbacks=callbacks,
-                        run_dir=again_dir, meta={**(meta or {}), "fallback": fallback},
-                        **kwargs)  # fmt: skip
+    return _once_more(died, again_note(died, executor), request, backend, retry, make_result,
+                      "again", **kwargs)  # fmt: skip
 
 
 def empty_attach_note(script: Path | None) -> str:
@@ -137,25 +124,39 @@ def fresh_instead(
     cells' results among them), saying so in one line (``note(None)``, then where the log
     is). A drill-down's fresh run is a sibling of its warm folder; the fresh run's meta.json
     says what it replaces."""
-    warm = Path(why.run_dir) if why.run_dir is not None else None
     # not the warm run's script: it replays the profiled cells that worker ran, and their
     # results are the notebook's now (results_back.py); a replayed cell whose names came from
     # an interrupted cell raised NameError there (the H200 acceptance, 2026-11-27)
-    script = None
-    line = note(script) + (f"; see {RunDir(warm).log}" if warm is not None else "")
+    return _once_more(why, note(None), replace(request, fresh=True), backend,
+                      FreshExecutor(setup()), make_result, "fresh", notebook=notebook,
+                      callbacks=callbacks, run_dir=run_dir, meta=meta)  # fmt: skip
+
+
+def _once_more(
+    why: WorkerDiedError | NothingCapturedError,
+    line: str,
+    request: CellRequest,
+    backend: Backend,
+    executor: WarmExecutor | FreshExecutor,
+    make_result: Callable[[Any, Any], Any],
+    suffix: str,
+    *,
+    notebook: Notebook | None = None,
+    callbacks: RunCallbacks | None = None,
+    run_dir: Path | None = None,
+    meta: dict[str, Any] | None = None,
+) -> Any:
+    """The cell run once more through ``executor`` after its warm run failed (``why``):
+    ``line`` said (with where the failed run's log is) and added to that log, the new run a
+    sibling folder (``-suffix``) whose meta.json's ``fallback`` says what it replaces."""
+    warm = Path(why.run_dir) if why.run_dir is not None else None
+    line += f"; see {RunDir(warm).log}" if warm is not None else ""
     if warm is not None:  # the log the line points at holds what happened
         RunDir(warm).append_log(f"[nsight_magic] {why}\n[nsight_magic] {line}")
     if callbacks is not None and callbacks.output is not None:
         callbacks.output(f"nsight_magic: {line}")
-    fresh_dir = runs.new_run_dir(run_dir.parent, f"{run_dir.name}-fresh") if run_dir else None
+    folder = runs.new_run_dir(run_dir.parent, f"{run_dir.name}-{suffix}") if run_dir else None
     fallback = {"from": str(warm) if warm else None, "why": str(why), "note": line}
-    return profile_cell(
-        replace(request, fresh=True),
-        backend,
-        FreshExecutor(setup()),
-        make_result,
-        notebook=notebook,
-        callbacks=callbacks,
-        run_dir=fresh_dir,
-        meta={**(meta or {}), "fallback": fallback},
-    )
+    return profile_cell(request, backend, executor, make_result, notebook=notebook,
+                        callbacks=callbacks, run_dir=folder,
+                        meta={**(meta or {}), "fallback": fallback})  # fmt: skip
