@@ -155,9 +155,8 @@ def _prewarm(
                                  meta=base_meta(request, tool, "prewarm"))  # fmt: skip
                 session = manager.workers.session_for(backend, ctx, stops=stops,
                                                       beside_only=standby)  # fmt: skip
-                if standby:  # the least recently used of its tool: a third option ends it
+                if standby:
                     notes.clear()
-                    manager.workers.use_last(session.key)
             if started is not None:
                 started.set()
             if imports is not None:  # %load_ext's start: imports, nothing to catch up with

@@ -74,19 +74,18 @@ class WorkerPool:
         caller decided to start it, a prewarm). A worker of other launch options is kept
         beside it (least recently used out, at most ``MAX_WORKERS_PER_TOOL``) when the GPU has
         room for both (``gpu_memory.py``). ``beside_only``: a standby no cell asked for yet,
-        started only where it ends no other worker (``WorkerStartError`` otherwise)."""
+        started only where it ends no other worker (``WorkerStartError`` otherwise), and the
+        least recently used of its tool from its start: a third launch option ends it first."""
         key = backend.launch_key(ctx.request)
         tool = backend.tool
         if not replace and (live := self._use(tool, key)) is not None:
             return live  # not held by another worker's start (a standby's: prewarm.py)
         with self._starting.setdefault(tool, threading.Lock()):
+            if not replace and (live := self._use(tool, key)) is not None:
+                return live  # the start this one waited for was of the same options
             with self._lock:
                 workers = self._sessions.setdefault(tool, [])
                 match = next((s for s in workers if s.key == key), None)
-                if match is not None and match.alive() and not replace:
-                    workers.remove(match)
-                    workers.append(match)
-                    return match
                 ended = [s for s in workers if s is match or not s.alive()]
                 others = [s for s in workers if s not in ended]
             if match is not None and not replace and not match.alive():
@@ -129,7 +128,8 @@ class WorkerPool:
             with self._lock:
                 stopped = stops != self.stop_count
                 if not stopped:
-                    self._sessions.setdefault(tool, []).append(session)
+                    group = self._sessions.setdefault(tool, [])
+                    group.insert(0 if beside_only else len(group), session)
             if stopped:  # %nsight_session stop (or exit) came while it started
                 self.end(session)
                 raise WorkerStartError(f"The {tool} worker was stopped while it started.")
@@ -144,15 +144,6 @@ class WorkerPool:
                 workers.remove(match)
                 workers.append(match)
             return match
-
-    def use_last(self, key: tuple[Any, ...]) -> None:
-        """The worker of launch key ``key`` (a standby that no cell asked for yet) counts as
-        the least recently used of its tool: a third launch option ends it first."""
-        with self._lock:
-            for group in self._sessions.values():
-                for s in [s for s in group if s.key == key]:
-                    group.remove(s)
-                    group.insert(0, s)
 
     def sessions_of(self, tool: str | None = None) -> list[WarmSession]:
         with self._lock:
