@@ -407,6 +407,12 @@ def follow_imports(
     return thread
 
 
+def _worker_request(cell: CellRequest) -> CellRequest:
+    """What a later cell's request will hold of ``cell``'s that picks its worker (the launch
+    key: the Python, its folder, its environment), for a worker started ahead of it."""
+    return CellRequest(cell="pass", python=cell.python, cwd=cell.cwd, env=dict(cell.env))
+
+
 def start_for_drill_downs(
     manager: PrewarmHost, request: CellRequest, imports: Imports
 ) -> list[threading.Thread]:
@@ -421,8 +427,7 @@ def start_for_drill_downs(
     nsys = _alive(manager, "nsys")
     if not nsys or _alive(manager, "ncu"):
         return []
-    r = request  # what a drill-down's request will have: the ncu worker's launch key
-    ncu_request = CellRequest(cell="pass", python=r.python, cwd=r.cwd, env=dict(r.env))
+    ncu_request = _worker_request(request)  # a drill-down's: the ncu worker's launch key
     backend = manager.prewarm_backends["ncu"]()
     pid = nsys[-1].worker.pid
     stops = manager.workers.stop_count
@@ -462,8 +467,7 @@ def start_for_host_cells(
     if make is None or len(nsys) != 1:
         return []
     backend = make()
-    r = request
-    host_request = CellRequest(cell="pass", python=r.python, cwd=r.cwd, env=dict(r.env))
+    host_request = _worker_request(request)
     if backend.launch_key(host_request) in (cell_key, nsys[0].key):
         return []  # the cell's own worker is a --host one
     stops = manager.workers.stop_count
@@ -490,8 +494,7 @@ def prewarm_drill_down(
     """The ncu worker a drill-down into the cell ``nsys`` just ran (``ctx``, history id
     ``entry_id``) would use, started and replayed when none is alive and the GPU has room for
     it beside the nsys worker; the nsys worker waits while it replays."""
-    r = ctx.request  # what the drill-down's request will have: the ncu worker's launch key
-    request = CellRequest(cell="pass", python=r.python, cwd=r.cwd, env=dict(r.env))
+    request = _worker_request(ctx.request)  # a drill-down's: the ncu worker's launch key
     backend = manager.prewarm_backends["ncu"]()
     key = backend.launch_key(request)
     live = _alive(manager, "ncu")

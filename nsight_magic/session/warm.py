@@ -114,8 +114,7 @@ class WarmExecutor:
         )
         self.session: WarmSession | None = None
         # what a crash of the worker may have left in the notebook's shared GPU memory: the
-        # names the cell may change (None: nothing), and whether its body may have begun
-        self.changes: list[str] | None = None
+        # notebook names the cell may change in place, and whether its body may have begun
         self.notebook_changes: list[str] = []
         self.body_may_have_run = False
         self.repeats_run = before is not None  # and a keep_state request (execute)
@@ -168,14 +167,14 @@ class WarmExecutor:
             setups = catch_up.setup_entries(entries, before=self.before, setup=request.setup)
             ran |= {e.id for e in setups}
             replayed = [e for e in entries if e.id in ran]
-            self.changes = state.keep(ctx.cell)
+            changes = state.keep(ctx.cell)
             user_ns = ctx.notebook.user_ns  # of those, the notebook's own objects (not ``os``)
-            self.notebook_changes = [n for n in self.changes or () if n == "*" or (
+            self.notebook_changes = [n for n in changes or () if n == "*" or (
                 n in user_ns and not isinstance(user_ns[n], types.ModuleType))]  # fmt: skip
             script = build_script(ctx.cell, history=[e.payload() for e in replayed],
                                   warmup=request.warmup, gate=ctx.backend.gate,
                                   torch_nvtx=ctx.backend.torch_nvtx(),
-                                  changes=self.changes, rerun=self.repeats(request),
+                                  changes=changes, rerun=self.repeats(request),
                                   **ctx.backend.script_args())  # fmt: skip
             folder.write_script(script)
             # the trace cannot tell a first execution from a warm one by itself (cold_run.py)
