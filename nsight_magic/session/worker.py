@@ -357,11 +357,20 @@ class Worker:
         return {"ok": True, "exit": True}
 
 
-def _send(channel: messages.Channel, reply: dict[str, Any]) -> None:
-    # a SIGINT in the middle of a reply would leave half a message on the socket; a reply over
-    # the message limit (an exception with a huge message) is cut, not fatal
-    with _sigint_blocked():
-        channel.send(reply, cut=True)
+def _send(channel: messages.Channel, reply: dict[str, Any], number: int) -> None:
+    """The reply to request ``number``, after the cell's output and its mark. A SIGINT in the
+    middle of a reply would leave half a message on the socket (it waits, blocked, and is
+    dropped: the cell it was for has finished); a reply over the message limit (an exception
+    with a huge message) is cut, not fatal."""
+    try:
+        with _sigint_blocked():
+            reply["mark"] = _mark_output(number)
+            channel.send(reply, cut=True)
+    except KeyboardInterrupt:
+        # raised as the mask is restored. When the notebook stopped this worker meanwhile (the
+        # send failed: a broken pipe), the next poll finds the channel closed; raised from
+        # here, it printed a traceback into the cell's output on a loaded machine
+        pass
 
 
 def hide(sock: socket.socket) -> socket.socket:
@@ -472,10 +481,9 @@ def serve(channel: messages.Channel, worker: Worker, owner: int | None = None) -
             reply = {"ok": False, "error": traceback.format_exc()}
         if os.getpid() != owner:
             _end_forked_child(reply)
-        reply["mark"] = _mark_output(number := number + 1)
         reply["request"] = msg.get("request")  # the notebook checks it answers its request
         try:
-            _send(channel, reply)
+            _send(channel, reply, number := number + 1)
         except (OSError, messages.ChannelError):
             return True
         if reply.get("exit") or reply.get("worker_broken"):
