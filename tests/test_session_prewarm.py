@@ -639,7 +639,8 @@ if os.environ.get("NSM_TEST_WORKER"):
 
 def _marked_modules(tmp_path: Path, monkeypatch, *names: str):
     """Modules ``names`` that write their name to a marker file when a worker imports them, and
-    the backend whose workers see them; returns (backend class, marker)."""
+    the backend whose workers see them; returns (backend class, marker): the nsys workers'
+    marker (an ncu worker's is ``_imported(marker, "ncu")``)."""
     for name in names:
         (tmp_path / f"{name}.py").write_text(MARKED)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -647,14 +648,17 @@ def _marked_modules(tmp_path: Path, monkeypatch, *names: str):
 
     class Marked(BareBackend):
         def process_env(self, request: CellRequest) -> dict[str, str]:
+            own = marker if self.tool == "nsys" else marker.with_name(f"{marker.name}_{self.tool}")
             return {**super().process_env(request), "PYTHONPATH": str(tmp_path),
-                    "NSM_TEST_WORKER": str(marker)}  # fmt: skip
+                    "NSM_TEST_WORKER": str(own)}  # fmt: skip
 
     return Marked, marker
 
 
-def _imported(marker: Path) -> list[str]:
-    return marker.read_text().splitlines() if marker.exists() else []
+def _imported(marker: Path, tool: str = "nsys") -> list[str]:
+    """What the workers of ``tool`` imported of the marked modules, in order."""
+    own = marker if tool == "nsys" else marker.with_name(f"{marker.name}_{tool}")
+    return own.read_text().splitlines() if own.exists() else []
 
 
 def test_load_ext_starts_the_nsys_worker_which_imports_what_earlier_cells_imported(
@@ -663,25 +667,44 @@ def test_load_ext_starts_the_nsys_worker_which_imports_what_earlier_cells_import
     """Issue 42, item 4: the first cell after a short setup cell waited for its worker's
     imports (torch + transformers under nsys launch outlasted the setup cell). At ``%load_ext``
     the nsys worker now starts, before any setup cell, and imports what the notebook's earlier
-    cells imported; the setup cell's worker is that one (no second start)."""
+    cells imported; then, once it has, the ncu worker of a first drill-down (issue 41 item 5:
+    started by the first nsys cell, the drill-down of a Run All waited 3.4-7.2 s for it); the
+    setup cell's workers are those two (no second start)."""
     Marked, marker = _marked_modules(tmp_path, monkeypatch, "early_mod", "lazy_from")
     manager.prewarm_backends = {"nsys": Marked, "ncu": lambda: Marked("ncu")}
     manager.start_at_load(["import early_mod\n", "from lazy_from import os\n", "x = ("],
                           torch=False)  # fmt: skip
     _join(manager)
     (nsys,) = manager.workers.sessions_of("nsys")
-    assert nsys.alive() and manager.workers.sessions_of("ncu") == []
-    assert _imported(marker) == ["early_mod", "lazy_from"]
-    pid = nsys.worker.pid
+    (ncu,) = manager.workers.sessions_of("ncu")
+    assert nsys.alive() and ncu.alive() and ncu.cells == 0
+    assert _imported(marker) == _imported(marker, "ncu") == ["early_mod", "lazy_from"]
+    pids = {"nsys": nsys.worker.pid, "ncu": ncu.worker.pid}
     ns: dict = {}
     assert _notebook_setup(manager, ns, "v", "import early_mod\nv = 41\n")
     _join(manager)
-    assert [s.worker.pid for s in manager.workers.sessions_of("nsys")] == [pid]
+    assert {t: [s.worker.pid for s in manager.workers.sessions_of(t)] for t in pids} == {
+        t: [pid] for t, pid in pids.items()}  # fmt: skip
     result, out = _run(manager, tmp_path, "print(v + 1)", ns=ns)
     assert out[-1] == "42" and result.meta["timings"].get("worker_start_s", 0) < 30
-    # one import per worker: the nsys one at load, the ncu one the setup cell started
+    _join(manager)  # the first nsys cell starts no second ncu worker
+    assert [s.worker.pid for s in manager.workers.sessions_of("ncu")] == [pids["ncu"]]
+    assert _imported(marker) == _imported(marker, "ncu") == ["early_mod", "lazy_from"]
+
+
+def test_an_import_told_while_the_ncu_worker_starts_at_load_reaches_it(
+    manager, tmp_path, monkeypatch
+) -> None:
+    """The ncu worker %load_ext starts is not live while it starts, so the live workers' import
+    of a setup cell's modules passes it by: it imports what the notebook was told of once it
+    is up, not what it was at ``%load_ext``."""
+    Marked, marker = _marked_modules(tmp_path, monkeypatch, "told_late")
+    manager.prewarm_backends = {"nsys": Marked, "ncu": lambda: Marked("ncu")}
+    manager.start_at_load([], torch=False)
+    manager.follow_imports("import told_late\n")  # the setup cell starts meanwhile
+    _join(manager)
     assert len(manager.workers.sessions_of("ncu")) == 1
-    assert _imported(marker).count("early_mod") == 2
+    assert _imported(marker) == _imported(marker, "ncu") == ["told_late"]
 
 
 def test_a_cells_imports_are_followed_by_the_live_workers_once(
@@ -699,7 +722,8 @@ def test_a_cells_imports_are_followed_by_the_live_workers_once(
     manager.follow_imports("import later_mod\nimport later_mod as again\n")
     manager.follow_imports("from later_mod import os\n")  # told already: not asked again
     _join(manager)
-    assert _imported(marker) == ["later_mod"]
+    assert len(manager.workers.sessions_of()) == 2  # nsys and ncu, started at load
+    assert _imported(marker) == _imported(marker, "ncu") == ["later_mod"]  # once in each
     manager.prewarm = False  # %config NsightMagic.prewarm = False: nothing followed
     manager.follow_imports("import json\n")
     assert ("json", "") not in manager._imported

@@ -71,6 +71,7 @@ class SessionManager(DrillDowns):
         # what the workers were told to import: (module, "") and (module, name looked up)
         self._imported: set[tuple[str, str]] = set()
         self._load_start: threading.Event | None = None  # set once %load_ext's worker is up
+        self._ncu_at_load: list[threading.Thread] = []  # the ncu worker's start %load_ext began
         self.activity = Activity()  # profiled cells in flight: the ncu prewarm waits for a pause
         # the notebook whose names workers receive (the magics set it): what a prewarm sends
         self.notebook = Notebook()
@@ -168,7 +169,12 @@ class SessionManager(DrillDowns):
         imports = Imports(tuple(modules), attributes)
         self._imported |= imports.told()
         self._load_start = threading.Event()
-        self.background.append(start_at_load(self, imports, self._load_start))
+        load = start_at_load(self, imports, self._load_start)
+        self.background.append(load)
+        # the ncu worker of a first drill-down, once that one is up and has imported
+        self._ncu_at_load = start_for_drill_downs(self, CellRequest(cell="pass"),
+                                                  self._imports_so_far, after=[load])  # fmt: skip
+        self.background += self._ncu_at_load
 
     def follow_imports(self, code: str) -> None:
         """A cell the notebook starts (``code``, as IPython transformed it): what it imports
@@ -268,11 +274,14 @@ class SessionManager(DrillDowns):
             if (backend.tool == "nsys" and self.prewarm and isinstance(executor, WarmExecutor)
                     and not self._standbys_started):  # fmt: skip
                 self._standbys_started = True
-                imports = self._imports_so_far()
-                ncu = start_for_drill_downs(self, request, imports)
-                self.background += ncu
+                # the ncu worker %load_ext started may still be importing: the --host one
+                # starts after it, as after one started now
+                ncu = [t for t in self._ncu_at_load if t.is_alive()]
+                if not ncu:
+                    ncu = start_for_drill_downs(self, request, self._imports_so_far)
+                    self.background += ncu
                 self.background += start_for_host_cells(
-                    self, request, imports, backend.launch_key(request), after=ncu
+                    self, request, self._imports_so_far, backend.launch_key(request), after=ncu
                 )
             try:
                 run = profile_cell(request, backend, executor, make_result, notebook=notebook,

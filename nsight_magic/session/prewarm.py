@@ -13,9 +13,9 @@
   prelude imports torch and transformers finds the worker's imports done by its setup cell. A
   worker's own ``import torch`` + ``transformers`` under ``nsys launch`` took 11.6 s on the H200,
   longer than the 7.8 s setup cell that started it (``benchmarks/setup_race.py``).
-- ncu, started when the first nsys cell begins in a worker that is up (``start_for_drill_downs``:
-  it imports what the notebook imported meanwhile), and again once the first nsys result is
-  back: it replays what a drill-down into that cell
+- ncu, started at ``%load_ext`` once that nsys worker is up and has imported, else when the
+  first nsys cell begins in a worker that is up (``start_for_drill_downs``: it imports what the
+  notebook imported by then), and again once the first nsys result is back: it replays what a drill-down into that cell
   needs (started first when none is alive and the GPU has room for it), so the first
   drill-down costs ncu's own replay. The nsys worker is held meanwhile (its lock), so an nsys
   capture never runs beside the ncu worker's replay on the GPU; and the replay starts only
@@ -128,12 +128,14 @@ def _prewarm(
     setup_entry: int | None = None,
     started: threading.Event | None = None,
     after: threading.Event | None = None,
-    imports: Imports | None = None,
+    imports: Imports | Callable[[], Imports] | None = None,
     standby: bool = False,
 ) -> None:
     """``stops``: manager.stop()'s count when this was decided: a stop since ends it;
     ``standby``: a worker no cell asked for yet (``start_for_host_cells``): what its start said
-    ("starting a second nsys worker ...") is not said by the cell that later uses it."""
+    ("starting a second nsys worker ...") is not said by the cell that later uses it;
+    ``imports``: what it imports first, or what gives that once the worker is up (what the
+    notebook was told of meanwhile: the live workers follow what is told later)."""
     notes: list[str] = []
     try:
         with tempfile.TemporaryDirectory(prefix="nsm-prewarm-") as tmp:
@@ -159,6 +161,8 @@ def _prewarm(
                     notes.clear()
             if started is not None:
                 started.set()
+            if callable(imports):
+                imports = imports()
             if imports is not None:  # %load_ext's start: imports, nothing to catch up with
                 if imports.modules:
                     _import(session, imports, "importing what the notebook imports")
@@ -414,27 +418,37 @@ def _worker_request(cell: CellRequest) -> CellRequest:
 
 
 def start_for_drill_downs(
-    manager: PrewarmHost, request: CellRequest, imports: Imports
+    manager: PrewarmHost,
+    request: CellRequest,
+    imports: Callable[[], Imports],
+    after: Iterable[threading.Thread] = (),
 ) -> list[threading.Thread]:
-    """The first nsys cell begins in a worker that is up already: the ncu worker a drill-down
-    into it would use starts meanwhile and imports ``imports`` (what the notebook imported).
-    Started only after the cell, it made the first drill-down of a Run All wait 7.4 s (H100)
-    and 8.2 s (H200) beside a 34 GB state: under ``ncu --mode launch`` a worker's start, torch's
-    import and CUDA's start took ~14 s. It receives the notebook's names after the cell, as
-    before (``prewarm_drill_down``). Nothing when the nsys worker is still to start (two starts
+    """The ncu worker a drill-down would use, started ahead of it: at ``%load_ext`` once the
+    nsys worker is up and has imported (``after``: that start), else when the first nsys cell
+    begins in a worker that is up. It imports ``imports()`` (what the notebook imported by
+    the time it is up: a setup cell's imports told meanwhile included) and receives the
+    notebook's names after the first nsys cell (``prewarm_drill_down``). Started at the first
+    nsys cell, it made the first drill-down of a Run All wait 3.4-7.2 s (H200) beside a 34 GB
+    state: under ``ncu --mode launch`` a worker's start, torch's and transformers' imports and
+    CUDA's start took ~15 s, longer than the two nsys cells before it (7.4 s on the H100 when
+    it started only after the first cell). Nothing when the nsys worker is not up (two starts
     at once slow the one the cell waits for), an ncu worker is alive, or the GPU has no room
     for a second worker."""
-    nsys = _alive(manager, "nsys")
-    if not nsys or _alive(manager, "ncu"):
+    if _alive(manager, "ncu"):
         return []
     ncu_request = _worker_request(request)  # a drill-down's: the ncu worker's launch key
-    backend = manager.prewarm_backends["ncu"]()
-    pid = nsys[-1].worker.pid
+    make = manager.prewarm_backends["ncu"]
     stops = manager.workers.stop_count
+    first = list(after)
 
     def run() -> None:
-        if gpu_memory.read().room_for_copy_of(pid)[0]:
-            _prewarm(manager, backend, ncu_request, frozenset(), None, None, None, stops,
+        for thread in first:
+            thread.join(IMPORTS_S)
+        nsys = _alive(manager, "nsys")
+        if not nsys or _alive(manager, "ncu") or manager.workers.stop_count != stops:
+            return
+        if gpu_memory.read().room_for_copy_of(nsys[-1].worker.pid)[0]:
+            _prewarm(manager, make(), ncu_request, frozenset(), None, None, None, stops,
                      imports=imports)  # fmt: skip
 
     thread = threading.Thread(target=run, name="nsight_magic start ncu", daemon=True)
@@ -445,23 +459,23 @@ def start_for_drill_downs(
 def start_for_host_cells(
     manager: PrewarmHost,
     request: CellRequest,
-    imports: Imports,
+    imports: Callable[[], Imports],
     cell_key: tuple[object, ...],
     after: Iterable[threading.Thread] = (),
 ) -> list[threading.Thread]:
-    """The first nsys cell begins in a worker that is up already: the worker a first
-    ``%%nsys --host`` cell would use (``prewarm_backends["host"]``: nsys fixes osrt and Python
-    sampling at launch, so ``--host`` needs a worker of its own) starts meanwhile and imports
-    ``imports``; it makes no CUDA context until a cell sends it the notebook's names (its GPU
-    memory: none). Started by the ``--host`` cell, the worker imported transformers while it
-    unpickled the notebook's Llama: receive 11.4 s (H200) and 16-19 s (H100) of a 21.7 / 30-34 s
-    cell. ``cell_key``: the launch key of the cell's own worker. Nothing when there is no
-    ``host`` backend, the cell is a ``--host`` one, the nsys worker is still to start, or
-    starting it would end another worker: a second one alive already (the pool keeps two), or
-    no room on the GPU for one more (``WorkerPool.session_for``'s ``beside_only``). ``after``:
-    starts once these have ended (the ncu worker's start: a first drill-down is likelier than a
-    first ``--host`` cell, and both importing at once made the drill-down wait 7.2 s for its
-    worker instead of 3.4 s beside a 34 GB state, H200)."""
+    """The first nsys cell begins in a worker that is up already: the worker a first ``%%nsys
+    --host`` cell would use (``prewarm_backends["host"]``: nsys fixes osrt and Python sampling at
+    launch, so ``--host`` needs a worker of its own) starts meanwhile and imports ``imports()`` once
+    it is up; it makes no CUDA context until a cell sends it the notebook's names (its GPU memory:
+    none). Started by the ``--host`` cell, the worker imported transformers while it unpickled the
+    notebook's Llama: receive 11.4 s (H200) and 16-19 s (H100) of a 21.7 / 30-34 s cell.
+    ``cell_key``: the launch key of the cell's own worker. Nothing when there is no ``host``
+    backend, the cell is a ``--host`` one, the nsys worker is still to start, or starting it would
+    end another worker: a second one alive already (the pool keeps two), or no room on the GPU for
+    one more (``WorkerPool.session_for``'s ``beside_only``). ``after``: starts once these have ended
+    (the ncu worker's start: a first drill-down is likelier than a first ``--host`` cell, and both
+    importing at once made the drill-down wait 7.2 s for its worker instead of 3.4 s beside a 34 GB
+    state, H200)."""
     make = manager.prewarm_backends.get("host")
     nsys = _alive(manager, "nsys")
     if make is None or len(nsys) != 1:
