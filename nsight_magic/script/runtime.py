@@ -77,6 +77,10 @@ TORCH_NVTX = ""  # "ops" / "shapes": PyTorch's emit_nvtx around the captured cel
 # before profiled cells stopped being replayed) keeps everything (EVERYTHING)
 CHANGES: list[str] | None = None
 RERUN = False  # the captured run repeats one the notebook already has (a drill-down)
+# set per capture by the worker (its ``capture`` request): the notebook copied the memory this
+# worker maps aside before the re-run and puts it back after (session/notebook_snapshot.py), so
+# the re-run keeps only the worker's own; a saved script run on its own maps nothing
+NOTEBOOK_KEEPS = False
 VARS_NAME = RunDir.VARS  # the run folder's file names, beside the script
 STATUS_NAME = RunDir.STATUS
 SHARED_NAME = RunDir.SHARED
@@ -418,7 +422,8 @@ def capture(ns: dict[str, Any]) -> dict[str, Any]:
     try:
         # a re-run (drill-down) copies what it may change aside before the gate opens and
         # writes it back after it closed: outside the capture
-        kept = preserved(ns, CHANGES, active=RERUN, replayed=GATE == "nvtx")
+        kept = preserved(ns, CHANGES, active=RERUN, replayed=GATE == "nvtx",
+                         skip_mapped=NOTEBOOK_KEEPS)  # fmt: skip
         with names_kept(ns, RERUN), kept, recorder, memory:
             if window is None:
                 gate.start()

@@ -129,6 +129,13 @@ def _cuda_storages(obj: Any, out: dict[int, Any], depth: int, seen: set[int]) ->
         _cuda_storages(item, out, depth - 1, seen)
 
 
+def storages_of(objects: Iterable[Any]) -> dict[int, Any]:
+    """The CUDA storages reachable from ``objects`` (``_cuda_storages``), by data pointer."""
+    out: dict[int, Any] = {}
+    _cuda_storages(list(objects), out, WALK_DEPTH, set())
+    return out
+
+
 def shared_storages(ns: dict[str, Any]) -> dict[int, Any]:
     """The CUDA storages of what this worker received (the notebook's, mapped, and what its
     cells allocated into those objects since), by data pointer."""
@@ -320,7 +327,7 @@ def _saved_python_state(
     return restore
 
 
-def _bytes_of(torch: Any, storage: Any) -> Any:
+def storage_bytes(torch: Any, storage: Any) -> Any:
     """A storage as a flat uint8 tensor over its memory (no copy)."""
     return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
 
@@ -486,7 +493,7 @@ def _save_cuda(torch: Any, storages: dict[int, Any], replayed: bool) -> Callable
     kernels, then ours)."""
     by_device: dict[Any, list[Any]] = {}
     for storage in storages.values():
-        by_device.setdefault(storage.device, []).append(_bytes_of(torch, storage))
+        by_device.setdefault(storage.device, []).append(storage_bytes(torch, storage))
     torch.cuda.synchronize()
     t0 = time.perf_counter()  # the copies' own time, not the cell's kernels before them
     record: dict[str, Any] = {"bytes": 0, "place": ""}
@@ -611,7 +618,11 @@ def _has_code(value: Any) -> bool:
 
 @contextlib.contextmanager
 def preserved(
-    ns: dict[str, Any], names: list[str] | None, active: bool = True, replayed: bool = False
+    ns: dict[str, Any],
+    names: list[str] | None,
+    active: bool = True,
+    replayed: bool = False,
+    skip_mapped: bool = False,
 ) -> Iterator[None]:
     """Around a run whose effects the notebook already has: put back, after the block, every
     tensor's bytes of the objects this worker received (all the CUDA memory it maps from the
@@ -623,7 +634,9 @@ def preserved(
     Python-side state, CPU tensors and modules' buffers (a forward in training mode updates
     batch-norm statistics) are kept whatever ``names`` says. ``active`` False keeps nothing
     (the run the notebook asked for). ``replayed``: the block runs under ncu, whose kernel
-    replay needs device memory of its own (``snapshot_place``)."""
+    replay needs device memory of its own (``snapshot_place``). ``skip_mapped``: the notebook
+    keeps the memory this worker maps itself (its own copy, outside ncu's replay: issue 41 item
+    5); the CUDA memory kept here is then the worker's own only."""
     torch = sys.modules.get("torch")
     table = ns.get(TABLE)
     if not active or not table or torch is None:
@@ -641,12 +654,17 @@ def preserved(
         _cuda_storages(named_objects(ns, names or ()), reachable, WALK_DEPTH, set())
         grads = [t.grad for t in tensors if t.is_leaf and t.grad is not None]
         cuda = {**reachable, **_storages([*buffers, *grads], cuda=True)}
+    if skip_mapped:
+        for ptr in mapped_storages(ns):
+            cuda.pop(ptr, None)
     restore_cuda = _save_cuda(torch, cuda, replayed) if cuda else None
     try:
         yield
     finally:
         if restore_cuda is not None:
             restore_cuda()
+        elif skip_mapped and torch.cuda.is_initialized():
+            torch.cuda.synchronize()  # the notebook writes its copy back once this reply is sent
         for storage, saved in cpu.values():
             storage.copy_(saved)
         restore_python()

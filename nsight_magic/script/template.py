@@ -166,6 +166,9 @@ def script_constants(
         "TORCH_NVTX": torch_nvtx,
         "CHANGES": None if changes is None else list(changes),
         "RERUN": bool(rerun),
+        # set per capture by a warm worker (its capture request): a script run on its own
+        # maps nothing of the notebook's
+        "NOTEBOOK_KEEPS": False,
         "VARS_NAME": RunDir.VARS,
         "STATUS_NAME": RunDir.STATUS,
         "SHARED_NAME": RunDir.SHARED,

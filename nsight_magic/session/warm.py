@@ -22,9 +22,10 @@ from typing import Any
 from ..errors import NsightMagicError, WorkerDiedError
 from ..run_folders.run_dir import cell_status
 from ..script import build_script
-from . import catch_up, shared_state
+from . import catch_up, notebook_snapshot, shared_state
 from .history import History
 from .pipeline import Outcome, RunContext
+from .profiler_cli import log_line
 from .replay import ReplayPlan, called_code_names
 from .spec import CellRequest
 from .state_exchange import StateExchange, StepFailed
@@ -117,6 +118,9 @@ class WarmExecutor:
         # notebook names the cell may change in place, and whether its body may have begun
         self.notebook_changes: list[str] = []
         self.body_may_have_run = False
+        # a re-run under ncu that may change any of it: the notebook copies the memory the
+        # worker maps aside itself (notebook_snapshot.py), when its GPU has room
+        self.notebook_keeps = False
         self.repeats_run = before is not None  # and a keep_state request (execute)
 
     @property
@@ -171,6 +175,8 @@ class WarmExecutor:
             user_ns = ctx.notebook.user_ns  # of those, the notebook's own objects (not ``os``)
             self.notebook_changes = [n for n in changes or () if n == "*" or (
                 n in user_ns and not isinstance(user_ns[n], types.ModuleType))]  # fmt: skip
+            self.notebook_keeps = (self.repeats(request) and ctx.backend.gate == "nvtx"
+                                   and "*" in (changes or ()))  # fmt: skip
             script = build_script(ctx.cell, history=[e.payload() for e in replayed],
                                   warmup=request.warmup, gate=ctx.backend.gate,
                                   torch_nvtx=ctx.backend.torch_nvtx(),
@@ -224,7 +230,7 @@ class WarmExecutor:
         return reply
 
     def _run(self, ctx: RunContext, state: StateExchange) -> Outcome:
-        s, run_dir = self.session, ctx.run_dir
+        s = self.session
         assert s is not None
         early = self._arm_early(ctx, s)
         try:
@@ -233,6 +239,29 @@ class WarmExecutor:
             if early is not None:
                 self._disarm(ctx, s, early)
             raise
+        # after the receive: what the worker maps now (a first drill-down's objects included)
+        kept = None
+        if self.notebook_keeps:
+            kept = notebook_snapshot.take(s.sent.by_key().values(),
+                                          lambda line: log_line(ctx.run_dir, line))  # fmt: skip
+        try:
+            return self._capture(ctx, state, early, before, kept)
+        finally:
+            if kept is not None:  # the worker answered or is gone: the re-run is over
+                kept.restore()
+
+    def _capture(
+        self,
+        ctx: RunContext,
+        state: StateExchange,
+        early: _EarlyCapture | None,
+        before: frozenset[str],
+        kept: notebook_snapshot.NotebookSnapshot | None,
+    ) -> Outcome:
+        """The gated run, from the capture's begin to the cell's status; ``kept``: the
+        notebook's copy of what the worker maps (put back here, once the worker answered)."""
+        s, run_dir = self.session, ctx.run_dir
+        assert s is not None
         t0 = time.perf_counter()
         handle = early.handle() if early is not None else self._begin_capture(ctx, s)
         ctx.meta.timings["begin_capture_s"] = time.perf_counter() - t0
@@ -245,11 +274,13 @@ class WarmExecutor:
         self.body_may_have_run = True
         try:
             ctx.lines.phase("capturing")
-            reply = self._ask(ctx, {"op": "capture"})
+            reply = self._ask(ctx, {"op": "capture", "notebook_keeps": kept is not None})
         finally:
             t0 = time.perf_counter()
             ctx.backend.end_capture(ctx.tool, s.state, handle, run_dir)
             ctx.meta.timings["end_capture_s"] = time.perf_counter() - t0
+        if kept is not None:  # the status says what keeping it cost, as the worker's own do
+            reply.data["kept"] = [*(reply.data.get("kept") or []), kept.restore()]
         s.cells += 1
         s.names = frozenset(reply.data.get("names", s.names))
         if not ctx.request.keep_state:  # else the script put its names back as they were

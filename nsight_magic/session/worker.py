@@ -263,7 +263,12 @@ class Worker:
         return {"ok": True, "status": "ok", "names": self.names()}
 
     def op_capture(self, msg: dict[str, Any]) -> dict[str, Any]:
-        status = self._hook("capture")(self.ns)
+        """The gated run of the cell; ``notebook_keeps``: the notebook keeps the memory this
+        worker maps around a re-run (the script's ``NOTEBOOK_KEEPS``, for this capture)."""
+        capture = self._hook("capture")
+        # the function's own globals: run_path hands back a copy of the script's
+        capture.__globals__["NOTEBOOK_KEEPS"] = bool(msg.get("notebook_keeps"))
+        status = capture(self.ns)
         self.cells += 1
         if status.get("status") != "ok":
             status["worker_broken"] = cuda_broken()

@@ -1,0 +1,126 @@
+"""The notebook's own copy of the GPU memory a drill-down's ncu worker maps (issue 41 item 5).
+
+A drill-down re-runs a cell the notebook has run already, so the re-run must leave the notebook's
+state as it was. Where the cell's text hides what it changes (``loss = train_step()``: ``["*"]``),
+that is every tensor the worker received. The worker used to copy it aside itself
+(``shared_objects.preserved``), but under ncu's kernel replay a device-side copy in the worker is
+memory ncu backs up too, so beside a 34 GB training state the worker's copy went to host memory
+through staging buffers: 1.5 s to fault its pool in, 3.9 s out and 2.1 s back, most of a 15.8 s
+drill-down (H200, 2026-11-29). The notebook is no process ncu profiles: its device-to-device copy
+costs what the GPU's bandwidth does (a whole-state warm-up's, on the device: 0.23 s out, 0.18 s
+back) and nothing of ncu's replay. A crash of the worker half-way through the re-run then leaves
+nothing changed either: the notebook writes its copy back whatever became of the worker.
+
+Taken only when every device has room for the copy, for ncu's backup of what the worker maps
+beside it, and a margin; else the worker keeps everything as before. The worker keeps its own
+memory (gradients it allocated, the optimizer state a cell made there) and the Python-side state.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..script.shared_objects import (
+    SNAPSHOT_MARGIN_BYTES,
+    SNAPSHOT_MARGIN_SHARE,
+    storage_bytes,
+    storages_of,
+)
+
+# what the ncu worker allocates of its own beside what it maps (its cached blocks, the re-run's
+# activations and gradients), left free on each device with the copy
+WORKER_ROOM_BYTES = 2 << 30
+
+
+def fits(need: int, free: int, total: int) -> bool:
+    """Whether a device with ``free`` of ``total`` bytes free takes a ``need``-byte copy, ncu's
+    backup of the ``need`` bytes the worker maps, the worker's own room and the snapshot
+    margin (``shared_objects.snapshot_place``'s)."""
+    margin = max(SNAPSHOT_MARGIN_BYTES, int(total * SNAPSHOT_MARGIN_SHARE))
+    return free >= 2 * need + WORKER_ROOM_BYTES + margin
+
+
+@dataclass
+class NotebookSnapshot:
+    """The copies (one buffer per device) of the notebook's storages, and what they cost (the
+    run's status ``kept``: bytes, place, save_s, restore_s)."""
+
+    torch: Any
+    pairs: list[tuple[Any, Any]] = field(default_factory=list)  # (storage's bytes, its copy)
+    buffers: list[Any] = field(default_factory=list)
+    record: dict[str, Any] = field(default_factory=dict)
+
+    def restore(self) -> dict[str, Any]:
+        """Every storage back as it was; the copies' memory back to the GPU (not to the
+        notebook's cache: the workers share the GPU). Once; returns the record."""
+        torch = self.torch
+        if not self.pairs:
+            return self.record
+        t0 = time.perf_counter()
+        torch.cuda.synchronize()
+        by_device: dict[Any, Any] = {}
+        for dst, src in self.pairs:
+            stream = by_device.setdefault(dst.device, torch.cuda.Stream(dst.device))
+            with torch.cuda.device(dst.device), torch.cuda.stream(stream):
+                dst.copy_(src, non_blocking=True)
+        torch.cuda.synchronize()
+        self.pairs.clear()
+        self.buffers.clear()
+        torch.cuda.empty_cache()
+        self.record["restore_s"] = round(time.perf_counter() - t0, 4)
+        return self.record
+
+
+def take(objects: Iterable[Any], note: Callable[[str], None]) -> NotebookSnapshot | None:
+    """A copy, on their devices, of the CUDA storages of ``objects`` (what a worker received:
+    tensors, modules, optimizers), or None when there are none or a device lacks room
+    (``fits``), or the copy could not be made (out of memory: nothing is kept then); ``note``
+    is told why not (the run's log)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    by_device: dict[Any, list[Any]] = {}
+    for storage in storages_of(objects).values():
+        if storage.nbytes():
+            by_device.setdefault(storage.device, []).append(storage_bytes(torch, storage))
+    if not by_device:
+        return None
+    needs = {device: sum(int(s.numel()) for s in sources) for device, sources in by_device.items()}
+    # the notebook's cached blocks count as its own: ncu's backup needs them free (the first
+    # drill-down after a 34 GB training step found 2 x 34 GB free only once they were)
+    torch.cuda.empty_cache()
+    for device, need in needs.items():
+        free, total = torch.cuda.mem_get_info(device)
+        if not fits(need, free, total):
+            note(f"the worker keeps the re-run's state: {device} has {free / 2**30:.1f} GiB free, "
+                 f"and the notebook's copy of {need / 2**30:.1f} GiB needs room for itself, "
+                 "for ncu's backup of what the worker maps, and a margin")  # fmt: skip
+            return None
+    snapshot = NotebookSnapshot(torch, record={"bytes": sum(needs.values()), "place": "notebook"})
+    torch.cuda.synchronize()  # the notebook's own work on them done
+    t0 = time.perf_counter()
+    try:
+        for device, sources in by_device.items():
+            buffer = torch.empty(needs[device], dtype=torch.uint8, device=device)
+            snapshot.buffers.append(buffer)
+            stream = torch.cuda.Stream(device)
+            at = 0
+            with torch.cuda.device(device), torch.cuda.stream(stream):
+                for src in sources:
+                    copy = buffer[at : at + src.numel()]
+                    copy.copy_(src, non_blocking=True)
+                    snapshot.pairs.append((src, copy))
+                    at += src.numel()
+        torch.cuda.synchronize()
+    except RuntimeError as exc:  # out of memory after all: the worker keeps it, as before
+        note(f"the worker keeps the re-run's state: the notebook's copy failed ({exc})")
+        snapshot.pairs.clear()
+        snapshot.buffers.clear()
+        torch.cuda.empty_cache()
+        return None
+    snapshot.record["save_s"] = round(time.perf_counter() - t0, 4)
+    return snapshot
