@@ -15,12 +15,12 @@
   longer than the 7.8 s setup cell that started it (``benchmarks/setup_race.py``).
 - ncu, started at ``%load_ext`` once that nsys worker is up and has imported, else when the
   first nsys cell begins in a worker that is up (``start_for_drill_downs``: it imports what the
-  notebook imported by then), and again once the first nsys result is back: it replays what a drill-down into that cell
-  needs (started first when none is alive and the GPU has room for it), so the first
-  drill-down costs ncu's own replay. The nsys worker is held meanwhile (its lock), so an nsys
-  capture never runs beside the ncu worker's replay on the GPU; and the replay starts only
-  once no profiled cell has run for a moment (``activity.py``), so cells run back to back (Run
-  All) are not held by it.
+  notebook imported by then), and again once the first nsys result is back: it replays what a
+  drill-down into that cell needs (started first when none is alive and the GPU has room for
+  it), so the first drill-down costs ncu's own replay. The nsys worker is held meanwhile (its
+  lock), so an nsys capture never runs beside the ncu worker's replay on the GPU; and the
+  replay starts only once no profiled cell has run for a moment (``activity.py``), so cells
+  run back to back (Run All) are not held by it.
 
 A profiled cell that arrives meanwhile waits for the same worker (the start and the replay hold
 the locks a cell takes), then replays only what is still missing. What went wrong in the
