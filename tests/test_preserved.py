@@ -17,7 +17,7 @@ from nsight_magic.script import prepare_cell
 from nsight_magic.script.shared_objects import TABLE, preserved, snapshot_place
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
-from nsight_magic.session.notebook_snapshot import fits
+from nsight_magic.session.notebook_snapshot import fits, kept_objects
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
 
 torch = pytest.importorskip("torch")
@@ -106,6 +106,26 @@ def test_the_notebook_copies_a_re_runs_state_itself_only_with_room_for_ncu_besid
     total = 100 * GiB
     bound = 2 * (10 * GiB) + 2 * GiB + 5 * GiB
     assert fits(10 * GiB, free=bound, total=total) and not fits(10 * GiB, bound - 1, total)
+
+
+def test_the_notebook_copies_what_the_re_run_may_change_and_every_received_modules_buffers() -> (
+    None
+):
+    """What the notebook copies for the worker (``kept_objects``) is what ``preserved`` would
+    keep of the memory it maps: the objects of the names the cell may change, and the buffers
+    of every module the worker received (batch-norm statistics a forward in training mode
+    updates); everything it received for ``["*"]``."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+    frozen = torch.nn.BatchNorm1d(4)
+    opt, data = torch.optim.AdamW(model.parameters()), torch.randn(8, 4)
+    user_ns = {"model": model, "opt": opt, "data": data, "frozen": frozen, "torch": torch}
+    sent = [model, opt, data, frozen]
+    got = kept_objects(["model", "opt", "gone"], user_ns, sent)
+    assert got[:2] == [model, opt]
+    buffers = [*model.buffers(), *frozen.buffers()]
+    assert len(got) == 2 + len(buffers)
+    assert all(a is b for a, b in zip(got[2:], buffers, strict=True))
+    assert kept_objects(["*"], user_ns, sent) is sent
 
 
 @pytest.mark.parametrize("skip_mapped", [False, True], ids=["worker-keeps-all", "notebook-keeps"])

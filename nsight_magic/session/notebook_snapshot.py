@@ -1,8 +1,9 @@
 """The notebook's own copy of the GPU memory a drill-down's ncu worker maps (issue 41 item 5).
 
 A drill-down re-runs a cell the notebook has run already, so the re-run must leave the notebook's
-state as it was. Where the cell's text hides what it changes (``loss = train_step()``: ``["*"]``),
-that is every tensor the worker received. The worker used to copy it aside itself
+state as it was: the GPU memory of what the cell may change (``loss = train_step()``: the model,
+its EMA copy and the optimizer the function reaches; every tensor the worker received where that
+cannot be read: ``["*"]``). The worker used to copy it aside itself
 (``shared_objects.preserved``), but under ncu's kernel replay a device-side copy in the worker is
 memory ncu backs up too, so beside a 34 GB training state the worker's copy went to host memory
 through staging buffers: 1.5 s to fault its pool in, 3.9 s out and 2.1 s back, most of a 15.8 s
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,20 @@ def fits(need: int, free: int, total: int) -> bool:
     margin (``shared_objects.snapshot_place``'s)."""
     margin = max(SNAPSHOT_MARGIN_BYTES, int(total * SNAPSHOT_MARGIN_SHARE))
     return free >= 2 * need + WORKER_ROOM_BYTES + margin
+
+
+def kept_objects(changes: list[str], user_ns: Mapping[str, Any], sent: list[Any]) -> list[Any]:
+    """What of the notebook's the worker's re-run would keep (``shared_objects.preserved``):
+    with ``changes`` ``["*"]``, everything the worker received (``sent``); else the objects of
+    the names the cell may change (``replay.changed_names``: ``loss = train_step()`` reaches
+    the model, its EMA copy, the optimizer and the counter) and the buffers of every module
+    the worker received (a forward in training mode updates batch-norm statistics)."""
+    if "*" in changes:
+        return sent
+    named = [user_ns[name] for name in changes if name in user_ns]
+    torch = sys.modules.get("torch")
+    modules = [obj for obj in sent if torch is not None and isinstance(obj, torch.nn.Module)]
+    return [*named, *(b for module in modules for b in module.buffers())]
 
 
 @dataclass

@@ -118,8 +118,8 @@ class WarmExecutor:
         # notebook names the cell may change in place, and whether its body may have begun
         self.notebook_changes: list[str] = []
         self.body_may_have_run = False
-        # a re-run under ncu that may change any of it: the notebook copies the memory the
-        # worker maps aside itself (notebook_snapshot.py), when its GPU has room
+        # a re-run under ncu that may change shared GPU memory: the notebook copies what the
+        # worker maps of it aside itself (notebook_snapshot.py), when its GPU has room
         self.notebook_keeps = False
         self.repeats_run = before is not None  # and a keep_state request (execute)
 
@@ -176,7 +176,7 @@ class WarmExecutor:
             self.notebook_changes = [n for n in changes or () if n == "*" or (
                 n in user_ns and not isinstance(user_ns[n], types.ModuleType))]  # fmt: skip
             self.notebook_keeps = (self.repeats(request) and ctx.backend.gate == "nvtx"
-                                   and "*" in (changes or ()))  # fmt: skip
+                                   and bool(self.notebook_changes))  # fmt: skip
             script = build_script(ctx.cell, history=[e.payload() for e in replayed],
                                   warmup=request.warmup, gate=ctx.backend.gate,
                                   torch_nvtx=ctx.backend.torch_nvtx(),
@@ -242,8 +242,9 @@ class WarmExecutor:
         # after the receive: what the worker maps now (a first drill-down's objects included)
         kept = None
         if self.notebook_keeps:
-            kept = notebook_snapshot.take(s.sent.by_key().values(),
-                                          lambda line: log_line(ctx.run_dir, line))  # fmt: skip
+            objects = notebook_snapshot.kept_objects(self.notebook_changes, ctx.notebook.user_ns,
+                                                     list(s.sent.by_key().values()))  # fmt: skip
+            kept = notebook_snapshot.take(objects, lambda line: log_line(ctx.run_dir, line))
         try:
             return self._capture(ctx, state, early, before, kept)
         finally:
