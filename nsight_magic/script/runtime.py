@@ -77,9 +77,10 @@ TORCH_NVTX = ""  # "ops" / "shapes": PyTorch's emit_nvtx around the captured cel
 # before profiled cells stopped being replayed) keeps everything (EVERYTHING)
 CHANGES: list[str] | None = None
 RERUN = False  # the captured run repeats one the notebook already has (a drill-down)
-# set per capture by the worker (its ``capture`` request): the notebook copied the memory this
-# worker maps aside before the re-run and puts it back after (session/notebook_snapshot.py), so
-# the re-run keeps only the worker's own; a saved script run on its own maps nothing
+# set per request by the worker (``prepare``, ``capture``): the notebook copied the memory this
+# worker maps aside before the re-run and its warm-up and puts it back after each
+# (session/notebook_snapshot.py), so they keep only the worker's own; a saved script run on
+# its own maps nothing
 NOTEBOOK_KEEPS = False
 VARS_NAME = RunDir.VARS  # the run folder's file names, beside the script
 STATUS_NAME = RunDir.STATUS
@@ -389,7 +390,7 @@ def warmup(ns: dict[str, Any]) -> None:
     notebook's own run would)."""
     if WARMUP:
         # and its plain values: the captured run starts from the notebook's state
-        kept = preserved(ns, CHANGES, replayed=GATE == "nvtx")
+        kept = preserved(ns, CHANGES, replayed=GATE == "nvtx", skip_mapped=NOTEBOOK_KEEPS)
         with names_kept(ns, True), kept, annotate(WARMUP_RANGE, domain=DOMAIN):
             for _ in range(WARMUP):
                 run_statements(ns)

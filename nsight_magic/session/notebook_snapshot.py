@@ -69,24 +69,29 @@ class NotebookSnapshot:
     buffers: list[Any] = field(default_factory=list)
     record: dict[str, Any] = field(default_factory=dict)
 
-    def restore(self) -> dict[str, Any]:
-        """Every storage back as it was; the copies' memory back to the GPU (not to the
-        notebook's cache: the workers share the GPU). Once; returns the record."""
+    def put_back(self) -> float:
+        """Every storage back as it was (the copy kept: a warm-up's effects undone before the
+        captured run); returns the seconds it took."""
         torch = self.torch
-        if not self.pairs:
-            return self.record
         t0 = time.perf_counter()
         torch.cuda.synchronize()
-        by_device: dict[Any, Any] = {}
+        streams: dict[Any, Any] = {}
         for dst, src in self.pairs:
-            stream = by_device.setdefault(dst.device, torch.cuda.Stream(dst.device))
+            stream = streams.setdefault(dst.device, torch.cuda.Stream(dst.device))
             with torch.cuda.device(dst.device), torch.cuda.stream(stream):
                 dst.copy_(src, non_blocking=True)
         torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    def restore(self) -> dict[str, Any]:
+        """``put_back``, then the copy's memory back to the GPU (not to the notebook's cache:
+        the workers share the GPU). Once; returns the record."""
+        if not self.pairs:
+            return self.record
+        self.record["restore_s"] = round(self.put_back(), 4)
         self.pairs.clear()
         self.buffers.clear()
-        torch.cuda.empty_cache()
-        self.record["restore_s"] = round(time.perf_counter() - t0, 4)
+        self.torch.cuda.empty_cache()
         return self.record
 
 

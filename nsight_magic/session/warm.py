@@ -121,6 +121,7 @@ class WarmExecutor:
         # a re-run under ncu that may change shared GPU memory: the notebook copies what the
         # worker maps of it aside itself (notebook_snapshot.py), when its GPU has room
         self.notebook_keeps = False
+        self.kept: notebook_snapshot.NotebookSnapshot | None = None
         self.repeats_run = before is not None  # and a keep_state request (execute)
 
     @property
@@ -234,34 +235,35 @@ class WarmExecutor:
         assert s is not None
         early = self._arm_early(ctx, s)
         try:
-            before = self._prepare(ctx, state)
-        except BaseException:
-            if early is not None:
-                self._disarm(ctx, s, early)
-            raise
-        # after the receive: what the worker maps now (a first drill-down's objects included)
-        kept = None
-        if self.notebook_keeps:
-            objects = notebook_snapshot.kept_objects(self.notebook_changes, ctx.notebook.user_ns,
-                                                     list(s.sent.by_key().values()))  # fmt: skip
-            kept = notebook_snapshot.take(objects, lambda line: log_line(ctx.run_dir, line))
-        try:
-            return self._capture(ctx, state, early, before, kept)
+            try:
+                before = self._prepare(ctx, state)
+            except BaseException:
+                if early is not None:
+                    self._disarm(ctx, s, early)
+                raise
+            return self._capture(ctx, state, early, before)
         finally:
-            if kept is not None:  # the worker answered or is gone: the re-run is over
-                kept.restore()
+            if self.kept is not None:  # the worker answered or is gone: the re-run is over
+                self.kept.restore()
+
+    def _keep_in_notebook(self, ctx: RunContext) -> notebook_snapshot.NotebookSnapshot | None:
+        """The notebook's copy of what a re-run under ncu may change of the memory the worker
+        maps (after the receive: a first drill-down's objects included), or None (the worker
+        keeps it: no room, or not such a run)."""
+        s = self.session
+        if not self.notebook_keeps or s is None:
+            return None
+        objects = notebook_snapshot.kept_objects(self.notebook_changes, ctx.notebook.user_ns,
+                                                 list(s.sent.by_key().values()))  # fmt: skip
+        return notebook_snapshot.take(objects, lambda line: log_line(ctx.run_dir, line))
 
     def _capture(
-        self,
-        ctx: RunContext,
-        state: StateExchange,
-        early: _EarlyCapture | None,
+        self, ctx: RunContext, state: StateExchange, early: _EarlyCapture | None,
         before: frozenset[str],
-        kept: notebook_snapshot.NotebookSnapshot | None,
-    ) -> Outcome:
-        """The gated run, from the capture's begin to the cell's status; ``kept``: the
-        notebook's copy of what the worker maps (put back here, once the worker answered)."""
-        s, run_dir = self.session, ctx.run_dir
+    ) -> Outcome:  # fmt: skip
+        """The gated run, from the capture's begin to the cell's status (the notebook's copy,
+        ``kept``, put back once the worker answered)."""
+        s, run_dir, kept = self.session, ctx.run_dir, self.kept
         assert s is not None
         t0 = time.perf_counter()
         handle = early.handle() if early is not None else self._begin_capture(ctx, s)
@@ -323,7 +325,10 @@ class WarmExecutor:
         )
         ctx.lines.phase("running")
         self.body_may_have_run = bool(ctx.request.warmup)  # the warm-up runs it
-        reply = self._step(ctx, {"op": "prepare"}, "vars")
+        self.kept = self._keep_in_notebook(ctx)
+        reply = self._step(ctx, {"op": "prepare", "notebook_keeps": self.kept is not None}, "vars")
+        if self.kept is not None and ctx.request.warmup:  # the capture starts from the notebook's
+            self.kept.record["warmup_restore_s"] = round(self.kept.put_back(), 4)
         s.names = frozenset(reply.data.get("names", ()))
         return s.names
 

@@ -206,6 +206,13 @@ class Worker:
             return {"ok": False, "error": f"unknown op {op!r}"}
         return handler(msg)
 
+    def _notebook_keeps(self, msg: dict[str, Any]) -> None:
+        """The script's ``NOTEBOOK_KEEPS`` for this request, in its hooks' own globals
+        (``run_path`` hands back a copy of them)."""
+        if self.module is not None:
+            hook = self.module["capture"]
+            hook.__globals__["NOTEBOOK_KEEPS"] = bool(msg.get("notebook_keeps"))
+
     def _hook(self, name: str) -> Any:
         if self.module is None:
             raise RuntimeError("no cell script loaded")
@@ -250,8 +257,10 @@ class Worker:
         return {"ok": True, "status": "ok", "received": got, "names": self.names()}
 
     def op_prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Shipped variables, then warm-up runs (outside any capture)."""
+        """Shipped variables, then warm-up runs (outside any capture); ``notebook_keeps`` as
+        for ``capture``."""
         phase = "vars"
+        self._notebook_keeps(msg)
         try:
             self._hook("prepare")(self.ns)
             phase = "warmup"
@@ -264,11 +273,9 @@ class Worker:
 
     def op_capture(self, msg: dict[str, Any]) -> dict[str, Any]:
         """The gated run of the cell; ``notebook_keeps``: the notebook keeps the memory this
-        worker maps around a re-run (the script's ``NOTEBOOK_KEEPS``, for this capture)."""
-        capture = self._hook("capture")
-        # the function's own globals: run_path hands back a copy of the script's
-        capture.__globals__["NOTEBOOK_KEEPS"] = bool(msg.get("notebook_keeps"))
-        status = capture(self.ns)
+        worker maps around a re-run (the script's ``NOTEBOOK_KEEPS``, for this request)."""
+        self._notebook_keeps(msg)
+        status = self._hook("capture")(self.ns)
         self.cells += 1
         if status.get("status") != "ok":
             status["worker_broken"] = cuda_broken()
