@@ -166,8 +166,8 @@ def script_constants(
         "TORCH_NVTX": torch_nvtx,
         "CHANGES": None if changes is None else list(changes),
         "RERUN": bool(rerun),
-        # set per capture by a warm worker (its capture request): a script run on its own
-        # maps nothing of the notebook's
+        # set per request by a warm worker (its prepare and capture requests): a script run
+        # on its own maps nothing of the notebook's
         "NOTEBOOK_KEEPS": False,
         "VARS_NAME": RunDir.VARS,
         "STATUS_NAME": RunDir.STATUS,
