@@ -22,6 +22,7 @@ from nsight_magic.errors import CellFailedError
 from nsight_magic.script import prepare_cell
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
+from nsight_magic.session.prewarm import Imports
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
 
 
@@ -432,6 +433,7 @@ sys.path[:0] = [sys.argv[1], sys.argv[2]]
 from session_support import BareBackend
 from nsight_magic.script import prepare_cell
 from nsight_magic.session.manager import SessionManager
+from nsight_magic.session.prewarm import Imports
 m = SessionManager()
 m.prewarm, m.prewarm_backends = True, {"nsys": BareBackend, "ncu": BareBackend}
 # a setup cell that never ran in the notebook: the prewarmed worker replays it (forever)
@@ -836,3 +838,16 @@ def test_what_a_cell_imported_that_its_text_does_not_show_is_followed_as_it_ends
         ):
             sys.modules.pop(name, None)
     assert follow._cell_ends not in shell.events.callbacks["post_run_cell"]
+
+
+def test_what_the_workers_were_told_rebuilds_the_imports_a_new_worker_makes_torch_first() -> None:
+    """A worker started later imports what the others were told (``Imports.of_told``, the
+    inverse of ``told``): each module once, torch first (the other modules' objects need it),
+    and each name a ``from X import A`` looked up."""
+    told = {("transformers", ""), ("transformers", "LlamaForCausalLM"), ("torch", ""),
+            ("accelerate", ""), ("transformers", "LlamaConfig")}  # fmt: skip
+    imports = Imports.of_told(told, first="torch")
+    assert imports.modules == ("torch", "accelerate", "transformers")
+    assert imports.attributes == {"transformers": ["LlamaConfig", "LlamaForCausalLM"]}
+    assert imports.told() == told
+    assert Imports.of_told(set()) == Imports()

@@ -193,12 +193,7 @@ class SessionManager(DrillDowns):
 
     def _imports_so_far(self) -> Imports:
         """What the workers were told to import, torch first: for a worker started now."""
-        told = sorted(self._imported, key=lambda item: (item[0] != "torch", item))
-        attributes: dict[str, list[str]] = {}
-        for module, name in told:
-            if name:
-                attributes.setdefault(module, []).append(name)
-        return Imports(tuple(dict.fromkeys(module for module, _ in told)), attributes)
+        return Imports.of_told(self._imported, first="torch")
 
     def _tell(self, imports: Imports) -> None:
         starting = self._load_start

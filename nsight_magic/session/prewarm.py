@@ -282,6 +282,17 @@ class Imports:
     modules: tuple[str, ...] = ()
     attributes: dict[str, list[str]] = field(default_factory=dict)
 
+    @classmethod
+    def of_told(cls, told: Iterable[tuple[str, str]], first: str = "") -> Imports:
+        """The imports whose ``told()`` is ``told``, module ``first`` first (torch: the others'
+        objects need it), then by name."""
+        ordered = sorted(told, key=lambda item: (item[0] != first, item))
+        attributes: dict[str, list[str]] = {}
+        for module, name in ordered:
+            if name:
+                attributes.setdefault(module, []).append(name)
+        return cls(tuple(dict.fromkeys(module for module, _ in ordered)), attributes)
+
     def told(self) -> set[tuple[str, str]]:
         """What these imports tell a worker: (module, "") for each module, (module, name) for
         each name looked up in it."""
