@@ -118,9 +118,7 @@ class WarmExecutor:
         # notebook names the cell may change in place, and whether its body may have begun
         self.notebook_changes: list[str] = []
         self.body_may_have_run = False
-        # a re-run under ncu that may change shared GPU memory: the notebook copies what the
-        # worker maps of it aside itself (notebook_snapshot.py), when its GPU has room
-        self.notebook_keeps = False
+        # the notebook's copy of what a re-run under ncu may change (notebook_snapshot.py)
         self.kept: notebook_snapshot.NotebookSnapshot | None = None
         self.repeats_run = before is not None  # and a keep_state request (execute)
 
@@ -176,8 +174,6 @@ class WarmExecutor:
             user_ns = ctx.notebook.user_ns  # of those, the notebook's own objects (not ``os``)
             self.notebook_changes = [n for n in changes or () if n == "*" or (
                 n in user_ns and not isinstance(user_ns[n], types.ModuleType))]  # fmt: skip
-            self.notebook_keeps = (self.repeats(request) and ctx.backend.gate == "nvtx"
-                                   and bool(self.notebook_changes))  # fmt: skip
             script = build_script(ctx.cell, history=[e.payload() for e in replayed],
                                   warmup=request.warmup, gate=ctx.backend.gate,
                                   torch_nvtx=ctx.backend.torch_nvtx(),
@@ -251,7 +247,8 @@ class WarmExecutor:
         maps (after the receive: a first drill-down's objects included), or None (the worker
         keeps it: no room, or not such a run)."""
         s = self.session
-        if not self.notebook_keeps or s is None:
+        under_ncu = ctx.backend.gate == "nvtx"
+        if s is None or not (self.repeats(ctx.request) and under_ncu and self.notebook_changes):
             return None
         objects = notebook_snapshot.kept_objects(self.notebook_changes, ctx.notebook.user_ns,
                                                  list(s.sent.by_key().values()))  # fmt: skip
