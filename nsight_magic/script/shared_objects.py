@@ -136,6 +136,15 @@ def storages_of(objects: Iterable[Any]) -> dict[int, Any]:
     return out
 
 
+def module_buffers(objects: Iterable[Any]) -> list[Any]:
+    """The buffers of the modules among ``objects``: what a re-run keeps whatever the cell's
+    text names (a forward in training mode updates batch-norm statistics)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return []
+    return [b for obj in objects if isinstance(obj, torch.nn.Module) for b in obj.buffers()]
+
+
 def shared_storages(ns: dict[str, Any]) -> dict[int, Any]:
     """The CUDA storages of what this worker received (the notebook's, mapped, and what its
     cells allocated into those objects since), by data pointer."""
@@ -648,8 +657,7 @@ def preserved(
     if names and "*" in names:
         cuda = {**shared_storages(ns), **_storages(tensors, cuda=True)}
     else:
-        buffers = [b for obj in table.values() if isinstance(obj, torch.nn.Module)
-                   for b in obj.buffers()]  # fmt: skip
+        buffers = module_buffers(table.values())
         reachable: dict[int, Any] = {}
         _cuda_storages(named_objects(ns, names or ()), reachable, WALK_DEPTH, set())
         grads = [t.grad for t in tensors if t.is_leaf and t.grad is not None]

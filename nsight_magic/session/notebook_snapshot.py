@@ -28,6 +28,7 @@ from typing import Any
 from ..script.shared_objects import (
     SNAPSHOT_MARGIN_BYTES,
     SNAPSHOT_MARGIN_SHARE,
+    module_buffers,
     storage_bytes,
     storages_of,
 )
@@ -53,10 +54,7 @@ def kept_objects(changes: list[str], user_ns: Mapping[str, Any], sent: list[Any]
     the worker received (a forward in training mode updates batch-norm statistics)."""
     if "*" in changes:
         return sent
-    named = [user_ns[name] for name in changes if name in user_ns]
-    torch = sys.modules.get("torch")
-    modules = [obj for obj in sent if torch is not None and isinstance(obj, torch.nn.Module)]
-    return [*named, *(b for module in modules for b in module.buffers())]
+    return [*(user_ns[name] for name in changes if name in user_ns), *module_buffers(sent)]
 
 
 @dataclass
