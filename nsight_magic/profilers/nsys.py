@@ -57,8 +57,12 @@ SAMPLING_OFF = ("--sample=none", "--cpuctxsw=none")
 # option"); ``start`` takes --sample and --cpuctxsw, which ``launch`` refuses. So the first group
 # is fixed per warm worker and the second is given per cell. Native CUDA backtraces
 # (--cudabacktrace=all) are left out: on a 24-token decode loop they alone took the body from
-# 9-15 ms to 44-70 ms, where the Python backtrace of each CUDA call (--python-backtrace=cuda,
-# which names the cell line) cost nothing measurable. Add them: ``--fresh -- --cudabacktrace=all``.
+# 9-15 ms to 44-70 ms. --python-backtrace=cuda (a CUDA call's Python line) records only calls
+# that also get a native backtrace ("tracing and backtraces of the selected API ... must be
+# enabled"): without --cudabacktrace none (H200, 2026-11-29: no such sample in 12 cycles of
+# 15,978 calls, nor in a --host training cell's 13,613; tools/fixtures/probes/
+# host_launch_probe.py sampling). It stays, so that ``%%nsys --host -- --cudabacktrace=all``
+# (a worker of its own) gives each CUDA call its Python line.
 HOST_TRACE = "osrt"
 HOST_LAUNCH = ("--python-sampling=true", "--python-backtrace=cuda")
 HOST_SAMPLING = ("--sample=process-tree", "--cpuctxsw=process-tree")
@@ -142,9 +146,11 @@ class NsysOptions:
     host: bool = option(
         False,
         "--host",
-        "Also capture the host side: OS runtime calls, CPU samples with Python "
-        "backtraces, CUDA API backtraces (the Idle tab then says which Python line the thread "
-        "ran while the GPU idled). Costs time: see docs/benchmarks.md.",
+        "Also capture the host side: OS runtime calls and CPU samples with Python "
+        "backtraces (the Idle tab then says which Python line the thread ran while the GPU "
+        "idled). The Python line of each CUDA call needs native CUDA backtraces, left out "
+        "since they slow the host 3-5x: add them with -- --cudabacktrace=all. Costs time: see "
+        "docs/benchmarks.md.",
     )
 
     nvtx_capture: str | None = option(
