@@ -88,9 +88,7 @@ def _record_mapped(ns: dict[str, Any], objects: list[Any]) -> None:
     """The CUDA storages of objects just unpickled from the notebook are its memory, opened by
     IPC handle (this worker made none of them): their pointers, kept to tell them later from
     what the worker allocates into the same objects (an optimizer's state, built by a cell)."""
-    found: dict[int, Any] = {}
-    _cuda_storages(objects, found, WALK_DEPTH, set())
-    ns.setdefault(MAPPED, set()).update(found)
+    ns.setdefault(MAPPED, set()).update(storages_of(objects))
 
 
 def _cuda_storages(obj: Any, out: dict[int, Any], depth: int, seen: set[int]) -> None:
@@ -148,9 +146,7 @@ def module_buffers(objects: Iterable[Any]) -> list[Any]:
 def shared_storages(ns: dict[str, Any]) -> dict[int, Any]:
     """The CUDA storages of what this worker received (the notebook's, mapped, and what its
     cells allocated into those objects since), by data pointer."""
-    out: dict[int, Any] = {}
-    _cuda_storages(list(ns.get(TABLE, {}).values()), out, WALK_DEPTH, set())
-    return out
+    return storages_of(ns.get(TABLE, {}).values())
 
 
 def mapped_storages(ns: dict[str, Any]) -> dict[int, Any]:
@@ -336,7 +332,7 @@ def _saved_python_state(
     return restore
 
 
-def storage_bytes(torch: Any, storage: Any) -> Any:
+def _storage_bytes(torch: Any, storage: Any) -> Any:
     """A storage as a flat uint8 tensor over its memory (no copy)."""
     return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
 
@@ -495,14 +491,21 @@ def release_host_buffers() -> int:
     return held
 
 
+def bytes_by_device(torch: Any, storages: Iterable[Any]) -> dict[Any, list[Any]]:
+    """Each storage as flat bytes (``_storage_bytes``), grouped by its device: what a copy aside
+    takes per device (the worker's ``_save_cuda``, the notebook's ``notebook_snapshot.take``)."""
+    by_device: dict[Any, list[Any]] = {}
+    for storage in storages:
+        by_device.setdefault(storage.device, []).append(_storage_bytes(torch, storage))
+    return by_device
+
+
 def _save_cuda(torch: Any, storages: dict[int, Any], replayed: bool) -> Callable[[], None]:
     """Copy the storages aside (on their device when it has room, else the host pool through
     the staging buffers, else a host tensor each), on one side stream per device; returns what
     copies them back. Both wait for the device to be idle before and after (the cell's
     kernels, then ours)."""
-    by_device: dict[Any, list[Any]] = {}
-    for storage in storages.values():
-        by_device.setdefault(storage.device, []).append(storage_bytes(torch, storage))
+    by_device = bytes_by_device(torch, storages.values())
     torch.cuda.synchronize()
     t0 = time.perf_counter()  # the copies' own time, not the cell's kernels before them
     record: dict[str, Any] = {"bytes": 0, "place": ""}
@@ -658,8 +661,7 @@ def preserved(
         cuda = {**shared_storages(ns), **_storages(tensors, cuda=True)}
     else:
         buffers = module_buffers(table.values())
-        reachable: dict[int, Any] = {}
-        _cuda_storages(named_objects(ns, names or ()), reachable, WALK_DEPTH, set())
+        reachable = storages_of(named_objects(ns, names or ()))
         grads = [t.grad for t in tensors if t.is_leaf and t.grad is not None]
         cuda = {**reachable, **_storages([*buffers, *grads], cuda=True)}
     if skip_mapped:

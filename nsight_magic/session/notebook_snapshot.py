@@ -28,8 +28,8 @@ from typing import Any
 from ..script.shared_objects import (
     SNAPSHOT_MARGIN_BYTES,
     SNAPSHOT_MARGIN_SHARE,
+    bytes_by_device,
     module_buffers,
-    storage_bytes,
     storages_of,
 )
 
@@ -87,10 +87,14 @@ class NotebookSnapshot:
         if not self.pairs:
             return self.record
         self.record["restore_s"] = round(self.put_back(), 4)
+        self.free()
+        return self.record
+
+    def free(self) -> None:
+        """The copy's memory back to the GPU, nothing written back."""
         self.pairs.clear()
         self.buffers.clear()
         self.torch.cuda.empty_cache()
-        return self.record
 
 
 def take(objects: Iterable[Any], note: Callable[[str], None]) -> NotebookSnapshot | None:
@@ -101,10 +105,8 @@ def take(objects: Iterable[Any], note: Callable[[str], None]) -> NotebookSnapsho
     torch = sys.modules.get("torch")
     if torch is None:
         return None
-    by_device: dict[Any, list[Any]] = {}
-    for storage in storages_of(objects).values():
-        if storage.nbytes():
-            by_device.setdefault(storage.device, []).append(storage_bytes(torch, storage))
+    storages = [s for s in storages_of(objects).values() if s.nbytes()]
+    by_device = bytes_by_device(torch, storages)
     if not by_device:
         return None
     needs = {device: sum(int(s.numel()) for s in sources) for device, sources in by_device.items()}
@@ -136,9 +138,7 @@ def take(objects: Iterable[Any], note: Callable[[str], None]) -> NotebookSnapsho
         torch.cuda.synchronize()
     except RuntimeError as exc:  # out of memory after all: the worker keeps it, as before
         note(f"the worker keeps the re-run's state: the notebook's copy failed ({exc})")
-        snapshot.pairs.clear()
-        snapshot.buffers.clear()
-        torch.cuda.empty_cache()
+        snapshot.free()
         return None
     snapshot.record["save_s"] = round(time.perf_counter() - t0, 4)
     return snapshot
