@@ -208,6 +208,12 @@ def _import(session: WarmSession, imports: Imports, why: str) -> None:
                                 "attributes": imports.attributes}, timeout=IMPORTS_S)  # fmt: skip
 
 
+def _wait_for(starts: Iterable[threading.Thread]) -> None:
+    """Until the worker starts begun before have ended (each bounded by its imports' limit)."""
+    for thread in starts:
+        thread.join(IMPORTS_S)
+
+
 def _quietly(call: Callable[..., object], *args: object) -> None:
     with contextlib.suppress(Exception):  # the cell that needs it asks again and says why
         call(*args)
@@ -453,8 +459,7 @@ def start_for_drill_downs(
     first = list(after)
 
     def run() -> None:
-        for thread in first:
-            thread.join(IMPORTS_S)
+        _wait_for(first)
         nsys = _alive(manager, "nsys")
         if not nsys or _alive(manager, "ncu") or manager.workers.stop_count != stops:
             return
@@ -499,8 +504,7 @@ def start_for_host_cells(
     first = list(after)
 
     def run() -> None:
-        for thread in first:
-            thread.join(IMPORTS_S)
+        _wait_for(first)
         try:
             backend.validate(backend.locate())  # an nsys without --host's options: none
         except Exception:
