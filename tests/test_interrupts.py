@@ -197,3 +197,32 @@ def test_a_real_ctrl_c_while_the_worker_starts_leaves_nothing(
     (launcher,) = [int(p) for p in pids.read_text().split()]
     # the launcher leads its own process group (its sleep is in it): the whole group stopped
     assert not alive(launcher) and runner.group_members(launcher) == []
+
+
+def test_a_ctrl_c_as_the_output_pump_starts_stops_the_launcher(
+    run, manager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interrupt lands right after the launcher began, while the thread that reads its
+    output starts (the window a loaded machine widens: the launcher had written its pid, and
+    the start left it running): the launcher is stopped before the cell says it was
+    interrupted."""
+    from processes import alive
+
+    from nsight_magic.processes import runner
+    from nsight_magic.session.worker_process import WorkerProcess
+
+    pids = tmp_path / "launcher-pids"
+    real = WorkerProcess._start_pump
+
+    def start_then_interrupted(self: WorkerProcess) -> None:
+        real(self)
+        deadline = time.monotonic() + 60  # the launcher runs: its pid is written
+        while not pids.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(WorkerProcess, "_start_pump", start_then_interrupted)
+    with pytest.raises(ProfileInterrupted, match="while starting the profiler"):
+        run("x = 1", backend=_SlowStartBackend(pids))
+    (launcher,) = [int(p) for p in pids.read_text().split()]
+    assert not alive(launcher) and runner.group_members(launcher) == []

@@ -134,9 +134,10 @@ class WorkerProcess:
         self.started_at = time.monotonic()
         self.proc = start_child(self.argv, env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 cwd=self.launch.cwd)  # fmt: skip
-        self._pump = threading.Thread(target=self._read_output, daemon=True)
-        self._pump.start()
         try:
+            # inside the try: a Ctrl-C while the pump's thread starts (the launcher runs
+            # already) stops the launcher too, as one later would
+            self._start_pump()
             with self.listening(on_line, settle_s=0.05):
                 self.conn = self._accept(listener, cancel)
                 self._remove_socket_dir()  # connected: nothing is left in the temp dir, even
@@ -241,7 +242,8 @@ class WorkerProcess:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(self.pid, signal.SIGKILL)
         if self._pump is not None:
-            self._pump.join(timeout=5.0)
+            with contextlib.suppress(RuntimeError):  # interrupted before it began: no join
+                self._pump.join(timeout=5.0)
         pumped = self._pump is None or not self._pump.is_alive()  # no read of its pipe is left
         if pumped and self.proc is not None and self.proc.stdout is not None:
             with contextlib.suppress(OSError):
@@ -266,9 +268,16 @@ class WorkerProcess:
         return f"it exited with status {code}"
 
     # --- output -------------------------------------------------------------------------------
+    def _start_pump(self) -> None:
+        """The thread that hands the launcher's and worker's output on (``_read_output``)."""
+        self._pump = threading.Thread(target=self._read_output, daemon=True)
+        self._pump.start()
+
     def _read_output(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
         try:
+            if self.proc.stdout.closed:  # kill() came first (a Ctrl-C as this thread started)
+                return
             for line in runner.output_lines(self.proc.stdout.fileno()):
                 text, mark = messages.split_mark(line)
                 if mark is not None:
