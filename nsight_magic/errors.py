@@ -168,6 +168,13 @@ class UntrustedFolderError(NsightMagicError, PermissionError):
     unpickled or replayed (``load_run(path, trust=True)`` opts in)."""
 
 
+class DamagedFolderError(ReportError):
+    """A folder's own record names what cannot be in it: a ``sweep.json`` whose configuration
+    folder is not one name inside the sweep folder (``..``, an absolute path, a path with a
+    separator, a link out of it) or whose two configurations name one folder (a damaged or
+    edited bundle). ``load_run`` and ``share()`` raise it before they read or write anything."""
+
+
 class FolderSettingsIgnored(UserWarning):
     """A saved run folder asked for an interpreter, working directory or environment variables
     that a re-run does not take from a folder (shown, not obeyed; ``trust=True`` opts in)."""

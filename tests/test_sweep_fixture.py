@@ -22,6 +22,7 @@ import pytest
 
 import nsight_magic
 from nsight_magic.analysis.top_kernels import top_kernel_names
+from nsight_magic.errors import DamagedFolderError
 from nsight_magic.profilers.ncu import first_launches_args, kernel_id_regex
 from nsight_magic.reports import open_report
 from nsight_magic.results import NcuRun
@@ -186,6 +187,31 @@ def test_a_shared_copy_of_the_real_sweep_loads_with_the_same_numbers(
     rows = list_runs(root)
     (row,) = rows.itertuples()
     assert (row.tool, row.status, row.children) == ("nsys sweep", "ok", 2)
+
+
+@needs_sweep
+@pytest.mark.parametrize("how", ["named twice", "a link to it"])
+def test_two_configurations_of_one_folder_are_refused_by_share_and_load_run(
+    tmp_path: Path, how: str
+) -> None:
+    """A sweep.json whose two configurations name one folder, by name or through a link to it
+    (issue 57): ``share()`` and ``load_run`` refuse it with one ``DamagedFolderError`` before
+    anything is written; ``share()`` raised ``FileExistsError`` half way through the copy, and
+    ``load_run`` gave both configurations one run."""
+    source = tmp_path / "runs" / SWEEP.name
+    shutil.copytree(SWEEP, source)
+    record = json.loads((source / RunDir.SWEEP).read_text())
+    if how == "named twice":
+        record["configs"][1]["folder"] = "01-bs_1"
+    else:
+        shutil.rmtree(source / "02-bs_4")
+        (source / "02-bs_4").symlink_to("01-bs_1", target_is_directory=True)
+    (source / RunDir.SWEEP).write_text(json.dumps(record))
+    with pytest.raises(DamagedFolderError, match="name one folder"):
+        nsight_magic.share(source, tmp_path / "to_send")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # no copy, no scratch folder
+    with pytest.raises(DamagedFolderError, match="name one folder"):
+        nsight_magic.load_run(source)
 
 
 @needs_top

@@ -6,6 +6,7 @@ folder are checked against what each run says on its own. No GPU, no report is m
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 import nsight_magic
 from nsight_magic import examples
 from nsight_magic.analysis.sweep import axis_scale, is_power_of_two_series
-from nsight_magic.errors import BadArgumentError
+from nsight_magic.errors import BadArgumentError, DamagedFolderError
 from nsight_magic.results.comparison import Comparison
 from nsight_magic.results.sweep_run import SweepRun
 from nsight_magic.run_folders.run_dir import RunDir
@@ -190,8 +191,48 @@ def test_a_sweep_record_with_a_folder_outside_is_refused(tmp_path: Path) -> None
     assert record is not None
     record.configs[0].folder = "../../elsewhere"
     RunDir(folder).write_sweep(record)
-    with pytest.raises(nsight_magic.errors.ReportError, match="outside the run folder"):
+    with pytest.raises(nsight_magic.errors.ReportError, match="outside the sweep folder"):
         nsight_magic.load_run(folder)
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+# how a damaged or received sweep.json may name a configuration's folder: the folder around the
+# sweep, one beside it, an absolute path, a step out of a configuration, a path inside one (a
+# separator), a link out of the sweep folder
+OUTSIDE = ["..", "../elsewhere", "/etc", "03-failed/..", "02-impl_sdpa/ncu", "link-out"]
+
+
+@pytest.mark.parametrize("named", OUTSIDE)
+def test_a_configuration_folder_outside_the_sweep_is_refused_before_share_writes(
+    tmp_path: Path, named: str
+) -> None:
+    """sweep.json naming a configuration folder that is not one name inside the sweep folder
+    (issue 57): ``share()`` and ``load_run`` refuse it with one ``DamagedFolderError``, the same
+    check, and ``share()`` writes nothing. Before, ``share()`` of ``..`` copied the run folder
+    around the sweep into the folder around the destination, over its meta.json and cell.py."""
+    around = RunDir.create(tmp_path / "received", "bundle")  # a run folder holding the sweep
+    around.write_meta(RunMeta(name="bundle", tool="nsys", status="ok"))
+    around.write_cell("print('the bundle')\n")
+    source = write_sweep(around.path)
+    (tmp_path / "elsewhere").mkdir()
+    (source / "link-out").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    record = RunDir(source).read_sweep()
+    assert record is not None
+    record.configs[0].folder = named
+    RunDir(source).write_sweep(record)
+    mine = RunDir.create(tmp_path / "mine", "mine")  # the folder the copy is to go into
+    mine.write_meta(RunMeta(name="mine", tool="nsys", status="ok"))
+    mine.write_cell("print('mine')\n")
+    before = _files(mine.path)
+    with pytest.raises(DamagedFolderError, match=re.escape(repr(named))):
+        nsight_magic.share(source, mine.path / "copy")
+    assert _files(mine.path) == before  # nothing overwritten, nothing added
+    assert sorted(p.name for p in mine.path.iterdir()) == ["cell.py", "meta.json"]
+    with pytest.raises(DamagedFolderError, match=re.escape(repr(named))):
+        nsight_magic.load_run(source)
 
 
 def test_a_shared_sweep_is_its_runs_copies_and_one_page(tmp_path: Path) -> None:

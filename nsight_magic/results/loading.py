@@ -16,6 +16,7 @@ from ..run_folders.ownership import expand
 from ..run_folders.regular_files import NotRegularFile, entries, read_regular
 from ..run_folders.run_dir import RunDir
 from ..run_folders.run_meta import RunMeta
+from ..run_folders.sweep_layout import check_config_folders
 from .drill_protocols import DrillRunner
 from .nsys_run import NcuRun, NsysRun
 from .sweep_run import SweepRun
@@ -221,19 +222,20 @@ def load_sweep(
     path: str | Path, drill_runner: DrillRunner | None = None, *, trust: bool = False
 ) -> SweepRun:
     """A sweep folder (``sweep.json`` and one run folder per configuration) as a
-    ``SweepRun``: each configuration that ran ``ok`` loaded with ``load_run``; a
-    configuration folder named outside the sweep folder is refused (``ReportError``)."""
+    ``SweepRun``: each configuration that ran ``ok`` loaded with ``load_run``; a record that
+    names a configuration folder outside the sweep folder, or one folder twice, is refused
+    before any is read (``DamagedFolderError``: the check ``share()`` makes too)."""
     run_dir = expand(path)
     record = RunDir(run_dir).read_sweep()
     if record is None:
         raise ReportError(f"{RunDir(run_dir).sweep} is no sweep record (damaged or foreign).")
+    check_config_folders(run_dir, record)
     runs = {}
     keys = [tuple(c.values.get(n) for n in record.variables) for c in record.configs]
     for key, config in zip(keys, record.configs, strict=True):
         if config.status != "ok" or not config.folder:
             continue
-        name = _inside(run_dir, config.folder)
-        runs[key] = load_run(run_dir / name, drill_runner, trust=trust)
+        runs[key] = load_run(run_dir / config.folder, drill_runner, trust=trust)
     return SweepRun(record, run_dir, runs, keys=keys)
 
 

@@ -71,6 +71,7 @@ from .shared_env import (
     looks_like_env_list,
     shared_env_keeps,
 )
+from .sweep_layout import check_config_folders
 
 MANIFEST = "share.json"
 # pickled notebook variables (the user's data, unsafe to unpickle; shared.pkl also holds CUDA IPC
@@ -234,21 +235,18 @@ def _share_sweep(src: Path, dest: Path, redact: Iterable[str], keep_nsys_rep: bo
     """A sweep folder's copy: each configuration's run folder as ``share`` copies a run (with
     its own ``share.json``), and ``sweep.json`` with each error line rewritten as that run's
     texts are; a configuration folder that is missing, a link or not a run is left out, and
-    the sweep's ``share.json`` says so."""
+    the sweep's ``share.json`` says so. A record that names a folder outside the sweep folder,
+    or one folder twice, is refused before anything is written (``DamagedFolderError``)."""
     record = RunDir(src).read_sweep()
     if record is None:
         raise ReportError(f"{RunDir(src).sweep} is not a sweep record: the folder is damaged.")
+    check_config_folders(src, record)  # '..' once had the copy written around dest
     with _new_folder(dest) as tmp:
         copied, left_out = [], []
         rules = Redactions([(src.name, ".")])  # what every configuration's copy rewrote
         for config in record.configs:
             folder = src / config.folder if config.folder else None
-            if (
-                folder is None
-                or folder.parent != src
-                or not _is_real_dir(folder)
-                or not (_is_regular(RunDir(folder).meta))
-            ):
+            if folder is None or not _is_real_dir(folder) or not _is_regular(RunDir(folder).meta):
                 if config.folder:
                     left_out.append(config.folder)
                 continue
