@@ -273,6 +273,29 @@ def test_a_shared_sweep_is_its_runs_copies_and_one_page(tmp_path: Path) -> None:
     assert "03-failed" in manifest  # a failed configuration has no run to copy
 
 
+def test_a_swept_secret_is_dropped_from_the_shared_sweep_everywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``nsight_magic.sweep(cell, {"tok": [os.environ["HF_TOKEN"]]})`` (issue 57): the value is
+    this machine's secret, so the copy drops it as ``share()`` drops it from a run, from
+    sweep.json, share.json, index.html and the configuration's folder name, which held it cut
+    to 40 characters; a value that is no secret stays, and the copy loads with its numbers."""
+    token = "hf_" + "Qz7rT9uYvLmNpKs4aB2cD8eF0gHjWx5yZ1a"  # 37 characters, as HF's are
+    monkeypatch.setenv("HF_TOKEN", token)
+    source = write_sweep(tmp_path / "runs", "tok", (token, "sdpa"))
+    assert any(token[:30] in p.name for p in source.iterdir())  # the leak is real
+    dest = nsight_magic.share(source, tmp_path / "to_send")
+    part = token[:12]  # any part long enough to tell it by
+    for path in dest.rglob("*"):
+        assert part not in str(path.relative_to(dest)), path
+        assert not path.is_file() or part.encode() not in path.read_bytes(), path
+    copy, original = nsight_magic.load_run(dest), nsight_magic.load_run(source)
+    assert isinstance(copy, SweepRun) and isinstance(original, SweepRun)
+    assert copy.configs == [("<dropped>",), ("sdpa",), ("flash",)]
+    pd.testing.assert_series_equal(copy.table()["gpu_time_ns"], original.table()["gpu_time_ns"])
+    assert "tok=&lt;dropped&gt;" in (dest / RunDir.SWEEP_PAGE).read_text()
+
+
 def html_escape(text: str) -> str:
     import html
 

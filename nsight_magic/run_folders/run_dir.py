@@ -156,6 +156,12 @@ def slug(name: str, limit: int = 40) -> str:
     return s[:limit] or "run"
 
 
+def config_folder_name(index: int, label: str) -> str:
+    """A sweep configuration's run folder name: ``<NN>-<label>`` (``03-bs_8``), the label cut
+    to ``slug``'s 40 characters (so a value in it may be cut too)."""
+    return f"{index:02d}-{slug(label)}"
+
+
 class RunDir:
     """One run folder: the names of its files, and the only code that writes them."""
 
@@ -226,7 +232,7 @@ class RunDir:
     def new_config(self, index: int, label: str) -> RunDir:
         """A sweep configuration's run folder inside this sweep folder: ``<NN>-<label>/``
         (``-2``... on a clash), 0700."""
-        base = f"{index:02d}-{slug(label)}"
+        base = config_folder_name(index, label)
         for i in range(1, 10_000):
             path = self.path / (base if i == 1 else f"{base}-{i}")
             try:
@@ -445,6 +451,7 @@ __all__ = [
     "RunDir",
     "append_private",
     "cell_status",
+    "config_folder_name",
     "read_json",
     "slug",
     "utc_stamp",

@@ -62,7 +62,7 @@ from ..errors import (
 from ..vocabulary.arguments import texts_arg
 from .ownership import PRIVATE_DIR, expand
 from .regular_files import NotRegularFile, entries, kind_of, open_regular, read_regular, walk_folder
-from .run_dir import RunDir
+from .run_dir import RunDir, config_folder_name
 from .run_meta import RunMeta
 from .shared_env import (
     filter_env_list,
@@ -72,6 +72,7 @@ from .shared_env import (
     shared_env_keeps,
 )
 from .sweep_layout import check_config_folders
+from .sweep_record import ConfigRecord, SweepRecord, config_label
 
 MANIFEST = "share.json"
 # pickled notebook variables (the user's data, unsafe to unpickle; shared.pkl also holds CUDA IPC
@@ -233,42 +234,93 @@ def _is_sweep(src: Path) -> bool:
 
 def _share_sweep(src: Path, dest: Path, redact: Iterable[str], keep_nsys_rep: bool) -> Path:
     """A sweep folder's copy: each configuration's run folder as ``share`` copies a run (with
-    its own ``share.json``), and ``sweep.json`` with each error line rewritten as that run's
-    texts are; a configuration folder that is missing, a link or not a run is left out, and
-    the sweep's ``share.json`` says so. A record that names a folder outside the sweep folder,
-    or one folder twice, is refused before anything is written (``DamagedFolderError``)."""
+    its own ``share.json``), and ``sweep.json`` with its values, folder names and error lines
+    rewritten as those runs' texts are (a swept value may be a secret: ``_shared_record``); a
+    configuration folder that is missing, a link or not a run is left out, and the sweep's
+    ``share.json`` says so. A record that names a folder outside the sweep folder, or one
+    folder twice, is refused before anything is written (``DamagedFolderError``)."""
     record = RunDir(src).read_sweep()
     if record is None:
         raise ReportError(f"{RunDir(src).sweep} is not a sweep record: the folder is damaged.")
     check_config_folders(src, record)  # '..' once had the copy written around dest
+    runs = {
+        c.folder: _find(src / c.folder, extra=redact) for c in record.configs if _is_run(src, c)
+    }
+    rules = _sweep_rules(src, list(runs.values()), redact)
+    names = _shared_folder_names(record, rules)
     with _new_folder(dest) as tmp:
-        copied, left_out = [], []
-        rules = Redactions([(src.name, ".")])  # what every configuration's copy rewrote
-        for config in record.configs:
-            folder = src / config.folder if config.folder else None
-            if folder is None or not _is_real_dir(folder) or not _is_regular(RunDir(folder).meta):
-                if config.folder:
-                    left_out.append(config.folder)
-                continue
-            found = _find(folder, extra=redact)
-            _copy_run(folder, tmp / config.folder, found, keep_nsys_rep)
-            rules.paths += [p for p in found.paths if p not in rules.paths]
-            rules.words += [w for w in found.words if w not in rules.words]
-            rules.secrets += [t for t in found.secrets if t not in rules.secrets]
-            copied.append(config.folder)
-        if not copied:  # still this machine's names and paths
-            found = _find(src, extra=redact)
-            rules = Redactions([(src.name, ".")], found.paths, found.words, found.secrets)
-        for config in record.configs:  # "(run folder: /home/me/runs/<sweep>/03-bs=8)"
-            if config.error:
-                config.error = rules.text(config.error)
-        RunDir(tmp).write_sweep(record)
+        for folder, found in runs.items():
+            _copy_run(src / folder, tmp / names[folder], found, keep_nsys_rep)
+        left_out = [names[c.folder] for c in record.configs if c.folder and c.folder not in runs]
+        RunDir(tmp).write_sweep(_shared_record(record, rules, names))
         manifest = {"shared_from": "a sweep folder, by nsight_magic.share()",
-                    "configurations": copied, "left_out": left_out,
+                    "configurations": [names[f] for f in runs], "left_out": left_out,
                     "note": "Each configuration's folder has its own share.json: what was "
                     "rewritten there."}  # fmt: skip
         RunDir(tmp).write_copy(MANIFEST, json.dumps(manifest, indent=2))
     return dest
+
+
+def _is_run(src: Path, config: ConfigRecord) -> bool:
+    """A configuration folder to copy: a real folder (a link is never followed) with a regular
+    meta.json of its own."""
+    folder = src / config.folder
+    return bool(config.folder) and _is_real_dir(folder) and _is_regular(RunDir(folder).meta)
+
+
+def _sweep_rules(src: Path, runs: list[Redactions], redact: Iterable[str]) -> Redactions:
+    """What the sweep's own record is rewritten by: all that its configurations' copies
+    rewrote, or, when none is copied, what the sweep folder and this machine give."""
+    rules = Redactions([(src.name, ".")])
+    for found in runs or [_find(src, extra=redact)]:
+        rules.paths += [p for p in found.paths if p not in rules.paths]
+        rules.words += [w for w in found.words if w not in rules.words]
+        rules.secrets += [t for t in found.secrets if t not in rules.secrets]
+    return rules
+
+
+def _shared_values(values: dict[str, Any], rules: Redactions) -> dict[str, Any]:
+    """A configuration's values as the copy keeps them: text rewritten as the cell is (a swept
+    secret or path, ``HF_TOKEN``'s value, reads as the cell's would)."""
+    return {k: rules.text(v, code=True) if isinstance(v, str) else v for k, v in values.items()}
+
+
+def _shared_folder_names(record: SweepRecord, rules: Redactions) -> dict[str, str]:
+    """Each configuration folder -> its name in the copy: its own, unless the copy rewrites
+    its values; then one made again from the rewritten values, as the session names it. The
+    original's name holds the value cut to 40 characters, which no search for the whole value
+    would find."""
+    names: dict[str, str] = {}
+    taken = {c.folder for c in record.configs}
+    for config in record.configs:
+        values = _shared_values(config.values, rules)
+        if not config.folder or values == config.values:
+            names[config.folder] = config.folder
+            continue
+        name = base = config_folder_name(config.index + 1, config_label(values))
+        for n in range(2, len(taken) + 2):  # "-2", ... as RunDir.new_config on a clash
+            if name not in taken:
+                break
+            name = f"{base}-{n}"
+        taken.add(name)
+        names[config.folder] = name
+    return names
+
+
+def _shared_record(record: SweepRecord, rules: Redactions, names: dict[str, str]) -> SweepRecord:
+    """The copy's sweep.json: the name and values rewritten as the cell is, each folder as the
+    copy names it, and each error line (``(run folder: /home/me/runs/<sweep>/03-bs_8)``) as
+    the runs' texts are."""
+    record.name = rules.text(record.name, code=True)
+    for config in record.configs:
+        if config.error:  # a renamed folder first: rewriting a secret in it breaks its name
+            for old, new in names.items():
+                if old != new:
+                    config.error = config.error.replace(old, new)
+            config.error = rules.text(config.error)
+        config.values = _shared_values(config.values, rules)
+        config.folder = names[config.folder]
+    return record
 
 
 def _folder_arg(value: Any, what: str) -> Path:
