@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
+import shutil
 import sqlite3
 import threading
 from pathlib import Path
@@ -20,10 +22,14 @@ import pytest
 
 import nsight_magic
 from nsight_magic.errors import CorruptReportError, FolderExistsError, ReportError, RunFolderError
+from nsight_magic.reports.torch_memory import load_snapshot
+from nsight_magic.run_folders.run_dir import RunDir
 from nsight_magic.run_folders.shared_env import filter_env_list, shared_env_keeps
 from nsight_magic.run_folders.sharing import MANIFEST
 
 RUNS = Path(__file__).resolve().parent.parent / "notebooks" / "runs"
+# a configuration of the real sweep (tests/data/README.md): vars.pkl, torch_memory.pickle, parquet
+SWEEP_CONFIG = Path(__file__).resolve().parent / "data" / "sweep_prefill" / "02-bs_4"
 IS_ROOT = os.geteuid() == 0
 # what a user's environment holds and a shared copy must never carry (none starts with '/')
 SECRETS = {
@@ -193,6 +199,25 @@ def test_this_machines_secret_values_are_scrubbed_everywhere(
     out = nsight_magic.share(src, tmp_path / "shared")
     assert token.encode() not in _all_bytes(out)
     assert "<dropped>" in (out / "cell.py").read_text()
+
+
+def test_only_pickles_meant_to_travel_are_copied(tmp_path: Path) -> None:
+    """``results.pkl`` (what a warm cell sends back, left in its run folder when the notebook is
+    killed while reading it), ``adopted.pkl`` and any other pickle are never copied (issue 57):
+    the cell's data, and code to whoever unpickles it. torch's allocator snapshot travels: the
+    memory view reads it back as plain data only."""
+    src = tmp_path / "run"
+    shutil.copytree(SWEEP_CONFIG, src)
+    results = {"loss": 0.25, "logits_shape": (4, 256, 8192)}  # what a cell's names may hold
+    left = [RunDir.RESULTS, RunDir.ADOPTED, "checkpoint.pickle", RunDir.VARS]
+    for name in left[:3]:
+        (src / name).write_bytes(pickle.dumps(results))
+    out = nsight_magic.share(src, tmp_path / "shared")
+    manifest = json.loads((out / MANIFEST).read_text())
+    for name in left:
+        assert not (out / name).exists(), name
+        assert name in manifest["left_out"], name
+    assert load_snapshot(out / RunDir.TORCH_MEMORY).devices  # copied, still readable
 
 
 def test_env_list_filter_keeps_allow_listed_names_only() -> None:

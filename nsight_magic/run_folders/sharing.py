@@ -22,8 +22,8 @@ memory, every timing and the report data) and rewrites the rest:
   values become ``<redacted>``; the GPU's UUID is dropped;
 - left out: the ``.nsys-rep`` (nsys compresses parts of it, so it cannot be rewritten or
   checked; its export, the ``.sqlite`` or ``_pq`` folder, is what ``load_run`` reads) unless
-  ``keep_nsys_rep=True``, and ``vars.pkl`` / ``shared.pkl`` (pickled notebook variables: the
-  user's data, and unsafe to unpickle);
+  ``keep_nsys_rep=True``, and every pickle but torch's allocator snapshot (``vars.pkl``,
+  ``shared.pkl``, ``results.pkl``, ``adopted.pkl``: the user's data, and unsafe to unpickle);
 - skipped: anything that is not a regular file or a real folder inside the run folder (a
   symbolic link, to a file or a folder, is never followed; a named pipe, socket or device is
   never opened), listed in ``share.json``.
@@ -75,9 +75,13 @@ from .sweep_layout import check_config_folders
 from .sweep_record import ConfigRecord, SweepRecord, config_label
 
 MANIFEST = "share.json"
-# pickled notebook variables (the user's data, unsafe to unpickle; shared.pkl also holds CUDA IPC
-# handles, meaningless once the notebook is gone): never in a shared copy
-_PICKLES = (RunDir.VARS, RunDir.SHARED)
+# a pickle is the user's data and code to whoever unpickles it: vars.pkl (notebook variables),
+# shared.pkl (also CUDA IPC handles, meaningless once the notebook is gone), results.pkl and
+# adopted.pkl (what a warm cell sends back: left in the folder when the notebook is killed while
+# reading it), or one we do not know. Only pickles on this list travel: torch's allocator snapshot,
+# plain data that reports/torch_memory.py reads with an unpickler that builds plain values only
+_TRAVELLING_PICKLES = (RunDir.TORCH_MEMORY,)
+_PICKLE_SUFFIXES = (".pkl", ".pickle")
 _TEXT_SUFFIXES = {".json", ".log", ".txt", ".csv", ".md", ".out", ".err", ".yaml", ".toml", ""}
 _ENV_NAMES = ("USER", "USERNAME", "LOGNAME", "HOSTNAME", "HOST", "CONTAINER_NAME", "SSH_CLIENT",
               "SSH_CONNECTION", "MAIL", "JPY_USER", "PWD", "OLDPWD")  # fmt: skip
@@ -349,7 +353,7 @@ class _Outcome:
     """What the copy did, for ``share.json``."""
 
     found: Redactions
-    left_out: list[str] = field(default_factory=list)  # by design: .nsys-rep, vars.pkl
+    left_out: list[str] = field(default_factory=list)  # by design: .nsys-rep, pickles
     skipped: list[str] = field(default_factory=list)  # links, pipes, devices: never read
     env_kept: set[str] = field(default_factory=set)
     env_dropped: set[str] = field(default_factory=set)
@@ -431,7 +435,7 @@ def _copy_folder(
             continue  # picker runs: their own folders, from _copy_run
         elif item.name.endswith(".lock") or item.name.startswith("."):
             continue  # our locks and export stamps
-        elif (item.suffix == ".nsys-rep" and not keep_nsys_rep) or item.name in _PICKLES:
+        elif (item.suffix == ".nsys-rep" and not keep_nsys_rep) or _pickle_left_out(item.name):
             outcome.left_out.append(rel)
         elif entry.is_dir and item.name.endswith("_pq"):
             _copy_parquet(item, target / item.name, rules, outcome, root)
@@ -439,6 +443,11 @@ def _copy_folder(
             outcome.left_out.append(rel)
         else:
             _copy_file(item, copy, rules, outcome, rel)
+
+
+def _pickle_left_out(name: str) -> bool:
+    """``name`` is a pickle that does not travel: every one but ``_TRAVELLING_PICKLES``."""
+    return name.endswith(_PICKLE_SUFFIXES) and name not in _TRAVELLING_PICKLES
 
 
 def _copy_file(item: Path, copy: RunDir, rules: Redactions, outcome: _Outcome, rel: str) -> None:
