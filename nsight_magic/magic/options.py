@@ -16,13 +16,7 @@ from typing import Any
 from IPython.core.error import UsageError
 
 from ..session.spec import MAX_WARMUP
-
-# names IPython puts in every namespace (user_ns_hidden holds them too, when there is a shell)
-SHELL_NAMES = frozenset({"get_ipython", "In", "Out", "exit", "quit", "display"})
-# names Python and IPython give meaning to in a namespace: dunders (``__builtins__``: replacing
-# it breaks every later cell), IPython's output and input history (``_``, ``__``, ``_3``,
-# ``_i``, ``_ii``, ``_i3``, ``_oh``, ``_ih``, ``_dh``)
-_RESERVED = re.compile(r"__\w*__|_+|_\d+|_i+|_i\d+|_oh|_ih|_dh")
+from ..vocabulary.reserved_names import reserved_why
 
 
 def split_extra(line: str) -> tuple[list[str], list[str]]:
@@ -209,7 +203,7 @@ def check_common(
             f"{var_flag} {var!r} is not a valid variable name: {var_flag} NAME stores the "
             f"result in notebook variable NAME{hint}"
         )
-    if var in hidden or hasattr(builtins, var) or var in SHELL_NAMES or _RESERVED.fullmatch(var):
+    if hasattr(builtins, var) or reserved_why(var, hidden) is not None:
         raise UsageError(
             f"{var_flag} {var!r} would hide a name IPython or Python itself uses; choose another"
         )
