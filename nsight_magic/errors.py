@@ -117,6 +117,16 @@ class CellFailedError(NsightMagicError):
         self.run = run
 
 
+class SweepFailedError(NsightMagicError):
+    """Every configuration of a sweep that ran failed (none has a report): the cell fails, as
+    a failed profile's does. ``run`` is the ``SweepRun`` (its ``table()`` has each
+    configuration's error; its folder keeps what each run wrote)."""
+
+    def __init__(self, message: str, *, run: Any = None) -> None:
+        super().__init__(message)
+        self.run = run
+
+
 class _Stopped(NsightMagicError):
     """A run that was stopped from outside; ``result`` is the runner's record of the process
     (``runner.RunResult``) or None when a warm worker was stopped, ``run`` the partial result."""

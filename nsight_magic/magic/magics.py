@@ -4,9 +4,11 @@ call the session, display. Everything they do is callable from Python (``nsight_
 
 Configurable (``%config NsightMagic.<name> = …``): ``nsys_path``, ``ncu_path``, ``runs_dir``,
 ``auto_vars``, ``auto_vars_max_bytes``, ``replay``, ``prewarm``, ``static_view``,
-``claim_short_names``. Bad flags raise UsageError (one line); a profile that fails raises its
-typed error, shown as one line (IPython's ``_render_traceback_``), so the cell fails and Run All
-stops, while the partial result is shown and kept in ``-o VAR`` and ``nsight_magic.last_run()``.
+``claim_short_names``, ``sweep_max_configs``, ``sweep_max_values``. The cell magics' lines are
+taken as typed (``@no_var_expand``: no ``$var``/``{var}`` expansion). Bad flags raise
+UsageError (one line); a profile that fails raises its typed error, shown as one line
+(IPython's ``_render_traceback_``), so the cell fails and Run All stops, while the partial
+result is shown and kept in ``-o VAR`` and ``nsight_magic.last_run()``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
+from IPython.core.magic import (
+    Magics,
+    cell_magic,
+    line_cell_magic,
+    line_magic,
+    magics_class,
+    no_var_expand,
+)
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Enum, Int, TraitError, Unicode, observe, validate
 
@@ -36,7 +45,14 @@ from ..script import prepare_cell
 from ..session.backends import NcuBackend, NsysBackend
 from ..session.cell_command import rank_limit
 from ..session.manager import MANAGER
-from ..session.spec import CellRequest, Notebook, RunCallbacks
+from ..session.spec import (
+    DEFAULT_SWEEP_MAX_CONFIGS,
+    DEFAULT_SWEEP_MAX_VALUES,
+    CellRequest,
+    Notebook,
+    RunCallbacks,
+    SweepLimits,
+)
 from ..session.status import format_status, notebook_gpu_memory
 from ..session.sweep import SweepSpec, parse_sweep_option
 from ..session.variables import DEFAULT_AUTO_MAX_BYTES, parse_names
@@ -139,12 +155,15 @@ def _options(options: type[T], args: Any, extra: list[str]) -> T:
         raise UsageError(str(exc)) from None
 
 
-def _sweep_spec(given: list[str]) -> SweepSpec:
-    """``--sweep NAME=V1,V2`` (repeatable) as a ``SweepSpec``; a bad one is one UsageError."""
+def _sweep_spec(given: list[str], limits: SweepLimits) -> SweepSpec:
+    """``--sweep NAME=V1,V2`` (repeatable) as a ``SweepSpec`` within ``limits``; a bad one, or
+    one over its bounds, is one UsageError before anything runs."""
     try:
-        return SweepSpec(tuple(parse_sweep_option(text) for text in given))
+        spec = SweepSpec(tuple(parse_sweep_option(text) for text in given))
+        spec.check(limits)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    return spec
 
 
 def _code_files(shell: Any) -> Mapping[str, int]:
@@ -170,6 +189,27 @@ class NsightMagic(Magics):
         DEFAULT_AUTO_MAX_BYTES, help="Largest variable sent automatically (bytes)."
     ).tag(config=True)
     claim_short_names = Bool(False, help=magic_names.CLAIM_HELP).tag(config=True)
+    sweep_max_configs = Int(
+        DEFAULT_SWEEP_MAX_CONFIGS,
+        help="Most configurations one --sweep (or nsight_magic.sweep) may have: the product of "
+        "its variables' numbers of values, checked before anything runs.",
+    ).tag(config=True)
+    sweep_max_values = Int(
+        DEFAULT_SWEEP_MAX_VALUES,
+        help="Most values one --sweep (or nsight_magic.sweep) may give, over all its variables.",
+    ).tag(config=True)
+
+    @validate("sweep_max_configs", "sweep_max_values")
+    def _check_sweep_bound(self, proposal: dict[str, Any]) -> int:
+        value = proposal["value"]
+        if value < 1:
+            name = proposal["trait"].name
+            raise TraitError(f"NsightMagic.{name} is {value}; give a whole number >= 1.")
+        return int(value)
+
+    def sweep_limits(self) -> SweepLimits:
+        """The sweep's bounds as ``%config`` set them."""
+        return SweepLimits(max_configs=self.sweep_max_configs, max_values=self.sweep_max_values)
 
     @validate("auto_vars_max_bytes")
     def _check_max_bytes(self, proposal: dict[str, Any]) -> int:
@@ -310,6 +350,7 @@ class NsightMagic(Magics):
               "given), NAME bound to it before the cell, each its own profiled run from the "
               "same notebook state; returns a SweepRun. Values: 1,8,32 or a Python literal "
               "list, \"bs=[1, 8, 32]\". docs/sweeps.md.")  # fmt: skip
+    @no_var_expand  # the line as typed: IPython's $var/{var} expansion is quadratic in it
     @cell_magic("nsight_nsys")  # type: ignore[arg-type]  # (IPython types only the bare form)
     def nsys(self, line: str, cell: str) -> Any:
         """Profile this cell with Nsight Systems and show its kernels, NVTX ranges, copies,
@@ -327,11 +368,13 @@ class NsightMagic(Magics):
         options = _options(NsysOptions, args, extra)
         request = self._request(args, cell)
         if args.sweep:
-            spec = _sweep_spec(args.sweep)
+            limits = self.sweep_limits()
+            spec = _sweep_spec(args.sweep, limits)
             return self._deliver(
                 args,
                 lambda: MANAGER.sweep(request, NsysBackend(options), spec,
-                                      notebook=self._notebook(), callbacks=self._callbacks()),
+                                      notebook=self._notebook(), callbacks=self._callbacks(),
+                                      limits=limits),
             )  # fmt: skip
         return self._deliver(
             args,
@@ -348,6 +391,7 @@ class NsightMagic(Magics):
     @_declared(NcuOptions)
     @argument("--rank", type=int, default=0, metavar="R",
               help="With --nproc: the rank ncu profiles (the others run unprofiled).")  # fmt: skip
+    @no_var_expand  # as %%nsys: the line is taken as typed
     @cell_magic("nsight_ncu")  # type: ignore[arg-type]
     def ncu(self, line: str, cell: str) -> Any:
         """Profile this cell's kernels with Nsight Compute (roofline set by default).

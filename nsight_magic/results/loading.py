@@ -17,6 +17,7 @@ from ..run_folders.regular_files import NotRegularFile, entries, read_regular
 from ..run_folders.run_dir import RunDir
 from ..run_folders.run_meta import RunMeta
 from ..run_folders.sweep_layout import check_config_folders
+from ..run_folders.sweep_record import ConfigKey
 from .drill_protocols import DrillRunner
 from .nsys_run import NcuRun, NsysRun
 from .sweep_run import SweepRun
@@ -196,7 +197,9 @@ def load_run(
         raise BadArgumentError(
             f"load_run takes a run folder's path (str or Path), not {type(path).__name__}."
         )
-    run_dir = expand(path)
+    # absolute once, here: a re-profile's child folder (which the run makes absolute) must lie
+    # inside it, and a later chdir must not move it (load_run("nsight-runs/<run>"))
+    run_dir = expand(path).absolute()
     if run_dir.is_file() and run_dir.name == RunDir.META:
         run_dir = run_dir.parent
     if not run_dir.is_dir():
@@ -225,13 +228,14 @@ def load_sweep(
     ``SweepRun``: each configuration that ran ``ok`` loaded with ``load_run``; a record that
     names a configuration folder outside the sweep folder, or one folder twice, is refused
     before any is read (``DamagedFolderError``: the check ``share()`` makes too)."""
-    run_dir = expand(path)
+    run_dir = expand(path).absolute()
     record = RunDir(run_dir).read_sweep()
     if record is None:
         raise ReportError(f"{RunDir(run_dir).sweep} is no sweep record (damaged or foreign).")
     check_config_folders(run_dir, record)
     runs = {}
-    keys = [tuple(c.values.get(n) for n in record.variables) for c in record.configs]
+    # keyed by the values' written form: a list value in sweep.json has no hash
+    keys = [ConfigKey(c.values.get(n) for n in record.variables) for c in record.configs]
     for key, config in zip(keys, record.configs, strict=True):
         if config.status != "ok" or not config.folder:
             continue

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import sweep as numbers
-from ..run_folders.sweep_record import SweepRecord
+from ..run_folders.sweep_record import SweepRecord, canonical
 
 
 def config_frames(run: Any) -> numbers.ConfigFrames:
@@ -45,7 +45,7 @@ class SweepFrames:
         self,
         record: SweepRecord,
         keys: Sequence[tuple[Any, ...]],
-        runs: Mapping[tuple[Any, ...], Any],
+        runs: Mapping[Any, Any],
         folder: str | None = None,
     ) -> None:
         self.record = record
@@ -84,8 +84,9 @@ class SweepFrames:
 
     def axis_scale(self, variable: str) -> str:
         index = self.record.variables.index(variable)
-        values = list(dict.fromkeys(key[index] for key in self.keys))
-        return numbers.axis_scale(values)
+        # distinct by written form: 1, 1.0 and True are three values, a list value is one
+        distinct = {canonical(key[index]): key[index] for key in self.keys}
+        return numbers.axis_scale(list(distinct.values()))
 
     def mfu(self, mfu_of: Callable[[numbers.ConfigRow], pd.DataFrame | None]) -> pd.DataFrame:
         return numbers.sweep_mfu(self.rows, self.record.variables, mfu_of)

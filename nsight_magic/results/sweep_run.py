@@ -14,8 +14,8 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import mfu as utilisation
-from ..errors import BadArgumentError, ReportError
-from ..run_folders.sweep_record import SweepRecord, config_label
+from ..errors import BadArgumentError, EmptyResultWarning, ReportError
+from ..run_folders.sweep_record import ConfigKey, SweepRecord, config_label
 from ..views import sweep_view
 from .base import WIDGET_MIME, in_kernel
 from .comparison import Comparison, compare
@@ -23,7 +23,6 @@ from .ncu_run import NcuRun
 from .nsys_run import NsysRun
 from .sweep_frames import SweepFrames
 
-ConfigKey = tuple[Any, ...]
 FlopsOf = Callable[[dict[str, Any]], Mapping[Any, float] | None]
 
 
@@ -40,21 +39,24 @@ class SweepRun:
         self,
         record: SweepRecord,
         run_dir: str | Path | None,
-        runs: Mapping[ConfigKey, NsysRun],
+        runs: Mapping[Any, NsysRun],
         *,
-        keys: Sequence[ConfigKey] | None = None,
+        keys: Sequence[tuple[Any, ...]] | None = None,
     ) -> None:
         self.record = record
         self.run_dir = Path(run_dir) if run_dir is not None else None
-        self.runs: dict[ConfigKey, NsysRun] = dict(runs)
         names = record.variables
-        self.configs: list[ConfigKey] = (
+        given = (
             list(keys)
             if keys is not None
             else [tuple(c.values.get(n) for n in names) for c in record.configs]
         )
+        # keys compare by the values' written form (sweep_record.ConfigKey): 1, 1.0 and True
+        # are three configurations, a list value is one
+        self.configs: list[ConfigKey] = [ConfigKey(key) for key in given]
         if len(self.configs) != len(record.configs):
             raise BadArgumentError("a SweepRun needs one key per configuration of its record")
+        self.runs: dict[ConfigKey, NsysRun] = {ConfigKey(k): run for k, run in runs.items()}
         self._html: str | None = None
 
     @property
@@ -73,9 +75,11 @@ class SweepRun:
         return SweepFrames(self.record, self.configs, self.runs, folder)
 
     # --- one configuration -----------------------------------------------------------------
-    def key(self, config: ConfigKey | Mapping[str, Any] | Any) -> ConfigKey:
+    def key(self, config: tuple[Any, ...] | Mapping[str, Any] | Any) -> ConfigKey:
         """A configuration's key from its tuple, a {variable: value} dict, or the bare value
-        of a sweep of one variable; BadArgumentError naming the configurations otherwise."""
+        of a sweep of one variable; BadArgumentError naming the configurations otherwise. Values
+        match by their written form (``sweep_record.canonical``): ``run(x=1)`` is not the
+        ``x=True`` configuration."""
         if isinstance(config, Mapping):
             if set(config) != set(self.variables):
                 raise BadArgumentError(
@@ -83,22 +87,32 @@ class SweepRun:
                     f"{', '.join(map(str, config)) or 'none'}"
                 )
             config = tuple(config[name] for name in self.variables)
-        elif not isinstance(config, tuple):
+        elif not isinstance(config, tuple) or (len(self.variables) == 1 and len(config) != 1):
             config = (config,)
-        if config not in self.configs:
-            known = ", ".join(config_label(dict(zip(self.variables, k, strict=True)))
-                              for k in self.configs[:10])  # fmt: skip
-            raise BadArgumentError(f"{config!r} is no configuration of this sweep ({known})")
-        return config
+        key = ConfigKey(config)
+        for known in self.configs:
+            if known == key:
+                return known
+        listed = ", ".join(config_label(dict(zip(self.variables, k, strict=True)))
+                           for k in self.configs[:10])  # fmt: skip
+        shown = repr(config)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        raise BadArgumentError(f"{shown} is no configuration of this sweep ({listed})")
 
-    def run(self, config: ConfigKey | Mapping[str, Any] | Any = None, **values: Any) -> NsysRun:
+    def _index(self, key: ConfigKey) -> int:
+        """The place of a key ``key()`` returned (one of ``configs`` itself)."""
+        return next(i for i, known in enumerate(self.configs) if known is key)
+
+    def run(
+        self, config: tuple[Any, ...] | Mapping[str, Any] | Any = None, **values: Any
+    ) -> NsysRun:
         """The ``NsysRun`` of one configuration: ``sweep.run(bs=8, seq=2048)``,
         ``sweep.run((8, 2048))`` or ``sweep.run(8)`` for a sweep of one variable.
         BadArgumentError with its error for a configuration that failed or did not run."""
         key = self.key(values if config is None else config)
         found = self.runs.get(key)
         if found is None:
-            entry = self.record.configs[self.configs.index(key)]
+            entry = self.record.configs[self._index(key)]
             raise BadArgumentError(
                 f"configuration {entry.label} has no run: it {entry.status}"
                 + (f" ({entry.error})" if entry.error else "")
@@ -108,8 +122,8 @@ class SweepRun:
     def compare(self, a: Any, b: Any) -> Comparison:
         """``compare()`` of two configurations' runs (keys as :meth:`run` takes them)."""
         run_a, run_b = self.run(a), self.run(b)
-        label_a = self.record.configs[self.configs.index(self.key(a))].label
-        label_b = self.record.configs[self.configs.index(self.key(b))].label
+        label_a = self.record.configs[self._index(self.key(a))].label
+        label_b = self.record.configs[self._index(self.key(b))].label
         return compare(run_a, run_b, label_a, label_b)
 
     # --- across configurations -------------------------------------------------------------
@@ -151,15 +165,44 @@ class SweepRun:
                 "cfg['bs']}"
             )
 
+        reasons: dict[str, str] = {}
+
         def one(row: Any) -> pd.DataFrame | None:
             run = self.runs[self.key(tuple(row.values[name] for name in self.variables))]
             given = flops(dict(row.values)) if flops is not None else None
             with warnings.catch_warnings():  # an empty configuration is said by its absence
                 warnings.simplefilter("ignore")
                 frame = run.mfu(given, dtype=dtype, peak_flops=peak_flops)
+            if frame.empty:
+                reasons[row.label] = str(frame.attrs.get("reason") or "no NVTX phase to measure")
             return frame[[c for c in utilisation.MODEL_MFU_COLUMNS if c in frame.columns]]
 
-        return self.frames.mfu(one)
+        frame = self.frames.mfu(one)
+        if frame.empty:
+            frame = frame.reindex(
+                columns=[
+                    *frame.columns,
+                    *(c for c in utilisation.MODEL_MFU_COLUMNS if c not in frame.columns),
+                ]
+            )
+            frame.attrs["reason"] = self._no_mfu_reason(reasons)
+            warnings.warn(frame.attrs["reason"], EmptyResultWarning, stacklevel=2)
+        return frame
+
+    def _no_mfu_reason(self, reasons: Mapping[str, str]) -> str:
+        """Why ``mfu()`` has no row: no configuration has a report, or each one's own reason
+        (``NsysRun.mfu``'s ``attrs["reason"]``), said once when all say the same."""
+        if not self.runs:
+            counts = ", ".join(f"{n} {status}" for status, n in self.record.counts().items())
+            return (
+                f"No MFU: no configuration of this sweep has a report ({counts}); each failed "
+                "configuration's error is in table()."
+            )
+        distinct = list(dict.fromkeys(reasons.values()))
+        if len(distinct) == 1:
+            return f"No MFU in any configuration: {distinct[0]}"
+        each = "; ".join(f"{label}: {why}" for label, why in reasons.items())
+        return f"No MFU in any configuration: {each}"
 
     def profile_top(self, n: int = 10, *, set: str | None = "roofline",
                     **options: Any) -> dict[ConfigKey, NcuRun]:  # fmt: skip
@@ -178,7 +221,10 @@ class SweepRun:
                   **kwargs: Any) -> Any:  # fmt: skip
         """MFU per NVTX phase against ``variable`` (:meth:`mfu`'s arguments). An altair chart."""
         name = self._variable(variable)
-        return sweep_view.mfu_chart(self.mfu(flops, **kwargs), name, self.frames.axis_scale(name))
+        with warnings.catch_warnings():  # an empty frame's reason is the chart's title
+            warnings.simplefilter("ignore", EmptyResultWarning)
+            frame = self.mfu(flops, **kwargs)
+        return sweep_view.mfu_chart(frame, name, self.frames.axis_scale(name))
 
     def _variable(self, variable: str | None) -> str:
         if variable is None:

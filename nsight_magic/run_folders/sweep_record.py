@@ -10,9 +10,11 @@ None); any other value (a ``torch.dtype`` passed to ``nsight_magic.sweep``) is k
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
+
+from ..errors import DamagedFolderError
 
 SWEEP_SCHEMA_VERSION = 1
 # pending: not run yet; ok: profiled; failed: the cell raised, ran out of memory or the run
@@ -25,6 +27,57 @@ _JSON_LITERALS = (bool, int, float, str, type(None))
 def json_value(value: Any) -> Any:
     """``value`` as sweep.json keeps it: itself when a JSON literal, else its ``repr``."""
     return value if isinstance(value, _JSON_LITERALS) else repr(value)
+
+
+def canonical(value: Any) -> Any:
+    """What tells two swept values apart: the value's type and its ``repr``, containers item by
+    item, a dict whatever the order of its keys. Never the value's hash, nor ``==``: ``1``,
+    ``1.0`` and ``True`` are equal (and hash alike) in Python yet three configurations of
+    ``--sweep "x=[1, 1.0, True]"``; a list or dict (``--sweep "v=[[1, 2], [3]]"``) has no hash.
+    The result is a tuple of strings: hashable, and equal only for values written alike."""
+    kind = f"{type(value).__module__}.{type(value).__qualname__}"
+    if isinstance(value, list | tuple):
+        return (kind, *(canonical(item) for item in value))
+    if isinstance(value, dict):
+        items = sorted((canonical(k), canonical(v)) for k, v in value.items())
+        return (kind, *items)
+    try:
+        shown = repr(value)
+    except Exception:  # a value whose repr raises is known by its identity
+        shown = f"<{kind} at {id(value):#x}>"
+    return (kind, shown)
+
+
+class ConfigKey(tuple[Any, ...]):
+    """One configuration's key: its values in the order of the swept variables (a tuple, as
+    ``sweep.runs`` and ``sweep.configs`` show it), compared and hashed by the values'
+    ``canonical`` form, not by their own ``==`` and hash. So ``(1,)``, ``(1.0,)`` and ``(True,)``
+    are three keys, and a key of lists (``([1, 2],)``) is one too. A plain tuple of hashable
+    values finds its configuration in ``sweep.runs`` (``sweep.runs[(8, 2048)]``): the hash is
+    the plain tuple's whenever it has one."""
+
+    __slots__ = ()
+
+    def __new__(cls, values: Iterable[Any] = ()) -> ConfigKey:
+        return super().__new__(cls, values)
+
+    @property
+    def canonical(self) -> tuple[Any, ...]:
+        return tuple(canonical(value) for value in self)
+
+    def __hash__(self) -> int:
+        try:
+            return hash(tuple(self))
+        except TypeError:  # a list or dict among the values: its written form's hash
+            return hash(self.canonical)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, tuple) or len(other) != len(self):
+            return False
+        return self.canonical == tuple(canonical(value) for value in other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
 
 
 def config_label(values: Mapping[str, Any]) -> str:
@@ -59,11 +112,22 @@ class ConfigRecord:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ConfigRecord:
+        """One configuration of a sweep.json; an ``index`` that is no whole number >= 0 is a
+        ``DamagedFolderError`` (it orders the configurations: nothing is guessed)."""
         values = data.get("values")
         status = data.get("status")
         wall = data.get("wall_s")
+        index = data.get("index")
+        if index is None:
+            index = 0
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise DamagedFolderError(
+                f"sweep.json: a configuration's index is {str(index)[:40]!r}, not a whole number "
+                ">= 0; the sweep folder is damaged or was edited. Restore its sweep.json, or open "
+                "a configuration's run folder itself with load_run."
+            )
         return cls(
-            index=int(data.get("index") or 0),
+            index=index,
             values=dict(values) if isinstance(values, dict) else {},
             folder=str(data.get("folder") or ""),
             status=status if status in CONFIG_STATUSES else "failed",

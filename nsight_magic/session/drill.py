@@ -17,12 +17,14 @@ from ..analysis.range_spec import NvtxRange, matches_spec, resolve_nvtx_range
 from ..errors import (
     AmbiguousNvtxRangeError,
     FolderSettingsIgnored,
+    MissingVariableError,
     NsightMagicError,
     ProfileInterrupted,
 )
 from ..profilers import ncu as ncu_argv
 from ..profilers import nsys as nsys_argv
 from ..profilers.drill_request import DrillRequest
+from ..run_folders import sharing
 from ..run_folders.run_dir import RunDir
 from ..vocabulary.magic_names import cell_magic
 from ..vocabulary.nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
@@ -262,7 +264,9 @@ class DrillDowns:
                 "cell to re-run under ncu; profile the cell with "
                 f"{cell_magic('nsys')} first, or use {cell_magic('ncu')}."
             )
-        parent_dir = Path(parent_dir)
+        # absolute: a run loaded by a relative path keeps its place if the cwd changes, and
+        # the child's folder (made absolute by the run) lies inside it
+        parent_dir = Path(parent_dir).absolute()
         parent_folder = RunDir(parent_dir)
         if not parent_folder.has_saved_cell():
             raise NsightMagicError(
@@ -289,6 +293,8 @@ class DrillDowns:
         repeat = bound is not None and not drill.fresh and nproc == 1
         if repeat:
             cold = False
+        if cold:
+            _check_saved_values(parent_folder, parent_meta)
         if nproc > 1 and timeout is None:
             timeout = MULTI_RANK_TIMEOUT_S  # a stuck collective must never hang the notebook
         request = CellRequest(
@@ -329,6 +335,30 @@ class DrillDowns:
                                      **record, "set": drill.ncu.set, "mode": mode,
                                      "wall_s": time.perf_counter() - t0,
                                      "started_utc": now_utc()})  # fmt: skip
+
+
+def _check_saved_values(folder: RunDir, meta: Any) -> None:
+    """A cold re-run of a folder's script binds the values its run was sent by value (a sweep
+    configuration's swept values, ``--vars``) from its ``vars.pkl``; a shared copy has none
+    (``share()`` copies no pickle), and the script would stop at ``NameError: bs`` after ncu
+    started. ``MissingVariableError`` naming them, before anything runs."""
+    if folder.vars.exists():
+        return
+    sweep = meta.sweep if isinstance(meta.sweep, dict) else {}
+    swept = sweep.get("values")
+    names = [*(map(str, swept) if isinstance(swept, dict) else ()), *(meta.vars or [])]
+    names = list(dict.fromkeys(n for n in names if isinstance(n, str)))
+    if not names:
+        return
+    shared = (folder.path / sharing.MANIFEST).exists()
+    why = ("it is a shared copy: share() leaves the pickled values out"
+           if shared else "its vars.pkl is gone")  # fmt: skip
+    raise MissingVariableError(
+        f"{folder.path} cannot be re-profiled: its cell reads {', '.join(names)}, which its run "
+        f"was sent by value, and {why}. Nothing ran. Profile the cell again where those values "
+        "are (a sweep: run the sweep again, or set them and profile the cell itself).",
+        names=names,
+    )
 
 
 def _not_profiled(child: Any) -> list[tuple[str, str]]:

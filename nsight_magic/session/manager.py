@@ -44,7 +44,7 @@ from .prewarm import (
     start_for_host_cells,
     submodules_to_follow,
 )
-from .spec import CellRequest, Notebook, RunCallbacks
+from .spec import CellRequest, Notebook, RunCallbacks, SweepLimits
 from .warm import WarmExecutor
 from .warm_session import WarmSession
 from .worker_pool import SessionStatus, WorkerPool
@@ -319,14 +319,16 @@ class SessionManager(DrillDowns):
         *,
         notebook: Notebook | None = None,
         callbacks: RunCallbacks | None = None,
+        limits: SweepLimits | None = None,
     ) -> Any:
         """Profile ``request``'s cell once per configuration of ``spec`` (a
         ``sweep.SweepSpec``), each an ordinary ``profile`` run that leaves the notebook's
-        state as it was; returns a ``SweepRun`` (``session/sweep.py``)."""
+        state as it was; returns a ``SweepRun`` (``session/sweep.py``). ``limits`` bound its
+        size (``%config NsightMagic.sweep_max_configs``), checked before anything runs."""
         from .sweep import run_sweep  # results and views load with the first sweep only
 
         return run_sweep(self.profile, request, backend, spec, notebook=notebook,
-                         callbacks=callbacks)  # fmt: skip
+                         callbacks=callbacks, limits=limits)  # fmt: skip
 
     def _worker_names(self) -> dict[int, str]:
         return {s.pid: f"the {s.tool} worker (pid {s.pid})"

@@ -53,6 +53,22 @@ class CellRequest:
             raise ValueError(f"rank must be in 0..{self.nproc - 1}")
 
 
+# a sweep's bounds (``%config NsightMagic.sweep_max_configs`` / ``sweep_max_values``)
+DEFAULT_SWEEP_MAX_CONFIGS = 1000
+DEFAULT_SWEEP_MAX_VALUES = 10_000
+
+
+@dataclass(frozen=True)
+class SweepLimits:
+    """How large a sweep may be, checked before anything is built or run
+    (``sweep.SweepSpec.check``): ``max_configs`` bounds the configurations (the product of the
+    numbers of values: 10 variables of 10 values are 10**10), ``max_values`` the values given
+    over all variables (what is parsed and kept)."""
+
+    max_configs: int = DEFAULT_SWEEP_MAX_CONFIGS
+    max_values: int = DEFAULT_SWEEP_MAX_VALUES
+
+
 @dataclass
 class RunCallbacks:
     """Where a run reports: a progress state, the cell's own output lines, a cancel flag; and

@@ -18,19 +18,36 @@ from __future__ import annotations
 import ast
 import dataclasses
 import itertools
+import math
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CellFailedError, NsightMagicError, ProfileInterrupted
+from ..errors import (
+    BadArgumentError,
+    CellFailedError,
+    NsightMagicError,
+    ProfileInterrupted,
+    SweepFailedError,
+)
 from ..processes.progress import Progress
 from ..results.sweep_run import SweepRun
 from ..run_folders.run_dir import RunDir
-from ..run_folders.sweep_record import ConfigRecord, SweepRecord, config_label, json_value
+from ..run_folders.sweep_record import (
+    ConfigKey,
+    ConfigRecord,
+    SweepRecord,
+    canonical,
+    config_label,
+    json_value,
+)
+from ..vocabulary import arguments
+from ..vocabulary.reserved_names import reserved_why
 from .backends import Backend
 from .pipeline import now_utc
-from .spec import CellRequest, Notebook, RunCallbacks
+from .spec import MAX_WARMUP, CellRequest, Notebook, RunCallbacks, SweepLimits
 
 # ``Backend`` is a Protocol the session's own backends and the tests' bare one implement
 Profile = Callable[..., Any]  # SessionManager.profile
@@ -38,31 +55,63 @@ Profile = Callable[..., Any]  # SessionManager.profile
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """The swept variables in the order given, each with its values in the order given."""
+    """The swept variables in the order given, each with its values in the order given. A
+    name that is no identifier, a name Python, IPython or the package gives meaning to
+    (``__name__``, ``In``, ``_``: ``vocabulary.reserved_names``), a name swept twice, a
+    variable without values or one value given twice is a ``BadArgumentError`` (a
+    ``ValueError``) before anything runs; ``check`` bounds its size."""
 
     variables: tuple[tuple[str, tuple[Any, ...]], ...]
 
     def __post_init__(self) -> None:
         names = [name for name, _ in self.variables]
         if not names:
-            raise ValueError("a sweep needs at least one variable")
+            raise BadArgumentError("a sweep needs at least one variable")
         for name, values in self.variables:
-            if not name.isidentifier():
-                raise ValueError(f"--sweep: {name!r} is not a variable name")
+            if not isinstance(name, str) or not name.isidentifier():
+                raise BadArgumentError(
+                    f"--sweep: {name!r} is not a variable name; name each swept variable as "
+                    "Python would, e.g. bs"
+                )
+            why = reserved_why(name)
+            if why is not None:
+                raise BadArgumentError(
+                    f"--sweep: {name} cannot be swept: {why}; binding it would change what "
+                    "later cells see. Sweep a name of your own (e.g. bs) and use it in the cell."
+                )
             if not values:
-                raise ValueError(f"--sweep: {name} has no values")
+                raise BadArgumentError(f"--sweep: {name} has no values")
+            seen: set[Any] = set()
+            for value in values:
+                if canonical(value) in seen:
+                    raise BadArgumentError(
+                        f"--sweep: {name} gives the value {_short(value)} twice; each value is "
+                        "one configuration"
+                    )
+                seen.add(canonical(value))
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
-            raise ValueError(f"--sweep: {', '.join(repeated)} is swept twice")
+            raise BadArgumentError(f"--sweep: {', '.join(repeated)} is swept twice")
 
     @classmethod
-    def of(cls, values: Mapping[str, Iterable[Any]]) -> SweepSpec:
-        """From ``{"bs": [1, 8], "seq": [512, 2048]}`` (``nsight_magic.sweep``'s keywords)."""
+    def of(cls, values: Any) -> SweepSpec:
+        """From ``{"bs": [1, 8], "seq": [512, 2048]}`` (``nsight_magic.sweep``'s values)."""
+        if not isinstance(values, Mapping):
+            raise BadArgumentError(
+                f"sweep(): values is {_short(values)}; pass a dict of variable name -> list of "
+                "values, e.g. {'bs': [1, 8, 32]}"
+            )
         out = []
         for name, given in values.items():
-            if isinstance(given, str | bytes) or not isinstance(given, Iterable):
-                raise ValueError(
-                    f"sweep: {name}={given!r}; give the values as a list, e.g. {name}=[1, 8, 32]"
+            if not isinstance(name, str):
+                raise BadArgumentError(
+                    f"sweep(): the variable name {_short(name)} is not a string; name each "
+                    "swept variable as Python would, e.g. {'bs': [1, 8, 32]}"
+                )
+            if isinstance(given, str | bytes | Mapping) or not isinstance(given, Iterable):
+                raise BadArgumentError(
+                    f"sweep: {name}={_short(given)}; give the values as a list, e.g. "
+                    f"{name}=[1, 8, 32]"
                 )
             out.append((name, tuple(given)))
         return cls(tuple(out))
@@ -71,13 +120,44 @@ class SweepSpec:
     def names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.variables)
 
+    def count(self) -> int:
+        """How many configurations: the product of the numbers of values (no list is built)."""
+        return math.prod(len(values) for _, values in self.variables)
+
+    def check(self, limits: SweepLimits) -> None:
+        """Refuse a sweep over ``limits`` before anything is built or run: one
+        ``BadArgumentError`` that says the product and which ``%config`` raises the bound."""
+        values = sum(len(values) for _, values in self.variables)
+        if values > limits.max_values:
+            raise BadArgumentError(
+                f"--sweep: {values:,} values given, over the bound of {limits.max_values:,} "
+                "(%config NsightMagic.sweep_max_values); nothing ran. Sweep fewer values."
+            )
+        count = self.count()
+        if count > limits.max_configs:
+            sizes = " x ".join(f"{len(v)} {name}" for name, v in self.variables)
+            raise BadArgumentError(
+                f"--sweep: {sizes} are {count:,} configurations, over the bound of "
+                f"{limits.max_configs:,} (%config NsightMagic.sweep_max_configs); nothing "
+                "ran. Each configuration is one profiled run: sweep fewer values."
+            )
+
     def configs(self) -> list[dict[str, Any]]:
-        """Every combination, the first variable varying slowest (``itertools.product``)."""
+        """Every combination, the first variable varying slowest (``itertools.product``): a
+        list, so ``check`` it first (``run_sweep`` does)."""
         names = self.names
         return [
             dict(zip(names, combo, strict=True))
             for combo in itertools.product(*(values for _, values in self.variables))
         ]
+
+
+def _short(value: Any) -> str:
+    try:
+        shown = repr(value)
+    except Exception:
+        shown = f"<{type(value).__name__}>"
+    return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
 def parse_sweep_option(text: str) -> tuple[str, tuple[Any, ...]]:
@@ -149,15 +229,21 @@ def run_sweep(
     *,
     notebook: Notebook | None = None,
     callbacks: RunCallbacks | None = None,
+    limits: SweepLimits | None = None,
 ) -> SweepRun:
     """Profile ``request``'s cell once per configuration of ``spec`` with ``backend`` (its
     options apply to each), through ``profile`` (``SessionManager.profile``); returns the
     ``SweepRun``. ``callbacks.cancel``, once set, stops the sweep after the configuration
-    that is running (the configurations left are "cancelled")."""
+    that is running (the configurations left are "cancelled"). ``limits`` bound its size,
+    checked before the folder is made. A sweep whose every configuration that ran failed
+    raises ``SweepFailedError`` holding the ``SweepRun`` (the cell fails, as a failed profile's
+    does); sweep.json never stays "pending": an error of ours or Python's while a
+    configuration runs marks it failed and the rest cancelled before it goes on up."""
+    spec.check(limits or SweepLimits())
     callbacks = callbacks or RunCallbacks()
     name = request.name if request.name != "cell" else "sweep"
-    folder = RunDir.create(request.runs_root, name)
     configs = spec.configs()
+    folder = RunDir.create(request.runs_root, name)
     record = SweepRecord(
         name=name,
         variables=list(spec.names),
@@ -169,46 +255,86 @@ def run_sweep(
         started_utc=now_utc(),
     )
     folder.write_sweep(record)
-    runs: dict[tuple[Any, ...], Any] = {}
-    stopped = False
-    for i, values in enumerate(configs):
-        entry = record.configs[i]
-        if stopped or (callbacks.cancel is not None and callbacks.cancel.is_set()):
-            stopped = True
-            entry.status, entry.error = "cancelled", "the sweep was stopped before it ran"
-            continue
-        label = config_label(values)
-        place = f"config {i + 1} of {len(configs)}: {label}"
-        if callbacks.output is not None:
-            callbacks.output(f"nsight_magic: {place}")
-        run_dir = folder.new_config(i + 1, label)
-        entry.folder = run_dir.path.name
+    runs: dict[ConfigKey, Any] = {}
+    stopped = interrupted = False
+    try:
+        for i, values in enumerate(configs):
+            entry = record.configs[i]
+            if stopped or (callbacks.cancel is not None and callbacks.cancel.is_set()):
+                stopped = True
+                entry.status, entry.error = "cancelled", "the sweep was stopped before it ran"
+                continue
+            label = config_label(values)
+            place = f"config {i + 1} of {len(configs)}: {label}"
+            if callbacks.output is not None:
+                callbacks.output(f"nsight_magic: {place}")
+            run_dir = folder.new_config(i + 1, label)
+            entry.folder = run_dir.path.name
+            folder.write_sweep(record)
+            one = dataclasses.replace(request, name=f"{name}[{label}]", bind=dict(values),
+                                      keep_state=True,
+                                      more_follow=i < len(configs) - 1)  # fmt: skip
+            # no cancel of its own: a Cancel lets the configuration that runs finish
+            each = RunCallbacks(progress=_progress_for(callbacks.progress, place),
+                                output=callbacks.output)  # fmt: skip
+            t0 = time.perf_counter()
+            try:
+                run = profile(one, backend, notebook=notebook, callbacks=each,
+                              run_dir=run_dir.path, meta={"sweep": {"index": i,
+                              "values": entry.values, "label": label}})  # fmt: skip
+            except ProfileInterrupted as exc:  # Ctrl-C: this configuration, and the sweep, stop
+                entry.status, entry.error = "failed", _error_line(exc)
+                stopped = interrupted = True
+            except NsightMagicError as exc:  # this configuration failed; the next one runs
+                entry.status, entry.error = "failed", _error_line(exc)
+            else:
+                entry.status = "ok"
+                run.bound_values = dict(values)  # what a drill-down into it binds again
+                runs[ConfigKey(values.values())] = run
+            entry.wall_s = time.perf_counter() - t0
+            folder.write_sweep(record)
+    except BaseException as exc:  # not ours to turn into a row: said in the record, raised on
+        for entry in record.configs:
+            if entry.status == "pending" and entry.folder:
+                entry.status, entry.error = "failed", _unexpected_line(exc)
+            elif entry.status == "pending":
+                entry.status, entry.error = "cancelled", "the sweep stopped before it ran"
+        raise
+    finally:
+        record.finished_utc = now_utc()
         folder.write_sweep(record)
-        one = dataclasses.replace(request, name=f"{name}[{label}]", bind=dict(values),
-                                  keep_state=True, more_follow=i < len(configs) - 1)  # fmt: skip
-        # no cancel of its own: a Cancel lets the configuration that runs finish
-        each = RunCallbacks(progress=_progress_for(callbacks.progress, place),
-                            output=callbacks.output)  # fmt: skip
-        t0 = time.perf_counter()
-        try:
-            run = profile(one, backend, notebook=notebook, callbacks=each, run_dir=run_dir.path,
-                          meta={"sweep": {"index": i, "values": entry.values,
-                                          "label": label}})  # fmt: skip
-        except ProfileInterrupted as exc:  # Ctrl-C: this configuration, and the sweep, stop
-            entry.status, entry.error = "failed", _error_line(exc)
-            stopped = True
-        except NsightMagicError as exc:  # this configuration failed; the next one runs
-            entry.status, entry.error = "failed", _error_line(exc)
-        else:
-            entry.status = "ok"
-            run.bound_values = dict(values)  # what a drill-down into it binds again
-            runs[tuple(values.values())] = run
-        entry.wall_s = time.perf_counter() - t0
-        folder.write_sweep(record)
-    record.finished_utc = now_utc()
-    folder.write_sweep(record)
-    keys = [tuple(values.values()) for values in configs]
-    return SweepRun(record, folder.path, runs, keys=keys)
+    keys = [ConfigKey(values.values()) for values in configs]
+    result = SweepRun(record, folder.path, runs, keys=keys)
+    _fail_when_none_ran(result, interrupted)
+    return result
+
+
+def _unexpected_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"the sweep stopped: {type(exc).__name__}" + (f": {text[:200]}" if text else "")
+
+
+def _fail_when_none_ran(result: SweepRun, interrupted: bool) -> None:
+    """A sweep whose every configuration that ran failed fails its cell
+    (``SweepFailedError``; Ctrl-C: ``ProfileInterrupted``), the ``SweepRun`` in ``run``: the
+    magic shows it and keeps it in ``-o NAME`` and ``nsight_magic.last_run()``."""
+    counts = result.record.counts()
+    if counts.get("ok", 0) or not counts.get("failed", 0):
+        return
+    first = next(c for c in result.record.configs if c.status == "failed")
+    where = f" Sweep folder: {result.run_dir}" if result.run_dir is not None else ""
+    if interrupted:
+        raise ProfileInterrupted(
+            f"The sweep was interrupted (in {first.label}) before any configuration was "
+            f"profiled.{where}",
+            run=result,
+        )
+    raise SweepFailedError(
+        f"Every configuration of the sweep failed ({counts['failed']} of "
+        f"{len(result.record.configs)}); the first, {first.label}: {first.error}. Each one's "
+        f"error is in its table(); its run folder keeps what it wrote.{where}",
+        run=result,
+    )
 
 
 def sweep(
@@ -233,17 +359,35 @@ def sweep(
     the configuration that runs. Returns the ``SweepRun``."""
     from pathlib import Path
 
-    from ..errors import BadArgumentError
     from ..profilers.nsys import NsysOptions
     from .backends import NsysBackend
     from .manager import MANAGER
 
+    where = "nsight_magic.sweep()"
+    arguments.text_arg(cell, "cell", where)
+    arguments.text_arg(name, "name", where)
+    if arguments.count_arg(warmup, "warmup", where) > MAX_WARMUP:
+        raise BadArgumentError(f"{where}: warmup is {warmup}; pass 0..{MAX_WARMUP}.")
+    if timeout is not None:
+        arguments.number_arg(timeout, "timeout", where)
+    if not isinstance(fresh, bool):
+        raise BadArgumentError(f"{where}: fresh is {_short(fresh)}; pass True or False.")
+    if runs_root is not None and not isinstance(runs_root, str | os.PathLike):
+        raise BadArgumentError(f"{where}: runs_root is {_short(runs_root)}; pass a folder's path.")
+    for what, given in (("progress", progress), ("output", output)):
+        if given is not None and not callable(given):
+            raise BadArgumentError(f"{where}: {what} is {_short(given)}; pass a function or None.")
+    if cancel is not None and not callable(getattr(cancel, "is_set", None)):
+        raise BadArgumentError(
+            f"{where}: cancel is {_short(cancel)}; pass a threading.Event (or None)."
+        )
+    spec = SweepSpec.of(values)
     try:
-        spec = SweepSpec.of(values)
         options = NsysOptions(**nsys)
     except (TypeError, ValueError) as exc:
         raise BadArgumentError(f"sweep(): {exc}") from None
     notebook = Notebook()
+    limits = SweepLimits()
     try:
         from IPython import get_ipython
 
@@ -257,8 +401,25 @@ def sweep(
     elif shell is not None:
         hidden = frozenset(getattr(shell, "user_ns_hidden", {}) or {})
         notebook = Notebook(user_ns=shell.user_ns, hidden=hidden)
-    request = CellRequest(cell=cell, name=name, warmup=warmup, timeout=timeout, fresh=fresh,
+    if shell is not None:
+        limits = _configured_limits(shell)
+    spec.check(limits)  # before anything is made
+    request = CellRequest(cell=cell, name=name, warmup=int(warmup), timeout=timeout,
+                          fresh=fresh,
                           runs_root=Path(runs_root) if runs_root else None)  # fmt: skip
     callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)
     return MANAGER.sweep(request, NsysBackend(options), spec, notebook=notebook,
-                         callbacks=callbacks)  # fmt: skip
+                         callbacks=callbacks, limits=limits)  # fmt: skip
+
+
+def _configured_limits(shell: Any) -> SweepLimits:
+    """The sweep's bounds as ``%config NsightMagic.sweep_max_configs`` / ``sweep_max_values``
+    set them in this shell (the defaults where the extension is not loaded)."""
+    registry = getattr(getattr(shell, "magics_manager", None), "registry", None) or {}
+    magics = registry.get("NsightMagic")
+    if magics is None:
+        return SweepLimits()
+    return SweepLimits(
+        max_configs=int(getattr(magics, "sweep_max_configs", SweepLimits.max_configs)),
+        max_values=int(getattr(magics, "sweep_max_values", SweepLimits.max_values)),
+    )

@@ -92,8 +92,15 @@ def time_chart(source: SweepSource, variable: str) -> alt.Chart:
 
 @shown_with_png
 def mfu_chart(frame: pd.DataFrame, variable: str, scale: str) -> alt.Chart:
-    """MFU (%) per NVTX phase against ``variable``: ``SweepRun.mfu()``'s rows."""
-    rows = frame.dropna(subset=["mfu_frac"]).copy()
+    """MFU (%) per NVTX phase against ``variable``: ``SweepRun.mfu()``'s rows. A frame with no
+    MFU (every configuration failed, no FLOPs known) is an empty chart whose title says why
+    (``attrs["reason"]``)."""
+    rows = frame.dropna(subset=["mfu_frac"]).copy() if "mfu_frac" in frame else frame.iloc[:0]
+    if rows.empty:
+        why = str(frame.attrs.get("reason") or "no configuration has an MFU row")
+        return alt.Chart(pd.DataFrame({variable: [], "MFU %": []}), width=WIDTH,
+                         title=alt.TitleParams(f"MFU against {variable}: blank",
+                                               subtitle=[why[:200]])).mark_line()  # fmt: skip
     pairs = zip(rows["domain"], rows["range"], strict=True)
     rows = pd.DataFrame(
         {
