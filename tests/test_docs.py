@@ -254,3 +254,17 @@ def test_column_lists_match_the_frames(page: Path, frame_columns: dict[str, list
 def test_training_md_gives_nvtx_phases_columns(frame_columns: dict[str, list[str]]) -> None:
     text = (REPO / "docs" / "training.md").read_text(encoding="utf-8")
     assert f"`{', '.join(frame_columns['nvtx_phases'])}`" in " ".join(text.split())
+
+
+def test_orphans_of_a_watchdog_pair_killed_at_once_are_said_to_be_outside_the_guarantee() -> None:
+    """Issue 57: both watchdogs of one child killed at once leave orphans; the guarantee's page
+    says so where it states the guarantee, and the architecture and the module point there."""
+    root = Path(__file__).resolve().parent.parent
+    page = (root / "docs" / "troubleshooting.md").read_text()
+    guarantee = page.index("What it guarantees:")
+    limit = page.index("**Outside the guarantee:** SIGKILL to *both* watchdog processes")
+    assert guarantee < limit < page.index("tests/test_kernel_death.py")
+    assert "orphans" in page[limit : limit + 400]
+    for path in ("ARCHITECTURE.md", "nsight_magic/processes/child_lifetime.py"):
+        text = " ".join((root / path).read_text().split())
+        assert "outside the guarantee" in text.lower() and "troubleshooting.md" in text, path

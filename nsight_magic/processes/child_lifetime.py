@@ -15,7 +15,9 @@ and a subreaper, so that a process that double-forks or calls ``setsid`` cannot 
 watch the notebook and each other. One watchdog per notebook, beside what it watched, knew only
 what its scans had seen (a daemon that left between two scans stayed), and a killed or stopped
 one left everything to live on. A forked notebook (``os.fork`` in a cell) watches what it
-starts itself: the pid given is the one that starts it."""
+starts itself: the pid given is the one that starts it. Outside the guarantee (said in
+docs/troubleshooting.md): both processes of one watchdog killed or stopped at once leave what
+they held as orphans; nothing watches the pair."""
 
 from __future__ import annotations
 
