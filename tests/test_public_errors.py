@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import warnings
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -171,7 +172,23 @@ BAD_VALUES = [None, -1, 0, "x", "", float("nan"), float("inf"), 10**30, [], {}, 
               "a\x00b", True]  # fmt: skip
 
 
-def _public_calls(run: Any, ncu: Any, tmp_path: Path) -> dict[str, Any]:
+class _OneItem(Mapping[Any, Any]):
+    """``{key: value}`` for any key, a list too (a dict would refuse it before the call)."""
+
+    def __init__(self, key: Any, value: Any) -> None:
+        self.key, self.value = key, value
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.value
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter([self.key])
+
+    def __len__(self) -> int:
+        return 1
+
+
+def _public_calls(run: Any, ncu: Any, tmp_path: Path, sw: Any = None) -> dict[str, Any]:
     """One argument of each public function (and NsysRun method) that takes one from the user,
     as a function of the bad value to put there; the others are valid."""
     h100 = "NVIDIA H100 80GB HBM3"
@@ -221,25 +238,57 @@ def _public_calls(run: Any, ncu: Any, tmp_path: Path) -> dict[str, Any]:
         "ncu.range_mfu time_ns": lambda a: ncu.range_mfu(time_ns=a),
         "ncu.range_mfu dtype": lambda a: ncu.range_mfu(dtype=a),
         "ncu.range_mfu peak_flops": lambda a: ncu.range_mfu(peak_flops=a),
+        # issue 57: the sweep, the sweep's methods, the rest of the public names
+        "training_step_flops n_params": lambda a: nsight_magic.training_step_flops(a, 10),
+        "training_step_flops tokens": lambda a: nsight_magic.training_step_flops(1e9, a),
+        "run.profile_top": lambda a: run.profile_top(a),
+        "run.profile_top set": lambda a: run.profile_top(2, set=a),
+        "sweep cell": lambda a: nsight_magic.sweep(a, {"bs": [1]}),
+        "sweep values": lambda a: nsight_magic.sweep("y = bs", a),
+        "sweep a value list": lambda a: nsight_magic.sweep("y = bs", {"bs": a}),
+        "sweep a name": lambda a: nsight_magic.sweep("y = 1", _OneItem(a, [1])),
+        "sweep name": lambda a: nsight_magic.sweep("y = bs", {"bs": [1]}, name=a),
+        "sweep warmup": lambda a: nsight_magic.sweep("y = bs", {"bs": [1]}, warmup=a),
+        "sweep timeout": lambda a: nsight_magic.sweep("y = bs", {"bs": [1]}, timeout=a),
+        "sweep fresh": lambda a: nsight_magic.sweep("y = bs", {"bs": [1]}, fresh=a),
+        "sweep cancel": lambda a: nsight_magic.sweep("y = bs", {"bs": [1]}, cancel=a),
+        "sw.run": lambda a: sw.run(a),
+        "sw.run by name": lambda a: sw.run(impl=a),
+        "sw.key": lambda a: sw.key(a),
+        "sw.compare": lambda a: sw.compare(a, "naive"),
+        "sw.mfu flops": lambda a: sw.mfu(a),
+        "sw.mfu dtype": lambda a: sw.mfu(dtype=a),
+        "sw.mfu peak_flops": lambda a: sw.mfu(peak_flops=a),
+        "sw.time_chart": lambda a: sw.time_chart(a),
+        "sw.mfu_chart variable": lambda a: sw.mfu_chart(variable=a),
+        "sw.profile_top": lambda a: sw.profile_top(a),
+        "sw.share": lambda a: sw.share(a),
     }
 
 
 def test_every_public_argument_fails_typed(
     nsys_run: Any, ncu_run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """43 arguments x 13 bad values: each call works or raises one of our typed errors (none
-    needs a GPU: a re-profile stops at its first check). Run in tmp_path: share(run, "x")
-    writes ./x; set_peak's overrides are this test's own."""
-    from nsight_magic.analysis import gpu_peaks
+    """Every argument x 13 bad values: each call works or raises one of our typed errors (none
+    needs a GPU: a re-profile stops at its first check; the sweep's session is replaced by one
+    that records the call). Run in tmp_path: share(run, "x") writes ./x; set_peak's overrides
+    are this test's own. tests/README.md lists the bad-input classes per function."""
+    from test_sweep_run import write_sweep
 
+    from nsight_magic.analysis import gpu_peaks
+    from nsight_magic.session import manager as manager_module
+
+    sw = nsight_magic.load_run(write_sweep(tmp_path / "sweeps"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(gpu_peaks, "_USER", {})
+    monkeypatch.setattr(manager_module.MANAGER, "sweep", lambda *a, **k: None)
     untyped = []
     tried = typed = 0
-    for name, call in _public_calls(nsys_run, ncu_run, tmp_path).items():
+    calls = _public_calls(nsys_run, ncu_run, tmp_path, sw)
+    for name, call in calls.items():
         for value in BAD_VALUES:
             tried += 1
-            for leftover in ("s1", "s2"):
+            for leftover in ("s1", "s2", "x"):
                 shutil.rmtree(tmp_path / leftover, ignore_errors=True)
             try:
                 with warnings.catch_warnings():
@@ -250,4 +299,4 @@ def test_every_public_argument_fails_typed(
             except Exception as exc:  # the defect this test is about
                 untyped.append(f"{name}({value!r}): {type(exc).__name__}: {exc}")
     assert untyped == [], "\n".join(untyped)
-    assert tried == 43 * 13 and typed > 400
+    assert len(calls) == 67 and tried == 67 * 13 and typed > 600
