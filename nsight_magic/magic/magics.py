@@ -166,6 +166,21 @@ def _sweep_spec(given: list[str], limits: SweepLimits) -> SweepSpec:
     return spec
 
 
+def _check_sweep_line(line: str, limits: SweepLimits) -> None:
+    """A ``--sweep`` line with more values than ``limits`` allow, refused from its commas alone:
+    splitting it (IPython's ``arg_split``, ``shlex``) is quadratic in its length, 11 s for a
+    line of 100,000 values, before ``SweepSpec.check`` could say no."""
+    if "--sweep" not in line:
+        return
+    values = line.count(",") + 1
+    if values > limits.max_values:
+        raise UsageError(
+            f"--sweep: about {values:,} values given (the line has {values - 1:,} commas), over "
+            f"the bound of {limits.max_values:,} (%config NsightMagic.sweep_max_values); nothing "
+            "ran. Sweep fewer values."
+        )
+
+
 def _code_files(shell: Any) -> Mapping[str, int]:
     """IPython's compiled cells, file name -> execution count (the live map IPython >= 8
     keeps for its tracebacks' "Cell In[k]"; empty before that)."""
@@ -364,6 +379,7 @@ class NsightMagic(Magics):
 
         Only the cell is captured (cudaProfilerStart/Stop around it); setup cells and
         warm-up runs are not. Every run gets a folder under ./nsight-runs/."""
+        _check_sweep_line(line, self.sweep_limits())
         args, extra = self._parse(self.nsys, line)
         options = _options(NsysOptions, args, extra)
         request = self._request(args, cell)
