@@ -1,0 +1,704 @@
+"""The differential cases (README.md): each a list of cells run plainly and through the
+magics, compared after every cell. ``across`` makes one case per way a cell is profiled.
+
+A case the product fails today names why in ``known_difference`` (one of the reasons below,
+so the suite's report groups them); a fix turns it into an XPASS, and the mark comes off."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from diff_harness import Case
+
+# --- the ways a cell is profiled ------------------------------------------------------------------
+# each: the cells a profiled BODY becomes (a drill-down: the nsys cell, then the picker's
+# re-run of it under ncu)
+NVTX_TWICE = "import nvtx\nfor _k in range(2):\n    with nvtx.annotate('step'):\n        if _k:\n"
+
+
+def _indent(body: str, by: str) -> str:
+    return "\n".join(by + line for line in body.splitlines())
+
+
+PATHS = {
+    "nsys": lambda body: [f"%%nsys\n{body}"],
+    "warmup": lambda body: [f"%%nsys --warmup 2\n{body}"],
+    "ncu": lambda body: [f"%%ncu\n{body}"],
+    "host": lambda body: [f"%%nsys --host\n{body}"],
+    "nvtx": lambda body: [f"%%ncu --nvtx step#2\n{NVTX_TWICE}{_indent(body, ' ' * 12)}"],
+    "drill": lambda body: [f"%%nsys\n{body}", "#!drill kernel gemm"],
+    "range": lambda body: [f"%%nsys\n{body}", "#!drill range :step"],
+    "top": lambda body: [f"%%nsys\n{body}", "#!drill top 3"],
+}
+ALL = tuple(PATHS)
+MAIN = ("nsys", "warmup", "ncu", "host")
+ONE = ("nsys",)
+
+# --- why a case fails today (grouped in the report) -----------------------------------------------
+FUNCTION_EFFECTS = ("what a function defined in an ordinary cell changes (a list it appends to, "
+                    "a global it rebinds) stays in the worker")  # fmt: skip
+READ_AND_BOUND = ("a name the cell both reads and binds or deletes (n += 1, x = f(x), del x) "
+                  "is not sent to the worker: NameError")  # fmt: skip
+UNDERSCORE = "_ (the notebook's last result) is not sent to the worker: NameError"
+EXEC = "what exec() text rebinds in the worker does not come back"
+REBIND = ("rebinding a name in a profiled cell updates the old object in place "
+          "(an alias of it changes, the new object is not the one bound)")  # fmt: skip
+ALIAS = "a name a profiled cell binds to a notebook dict comes back as a copy (b = d: b is not d)"
+UPDATE = "a dict subclass is put back through its update(), which ModelOutput-like classes forbid"
+OTHER_TYPES = ("in-place changes of other objects than lists, dicts, sets and notebook-class "
+               "instances (arrays, frames, deques, namespaces, iterators, generators) stay in "
+               "the worker")  # fmt: skip
+IDENTITY = "a cell that only reads a list brings back copies of its elements"
+STALE = "a worker keeps its stale copy of a list or dict the notebook or another worker changed"
+FUNCTION_STATE = "a function's own state (closure cells, default values) stays in the worker"
+MODULE = "a module's state a profiled cell changes stays in the worker"
+RNG = "the worker's RNGs are not the notebook's: draws do not advance the notebook's state"
+PROCESS = "process state a profiled cell changes (environ, cwd, print options) stays in the worker"
+OUTSIDE = "a repeated run (warm-up, drill-down, sweep) repeats effects outside Python"
+WARMUP_RAISED = "a cell that raises in its warm-up run brings nothing back (a raised cell does)"
+TRAILING = "a profiled cell's trailing expression is neither shown nor bound to _"
+
+
+def across(name: str, before: Iterable[str], body: str, after: Iterable[str] = (),
+           paths: Iterable[str] = MAIN, known: str | dict[str, str] | None = None,
+           files: dict[str, str] | None = None, again: bool = True,
+           torch: bool = False) -> list[Case]:  # fmt: skip
+    """One case per path: ``before`` (ordinary cells), BODY profiled that way (twice when
+    ``again``: a second profiled run sees the first one's results), then ``after``.
+    ``known``: the reason every path fails today, or path -> reason for some."""
+    paths = tuple(paths)
+    reasons = dict.fromkeys(paths, known) if isinstance(known, str) else dict(known or {})
+    cases = []
+    for path in paths:
+        profiled = PATHS[path](body) * (2 if again else 1)
+        cases.append(Case(id=f"{name}-{path}", cells=(*before, *profiled, *after),
+                          files=files or {}, known_difference=reasons.get(path),
+                          torch=torch))  # fmt: skip
+    return cases
+
+
+# --- training history -----------------------------------------------------------------------------
+STEP = "hits = []\ndef step():\n    hits.append(1)\n    return len(hits)"
+COUNTER = "step = 0\ndef bump():\n    global step\n    step += 1\n    return step"
+
+TRAINING = [
+    *across(
+        "history-step",
+        [STEP],
+        "n = step()",
+        ["print(len(hits), n)"],
+        paths=ALL,
+        known=FUNCTION_EFFECTS,
+    ),
+    *across(
+        "history-step-in-setup",
+        [f"%%nsight_setup\n{STEP}"],
+        "n = step()",
+        ["print(len(hits), n)"],
+        paths=ALL,
+    ),
+    *across(
+        "history-global-step",
+        [COUNTER],
+        "k = bump()",
+        ["print(step, k)"],
+        paths=ALL,
+        known=FUNCTION_EFFECTS,
+    ),
+    *across(
+        "history-direct-append", ["hits = []"], "hits.append(len(hits))", ["print(hits)"], paths=ALL
+    ),
+    Case(
+        "history-warmup-3-then-plain",
+        (STEP, "%%nsys --warmup 3\nn = step()", "m = step()"),
+        known_difference=FUNCTION_EFFECTS,
+    ),
+    Case(
+        "history-loop-in-cell",
+        (STEP, "%%nsys --warmup 1\nfor _k in range(3):\n    n = step()", "print(hits)"),
+        known_difference=FUNCTION_EFFECTS,
+    ),
+]
+
+# --- a dict subclass that forbids update (transformers' ModelOutput) ------------------------------
+MODEL_OUTPUT = ("class ModelOutput(dict):\n    def update(self, *args, **kwargs):\n"
+                "        raise RuntimeError('no update')")  # fmt: skip
+
+DICT_SUBCLASS = [
+    *across(
+        "model-output-bound-twice",
+        [MODEL_OUTPUT],
+        "out = ModelOutput(a=1)",
+        ["print(type(out).__name__, dict(out))"],
+        paths=("nsys", "warmup", "ncu", "host"),
+        known=UPDATE,
+    ),
+    *across(
+        "model-output-changed",
+        [MODEL_OUTPUT, "out = ModelOutput(a=1)"],
+        "out['b'] = 2",
+        ["print(dict(out))"],
+        paths=("nsys", "ncu"),
+        again=False,
+        known=UPDATE,
+    ),
+    Case(
+        "model-output-isinstance",
+        (MODEL_OUTPUT, "%%nsys\nout = ModelOutput(a=1)", "ok = isinstance(out, ModelOutput)"),
+    ),
+]
+
+# --- rebinding vs mutation ------------------------------------------------------------------------
+REBINDING = [
+    *across(
+        "rebind-list",
+        ["c = [5]\nd = c"],
+        "c = [6]",
+        ["print(c is d, d)"],
+        paths=("nsys", "warmup", "ncu", "host", "drill"),
+        again=False,
+        known=REBIND,
+    ),
+    *across(
+        "rebind-dict",
+        ["cfg = {'lr': 1}\nalias = cfg"],
+        "cfg = dict(cfg, lr=2)",
+        paths=("nsys", "ncu"),
+        again=False,
+        known=READ_AND_BOUND,
+    ),
+    *across(
+        "rebind-dict-literal",
+        ["cfg = {'lr': 1}\nalias = cfg"],
+        "cfg = {'lr': 2}",
+        paths=("nsys", "ncu"),
+        again=False,
+        known=REBIND,
+    ),
+    *across(
+        "mutate-shared-list", ["c = [5]\nd = c"], "c.append(6)", ["print(d)"], paths=("nsys", "ncu")
+    ),
+    *across(
+        "read-only-keeps-identity",
+        ["items = [[1], [2]]\nfirst = items[0]"],
+        "total = sum(len(x) for x in items)",
+        ["print(first is items[0])"],
+        paths=("nsys", "ncu", "host"),
+        known=IDENTITY,
+    ),
+    *across(
+        "nested-alias",
+        ["from types import SimpleNamespace\nlst = [1]\nholder = SimpleNamespace(items=lst)"],
+        "lst.append(2)",
+        ["print(holder.items is lst)"],
+        paths=("nsys", "ncu"),
+    ),
+    *across(
+        "alias-bound-in-profiled-cell",
+        ["d = {'k': 1}\nb = 0"],
+        "b = d",
+        ["print(b is d)"],
+        paths=("nsys", "ncu", "drill"),
+        again=False,
+        known=ALIAS,
+    ),
+    Case(
+        "rebind-then-mutate",
+        ("c = [5]\nd = c", "%%nsys\nc = [6]\nc.append(7)", "print(d)"),
+        known_difference=REBIND,
+    ),
+    *across(
+        "new-instance-each-run",
+        ["class Box:\n    pass"],
+        "b = Box()",
+        ["print(type(b))"],
+        paths=("nsys", "ncu"),
+        known=REBIND,
+    ),
+]
+
+# --- reads of notebook names ----------------------------------------------------------------------
+READS = [
+    *across(
+        "augmented-assign",
+        ["n = 0"],
+        "n += 1",
+        ["print(n)"],
+        paths=("nsys", "ncu", "warmup"),
+        known=READ_AND_BOUND,
+    ),
+    *across(
+        "assign-from-self",
+        ["n = 0"],
+        "n = n + 1",
+        ["print(n)"],
+        paths=("nsys", "host"),
+        known=READ_AND_BOUND,
+    ),
+    *across(
+        "call-on-self",
+        ["x = 2\ndef f(v):\n    return v * 3"],
+        "x = f(x)",
+        paths=("nsys", "ncu"),
+        known=READ_AND_BOUND,
+    ),
+    *across(
+        "read-then-bind-other",
+        ["x = 2\ndef f(v):\n    return v * 3"],
+        "y = f(x)",
+        ["print(x, y)"],
+        paths=("nsys", "ncu", "host"),
+    ),
+    *across(
+        "del-name",
+        ["x = 1\ny = 2"],
+        "del x",
+        ["print('x' in globals())"],
+        paths=("nsys", "ncu"),
+        again=False,
+        known=READ_AND_BOUND,
+    ),
+    Case(
+        "del-then-rebind",
+        ("a = [1]", "%%nsys\ndel a", "%%nsys\na = [2]", "print(a)"),
+        known_difference=READ_AND_BOUND,
+    ),
+    Case(
+        "del-list-then-read-fails",
+        ("a = [1]", "%%nsys\ndel a", "%%ncu\nb = a"),
+        known_difference=READ_AND_BOUND,
+    ),
+    Case(
+        "del-in-notebook-then-read",
+        ("a = [1]", "%%nsys\nb = len(a)", "del a", "%%nsys\nc = 'a' in dir()"),
+    ),
+    Case(
+        "underscore-read", ("5 * 5", "%%nsys\nprev = _", "print(prev)"), known_difference=UNDERSCORE
+    ),
+    Case("underscore-read-ncu", ("'text'", "%%ncu\nprev = _"), known_difference=UNDERSCORE),
+    Case("trailing-expression", ("n = 3", "%%nsys\nn * 2", "print(_)"), known_difference=TRAILING),
+    Case("trailing-expression-ncu", ("n = 3", "%%ncu\nn + 1"), known_difference=TRAILING),
+]
+
+# --- iterators, generators, numbers, frames, closures, modules, process state ---------------------
+HELPERS = ("calls = []\ncount = 0\n\ndef bump():\n    global count\n    count += 1\n"
+           "    calls.append(count)\n    return count\n")  # fmt: skip
+CLOSURE = ("def make():\n    count = 0\n    def inc():\n        nonlocal count\n"
+           "        count += 1\n        return count\n    return inc\ninc = make()")  # fmt: skip
+
+OBJECTS = [
+    *across(
+        "iterator-next",
+        ["it = iter([[1], [2], [3]])"],
+        "batch = next(it)",
+        ["print(batch, next(it))"],
+        paths=("nsys", "ncu"),
+        known=OTHER_TYPES,
+    ),
+    Case(
+        "iterator-next-warmup",
+        ("it = iter([1, 2, 3])", "%%nsys --warmup 1\nbatch = next(it)", "print(batch)"),
+        known_difference=OTHER_TYPES,
+    ),
+    *across(
+        "itertools-count",
+        ["import itertools\nctr = itertools.count()"],
+        "a = next(ctr)",
+        ["b = next(ctr)"],
+        paths=("nsys", "ncu"),
+        known=OTHER_TYPES,
+    ),
+    *across(
+        "numpy-generator",
+        ["import numpy as np\nrng = np.random.default_rng(0)"],
+        "draw = rng.integers(0, 100, 3)",
+        ["draw2 = rng.integers(0, 100, 3)"],
+        paths=("nsys", "ncu", "warmup"),
+        known=OTHER_TYPES,
+    ),
+    *across(
+        "numpy-item-assign",
+        ["import numpy as np\narr = np.zeros(3)\nview = arr[1:]"],
+        "arr[1] += 5",
+        ["print(view)"],
+        paths=("nsys", "ncu", "warmup"),
+        known=OTHER_TYPES,
+    ),
+    *across(
+        "numpy-read",
+        ["import numpy as np\narr = np.arange(4)\nview = arr[1:]"],
+        "total = int(arr.sum())",
+        ["print(view.base is arr)"],
+        paths=("nsys", "ncu"),
+    ),
+    *across(
+        "pandas-column",
+        ["import pandas as pd\ndf = pd.DataFrame({'a': [1, 2]})"],
+        "df['b'] = df['a'] * 2",
+        ["print(list(df.columns))"],
+        paths=("nsys", "ncu"),
+        again=False,
+        known=OTHER_TYPES,
+    ),
+    *across(
+        "deque",
+        ["from collections import deque\nq = deque(maxlen=3)"],
+        "q.append(len(q))",
+        paths=("nsys", "warmup"),
+        known=OTHER_TYPES,
+    ),
+    *across(
+        "simple-namespace",
+        ["from types import SimpleNamespace\nns = SimpleNamespace(count=0)"],
+        "ns.count += 1",
+        paths=("nsys", "ncu"),
+        known=OTHER_TYPES,
+    ),
+    *across(
+        "closure-nonlocal",
+        [CLOSURE],
+        "v = inc()",
+        ["w = inc()"],
+        paths=("nsys", "ncu"),
+        known=FUNCTION_STATE,
+    ),
+    *across(
+        "mutable-default",
+        ["def remember(x, seen=[]):\n    seen.append(x)\n    return len(seen)"],
+        "k = remember(1)",
+        ["k2 = remember(2)"],
+        paths=("nsys", "host"),
+        known=FUNCTION_STATE,
+    ),
+    *across(
+        "class-attribute",
+        ["class Counter:\n    total = 0\n    def __init__(self):\n        Counter.total += 1"],
+        "c1 = Counter()",
+        ["print(Counter.total)"],
+        paths=("nsys", "ncu"),
+        known=REBIND,
+    ),
+    *across(
+        "module-in-cwd",
+        ["import helpers"],
+        "r = helpers.bump()",
+        ["print(helpers.count, helpers.calls)"],
+        paths=("nsys", "ncu"),
+        files={"helpers.py": HELPERS},
+        known=MODULE,
+    ),
+    *across(
+        "exec-text", ["k = 0"], "exec('k += 1')", ["print(k)"], paths=("nsys", "ncu"), known=EXEC
+    ),
+    *across(
+        "environ",
+        ["import os"],
+        "os.environ['DIFF_FLAG'] = 'on'",
+        ["print(os.environ.get('DIFF_FLAG'))"],
+        paths=("nsys", "ncu"),
+        again=False,
+        known=PROCESS,
+    ),
+    *across(
+        "chdir",
+        ["import os\nos.makedirs('sub', exist_ok=True)"],
+        "os.chdir('sub')",
+        ["open('where.txt', 'w').write('here')"],
+        paths=("nsys", "ncu"),
+        again=False,
+        known=PROCESS,
+    ),
+    *across(
+        "numpy-print-options",
+        ["import numpy as np"],
+        "np.set_printoptions(precision=2)",
+        ["print(np.array([1 / 3]))"],
+        paths=("nsys",),
+        again=False,
+        known=PROCESS,
+    ),
+    *across(
+        "pandas-options",
+        ["import pandas as pd"],
+        "pd.set_option('display.precision', 2)",
+        paths=("nsys",),
+        again=False,
+        known=PROCESS,
+    ),
+]
+
+# --- stale copies: the notebook changed what a worker received ------------------------------------
+POINT = ("class Point:\n    def __init__(self, x):\n        self.x = x\n"
+         "    def moved(self):\n        return Point(self.x + 1)\np = Point(1)")  # fmt: skip
+
+STALE_COPIES = [
+    Case(
+        "stale-list-every-worker",
+        (
+            "log = []",
+            "%%nsys\nlog.append('nsys')",
+            "log.append('nb')",
+            "%%ncu\nlog.append('ncu')",
+            "log.append('nb2')",
+            "%%nsys --host\nlog.append('host')",
+            "%%nsys\nlog.append('nsys2')",
+            "print(log)",
+        ),
+        known_difference=STALE,
+    ),
+    Case(
+        "stale-dict-every-worker",
+        (
+            "d = {}",
+            "%%ncu\nd['ncu'] = 1",
+            "d['nb'] = 2",
+            "%%nsys\nd['nsys'] = 3",
+            "d.pop('ncu')",
+            "%%ncu\nd['ncu2'] = len(d)",
+            "print(d)",
+        ),
+        known_difference=STALE,
+    ),
+    Case(
+        "list-appended-by-notebook-then-ncu",
+        (
+            "log = []",
+            "%%nsys\nlog.append('nsys')",
+            "log.append('nb')",
+            "%%ncu\nlog.append('ncu')",
+            "print(log)",
+        ),
+    ),
+    *across(
+        "class-from-ordinary-cell",
+        [POINT],
+        "q = p.moved()",
+        ["print(isinstance(q, Point), q.x)"],
+        paths=("nsys", "ncu", "host"),
+        known=REBIND,
+    ),
+    *across(
+        "class-from-ordinary-cell-once",
+        [POINT],
+        "q = p.moved()",
+        ["print(isinstance(q, Point), q.x)"],
+        paths=("nsys", "ncu", "host"),
+        again=False,
+    ),
+    Case(
+        "class-redefined",
+        (
+            "class A:\n    v = 1",
+            "%%nsys\na = A()",
+            "class A:\n    v = 2",
+            "%%nsys\nb = A()\nval = b.v",
+            "print(type(a) is A, type(b) is A)",
+        ),
+    ),
+    Case(
+        "function-redefined",
+        (
+            "def f():\n    return 1",
+            "%%nsys\nr = f()",
+            "def f():\n    return 2",
+            "%%nsys\nr2 = f()",
+            "%%ncu\nr3 = f()",
+        ),
+    ),
+    Case(
+        "rebound-then-read", ("x = [1]", "%%nsys\ny = len(x)", "x = [1, 2]", "%%nsys\ny2 = len(x)")
+    ),
+]
+
+# --- RNG ------------------------------------------------------------------------------------------
+RNG_CASES = [
+    *across(
+        "random-draws",
+        ["import random\nrandom.seed(0)"],
+        "a = random.random()",
+        ["b = random.random()"],
+        paths=("nsys", "ncu", "warmup"),
+        known=RNG,
+    ),
+    *across(
+        "numpy-global-draws",
+        ["import numpy as np\nnp.random.seed(0)"],
+        "a = np.random.rand()",
+        ["b = np.random.rand()"],
+        paths=("nsys", "ncu"),
+        known=RNG,
+    ),
+    Case(
+        "random-seed-in-setup",
+        (
+            "%%nsight_setup\nimport random\nrandom.seed(0)",
+            "%%nsys\na = random.random()",
+            "b = random.random()",
+        ),
+        known_difference=RNG,
+    ),
+    Case(
+        "random-seed-in-profiled-cell",
+        ("import random", "%%nsys\nrandom.seed(1)", "b = random.random()"),
+        known_difference=RNG,
+    ),
+    Case(
+        "torch-draws",
+        ("import torch\ntorch.manual_seed(0);", "%%nsys\na = torch.rand(2)", "b = torch.rand(2)"),
+        torch=True,
+        known_difference=RNG,
+    ),
+    Case(
+        "all-three-seeded",
+        (
+            "import random\nimport numpy as np\nimport torch\n"
+            "random.seed(0)\nnp.random.seed(0)\ntorch.manual_seed(0);",
+            "%%nsys\na = (random.random(), np.random.rand(), float(torch.rand(1)))",
+            "b = (random.random(), np.random.rand(), float(torch.rand(1)))",
+        ),
+        torch=True,
+        known_difference=RNG,
+    ),
+    Case(
+        "torch-tensor-in-place",
+        (
+            "import torch\nt = torch.zeros(3)\nv = t[1:]",
+            "%%nsys --warmup 1\nt.add_(1);",
+            "print(v)",
+        ),
+        torch=True,
+    ),
+]
+
+# --- repeats outside Python, interrupted and failing cells ----------------------------------------
+APPEND = "with open('log.txt', 'a') as _f:\n    _f.write('x')"
+
+REPEATS = [
+    Case("warmup-prints-once", ("%%nsys --warmup 1\nprint('once')",), known_difference=OUTSIDE),
+    Case("warmup-appends-file-once", (f"%%nsys --warmup 1\n{APPEND}",), known_difference=OUTSIDE),
+    *across(
+        "drill-prints-and-appends",
+        [],
+        f"print('run')\n{APPEND}",
+        ["print(open('log.txt').read())"],
+        paths=("drill", "range", "top"),
+        again=False,
+        known=OUTSIDE,
+    ),
+    Case(
+        "sweep-leaves-state",
+        (
+            "hits = []",
+            '%%nsys --sweep "x=1,2"\nhits.append(x)\ny = x',
+            "print(hits, 'x' in globals())",
+        ),
+    ),
+    Case(
+        "sweep-then-profiled-read",
+        (
+            "hits = [0]",
+            '%%nsys --sweep "x=1,2"\nhits.append(x)',
+            "%%ncu\ntotal = sum(hits)",
+            "%%nsys\nhits.append(len(hits))",
+        ),
+    ),
+    Case("sweep-appends-file", (f'%%nsys --sweep "x=1,2"\n{APPEND}',), known_difference=OUTSIDE),
+    Case("sweep-keeps-swept-name", ("x = 'mine'", '%%nsys --sweep "x=1,2"\nz = x', "print(x)")),
+    *across(
+        "interrupt-after-mutating",
+        ["hits = []"],
+        "hits.append(1)\nz = 5\nraise KeyboardInterrupt",
+        ["print(hits)"],
+        paths=("nsys", "ncu", "host"),
+        again=False,
+    ),
+    *across(
+        "raise-after-mutating",
+        ["hits = []"],
+        "hits.append(1)\nz = 5\nraise ValueError('boom')",
+        ["print(hits, z)"],
+        paths=("nsys", "ncu", "warmup"),
+        again=False,
+        known={"warmup": WARMUP_RAISED},
+    ),
+    Case(
+        "raise-in-notebook-function",
+        (
+            STEP + "\ndef bad():\n    step()\n    raise ValueError('x')",
+            "%%nsys\nbad()",
+            "print(hits)",
+        ),
+        known_difference=FUNCTION_EFFECTS,
+    ),
+]
+
+# --- a crashed worker, then a re-run --------------------------------------------------------------
+CRASH = "import os\nos._exit(1)"
+
+CRASHES = [
+    Case(
+        "crash-then-rerun-nsys",
+        ("hits = [0]", f"%%nsys\nhits.append(1)\n{CRASH}", "%%nsys\nhits.append(2)", "print(hits)"),
+    ),
+    Case(
+        "crash-then-rerun-ncu",
+        ("hits = [0]", f"%%ncu\n{CRASH}", "%%ncu\nhits.append(2)", "print(hits)"),
+    ),
+    Case(
+        "crash-then-rerun-host",
+        (
+            "hits = [0]",
+            f"%%nsys --host\n{CRASH}",
+            "%%nsys --host\nhits.append(2)",
+            "%%nsys\nhits.append(3)",
+        ),
+    ),
+    Case(
+        "crash-keeps-notebook-state",
+        (
+            "a = [1, 2]\n" + STEP,
+            "%%nsys\nn = step()",
+            f"%%nsys\nn = step()\n{CRASH}",
+            "%%nsys\nb = sum(a)\nm = step()",
+            "print(hits, n, m)",
+        ),
+        known_difference=FUNCTION_EFFECTS,
+    ),
+    Case(
+        "crash-keeps-setup-state",
+        (
+            f"%%nsight_setup\n{STEP}",
+            "%%nsys\nn = step()",
+            f"%%nsys\n{CRASH}",
+            "%%ncu\nm = step()",
+            "print(hits, n, m)",
+        ),
+    ),
+]
+
+# --- refusals the product is designed to make: one line, checked instead of equality --------------
+DECLARED = [
+    Case(
+        "lock-read",
+        ("import threading\nlock = threading.Lock()", "%%nsys\nwith lock:\n    x = 1"),
+        declared=(1, "lock cannot be pickled"),
+    ),
+    Case(
+        "socket-read",
+        ("import socket\ns = socket.socket()", "%%nsys\nfam = s.family", "s.close()"),
+        declared=(1, "cannot receive"),
+    ),
+    Case(
+        "generator-read",
+        ("def gen():\n    yield 1\ng = gen()", "%%ncu\nv = next(g)"),
+        declared=(1, "generator cannot be pickled"),
+    ),
+    Case(
+        "lock-bound",
+        ("%%nsys\nimport threading\nlk = threading.Lock()",),
+        declared=(0, "not brought back to the notebook"),
+    ),
+]
+
+CASES: list[Case] = [*TRAINING, *DICT_SUBCLASS, *REBINDING, *READS, *OBJECTS, *STALE_COPIES,
+                     *RNG_CASES, *REPEATS, *CRASHES, *DECLARED]  # fmt: skip
