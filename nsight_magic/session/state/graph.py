@@ -1,0 +1,846 @@
+"""One side's view of the objects the notebook and a worker share: a table of keyed objects,
+each described shallowly (how to create it, and what fills it), so that either side can tell
+what changed since the two last agreed and send only that.
+
+Both sides run this same code (the worker imports it: standard library at import time,
+cloudpickle when present). An object whose identity matters (a list, a dict, an instance, a
+notebook function or class, a tensor...) gets a key; what refers to it refers to the key, so
+an alias stays an alias on the other side and a change made to it there is made to the same
+object here. Values without identity (numbers, strings, tuples, modules, library functions)
+travel inline. The notebook numbers its objects 1, 2, 3...; a worker numbers those it creates
+-1, -2...: a key names one object on both sides.
+
+A **description** of an object is its create part (the callable and arguments pickle's
+``__reduce_ex__(5)`` gives) and its fill part (state, list items, dict items, set items), each
+pickled with its children as keys. Its **print** is a checksum of the fill (of metadata for a
+tensor: torch counts in-place changes itself). Two sides agree on an object when each holds
+the print it had once the object was last sent or applied; an object whose print differs has
+changed since, and only its fill travels. A fill is applied in place, through the base class
+for lists, dicts and sets (a transformers ``ModelOutput`` forbids ``update``), through
+``__setstate__`` or ``__dict__`` for objects, so every alias sees it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copyreg
+import datetime
+import decimal
+import enum
+import fractions
+import io
+import numbers
+import pathlib
+import pickle
+import re
+import sys
+import types
+import zlib
+from collections import OrderedDict, defaultdict, deque
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+try:  # functions and classes defined in the notebook go by value
+    import cloudpickle
+    from cloudpickle import cloudpickle as _cp
+except ImportError:  # a worker under a --python without it: what plain pickle can
+    cloudpickle = None
+    _cp = None
+
+Key = int
+NS = ("ns",)  # the persistent id of the side's namespace (notebook functions' globals)
+_ATOMS = (
+    type(None), bool, int, float, complex, str, bytes, range, slice, type(Ellipsis),
+    type(NotImplemented), numbers.Number, datetime.date, datetime.time, datetime.timedelta,
+    datetime.tzinfo, decimal.Decimal, fractions.Fraction, pathlib.PurePath, enum.Enum,
+    re.Pattern, types.ModuleType, types.BuiltinFunctionType, types.MethodType,
+    types.MethodWrapperType, types.WrapperDescriptorType, types.MethodDescriptorType,
+    types.ClassMethodDescriptorType, types.GetSetDescriptorType, types.MemberDescriptorType,
+    types.CodeType, tuple, frozenset, memoryview, pickle.PickleBuffer,
+)  # fmt: skip
+
+
+def _torch() -> Any:
+    return sys.modules.get("torch")
+
+
+def _numpy() -> Any:
+    return sys.modules.get("numpy")
+
+
+def _is_tensor(obj: Any) -> bool:
+    torch = _torch()
+    return torch is not None and isinstance(obj, torch.Tensor)
+
+
+def _library_atom(obj: Any) -> bool:
+    """torch's and numpy's values without identity (a dtype, a device, a shape)."""
+    torch, np = _torch(), _numpy()
+    if torch is not None and isinstance(
+        obj, torch.dtype | torch.device | torch.layout | torch.memory_format | torch.finfo
+    ):
+        return True
+    return np is not None and isinstance(obj, np.dtype | np.generic)
+
+
+def by_reference(obj: Any) -> bool:
+    """A class or function the other side imports by name (a library's), not one to key."""
+    if _cp is not None:
+        try:
+            return bool(_cp._should_pickle_by_reference(obj))
+        except Exception:
+            return False
+    return getattr(obj, "__module__", None) not in ("__main__", None)
+
+
+def keyable(obj: Any) -> bool:
+    """Whether ``obj`` has an identity worth keeping across the two sides."""
+    if isinstance(obj, _ATOMS) or _library_atom(obj):
+        return False
+    if isinstance(obj, type | types.FunctionType):
+        # the notebook's own (a library's is imported by name on the other side)
+        return getattr(obj, "__module__", None) == "__main__" and not by_reference(obj)
+    return True
+
+
+# --- rebuilding on the other side (importable by name from both) ---
+
+
+def make_function(code: Any, globals_: dict[str, Any], name: str, closure: Any) -> Any:
+    return types.FunctionType(code, globals_, name, None, closure)
+
+
+def set_function_state(func: Any, state: dict[str, Any]) -> None:
+    """A notebook function's attributes replaced in place (its code, globals and cells stay:
+    a change to its defaults, its ``__dict__`` or its cells' contents)."""
+    for module in state.pop("_submodules", ()):  # imported for the function's sake
+        del module
+    attributes = state.pop("__dict__", {})
+    func.__dict__.clear()
+    func.__dict__.update(attributes)
+    for name, value in state.items():
+        setattr(func, name, value)
+
+
+def make_empty(kind: Any) -> Any:
+    """An empty instance of a set, bytearray or cell type, filled next."""
+    if kind is types.CellType:
+        return types.CellType()
+    return kind.__new__(kind)
+
+
+def set_cell(cell: Any, state: tuple[bool, Any]) -> None:
+    full, value = state
+    if full:
+        cell.cell_contents = value
+    else:
+        with contextlib.suppress(ValueError):
+            del cell.cell_contents
+
+
+def set_bytearray(target: bytearray, data: bytes) -> None:
+    target[:] = data
+
+
+def empty_array(kind: type, dtype: Any) -> Any:
+    np = sys.modules["numpy"]
+    array = np.empty(0, dtype=dtype)  # its own memory: resized when filled
+    return array if kind is np.ndarray else array.view(kind)
+
+
+def set_array(target: Any, state: tuple[Any, ...]) -> None:
+    """An array given new contents in place when its shape and dtype allow it."""
+    np = sys.modules["numpy"]
+    shape, dtype, data = state
+    value = np.frombuffer(data, dtype=dtype).reshape(shape) if data else np.empty(shape, dtype)
+    if target.shape == value.shape and target.dtype == value.dtype:
+        if target.size:
+            np.copyto(target, value)
+        return
+    try:
+        target.resize(value.shape, refcheck=False)
+        target.dtype = value.dtype
+        np.copyto(target, value)
+    except (ValueError, TypeError) as exc:
+        raise NotInPlace(f"an array that changed shape or dtype ({exc})") from exc
+
+
+def empty_tensor(kind: type, dtype: Any) -> Any:
+    torch = sys.modules["torch"]
+    tensor = torch.empty(0, dtype=dtype)
+    return tensor if kind in (torch.Tensor,) else kind(tensor, requires_grad=False)
+
+
+def set_tensor(target: Any, state: tuple[Any, ...]) -> None:
+    """A tensor's contents (a CPU tensor's bytes; nothing for CUDA memory, which both sides
+    share), gradient, flag and attributes, in place."""
+    torch = sys.modules["torch"]
+    contents, requires_grad, grad, attributes = state
+    with torch.no_grad():
+        if contents is not None:
+            if target.shape == contents.shape and target.dtype == contents.dtype:
+                target.copy_(contents)
+            else:
+                target.set_(contents)
+    if target.is_leaf and target.requires_grad != requires_grad:
+        target.requires_grad_(requires_grad)
+    if target.is_leaf and target.grad is not grad:
+        target.grad = grad
+    if attributes is not None:
+        target.__dict__.clear()
+        target.__dict__.update(attributes)
+
+
+class NotInPlace(Exception):
+    """A fill that cannot be applied to the object in place (the name is rebound)."""
+
+
+# --- describing ---
+
+
+@dataclass
+class Record:
+    """One object's description: ``create`` (pickled, only for an object the other side
+    lacks), ``fill`` (pickled) and its ``print``."""
+
+    create: bytes | None
+    fill: bytes
+    print: Any
+
+
+@dataclass
+class Walk:
+    """What one look at a side's objects found: each reached key's record (new ones with a
+    create part), the keys each refers to, what could not be described, by key, with why."""
+
+    records: dict[Key, Record] = field(default_factory=dict)
+    children: dict[Key, set[Key]] = field(default_factory=dict)
+    failed: dict[Key, str] = field(default_factory=dict)
+    bindings: dict[str, bytes] = field(default_factory=dict)
+    binding_keys: dict[str, set[Key]] = field(default_factory=dict)
+    cannot: dict[str, str] = field(default_factory=dict)
+
+
+def _fill_of(obj: Any, rv: tuple[Any, ...]) -> tuple[Any, ...]:
+    """(state, list items, dict items, set items, setter) of a reduce value."""
+    state = rv[2] if len(rv) > 2 else None
+    listitems = list(rv[3]) if len(rv) > 3 and rv[3] is not None else None
+    dictitems = list(rv[4]) if len(rv) > 4 and rv[4] is not None else None
+    setter = rv[5] if len(rv) > 5 else None
+    return state, listitems, dictitems, None, setter
+
+
+class Describer:
+    """Describes objects of one side: ``graph`` names its keys, ``files`` renames the code of
+    cells (the notebook's file names -> the worker's), ``sources`` collects those cells'
+    lines."""
+
+    def __init__(self, graph: Graph, files: Mapping[str, str] | None = None) -> None:
+        self.graph = graph
+        self.files = dict(files or {})
+        self.sources: dict[str, str] = {}
+        # state/definitions.py: a notebook definition that does not pickle, by its source
+        self.by_source: Callable[[Any], tuple[Any, Any] | None] = lambda obj: None
+
+    # the create and fill parts of one object
+    def parts(self, obj: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
+        torch, np = _torch(), _numpy()
+        if torch is not None and isinstance(obj, torch.Tensor):
+            return self._tensor(obj)
+        if np is not None and isinstance(obj, np.ndarray):
+            data = obj.tobytes() if obj.size else b""
+            return (empty_array, (type(obj), obj.dtype)), (
+                (obj.shape, obj.dtype, data), None, None, None, set_array
+            )  # fmt: skip
+        if isinstance(obj, types.FunctionType):
+            return self._function(obj)
+        if isinstance(obj, type):
+            if _cp is None:
+                raise pickle.PicklingError(f"class {obj.__qualname__} needs cloudpickle")
+            rv = _cp._dynamic_class_reduce(obj)
+            return (rv[0], rv[1]), (rv[2], None, None, None, rv[5])
+        if isinstance(obj, types.CellType):
+            try:
+                contents: tuple[bool, Any] = (True, obj.cell_contents)
+            except ValueError:
+                contents = (False, None)
+            return (make_empty, (types.CellType,)), (contents, None, None, None, set_cell)
+        if isinstance(obj, bytearray) and type(obj) is bytearray:
+            return (make_empty, (bytearray,)), (bytes(obj), None, None, None, set_bytearray)
+        if isinstance(obj, set):
+            rv = obj.__reduce_ex__(5)
+            state = rv[2] if len(rv) > 2 else None
+            return (make_empty, (type(obj),)), (state, None, None, list(obj), None)
+        reduce = copyreg.dispatch_table.get(type(obj))
+        if reduce is None and _cp is not None:
+            reduce = _cp.Pickler.dispatch_table.get(type(obj))
+        rv = reduce(obj) if reduce is not None else obj.__reduce_ex__(5)
+        if isinstance(rv, str) or not isinstance(rv, tuple):
+            raise pickle.PicklingError(f"{type(obj).__name__} is a global: not an object to key")
+        state, listitems, dictitems, setitems, setter = _fill_of(obj, rv)
+        # a Counter carries its items in its arguments: an empty one, filled like a dict
+        if isinstance(obj, dict) and dictitems is None and setter is None:
+            dictitems = list(dict.items(obj))
+            return (make_empty, (type(obj),)), (_attributes(obj), None, dictitems, None, None)
+        if isinstance(obj, list) and listitems is None and setter is None:
+            listitems = list(list.__iter__(obj))
+            return (make_empty, (type(obj),)), (_attributes(obj), listitems, None, None, None)
+        return (rv[0], rv[1]), (state, listitems, dictitems, setitems, setter)
+
+    def _function(self, func: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
+        """A notebook function: created with the side's namespace as its globals (a ``global
+        step`` in it is the namespace's ``step``) and its own cells (keyed: a closure's
+        ``nonlocal`` change is the cell's), filled with its defaults and attributes."""
+        if func.__globals__ is not self.graph.namespace:
+            raise pickle.PicklingError(
+                f"function {func.__qualname__} of another namespace cannot be kept as one object"
+            )
+        state: dict[str, Any] = {
+            "__defaults__": func.__defaults__,
+            "__kwdefaults__": func.__kwdefaults__,
+            "__annotations__": func.__annotations__,
+            "__module__": func.__module__,
+            "__doc__": func.__doc__,
+            "__qualname__": "".join(func.__qualname__),
+            "__dict__": dict(func.__dict__),
+        }
+        if _cp is not None:
+            state["_submodules"] = _cp._find_imported_submodules(
+                func.__code__, list(func.__globals__.get(n) for n in func.__code__.co_names)
+            )
+        create = (make_function, (func.__code__, _Namespace.MARK, "".join(func.__name__),
+                                  func.__closure__))  # fmt: skip
+        return create, (state, None, None, None, set_function_state)
+
+    def _tensor(self, t: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
+        torch = sys.modules["torch"]
+        attributes = dict(t.__dict__) if t.__dict__ else None
+        grad = t.grad if t.is_leaf else None
+        if t.is_cuda:
+            from torch.multiprocessing.reductions import reduce_tensor
+
+            why = unshareable_tensor(t)
+            if why:
+                raise pickle.PicklingError(why)
+            leaf = t if t.is_leaf or not t.requires_grad else t.detach()
+            create = reduce_tensor(leaf)
+            return create, ((None, t.requires_grad, grad, attributes), None, None, None,
+                            set_tensor)  # fmt: skip
+        if t.is_sparse or t.is_quantized or t.device.type != "cpu":
+            raise pickle.PicklingError(f"a {t.device.type} tensor of layout {t.layout}")
+        contents = t.detach().clone()
+        kind = type(t) if type(t) in (torch.Tensor, torch.nn.Parameter) else torch.Tensor
+        return (empty_tensor, (kind, t.dtype)), (
+            (contents, t.requires_grad, grad, attributes), None, None, None, set_tensor
+        )  # fmt: skip
+
+    def tensor_print(self, t: Any) -> tuple[Any, ...]:
+        """What a change to a tensor changes: torch's in-place counter (CPU), its memory and
+        shape, its gradient's identity, its flag (the contents of CUDA memory are shared)."""
+        grad = t.grad if t.is_leaf else None
+        version = 0 if t.is_cuda else t._version
+        return ("tensor", version, t.data_ptr(), tuple(t.shape), tuple(t.stride()),
+                t.storage_offset(), str(t.dtype), t.requires_grad,
+                None if grad is None else self.graph.key_of.get(id(grad)),
+                tuple(sorted(t.__dict__)) if t.__dict__ else ())  # fmt: skip
+
+
+def _attributes(obj: Any) -> dict[str, Any] | None:
+    return dict(obj.__dict__) if getattr(obj, "__dict__", None) else None
+
+
+class _Namespace:
+    """Stands for the side's namespace inside a pickle (``NS``)."""
+
+    MARK: Any = None
+
+
+_Namespace.MARK = _Namespace()
+
+
+def unshareable_tensor(t: Any) -> str:
+    """Why a CUDA tensor cannot go by IPC handle ("" when it can)."""
+    torch = sys.modules["torch"]
+    if type(t) not in (torch.Tensor, torch.nn.Parameter):
+        return f"a CUDA tensor of type {type(t).__name__} (only plain tensors go by handle)"
+    if t.is_sparse or t.is_quantized:
+        return "a sparse or quantized CUDA tensor"
+    return ""
+
+
+def _base_pickler() -> type:
+    return cloudpickle.Pickler if cloudpickle is not None else pickle.Pickler
+
+
+def _pickler(describer: Describer, inline: set[int], file: Any, found: list[Any]) -> Any:
+    """A pickler that writes each keyable object as its key (new ones are given one; every
+    one met is listed in ``found``) but those in ``inline`` (ids: the containers a reduce made
+    for the occasion), and the side's namespace as ``NS``."""
+    graph = describer.graph
+    base = _base_pickler()
+    code_reduce = getattr(base, "dispatch_table", {}).get(types.CodeType)
+
+    class KeyedPickler(base):  # type: ignore[misc,valid-type]
+        def persistent_id(self, obj: Any) -> Any:
+            if id(obj) in inline:
+                return None
+            if obj is _Namespace.MARK or obj is graph.namespace:
+                return NS
+            if not keyable(obj):
+                return None
+            key = graph.key_of.get(id(obj))
+            if key is None or graph.table.get(key) is not obj:
+                key = graph.add(obj)
+            found.append(obj)
+            return ("k", key)
+
+        def reducer_override(self, obj: Any) -> Any:
+            if isinstance(obj, types.CodeType) and describer.files and code_reduce is not None:
+                return self._named_code(obj)
+            if cloudpickle is None:
+                return NotImplemented
+            return super().reducer_override(obj)
+
+        def _named_code(self, code: types.CodeType) -> Any:
+            name = describer.files.get(code.co_filename, code.co_filename)
+            if name != code.co_filename and name not in describer.sources:
+                import linecache
+
+                cached: tuple[Any, ...] = linecache.cache.get(code.co_filename, ())
+                if len(cached) > 2 and cached[2]:
+                    describer.sources[name] = "".join(cached[2])
+            assert code_reduce is not None
+            rebuild, args = code_reduce(code)
+            args = tuple(
+                name if isinstance(a, str) and a in ("<dynamic-code>", code.co_filename) else a
+                for a in args
+            )
+            return rebuild, args
+
+    return KeyedPickler(file, protocol=5)
+
+
+def dumps_keyed(
+    describer: Describer, value: Any, found: list[Any], inline: Iterable[Any] = ()
+) -> bytes:
+    buffer = io.BytesIO()
+    _pickler(describer, {id(o) for o in inline}, buffer, found).dump(value)
+    return buffer.getvalue()
+
+
+def made_for_the_occasion(create: tuple[Any, Any], fill: tuple[Any, ...]) -> list[Any]:
+    """The containers a reduce builds to carry an object (its arguments' tuple, a state dict,
+    the (state, slots) pair, a class's dict): written inline, never keyed (a new one each
+    time would look like a change)."""
+    out: list[Any] = [create[1], *(items for items in fill[1:4] if items is not None)]
+    state = fill[0]
+    if isinstance(state, dict | list):
+        out.append(state)
+    elif isinstance(state, tuple):
+        out.append(state)
+        out.extend(part for part in state if isinstance(part, dict | list))
+    return out
+
+
+class Graph:
+    """One side's keyed objects: ``table`` (key -> object), ``key_of`` (id -> key), ``prints``
+    (key -> the print both sides agreed on), ``bindings`` (name -> the pickled binding both
+    sides agreed on). ``step`` is +1 on the notebook's side, -1 on a worker's."""
+
+    def __init__(self, namespace: MutableMapping[str, Any], step: int) -> None:
+        self.namespace = namespace
+        self.step = step
+        self.table: dict[Key, Any] = {}
+        self.key_of: dict[int, Key] = {}
+        self.prints: dict[Key, Any] = {}
+        self.bindings: dict[str, bytes] = {}
+        self._next = step
+
+    def add(self, obj: Any) -> Key:
+        key = self._next
+        self._next += self.step
+        self.table[key] = obj
+        self.key_of[id(obj)] = key
+        return key
+
+    def put(self, key: Key, obj: Any) -> None:
+        """``obj`` is the object the other side calls ``key``."""
+        old = self.table.get(key)
+        if old is not None:
+            self.key_of.pop(id(old), None)
+        self.table[key] = obj
+        self.key_of[id(obj)] = key
+
+    def forget(self, keys: Iterable[Key]) -> None:
+        for key in keys:
+            obj = self.table.pop(key, None)
+            if obj is not None and self.key_of.get(id(obj)) == key:
+                del self.key_of[id(obj)]
+            self.prints.pop(key, None)
+
+    # --- looking ---
+
+    def look(
+        self,
+        names: Mapping[str, Any],
+        describer: Describer | None = None,
+        *,
+        max_bytes: int | None = None,
+        fills: bool = True,
+    ) -> Walk:
+        """Describe ``names`` (name -> value) and every keyed object they reach: each binding
+        pickled, each reached object's print, and its fill when ``fills`` or when its print
+        is not the agreed one (a create part for an object the other side lacks). A value that
+        cannot be described is in ``cannot``: its name, with why."""
+        describer = describer or Describer(self)
+        walk = Walk()
+        queue: list[Any] = []
+        for name, value in names.items():
+            found: list[Any] = []
+            try:
+                walk.bindings[name] = dumps_keyed(describer, value, found)
+            except Exception as exc:  # what does not pickle stays where it is
+                walk.cannot[name] = _why(value, exc)
+                continue
+            walk.binding_keys[name] = {self.key_of[id(o)] for o in found} | (
+                {self.key_of[id(value)]} if id(value) in self.key_of else set()
+            )
+            queue.extend(found)
+            if keyable(value):
+                queue.append(value)
+        seen: set[Key] = set()
+        while queue:
+            obj = queue.pop()
+            key = self.key_of[id(obj)]
+            if key in seen:
+                continue
+            seen.add(key)
+            found = []
+            try:
+                record = self._describe(describer, key, obj, found, fills)
+            except Exception as exc:
+                walk.failed[key] = _why(obj, exc)
+                continue
+            if max_bytes is not None and len(record.fill) > max_bytes:
+                walk.failed[key] = (f"{type(obj).__name__}: {len(record.fill):,} bytes by "
+                                    f"value, over the limit of {max_bytes:,}")  # fmt: skip
+                continue
+            walk.records[key] = record
+            walk.children[key] = {self.key_of[id(o)] for o in found}
+            queue.extend(found)
+        self._spread_failures(walk)
+        return walk
+
+    def _describe(
+        self, describer: Describer, key: Key, obj: Any, found: list[Any], fills: bool
+    ) -> Record:
+        known = key in self.prints
+        if _is_tensor(obj):
+            stamp = describer.tensor_print(obj)
+            if known and not fills and self.prints[key] == stamp:
+                return Record(None, b"", stamp)
+            create, fill = describer.parts(obj)
+            contents, _, _, attributes = fill[0]
+            inline = [fill[0], *(x for x in (contents, attributes) if x is not None)]
+            fill_bytes = dumps_keyed(describer, fill, found, inline)
+            create_bytes = None if known else dumps_keyed(describer, create, found, [create[1]])
+            return Record(create_bytes, fill_bytes, stamp)
+        try:
+            create, fill = describer.parts(obj)
+            inline = made_for_the_occasion(create, fill)
+            fill_bytes = dumps_keyed(describer, fill, found, inline)
+            # written each time: what its arguments hold (an iterator's list, a function's
+            # cells) is walked too
+            create_bytes = dumps_keyed(describer, create, found, inline)
+        except Exception:
+            made = describer.by_source(obj)
+            if made is None:
+                raise
+            create, fill = made
+            fill_bytes = dumps_keyed(describer, fill, found)
+            create_bytes = None if known else dumps_keyed(describer, create, found)
+            return Record(create_bytes, fill_bytes, zlib.crc32(create_bytes or b"") ^ key)
+        return Record(None if known else create_bytes, fill_bytes, zlib.crc32(fill_bytes))
+
+    def _spread_failures(self, walk: Walk) -> None:
+        """An object that refers to one that cannot go cannot go either; a name that reaches
+        one cannot."""
+        if not walk.failed:
+            return
+        parents: dict[Key, set[Key]] = defaultdict(set)
+        for key, kids in walk.children.items():
+            for kid in kids:
+                parents[kid].add(key)
+        todo = list(walk.failed)
+        while todo:
+            key = todo.pop()
+            for parent in parents.get(key, ()):
+                if parent not in walk.failed:
+                    walk.failed[parent] = walk.failed[key]
+                    todo.append(parent)
+        for key in walk.failed:
+            walk.records.pop(key, None)
+        for name, keys in list(walk.binding_keys.items()):
+            bad = keys & walk.failed.keys()
+            if bad:
+                walk.cannot[name] = walk.failed[min(bad, key=abs)]
+                del walk.bindings[name]
+
+    # --- the message to the other side ---
+
+    def changes(self, walk: Walk, previous: Iterable[str]) -> Message:
+        """What the other side needs to equal this one after ``walk``: the objects it lacks,
+        those whose print changed, the names bound differently, the names gone (of
+        ``previous``, the names both sides had), the keys nothing reaches any more."""
+        msg = Message()
+        for key, record in walk.records.items():
+            if key not in self.prints:
+                msg.new[key] = (record.create or b"", record.fill)
+            elif self.prints[key] != record.print:
+                msg.changed[key] = record.fill
+        for name, blob in walk.bindings.items():
+            if self.bindings.get(name) != blob:
+                msg.names[name] = blob
+        msg.deleted = sorted(n for n in previous if n not in walk.bindings and n not in walk.cannot)
+        reached = set(walk.records) | set(walk.failed)
+        msg.forget = sorted(k for k in self.prints if k not in reached)
+        return msg
+
+    def agree(self, walk: Walk, msg: Message) -> None:
+        """The other side applied ``msg``: both now hold what ``walk`` saw."""
+        for key, record in walk.records.items():
+            self.prints[key] = record.print
+        for name in msg.deleted:
+            self.bindings.pop(name, None)
+        self.bindings.update(walk.bindings)
+        self.forget(msg.forget)
+        for key in list(self.table):  # described, never sent (a failed one): not kept
+            if key not in self.prints:
+                self.forget([key])
+
+    # --- applying the other side's message ---
+
+    def apply(self, msg: Message, describer: Describer | None = None) -> Applied:
+        """Make this side equal the other's: create what it sent new, fill in place what
+        changed (or rebind where that cannot be done in place), bind and delete names."""
+        applier = _Applier(self, msg)
+        out = applier.run()
+        describer = describer or Describer(self)
+        # what this side now agrees with: its own prints of what it just created or filled
+        touched = {**dict.fromkeys(msg.new), **dict.fromkeys(msg.changed)}
+        for key in touched:
+            obj = self.table.get(key)
+            if obj is None:
+                continue
+            try:
+                self.prints[key] = self._describe(describer, key, obj, [], False).print
+            except Exception:
+                self.prints.pop(key, None)
+        for name in out.bound:
+            try:
+                self.bindings[name] = dumps_keyed(describer, self.namespace[name], [])
+            except Exception:
+                self.bindings.pop(name, None)
+        for name in msg.deleted:
+            self.bindings.pop(name, None)
+        self.forget(msg.forget)
+        return out
+
+
+@dataclass
+class Message:
+    """``new``: key -> (create, fill); ``changed``: key -> fill; ``names``: name -> binding;
+    ``deleted``: names; ``forget``: keys nothing reaches."""
+
+    new: dict[Key, tuple[bytes, bytes]] = field(default_factory=dict)
+    changed: dict[Key, bytes] = field(default_factory=dict)
+    names: dict[str, bytes] = field(default_factory=dict)
+    deleted: list[str] = field(default_factory=list)
+    forget: list[Key] = field(default_factory=list)
+
+    def empty(self) -> bool:
+        return not (self.new or self.changed or self.names or self.deleted or self.forget)
+
+    def size(self) -> int:
+        created = sum(len(a) + len(b) for a, b in self.new.values())
+        return created + sum(map(len, self.changed.values())) + sum(map(len, self.names.values()))
+
+    def as_tuple(self) -> tuple[Any, ...]:
+        return (self.new, self.changed, self.names, self.deleted, self.forget)
+
+    @classmethod
+    def of(cls, data: tuple[Any, ...]) -> Message:
+        return cls(*data)
+
+
+@dataclass
+class Applied:
+    """What applying a message did: names ``bound``, ``rebound`` (the object could not take
+    its new state in place: name -> why), objects ``created`` (key -> object)."""
+
+    bound: list[str] = field(default_factory=list)
+    rebound: dict[str, str] = field(default_factory=dict)
+    created: dict[Key, Any] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+class _Loader(pickle.Unpickler):
+    def __init__(self, data: bytes, applier: _Applier) -> None:
+        super().__init__(io.BytesIO(data))
+        self.applier = applier
+
+    def persistent_load(self, pid: Any) -> Any:
+        if pid == NS:
+            return self.applier.graph.namespace
+        if isinstance(pid, tuple) and len(pid) == 2 and pid[0] == "k":
+            return self.applier.object(pid[1])
+        raise pickle.UnpicklingError(f"unknown reference {pid!r}")
+
+
+class _Applier:
+    def __init__(self, graph: Graph, msg: Message) -> None:
+        self.graph = graph
+        self.msg = msg
+        self.out = Applied()
+        self._creating: set[Key] = set()
+        self.replaced: dict[int, Any] = {}
+
+    def load(self, data: bytes) -> Any:
+        return _Loader(data, self).load()
+
+    def object(self, key: Key) -> Any:
+        table = self.graph.table
+        if key in table:
+            return table[key]
+        if key not in self.msg.new or key in self._creating:
+            raise pickle.UnpicklingError(f"the other side referred to object {key}, not here")
+        self._creating.add(key)
+        create = self.load(self.msg.new[key][0])
+        if create is _Namespace.MARK:
+            obj: Any = self.graph.namespace
+        else:
+            factory, args = create
+            args = tuple(self.graph.namespace if a is _Namespace.MARK else a for a in args)
+            obj = factory(*args)
+        self.graph.put(key, obj)
+        self.out.created[key] = obj
+        return obj
+
+    def run(self) -> Applied:
+        for key in self.msg.new:
+            self.object(key)
+        fills = [(k, f) for k, (_, f) in self.msg.new.items()] + list(self.msg.changed.items())
+        for key, data in fills:
+            obj = self.graph.table.get(key)
+            if obj is None:
+                continue
+            try:
+                fill_in_place(obj, self.load(data))
+            except NotInPlace as exc:
+                self._rebuild(key, obj, str(exc))
+        ns = self.graph.namespace
+        for name in self.msg.deleted:
+            ns.pop(name, None)
+        for name, data in self.msg.names.items():
+            try:
+                ns[name] = self.load(data)
+            except Exception as exc:  # a class this side cannot import: said, not fatal
+                self.out.failed[name] = _why(None, exc)
+                continue
+            self.out.bound.append(name)
+        return self.out
+
+    def _rebuild(self, key: Key, old: Any, why: str) -> None:
+        """An object that cannot take its new state in place: a new one under the same key
+        (names bound to the old one are rebound to it)."""
+        self.graph.table.pop(key, None)
+        self.graph.key_of.pop(id(old), None)
+        new = self.msg.new.get(key)
+        if new is None:
+            raise pickle.UnpicklingError(f"object {key} changed in a way it cannot take ({why})")
+        self._creating.discard(key)
+        obj = self.object(key)
+        for name, value in list(self.graph.namespace.items()):
+            if value is old:
+                self.graph.namespace[name] = obj
+                self.out.rebound[name] = why
+
+
+def _builtin_base(kind: type, bases: tuple[Any, ...]) -> Any:
+    """The first of ``bases`` (stdlib containers) in ``kind``'s MRO."""
+    for base in kind.__mro__:
+        if base in bases:
+            return base
+    return bases[-1]
+
+
+def fill_in_place(obj: Any, fill: tuple[Any, ...]) -> None:
+    """Give ``obj`` the state, items and attributes a description carries, in place: lists,
+    dicts and sets through their stdlib base class (never a subclass's own ``update``),
+    objects through ``__setstate__`` when their class has one, else their ``__dict__``."""
+    state, listitems, dictitems, setitems, setter = fill
+    if setter is not None:
+        setter(obj, state)
+    elif state is not None:
+        set_state(obj, state)
+    if listitems is not None:
+        if isinstance(obj, list):
+            base = _builtin_base(type(obj), (list,))
+            base.__delitem__(obj, slice(None))
+            base.extend(obj, listitems)
+        elif isinstance(obj, deque):
+            deque.clear(obj)
+            deque.extend(obj, listitems)
+        else:
+            raise NotInPlace(f"{type(obj).__name__} items")
+    if dictitems is not None:
+        if isinstance(obj, dict):
+            base = _builtin_base(type(obj), (OrderedDict, defaultdict, dict))
+            base.clear(obj)
+            for key, value in dictitems:
+                base.__setitem__(obj, key, value)
+        else:
+            raise NotInPlace(f"{type(obj).__name__} items")
+    if setitems is not None:
+        set.clear(obj)
+        set.update(obj, setitems)
+
+
+def set_state(obj: Any, state: Any) -> None:
+    """What pickle does with a state, but in place: ``__setstate__`` when the class defines
+    one, else the ``__dict__`` (and slots) replaced."""
+    setstate = getattr(type(obj), "__setstate__", None)
+    if setstate is not None and setstate is not getattr(object, "__setstate__", None):
+        obj.__setstate__(state)
+        return
+    slots = None
+    if isinstance(state, tuple) and len(state) == 2:
+        state, slots = state
+    if state:
+        try:
+            attributes = obj.__dict__
+        except AttributeError as exc:
+            raise NotInPlace(f"{type(obj).__name__} has no __dict__") from exc
+        if type(attributes) is not dict:
+            raise NotInPlace(f"{type(obj).__name__}'s attributes are read-only")
+        attributes.clear()
+        attributes.update(state)
+    if slots:
+        for name, value in slots.items():
+            object.__setattr__(obj, name, value)
+
+
+def _why(value: Any, exc: BaseException) -> str:
+    kind = type(value).__name__ if value is not None else "it"
+    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    return f"{kind} cannot be pickled ({text})"
+
+
+def dump_message(msg: Message, extra: Mapping[str, Any]) -> bytes:
+    return pickle.dumps({"state": msg.as_tuple(), **extra}, protocol=5)
+
+
+def load_message(data: bytes) -> tuple[Message, dict[str, Any]]:
+    outer = pickle.loads(data)
+    return Message.of(outer.pop("state")), outer

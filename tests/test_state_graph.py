@@ -1,0 +1,243 @@
+"""The keyed object graph both sides of a profiled cell keep (session/state/graph.py), tested
+by difference: each case runs its cells plainly in one namespace and, in another, the
+"profiled" ones in a second namespace that stands for the worker (the notebook's side sends
+what changed, the cell runs there, what changed comes back), then compares the two notebooks
+after every cell: values, which names share an object, and a cell's result."""
+
+from __future__ import annotations
+
+import collections
+import pickle
+import threading
+import types
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from nsight_magic.session.state.graph import Graph, dump_message, load_message
+
+cloudpickle_registry = __import__("cloudpickle").cloudpickle._DYNAMIC_CLASS_TRACKER_BY_ID
+
+
+class TwoSides:
+    """A plain notebook, and a notebook whose profiled cells run in a worker namespace."""
+
+    def __init__(self) -> None:
+        self.plain: dict[str, Any] = {"__name__": "__main__"}
+        self.notebook: dict[str, Any] = {"__name__": "__main__"}
+        self.worker: dict[str, Any] = {"__name__": "__main__"}
+        self.ours = Graph(self.notebook, 1)
+        self.theirs = Graph(self.worker, -1)
+        self.cannot: dict[str, str] = {}
+
+    @staticmethod
+    def _send(src: Graph, dst: Graph) -> dict[str, str]:
+        names = {k: v for k, v in src.namespace.items() if not k.startswith("__")}
+        walk = src.look(names)
+        msg = src.changes(walk, src.bindings)
+        again, _ = load_message(dump_message(msg, {}))  # through bytes, as between processes
+        # two processes in one: cloudpickle would hand the receiving side the sending side's
+        # very class (its registry of dynamic classes is per process)
+        cloudpickle_registry.clear()
+        dst.apply(again)
+        src.agree(walk, msg)
+        return walk.cannot
+
+    def ordinary(self, code: str) -> None:
+        exec(code, self.plain)
+        exec(code, self.notebook)
+
+    def profiled(self, code: str) -> None:
+        exec(code, self.plain)
+        self.cannot = self._send(self.ours, self.theirs)
+        exec(code, self.worker)
+        self.cannot = {**self.cannot, **self._send(self.theirs, self.ours)}
+
+    def repeat(self, code: str) -> None:
+        """A warm-up's or a drill-down's run: it happens only in the worker."""
+        self._send(self.ours, self.theirs)
+        exec(code, self.worker)
+
+
+def canonical(ns: dict[str, Any]) -> tuple[dict[str, Any], list[list[str]]]:
+    """Each user name's value (repr of what it holds) and the groups of names bound to one
+    object."""
+    values, groups = {}, collections.defaultdict(list)
+    for name, value in sorted(ns.items()):
+        if name.startswith("__") or isinstance(value, types.ModuleType):
+            continue
+        if isinstance(value, np.ndarray | torch.Tensor):
+            values[name] = (type(value).__name__, value.tolist())
+        elif isinstance(value, types.FunctionType | type):
+            values[name] = value.__qualname__
+        elif type(value).__name__.endswith("iterator") or isinstance(value, np.random.Generator):
+            values[name] = (type(value).__name__, repr(value.__reduce__()[1:]))
+        elif isinstance(value, types.SimpleNamespace) or hasattr(value, "__dict__"):
+            values[name] = (type(value).__name__, repr(sorted(vars(value).items())))
+        else:
+            values[name] = (type(value).__name__, repr(value))
+        if not isinstance(value, int | float | str | bytes | tuple | type(None)):
+            groups[id(value)].append(name)
+    return values, sorted(g for g in groups.values() if len(g) > 1)
+
+
+def same(sides: TwoSides) -> None:
+    assert canonical(sides.notebook) == canonical(sides.plain)
+
+
+CASES = {
+    "training history and a global step": [
+        (
+            "o",
+            "history = []\nstep = 0\ndef train_step(loss):\n    global step\n"
+            "    history.append(loss)\n    step += 1\n    return step",
+        ),  # fmt: skip
+        ("p", "s = train_step(0.5)"),
+        ("p", "s = train_step(0.25)"),
+        ("o", "s = train_step(0.125)"),
+        ("p", "s = train_step(0.0625)"),
+    ],
+    "a rebinding leaves an alias alone": [
+        ("o", "c = [5]\nd = c"),
+        ("p", "c = [6]"),
+    ],
+    "a mutation is seen through an alias": [
+        ("o", "c = [5]\nd = c\nbox = {'c': c}"),
+        ("p", "c.append(6)"),
+    ],
+    "a dict subclass that forbids update": [
+        (
+            "o",
+            "class Out(dict):\n    def update(self, *a, **k):\n"
+            "        raise RuntimeError('no update')\nout = Out(a=1)\nkept = out",
+        ),  # fmt: skip
+        ("p", "out = Out(b=2)"),
+        ("p", "dict.__setitem__(out, 'c', 3)"),
+    ],
+    "reads and writes of one name": [
+        ("o", "n = 1\nx = [1]\ndef f(v):\n    return v + [2]\nq = 9"),
+        ("p", "n += 1\nx = f(x)\ndel q"),
+    ],
+    "an iterator advances once": [
+        ("o", "it = iter([1, 2, 3, 4])"),
+        ("p", "batch = next(it)"),
+        ("o", "second = next(it)"),
+        ("p", "third = next(it)"),
+    ],
+    "a closure's nonlocal and a mutable default": [
+        (
+            "o",
+            "def counter():\n    n = 0\n    def inc():\n        nonlocal n\n        n += 1\n"
+            "        return n\n    return inc\ninc = counter()\n"
+            "def add(v, seen=[]):\n    seen.append(v)\n    return len(seen)",
+        ),  # fmt: skip
+        ("p", "a = inc()\nb = add(1)"),
+        ("o", "a = inc()\nb = add(2)"),
+    ],
+    "a class attribute and an instance of a notebook class": [
+        (
+            "o",
+            "class Meter:\n    made = 0\n    def __init__(self):\n        Meter.made += 1\n"
+            "        self.total = 0\nm = Meter()",
+        ),  # fmt: skip
+        ("p", "m.total += 5\nm2 = Meter()"),
+    ],
+    "numpy in place, a deque and a namespace": [
+        (
+            "o",
+            "import numpy as np\nimport collections, types\na = np.zeros(3)\nview = a\n"
+            "q = collections.deque([1], maxlen=3)\nns = types.SimpleNamespace(k=1)",
+        ),  # fmt: skip
+        ("p", "a[1] = 7\nq.append(2)\nns.k += 1"),
+    ],
+    "a CPU tensor changed in place": [
+        ("o", "import torch\nw = torch.zeros(3)\nalias = w"),
+        ("p", "w.add_(1.5)"),
+        ("o", "w.mul_(2)"),
+        ("p", "w[0] = -1"),
+    ],
+    "a set, a bytearray and a Counter": [
+        ("o", "import collections\ns = {1}\nb = bytearray(b'ab')\ncnt = collections.Counter()"),
+        ("p", "s.add(2)\nb += b'c'\ncnt['x'] += 1"),
+    ],
+    "a notebook change is sent again to the worker": [
+        ("o", "items = []\ndef push(v):\n    items.append(v)\n    return len(items)"),
+        ("p", "k = push(1)"),
+        ("o", "items.append('nb')"),
+        ("p", "k = push(2)"),
+    ],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_profiled_cell_leaves_the_notebook_as_a_plain_run(case: str) -> None:
+    sides = TwoSides()
+    for kind, code in CASES[case]:
+        (sides.ordinary if kind == "o" else sides.profiled)(code)
+        same(sides)
+    assert not sides.cannot
+
+
+def test_an_alias_and_a_mutation_keep_identity_across_cells() -> None:
+    sides = TwoSides()
+    sides.ordinary("c = [5]\nd = c")
+    before = sides.notebook["c"]
+    sides.profiled("c.append(1)")
+    assert sides.notebook["c"] is before is sides.notebook["d"]
+
+
+def test_what_does_not_pickle_stays_and_is_said() -> None:
+    sides = TwoSides()
+    sides.ordinary("import threading\nlock = threading.Lock()\nkeep = [lock]\nn = 1")
+    sides.profiled("n += 1")
+    assert sides.notebook["n"] == 2
+    assert set(sides.cannot) == {"lock", "keep"}
+    assert "cannot be pickled" in sides.cannot["lock"]
+    assert isinstance(sides.notebook["lock"], type(threading.Lock()))
+
+
+def test_a_name_bound_to_what_cannot_come_back_stays_in_the_worker() -> None:
+    sides = TwoSides()
+    sides.ordinary("g = 0")
+    sides.profiled("g = (i for i in range(3))\nh = 1")
+    assert sides.notebook["g"] == 0 and sides.notebook["h"] == 1  # g: said, kept where it is
+    assert "g" in sides.cannot
+    assert next(sides.worker["g"]) == 0
+
+
+def test_only_what_changed_travels() -> None:
+    nb: dict[str, Any] = {"__name__": "__main__", "big": list(range(100_000)), "small": [1]}
+    ours, theirs = Graph(nb, 1), Graph({"__name__": "__main__"}, -1)
+    walk = ours.look({k: v for k, v in nb.items() if not k.startswith("__")})
+    first = ours.changes(walk, ours.bindings)
+    theirs.apply(first)
+    ours.agree(walk, first)
+    nb["small"].append(2)
+    walk = ours.look({k: v for k, v in nb.items() if not k.startswith("__")})
+    second = ours.changes(walk, ours.bindings)
+    assert len(first.new) == 2 and not second.new and not second.names
+    assert list(second.changed) == [ours.key_of[id(nb["small"])]]
+    assert second.size() < 100
+
+
+def test_keys_nothing_reaches_are_forgotten_on_both_sides() -> None:
+    sides = TwoSides()
+    sides.ordinary("a = [[1], [2]]")
+    sides.profiled("b = 1")
+    assert len(sides.theirs.table) == len(sides.ours.table) == 3
+    sides.ordinary("del a")
+    sides.profiled("b = 2")
+    assert "a" not in sides.worker
+    assert sides.ours.table == {} and sides.theirs.table == {}
+
+
+def test_a_message_survives_pickling_with_its_extra_fields() -> None:
+    sides = TwoSides()
+    sides.ordinary("x = {'k': [1, 2]}")
+    walk = sides.ours.look({"x": sides.notebook["x"]})
+    msg = sides.ours.changes(walk, ())
+    again, extra = load_message(dump_message(msg, {"rng": (1, 2)}))
+    assert extra == {"rng": (1, 2)} and again.as_tuple() == msg.as_tuple()
+    assert pickle.loads(pickle.dumps(again.as_tuple())) == msg.as_tuple()
