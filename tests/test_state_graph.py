@@ -93,7 +93,7 @@ CASES = {
             "o",
             "history = []\nstep = 0\ndef train_step(loss):\n    global step\n"
             "    history.append(loss)\n    step += 1\n    return step",
-        ),  # fmt: skip
+        ),
         ("p", "s = train_step(0.5)"),
         ("p", "s = train_step(0.25)"),
         ("o", "s = train_step(0.125)"),
@@ -112,7 +112,7 @@ CASES = {
             "o",
             "class Out(dict):\n    def update(self, *a, **k):\n"
             "        raise RuntimeError('no update')\nout = Out(a=1)\nkept = out",
-        ),  # fmt: skip
+        ),
         ("p", "out = Out(b=2)"),
         ("p", "dict.__setitem__(out, 'c', 3)"),
     ],
@@ -132,7 +132,7 @@ CASES = {
             "def counter():\n    n = 0\n    def inc():\n        nonlocal n\n        n += 1\n"
             "        return n\n    return inc\ninc = counter()\n"
             "def add(v, seen=[]):\n    seen.append(v)\n    return len(seen)",
-        ),  # fmt: skip
+        ),
         ("p", "a = inc()\nb = add(1)"),
         ("o", "a = inc()\nb = add(2)"),
     ],
@@ -141,7 +141,7 @@ CASES = {
             "o",
             "class Meter:\n    made = 0\n    def __init__(self):\n        Meter.made += 1\n"
             "        self.total = 0\nm = Meter()",
-        ),  # fmt: skip
+        ),
         ("p", "m.total += 5\nm2 = Meter()"),
     ],
     "numpy in place, a deque and a namespace": [
@@ -149,7 +149,7 @@ CASES = {
             "o",
             "import numpy as np\nimport collections, types\na = np.zeros(3)\nview = a\n"
             "q = collections.deque([1], maxlen=3)\nns = types.SimpleNamespace(k=1)",
-        ),  # fmt: skip
+        ),
         ("p", "a[1] = 7\nq.append(2)\nns.k += 1"),
     ],
     "a CPU tensor changed in place": [
