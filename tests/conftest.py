@@ -74,6 +74,7 @@ STDLIB_ONLY = {
     "test_whole_timeout.py",
     "test_worker_channel.py",
     "test_warm_tracebacks.py",
+    "test_state_graph.py",
 }
 
 

@@ -14,7 +14,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
+
+try:  # the dependency tiers have no torch: the tensor case skips there
+    import torch
+
+    ARRAYS: tuple[type, ...] = (np.ndarray, torch.Tensor)
+except ImportError:
+    ARRAYS = (np.ndarray,)
 
 from nsight_magic.session.state.graph import Graph, dump_message, load_message
 
@@ -68,7 +74,7 @@ def canonical(ns: dict[str, Any]) -> tuple[dict[str, Any], list[list[str]]]:
     for name, value in sorted(ns.items()):
         if name.startswith("__") or isinstance(value, types.ModuleType):
             continue
-        if isinstance(value, np.ndarray | torch.Tensor):
+        if isinstance(value, ARRAYS):
             values[name] = (type(value).__name__, value.tolist())
         elif isinstance(value, types.FunctionType | type):
             values[name] = value.__qualname__
@@ -152,7 +158,7 @@ CASES = {
         ),
         ("p", "a[1] = 7\nq.append(2)\nns.k += 1"),
     ],
-    "a CPU tensor changed in place": [
+    "a CPU torch tensor changed in place": [
         ("o", "import torch\nw = torch.zeros(3)\nalias = w"),
         ("p", "w.add_(1.5)"),
         ("o", "w.mul_(2)"),
@@ -173,6 +179,8 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_profiled_cell_leaves_the_notebook_as_a_plain_run(case: str) -> None:
+    if "torch" in case and len(ARRAYS) == 1:
+        pytest.skip("needs torch (make setup installs the CPU build)")
     sides = TwoSides()
     for kind, code in CASES[case]:
         (sides.ordinary if kind == "o" else sides.profiled)(code)
@@ -241,3 +249,59 @@ def test_a_message_survives_pickling_with_its_extra_fields() -> None:
     again, extra = load_message(dump_message(msg, {"rng": (1, 2)}))
     assert extra == {"rng": (1, 2)} and again.as_tuple() == msg.as_tuple()
     assert pickle.loads(pickle.dumps(again.as_tuple())) == msg.as_tuple()
+
+
+# what Triton's @triton.jit does to a notebook function: a wrapper that holds a lock (it
+# cannot be pickled) and reads the function's source when it is made
+class Jit:
+    def __init__(self, fn: Any) -> None:
+        import inspect
+
+        self.fn, self.lock, self.src = fn, threading.RLock(), inspect.getsource(fn)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+
+def _cell(namespace: dict[str, Any], code: str, number: int) -> None:
+    """Run ``code`` as IPython runs a cell: compiled under its own file name, whose text
+    linecache holds."""
+    import linecache
+
+    filename = f"<ipython-input-{number}-test>"
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    exec(compile(code, filename, "exec"), namespace)
+
+
+def test_a_definition_that_does_not_pickle_goes_as_its_statement() -> None:
+    sides = TwoSides()
+    for ns in (sides.plain, sides.notebook):
+        ns["Jit"] = Jit
+    kernel = "SCALE = 3\n\n@Jit\ndef kernel(x):\n    return x * SCALE\n"
+    _cell(sides.plain, kernel, 1)
+    _cell(sides.notebook, kernel, 1)
+    sides.profiled("y = kernel(7)\nsrc = kernel.src")
+    same_values = {k: sides.notebook[k] for k in ("y", "src")}
+    assert same_values == {"y": 21, "src": "@Jit\ndef kernel(x):\n    return x * SCALE\n"}
+    assert not sides.cannot
+    made = sides.worker["kernel"]
+    assert isinstance(made, Jit) and made.fn.__globals__ is sides.worker  # its globals: the side's
+    # it did not change: nothing about it travels again, either way
+    for src, _dst in ((sides.ours, sides.theirs), (sides.theirs, sides.ours)):
+        walk = src.look({k: v for k, v in src.namespace.items() if not k.startswith("__")})
+        msg = src.changes(walk, src.bindings)
+        assert not msg.new and not msg.changed and not msg.names, (msg.new, msg.changed)
+    # redefined in the notebook: the worker gets the new statement
+    _cell(sides.notebook, kernel.replace("x * SCALE", "x * SCALE + 1"), 2)
+    TwoSides._send(sides.ours, sides.theirs)
+    assert sides.worker["kernel"](1) == 4
+
+
+def test_a_definition_made_otherwise_is_said_to_stay() -> None:
+    sides = TwoSides()
+    sides.notebook["Jit"] = Jit
+    _cell(sides.notebook, "def f(x):\n    return x\nk = Jit(f)\n", 1)  # no statement makes k
+    TwoSides._send(sides.ours, sides.theirs)
+    assert "k" not in sides.worker
+    walk = sides.ours.look({"k": sides.notebook["k"]})
+    assert "RLock cannot be pickled" in walk.cannot["k"]

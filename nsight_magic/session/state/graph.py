@@ -39,7 +39,10 @@ import zlib
 from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
+
+from . import definitions
 
 try:  # functions and classes defined in the notebook go by value
     import cloudpickle
@@ -94,6 +97,12 @@ def by_reference(obj: Any) -> bool:
     return getattr(obj, "__module__", None) not in ("__main__", None)
 
 
+def too_big(obj: Any, size: int, limit: int) -> str:
+    """Why a value stays: its bytes by value over ``%config NsightMagic.auto_vars_max_bytes``."""
+    return (f"{type(obj).__name__} of {size / 2**20:,.1f} MiB, over auto_vars_max_bytes "
+            f"({limit / 2**20:,.1f} MiB)")  # fmt: skip
+
+
 def keyable(obj: Any) -> bool:
     """Whether ``obj`` has an identity worth keeping across the two sides."""
     if isinstance(obj, _ATOMS) or _library_atom(obj):
@@ -101,6 +110,9 @@ def keyable(obj: Any) -> bool:
     if isinstance(obj, type | types.FunctionType):
         # the notebook's own (a library's is imported by name on the other side)
         return getattr(obj, "__module__", None) == "__main__" and not by_reference(obj)
+    if callable(obj) and isinstance(getattr(obj, "__qualname__", None), str):
+        # a library's compiled function (Cython's, numpy's unpickling helpers): by name
+        return getattr(obj, "__module__", None) in ("__main__", None)
     return True
 
 
@@ -116,9 +128,9 @@ def set_function_state(func: Any, state: dict[str, Any]) -> None:
     a change to its defaults, its ``__dict__`` or its cells' contents)."""
     for module in state.pop("_submodules", ()):  # imported for the function's sake
         del module
-    attributes = state.pop("__dict__", {})
+    attributes = state.pop("__dict__", ())
     func.__dict__.clear()
-    func.__dict__.update(attributes)
+    func.__dict__.update(dict(attributes))
     for name, value in state.items():
         setattr(func, name, value)
 
@@ -177,6 +189,8 @@ def set_tensor(target: Any, state: tuple[Any, ...]) -> None:
     share), gradient, flag and attributes, in place."""
     torch = sys.modules["torch"]
     contents, requires_grad, grad, attributes = state
+    if isinstance(contents, bytes):
+        contents = pickle.loads(contents)
     with torch.no_grad():
         if contents is not None:
             if target.shape == contents.shape and target.dtype == contents.dtype:
@@ -240,11 +254,24 @@ class Describer:
         self.graph = graph
         self.files = dict(files or {})
         self.sources: dict[str, str] = {}
-        # state/definitions.py: a notebook definition that does not pickle, by its source
-        self.by_source: Callable[[Any], tuple[Any, Any] | None] = lambda obj: None
+
+    def by_source(self, obj: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]] | None:
+        """A notebook definition that does not pickle (a Triton kernel), made on the other
+        side by its own statement (``definitions``); None when it has none."""
+        found = definitions.find_bound(obj, self.graph.namespace)
+        if found is None:
+            return None
+        there = definitions.renamed(found, self.files)
+        cell = definitions.cell_text(found.filename)
+        args = (there.filename, there.line, there.name, there.text, _Namespace.MARK, cell)
+        create = (definitions.define, args)
+        return create, (None, None, None, None, None)
 
     # the create and fill parts of one object
     def parts(self, obj: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
+        if type(obj).__module__.startswith("nsight_magic."):
+            # a run, a sweep, a view: the notebook's reading of a report, not the cell's data
+            raise pickle.PicklingError("nsight_magic's results stay in the notebook")
         torch, np = _torch(), _numpy()
         if torch is not None and isinstance(obj, torch.Tensor):
             return self._tensor(obj)
@@ -303,12 +330,12 @@ class Describer:
             "__module__": func.__module__,
             "__doc__": func.__doc__,
             "__qualname__": "".join(func.__qualname__),
-            "__dict__": dict(func.__dict__),
+            "__dict__": tuple(func.__dict__.items()),  # a tuple: not an object to key
         }
         if _cp is not None:
-            state["_submodules"] = _cp._find_imported_submodules(
+            state["_submodules"] = tuple(_cp._find_imported_submodules(
                 func.__code__, list(func.__globals__.get(n) for n in func.__code__.co_names)
-            )
+            ))  # fmt: skip
         create = (make_function, (func.__code__, _Namespace.MARK, "".join(func.__name__),
                                   func.__closure__))  # fmt: skip
         return create, (state, None, None, None, set_function_state)
@@ -329,7 +356,9 @@ class Describer:
                             set_tensor)  # fmt: skip
         if t.is_sparse or t.is_quantized or t.device.type != "cpu":
             raise pickle.PicklingError(f"a {t.device.type} tensor of layout {t.layout}")
-        contents = t.detach().clone()
+        # by plain pickle, whole: the storage and hooks its reduce makes are new each time
+        # (keyed, they would look like new objects at every look)
+        contents = pickle.dumps(t.detach().clone(), protocol=pickle.HIGHEST_PROTOCOL)
         kind = type(t) if type(t) in (torch.Tensor, torch.nn.Parameter) else torch.Tensor
         return (empty_tensor, (kind, t.dtype)), (
             (contents, t.requires_grad, grad, attributes), None, None, None, set_tensor
@@ -454,6 +483,7 @@ class Graph:
         self.table: dict[Key, Any] = {}
         self.key_of: dict[int, Key] = {}
         self.prints: dict[Key, Any] = {}
+        self.from_source: set[Key] = set()  # definitions described by their statement
         self.bindings: dict[str, bytes] = {}
         self._next = step
 
@@ -478,6 +508,7 @@ class Graph:
             if obj is not None and self.key_of.get(id(obj)) == key:
                 del self.key_of[id(obj)]
             self.prints.pop(key, None)
+            self.from_source.discard(key)
 
     # --- looking ---
 
@@ -503,6 +534,9 @@ class Graph:
             except Exception as exc:  # what does not pickle stays where it is
                 walk.cannot[name] = _why(value, exc)
                 continue
+            if max_bytes is not None and len(walk.bindings[name]) > max_bytes:  # bytes, a str
+                walk.cannot[name] = too_big(value, len(walk.bindings.pop(name)), max_bytes)
+                continue
             walk.binding_keys[name] = {self.key_of[id(o)] for o in found} | (
                 {self.key_of[id(value)]} if id(value) in self.key_of else set()
             )
@@ -523,14 +557,28 @@ class Graph:
                 walk.failed[key] = _why(obj, exc)
                 continue
             if max_bytes is not None and len(record.fill) > max_bytes:
-                walk.failed[key] = (f"{type(obj).__name__}: {len(record.fill):,} bytes by "
-                                    f"value, over the limit of {max_bytes:,}")  # fmt: skip
+                walk.failed[key] = too_big(obj, len(record.fill), max_bytes)
                 continue
             walk.records[key] = record
             walk.children[key] = {self.key_of[id(o)] for o in found}
             queue.extend(found)
-        self._spread_failures(walk)
+        self._spread_failures(walk, describer)
+        self._reached_only(walk)
         return walk
+
+    @staticmethod
+    def _reached_only(walk: Walk) -> None:
+        """Drop what no name reaches any more (what a definition held before it was
+        described by its statement instead)."""
+        reached: set[Key] = set()
+        todo = [k for keys in walk.binding_keys.values() for k in keys]
+        while todo:
+            key = todo.pop()
+            if key not in reached:
+                reached.add(key)
+                todo.extend(walk.children.get(key, ()))
+        for key in [k for k in walk.records if k not in reached]:
+            del walk.records[key]
 
     def _describe(
         self, describer: Describer, key: Key, obj: Any, found: list[Any], fills: bool
@@ -538,7 +586,9 @@ class Graph:
         known = key in self.prints
         if _is_tensor(obj):
             stamp = describer.tensor_print(obj)
-            if known and not fills and self.prints[key] == stamp:
+            # unchanged, and holding nothing else to walk (a gradient, attributes): as agreed
+            bare = obj.grad is None if obj.is_leaf else True
+            if known and not fills and bare and not obj.__dict__ and self.prints[key] == stamp:
                 return Record(None, b"", stamp)
             create, fill = describer.parts(obj)
             contents, _, _, attributes = fill[0]
@@ -546,6 +596,11 @@ class Graph:
             fill_bytes = dumps_keyed(describer, fill, found, inline)
             create_bytes = None if known else dumps_keyed(describer, create, found, [create[1]])
             return Record(create_bytes, fill_bytes, stamp)
+        if key in self.from_source:  # once by its statement, always (its state is that)
+            record = self._by_source(describer, key, obj, found)
+            if record is not None:
+                return record
+        start = len(found)
         try:
             create, fill = describer.parts(obj)
             inline = made_for_the_occasion(create, fill)
@@ -554,18 +609,35 @@ class Graph:
             # cells) is walked too
             create_bytes = dumps_keyed(describer, create, found, inline)
         except Exception:
-            made = describer.by_source(obj)
-            if made is None:
+            del found[start:]  # what the failed try met is not part of it (a Triton lock)
+            record = self._by_source(describer, key, obj, found)
+            if record is None:
                 raise
-            create, fill = made
-            fill_bytes = dumps_keyed(describer, fill, found)
-            create_bytes = None if known else dumps_keyed(describer, create, found)
-            return Record(create_bytes, fill_bytes, zlib.crc32(create_bytes or b"") ^ key)
+            self.from_source.add(key)
+            return record
+        if fill[:4] == (None, None, None, None):  # all its state is in how it is made
+            return Record(create_bytes, fill_bytes, ("made", zlib.crc32(create_bytes)))
         return Record(None if known else create_bytes, fill_bytes, zlib.crc32(fill_bytes))
 
-    def _spread_failures(self, walk: Walk) -> None:
-        """An object that refers to one that cannot go cannot go either; a name that reaches
-        one cannot."""
+    def _by_source(
+        self, describer: Describer, key: Key, obj: Any, found: list[Any]
+    ) -> Record | None:
+        """A notebook definition that does not pickle, described by its statement (None:
+        it has none); its state is its statement: it changes when the statement does."""
+        made = describer.by_source(obj)
+        if made is None:
+            return None
+        create, fill = made
+        # the statement and its arguments are written inline: nothing in them is keyed
+        create_bytes = dumps_keyed(describer, create, found, [create[1]])
+        fill_bytes = dumps_keyed(describer, fill, found)
+        known = key in self.prints
+        return Record(None if known else create_bytes, fill_bytes,
+                      ("source", zlib.crc32(create_bytes)))  # fmt: skip
+
+    def _spread_failures(self, walk: Walk, describer: Describer) -> None:
+        """An object that refers to one that cannot go cannot go either (unless it goes as
+        its source: a Triton kernel holding a lock); a name that reaches one cannot."""
         if not walk.failed:
             return
         parents: dict[Key, set[Key]] = defaultdict(set)
@@ -573,12 +645,29 @@ class Graph:
             for kid in kids:
                 parents[kid].add(key)
         todo = list(walk.failed)
+        by_source: set[Key] = set()
+        roots: dict[Key, str] = {}  # the failure a holder's comes from
         while todo:
             key = todo.pop()
             for parent in parents.get(key, ()):
-                if parent not in walk.failed:
-                    walk.failed[parent] = walk.failed[key]
-                    todo.append(parent)
+                if parent in walk.failed or parent in by_source:
+                    continue
+                found: list[Any] = []
+                try:
+                    record = self._by_source(describer, parent, self.table[parent], found)
+                except Exception:
+                    record = None
+                if record is not None:
+                    by_source.add(parent)
+                    self.from_source.add(parent)
+                    walk.records[parent] = record
+                    walk.children[parent] = {self.key_of[id(o)] for o in found}
+                    continue
+                root = roots.get(key, walk.failed[key])
+                roots[parent] = root
+                holder = type(self.table[parent]).__name__
+                walk.failed[parent] = f"{holder} holds what cannot go: {root}"
+                todo.append(parent)
         for key in walk.failed:
             walk.records.pop(key, None)
         for name, keys in list(walk.binding_keys.items()):
@@ -597,6 +686,9 @@ class Graph:
         for key, record in walk.records.items():
             if key not in self.prints:
                 msg.new[key] = (record.create or b"", record.fill)
+            elif self.prints[key] != record.print and isinstance(record.print, tuple) \
+                    and record.print[0] == "made":  # fmt: skip
+                msg.new[key] = (record.create or b"", record.fill)  # made anew over there
             elif self.prints[key] != record.print:
                 msg.changed[key] = record.fill
         for name, blob in walk.bindings.items():
@@ -705,6 +797,7 @@ class _Applier:
         self.out = Applied()
         self._creating: set[Key] = set()
         self.replaced: dict[int, Any] = {}
+        self.broken: dict[Key, str] = {}  # objects this side could not make or fill, and why
 
     def load(self, data: bytes) -> Any:
         return _Loader(data, self).load()
@@ -713,6 +806,8 @@ class _Applier:
         table = self.graph.table
         if key in table:
             return table[key]
+        if key in self.broken:
+            raise pickle.UnpicklingError(self.broken[key])
         if key not in self.msg.new or key in self._creating:
             raise pickle.UnpicklingError(f"the other side referred to object {key}, not here")
         self._creating.add(key)
@@ -723,33 +818,71 @@ class _Applier:
             factory, args = create
             args = tuple(self.graph.namespace if a is _Namespace.MARK else a for a in args)
             obj = factory(*args)
+            if factory is definitions.define:
+                self.graph.from_source.add(key)
         self.graph.put(key, obj)
         self.out.created[key] = obj
+        # filled at once: an object another one's creation takes as an argument (a frame's
+        # index its attributes) must be whole by then; a cycle meets a partial one
+        self._fill(key, obj, self.msg.new[key][1])
         return obj
 
+    def _fill(self, key: Key, obj: Any, data: bytes) -> None:
+        try:
+            fill_in_place(obj, self.load(data))
+        except NotInPlace as exc:
+            self._rebuild(key, obj, str(exc))
+
     def run(self) -> Applied:
+        # a key this side has already: all its state is in how it is made (itertools.count)
+        remade = [k for k in self.msg.new if k in self.graph.table]
+        # each object on its own: one this side cannot make (a class it cannot import) fails
+        # the names that reach it, not the whole message
+        made_only = "its state is only in how it is made"
+        for key in remade:
+            self._guarded(key, partial(self._rebuild, key, self.graph.table[key], made_only))
         for key in self.msg.new:
-            self.object(key)
-        fills = [(k, f) for k, (_, f) in self.msg.new.items()] + list(self.msg.changed.items())
-        for key, data in fills:
+            self._guarded(key, partial(self.object, key))
+        for key, data in self.msg.changed.items():
             obj = self.graph.table.get(key)
-            if obj is None:
-                continue
-            try:
-                fill_in_place(obj, self.load(data))
-            except NotInPlace as exc:
-                self._rebuild(key, obj, str(exc))
+            if obj is not None:
+                self._guarded(key, partial(self._fill, key, obj, data))
         ns = self.graph.namespace
         for name in self.msg.deleted:
             ns.pop(name, None)
-        for name, data in self.msg.names.items():
+        self._bind(self.msg.names)
+        if self.broken and self.out.failed:
+            # a definition made by its statement whose decorators are names of this same
+            # message (``@autotune`` bound by the cell that imported it): once more, now bound
+            for key in [k for k in self.broken if k in self.msg.new]:
+                del self.broken[key]
+                self._guarded(key, partial(self.object, key))
+            retry = {n: self.msg.names[n] for n in self.out.failed if n in self.msg.names}
+            for name in retry:
+                del self.out.failed[name]
+            self._bind(retry)
+        return self.out
+
+    def _bind(self, names: Mapping[str, bytes]) -> None:
+        ns = self.graph.namespace
+        for name, data in names.items():
             try:
                 ns[name] = self.load(data)
             except Exception as exc:  # a class this side cannot import: said, not fatal
                 self.out.failed[name] = _why(None, exc)
                 continue
             self.out.bound.append(name)
-        return self.out
+
+    def _guarded(self, key: Key, step: Callable[[], Any]) -> None:
+        try:
+            step()
+        except Exception as exc:
+            self.broken[key] = _why(None, exc)
+            self._creating.discard(key)
+            obj = self.graph.table.get(key)
+            for name, value in self.graph.namespace.items():  # the names bound to it
+                if obj is not None and value is obj:
+                    self.out.failed[name] = self.broken[key]
 
     def _rebuild(self, key: Key, old: Any, why: str) -> None:
         """An object that cannot take its new state in place: a new one under the same key
@@ -760,6 +893,7 @@ class _Applier:
         if new is None:
             raise pickle.UnpicklingError(f"object {key} changed in a way it cannot take ({why})")
         self._creating.discard(key)
+        self.replaced[id(old)] = old
         obj = self.object(key)
         for name, value in list(self.graph.namespace.items()):
             if value is old:

@@ -1,0 +1,237 @@
+"""The worker's side of the notebook's state: take what the notebook sent, tell it what the
+cell changed (by looking, not by reading the cell), take its copies of the CUDA memory this
+worker made, and put everything back after a run that repeats the notebook's work (a warm-up,
+a drill-down's re-run, a sweep's configuration).
+
+Imported by the worker (``session/worker.py``): standard library at import time; torch and
+numpy only when the cell imported them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import linecache
+import os
+import pickle
+import sys
+import time
+from collections.abc import Iterator, MutableMapping
+from typing import Any, ClassVar
+
+from . import rng
+from .graph import Describer, Graph, Key, _Applier, dump_message, fill_in_place, load_message
+
+TABLE = "__nsight_magic_shared__"  # script/shared_objects.py's name for the received objects
+MAPPED = "__nsight_magic_mapped__"  # and for the notebook's CUDA storages this worker maps
+# what a worker binds for itself, never the notebook's (IPython's shell for ``!cmd``)
+OWN = frozenset({"get_ipython", "exit", "quit", "In", "Out", "_exit_code"})
+FILE_KEEP_MAX_BYTES = 64 << 20  # a file a repeat writes is put back up to this size
+
+
+def user_names(ns: MutableMapping[str, Any]) -> dict[str, Any]:
+    """The names that are the notebook's: not dunders, not the worker's own."""
+    return {
+        name: value
+        for name, value in ns.items()
+        if not (name.startswith("__") and name.endswith("__"))
+        and not name.startswith("__nsight_magic")
+        and name not in OWN
+    }
+
+
+def _storages(objects: list[Any]) -> set[int]:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return set()
+    return {
+        int(o.untyped_storage().data_ptr())
+        for o in objects
+        if isinstance(o, torch.Tensor) and o.is_cuda
+    }
+
+
+class WorkerState:
+    """The worker's graph of what it shares with the notebook (its ``table`` is also the
+    script's ``TABLE``: what ``preserved`` keeps around a repeat on the GPU)."""
+
+    def __init__(self, ns: MutableMapping[str, Any]) -> None:
+        self.ns = ns
+        self.graph = Graph(ns, -1)
+        ns[TABLE] = self.graph.table
+        self.theirs: frozenset[str] = frozenset()
+
+    def receive(self, path: str, theirs: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """Apply the notebook's message at ``path``: its objects, names and random streams;
+        ``theirs``: names this worker binds itself (the setup cells it runs, ``--worker-only``
+        ones too), never sent back."""
+        self.theirs = theirs
+        t0 = time.perf_counter()
+        modules = set(sys.modules)
+        with open(path, "rb") as f:
+            msg, extra = load_message(f.read())
+        t1 = time.perf_counter()
+        for filename, text in (extra.get("sources") or {}).items():
+            linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+        applied = self.graph.apply(msg)
+        self.ns.setdefault(MAPPED, set()).update(_storages(list(applied.created.values())))
+        if extra.get("rng"):
+            rng.restore(extra["rng"])
+        new_modules = set(sys.modules) - modules
+        packages = sorted({m.split(".")[0] for m in new_modules if not m.startswith("_")})
+        return {
+            "names": sorted(msg.names),
+            "dropped": list(msg.deleted),
+            "failed": applied.failed,
+            "timings": {"unpickle_s": t1 - t0, "apply_s": time.perf_counter() - t1},
+            "imported": packages[:30],
+            "imported_modules": len(new_modules),
+        }
+
+    def send_back(self, path: str, max_bytes: int) -> dict[str, Any]:
+        """Write what the cell changed since the two sides last agreed to ``path``: names
+        rebound, bound, deleted, objects new or changed, the random streams. What cannot go
+        stays here (``cannot``: name -> why)."""
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            torch.cuda.synchronize()  # the cell's kernels wrote what goes back
+        names = {n: v for n, v in user_names(self.ns).items() if n not in self.theirs}
+        walk = self.graph.look(names, max_bytes=max_bytes, fills=False)
+        msg = self.graph.changes(walk, self.graph.bindings)
+        with open(path, "wb") as f:
+            f.write(dump_message(msg, {"rng": rng.states()}))
+        self.graph.agree(walk, msg)
+        for name in walk.cannot:  # it stays here: the notebook's value is not this one
+            self.graph.bindings.pop(name, None)
+        return {"cannot": walk.cannot, "new": len(msg.new), "changed": len(msg.changed)}
+
+    def adopt(self, path: str) -> dict[str, Any]:
+        """The notebook copied the CUDA tensors this worker made: point each at its copy
+        (mapped), so there is one copy on the GPU, the notebook's."""
+        with open(path, "rb") as f:
+            pairs: list[tuple[Key, Any]] = pickle.load(f)
+        torch = sys.modules.get("torch")
+        table = self.graph.table
+        done = 0
+        if torch is not None and pairs:
+            with torch.no_grad():
+                for key, theirs in pairs:
+                    t = table.get(key)
+                    if t is None:
+                        continue
+                    with contextlib.suppress(RuntimeError):  # set_ refused: keeps its own
+                        t.set_(theirs.untyped_storage(), t.storage_offset(), t.size(),
+                               t.stride())  # fmt: skip
+                        done += 1
+            torch.cuda.synchronize()
+            self.ns.setdefault(MAPPED, set()).update(_storages([t for _, t in pairs]))
+            self.reprint([key for key, _ in pairs])
+        return {"adopted": done}
+
+    def reprint(self, keys: list[Key]) -> None:
+        describer = Describer(self.graph)
+        for key in keys:
+            obj = self.graph.table.get(key)
+            if obj is not None and key in self.graph.prints:
+                with contextlib.suppress(Exception):
+                    self.graph.prints[key] = self.graph._describe(describer, key, obj, [],
+                                                                  False).print  # fmt: skip
+
+    @contextlib.contextmanager
+    def kept(self, quiet: bool = True) -> Iterator[None]:
+        """Around a run whose effects the notebook has already (or must never have): every
+        name, every object the names reach and the random streams are as they were after it,
+        files it wrote are put back, and (``quiet``) what it prints is not shown."""
+        graph = self.graph
+        describer = Describer(graph)
+        before = graph.look(user_names(self.ns), describer)
+        streams = rng.states()
+        files = _FileKeeper()
+        out = io.StringIO()
+        redirect = (contextlib.redirect_stdout(out), contextlib.redirect_stderr(out)) if quiet \
+            else (contextlib.nullcontext(), contextlib.nullcontext())  # fmt: skip
+        try:
+            with files, redirect[0], redirect[1]:
+                yield
+        finally:
+            applier = _Applier(graph, _empty())
+            for key, record in before.records.items():
+                obj = graph.table.get(key)
+                if obj is None:
+                    continue
+                try:
+                    now = graph._describe(describer, key, obj, [], False).print
+                except Exception:
+                    now = None
+                if now != record.print:
+                    with contextlib.suppress(Exception):
+                        fill_in_place(obj, applier.load(record.fill))
+            for name in [n for n in user_names(self.ns) if n not in before.bindings
+                         and n not in before.cannot]:  # fmt: skip
+                del self.ns[name]
+            for name, blob in before.bindings.items():
+                with contextlib.suppress(Exception):
+                    self.ns[name] = applier.load(blob)
+            rng.restore(streams)
+            # keys the look before gave objects the notebook never had: not kept
+            graph.forget([k for k in list(graph.table) if k not in graph.prints])
+
+
+def _empty() -> Any:
+    from .graph import Message
+
+    return Message()
+
+
+class _FileKeeper:
+    """While active, the first write-open of each file saves it; leaving puts each back (or
+    removes a file that was not there). Python's audit hook sees every ``open``; it cannot be
+    removed, so it is installed once and does nothing while no keeper is active."""
+
+    active: ClassVar[list[_FileKeeper]] = []
+    installed: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        self.saved: dict[str, bytes | None] = {}
+
+    def __enter__(self) -> _FileKeeper:
+        if not _FileKeeper.installed:
+            sys.addaudithook(_FileKeeper._hook)
+            _FileKeeper.installed = True
+        _FileKeeper.active.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _FileKeeper.active.remove(self)
+        for path, data in self.saved.items():
+            with contextlib.suppress(OSError):
+                if data is None:
+                    os.unlink(path)
+                else:
+                    with open(path, "wb") as f:
+                        f.write(data)
+
+    @staticmethod
+    def _hook(event: str, args: tuple[Any, ...]) -> None:
+        if event != "open" or not _FileKeeper.active or len(args) < 2:
+            return
+        path, mode = args[0], args[1]
+        if not isinstance(path, str | bytes | os.PathLike) or not isinstance(mode, str):
+            return
+        if not any(m in mode for m in "wax+"):
+            return
+        keeper = _FileKeeper.active[-1]
+        full = os.path.abspath(os.fsdecode(path))
+        if full in keeper.saved:
+            return
+        _FileKeeper.active.pop()  # the hook's own open is not watched
+        try:
+            if os.path.isfile(full) and os.path.getsize(full) <= FILE_KEEP_MAX_BYTES:
+                with open(full, "rb") as f:
+                    keeper.saved[full] = f.read()
+            elif not os.path.exists(full):
+                keeper.saved[full] = None
+        except OSError:
+            pass
+        finally:
+            _FileKeeper.active.append(keeper)
