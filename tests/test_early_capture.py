@@ -59,15 +59,20 @@ def profile(manager: SessionManager, tmp_path: Path):
 
 def _waits_for_armed(armed: Path, log: Path, wait_s: float = ARM_WAIT_S) -> str:
     """A cell whose every run (the warm-up, then the captured run) waits for the armed file
-    and writes down whether it saw it."""
+    and notes whether it saw it: a folder per run in ``log`` (a file the warm-up wrote would be
+    put back after it: a repeat leaves the files as they were), read by ``_runs``."""
     return f"""
         import os, time
         t0 = time.monotonic()
         while not os.path.exists({str(armed)!r}) and time.monotonic() - t0 < {wait_s}:
             time.sleep(0.02)
-        with open({str(log)!r}, "a") as f:
-            f.write("seen " if os.path.exists({str(armed)!r}) else "not-seen ")
+        seen = "seen" if os.path.exists({str(armed)!r}) else "not-seen"
+        os.makedirs(os.path.join({str(log)!r}, f"{{time.monotonic_ns():020d}}-{{seen}}"))
         """
+
+
+def _runs(log: Path) -> list[str]:
+    return [p.name.split("-", 1)[1] for p in sorted(log.iterdir())]
 
 
 def test_the_capture_is_armed_while_the_worker_warms_up(profile, tmp_path):
@@ -76,7 +81,7 @@ def test_the_capture_is_armed_while_the_worker_warms_up(profile, tmp_path):
     result = profile(_waits_for_armed(armed, log), backend, warmup=1, timeout=120.0)
     assert result.report["status"] == "ok"
     # the warm-up (a step before the capture) already saw the capture armed: it ran beside it
-    assert log.read_text().split() == ["seen", "seen"]
+    assert _runs(log) == ["seen", "seen"]
     ((on_main, bound_s),) = backend.begins
     assert not on_main
     assert bound_s <= 120.0  # the run's --timeout went with it to the thread
@@ -102,7 +107,7 @@ def test_a_warm_up_that_names_the_profiler_waits_for_the_prepared_worker(profile
     t0 = time.monotonic()
     assert profile(cell, backend, warmup=1).report["status"] == "ok"
     assert time.monotonic() - t0 >= 2.0  # the warm-up waited out its whole bound
-    assert log.read_text().split() == ["not-seen", "seen"]
+    assert _runs(log) == ["not-seen", "seen"]
     ((on_main, _),) = backend.begins
     assert on_main
 

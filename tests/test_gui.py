@@ -35,7 +35,7 @@ def _prefill() -> Path:
 
 def test_nsys_view_links_its_report_and_names_the_command(in_repo: Path) -> None:
     run = nsight_magic.load_run(_prefill())
-    assert run.report_file == _prefill() / "report.nsys-rep"
+    assert run.report_file == in_repo / _prefill() / "report.nsys-rep"  # load_run makes it absolute
     assert run.gui_command() == ["nsys-ui", f"{_prefill()}/report.nsys-rep"]
     page = run.to_html()
     link = re.search(r'<a href="([^"]+)" download="report.nsys-rep">', page)

@@ -69,6 +69,10 @@ ALLOWED = {
     # RunDir.results names, sent in the request; session/results_back.py)
     ("script/shared_objects.py", "open"),
     ("script/shared_objects.py", "pickle.dump"),
+    # the worker's side of the notebook's state: what a cell changed, written to the path
+    # RunDir.results names (sent in the request), and a file a repeat (warm-up, re-run)
+    # wrote put back as it was (the user's file, not a run folder's)
+    ("session/state/worker_side.py", "open"),
     # an in-memory buffer: the lines of the cells whose code goes by value, after the pack
     ("session/shared_state.py", "pickle.dump"),
     # the watchdog opens /dev/null for its standard streams: no file of a run folder

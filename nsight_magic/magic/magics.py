@@ -57,6 +57,7 @@ from ..session.status import format_status, notebook_gpu_memory
 from ..session.sweep import SweepSpec, parse_sweep_option
 from ..session.variables import DEFAULT_AUTO_MAX_BYTES, parse_names
 from ..vocabulary import magic_names
+from ..vocabulary.reserved_names import SHOWN
 from .help import magic_help
 from .options import (
     check_common,
@@ -344,8 +345,19 @@ class NsightMagic(Magics):
         if static_later(self.static_view) and in_kernel() and hasattr(run, "live_bundle"):
             with _showing(run):
                 show_live_first(run)
+            self._show_cell_value()
             return None  # shown already; -o VAR and nsight_magic.last_run() keep it
+        self._show_cell_value()
         return run
+
+    def _show_cell_value(self) -> None:
+        """The profiled cell's trailing expression, shown as the notebook shows a cell's value
+        (``Out[n]``, bound to ``_``): the worker sent it back as ``SHOWN``."""
+        shell = self.shell
+        if shell is None or SHOWN not in shell.user_ns:
+            return
+        value = shell.user_ns.pop(SHOWN)
+        shell.displayhook(value)
 
     def _store(self, args: Any, run: Any) -> None:
         _LAST["run"] = run

@@ -37,7 +37,7 @@ import pickle
 import sys
 import time
 import traceback
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from inspect import CO_COROUTINE
 from types import CodeType, ModuleType
 from typing import Any
@@ -82,6 +82,11 @@ RERUN = False  # the captured run repeats one the notebook already has (a drill-
 # (session/notebook_snapshot.py), so they keep only the worker's own; a saved script run on
 # its own maps nothing
 NOTEBOOK_KEEPS = False
+# set by a warm worker: what puts its namespace, the objects it reaches, the random streams and
+# the files written back after a repeat (session/state/worker_side.WorkerState.kept); a script
+# run on its own keeps its plain values (shared_objects.names_kept)
+KEEP_STATE: Any = None
+RERUN_SHOWN = False  # set by a warm worker: a sweep's configuration, whose output is shown
 VARS_NAME = RunDir.VARS  # the run folder's file names, beside the script
 STATUS_NAME = RunDir.STATUS
 SHARED_NAME = RunDir.SHARED
@@ -90,6 +95,10 @@ SNAPSHOT_NAME = RunDir.TORCH_MEMORY
 # --- end module only ---
 
 EVERYTHING = ["*"]  # shared_objects.preserved: all the worker received, bytes and state
+# the value of the cell's trailing expression, for the notebook to show (``Out[n]``, ``_``):
+# a name the worker's state sends back like any other, and the notebook takes out of its
+# namespace (vocabulary/reserved_names.SHOWN)
+SHOWN = "_nsight_magic_shown"
 
 # A saved script re-run in a new process under another profiler than the one it was written
 # for (a drill-down's ncu on a cell nsys ran: one rank of several, a loaded folder, fresh=True):
@@ -156,11 +165,45 @@ def compile_statements(code: str, filename: str, source: str) -> list[CodeType]:
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":
             for alias in node.names:
                 flags |= getattr(__future__, alias.name).compiler_flag
-    return [
-        compile(ast.Module(body=[node], type_ignores=[]), filename, "exec", flags=flags,
-                dont_inherit=True)
-        for node in tree.body
-    ]  # fmt: skip
+    codes = []
+    shown = not ends_quiet(code)
+    for i, node in enumerate(tree.body):
+        # the last statement, an expression, is shown as the notebook shows it (``single``
+        # mode: Python hands its value to sys.displayhook, as IPython's own last_expr does)
+        if shown and i == len(tree.body) - 1 and isinstance(node, ast.Expr):
+            one = ast.Interactive(body=[node])
+            codes.append(compile(one, filename, "single", flags=flags, dont_inherit=True))
+        else:
+            alone = ast.Module(body=[node], type_ignores=[])
+            codes.append(compile(alone, filename, "exec", flags=flags, dont_inherit=True))
+    return codes
+
+
+def ends_quiet(code: str) -> bool:
+    """Whether the cell ends with ``;``: IPython then shows no value (its DisplayHook.quiet,
+    which reads the last token the same way)."""
+    import io
+    import tokenize
+
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    skip = {tokenize.ENDMARKER, tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT,
+            tokenize.DEDENT, tokenize.INDENT}  # fmt: skip
+    last = [t for t in tokens if t.type not in skip]
+    return bool(last) and last[-1].string == ";"
+
+
+def keep_shown(ns: dict[str, Any]) -> Callable[[object], None]:
+    """The displayhook of the cell's last expression: its value (None is not shown) goes to
+    the notebook as ``SHOWN``, which shows it there (``Out[n]``, ``_``)."""
+
+    def hook(value: object) -> None:
+        if value is not None:
+            ns[SHOWN] = value
+
+    return hook
 
 
 def run_code(code: CodeType, ns: dict[str, Any]) -> None:
@@ -361,9 +404,14 @@ def prepare(ns: dict[str, Any]) -> None:
 
 def run_statements(ns: dict[str, Any]) -> None:
     """The cell once, each top-level statement in its own NVTX range."""
-    for label, code in zip(LABELS, _CODES, strict=False):
-        with annotate(label, domain=DOMAIN):
-            run_code(code, ns)
+    ns.pop(SHOWN, None)
+    hook, sys.displayhook = sys.displayhook, keep_shown(ns)
+    try:
+        for label, code in zip(LABELS, _CODES, strict=False):
+            with annotate(label, domain=DOMAIN):
+                run_code(code, ns)
+    finally:
+        sys.displayhook = hook
 
 
 def torch_op_ranges() -> contextlib.AbstractContextManager[Any]:
@@ -384,6 +432,18 @@ def receive_shared(ns: dict[str, Any]) -> dict[str, Any]:
     return receive(ns, SHARED_FILE)
 
 
+def kept_as_it_was(
+    ns: dict[str, Any], active: bool, quiet: bool = True
+) -> contextlib.AbstractContextManager[Any]:
+    """Around a repeat: the worker's put-back (``KEEP_STATE``), else the plain values';
+    ``quiet``: what the repeat prints is not shown (the notebook has it already)."""
+    if not active:
+        return contextlib.nullcontext()
+    if KEEP_STATE is not None:
+        return KEEP_STATE(quiet=quiet)
+    return names_kept(ns, True)
+
+
 def warmup(ns: dict[str, Any]) -> None:
     """Ungated runs before the captured one; they leave the notebook's shared memory and the
     received objects' state as they were (only the captured run changes them, once, as the
@@ -391,7 +451,7 @@ def warmup(ns: dict[str, Any]) -> None:
     if WARMUP:
         # and its plain values: the captured run starts from the notebook's state
         kept = preserved(ns, CHANGES, replayed=GATE == "nvtx", skip_mapped=NOTEBOOK_KEEPS)
-        with names_kept(ns, True), kept, annotate(WARMUP_RANGE, domain=DOMAIN):
+        with kept_as_it_was(ns, True), kept, annotate(WARMUP_RANGE, domain=DOMAIN):
             for _ in range(WARMUP):
                 run_statements(ns)
 
@@ -425,7 +485,7 @@ def capture(ns: dict[str, Any]) -> dict[str, Any]:
         # writes it back after it closed: outside the capture
         kept = preserved(ns, CHANGES, active=RERUN, replayed=GATE == "nvtx",
                          skip_mapped=NOTEBOOK_KEEPS)  # fmt: skip
-        with names_kept(ns, RERUN), kept, recorder, memory:
+        with kept_as_it_was(ns, RERUN, quiet=not RERUN_SHOWN), kept, recorder, memory:
             if window is None:
                 gate.start()
             try:

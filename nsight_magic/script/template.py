@@ -169,6 +169,8 @@ def script_constants(
         # set per request by a warm worker (its prepare and capture requests): a script run
         # on its own maps nothing of the notebook's
         "NOTEBOOK_KEEPS": False,
+        "KEEP_STATE": None,
+        "RERUN_SHOWN": False,
         "VARS_NAME": RunDir.VARS,
         "STATUS_NAME": RunDir.STATUS,
         "SHARED_NAME": RunDir.SHARED,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
+import secrets
 import socket
 import tempfile
 import threading
@@ -297,7 +297,8 @@ def free_port_base(span: int = 64, tries: int = 50) -> int:
     base up, one port per profiled process), away from ncu's default 49152 so two notebooks on
     one machine never attach to each other's worker."""
     for _ in range(tries):
-        base = random.randrange(20000, 48000, span)
+        # the OS's randomness: the notebook's seeded ``random`` is the user's stream, never ours
+        base = 20000 + span * secrets.randbelow((48000 - 20000) // span)
         probes = []
         try:
             for port in (base, base + 1, base + span - 1):

@@ -24,6 +24,7 @@ from . import admission, shared_state
 from .history import HistoryEntry
 from .replay import ReplayPlan, notebook_reads
 from .spec import Notebook
+from .state import definitions
 from .warm_session import WarmSession
 
 
@@ -114,7 +115,10 @@ def plan_catch_up(
     up_to_date = _up_to_date(session, user_ns)
     share = shared_state.plan(wanted, user_ns, max_bytes=notebook.auto_vars_max_bytes,
                               skip=up_to_date, gone=gone)  # fmt: skip
-    cannot = share.cannot()
+    # a definition that does not pickle goes as its source (state/definitions.py)
+    by_source = {n for n in share.cannot() if n in user_ns
+                 and definitions.find_bound(user_ns[n], user_ns) is not None}  # fmt: skip
+    cannot = {n: why for n, why in share.cannot().items() if n not in by_source}
     fallback: dict[str, str] = {}
     replayed_setups = []
     for entry in setups:
@@ -154,9 +158,10 @@ def code_files(
     return shared_state.CodeFiles.of(notebook.code_files, setups)
 
 
-def check(plan: CatchUpPlan, reads: frozenset[str]) -> None:
-    """MissingVariableError for a name the cell reads that can neither be sent nor rebuilt."""
-    held = {n: why for n, why in plan.share.cannot().items() if n in reads}
+def check(cannot: Mapping[str, str], reads: frozenset[str]) -> None:
+    """MissingVariableError for a name the cell reads that can neither be sent nor rebuilt
+    (``cannot``: what the send found it could not carry, name -> why)."""
+    held = {n: why for n, why in cannot.items() if n in reads}
     if not held:
         return
     lines = [f"  {name}: {why}" for name, why in sorted(held.items())]

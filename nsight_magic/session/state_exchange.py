@@ -28,11 +28,11 @@ from typing import Any
 
 from ..run_folders.run_dir import RunDir
 from ..script import PreparedCell
-from ..vocabulary.notebook_names import is_ipython_own
-from . import catch_up, results_back, shared_state
+from . import catch_up, shared_state
 from .history import History
 from .replay import changed_names, module_names
 from .spec import Notebook
+from .state.notebook_side import LAST_RESULTS, NotebookState, adoption_blob, notebook_names
 from .variables import plan_shipping
 from .warm_session import WarmSession
 from .worker_process import Reply
@@ -106,6 +106,9 @@ class StateExchange:
         self.ask = ask
         self.note = note
         self.timings = timings if timings is not None else {}  # meta.json's, for a cell
+        self.sent_summary: dict[str, Any] = {}  # what the last send carried
+        self.required_reads: frozenset[str] = frozenset()  # plan(required=True)'s reads
+        self.explicit: frozenset[str] = frozenset()  # plan()'s --vars names
         self.imported: list[str] = []  # the packages the last receive had to import
         self.imported_modules = 0  # and how many modules, theirs included
 
@@ -130,21 +133,44 @@ class StateExchange:
             explicit=explicit, setup_gpu_bytes=history.gpu_bytes,
             in_notebook=history.in_notebook, setup_files=history.setup_files,
         )  # fmt: skip
-        if required:
-            catch_up.check(plan, reads)
+        # checked by the send, against what it finds it cannot carry (--vars names go by value)
+        self.required_reads = (reads - explicit) if required else frozenset()
+        self.explicit = explicit
         return plan
 
+    def mirror(self) -> NotebookState:
+        """The notebook's record of what this worker has (made once per worker)."""
+        s = self.session
+        if s.mirror is None or s.mirror.graph.namespace is not self.notebook.user_ns:
+            s.mirror = NotebookState(self.notebook.user_ns)  # type: ignore[arg-type]
+        return s.mirror
+
     def send(self, plan: catch_up.CatchUpPlan, folder: RunDir) -> None:
-        """The notebook's names the worker lacks, in one pickle (none when nothing goes)."""
-        s, share = self.session, plan.share
-        if share.names or share.drop or s.sent.needs_sync():
-            t0 = time.perf_counter()
-            plan.packed = shared_state.pack(share, s.sent, plan.files)
-            folder.write_shared(plan.packed.blob)
-            self.timings["pack_s"] = time.perf_counter() - t0
-        if not folder.shared.exists():
+        """Every notebook name the worker lacks or holds an older value of, and every object
+        changed since the two last agreed, in one message (with the random streams)."""
+        s, nb = self.session, self.notebook
+        mirror = self.mirror()
+        t0 = time.perf_counter()
+        # what setup cells the worker ran bound is its own (a lock, a model built there)
+        ran = {*s.executed, *(e.id for e in plan.replay.run)}
+        replayed = {n for e in self.history.entries() if e.id in ran and e.kind == "setup"
+                    for n in e.cell.names_bound}  # fmt: skip
+        # --vars names go by value (vars.pkl, after this): whatever their size
+        names = {n: v for n, v in notebook_names(nb.user_ns, frozenset(nb.hidden)).items()
+                 if n not in replayed and n not in self.explicit}  # fmt: skip
+        out = mirror.outgoing(names, max_bytes=nb.auto_vars_max_bytes, files=plan.files.names,
+                              theirs=frozenset(replayed))  # fmt: skip
+        # a name the cell reads that cannot go: one clear error before the worker runs it (the
+        # text says which names the message is about, never what is sent)
+        catch_up.check(out.cannot, self.required_reads)
+        self.timings["pack_s"] = time.perf_counter() - t0
+        if not out.blob:  # the worker has it all
+            mirror.agreed(out)
+            self.sent_summary = out.summary()
             return
-        reply = self.ask({"op": "receive"})
+        folder.write_shared(out.blob)
+        reply = self.ask({"op": "receive", "path": str(folder.shared),
+                          "theirs": sorted(replayed)})  # fmt: skip
         if reply.stopped or reply.data.get("status") != "ok":
             raise StepFailed(reply, "vars")
         got = reply.data.get("received") or {}
@@ -152,16 +178,22 @@ class StateExchange:
             self.timings[f"receive_{key}"] = float(value)
         self.imported = list(got.get("imported") or [])
         self.imported_modules = int(got.get("imported_modules") or 0)
-        user_ns = self.notebook.user_ns
-        if plan.packed is not None:  # the worker has them: by reference from now on
-            s.sent.commit(plan.packed.new)
-            s.sent.mark_current()
-        for name in share.names:
-            s.shipped[name] = shared_state.object_fingerprint(user_ns[name])
-        for name in share.drop:
-            s.shipped.pop(name, None)
-        s.mapped_bytes = max(s.mapped_bytes, share.summary()["mapped_bytes"])
-        if share.drop or plan.packed is not None:  # what a worker let go of can be freed now
+        mirror.agreed(out)
+        self.sent_summary = out.summary()
+        if failed := dict(got.get("failed") or {}):  # the worker could not make them
+            for name in failed:  # not agreed: sent again next time
+                mirror.graph.bindings.pop(name, None)
+            text = "; ".join(f"{n}: {why}" for n, why in sorted(failed.items()))
+            self.note(f"the {s.tool} worker could not take these notebook names (a cell there "
+                      f"that reads them fails with NameError): {text}")  # fmt: skip
+        # IPython's last results (``_``) are said nothing of: the user did not bind them
+        cannot = {n: why for n, why in out.cannot.items() if n not in LAST_RESULTS}
+        if unsaid := {n: why for n, why in cannot.items() if mirror.said.get(n) != why}:
+            mirror.said.update(unsaid)  # once per name and reason, not before every cell
+            text = "; ".join(f"{n}: {why}" for n, why in sorted(unsaid.items()))
+            self.note(f"not sent to the {s.tool} worker (a cell there that reads them fails "
+                      f"with NameError; bind them in a %%nsight_setup cell): {text}")  # fmt: skip
+        if out.msg.deleted or out.msg.forget:  # what a worker let go of can be freed now
             shared_state.collect_ipc()
         s.names = frozenset(reply.data.get("names", s.names))
 
@@ -216,13 +248,9 @@ class StateExchange:
         blob = plan.blob()
         if blob is not None:
             folder.write_vars(blob)
-        for name in plan.entries:
-            if name in one_run or name not in nb.user_ns:
-                # not the notebook's value: the next cell that reads it gets the notebook's
-                # (or the worker drops it, when the notebook has none)
-                self.session.shipped[name] = NOT_THE_NOTEBOOKS
-            else:
-                self.session.shipped[name] = shared_state.object_fingerprint(nb.user_ns[name])
+        # not the notebook's objects: the next cell sends the notebook's again (or the
+        # worker drops them, when the notebook has none)
+        self.mirror().resend.update(plan.entries)
         return sorted({*plan.entries, *sent})
 
     # --- kept as it was ---
@@ -235,56 +263,50 @@ class StateExchange:
 
     # --- back to the notebook ---
 
-    def bring_back(
-        self, cell: PreparedCell, folder: RunDir, new: frozenset[str] = frozenset()
-    ) -> dict[str, Any] | None:
-        """The notebook's run of ``cell``: what it bound and changed comes back to the
-        notebook (``results_back``), as if the cell had run there (``new``: names the run
-        bound that its text does not show, ``exec("y = f()")``); returns what meta.json's
-        ``brought_back`` records (None: nothing could be asked). A cell that raised keeps
-        what it did before the error, as in the notebook."""
+    def bring_back(self, folder: RunDir) -> dict[str, Any] | None:
+        """The notebook's run of the cell: what the worker saw change (names bound, rebound or
+        deleted, objects changed, the random streams) is applied to the notebook in place, as
+        if the cell had run there; returns what meta.json's ``brought_back`` records (None:
+        nothing could be asked). A cell that raised keeps what it did before the error."""
         s, user_ns = self.session, self.notebook.user_ns
         if not isinstance(user_ns, MutableMapping):  # a read-only view: nothing to bind in
             return None
-        new = frozenset(n for n in new if not is_ipython_own(n) and not n.startswith("__"))
-        bound = cell.names_bound | new
-        names = sorted({*results_back.names_to_bring_back(cell, user_ns), *new} & s.names)
+        mirror = self.mirror()
         path = folder.results
         try:
-            reply = self.ask({"op": "send_back", "names": names, "path": str(path),
+            reply = self.ask({"op": "send_back", "path": str(path),
                               "max_bytes": self.notebook.auto_vars_max_bytes})  # fmt: skip
             if reply.stopped or not reply.data.get("ok"):
                 why = reply.data.get("exc_message") or reply.data.get("error") or "interrupted"
                 self.note(f"the cell's results stay in the {s.tool} worker: sending them back "
                           f"failed ({why})")  # fmt: skip
                 return None
-            brought = results_back.bring_back(path.read_bytes(), user_ns, s.sent,
-                                              reply.data.get("cannot", {}),
-                                              bound=bound)  # fmt: skip
-            packed = None
-            if brought.adopted:
-                packed = results_back.adoption_blob(brought, s.sent)
-                folder.write_adopted(packed.blob)
-                adopted = self.ask({"op": "adopt", "path": str(folder.adopted)})
-                if not adopted.data.get("ok"):  # the worker keeps its own copy too
-                    packed = None
-            results_back.settle(brought, s.sent, s.shipped, user_ns, packed)
+            try:
+                back = mirror.incoming(path.read_bytes(), reply.data.get("cannot") or {})
+            except Exception as exc:  # a class the notebook cannot import: said, not fatal
+                mirror.resend.update(s.names)
+                self.note(f"the cell's results stay in the {s.tool} worker: they could not be "
+                          f"applied in the notebook ({type(exc).__name__}: {exc})")  # fmt: skip
+                return None
+            if back.adopt:
+                folder.write_adopted(adoption_blob(back.adopt))
+                self.ask({"op": "adopt", "path": str(folder.adopted)})
         finally:
             path.unlink(missing_ok=True)
             folder.adopted.unlink(missing_ok=True)
         held = self.history.held
-        for name in brought.names:
+        for name in back.applied.bound:
             held.pop(name, None)
-        for name, why in brought.cannot.items():  # what a cell in another worker is told
+        for name, why in {**back.cannot, **back.applied.failed}.items():
             held[name] = (
                 f"a profiled cell bound it in the {s.tool} worker, where it stays: it could not "
                 f"come back to the notebook ({why}). Fix: bind it in the notebook, or in a "
                 "%%nsight_setup cell (what cannot be sent is rebuilt there)"
             )
-        if line := brought.note(s.tool):
+        for line in back.notes(s.tool):
             self.note(line)
-        return {"names": brought.names, "cannot": brought.cannot,
-                "adopted": len(brought.adopted)}  # fmt: skip
+        return {"names": sorted(back.applied.bound), "cannot": back.cannot,
+                "rebound": back.applied.rebound, "adopted": len(back.adopt)}  # fmt: skip
 
     # --- what a worker lacks, said ---
 

@@ -250,8 +250,9 @@ class WarmExecutor:
         under_ncu = ctx.backend.gate == "nvtx"
         if s is None or not (self.repeats(ctx.request) and under_ncu and self.notebook_changes):
             return None
+        mirrored = list(s.mirror.graph.table.values()) if s.mirror is not None else []
         objects = notebook_snapshot.kept_objects(self.notebook_changes, ctx.notebook.user_ns,
-                                                 list(s.sent.by_key().values()))  # fmt: skip
+                                                 mirrored)  # fmt: skip
         return notebook_snapshot.take(objects, lambda line: log_line(ctx.run_dir, line))
 
     def _capture(
@@ -274,7 +275,11 @@ class WarmExecutor:
         self.body_may_have_run = True
         try:
             ctx.lines.phase("capturing")
-            reply = self._ask(ctx, {"op": "capture", "notebook_keeps": kept is not None})
+            # a sweep's configuration is a run the user asked for: its output is shown (a
+            # drill-down's re-run repeats one already shown: it is not)
+            shown = ctx.request.keep_state and self.before is None
+            reply = self._ask(ctx, {"op": "capture", "notebook_keeps": kept is not None,
+                                    "shown": shown})  # fmt: skip
         finally:
             t0 = time.perf_counter()
             ctx.backend.end_capture(ctx.tool, s.state, handle, run_dir)
@@ -288,9 +293,8 @@ class WarmExecutor:
         status = cell_status(state.explain(reply.data))
         ctx.folder.write_status(status)
         usable = not reply.stopped and s.worker.alive() and not s.broken
-        if not self.repeats(ctx.request) and usable:  # the notebook's run: its results are its
-            # names new in the worker were bound by code the text hides (exec, globals())
-            ctx.meta.brought_back = state.bring_back(ctx.cell, ctx.folder, s.names - before)
+        if not self.repeats(ctx.request) and usable:  # the notebook's run: what it changed
+            ctx.meta.brought_back = state.bring_back(ctx.folder)
         if usable:  # idle: no cached blocks (once idle when the next configuration follows)
             self._ask(ctx, {"op": "release", "when_idle": ctx.request.more_follow})
         return Outcome(status, reply.stopped)
@@ -305,7 +309,7 @@ class WarmExecutor:
         self._step(ctx, {"op": "load", "script": str(ctx.folder.script),
                          "cwd": ctx.request.cwd}, "load")  # fmt: skip
         state.send(plan, ctx.folder)
-        ctx.meta.shared_vars = plan.share.summary()
+        ctx.meta.shared_vars = {**plan.share.summary(), **state.sent_summary}
         if state.imported_modules:  # a worker that had not imported what the objects need
             ctx.meta.shared_vars["imported"] = state.imported
             ctx.meta.shared_vars["imported_modules"] = state.imported_modules
@@ -317,7 +321,7 @@ class WarmExecutor:
         ctx.meta.shipped_vars = state.ship_by_value(
             ctx.folder,
             ctx.explicit_vars,
-            [*shared.get("shared", []), *shared.get("copied", [])],
+            list(shared.get("sent_names", [])),
             one_run=frozenset(ctx.request.bind),
         )
         ctx.lines.phase("running")

@@ -12,6 +12,7 @@ from typing import Any
 from ..processes.locate import ToolName
 from .backends import WarmState
 from .shared_state import SentObjects
+from .state.notebook_side import NotebookState
 from .worker_process import WorkerProcess
 
 
@@ -29,6 +30,8 @@ class WarmSession:
     # names sent from the notebook -> the fingerprint of the value sent (shared_state)
     shipped: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     sent: SentObjects = field(default_factory=SentObjects)  # objects it has, by reference
+    # what it shares with the notebook, object by object (state/notebook_side.py)
+    mirror: NotebookState | None = None
     mapped_bytes: int = 0  # the notebook's GPU memory it maps (the most sent at once)
     names: frozenset[str] = frozenset()
     cells: int = 0

@@ -46,6 +46,7 @@ from typing import Any
 
 from nsight_magic.processes.child_watchdog import stat_fields as _stat_fields  # stdlib only
 from nsight_magic.session import messages
+from nsight_magic.session.state.worker_side import WorkerState
 
 EXIT_PARENT_GONE = 70
 EXIT_CHANNEL_DAMAGED = 71  # a request frame that was not the notebook's (the cell read or wrote)
@@ -193,6 +194,7 @@ class Worker:
 
     def __init__(self) -> None:
         self.ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+        self.state = WorkerState(self.ns)  # what it shares with the notebook
         self.module: dict[str, Any] | None = None
         self.started = time.time()
         self.cells = 0
@@ -212,6 +214,9 @@ class Worker:
         if self.module is not None:
             hook = self.module["capture"]
             hook.__globals__["NOTEBOOK_KEEPS"] = bool(msg.get("notebook_keeps"))
+            # a repeat (warm-up, re-run) puts the namespace and its objects back by looking
+            hook.__globals__["KEEP_STATE"] = self.state.kept
+            hook.__globals__["RERUN_SHOWN"] = bool(msg.get("shown"))
 
     def _hook(self, name: str) -> Any:
         if self.module is None:
@@ -249,7 +254,7 @@ class Worker:
     def op_receive(self, msg: dict[str, Any]) -> dict[str, Any]:
         """The notebook's names this cell needs (CUDA memory by IPC handle: one copy)."""
         try:
-            got = self._hook("receive_shared")(self.ns)
+            got = self.state.receive(msg["path"], frozenset(msg.get("theirs") or ()))
         except BaseException as exc:  # a class the worker cannot import, a handle it cannot map
             failed = _failed(exc, "vars", self._user_traceback(exc))
             failed["exc_message"] = f"receiving the notebook's variables failed: {exc}"
@@ -284,8 +289,7 @@ class Worker:
     def op_send_back(self, msg: dict[str, Any]) -> dict[str, Any]:
         """What the cell bound and changed, to the notebook (``shared_objects.send_back``)."""
         try:
-            got = self._hook("send_back")(self.ns, list(msg.get("names", [])), msg["path"],
-                                          int(msg.get("max_bytes", 0)))  # fmt: skip
+            got = self.state.send_back(msg["path"], int(msg.get("max_bytes", 0)))
         except BaseException as exc:  # nothing goes back: the names stay in this worker
             return {"ok": False, "exc_type": type(exc).__name__, "exc_message": str(exc)}
         return {"ok": True, **got}
@@ -293,7 +297,7 @@ class Worker:
     def op_adopt(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Map the notebook's copies of this worker's CUDA tensors (``adopt_back``)."""
         try:
-            got = self._hook("adopt_back")(self.ns, msg["path"])
+            got = self.state.adopt(msg["path"])
         except BaseException as exc:  # the worker keeps its own memory for them
             return {"ok": False, "exc_type": type(exc).__name__, "exc_message": str(exc)}
         return {"ok": True, **got}

@@ -219,7 +219,7 @@ class WorkerPool:
                     prewarmed=list(s.prewarmed),
                     busy=s.busy,
                     mapped_bytes=int(data.get("mapped_bytes", s.mapped_bytes) or 0),
-                    shared_names=sorted(s.shipped),
+                    shared_names=sorted(s.mirror.graph.bindings) if s.mirror else [],
                 )
             )
         return out

@@ -20,7 +20,9 @@ SHELL_NAMES = frozenset({"get_ipython", "In", "Out", "exit", "quit", "display"})
 # dunders, IPython's output and input history
 RESERVED_PATTERN = re.compile(r"__\w*__|_+|_\d+|_i+|_i\d+|_oh|_ih|_dh")
 # what the cell script itself binds in the cell's namespace (script/runtime.py)
-PACKAGE_NAMES = frozenset({"_exit_code"})
+# (``SHOWN``: the cell's trailing expression's value, on its way to the notebook's ``Out``)
+SHOWN = "_nsight_magic_shown"
+PACKAGE_NAMES = frozenset({"_exit_code", SHOWN})
 
 
 def reserved_why(name: str, hidden: Collection[str] = ()) -> str | None:
@@ -37,4 +39,4 @@ def reserved_why(name: str, hidden: Collection[str] = ()) -> str | None:
     return None
 
 
-__all__ = ["PACKAGE_NAMES", "RESERVED_PATTERN", "SHELL_NAMES", "reserved_why"]
+__all__ = ["PACKAGE_NAMES", "RESERVED_PATTERN", "SHELL_NAMES", "SHOWN", "reserved_why"]
