@@ -75,6 +75,7 @@ STDLIB_ONLY = {
     "test_worker_channel.py",
     "test_warm_tracebacks.py",
     "test_state_graph.py",
+    "test_state_bounds.py",
 }
 
 

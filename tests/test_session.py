@@ -43,7 +43,8 @@ def run(manager: SessionManager, tmp_path: Path):
     notebook namespace for the test (what a cell binds comes back to it) unless ``ns``."""
     notebook_ns: dict = {}  # type: ignore[type-arg]
 
-    def _run(cell: str, *, backend=None, ns=None, max_bytes=1 << 20, cancel=None, **kw):
+    def _run(cell: str, *, backend=None, ns=None, max_bytes=1 << 20, cancel=None,
+             auto_vars=True, **kw):  # fmt: skip
         out: list[str] = []
         request = CellRequest(cell=textwrap.dedent(cell), runs_root=tmp_path / "runs",
                               cwd=str(tmp_path), **kw)  # fmt: skip
@@ -51,7 +52,9 @@ def run(manager: SessionManager, tmp_path: Path):
             request,
             backend or BareBackend(),
             notebook=Notebook(
-                user_ns=notebook_ns if ns is None else ns, auto_vars_max_bytes=max_bytes
+                user_ns=notebook_ns if ns is None else ns,
+                auto_vars_max_bytes=max_bytes,
+                auto_vars=auto_vars,
             ),
             callbacks=RunCallbacks(output=out.append, cancel=cancel),
         )
@@ -491,3 +494,12 @@ def test_a_stopped_worker_leaves_no_pipe_open_in_the_notebook(run, manager) -> N
     assert proc is not None and proc.stdout is not None and not proc.stdout.closed
     manager.stop()
     assert proc.stdout.closed
+
+
+def test_auto_vars_off_sends_only_the_setup_cells_names(run, manager) -> None:
+    """``%config NsightMagic.auto_vars = False``: an ordinary cell's names stay in the notebook
+    (the cell does not see them), a setup cell's still go; what the cell binds comes back."""
+    ns = {"plain": 5, "base": 10}
+    manager.record_setup("base = 10", "base", prepare_cell("base = 10"))
+    result, out = run("print('plain' in globals(), base)\ndone = True", ns=ns, auto_vars=False)
+    assert result.report["status"] == "ok" and "False 10" in out and ns["done"] is True

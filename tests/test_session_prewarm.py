@@ -97,7 +97,10 @@ def test_the_ncu_worker_starts_with_a_setup_cell_too_so_a_first_ncu_cell_finds_i
     ncu = _status(manager, "ncu")
     assert ncu.alive and ncu.cells == 0 and ncu.prewarmed == [] and "base" in ncu.shared_names
     result, out = _run(manager, tmp_path, "print(base)", tool="ncu", ns=ns)
-    assert result.meta["worker"]["pid"] == ncu.pid and "receive_s" not in result.meta["timings"]
+    # the names went ahead: the cell sends none (at most the random streams, when the test
+    # process drew from them meanwhile, a short receive)
+    assert result.meta["worker"]["pid"] == ncu.pid
+    assert not result.meta["shared_vars"].get("sent_names")
     assert out[-1] == str(os.getpid())  # the notebook's value, received, not recomputed
 
 
@@ -422,7 +425,7 @@ def test_a_worker_started_by_hand_for_other_options_gets_the_setup_beside_the_de
     assert "worker_start_s" not in result.meta["timings"] or (
         result.meta["timings"]["worker_start_s"] < 1.0
     )
-    assert "receive_s" not in result.meta["timings"]
+    assert not result.meta["shared_vars"].get("sent_names")  # it had them already
 
 
 class _SlotBackend(BareBackend):

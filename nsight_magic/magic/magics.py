@@ -31,7 +31,7 @@ from IPython.core.magic import (
     no_var_expand,
 )
 from IPython.core.magic_arguments import argument, magic_arguments
-from traitlets import Bool, Enum, Int, TraitError, Unicode, observe, validate
+from traitlets import Bool, Enum, Float, Int, TraitError, Unicode, observe, validate
 
 from ..errors import CellSyntaxError, NsightMagicError, ProfileInterrupted
 from ..processes import locate as tools
@@ -46,6 +46,7 @@ from ..session.backends import NcuBackend, NsysBackend
 from ..session.cell_command import rank_limit
 from ..session.manager import MANAGER
 from ..session.spec import (
+    DEFAULT_STATE_TIMEOUT_S,
     DEFAULT_SWEEP_MAX_CONFIGS,
     DEFAULT_SWEEP_MAX_VALUES,
     CellRequest,
@@ -69,10 +70,12 @@ from .options import (
 )
 
 _STATE_NOTE = (
-    "The cell runs in a warm worker process that keeps its state between profiled cells (like "
-    "a second kernel): names the cell reads that the notebook has are sent automatically "
-    "(up to auto_vars_max_bytes; --vars forces), but what the cell assigns is NOT sent back to "
-    "the notebook. --fresh runs it in a new process with only the %%nsight_setup cells."
+    "The cell runs in a warm worker process, as if it ran in the notebook: the notebook's "
+    "names go to the worker (CUDA tensors by reference, the rest up to auto_vars_max_bytes; "
+    "--vars forces), and what the cell binds, rebinds, deletes or changes in place comes back, "
+    "with the random streams; warm-ups and re-runs change nothing (docs/sessions.md says what "
+    "cannot come back). --fresh runs it in a new process with only the %%nsight_setup cells, "
+    "and nothing comes back from it."
 )
 _LAST: dict[str, Any] = {}
 T = TypeVar("T")
@@ -205,6 +208,13 @@ class NsightMagic(Magics):
         DEFAULT_AUTO_MAX_BYTES, help="Largest variable sent automatically (bytes)."
     ).tag(config=True)
     claim_short_names = Bool(False, help=magic_names.CLAIM_HELP).tag(config=True)
+    state_timeout = Float(
+        DEFAULT_STATE_TIMEOUT_S,
+        help="Seconds the notebook's state may take to describe for a worker, and a profiled "
+        "cell's changes to describe for the notebook (a slow __reduce__ or __getstate__): "
+        "past it the cell fails before it runs, or its changes stay in the worker, said in "
+        "one line.",
+    ).tag(config=True)
     sweep_max_configs = Int(
         DEFAULT_SWEEP_MAX_CONFIGS,
         help="Most configurations one --sweep (or nsight_magic.sweep) may have: the product of "
@@ -323,6 +333,7 @@ class NsightMagic(Magics):
             hidden=frozenset(getattr(shell, "user_ns_hidden", {}) or {}),
             auto_vars=self.auto_vars,
             auto_vars_max_bytes=self.auto_vars_max_bytes,
+            state_timeout_s=float(self.state_timeout),
             code_files=_code_files(shell),
         )
 

@@ -433,14 +433,15 @@ def receive_shared(ns: dict[str, Any]) -> dict[str, Any]:
 
 
 def kept_as_it_was(
-    ns: dict[str, Any], active: bool, quiet: bool = True
+    ns: dict[str, Any], active: bool, quiet: bool = True, keep_on_error: bool = False
 ) -> contextlib.AbstractContextManager[Any]:
     """Around a repeat: the worker's put-back (``KEEP_STATE``), else the plain values';
-    ``quiet``: what the repeat prints is not shown (the notebook has it already)."""
+    ``quiet``: what the repeat prints is not shown (the notebook has it already);
+    ``keep_on_error``: a repeat that raises is the cell's run (its effects stay)."""
     if not active:
         return contextlib.nullcontext()
     if KEEP_STATE is not None:
-        return KEEP_STATE(quiet=quiet)
+        return KEEP_STATE(quiet=quiet, keep_on_error=keep_on_error)
     return names_kept(ns, True)
 
 
@@ -451,7 +452,10 @@ def warmup(ns: dict[str, Any]) -> None:
     if WARMUP:
         # and its plain values: the captured run starts from the notebook's state
         kept = preserved(ns, CHANGES, replayed=GATE == "nvtx", skip_mapped=NOTEBOOK_KEEPS)
-        with kept_as_it_was(ns, True), kept, annotate(WARMUP_RANGE, domain=DOMAIN):
+        # a warm-up that raises ends the cell: that run is the notebook's (it comes back)
+        keep_on_error = not RERUN
+        with kept_as_it_was(ns, True, keep_on_error=keep_on_error), kept, \
+                annotate(WARMUP_RANGE, domain=DOMAIN):  # fmt: skip
             for _ in range(WARMUP):
                 run_statements(ns)
 

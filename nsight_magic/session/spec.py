@@ -20,6 +20,9 @@ ProgressCallback = Callable[[Progress], None]
 OutputCallback = Callable[[str], None]
 
 
+DEFAULT_STATE_TIMEOUT_S = 300.0  # the same default as pickling --vars (deadline.PICKLE_S)
+
+
 @dataclass(frozen=True)
 class CellRequest:
     """One cell to profile. ``vars`` are sent explicitly (``--vars``); ``fresh`` runs it in a
@@ -90,6 +93,9 @@ class Notebook:
     hidden: frozenset[str] = frozenset()
     auto_vars: bool = True
     auto_vars_max_bytes: int = 256 << 20
+    # %config NsightMagic.state_timeout: describing the state for a worker, and the cell's
+    # changes for the notebook, each at most this long (a slow __reduce__)
+    state_timeout_s: float = DEFAULT_STATE_TIMEOUT_S
     # IPython's compiled cells: file name -> execution count (its compiler's map, live), so
     # functions and classes sent by value name their cell (shared_state.CodeFiles)
     code_files: Mapping[str, int] = field(default_factory=dict)

@@ -11,12 +11,13 @@ alike:
 - **kept as it was** (``keep``): what a run that repeats the notebook's work (a warm-up, a
   drill-down's re-run) may change, which the worker then saves and puts back
   (``replay.changed_names``; worker side ``script/shared_objects.preserved``);
-- **back to the notebook** (``bring_back``): what the notebook's run of the cell bound and
-  changed (``results_back``; worker side ``send_back`` / ``adopt_back``).
+- **back to the notebook** (``bring_back``): what the worker saw the notebook's run of the
+  cell change (``state.notebook_side``; worker side ``state.worker_side``).
 
-``catch_up``, ``shared_state``, ``replay``, ``results_back`` and ``variables`` answer questions
-(what to send, how to pickle it, what a text changes, how a result binds); only this module
-asks the worker. A step that fails or is stopped raises ``StepFailed`` with the worker's reply.
+``state`` sends and applies the notebook's state both ways by looking at it; ``catch_up``,
+``shared_state``, ``replay`` and ``variables`` still answer which setup cells a worker replays,
+what a repeat may change of the GPU memory and how ``--vars`` go; only this module asks the
+worker. A step that fails or is stopped raises ``StepFailed`` with the worker's reply.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 from ..run_folders.run_dir import RunDir
 from ..script import PreparedCell
-from . import catch_up, shared_state
+from . import catch_up, deadline, shared_state
 from .history import History
 from .replay import changed_names, module_names
 from .spec import Notebook
@@ -158,8 +159,15 @@ class StateExchange:
         # --vars names go by value (vars.pkl, after this): whatever their size
         names = {n: v for n, v in notebook_names(nb.user_ns, frozenset(nb.hidden)).items()
                  if n not in replayed and n not in self.explicit}  # fmt: skip
-        out = mirror.outgoing(names, max_bytes=nb.auto_vars_max_bytes, files=plan.files.names,
-                              theirs=frozenset(replayed))  # fmt: skip
+        if not nb.auto_vars:  # %config NsightMagic.auto_vars = False: the setup cells' only
+            setups = {n for e in self.history.entries() if e.kind == "setup"
+                      for n in e.cell.names_bound}  # fmt: skip
+            names = {n: v for n, v in names.items() if n in setups}
+        # a slow __reduce__ stops the cell here, before it runs, saying so (state_timeout)
+        with deadline.bounded_here("describing the notebook's variables for the worker",
+                                   nb.state_timeout_s, deadline.SLOW_PICKLE):  # fmt: skip
+            out = mirror.outgoing(names, max_bytes=nb.auto_vars_max_bytes,
+                                  files=plan.files.names, theirs=frozenset(replayed))  # fmt: skip
         # a name the cell reads that cannot go: one clear error before the worker runs it (the
         # text says which names the message is about, never what is sent)
         catch_up.check(out.cannot, self.required_reads)
@@ -274,7 +282,8 @@ class StateExchange:
         mirror = self.mirror()
         path = folder.results
         try:
-            reply = self.ask({"op": "send_back", "path": str(path),
+            bound_s = deadline.bound(self.notebook.state_timeout_s).seconds
+            reply = self.ask({"op": "send_back", "path": str(path), "bound_s": bound_s,
                               "max_bytes": self.notebook.auto_vars_max_bytes})  # fmt: skip
             if reply.stopped or not reply.data.get("ok"):
                 why = reply.data.get("exc_message") or reply.data.get("error") or "interrupted"
@@ -283,7 +292,9 @@ class StateExchange:
                 return None
             try:
                 back = mirror.incoming(path.read_bytes(), reply.data.get("cannot") or {})
-            except Exception as exc:  # a class the notebook cannot import: said, not fatal
+            # a class the notebook cannot import, an unpickling that raises or calls sys.exit:
+            # said, not fatal (the notebook keeps running)
+            except (Exception, SystemExit) as exc:
                 mirror.resend.update(s.names)
                 self.note(f"the cell's results stay in the {s.tool} worker: they could not be "
                           f"applied in the notebook ({type(exc).__name__}: {exc})")  # fmt: skip

@@ -233,14 +233,31 @@ class WarmExecutor:
         try:
             try:
                 before = self._prepare(ctx, state)
-            except BaseException:
+            except BaseException as exc:
                 if early is not None:
                     self._disarm(ctx, s, early)
+                if self._warmup_raised(ctx, exc):  # that run was the cell's: it comes back
+                    ctx.meta.brought_back = state.bring_back(ctx.folder)
                 raise
             return self._capture(ctx, state, early, before)
         finally:
             if self.kept is not None:  # the worker answered or is gone: the re-run is over
                 self.kept.restore()
+
+    def _warmup_raised(self, ctx: RunContext, exc: BaseException) -> bool:
+        """Whether the notebook's run of a cell ended in its warm-up, raising in the cell's
+        own code (the worker alive and answering): the notebook has what that run did."""
+        s = self.session
+        return (
+            isinstance(exc, StepFailed)
+            and exc.phase == "vars"
+            and bool(ctx.request.warmup)
+            and not self.repeats(ctx.request)
+            and bool(exc.reply.data.get("exc_type"))
+            and not exc.reply.stopped
+            and s is not None
+            and s.worker.alive()
+        )
 
     def _keep_in_notebook(self, ctx: RunContext) -> notebook_snapshot.NotebookSnapshot | None:
         """The notebook's copy of what a re-run under ncu may change of the memory the worker

@@ -287,15 +287,16 @@ class Worker:
         return {"ok": True, **status, "phase": "cell", "names": self.names()}
 
     def op_send_back(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """What the cell bound and changed, to the notebook (``shared_objects.send_back``)."""
+        """What the cell changed, to the notebook (``state.worker_side.WorkerState.send_back``)."""
         try:
-            got = self.state.send_back(msg["path"], int(msg.get("max_bytes", 0)))
+            got = self.state.send_back(msg["path"], int(msg.get("max_bytes", 0)),
+                                       float(msg.get("bound_s") or 0))  # fmt: skip
         except BaseException as exc:  # nothing goes back: the names stay in this worker
             return {"ok": False, "exc_type": type(exc).__name__, "exc_message": str(exc)}
         return {"ok": True, **got}
 
     def op_adopt(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Map the notebook's copies of this worker's CUDA tensors (``adopt_back``)."""
+        """Map the notebook's copies of this worker's CUDA tensors (``WorkerState.adopt``)."""
         try:
             got = self.state.adopt(msg["path"])
         except BaseException as exc:  # the worker keeps its own memory for them

@@ -35,28 +35,9 @@ MAIN = ("nsys", "warmup", "ncu", "host")
 ONE = ("nsys",)
 
 # --- why a case fails today (grouped in the report) -----------------------------------------------
-FUNCTION_EFFECTS = ("what a function defined in an ordinary cell changes (a list it appends to, "
-                    "a global it rebinds) stays in the worker")  # fmt: skip
-READ_AND_BOUND = ("a name the cell both reads and binds or deletes (n += 1, x = f(x), del x) "
-                  "is not sent to the worker: NameError")  # fmt: skip
-UNDERSCORE = "_ (the notebook's last result) is not sent to the worker: NameError"
-EXEC = "what exec() text rebinds in the worker does not come back"
-REBIND = ("rebinding a name in a profiled cell updates the old object in place "
-          "(an alias of it changes, the new object is not the one bound)")  # fmt: skip
-ALIAS = "a name a profiled cell binds to a notebook dict comes back as a copy (b = d: b is not d)"
-UPDATE = "a dict subclass is put back through its update(), which ModelOutput-like classes forbid"
-OTHER_TYPES = ("in-place changes of other objects than lists, dicts, sets and notebook-class "
-               "instances (arrays, frames, deques, namespaces, iterators, generators) stay in "
-               "the worker")  # fmt: skip
-IDENTITY = "a cell that only reads a list brings back copies of its elements"
-STALE = "a worker keeps its stale copy of a list or dict the notebook or another worker changed"
-FUNCTION_STATE = "a function's own state (closure cells, default values) stays in the worker"
+# (the reasons issue 56 fixed are gone with their marks: tests/differential/README.md)
 MODULE = "a module's state a profiled cell changes stays in the worker"
-RNG = "the worker's RNGs are not the notebook's: draws do not advance the notebook's state"
 PROCESS = "process state a profiled cell changes (environ, cwd, print options) stays in the worker"
-OUTSIDE = "a repeated run (warm-up, drill-down, sweep) repeats effects outside Python"
-WARMUP_RAISED = "a cell that raises in its warm-up run brings nothing back (a raised cell does)"
-TRAILING = "a profiled cell's trailing expression is neither shown nor bound to _"
 
 
 def across(name: str, before: Iterable[str], body: str, after: Iterable[str] = (),
@@ -582,7 +563,6 @@ REPEATS = [
         ["print(hits, z)"],
         paths=("nsys", "ncu", "warmup"),
         again=False,
-        known={"warmup": WARMUP_RAISED},
     ),
     Case(
         "raise-in-notebook-function",

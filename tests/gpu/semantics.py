@@ -38,9 +38,9 @@ def _probe(result=None):
     ns = get_ipython().user_ns
     s = {"wall": round(time.perf_counter() - _t0.get("t", time.perf_counter()), 2),
          "src": _t0.get("src", "")}
-    for name in ("history", "step", "draw", "b", "n_sweep"):
-        if name in ns:
-            s[name] = ns[name]
+    for name in ("history", "step", "draw", "b"):
+        if name in ns:  # a copy: the list as it is after this cell
+            s[name] = json.loads(json.dumps(ns[name], default=str))
     if "history" in ns:
         s["alias_is_history"] = ns.get("alias") is ns["history"]
     if "out" in ns:
@@ -114,7 +114,7 @@ CELLS: list[tuple[str, str | None]] = [
         "_r = nsight_magic.last_run()\n_d = _r.profile_kernel(_r.kernel_summary()['name'].iloc[0])",
         "",
     ),
-    ("%%ncu\nloss = train_step()", None),
+    ("%%ncu --launch-count 3\nloss = train_step()", None),
     ("%%nsys --host\nloss = train_step()", None),
     ("with torch.no_grad():\n    out = model(ids)", None),
     ("%%nsys\nwith torch.no_grad():\n    out = model(ids[:, :128])", None),
@@ -129,7 +129,7 @@ CELLS: list[tuple[str, str | None]] = [
         None,
     ),
     ("it = iter(range(10))", None),
-    ("%%nsys\nb = next(it)", None),
+    ("%%nsys\nb = next(it)\n_k = torch.ones(1, device='cuda')", None),
     ("b = next(it)", None),
     (TRITON, None),
     ("%%nsys\ny = softmax(xs)", None),
@@ -139,8 +139,9 @@ CELLS: list[tuple[str, str | None]] = [
     ),
     ("_top = _r.profile_top(2)", ""),
     ("%%ncu --nvtx tri@softmax\nwith nvtx.annotate('tri@softmax'):\n    y = softmax(xs)", None),
-    ("%%nsys --sweep n=256,512\ny_sweep = softmax(xs[:n])", ""),
     ("%%nsys\nloss = train_step()", None),
+    # last: a sweep (the first GPU run's notebook kernel died during it, 2026-12-06)
+    ("%%nsys --sweep n=256,512\ny_sweep = softmax(xs[:n])", ""),
 ]
 
 
@@ -171,18 +172,35 @@ def notebook(plain: bool, runs: Path) -> object:
     return nb
 
 
-def execute(nb: object, work: Path) -> list[dict[str, object]]:
+def execute(nb: object, work: Path, keep: Path) -> list[dict[str, object]]:
+    """Run ``nb``; it is written to ``keep`` after every cell (a kernel that dies leaves the
+    cells it ran, and the log names the last one)."""
+    import nbformat
     from nbclient import NotebookClient
 
-    NotebookClient(nb, timeout=900, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(work)}}).execute()  # fmt: skip
+    t0 = time.perf_counter()
+
+    def executed(cell: object, cell_index: int, execute_reply: object) -> None:
+        first = cell.source.splitlines()[0][:70] if cell.source else ""  # type: ignore[attr-defined]
+        print(f"[{time.perf_counter() - t0:7.1f} s] {keep.stem} cell {cell_index}: {first}",
+              flush=True)  # fmt: skip
+        nbformat.write(nb, keep)
+
+    client = NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(work)}})  # fmt: skip
+    client.on_cell_executed = executed
+    try:
+        client.execute()
+    finally:
+        nbformat.write(nb, keep)
     last = nb.cells[-1]  # type: ignore[attr-defined]
     text = "".join(o.get("text", "") for o in last.get("outputs", []))
     line = next(x for x in text.splitlines() if x.startswith("STATES="))
     states = json.loads(line[len("STATES=") :])
     # one per cell of CELLS: not the probe's own cell, the extension's or this last one
     ours = ("import hashlib", "%load_ext", "import json\nprint('STATES")
-    return [s for s in states if not str(s["src"]).startswith(ours)]
+    # the probe's own cell has no source (its pre-run hook came after it began)
+    return [s for s in states if s["src"] and not str(s["src"]).startswith(ours)]
 
 
 def errors(nb: object) -> list[str]:
@@ -197,8 +215,6 @@ def errors(nb: object) -> list[str]:
 
 
 def main() -> None:
-    import nbformat
-
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
@@ -206,10 +222,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="nsight-semantics-"))
     t0 = time.perf_counter()
     plain_nb, profiled_nb = notebook(True, work / "runs"), notebook(False, work / "runs")
-    plain = execute(plain_nb, work)
-    profiled = execute(profiled_nb, work)
-    nbformat.write(plain_nb, args.out / "semantics_plain.ipynb")
-    nbformat.write(profiled_nb, args.out / "semantics_profiled.ipynb")
+    profiled = execute(profiled_nb, work, args.out / "semantics_profiled.ipynb")
+    plain = execute(plain_nb, work, args.out / "semantics_plain.ipynb")
     rows = []
     sources = [s for s, _ in CELLS if not s.startswith("%load_ext")]
     for i, (a, b) in enumerate(zip(plain, profiled, strict=False)):

@@ -135,6 +135,18 @@ def set_function_state(func: Any, state: dict[str, Any]) -> None:
         setattr(func, name, value)
 
 
+def view_of(base: Any, offset: int, shape: tuple[int, ...], stride: tuple[int, ...], dtype: Any,
+            kind: Any) -> Any:  # fmt: skip
+    """A tensor over ``base``'s storage (the side that owns the memory makes the view)."""
+    torch = sys.modules["torch"]
+    storage = base.untyped_storage()
+    t = torch.empty(0, dtype=dtype, device=base.device).set_(storage, offset, shape, stride)
+    return torch.nn.Parameter(t, requires_grad=False) if kind is torch.nn.Parameter else t
+
+
+_received_ptrs: set[int] = set()  # data pointers of CUDA storages mapped from the other side
+
+
 def make_empty(kind: Any) -> Any:
     """An empty instance of a set, bytearray or cell type, filled next."""
     if kind is types.CellType:
@@ -350,10 +362,14 @@ class Describer:
             why = unshareable_tensor(t)
             if why:
                 raise pickle.PicklingError(why)
+            fill = ((None, t.requires_grad, grad, attributes), None, None, None, set_tensor)
+            base = self.shared_base(t)
+            if base is not None:  # a view of memory the other side owns: made there as one
+                kind = type(t) if type(t) in (torch.Tensor, torch.nn.Parameter) else None
+                return (view_of, (base, t.storage_offset(), tuple(t.shape), tuple(t.stride()),
+                                  t.dtype, kind)), fill  # fmt: skip
             leaf = t if t.is_leaf or not t.requires_grad else t.detach()
-            create = reduce_tensor(leaf)
-            return create, ((None, t.requires_grad, grad, attributes), None, None, None,
-                            set_tensor)  # fmt: skip
+            return reduce_tensor(leaf), fill
         if t.is_sparse or t.is_quantized or t.device.type != "cpu":
             raise pickle.PicklingError(f"a {t.device.type} tensor of layout {t.layout}")
         # by plain pickle, whole: the storage and hooks its reduce makes are new each time
@@ -363,6 +379,24 @@ class Describer:
         return (empty_tensor, (kind, t.dtype)), (
             (contents, t.requires_grad, grad, attributes), None, None, None, set_tensor
         )  # fmt: skip
+
+    def cuda_fill(self, t: Any) -> tuple[Any, ...]:
+        attributes = dict(t.__dict__) if t.__dict__ else None
+        grad = t.grad if t.is_leaf else None
+        return ((None, t.requires_grad, grad, attributes), None, None, None, set_tensor)
+
+    def shared_base(self, t: Any) -> Any:
+        """A tensor both sides know whose storage ``t`` views, when that storage is the other
+        side's (torch cannot share again what it received by IPC handle); else None."""
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in _received_ptrs:
+            return None
+        ptr = storage.data_ptr()
+        for key, obj in self.graph.table.items():
+            if obj is not t and _is_tensor(obj) and obj.is_cuda and key in self.graph.prints \
+                    and obj.untyped_storage().data_ptr() == ptr:  # fmt: skip
+                return obj
+        return None
 
     def tensor_print(self, t: Any) -> tuple[Any, ...]:
         """What a change to a tensor changes: torch's in-place counter (CPU), its memory and
@@ -590,6 +624,10 @@ class Graph:
             bare = obj.grad is None if obj.is_leaf else True
             if known and not fills and bare and not obj.__dict__ and self.prints[key] == stamp:
                 return Record(None, b"", stamp)
+            if known and obj.is_cuda:  # the other side has it (its memory is shared): no
+                # create part, which would share it again (refused for memory it received)
+                fill = describer.cuda_fill(obj)
+                return Record(None, dumps_keyed(describer, fill, found, [fill[0]]), stamp)
             create, fill = describer.parts(obj)
             contents, _, _, attributes = fill[0]
             inline = [fill[0], *(x for x in (contents, attributes) if x is not None)]
@@ -725,6 +763,11 @@ class Graph:
             obj = self.table.get(key)
             if obj is None:
                 continue
+            if _is_tensor(obj):  # its print is its stamp (describing it would share it)
+                self.prints[key] = describer.tensor_print(obj)
+                if obj.is_cuda and key in msg.new:
+                    _received_ptrs.add(obj.untyped_storage().data_ptr())
+                continue
             try:
                 self.prints[key] = self._describe(describer, key, obj, [], False).print
             except Exception:
@@ -807,7 +850,7 @@ class _Applier:
         if key in table:
             return table[key]
         if key in self.broken:
-            raise pickle.UnpicklingError(self.broken[key])
+            raise _Broken(self.broken[key])
         if key not in self.msg.new or key in self._creating:
             raise pickle.UnpicklingError(f"the other side referred to object {key}, not here")
         self._creating.add(key)
@@ -868,16 +911,18 @@ class _Applier:
         for name, data in names.items():
             try:
                 ns[name] = self.load(data)
-            except Exception as exc:  # a class this side cannot import: said, not fatal
-                self.out.failed[name] = _why(None, exc)
+            # a class this side cannot import, an unpickling that raises or calls sys.exit:
+            # that name fails, said; the rest of the message is applied
+            except (Exception, SystemExit) as exc:
+                self.out.failed[name] = str(exc) if isinstance(exc, _Broken) else _unmade(exc)
                 continue
             self.out.bound.append(name)
 
     def _guarded(self, key: Key, step: Callable[[], Any]) -> None:
         try:
             step()
-        except Exception as exc:
-            self.broken[key] = _why(None, exc)
+        except (Exception, SystemExit) as exc:
+            self.broken[key] = _unmade(exc)
             self._creating.discard(key)
             obj = self.graph.table.get(key)
             for name, value in self.graph.namespace.items():  # the names bound to it
@@ -963,6 +1008,16 @@ def set_state(obj: Any, state: Any) -> None:
     if slots:
         for name, value in slots.items():
             object.__setattr__(obj, name, value)
+
+
+class _Broken(pickle.UnpicklingError):
+    """A reference to an object this side could not make (its why is the message)."""
+
+
+def _unmade(exc: BaseException) -> str:
+    """Why this side could not make what the other sent (an unpickling that failed)."""
+    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    return f"it could not be made here ({type(exc).__name__}{': ' + text if text else ''})"
 
 
 def _why(value: Any, exc: BaseException) -> str:

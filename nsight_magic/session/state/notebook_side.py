@@ -15,7 +15,17 @@ from typing import Any
 
 from ...vocabulary.notebook_names import is_ipython_own
 from . import rng
-from .graph import Applied, Describer, Graph, Key, Message, Walk, dump_message, load_message
+from .graph import (
+    Applied,
+    Describer,
+    Graph,
+    Key,
+    Message,
+    Walk,
+    _received_ptrs,
+    dump_message,
+    load_message,
+)
 
 # IPython's last results travel (``prev = _``); its other names are its own
 LAST_RESULTS = frozenset({"_", "__", "___"})
@@ -165,6 +175,7 @@ def _own_copies(created: Mapping[Key, Any]) -> list[tuple[Key, Any]]:
     with torch.no_grad():
         for key, tensor in mapped:
             storage = tensor.untyped_storage()
+            _received_ptrs.discard(storage.data_ptr())  # the notebook's own memory from now on
             own = copies.get(storage.data_ptr())
             if own is None:
                 own = torch.empty(storage.nbytes(), dtype=torch.uint8,

@@ -20,7 +20,16 @@ from collections.abc import Iterator, MutableMapping
 from typing import Any, ClassVar
 
 from . import rng
-from .graph import Describer, Graph, Key, _Applier, dump_message, fill_in_place, load_message
+from .graph import (
+    Describer,
+    Graph,
+    Key,
+    _Applier,
+    _received_ptrs,
+    dump_message,
+    fill_in_place,
+    load_message,
+)
 
 TABLE = "__nsight_magic_shared__"  # script/shared_objects.py's name for the received objects
 MAPPED = "__nsight_magic_mapped__"  # and for the notebook's CUDA storages this worker maps
@@ -88,18 +97,21 @@ class WorkerState:
             "imported_modules": len(new_modules),
         }
 
-    def send_back(self, path: str, max_bytes: int) -> dict[str, Any]:
+    def send_back(self, path: str, max_bytes: int, bound_s: float = 0.0) -> dict[str, Any]:
         """Write what the cell changed since the two sides last agreed to ``path``: names
         rebound, bound, deleted, objects new or changed, the random streams. What cannot go
-        stays here (``cannot``: name -> why)."""
+        stays here (``cannot``: name -> why). ``bound_s``: describing it may take at most
+        this long (a slow ``__reduce__``): past it nothing goes and ``TimeoutError`` says so."""
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_initialized():
             torch.cuda.synchronize()  # the cell's kernels wrote what goes back
         names = {n: v for n, v in user_names(self.ns).items() if n not in self.theirs}
-        walk = self.graph.look(names, max_bytes=max_bytes, fills=False)
-        msg = self.graph.changes(walk, self.graph.bindings)
+        with _bounded(bound_s, "describing the cell's changes for the notebook"):
+            walk = self.graph.look(names, max_bytes=max_bytes, fills=False)
+            msg = self.graph.changes(walk, self.graph.bindings)
+            data = dump_message(msg, {"rng": rng.states()})
         with open(path, "wb") as f:
-            f.write(dump_message(msg, {"rng": rng.states()}))
+            f.write(data)
         self.graph.agree(walk, msg)
         for name in walk.cannot:  # it stays here: the notebook's value is not this one
             self.graph.bindings.pop(name, None)
@@ -122,6 +134,7 @@ class WorkerState:
                     with contextlib.suppress(RuntimeError):  # set_ refused: keeps its own
                         t.set_(theirs.untyped_storage(), t.storage_offset(), t.size(),
                                t.stride())  # fmt: skip
+                        _received_ptrs.add(theirs.untyped_storage().data_ptr())
                         done += 1
             torch.cuda.synchronize()
             self.ns.setdefault(MAPPED, set()).update(_storages([t for _, t in pairs]))
@@ -138,10 +151,12 @@ class WorkerState:
                                                                   False).print  # fmt: skip
 
     @contextlib.contextmanager
-    def kept(self, quiet: bool = True) -> Iterator[None]:
+    def kept(self, quiet: bool = True, keep_on_error: bool = False) -> Iterator[None]:
         """Around a run whose effects the notebook has already (or must never have): every
         name, every object the names reach and the random streams are as they were after it,
-        files it wrote are put back, and (``quiet``) what it prints is not shown."""
+        files it wrote are put back, and (``quiet``) what it prints is not shown.
+        ``keep_on_error``: a run that raises is the cell's one run (a warm-up that fails ends
+        the cell, as the notebook's own run would): nothing is put back, its output is shown."""
         graph = self.graph
         describer = Describer(graph)
         before = graph.look(user_names(self.ns), describer)
@@ -150,31 +165,78 @@ class WorkerState:
         out = io.StringIO()
         redirect = (contextlib.redirect_stdout(out), contextlib.redirect_stderr(out)) if quiet \
             else (contextlib.nullcontext(), contextlib.nullcontext())  # fmt: skip
+        raised = False
         try:
             with files, redirect[0], redirect[1]:
-                yield
-        finally:
-            applier = _Applier(graph, _empty())
-            for key, record in before.records.items():
-                obj = graph.table.get(key)
-                if obj is None:
-                    continue
                 try:
-                    now = graph._describe(describer, key, obj, [], False).print
-                except Exception:
-                    now = None
-                if now != record.print:
-                    with contextlib.suppress(Exception):
-                        fill_in_place(obj, applier.load(record.fill))
-            for name in [n for n in user_names(self.ns) if n not in before.bindings
-                         and n not in before.cannot]:  # fmt: skip
-                del self.ns[name]
-            for name, blob in before.bindings.items():
+                    yield
+                except BaseException:
+                    raised = True
+                    if keep_on_error:
+                        files.saved.clear()  # what it wrote stays, as the cell's run's
+                    raise
+        finally:
+            if raised and keep_on_error:
+                sys.stdout.write(out.getvalue())  # the cell's output, up to its error
+                graph.forget([k for k in list(graph.table) if k not in graph.prints])
+            else:
+                self._put_back(before, describer, streams)
+
+    def _put_back(self, before: Any, describer: Describer, streams: Any) -> None:
+        graph = self.graph
+        applier = _Applier(graph, _empty())
+        for key, record in before.records.items():
+            obj = graph.table.get(key)
+            if obj is None:
+                continue
+            try:
+                now = graph._describe(describer, key, obj, [], False).print
+            except Exception:
+                now = None
+            if now != record.print:
                 with contextlib.suppress(Exception):
-                    self.ns[name] = applier.load(blob)
-            rng.restore(streams)
-            # keys the look before gave objects the notebook never had: not kept
-            graph.forget([k for k in list(graph.table) if k not in graph.prints])
+                    fill_in_place(obj, applier.load(record.fill))
+        for name in [n for n in user_names(self.ns) if n not in before.bindings
+                     and n not in before.cannot]:  # fmt: skip
+            del self.ns[name]
+        for name, blob in before.bindings.items():
+            with contextlib.suppress(Exception):
+                self.ns[name] = applier.load(blob)
+        rng.restore(streams)
+        # keys the look before gave objects the notebook never had: not kept
+        graph.forget([k for k in list(graph.table) if k not in graph.prints])
+
+
+class _Expired(BaseException):
+    """The timer's, raised inside user code (a ``__reduce__``): a BaseException, so that the
+    graph's ``except Exception`` (a value that cannot go) lets it by."""
+
+
+@contextlib.contextmanager
+def _bounded(seconds: float, what: str) -> Iterator[None]:
+    """At most ``seconds`` (0: unbounded) on the worker's main thread, by SIGALRM."""
+    import signal
+    import threading
+
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise _Expired
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    except _Expired:
+        raise TimeoutError(
+            f"{what} took longer than {seconds:g} s (a slow __reduce__ or __getstate__; "
+            "%config NsightMagic.state_timeout)"
+        ) from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def _empty() -> Any:
