@@ -66,7 +66,7 @@ ALLOWED = {
     ("script/torch_memory.py", "open"),
     ("script/torch_memory.py", "pickle.dump"),
     # ... and, after a warm cell, what it sends back to the notebook (results.pkl: the path
-    # RunDir.results names, sent in the request; session/results_back.py)
+    # RunDir.results names, sent in the request; session/state/worker_side.py)
     ("script/shared_objects.py", "open"),
     ("script/shared_objects.py", "pickle.dump"),
     # the worker's side of the notebook's state: what a cell changed, written to the path

@@ -170,7 +170,7 @@ class RunDir:
     VARS = "vars.pkl"
     SHARED = "shared.pkl"  # a warm cell's share of the notebook's state (IPC handles: live only)
     # what a warm cell sends back to the notebook, and the notebook's copies of its CUDA
-    # tensors the worker then maps (session/results_back.py; removed once read)
+    # tensors the worker then maps (session/state/; removed once read)
     RESULTS = "results.pkl"
     ADOPTED = "adopted.pkl"
     TORCH_MEMORY = "torch_memory.pickle"  # %%nsys --memory: torch's allocator snapshot

@@ -680,19 +680,9 @@ def preserved(
         restore_python()
 
 
-# --- results back to the notebook (issue 41: the profiled cell is the notebook's cell) ---
-#
-# After the run the notebook asked for, what the cell bound (and what it changed of the
-# notebook's objects) goes back in one pickle, ``send_back``: objects this worker received
-# from the notebook go as references (``("ref", key)``), an optimizer it received also with
-# its state (``("opt", key, state, groups)``: ``opt.step()`` created or replaced it), a CPU
-# tensor it received and changed in place with its new contents (``cpu``), and a CUDA tensor
-# the worker allocated as an IPC handle under a token (``("cuda", token, rebuild, args)``).
-# The notebook copies those tensors into its own memory (device to device), then sends them
-# back by handle, and ``adopt_back`` points the worker's tensors at the notebook's copies
-# (``set_``): one copy on the GPU, the notebook's, which the worker maps from then on.
+# --- the received objects kept current (a saved script's receive; a warm worker's state goes
+# both ways through session/state/, issue 56) ---
 
-TOKENS = "__nsight_magic_back_tokens__"  # token -> the worker tensor the notebook copies
 VERSIONS = "__nsight_magic_versions__"  # key -> a received CPU tensor's version when it came
 
 
@@ -747,136 +737,6 @@ def _record_versions(ns: dict[str, Any], new: Any) -> None:
     for key, obj in new:
         if isinstance(obj, torch.Tensor) and not obj.is_cuda:
             versions[key] = obj._version
-
-
-def _back_pickler_base() -> Any:
-    try:
-        import cloudpickle  # functions and classes the cell defined go by value
-    except ImportError:  # a --python without it: what plain pickle can
-        return pickle.Pickler
-    return cloudpickle.Pickler
-
-
-class _BackState:
-    """What the pickles of one ``send_back`` share: the worker's table by object id, the CUDA
-    tensors given tokens, the optimizers whose state went already."""
-
-    def __init__(self, table: dict[int, Any]) -> None:
-        self.key_of = {id(obj): key for key, obj in table.items()}
-        self.tokens: list[Any] = []
-        self.token_of: dict[int, int] = {}
-        self.opts_sent: set[int] = set()
-
-
-def _back_pickler(file: Any, state: _BackState) -> Any:
-    base = _back_pickler_base()
-    torch = sys.modules.get("torch")
-
-    class BackPickler(base):  # type: ignore[misc,valid-type]
-        def persistent_id(self, obj: Any) -> Any:
-            key = state.key_of.get(id(obj))
-            if key is not None:
-                if (
-                    torch is not None
-                    and isinstance(obj, torch.optim.Optimizer)
-                    and key not in state.opts_sent
-                ):
-                    state.opts_sent.add(key)
-                    groups = [
-                        {k: v for k, v in g.items() if k != "params"} for g in obj.param_groups
-                    ]
-                    return ("opt", key, dict(obj.state), groups)
-                return ("ref", key)
-            if torch is None or not isinstance(obj, torch.Tensor) or not obj.is_cuda:
-                return None
-            token = state.token_of.get(id(obj))
-            if token is None:
-                token = state.token_of[id(obj)] = len(state.tokens)
-                state.tokens.append(obj)
-            from torch.multiprocessing.reductions import reduce_tensor
-
-            # a tensor inside an autograd graph comes back as its data (``loss``): the
-            # notebook cannot backpropagate into the worker's graph
-            leaf = obj if obj.is_leaf or not obj.requires_grad else obj.detach()
-            rebuild, args = reduce_tensor(leaf)
-            return ("cuda", token, rebuild, args)
-
-    return BackPickler(file, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def _dumps(obj: Any, state: _BackState) -> bytes:
-    import io
-
-    buffer = io.BytesIO()
-    _back_pickler(buffer, state).dump(obj)
-    return buffer.getvalue()
-
-
-def send_back(ns: dict[str, Any], names: list[str], path: str, max_bytes: int) -> dict[str, Any]:
-    """Write what goes back to the notebook to ``path``: each of ``names`` this worker has
-    (one pickle each: a name that cannot go stays here, with why), the received CPU tensors
-    changed in place, and every received optimizer's state. Returns the names that could not
-    go back, with why."""
-    torch = sys.modules.get("torch")
-    table: dict[int, Any] = ns.get(TABLE, {})
-    state = _BackState(table)
-    blobs: dict[str, bytes] = {}
-    cannot: dict[str, str] = {}
-    if torch is not None and torch.cuda.is_initialized():
-        torch.cuda.synchronize()  # the cell's kernels wrote what goes back
-    for name in names:
-        if name not in ns:
-            continue
-        try:
-            blob = _dumps(ns[name], state)
-        except Exception as exc:  # a lock, a generator, a CUDA graph: stays in this worker
-            cannot[name] = f"{type(ns[name]).__name__} cannot be pickled ({exc})"
-            continue
-        if len(blob) > max_bytes:
-            cannot[name] = f"{len(blob):,} bytes by value, over the limit of {max_bytes:,}"
-            continue
-        blobs[name] = blob
-    changed: list[tuple[int, Any]] = []
-    versions = ns.get(VERSIONS, {})
-    for key, obj in table.items():
-        if key in versions and obj._version != versions[key]:
-            changed.append((key, obj.detach().clone()))  # a copy: by value, not by reference
-            versions[key] = obj._version
-    optimizers = [] if torch is None else [
-        obj for obj in table.values() if isinstance(obj, torch.optim.Optimizer)
-    ]  # fmt: skip
-    extra = _dumps((changed, optimizers), state)
-    ns[TOKENS] = state.tokens
-    with open(path, "wb") as f:
-        pickle.dump({"names": blobs, "extra": extra}, f, protocol=pickle.HIGHEST_PROTOCOL)
-    return {"cannot": cannot, "tokens": len(state.tokens)}
-
-
-def adopt_back(ns: dict[str, Any], path: str) -> dict[str, Any]:
-    """The notebook copied the tensors ``send_back`` gave tokens: point each worker tensor at
-    the notebook's copy (mapped by IPC handle), so in-place changes from now on are the
-    notebook's and the worker's own memory is freed; the copies join the table by key."""
-    tokens: list[Any] = ns.pop(TOKENS, [])
-    table: dict[int, Any] = ns.setdefault(TABLE, {})
-    with open(path, "rb") as f:
-        pairs, new, forget, _drop = _SharedUnpickler(f, table).load()
-    torch = sys.modules.get("torch")
-    mine = {id(theirs): tokens[token] for token, theirs in pairs}
-    if torch is not None and pairs:
-        with torch.no_grad():
-            for token, theirs in pairs:
-                t = tokens[token]
-                # a tensor set_ refuses (a view of a graph's output) keeps its own memory
-                with contextlib.suppress(RuntimeError):
-                    t.set_(theirs.untyped_storage(), t.storage_offset(), t.size(), t.stride())
-        torch.cuda.synchronize()
-    for key in forget:
-        table.pop(key, None)
-    for key, obj in new:
-        table[key] = mine.get(id(obj), obj)
-    _record_mapped(ns, [theirs for _, theirs in pairs])
-    del tokens  # what the worker held goes back to CUDA at the cell's ``release`` (worker.py)
-    return {"adopted": len(pairs)}
 
 
 def _keeps_identity(obj: Any) -> bool:

@@ -103,7 +103,7 @@ def plan_catch_up(
     ``setup_files``: IPython's file names of the setup cells' notebook runs -> entry id)."""
     user_ns = notebook.user_ns
     # only setup cells are ever replayed: a profiled cell's results are the notebook's
-    # (results_back.py; what could not come back stayed in its worker, which said so; a replay
+    # (session/state/; what could not come back stayed in its worker, which said so; a replay
     # ran the cell's side effects again: a training step, a shell command under ncu)
     setups = setup_entries(entries, before=before, setup=setup)
     # exec("loss = train_step()"): any name

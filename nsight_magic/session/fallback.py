@@ -125,7 +125,7 @@ def fresh_instead(
     is). A drill-down's fresh run is a sibling of its warm folder; the fresh run's meta.json
     says what it replaces."""
     # not the warm run's script: it replays the profiled cells that worker ran, and their
-    # results are the notebook's now (results_back.py); a replayed cell whose names came from
+    # results are the notebook's now (session/state/); a replayed cell whose names came from
     # an interrupted cell raised NameError there (the H200 acceptance, 2026-11-27)
     return _once_more(why, note(None), replace(request, fresh=True), backend,
                       FreshExecutor(setup()), make_result, "fresh", notebook=notebook,

@@ -5,7 +5,7 @@
   code, what its code reaches (``notebook_code_reaches``).
 - ``ReplayPlan``: the setup cells a worker replays before a cell (``catch_up`` decides: those
   whose names cannot be sent). Profiled cells are never replayed: their results come back to
-  the notebook (``results_back``).
+  the notebook (``state``).
 """
 
 from __future__ import annotations
