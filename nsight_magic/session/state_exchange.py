@@ -316,6 +316,9 @@ class StateExchange:
             )
         for line in back.notes(s.tool):
             self.note(line)
+        if process := "; ".join(reply.data.get("process") or []):
+            self.note(f"the cell changed the {s.tool} worker's process state, which stays there "
+                      f"(the notebook's is its own: docs/sessions.md): {process}")  # fmt: skip
         return {"names": sorted(back.applied.bound), "cannot": back.cannot,
                 "rebound": back.applied.rebound, "adopted": len(back.adopt)}  # fmt: skip
 

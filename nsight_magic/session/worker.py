@@ -240,6 +240,7 @@ class Worker:
     def op_load(self, msg: dict[str, Any]) -> dict[str, Any]:
         if msg.get("cwd"):  # the cell runs where the notebook is now, as a fresh run would
             os.chdir(msg["cwd"])
+        self.state.mark_process(msg.get("cwd") or os.getcwd())  # what stays here, told after
         # the cell's sys.argv: the script alone, as in a fresh run, not this worker's options
         # (an argparse in the cell said "unrecognized arguments: --socket /tmp/nsm-…")
         sys.argv[:] = [msg["script"]]

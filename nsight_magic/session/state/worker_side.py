@@ -30,6 +30,7 @@ from .graph import (
     fill_in_place,
     load_message,
 )
+from .process import ProcessState
 
 TABLE = "__nsight_magic_shared__"  # script/shared_objects.py's name for the received objects
 MAPPED = "__nsight_magic_mapped__"  # and for the notebook's CUDA storages this worker maps
@@ -69,6 +70,8 @@ class WorkerState:
         self.graph = Graph(ns, -1)
         ns[TABLE] = self.graph.table
         self.theirs: frozenset[str] = frozenset()
+        self.process: ProcessState | None = None  # process.py: before the cell
+        self.folder = ""
 
     def receive(self, path: str, theirs: frozenset[str] = frozenset()) -> dict[str, Any]:
         """Apply the notebook's message at ``path``: its objects, names and random streams;
@@ -86,6 +89,8 @@ class WorkerState:
         self.ns.setdefault(MAPPED, set()).update(_storages(list(applied.created.values())))
         if extra.get("rng"):
             rng.restore(extra["rng"])
+        if self.folder:  # what the notebook's objects imported counts from here
+            self.mark_process(self.folder)
         new_modules = set(sys.modules) - modules
         packages = sorted({m.split(".")[0] for m in new_modules if not m.startswith("_")})
         return {
@@ -112,10 +117,18 @@ class WorkerState:
             data = dump_message(msg, {"rng": rng.states()})
         with open(path, "wb") as f:
             f.write(data)
+        process = self.process.changes(self.folder) if self.process is not None else []
         self.graph.agree(walk, msg)
         for name in walk.cannot:  # it stays here: the notebook's value is not this one
             self.graph.bindings.pop(name, None)
-        return {"cannot": walk.cannot, "new": len(msg.new), "changed": len(msg.changed)}
+        return {"cannot": walk.cannot, "new": len(msg.new), "changed": len(msg.changed),
+                "process": process}  # fmt: skip
+
+    def mark_process(self, folder: str) -> None:
+        """The process state a cell starts from (``send_back`` says what it changed)."""
+        self.folder = folder
+        with contextlib.suppress(Exception):  # never in a cell's way
+            self.process = ProcessState.now(folder)
 
     def adopt(self, path: str) -> dict[str, Any]:
         """The notebook copied the CUDA tensors this worker made: point each at its copy

@@ -1,0 +1,93 @@
+"""What a cell may change of its process that does not travel (docs/sessions.md): environment
+variables, the current directory, NumPy's and pandas' print options, and the globals of a module
+the notebook imported from its own folder. The worker takes a snapshot before each cell and
+compares after the notebook's run of it, so the notebook is told in one line what stayed in the
+worker, instead of finding its state different without a word.
+
+Standard library only (the worker imports it); numpy and pandas only when the cell has.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import reprlib
+import sys
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ProcessState:
+    environ: dict[str, str] = field(default_factory=dict)
+    cwd: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+    modules: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def now(cls, folder: str) -> ProcessState:
+        return cls(dict(os.environ), os.getcwd(), _options(), _module_prints(folder))
+
+    def changes(self, folder: str) -> list[str]:
+        """What differs now from this snapshot, each as the user would name it."""
+        now = ProcessState.now(folder)
+        out = []
+        keys = sorted(k for k in {*self.environ, *now.environ}
+                      if self.environ.get(k) != now.environ.get(k))  # fmt: skip
+        if keys:
+            out.append(
+                "os.environ (" + ", ".join(keys[:5]) + (" ..." if len(keys) > 5 else "") + ")"
+            )
+        if now.cwd != self.cwd:
+            out.append(f"the current directory ({now.cwd})")
+        out += [f"{lib}'s options" for lib in sorted(now.options)
+                if now.options[lib] != self.options.get(lib, now.options[lib])]  # fmt: skip
+        out += [f"module {name}'s globals" for name in sorted(now.modules)
+                if name in self.modules and now.modules[name] != self.modules[name]]  # fmt: skip
+        return out
+
+
+def _options() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    np = sys.modules.get("numpy")
+    if np is not None:
+        with contextlib.suppress(Exception):
+            out["NumPy"] = dict(np.get_printoptions())
+    pd = sys.modules.get("pandas")
+    if pd is not None:
+        with contextlib.suppress(Exception):
+            out["pandas"] = repr(copy.deepcopy(pd._config.config._global_config))
+    return out
+
+
+def _module_prints(folder: str) -> dict[str, int]:
+    """A checksum of the plain globals of each module loaded from ``folder`` (the notebook's
+    own ``helpers.py``), not of a library's."""
+    out: dict[str, int] = {}
+    if not folder:
+        return out
+    root = os.path.abspath(folder) + os.sep
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None) or ""
+        if (not path or not os.path.abspath(path).startswith(root) or "site-packages" in path
+                or name.split(".")[0] == "nsight_magic"):  # fmt: skip
+            continue
+        values = []
+        for key, value in sorted(vars(module).items()):
+            if key.startswith("__") or callable(value) or type(value).__name__ == "module":
+                continue
+            with contextlib.suppress(Exception):
+                values.append(f"{key}={_short(value)}")
+        out[name] = zlib.crc32("\n".join(values).encode())
+    return out
+
+
+def _short(value: Any) -> str:
+    """A bounded print of a module global: a counter's value, a list's length and ends (a
+    huge one is not printed whole)."""
+    if isinstance(value, int | float | complex | bool | str | bytes | type(None)):
+        return repr(value)[:500]
+    size = len(value) if hasattr(value, "__len__") else -1
+    return f"{type(value).__name__}[{size}]{reprlib.repr(value)}"
