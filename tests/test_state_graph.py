@@ -164,6 +164,11 @@ CASES = {
         ("o", "w.mul_(2)"),
         ("p", "w[0] = -1"),
     ],
+    # an object array's bytes are pointers (pandas 2.0's indexes are such arrays)
+    "an object array changed in place": [
+        ("o", "import numpy as np\nobjs = np.array(['x', None, 3], dtype=object)\nsame = objs"),
+        ("p", "objs[1] = 'filled'"),
+    ],
     "a set, a bytearray and a Counter": [
         ("o", "import collections\ns = {1}\nb = bytearray(b'ab')\ncnt = collections.Counter()"),
         ("p", "s.add(2)\nb += b'c'\ncnt['x'] += 1"),

@@ -51,6 +51,19 @@ except ImportError:  # a worker under a --python without it: what plain pickle c
     cloudpickle = None
     _cp = None
 
+# cloudpickle 2.x keeps its reducers in cloudpickle_fast, 3.x in cloudpickle.cloudpickle
+_cp_fast = getattr(cloudpickle, "cloudpickle_fast", None) if cloudpickle is not None else None
+
+
+def _cloudpickle(name: str) -> Any:
+    """One of cloudpickle's helpers, wherever this version keeps it."""
+    for module in (_cp, _cp_fast):
+        if module is not None and hasattr(module, name):
+            return getattr(module, name)
+    raise pickle.PicklingError(f"cloudpickle {getattr(cloudpickle, '__version__', '?')} "
+                               f"has no {name}")  # fmt: skip
+
+
 Key = int
 NS = ("ns",)  # the persistent id of the side's namespace (notebook functions' globals)
 _ATOMS = (
@@ -91,7 +104,7 @@ def by_reference(obj: Any) -> bool:
     """A class or function the other side imports by name (a library's), not one to key."""
     if _cp is not None:
         try:
-            return bool(_cp._should_pickle_by_reference(obj))
+            return bool(_cloudpickle("_should_pickle_by_reference")(obj))
         except Exception:
             return False
     return getattr(obj, "__module__", None) not in ("__main__", None)
@@ -177,7 +190,12 @@ def set_array(target: Any, state: tuple[Any, ...]) -> None:
     """An array given new contents in place when its shape and dtype allow it."""
     np = sys.modules["numpy"]
     shape, dtype, data = state
-    value = np.frombuffer(data, dtype=dtype).reshape(shape) if data else np.empty(shape, dtype)
+    if isinstance(data, list):  # an object array: its elements (objects the sides key)
+        value = np.empty(len(data), dtype=object)
+        value[:] = data
+        value = value.reshape(shape)
+    else:
+        value = np.frombuffer(data, dtype=dtype).reshape(shape) if data else np.empty(shape, dtype)
     if target.shape == value.shape and target.dtype == value.dtype:
         if target.size:
             np.copyto(target, value)
@@ -288,7 +306,10 @@ class Describer:
         if torch is not None and isinstance(obj, torch.Tensor):
             return self._tensor(obj)
         if np is not None and isinstance(obj, np.ndarray):
-            data = obj.tobytes() if obj.size else b""
+            # an object array's bytes are pointers: its elements go instead (pandas' object
+            # columns and indexes)
+            data = list(obj.ravel()) if obj.dtype.hasobject else (
+                obj.tobytes() if obj.size else b"")  # fmt: skip
             return (empty_array, (type(obj), obj.dtype)), (
                 (obj.shape, obj.dtype, data), None, None, None, set_array
             )  # fmt: skip
@@ -297,7 +318,7 @@ class Describer:
         if isinstance(obj, type):
             if _cp is None:
                 raise pickle.PicklingError(f"class {obj.__qualname__} needs cloudpickle")
-            rv = _cp._dynamic_class_reduce(obj)
+            rv = _cloudpickle("_dynamic_class_reduce")(obj)
             return (rv[0], rv[1]), (rv[2], None, None, None, rv[5])
         if isinstance(obj, types.CellType):
             try:
@@ -313,7 +334,7 @@ class Describer:
             return (make_empty, (type(obj),)), (state, None, None, list(obj), None)
         reduce = copyreg.dispatch_table.get(type(obj))
         if reduce is None and _cp is not None:
-            reduce = _cp.Pickler.dispatch_table.get(type(obj))
+            reduce = cloudpickle.Pickler.dispatch_table.get(type(obj))
         rv = reduce(obj) if reduce is not None else obj.__reduce_ex__(5)
         if isinstance(rv, str) or not isinstance(rv, tuple):
             raise pickle.PicklingError(f"{type(obj).__name__} is a global: not an object to key")
@@ -345,7 +366,7 @@ class Describer:
             "__dict__": tuple(func.__dict__.items()),  # a tuple: not an object to key
         }
         if _cp is not None:
-            state["_submodules"] = tuple(_cp._find_imported_submodules(
+            state["_submodules"] = tuple(_cloudpickle("_find_imported_submodules")(
                 func.__code__, list(func.__globals__.get(n) for n in func.__code__.co_names)
             ))  # fmt: skip
         create = (make_function, (func.__code__, _Namespace.MARK, "".join(func.__name__),
