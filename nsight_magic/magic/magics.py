@@ -345,6 +345,8 @@ class NsightMagic(Magics):
         try:
             run = call()
         except NsightMagicError as exc:
+            if self.shell is not None:  # a value the failed run left on its way: not a name
+                self.shell.user_ns.pop(SHOWN, None)
             partial = getattr(exc, "run", None)
             if partial is not None:
                 self._store(args, partial)
