@@ -503,3 +503,27 @@ def test_auto_vars_off_sends_only_the_setup_cells_names(run, manager) -> None:
     manager.record_setup("base = 10", "base", prepare_cell("base = 10"))
     result, out = run("print('plain' in globals(), base)\ndone = True", ns=ns, auto_vars=False)
     assert result.report["status"] == "ok" and "False 10" in out and ns["done"] is True
+
+
+def test_an_interrupted_cell_brings_back_what_it_did_before_the_stop(
+    run, manager, tmp_path
+) -> None:
+    """A Ctrl-C'd cell's changes come back like a raised one's (issue 56): plain Python leaves
+    what the cell did before the KeyboardInterrupt. The stop comes once the cell has begun (a
+    marker file it writes), so a loaded machine cannot stop it before it ran."""
+    ns = {"hits": []}
+    marker = tmp_path / "began"
+    cancel = threading.Event()
+
+    def stop_when_begun() -> None:
+        deadline = time.monotonic() + 120
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        cancel.set()
+
+    threading.Thread(target=stop_when_begun, daemon=True).start()
+    cell = (f"hits.append(1)\nn = 5\nopen({str(marker)!r}, 'w').close()\nimport time\n"
+            "while True:\n    time.sleep(0.01)\n")  # fmt: skip
+    with pytest.raises(ProfileInterrupted):
+        run(cell, ns=ns, cancel=cancel)
+    assert ns["hits"] == [1] and ns["n"] == 5

@@ -127,10 +127,13 @@ class WarmExecutor:
         """The replay of this cell's catch-up (what the crash note counts)."""
         return self.catch_up.replay
 
-    def _ask(self, ctx: RunContext, message: dict[str, Any]) -> Reply:
+    def _ask(self, ctx: RunContext, message: dict[str, Any], cancellable: bool = True) -> Reply:
         assert self.session is not None
         reply = self.session.worker.request(
-            message, timeout=ctx.remaining(), cancel=ctx.callbacks.cancel, on_line=ctx.lines
+            message,
+            timeout=ctx.remaining(),
+            cancel=ctx.callbacks.cancel if cancellable else None,
+            on_line=ctx.lines,
         )
         timings = ctx.meta.timings
         key = _TIMING_KEYS.get(message["op"], f"{message['op']}_s")
@@ -310,7 +313,12 @@ class WarmExecutor:
         status = cell_status(state.explain(reply.data))
         ctx.folder.write_status(status)
         usable = not reply.stopped and s.worker.alive() and not s.broken
-        if not self.repeats(ctx.request) and usable:  # the notebook's run: what it changed
+        # the notebook's run: what it changed comes back, also when it was interrupted (Ctrl-C,
+        # --timeout) and the worker answered: as a plain run leaves what it did before the stop
+        answered = s.worker.alive() and not s.broken and bool(reply.data)
+        if not self.repeats(ctx.request) and answered:
+            if reply.stopped:  # the stop asked for is done: this is not another to cancel
+                state.ask = lambda m: self._ask(ctx, m, cancellable=False)
             ctx.meta.brought_back = state.bring_back(ctx.folder)
         if usable:  # idle: no cached blocks (once idle when the next configuration follows)
             self._ask(ctx, {"op": "release", "when_idle": ctx.request.more_follow})
