@@ -154,15 +154,14 @@ class StateExchange:
         t0 = time.perf_counter()
         # what setup cells the worker ran bound is its own (a lock, a model built there)
         ran = {*s.executed, *(e.id for e in plan.replay.run)}
-        replayed = {n for e in self.history.entries() if e.id in ran and e.kind == "setup"
-                    for n in e.cell.names_bound}  # fmt: skip
+        setups = [e for e in self.history.entries() if e.kind == "setup"]
+        replayed = {n for e in setups if e.id in ran for n in e.cell.names_bound}
         # --vars names go by value (vars.pkl, after this): whatever their size
         names = {n: v for n, v in notebook_names(nb.user_ns, frozenset(nb.hidden)).items()
                  if n not in replayed and n not in self.explicit}  # fmt: skip
         if not nb.auto_vars:  # %config NsightMagic.auto_vars = False: the setup cells' only
-            setups = {n for e in self.history.entries() if e.kind == "setup"
-                      for n in e.cell.names_bound}  # fmt: skip
-            names = {n: v for n, v in names.items() if n in setups}
+            bound = {n for e in setups for n in e.cell.names_bound}
+            names = {n: v for n, v in names.items() if n in bound}
         # a slow __reduce__ stops the cell here, before it runs, saying so (state_timeout)
         with deadline.bounded_here("describing the notebook's variables for the worker",
                                    nb.state_timeout_s, deadline.SLOW_PICKLE):  # fmt: skip

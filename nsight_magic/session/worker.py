@@ -240,7 +240,6 @@ class Worker:
     def op_load(self, msg: dict[str, Any]) -> dict[str, Any]:
         if msg.get("cwd"):  # the cell runs where the notebook is now, as a fresh run would
             os.chdir(msg["cwd"])
-        self.state.mark_process(msg.get("cwd") or os.getcwd())  # what stays here, told after
         # the cell's sys.argv: the script alone, as in a fresh run, not this worker's options
         # (an argparse in the cell said "unrecognized arguments: --socket /tmp/nsm-…")
         sys.argv[:] = [msg["script"]]
@@ -269,6 +268,9 @@ class Worker:
         self._notebook_keeps(msg)
         try:
             self._hook("prepare")(self.ns)
+            # the process as the cell starts (the notebook's names and --vars in, their
+            # modules imported): send_back says what the cell changed of it
+            self.state.mark_process(os.getcwd())
             phase = "warmup"
             self._hook("warmup")(self.ns)
         except BaseException as exc:  # the user's code: report it in cell coordinates

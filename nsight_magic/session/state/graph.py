@@ -375,15 +375,13 @@ class Describer:
 
     def _tensor(self, t: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
         torch = sys.modules["torch"]
-        attributes = dict(t.__dict__) if t.__dict__ else None
-        grad = t.grad if t.is_leaf else None
         if t.is_cuda:
             from torch.multiprocessing.reductions import reduce_tensor
 
             why = unshareable_tensor(t)
             if why:
                 raise pickle.PicklingError(why)
-            fill = ((None, t.requires_grad, grad, attributes), None, None, None, set_tensor)
+            fill = self.tensor_fill(t)  # its memory is shared: no contents
             base = self.shared_base(t)
             if base is not None:  # a view of memory the other side owns: made there as one
                 kind = type(t) if type(t) in (torch.Tensor, torch.nn.Parameter) else None
@@ -397,14 +395,15 @@ class Describer:
         # (keyed, they would look like new objects at every look)
         contents = pickle.dumps(t.detach().clone(), protocol=pickle.HIGHEST_PROTOCOL)
         kind = type(t) if type(t) in (torch.Tensor, torch.nn.Parameter) else torch.Tensor
-        return (empty_tensor, (kind, t.dtype)), (
-            (contents, t.requires_grad, grad, attributes), None, None, None, set_tensor
-        )  # fmt: skip
+        return (empty_tensor, (kind, t.dtype)), self.tensor_fill(t, contents)
 
-    def cuda_fill(self, t: Any) -> tuple[Any, ...]:
+    @staticmethod
+    def tensor_fill(t: Any, contents: bytes | None = None) -> tuple[Any, ...]:
+        """A tensor's fill for ``set_tensor``: its contents (None for CUDA memory, which the
+        sides share), flag, gradient and attributes."""
         attributes = dict(t.__dict__) if t.__dict__ else None
         grad = t.grad if t.is_leaf else None
-        return ((None, t.requires_grad, grad, attributes), None, None, None, set_tensor)
+        return ((contents, t.requires_grad, grad, attributes), None, None, None, set_tensor)
 
     def shared_base(self, t: Any) -> Any:
         """A tensor both sides know whose storage ``t`` views, when that storage is the other
@@ -647,7 +646,7 @@ class Graph:
                 return Record(None, b"", stamp)
             if known and obj.is_cuda:  # the other side has it (its memory is shared): no
                 # create part, which would share it again (refused for memory it received)
-                fill = describer.cuda_fill(obj)
+                fill = describer.tensor_fill(obj)
                 return Record(None, dumps_keyed(describer, fill, found, [fill[0]]), stamp)
             create, fill = describer.parts(obj)
             contents, _, _, attributes = fill[0]

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator, MutableMapping
 from typing import Any, ClassVar
 
+from .. import deadline
 from . import rng
 from .graph import (
     Describer,
@@ -32,6 +33,9 @@ from .graph import (
 )
 from .process import ProcessState
 
+# why a cell's changes took too long to describe, and the fix (deadline.bounded_here's hint)
+SLOW_CHANGES = ("a __reduce__ or __getstate__ of what the cell made is too slow; "
+                "%config NsightMagic.state_timeout gives it longer")  # fmt: skip
 TABLE = "__nsight_magic_shared__"  # script/shared_objects.py's name for the received objects
 MAPPED = "__nsight_magic_mapped__"  # and for the notebook's CUDA storages this worker maps
 # what a worker binds for itself, never the notebook's (IPython's shell for ``!cmd``)
@@ -89,8 +93,6 @@ class WorkerState:
         self.ns.setdefault(MAPPED, set()).update(_storages(list(applied.created.values())))
         if extra.get("rng"):
             rng.restore(extra["rng"])
-        if self.folder:  # what the notebook's objects imported counts from here
-            self.mark_process(self.folder)
         new_modules = set(sys.modules) - modules
         packages = sorted({m.split(".")[0] for m in new_modules if not m.startswith("_")})
         return {
@@ -111,7 +113,9 @@ class WorkerState:
         if torch is not None and torch.cuda.is_initialized():
             torch.cuda.synchronize()  # the cell's kernels wrote what goes back
         names = {n: v for n, v in user_names(self.ns).items() if n not in self.theirs}
-        with _bounded(bound_s, "describing the cell's changes for the notebook"):
+        # the notebook's own bound (session/deadline.py), here on the worker's main thread
+        with deadline.bounded_here("describing the cell's changes for the notebook", bound_s,
+                                   SLOW_CHANGES):  # fmt: skip
             walk = self.graph.look(names, max_bytes=max_bytes, fills=False)
             msg = self.graph.changes(walk, self.graph.bindings)
             data = dump_message(msg, {"rng": rng.states()})
@@ -218,38 +222,6 @@ class WorkerState:
         rng.restore(streams)
         # keys the look before gave objects the notebook never had: not kept
         graph.forget([k for k in list(graph.table) if k not in graph.prints])
-
-
-class _Expired(BaseException):
-    """The timer's, raised inside user code (a ``__reduce__``): a BaseException, so that the
-    graph's ``except Exception`` (a value that cannot go) lets it by."""
-
-
-@contextlib.contextmanager
-def _bounded(seconds: float, what: str) -> Iterator[None]:
-    """At most ``seconds`` (0: unbounded) on the worker's main thread, by SIGALRM."""
-    import signal
-    import threading
-
-    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expire(signum: int, frame: Any) -> None:
-        raise _Expired
-
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    except _Expired:
-        raise TimeoutError(
-            f"{what} took longer than {seconds:g} s (a slow __reduce__ or __getstate__; "
-            "%config NsightMagic.state_timeout)"
-        ) from None
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _empty() -> Any:
