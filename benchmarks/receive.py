@@ -4,14 +4,15 @@
 
 This process stands for the notebook: it builds 36 Llama-shaped blocks (3072 wide, bf16, 4.27 B
 parameters), an EMA copy and fused AdamW with its state (34.2 GB in 1,635 tensors), and packs
-them with the session's own pickler (``shared_state.pack``: CUDA memory as IPC handles), once as
-torch shares them and once with the per-tensor event waits turned off. A second process stands
-for the worker and receives each with the worker's own code (``shared_objects.receive``): plain,
+them as the session does (``NotebookState.outgoing``: CUDA memory as IPC handles), once as torch
+shares them and once with the per-tensor event waits turned off. A second process stands for the
+worker and receives each with the worker's own code (``WorkerState.receive``): plain,
 and under ``nsys launch`` with the warm worker's default, ``--memory`` and ``--host`` options.
 Then it times pinning 8 GB of host memory three ways (torch's pinned 256 MB allocations, one
 huge-page-advised mapping registered with CUDA, the same without the advice) and a copy into it.
 
-Measured on the lent H100, 2026-11-27 (benchmarks/README.md P15): every receive 0.15-0.27 s;
+Measured on the lent H100, 2026-11-27 (benchmarks/README.md P15, with the pickler the state
+package replaced in issue 56): every receive 0.15-0.27 s;
 pinning 8 GB 4.53 s / 1.75 s / 2.33 s; copies 55 GB/s. The figures go to $OUT/recv_probe.json.
 """
 
@@ -48,12 +49,13 @@ def consume(tag: str, path: str) -> None:
     torch.cuda.synchronize()
     init_s = time.perf_counter() - t0
     from nsight_magic.script import shared_objects
+    from nsight_magic.session.state.worker_side import WorkerState
 
     ns: dict[str, Any] = {}
     profile = cProfile.Profile()
     profile.enable()
     t0 = time.perf_counter()
-    got = shared_objects.receive(ns, path)
+    got = WorkerState(ns).receive(path)
     torch.cuda.synchronize()
     receive_s = time.perf_counter() - t0
     profile.disable()
@@ -93,11 +95,10 @@ def _state() -> dict[str, Any]:
 
 
 def _pack(ns: dict[str, Any], tag: str, res: dict[str, Any]) -> str:
-    from nsight_magic.session import shared_state
+    from nsight_magic.session.state.notebook_side import NotebookState
 
     t0 = time.perf_counter()
-    plan = shared_state.plan(set(ns), ns, max_bytes=1 << 30)
-    blob = shared_state.pack(plan, shared_state.SentObjects(), shared_state.CodeFiles()).blob
+    blob = NotebookState(ns).outgoing(dict(ns), max_bytes=1 << 30).blob
     res[f"pack_{tag}_s"] = time.perf_counter() - t0
     path = f"/tmp/recv_{tag}.pkl"
     with open(path, "wb") as f:

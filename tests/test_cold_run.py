@@ -99,8 +99,8 @@ def test_the_session_says_whether_the_cells_code_ran_before_in_its_worker(tmp_pa
         assert first_run("x = 1") is False  # the same code, captured before in this worker
         assert first_run("y = 2", warmup=1) is False  # warmed up outside the capture
         assert first_run("z = 3") is True
-        # a new ncu worker replays only what a cell reads (session/replay.py): "x = 1" reads
-        # nothing, so its code never ran there; the second time it has
+        # a new ncu worker ran none of the cells (no profiled cell is ever replayed): "x = 1"
+        # never ran there; the second time it has
         assert first_run("x = 1", tool="ncu") is True
         assert first_run("x = 1", tool="ncu") is False
         assert first_run("w = 4", tool="ncu") is True

@@ -248,7 +248,7 @@ def test_a_warmed_up_cell_trains_the_model_once(manager: SessionManager, tmp_pat
 def test_a_name_a_received_function_reads_is_found_in_its_own_globals() -> None:
     """cloudpickle sends a notebook function with the globals its code reads in a dict of its
     own, so ``loss = train_step()`` leaves ``counter`` unbound in the worker: the names a run
-    may change (``replay.changed_names``) are found there, through the notebook functions it
+    may change (``repeat_changes.changed_names``) are found there, through the notebook functions it
     calls in turn (on the H200 a warm-up of ``train_step()`` stepped the counter twice when
     only the worker's namespace was looked at)."""
     import cloudpickle

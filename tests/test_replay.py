@@ -1,5 +1,6 @@
-"""What each cell writes (script/effects.py), which ``session/replay.changed_names`` reads to
-know what a re-run may change. Pure: cells are parsed as IPython transforms them, nothing runs.
+"""What each cell writes (script/effects.py), which ``session/state/repeat_changes`` reads to
+know what a re-run may change of the shared GPU memory. Pure: cells are parsed as IPython
+transforms them, nothing runs.
 (Which history a worker replays is no longer sliced from the text: only setup cells whose names
 cannot be sent are replayed, tests/test_session_replay.py.)"""
 

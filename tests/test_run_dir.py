@@ -73,8 +73,6 @@ ALLOWED = {
     # RunDir.results names (sent in the request), and a file a repeat (warm-up, re-run)
     # wrote put back as it was (the user's file, not a run folder's)
     ("session/state/worker_side.py", "open"),
-    # an in-memory buffer: the lines of the cells whose code goes by value, after the pack
-    ("session/shared_state.py", "pickle.dump"),
     # the watchdog opens /dev/null for its standard streams: no file of a run folder
     ("processes/child_watchdog.py", "os.open"),
 }

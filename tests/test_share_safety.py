@@ -201,6 +201,23 @@ def test_this_machines_secret_values_are_scrubbed_everywhere(
     assert "<dropped>" in (out / "cell.py").read_text()
 
 
+def test_the_shells_own_variables_are_no_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bash's ``_`` (the last command, here ``jupyter-lab``) is dropped from the copy's
+    environment like any variable not on the allow list, but it is no secret: a log line that
+    names the command keeps it (it read ``<dropped> started``)."""
+    monkeypatch.setenv("_", "jupyter-lab-4.2")
+    monkeypatch.setenv("SHLVL", "12345678901")
+    src = _copy("03_compare", "after", tmp_path)
+    status = json.loads((src / "status.json").read_text())
+    status["traceback"] = "jupyter-lab-4.2 started; level 12345678901"
+    (src / "status.json").write_text(json.dumps(status))
+    out = nsight_magic.share(src, tmp_path / "shared")
+    shared = json.loads((out / "status.json").read_text())
+    assert shared["traceback"] == "jupyter-lab-4.2 started; level 12345678901"
+
+
 def test_only_pickles_meant_to_travel_are_copied(tmp_path: Path) -> None:
     """``results.pkl`` (what a warm cell sends back, left in its run folder when the notebook is
     killed while reading it), ``adopted.pkl`` and any other pickle are never copied (issue 57):

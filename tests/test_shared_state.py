@@ -1,12 +1,12 @@
-"""One copy of the notebook's state (issue 33), on the CPU: what a worker receives and how,
-identity kept across cells, what cannot be sent and why, which names a re-run must leave as they
-were, and, with the real worker process, a setup cell that runs once (in the notebook) while the
-worker gets its names, a setup name that cannot be pickled rebuilt by one replay that says so,
-and a notebook ``del`` reaching the worker. CUDA IPC itself needs a GPU: tests/gpu."""
+"""One copy of the notebook's state (issue 33), on the CPU: what cannot be sent and why, which
+names a re-run must leave as they were (identity across cells and in-place changes both ways are
+tests/test_state_graph.py's), and, with the real worker process, a setup cell that runs once (in
+the notebook) while the worker gets its names, a setup name that cannot be pickled rebuilt by
+one replay that says so, and a notebook ``del`` reaching the worker. CUDA IPC itself needs a
+GPU: tests/gpu."""
 
 from __future__ import annotations
 
-import io
 import textwrap
 import threading
 from pathlib import Path
@@ -16,84 +16,25 @@ from session_support import BareBackend
 
 from nsight_magic.errors import CellFailedError
 from nsight_magic.script import prepare_cell
-from nsight_magic.script.shared_objects import TABLE, _apply_sync, _SharedUnpickler, receive
-from nsight_magic.session import shared_state
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
-from nsight_magic.session.replay import changed_names
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+from nsight_magic.session.state import setup_replay
+from nsight_magic.session.state.notebook_side import NotebookState
+from nsight_magic.session.state.repeat_changes import changed_names
 
 torch = pytest.importorskip("torch")
 
 
-def _load(blob: bytes, ns: dict) -> dict:  # type: ignore[type-arg]
-    path = io.BytesIO(blob)
-    table = ns.setdefault(TABLE, {})
-    (names, sync), new, forget, drop = _SharedUnpickler(path, table).load()
-    for key in forget:
-        table.pop(key, None)
-    for key, obj in new:
-        table[key] = obj
-    _apply_sync(ns, table, sync)
-    ns.update(names)
-    for name in drop:
-        ns.pop(name, None)
-    return ns
-
-
-def test_objects_sent_in_different_cells_stay_one_in_the_worker() -> None:
-    model = torch.nn.Linear(4, 4)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    nb = {"model": model, "opt": opt}
-    sent = shared_state.SentObjects()
-    worker: dict = {}  # type: ignore[type-arg]
-    first = shared_state.plan({"model"}, nb, max_bytes=1 << 20)
-    packed = shared_state.pack(first, sent)
-    _load(packed.blob, worker)
-    sent.commit(packed.new)
-    second = shared_state.plan({"opt"}, nb, max_bytes=1 << 20)
-    _load(shared_state.pack(second, sent).blob, worker)
-    # the optimizer steps the very parameters the model's forward uses
-    params = worker["opt"].param_groups[0]["params"]
-    assert params[0] is worker["model"].weight and params[1] is worker["model"].bias
-    assert first.summary()["copied"] == ["model"] and first.summary()["mapped_bytes"] == 0
-
-
 def test_what_cannot_be_sent_says_why() -> None:
+    """The look says, per name, why a value cannot go (it cannot be pickled, or it is over
+    ``auto_vars_max_bytes``); everything else goes in the one message."""
     nb = {"lock": threading.Lock(), "big": torch.zeros(1 << 20), "n": 3, "f": len}
-    share = shared_state.plan(set(nb), nb, max_bytes=1 << 16)
-    cannot = share.cannot()
-    assert set(cannot) == {"lock", "big"}
-    assert "cannot be pickled" in cannot["lock"] and "over auto_vars_max_bytes" in cannot["big"]
-    assert set(share.names) == {"n", "f"}
-
-
-def test_a_changed_object_is_synced_in_place_in_the_worker() -> None:
-    """A CPU tensor went by value; its in-place change in the notebook reaches the worker's
-    copy in place (an optimizer there holds it: its step count), and an optimizer's state made
-    in the notebook (or brought back from another worker) reaches the worker's optimizer."""
-    t = torch.zeros(3)
-    model = torch.nn.Linear(2, 2)
-    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
-    nb = {"t": t, "opt": opt}
-    worker: dict = {}  # type: ignore[type-arg]
-    sent = shared_state.SentObjects()
-    packed = shared_state.pack(shared_state.plan({"t", "opt"}, nb, max_bytes=1 << 20), sent)
-    _load(packed.blob, worker)
-    sent.commit(packed.new)
-    sent.mark_current()
-    held = worker["t"]
-    assert not sent.needs_sync()
-    t.add_(1)
-    model(torch.ones(1, 2)).sum().backward()
-    opt.step()  # in the notebook: the optimizer gets state
-    assert sent.key_of(t) is not None and sent.needs_sync()
-    _load(shared_state.pack(shared_state.plan(set(), nb, max_bytes=1 << 20), sent).blob, worker)
-    assert worker["t"] is held and torch.equal(held, torch.ones(3))
-    wopt = worker["opt"]
-    assert len(wopt.state) == 2
-    for p, q in zip(wopt.param_groups[0]["params"], model.parameters(), strict=True):
-        assert torch.equal(wopt.state[p]["exp_avg"], opt.state[q]["exp_avg"])
+    out = NotebookState(nb).outgoing(dict(nb), max_bytes=1 << 16)
+    assert set(out.cannot) == {"lock", "big"}
+    assert "cannot be pickled" in out.cannot["lock"]
+    assert "over auto_vars_max_bytes" in out.cannot["big"]
+    assert set(out.msg.names) == {"n", "f"}
 
 
 def test_a_rerun_keeps_what_its_text_changes() -> None:
@@ -148,7 +89,7 @@ def test_a_setup_cell_runs_once_in_the_notebook_and_the_worker_receives_its_name
     assert "Linear 1" in out
     assert log.read_text() == "ran\n", "the setup cell ran in the notebook only"
     assert not result.meta.get("replayed")
-    assert {"model", "opt", "torch"} <= set(result.meta["shared_vars"]["copied"])
+    assert {"model", "opt", "torch"} <= set(result.meta["shared_vars"]["sent_names"])
     status = next(s for s in manager.status() if s.tool == "nsys")
     assert {"model", "opt"} <= set(status.shared_names)
 
@@ -176,7 +117,7 @@ def test_a_replayed_setup_cell_gets_the_names_it_reads_from_ordinary_cells(
     _setup(manager, ns, "import threading\nlock = threading.Lock()\nt0 = time.monotonic()\n")
     result, out = _cell(manager, tmp_path, ns, "with lock:\n    print('t0', t0 > 0)")
     assert "t0 True" in out and result.meta["replayed"] == ["setup"]
-    assert "time" in result.meta["shared_vars"]["copied"]
+    assert "time" in result.meta["shared_vars"]["sent_names"]
 
 
 def test_a_name_the_notebook_deletes_is_gone_from_the_worker(
@@ -190,21 +131,6 @@ def test_a_name_the_notebook_deletes_is_gone_from_the_worker(
         _cell(manager, tmp_path, ns, "print(w)")
     status = next(s for s in manager.status() if s.tool == "nsys")
     assert "w" not in status.shared_names
-
-
-def test_receive_binds_names_and_forgets_dropped_ones(tmp_path: Path) -> None:
-    nb = {"a": torch.ones(2), "b": [1, 2]}
-    sent = shared_state.SentObjects()
-    plan = shared_state.plan({"a", "b"}, nb, max_bytes=1 << 20, gone=["old"])
-    path = tmp_path / "shared.pkl"
-    path.write_bytes(shared_state.pack(plan, sent).blob)
-    ns = {"old": 1}
-    got = receive(ns, str(path))
-    assert {k: got[k] for k in ("names", "dropped")} == {"names": ["a", "b"], "dropped": ["old"]}
-    assert set(got["timings"]) == {"unpickle_s", "apply_s"}  # where a receive's seconds go
-    assert all(v >= 0 for v in got["timings"].values()) and isinstance(got["imported"], list)
-    assert isinstance(got["imported_modules"], int)
-    assert "old" not in ns and ns["b"] == [1, 2] and float(ns["a"].sum()) == 2.0
 
 
 def test_worker_only_setup_is_built_in_each_worker_and_a_drill_down_works(
@@ -260,8 +186,8 @@ def test_underscore_names_are_the_users_and_ipythons_own_stay_home(
     manager: SessionManager, tmp_path: Path
 ) -> None:
     """``_p, _e = ...`` in a setup cell and ``_scale`` in an ordinary cell are the user's names
-    and reach the worker (issue 41: NameError '_e'); IPython's ``_``, ``_i3``, ``_7``, ``Out``
-    do not."""
+    and reach the worker (issue 41: NameError '_e'); IPython's ``_i3``, ``_7``, ``Out`` do not
+    (its last results ``_``, ``__``, ``___`` do: issue 56)."""
     from nsight_magic.vocabulary.notebook_names import is_ipython_own
 
     ns: dict = {"_scale": 3, "_": "last output", "_i3": "x = 1", "_7": 7}  # type: ignore[type-arg]
@@ -270,8 +196,9 @@ def test_underscore_names_are_the_users_and_ipythons_own_stay_home(
         manager, tmp_path, ns, "print('sum', float(_p[0].sum() + _e[0].sum()) * _scale)"
     )
     assert "sum 6.0" in out
-    sent = set(result.meta["shared_vars"]["copied"])
-    assert {"_p", "_e", "_scale"} <= sent and not sent & {"_", "_i3", "_7"}
+    sent = set(result.meta["shared_vars"]["sent_names"])
+    assert {"_p", "_e", "_scale"} <= sent and not sent & {"_i3", "_7"}
+    assert "_" in sent  # IPython's last result travels (``prev = _`` in a profiled cell)
     assert all(
         is_ipython_own(n)
         for n in (
@@ -316,9 +243,9 @@ def test_only_plain_small_values_go_with_a_setup_cell() -> None:
 
     ns = {"k": 3, "cfg": {"lr": 0.1, "layers": [1, 2]}, "lock": threading.Lock(),
           "model": torch.nn.Linear(2, 2), "many": list(range(20_000)), "obj": object()}  # fmt: skip
-    blob = shared_state.values_read(set(ns) | {"missing"}, ns)
+    blob = setup_replay.values_read(set(ns) | {"missing"}, ns)
     assert blob is not None and pickle.loads(blob) == {"k": 3, "cfg": {"lr": 0.1, "layers": [1, 2]}}
-    assert shared_state.values_read({"model", "lock"}, ns) is None
+    assert setup_replay.values_read({"model", "lock"}, ns) is None
 
 
 def test_a_call_of_notebook_code_changes_what_its_body_reaches_not_the_whole_notebook() -> None:

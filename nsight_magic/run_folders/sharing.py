@@ -86,6 +86,10 @@ _TEXT_SUFFIXES = {".json", ".log", ".txt", ".csv", ".md", ".out", ".err", ".yaml
 _ENV_NAMES = ("USER", "USERNAME", "LOGNAME", "HOSTNAME", "HOST", "CONTAINER_NAME", "SSH_CLIENT",
               "SSH_CONNECTION", "MAIL", "JPY_USER", "PWD", "OLDPWD")  # fmt: skip
 _HOST_ENV = ("HOSTNAME", "HOST", "CONTAINER_NAME")
+# variables a shell sets for itself: dropped from a copy's environment like any other, but their
+# values (``_``: the last command, ``jupyter-lab``) are no secret to search for elsewhere: every
+# log line naming that command would read <dropped>
+_SHELL_BOOKKEEPING = frozenset({"_", "SHLVL", "OLDPWD", "PWD", "TERM", "SHELL", "LS_COLORS"})
 # top-level folders every machine has: never redacted as such (what is under them may be)
 _SYSTEM_DIRS = {"/usr", "/opt", "/tmp", "/etc", "/var", "/bin", "/lib", "/sbin", "/work", "/home",
                 "/mnt", "/srv", "/data", "/proc", "/sys", "/dev", "/run"}  # fmt: skip
@@ -730,7 +734,7 @@ def _find(src: Path, extra: Iterable[str]) -> Redactions:
             env_values.update(_parquet_env_values(path))
     # this machine's own variables too: a token the notebook has is likely the profiled one's
     for name, value in [*env_values.items(), *os.environ.items()]:
-        if not shared_env_keeps(name, value):
+        if not shared_env_keeps(name, value) and name not in _SHELL_BOOKKEEPING:
             found.add_secret(value)
     for home in homes:
         found.add_path(home, "~")

@@ -1,5 +1,5 @@
 """What a cell does to the state later cells see: what a re-run of it (a warm-up, a drill-down)
-may change, which the worker saves and puts back (``session/replay.changed_names``,
+may change, which the worker saves and puts back (``session/state/repeat_changes.changed_names``,
 ``script/shared_objects.preserved``).
 
 Read from the cell as IPython transformed it (``%time x = f()`` is a ``run_line_magic`` call

@@ -46,7 +46,7 @@ from typing import Any
 from ..run_folders.run_dir import RunDir
 from .cuda_gate import Gate, RangeWindow
 from .range_recorder import RangeRecorder
-from .shared_objects import KEPT, mapped_segments, names_kept, preserved, receive
+from .shared_objects import KEPT, mapped_segments, names_kept, preserved
 from .torch_memory import TorchMemory
 
 CELL = ""  # the cell's source, as the user wrote it (tracebacks show its lines)
@@ -69,7 +69,7 @@ NVTX_CAPTURE: str | None = None
 NVTX_INSTANCE: int | None = None  # the opening --nvtx takes (1 = the first); None: every one
 RANK_FORMAT = "rank {}"  # nvtx_names.rank_label
 TORCH_NVTX = ""  # "ops" / "shapes": PyTorch's emit_nvtx around the captured cell
-# the names whose shared GPU memory the cell may change (session/replay.changed_names): what
+# the names whose shared GPU memory the cell may change (session/state/repeat_changes.py): what
 # its text changes and what a call of the notebook's own code reaches (``loss = train_step()``),
 # ["*"] when that cannot be read, None when it only reads; warm-ups and re-runs keep that
 # memory, and always the received objects' Python-side state, CPU tensors and buffers
@@ -109,7 +109,6 @@ PROFILER_CONSTANTS = ("GATE", "NVTX_TARGET", "NVTX_CAPTURE", "NVTX_INSTANCE", "M
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VARS_FILE = os.path.join(HERE, VARS_NAME)  # the notebook variables the cell reads, when sent
-SHARED_FILE = os.path.join(HERE, SHARED_NAME)  # a warm worker's share of the notebook's state
 # set by torchrun when the cell runs as several ranks (%%nsys --nproc N)
 RANK = int(os.environ.get("RANK", "0"))
 LOCAL_RANK = int(os.environ.get("LOCAL_RANK", "0"))
@@ -423,13 +422,6 @@ def torch_op_ranges() -> contextlib.AbstractContextManager[Any]:
     import torch.autograd.profiler
 
     return torch.autograd.profiler.emit_nvtx(record_shapes=TORCH_NVTX == "shapes")
-
-
-def receive_shared(ns: dict[str, Any]) -> dict[str, Any]:
-    """A warm worker's first step of a cell: the notebook's names it needs (shared_objects)."""
-    if not os.path.exists(SHARED_FILE):
-        return {}
-    return receive(ns, SHARED_FILE)
 
 
 def kept_as_it_was(

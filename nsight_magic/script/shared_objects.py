@@ -1,10 +1,8 @@
-"""The worker's side of the notebook's shared state (``session/shared_state.py``): receive the
-notebook's objects, and keep a re-run from changing them twice.
+"""The worker's side of the notebook's shared GPU memory: keep a re-run from changing it twice.
 
-``receive(ns, path)`` loads the one pickle the notebook wrote for this cell: CUDA tensors come
-as IPC handles (the notebook's memory, mapped), the rest by value, and objects this worker
-already has as references into its table (``ns[TABLE]``: key -> object), so names shipped in
-different cells keep sharing their objects (an optimizer and the model it steps).
+What the worker received from the notebook is ``session/state/worker_side.py``'s (its table of
+received objects is ``ns[TABLE]``: key -> object; the notebook's CUDA storages it maps are
+recorded in ``ns[MAPPED]``).
 
 ``preserved(ns, names)`` is for a run whose effects the notebook already has: a drill-down's
 re-run of a cell, its warm-up runs, a replay of an earlier profiled cell into a new worker. All
@@ -21,7 +19,6 @@ worker has shared CUDA memory to keep.
 import contextlib
 import dataclasses
 import functools
-import linecache
 import pickle
 import sys
 import time
@@ -35,60 +32,6 @@ from typing import Any
 TABLE = "__nsight_magic_shared__"  # the worker's received objects, by key
 MAPPED = "__nsight_magic_mapped__"  # data pointers of the notebook's storages it opened
 WALK_DEPTH = 4  # how deep preserved() looks through plain objects for tensors
-
-
-class _SharedUnpickler(pickle.Unpickler):
-    def __init__(self, file: Any, table: dict[int, Any]) -> None:
-        super().__init__(file)
-        self.table = table
-
-    def persistent_load(self, pid: Any) -> Any:
-        kind, key = pid
-        if kind != "ref" or key not in self.table:
-            raise pickle.UnpicklingError(
-                f"the notebook referred to object {key} this worker no longer has"
-            )
-        return self.table[key]
-
-
-def receive(ns: dict[str, Any], path: str) -> dict[str, Any]:
-    """Bind the notebook's names from ``path`` in ``ns``; returns what came (names, dropped).
-    The lines of the cells whose functions came by value follow (file name -> text): put in
-    linecache, a traceback through them shows the cell's lines."""
-    table: dict[int, Any] = ns.setdefault(TABLE, {})
-    modules, t0 = set(sys.modules), time.perf_counter()
-    with open(path, "rb") as f:
-        (names, sync), new, forget, drop = _SharedUnpickler(f, table).load()
-        try:
-            sources = pickle.load(f)
-        except EOFError:
-            sources = {}
-    t1 = time.perf_counter()
-    _apply_sync(ns, table, sync)
-    for filename, text in sources.items():
-        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-    for key in forget:
-        table.pop(key, None)
-    for name in drop:
-        ns.pop(name, None)
-    for key, obj in new:
-        table[key] = obj
-    _record_mapped(ns, [obj for _, obj in new])
-    _record_versions(ns, new)
-    ns.update(names)
-    # where a receive's seconds go: loading (the imports it needed among them), the rest
-    new_modules = set(sys.modules) - modules
-    packages = sorted({m.split(".")[0] for m in new_modules if not m.startswith("_")})
-    timings = {"unpickle_s": t1 - t0, "apply_s": time.perf_counter() - t1}
-    return {"names": sorted(names), "dropped": list(drop), "timings": timings,
-            "imported": packages[:30], "imported_modules": len(new_modules)}  # fmt: skip
-
-
-def _record_mapped(ns: dict[str, Any], objects: list[Any]) -> None:
-    """The CUDA storages of objects just unpickled from the notebook are its memory, opened by
-    IPC handle (this worker made none of them): their pointers, kept to tell them later from
-    what the worker allocates into the same objects (an optimizer's state, built by a cell)."""
-    ns.setdefault(MAPPED, set()).update(storages_of(objects))
 
 
 def _cuda_storages(obj: Any, out: dict[int, Any], depth: int, seen: set[int]) -> None:
@@ -641,7 +584,7 @@ def preserved(
     notebook; its own copies of CPU tensors) and their Python-side state (optimizer state
     entries and hyper-parameters, modules' flags, gradients), whatever the block's text hides
     (``loss = train_step()``). ``names``: the names whose CUDA memory the block may change
-    (``session/replay.changed_names``: ``["*"]``, all of it, when the text calls the
+    (``session/state/repeat_changes.changed_names``: ``["*"]``, all of it, when the text calls the
     notebook's own code; None: none, a block that only reads, say ``y = model(x)``); the
     Python-side state, CPU tensors and modules' buffers (a forward in training mode updates
     batch-norm statistics) are kept whatever ``names`` says. ``active`` False keeps nothing
@@ -682,61 +625,6 @@ def preserved(
 
 # --- the received objects kept current (a saved script's receive; a warm worker's state goes
 # both ways through session/state/, issue 56) ---
-
-VERSIONS = "__nsight_magic_versions__"  # key -> a received CPU tensor's version when it came
-
-
-def _apply_sync(ns: dict[str, Any], table: dict[int, Any], sync: dict[str, Any]) -> None:
-    """Bring the objects this worker has up to date with the notebook's, in place (other
-    objects here hold them by identity: an optimizer its step tensors, a function its
-    globals): CPU tensors' contents, optimizers' state and hyperparameters."""
-    torch = sys.modules.get("torch")
-    if torch is None or not sync:
-        return
-    import io
-
-    versions = ns.setdefault(VERSIONS, {})
-    for key, data in sync.get("cpu", ()):
-        target = table.get(key)
-        if target is None:
-            continue
-        set_contents(target, torch.load(io.BytesIO(data)))
-        versions[key] = target._version
-    for key, state, groups in sync.get("opt", ()):
-        opt = table.get(key)
-        if opt is not None:
-            set_optimizer_state(opt, state, groups)
-
-
-def set_optimizer_state(opt: Any, state: Any, groups: list[dict[str, Any]]) -> None:
-    """``opt``'s state and its groups' hyper-parameters (not their parameters) replaced in
-    place: whoever holds the optimizer sees them (the worker's and the notebook's side)."""
-    opt.state.clear()
-    opt.state.update(state)
-    for group, values in zip(opt.param_groups, groups, strict=False):
-        group.update(values)
-
-
-def set_contents(target: Any, value: Any) -> None:
-    """A tensor given ``value``'s contents in place (its storage when the shape or dtype
-    changed), under no_grad; its identity stays."""
-    torch = sys.modules["torch"]
-    with torch.no_grad():
-        if target.shape == value.shape and target.dtype == value.dtype:
-            target.copy_(value)
-        else:
-            target.set_(value)
-
-
-def _record_versions(ns: dict[str, Any], new: Any) -> None:
-    """The in-place version of each CPU tensor received (a later change is sent back)."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return
-    versions = ns.setdefault(VERSIONS, {})
-    for key, obj in new:
-        if isinstance(obj, torch.Tensor) and not obj.is_cuda:
-            versions[key] = obj._version
 
 
 def _keeps_identity(obj: Any) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import sys
 from dataclasses import dataclass, field
 
 from ..processes import locate as tools
@@ -77,3 +78,19 @@ def read() -> GpuMemory:
         except (OSError, subprocess.TimeoutExpired):
             texts.append("")
     return parse(*texts)
+
+
+def notebook_allocated_bytes() -> int | None:
+    """What the notebook's caching allocator holds now (None before CUDA is up: asking
+    would start it)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return None
+    return sum(int(torch.cuda.memory_allocated(d)) for d in range(torch.cuda.device_count()))
+
+
+def collect_ipc() -> None:
+    """Free blocks the notebook kept for workers that have let go of them."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.ipc_collect()

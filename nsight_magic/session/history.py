@@ -70,11 +70,11 @@ class History:
     # notebook no longer has was deleted there, not left to the workers to build
     in_notebook: set[int] = field(default_factory=set)
     # names a profiled cell bound that could not come back to the notebook -> why, for the
-    # NameError of a cell in another worker (state_exchange.bring_back)
+    # NameError of a cell in another worker (state/exchange.py, bring_back)
     held: dict[str, str] = field(default_factory=dict)
     # the file names IPython compiled a setup cell's notebook run under -> its entry id: the
     # functions and classes it defined reach a worker by value named by that cell
-    # (shared_state.CodeFiles)
+    # (state/setup_replay.CodeFiles)
     setup_files: dict[str, int] = field(default_factory=dict)
 
     def add(

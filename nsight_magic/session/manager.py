@@ -24,7 +24,7 @@ from ..errors import (
 from ..profilers.nsys import NsysOptions
 from ..run_folders.run_dir import RunDir
 from ..script import PreparedCell
-from . import shared_state
+from . import gpu_memory
 from .activity import Activity
 from .backends import Backend, NcuBackend, NsysBackend
 from .drill import DrillDowns
@@ -45,6 +45,7 @@ from .prewarm import (
     submodules_to_follow,
 )
 from .spec import CellRequest, Notebook, RunCallbacks, SweepLimits
+from .state import setup_replay
 from .warm import WarmExecutor
 from .warm_session import WarmSession
 from .worker_pool import SessionStatus, WorkerPool
@@ -87,7 +88,7 @@ class SessionManager(DrillDowns):
         """A setup cell about to run in the notebook: with ``prewarm`` the nsys and ncu workers
         start (or are found) and receive what it defined once it ran (``prewarm.py``).
         ``end_setup`` says how the notebook's run ended."""
-        read = shared_state.values_read(cell.names_read, self.notebook.user_ns)
+        read = setup_replay.values_read(cell.names_read, self.notebook.user_ns)
         entry = self.history.add("setup", name or "setup", cell, read_values=read)
         self._setup_done[entry.id] = threading.Event()
         if self.prewarm:
@@ -109,7 +110,7 @@ class SessionManager(DrillDowns):
         ``run`` (the notebook's own run of it) runs and receives what it defined after; kept
         if that succeeds, else taken back."""
         entry, ok = self.begin_setup(name, cell), False
-        before = shared_state.cuda_allocated_bytes() or 0
+        before = gpu_memory.notebook_allocated_bytes() or 0
         files = dict(self.notebook.code_files)
         try:
             ok = bool(run())
@@ -120,7 +121,7 @@ class SessionManager(DrillDowns):
                 if files.get(file) != number:
                     self.history.setup_files[file] = entry.id
             # what a worker that must rebuild it (a name that cannot be shared) will need
-            after = shared_state.cuda_allocated_bytes()
+            after = gpu_memory.notebook_allocated_bytes()
             if after is not None:
                 self.history.gpu_bytes[entry.id] = max(0, after - before)
             if ok and in_notebook:  # its names are the notebook's: workers receive them

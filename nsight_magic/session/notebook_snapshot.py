@@ -49,7 +49,7 @@ def fits(need: int, free: int, total: int) -> bool:
 def kept_objects(changes: list[str], user_ns: Mapping[str, Any], sent: list[Any]) -> list[Any]:
     """What of the notebook's the worker's re-run would keep (``shared_objects.preserved``):
     with ``changes`` ``["*"]``, everything the worker received (``sent``); else the objects of
-    the names the cell may change (``replay.changed_names``: ``loss = train_step()`` reaches
+    the names the cell may change (``repeat_changes.changed_names``: ``loss = train_step()`` reaches
     the model, its EMA copy, the optimizer and the counter) and the buffers of every module
     the worker received (a forward in training mode updates batch-norm statistics)."""
     if "*" in changes:

@@ -47,7 +47,7 @@ from .backends import Backend
 from .history import History
 from .pipeline import Lines, RunContext, base_meta
 from .spec import CellRequest, Notebook, RunCallbacks
-from .state_exchange import StateExchange, StepFailed
+from .state.exchange import StateExchange, StepFailed
 from .warm_session import WarmSession
 from .worker_pool import WorkerPool
 
@@ -87,7 +87,7 @@ def prewarm(
     imports: Imports | None = None,
 ) -> threading.Thread:
     """Start (or find) the worker ``request`` would use (or use ``into``) and bring it up to
-    date for a cell reading ``reads`` (before history id ``before``: ``catch_up.py``), in a
+    date for a cell reading ``reads`` (before history id ``before``: ``state/exchange.py``), in a
     daemon thread; ``hold``: a worker kept waiting meanwhile; ``setup_entry``: a setup cell
     the notebook is running: the worker starts meanwhile and receives what it defined once it
     ran; ``started``: set once its worker is up (or the start failed); ``after``: its worker
@@ -243,16 +243,16 @@ def _replay(
     *,
     receive_only: bool = False,
 ) -> bool:
-    """Bring ``session`` up to date (``catch_up``); ``receive_only``: the names, no replay (a
-    replay runs the user's code on the GPU: it waits for a pause, the names need not). True
-    when cells are left to replay (after ``receive_only``)."""
+    """Bring ``session`` up to date (``state/exchange.py``); ``receive_only``: the names, no
+    replay (a replay runs the user's code on the GPU: it waits for a pause, the names need
+    not). True when cells are left to replay (after ``receive_only``)."""
     worker = session.worker
     state = StateExchange(session, manager.history, manager.notebook, worker.request,
                           session.notes.append)  # fmt: skip
     plan = state.plan(reads, before=before)
     if not session.alive():
         return False
-    if not plan.replay.run and not plan.share.names:
+    if plan.needs_nothing():
         return False
     run_dir = RunDir(folder)
     # the worker needs a script's hooks to receive and replay through

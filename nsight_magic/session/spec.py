@@ -97,5 +97,5 @@ class Notebook:
     # changes for the notebook, each at most this long (a slow __reduce__)
     state_timeout_s: float = DEFAULT_STATE_TIMEOUT_S
     # IPython's compiled cells: file name -> execution count (its compiler's map, live), so
-    # functions and classes sent by value name their cell (shared_state.CodeFiles)
+    # functions and classes sent by value name their cell (state/setup_replay.CodeFiles)
     code_files: Mapping[str, int] = field(default_factory=dict)

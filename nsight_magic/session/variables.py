@@ -24,10 +24,21 @@ from typing import Any
 from ..errors import MissingVariableError, NsightMagicError, UnpicklableVariableError
 from ..vocabulary.notebook_names import is_ipython_own
 from . import deadline
-from .replay import notebook_reads
 from .spec import Notebook
 
 DEFAULT_AUTO_MAX_BYTES = 256 << 20
+# a cell that calls these runs text its own does not show: what it reads cannot be read from
+# it (a fresh process then gets every notebook name that goes); ``'x' in globals()`` only looks
+HIDDEN_TEXT = frozenset({"exec", "eval"})
+
+
+def notebook_reads(reads: frozenset[str], user_ns: Mapping[str, Any]) -> frozenset[str]:
+    """The notebook names a fresh process's cell may read (a fresh run gets by value only what
+    it reads: it is a fallback whose results stay there): ``reads``, and every name but
+    Python's own ``__``-names when the cell runs text its own does not show (``HIDDEN_TEXT``)."""
+    if not reads & HIDDEN_TEXT:
+        return reads
+    return reads | {n for n in user_ns if not n.startswith("__")}
 
 
 def parse_names(spec: str | Iterable[str]) -> list[str]:
@@ -269,7 +280,7 @@ def plan_shipping(
     max_bytes: int = DEFAULT_AUTO_MAX_BYTES,
 ) -> ShippingPlan:
     """What to send by value for one cell (a fresh process's ``vars.pkl``, a warm worker's
-    ``--vars``; a warm worker's other names go by ``shared_state``, which keeps what it sent).
+    ``--vars``; a warm worker's other names go by ``state/exchange.py``, which keeps what it sent).
     ``explicit`` (``--vars``, already serialized by ``serialize_explicit`` before anything
     started) always goes, whatever its size; other names the cell ``reads`` go when the
     notebook has them (not IPython's own ``hidden`` names), the process's own history does not

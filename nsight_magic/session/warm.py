@@ -1,7 +1,7 @@
 """Warm runs: the cell in a long-lived worker that keeps its namespace between cells.
 
 For one cell the worker is asked, in order: load the run's script; receive the notebook's names
-it lacks and replay the setup cells whose names cannot be sent (``state_exchange``); take the
+it lacks and replay the setup cells whose names cannot be sent (``state/exchange.py``); take the
 ``--vars`` and warm up; then, with the capture begun (``nsys start`` / ``ncu --mode attach``),
 run the gated cell; then send what the cell bound and changed back to the notebook. Each step
 is a request the notebook can interrupt (see ``worker_process``). ``nsys start`` only arms a
@@ -22,13 +22,14 @@ from typing import Any
 from ..errors import NsightMagicError, WorkerDiedError
 from ..run_folders.run_dir import cell_status
 from ..script import build_script
-from . import catch_up, notebook_snapshot, shared_state
+from . import notebook_snapshot
 from .history import History
 from .pipeline import Outcome, RunContext
 from .profiler_cli import log_line
-from .replay import ReplayPlan, called_code_names
 from .spec import CellRequest
-from .state_exchange import StateExchange, StepFailed
+from .state.exchange import StateExchange, StepFailed
+from .state.repeat_changes import called_code_names
+from .state.setup_replay import CellPlan, ReplayPlan, setup_entries
 from .warm_session import WarmSession
 from .worker_process import Reply
 
@@ -110,9 +111,7 @@ class WarmExecutor:
         self.get_session = get_session
         self.history = history
         self.before = before
-        self.catch_up: catch_up.CatchUpPlan = catch_up.CatchUpPlan(
-            ReplayPlan(), shared_state.SharePlan()
-        )
+        self.cell_plan = CellPlan()
         self.session: WarmSession | None = None
         # what a crash of the worker may have left in the notebook's shared GPU memory: the
         # notebook names the cell may change in place, and whether its body may have begun
@@ -125,7 +124,7 @@ class WarmExecutor:
     @property
     def plan(self) -> ReplayPlan:
         """The replay of this cell's catch-up (what the crash note counts)."""
-        return self.catch_up.replay
+        return self.cell_plan.replay
 
     def _ask(self, ctx: RunContext, message: dict[str, Any], cancellable: bool = True) -> Reply:
         assert self.session is not None
@@ -158,7 +157,7 @@ class WarmExecutor:
             ctx.meta.timings["worker_start_s"] = time.perf_counter() - t0
             state = StateExchange(s, self.history, ctx.notebook, lambda m: self._ask(ctx, m),
                                   ctx.lines.note, ctx.meta.timings)  # fmt: skip
-            plan = self.catch_up = state.plan(
+            plan = self.cell_plan = state.plan(
                 ctx.cell.names_read, before=self.before, setup=request.setup,
                 explicit=frozenset(ctx.explicit_vars or {}), required=True,
             )  # fmt: skip
@@ -170,7 +169,7 @@ class WarmExecutor:
             # folder): the setup cells, which the worker received instead of running, and what
             # it has run, then the cell
             entries = self.history.entries()
-            setups = catch_up.setup_entries(entries, before=self.before, setup=request.setup)
+            setups = setup_entries(entries, before=self.before, setup=request.setup)
             ran |= {e.id for e in setups}
             replayed = [e for e in entries if e.id in ran]
             changes = state.keep(ctx.cell)
@@ -308,8 +307,6 @@ class WarmExecutor:
             reply.data["kept"] = [*(reply.data.get("kept") or []), kept.restore()]
         s.cells += 1
         s.names = frozenset(reply.data.get("names", s.names))
-        if not ctx.request.keep_state:  # else the script put its names back as they were
-            state.own(ctx.cell.names_bound)
         status = cell_status(state.explain(reply.data))
         ctx.folder.write_status(status)
         usable = not reply.stopped and s.worker.alive() and not s.broken
@@ -328,13 +325,13 @@ class WarmExecutor:
         """The steps before the capture: the script loaded, the notebook's names received (and
         setup cells replayed for what cannot be sent), the ``--vars`` and the warm-up; returns
         the worker's names before the cell. ``StepFailed`` when one failed."""
-        s, plan = self.session, self.catch_up
+        s, plan = self.session, self.cell_plan
         assert s is not None
         # the notebook's directory now (a %cd since the worker started moves the cell too)
         self._step(ctx, {"op": "load", "script": str(ctx.folder.script),
                          "cwd": ctx.request.cwd}, "load")  # fmt: skip
         state.send(plan, ctx.folder)
-        ctx.meta.shared_vars = {**plan.share.summary(), **state.sent_summary}
+        ctx.meta.shared_vars = dict(state.sent_summary)
         if state.imported_modules:  # a worker that had not imported what the objects need
             ctx.meta.shared_vars["imported"] = state.imported
             ctx.meta.shared_vars["imported_modules"] = state.imported_modules
@@ -363,7 +360,7 @@ class WarmExecutor:
         gated cell opens and nothing run before the cell may open it."""
         if not ctx.backend.arms_before_prepare:
             return None
-        texts = [e.cell.source for e in self.catch_up.replay.run]
+        texts = [e.cell.source for e in self.cell_plan.replay.run]
         names: set[str] | None = set()
         if ctx.request.warmup:
             texts.append(ctx.cell.source)

@@ -1,6 +1,6 @@
-"""One live worker and what it has: the history entries it ran, the names and objects the
-notebook sent it (with the fingerprints of the values sent), the names in its namespace. Shared by
-the pool that keeps workers, the executor that runs cells in them, ``catch_up`` and the prewarm.
+"""One live worker and what it has: the history entries it ran, the notebook's record of what it
+shares with it (``mirror``), the names in its namespace. Shared by the pool that keeps workers, the
+executor that runs cells in them, the state exchange and the prewarm.
 """
 
 from __future__ import annotations
@@ -11,15 +11,14 @@ from typing import Any
 
 from ..processes.locate import ToolName
 from .backends import WarmState
-from .shared_state import SentObjects
 from .state.notebook_side import NotebookState
 from .worker_process import WorkerProcess
 
 
 @dataclass
 class WarmSession:
-    """One live worker and what it has: the history entries it ran, the variables we sent
-    (with the notebook values' fingerprints), the names in its namespace."""
+    """One live worker and what it has: the history entries it ran, what it shares with the
+    notebook, the names in its namespace."""
 
     tool: ToolName
     key: tuple[Any, ...]
@@ -27,9 +26,6 @@ class WarmSession:
     state: WarmState
     started_utc: str
     executed: list[int] = field(default_factory=list)  # history ids, in the order run
-    # names sent from the notebook -> the fingerprint of the value sent (shared_state)
-    shipped: dict[str, tuple[Any, ...]] = field(default_factory=dict)
-    sent: SentObjects = field(default_factory=SentObjects)  # objects it has, by reference
     # what it shares with the notebook, object by object (state/notebook_side.py)
     mirror: NotebookState | None = None
     mapped_bytes: int = 0  # the notebook's GPU memory it maps (the most sent at once)

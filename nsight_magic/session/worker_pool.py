@@ -3,7 +3,8 @@ launch options), how one is found or started for a cell, stopped, and reported.
 
 A worker is started only once a cell needs it (or a prewarm asks), under a per-tool lock so an nsys
 cell never waits for an ncu start; a ``stop()`` that overtakes a start ends the new worker. What a
-worker holds and how it is brought up to date is ``catch_up.py``'s business, not this module's.
+worker holds and how it is brought up to date is ``state/exchange.py``'s business, not this
+module's.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from ..errors import NsightMagicError
 from ..processes import locate as tools
-from . import deadline, gpu_memory, shared_state
+from . import deadline, gpu_memory
 from .backends import Backend, WarmState
 from .pipeline import RunContext, now_utc
 from .profiler_cli import shutdown_session
@@ -164,7 +165,7 @@ class WorkerPool:
                 shutdown_session(tools.find_tool("nsys"), session.state.name)
         if collect:
             with contextlib.suppress(Exception):  # the memory it mapped is the notebook's
-                shared_state.collect_ipc()
+                gpu_memory.collect_ipc()
 
     def stop(self, tool: str | None = None) -> list[str]:
         """Stop the workers of ``tool`` (all when None); returns which tools had any."""
@@ -188,7 +189,7 @@ class WorkerPool:
             thread.join()
         if sessions:
             with contextlib.suppress(Exception):  # the memory they mapped, freed once
-                shared_state.collect_ipc()
+                gpu_memory.collect_ipc()
         return sorted({s.tool for s in sessions}, key=["nsys", "ncu"].index)
 
     def status(self) -> list[SessionStatus]:

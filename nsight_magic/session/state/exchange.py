@@ -4,20 +4,20 @@ A profiled cell behaves like ``%%time``: it runs on the notebook's objects and i
 the notebook's. For one worker, this module decides and performs, for a cell and for a prewarm
 alike:
 
-- **to the worker** (``send``, ``replay``): the names the cell and the setup cells need, in one
-  pickle (``shared_state``: CUDA memory by IPC handle, objects the worker has by reference);
-  a setup cell replayed only for what cannot be sent (``catch_up`` plans it, ``admission``
+- **to the worker** (``plan``, ``send``, ``replay``): every notebook name the worker lacks or
+  holds an older value of, and every object changed since the two last agreed, in one message
+  (``notebook_side``: CUDA memory by IPC handle, objects the worker has by key); a setup cell
+  replayed only for what that look found it cannot send (``setup_replay``; ``admission``
   checks the GPU's room first); ``--vars`` by value (``ship_by_value``, ``variables``);
-- **kept as it was** (``keep``): what a run that repeats the notebook's work (a warm-up, a
-  drill-down's re-run) may change, which the worker then saves and puts back
-  (``replay.changed_names``; worker side ``script/shared_objects.preserved``);
+- **kept as it was** (``keep``): the shared GPU memory a run that repeats the notebook's work
+  (a warm-up, a drill-down's re-run) may change, which the worker saves and puts back
+  (``repeat_changes``; worker side ``script/shared_objects.preserved``); the Python state
+  it puts back by looking (``worker_side.kept``);
 - **back to the notebook** (``bring_back``): what the worker saw the notebook's run of the
-  cell change (``state.notebook_side``; worker side ``state.worker_side``).
+  cell change (``notebook_side``; worker side ``worker_side``).
 
-``state`` sends and applies the notebook's state both ways by looking at it; ``catch_up``,
-``shared_state``, ``replay`` and ``variables`` still answer which setup cells a worker replays,
-what a repeat may change of the GPU memory and how ``--vars`` go; only this module asks the
-worker. A step that fails or is stopped raises ``StepFailed`` with the worker's reply.
+Only this module asks the worker; the modules beside it answer what to send, what came back and
+how it applies. A step that fails or is stopped raises ``StepFailed`` with the worker's reply.
 """
 
 from __future__ import annotations
@@ -27,22 +27,21 @@ import time
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
-from ..run_folders.run_dir import RunDir
-from ..script import PreparedCell
-from . import catch_up, deadline, shared_state
-from .history import History
-from .replay import changed_names, module_names
-from .spec import Notebook
-from .state.notebook_side import LAST_RESULTS, NotebookState, adoption_blob, notebook_names
-from .variables import plan_shipping
-from .warm_session import WarmSession
-from .worker_process import Reply
+from ...run_folders.run_dir import RunDir
+from ...script import PreparedCell
+from .. import deadline, gpu_memory
+from ..history import History
+from ..spec import Notebook
+from ..variables import plan_shipping
+from ..warm_session import WarmSession
+from ..worker_process import Reply
+from . import setup_replay
+from .notebook_side import LAST_RESULTS, NotebookState, Outgoing, adoption_blob, notebook_names
+from .repeat_changes import changed_names, module_names
+from .setup_replay import CellPlan, ReplayPlan
 
 Ask = Callable[[dict[str, Any]], Reply]
 NAME_ERROR = re.compile(r"name '([^']+)' is not defined")
-# the fingerprint of a name the worker holds a value of that is not the notebook's (a sweep's
-# value): it never equals an object's (``object_fingerprint`` starts with an id, an int)
-NOT_THE_NOTEBOOKS: tuple[Any, ...] = ("a value bound for one run",)
 
 
 class StepFailed(Exception):
@@ -123,21 +122,53 @@ class StateExchange:
         setup: bool = True,
         explicit: frozenset[str] = frozenset(),
         required: bool = False,
-    ) -> catch_up.CatchUpPlan:
-        """What the worker needs before a cell reading ``reads`` (``before``: a re-run of an
-        earlier cell sees only what came before it; ``explicit``: ``--vars`` names);
-        ``required``: a name the cell reads that can neither be sent nor rebuilt is a
-        ``MissingVariableError`` now, before anything runs."""
-        history = self.history
-        plan = catch_up.plan_catch_up(
-            history.entries(), self.session, self.notebook, reads, before=before, setup=setup,
-            explicit=explicit, setup_gpu_bytes=history.gpu_bytes,
-            in_notebook=history.in_notebook, setup_files=history.setup_files,
-        )  # fmt: skip
-        # checked by the send, against what it finds it cannot carry (--vars names go by value)
+    ) -> CellPlan:
+        """What the worker needs before a cell, by one look at the notebook: the names it
+        lacks or holds an older value of, and the setup cells it replays for what cannot be
+        sent (``before``: a re-run of an earlier cell replays only setup cells older than it;
+        ``explicit``: ``--vars`` names, sent by value instead; ``required``: a name the cell
+        reads, ``reads``, that can neither be sent nor rebuilt is a ``MissingVariableError``
+        at the send, before anything runs: ``reads`` names the names that message is about,
+        it never decides what is sent)."""
+        s, nb, history = self.session, self.notebook, self.history
         self.required_reads = (reads - explicit) if required else frozenset()
         self.explicit = explicit
-        return plan
+        entries = history.entries()
+        setups = [e for e in entries if e.kind == "setup"]
+        may_replay = setup_replay.setup_entries(entries, before=before, setup=setup)
+        out = self._look({*s.executed})
+        whys = setup_replay.replays(may_replay, s, nb.user_ns, history.in_notebook, out.cannot)
+        run = [e for e in may_replay if e.id in whys]
+        theirs = frozenset(n for e in setups if e.id in {*s.executed, *whys}
+                           for n in e.cell.names_bound)  # fmt: skip
+        if run:  # what they bind is the worker's own: looked at again without it
+            out = self._look({*s.executed, *whys})
+        gpu = history.gpu_bytes or {}
+        return CellPlan(out, ReplayPlan(run), {e.name: whys[e.id] for e in run},
+                        sum(gpu.get(e.id, 0) for e in run), theirs)  # fmt: skip
+
+    def _look(self, ran: set[int]) -> Outgoing:
+        """The message that makes the worker's names the notebook's, less what the setup
+        cells of history ids ``ran`` bind there (the worker's own: a lock, a model built
+        there) and the ``--vars`` names (sent by value after it)."""
+        nb, history = self.notebook, self.history
+        entries = history.entries()
+        theirs = frozenset(n for e in entries if e.kind == "setup" and e.id in ran
+                           for n in e.cell.names_bound)  # fmt: skip
+        names = {n: v for n, v in notebook_names(nb.user_ns, frozenset(nb.hidden)).items()
+                 if n not in theirs and n not in self.explicit}  # fmt: skip
+        if not nb.auto_vars:  # %config NsightMagic.auto_vars = False: the setup cells' only
+            bound = {n for e in entries if e.kind == "setup" for n in e.cell.names_bound}
+            names = {n: v for n, v in names.items() if n in bound}
+        files = setup_replay.code_files(entries, nb.code_files, history.setup_files)
+        t0 = time.perf_counter()
+        # a slow __reduce__ stops the cell here, before it runs, saying so (state_timeout)
+        with deadline.bounded_here("describing the notebook's variables for the worker",
+                                   nb.state_timeout_s, deadline.SLOW_PICKLE):  # fmt: skip
+            out = self.mirror().outgoing(names, max_bytes=nb.auto_vars_max_bytes,
+                                         files=files.names, theirs=theirs)  # fmt: skip
+        self.timings["pack_s"] = self.timings.get("pack_s", 0.0) + time.perf_counter() - t0
+        return out
 
     def mirror(self) -> NotebookState:
         """The notebook's record of what this worker has (made once per worker)."""
@@ -146,38 +177,22 @@ class StateExchange:
             s.mirror = NotebookState(self.notebook.user_ns)  # type: ignore[arg-type]
         return s.mirror
 
-    def send(self, plan: catch_up.CatchUpPlan, folder: RunDir) -> None:
-        """Every notebook name the worker lacks or holds an older value of, and every object
-        changed since the two last agreed, in one message (with the random streams)."""
-        s, nb = self.session, self.notebook
+    def send(self, plan: CellPlan, folder: RunDir) -> None:
+        """The plan's message (every notebook name the worker lacks or holds an older value
+        of, every object changed since the two last agreed, the random streams), and a clear
+        error first when the cell reads a name that cannot go."""
+        s, out = self.session, plan.out
+        if out is None:
+            return
         mirror = self.mirror()
-        t0 = time.perf_counter()
-        # what setup cells the worker ran bound is its own (a lock, a model built there)
-        ran = {*s.executed, *(e.id for e in plan.replay.run)}
-        setups = [e for e in self.history.entries() if e.kind == "setup"]
-        replayed = {n for e in setups if e.id in ran for n in e.cell.names_bound}
-        # --vars names go by value (vars.pkl, after this): whatever their size
-        names = {n: v for n, v in notebook_names(nb.user_ns, frozenset(nb.hidden)).items()
-                 if n not in replayed and n not in self.explicit}  # fmt: skip
-        if not nb.auto_vars:  # %config NsightMagic.auto_vars = False: the setup cells' only
-            bound = {n for e in setups for n in e.cell.names_bound}
-            names = {n: v for n, v in names.items() if n in bound}
-        # a slow __reduce__ stops the cell here, before it runs, saying so (state_timeout)
-        with deadline.bounded_here("describing the notebook's variables for the worker",
-                                   nb.state_timeout_s, deadline.SLOW_PICKLE):  # fmt: skip
-            out = mirror.outgoing(names, max_bytes=nb.auto_vars_max_bytes,
-                                  files=plan.files.names, theirs=frozenset(replayed))  # fmt: skip
-        # a name the cell reads that cannot go: one clear error before the worker runs it (the
-        # text says which names the message is about, never what is sent)
-        catch_up.check(out.cannot, self.required_reads)
-        self.timings["pack_s"] = time.perf_counter() - t0
+        setup_replay.check(out.cannot, self.required_reads)
         if not out.blob:  # the worker has it all
             mirror.agreed(out)
             self.sent_summary = out.summary()
             return
         folder.write_shared(out.blob)
         reply = self.ask({"op": "receive", "path": str(folder.shared),
-                          "theirs": sorted(replayed)})  # fmt: skip
+                          "theirs": sorted(plan.theirs)})  # fmt: skip
         if reply.stopped or reply.data.get("status") != "ok":
             raise StepFailed(reply, "vars")
         got = reply.data.get("received") or {}
@@ -201,10 +216,10 @@ class StateExchange:
             self.note(f"not sent to the {s.tool} worker (a cell there that reads them fails "
                       f"with NameError; bind them in a %%nsight_setup cell): {text}")  # fmt: skip
         if out.msg.deleted or out.msg.forget:  # what a worker let go of can be freed now
-            shared_state.collect_ipc()
+            gpu_memory.collect_ipc()
         s.names = frozenset(reply.data.get("names", s.names))
 
-    def replay(self, plan: catch_up.CatchUpPlan) -> None:
+    def replay(self, plan: CellPlan) -> None:
         """Replay the setup cells whose names cannot be sent (none: nothing is asked), after
         checking the GPU has room for what they built in the notebook
         (``admission.GpuMemoryError`` otherwise). Each replayed cell leaves the notebook's
@@ -214,7 +229,7 @@ class StateExchange:
             return
         for line in plan.notes(s.tool):
             self.note(line)
-        catch_up.admit(plan, s)
+        setup_replay.admit(plan, s)
         modules = module_names(self.history.entries())
         payload = []
         for entry in run:
@@ -225,17 +240,10 @@ class StateExchange:
         if reply.stopped or not reply.data.get("ok"):
             raise StepFailed(reply, "setup")
         s.executed += [e.id for e in run]
-        for entry in run:
-            self.own(entry.cell.names_bound)
         s.names = frozenset(reply.data.get("names", ()))
         self._note_setup_failures(plan, reply)
         for line in replay_errors(s.tool, reply):
             self.note(line)
-
-    def own(self, names: frozenset[str]) -> None:
-        """Names a cell or a replay bound in the worker are the worker's own from now on."""
-        for name in names:
-            self.session.shipped.pop(name, None)
 
     def ship_by_value(
         self,
@@ -337,7 +345,7 @@ class StateExchange:
         return {**status, "exc_message": f"{status['exc_message']} in the "
                 f"{self.session.tool} worker: {why}."}  # fmt: skip
 
-    def _note_setup_failures(self, plan: catch_up.CatchUpPlan, reply: Reply) -> None:
+    def _note_setup_failures(self, plan: CellPlan, reply: Reply) -> None:
         """The setup cells of ``plan`` whose replay raised: each name they bind, with why the
         worker may lack it; a setup replayed without an error clears its names."""
         s = self.session

@@ -1,11 +1,11 @@
-"""What the history and a cell's text say about a re-run of the cell (a warm-up, a drill-down):
+"""The shared GPU memory a repeat of a cell (a warm-up, a drill-down's re-run) may change, which
+the worker saves before it and puts back after (``script/shared_objects.preserved``).
 
-- **What it may change** (``changed_names``): the names whose objects it may change in place,
-  which ``script/shared_objects.preserved`` saves and puts back; for a call of the notebook's own
-  code, what its code reaches (``notebook_code_reaches``).
-- ``ReplayPlan``: the setup cells a worker replays before a cell (``catch_up`` decides: those
-  whose names cannot be sent). Profiled cells are never replayed: their results come back to
-  the notebook (``state``).
+The Python state a repeat changes is put back by looking (``worker_side.kept``); GPU memory cannot
+be looked at before and after for free (saving all of a 56 GB notebook around a drill-down took
+99.6 s, issue 41), so this one estimate is read from the cell's text and the code of the
+notebook's functions it calls: it only chooses what is saved (``["*"]``, all of it, when the text
+cannot tell), never what comes back to the notebook.
 """
 
 from __future__ import annotations
@@ -16,24 +16,10 @@ import functools
 import sys
 import types
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from ..script import PreparedCell
-from .history import HistoryEntry
-
-
-@dataclass(frozen=True)
-class ReplayPlan:
-    """``run``: the setup cells a worker replays before a cell, in notebook order (those whose
-    names cannot be sent, ``catch_up``)."""
-
-    run: list[HistoryEntry] = field(default_factory=list)
-
-    def describe(self, tool: str) -> str:
-        """The progress line's detail: ``2 setup cells in the ncu worker``."""
-        cells = "setup cell" if len(self.run) == 1 else "setup cells"
-        return f"{len(self.run)} {cells} in the {tool} worker"
+from ...script import PreparedCell
+from ..history import HistoryEntry
 
 
 def changed_names(
@@ -92,20 +78,6 @@ def _called_notebook_code(func: ast.expr, user_ns: Mapping[str, Any]) -> Any:
 
 # a body that calls these can touch any name: its effects cannot be read from its names
 ANY_NAME = frozenset({"exec", "eval", "globals", "vars", "locals", "__import__", "compile"})
-# a cell that calls these runs text its own does not show: what it reads and binds cannot be
-# read (every notebook name is sent, everything it may have bound or changed comes back);
-# ``'x' in globals()`` only looks, and is left out
-HIDDEN_TEXT = frozenset({"exec", "eval"})
-
-
-def notebook_reads(reads: frozenset[str], user_ns: Mapping[str, Any]) -> frozenset[str]:
-    """The notebook names a cell may read: ``reads``, and every name but Python's own
-    ``__``-names when the cell runs text its own does not show (``HIDDEN_TEXT``)."""
-    if not reads & HIDDEN_TEXT:
-        return reads
-    return reads | {n for n in user_ns if not n.startswith("__")}
-
-
 _PLAIN = (int, float, complex, str, bytes, bool, type(None))
 
 
@@ -224,7 +196,7 @@ def _tensors_only_read(cell: PreparedCell, user_ns: Mapping[str, Any]) -> set[st
     torch = sys.modules.get("torch")
     if torch is None:
         return set()
-    from ..script.effects import READ_ONLY_METHODS
+    from ...script.effects import READ_ONLY_METHODS
 
     calls: dict[str, set[str]] = {}
     for name, method in cell.effects.method_calls:
