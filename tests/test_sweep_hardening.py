@@ -30,7 +30,7 @@ from nsight_magic.errors import (
 )
 from nsight_magic.results.sweep_run import SweepRun
 from nsight_magic.run_folders.run_dir import RunDir, write_json, write_private
-from nsight_magic.run_folders.sweep_record import ConfigKey, ConfigRecord, SweepRecord
+from nsight_magic.run_folders.sweep_record import ConfigKey, ConfigRecord, SweepRecord, json_value
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks, SweepLimits
@@ -73,8 +73,12 @@ def test_list_values_sweep_and_each_configuration_is_found_by_its_value(
     assert sweep.configs == [([1, 2],), ([3],)]
     assert sweep.run(v=[1, 2]).bound_values == {"v": [1, 2]}
     assert sweep.run([3]) is sweep.runs[ConfigKey(([3],))]
-    # sweep.json keeps a value that is no JSON literal as its repr (sweep_record.json_value)
-    assert [c.values for c in sweep.record.configs] == [{"v": "[1, 2]"}, {"v": "[3]"}]
+    # sweep.json keeps a list as a list (it kept its repr, "[1, 2]": a loaded sweep could not
+    # find run(v=[1, 2])), and what JSON would change (a tuple) as its repr
+    assert [c.values for c in sweep.record.configs] == [{"v": [1, 2]}, {"v": [3]}]
+    assert [c["values"] for c in _record(sweep)["configs"]] == [{"v": [1, 2]}, {"v": [3]}]
+    assert json_value((1, 2)) == "(1, 2)" and json_value({"a": [1, None]}) == {"a": [1, None]}
+    assert json_value({1: "x"}) == "{1: 'x'}"
     assert sweep.frames.axis_scale("v") == "ordinal"
 
 

@@ -6,6 +6,7 @@ folder are checked against what each run says on its own. No GPU, no report is m
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -294,6 +295,25 @@ def test_a_swept_secret_is_dropped_from_the_shared_sweep_everywhere(
     assert copy.configs == [("<dropped>",), ("sdpa",), ("flash",)]
     pd.testing.assert_series_equal(copy.table()["gpu_time_ns"], original.table()["gpu_time_ns"])
     assert "tok=&lt;dropped&gt;" in (dest / RunDir.SWEEP_PAGE).read_text()
+
+
+def test_a_secret_inside_a_list_value_is_dropped_from_the_shared_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sweep.json keeps a list value as a list (``sweep_record.json_value``): a secret inside
+    one (``{"auth": [["user", os.environ["HF_TOKEN"]]]}``) is dropped as a string value is."""
+    token = "hf_" + "Lm4nPq7rSt9uVw2xYz5aBc8dEf1gHi3jKl6"
+    monkeypatch.setenv("HF_TOKEN", token)
+    source = write_sweep(tmp_path / "runs", "auth", (["user", token], ["user", "none"]))
+    record = json.loads((source / RunDir.SWEEP).read_text())
+    assert record["configs"][0]["values"] == {"auth": ["user", token]}  # a list, as it was
+    dest = nsight_magic.share(source, tmp_path / "to_send")
+    for path in dest.rglob("*"):
+        assert token[:12] not in str(path.relative_to(dest)), path
+        assert not path.is_file() or token[:12].encode() not in path.read_bytes(), path
+    shared = json.loads((dest / RunDir.SWEEP).read_text())
+    assert shared["configs"][0]["values"] == {"auth": ["user", "<dropped>"]}
+    assert shared["configs"][1]["values"] == {"auth": ["user", "none"]}
 
 
 def html_escape(text: str) -> str:

@@ -290,7 +290,19 @@ def _sweep_rules(src: Path, runs: list[Redactions], redact: Iterable[str]) -> Re
 def _shared_values(values: dict[str, Any], rules: Redactions) -> dict[str, Any]:
     """A configuration's values as the copy keeps them: text rewritten as the cell is (a swept
     secret or path, ``HF_TOKEN``'s value, reads as the cell's would)."""
-    return {k: rules.text(v, code=True) if isinstance(v, str) else v for k, v in values.items()}
+    return {k: _shared_value(v, rules) for k, v in values.items()}
+
+
+def _shared_value(value: Any, rules: Redactions) -> Any:
+    """One swept value rewritten: its text, and the text in a list or dict it is (sweep.json
+    keeps those as they are, ``sweep_record.json_value``)."""
+    if isinstance(value, str):
+        return rules.text(value, code=True)
+    if isinstance(value, list):
+        return [_shared_value(item, rules) for item in value]
+    if isinstance(value, dict):
+        return {rules.text(str(k), code=True): _shared_value(v, rules) for k, v in value.items()}
+    return value
 
 
 def _shared_folder_names(record: SweepRecord, rules: Redactions) -> dict[str, str]:

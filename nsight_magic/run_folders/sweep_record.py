@@ -25,8 +25,22 @@ _JSON_LITERALS = (bool, int, float, str, type(None))
 
 
 def json_value(value: Any) -> Any:
-    """``value`` as sweep.json keeps it: itself when a JSON literal, else its ``repr``."""
-    return value if isinstance(value, _JSON_LITERALS) else repr(value)
+    """``value`` as sweep.json keeps it: itself when JSON holds it as it is (a literal, or a
+    list or a string-keyed dict of such), so that a loaded sweep finds a configuration by its
+    value (``run(v=[1, 2])``); else its ``repr`` (a tuple, which JSON would make a list)."""
+    return value if _json_as_is(value) else repr(value)
+
+
+def _json_as_is(value: Any, depth: int = 0) -> bool:
+    if type(value) in _JSON_LITERALS:
+        return True
+    if depth > 20:
+        return False
+    if type(value) is list:
+        return all(_json_as_is(item, depth + 1) for item in value)
+    if type(value) is dict:
+        return all(type(k) is str and _json_as_is(v, depth + 1) for k, v in value.items())
+    return False
 
 
 def canonical(value: Any) -> Any:
