@@ -28,6 +28,7 @@ import datetime
 import decimal
 import enum
 import fractions
+import functools
 import io
 import numbers
 import pathlib
@@ -77,6 +78,17 @@ _ATOMS = (
 )  # fmt: skip
 
 
+# the values pickle writes itself: asked about first, since a fill of numbers meets millions
+_PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})
+# a list or dict of at least this many plain items goes as one plain pickle (``_plain_blob``):
+# the keyed pickler would ask ``persistent_id`` about each item
+_PLAIN_RUN = 32
+# libraries whose objects' reduce builds its containers anew each time (pandas' managers and
+# indexes, NumPy's bit generators' state dicts): those containers are the object's description,
+# never objects of their own (a new key each look would read as a change)
+_LIBRARIES = frozenset({"pandas", "numpy", "pyarrow"})
+
+
 def _torch() -> Any:
     return sys.modules.get("torch")
 
@@ -116,9 +128,30 @@ def too_big(obj: Any, size: int, limit: int) -> str:
             f"({limit / 2**20:,.1f} MiB)")  # fmt: skip
 
 
+def _library_owned(obj: Any) -> bool:
+    return type(obj).__module__.partition(".")[0] in _LIBRARIES
+
+
+def _immutable_library_value(obj: Any) -> bool:
+    """pyarrow's arrays, buffers and types: immutable values, written whole by plain pickle
+    (their reduce builds new lists of buffers each time)."""
+    return type(obj).__module__.partition(".")[0] == "pyarrow"
+
+
+def _range_index(obj: Any) -> bool:
+    """A pandas RangeIndex: three numbers, an immutable value (a Series' manager makes a new
+    one at each reduce), written whole by plain pickle."""
+    pd = sys.modules.get("pandas")
+    return pd is not None and type(obj) is pd.RangeIndex
+
+
 def keyable(obj: Any) -> bool:
     """Whether ``obj`` has an identity worth keeping across the two sides."""
-    if isinstance(obj, _ATOMS) or _library_atom(obj):
+    if type(obj) in _PLAIN:
+        return False
+    if isinstance(obj, _ATOMS) or _library_atom(obj) or _immutable_library_value(obj):
+        return False
+    if _range_index(obj):
         return False
     if isinstance(obj, type | types.FunctionType):
         # the notebook's own (a library's is imported by name on the other side)
@@ -429,6 +462,14 @@ class Describer:
                 tuple(sorted(t.__dict__)) if t.__dict__ else ())  # fmt: skip
 
 
+def _array_print(a: Any) -> tuple[Any, ...]:
+    """What a change to a NumPy array of numbers changes: its shape, its dtype and a checksum
+    of its bytes, read where they are (no copy when it is contiguous)."""
+    np = sys.modules["numpy"]
+    flat = np.ascontiguousarray(a).reshape(-1)
+    return ("array", a.shape, a.dtype.str, zlib.crc32(flat.view(np.uint8)) if flat.size else 0)
+
+
 def _attributes(obj: Any) -> dict[str, Any] | None:
     return dict(obj.__dict__) if getattr(obj, "__dict__", None) else None
 
@@ -456,18 +497,57 @@ def _base_pickler() -> type:
     return cloudpickle.Pickler if cloudpickle is not None else pickle.Pickler
 
 
-def _pickler(describer: Describer, inline: set[int], file: Any, found: list[Any]) -> Any:
-    """A pickler that writes each keyable object as its key (new ones are given one; every
-    one met is listed in ``found``) but those in ``inline`` (ids: the containers a reduce made
-    for the occasion), and the side's namespace as ``NS``."""
-    graph = describer.graph
-    base = _base_pickler()
+class _PlainRun:
+    """A list of plain values (a list's items, a dict's (key, value) pairs) written by plain
+    pickle in one go: pickle asks ``persistent_id`` about every item of a list (and never asks
+    ``reducer_override`` about a list), 300,000 calls for a notebook's lists of numbers. The
+    other side loads it as the list itself."""
+
+    __slots__ = ("blob",)
+
+    def __init__(self, blob: bytes) -> None:
+        self.blob = blob
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return pickle.loads, (self.blob,)
+
+
+def _plain_run(items: Any) -> Any:
+    """``items`` (a fill's list) as a ``_PlainRun`` when it is long and holds only plain
+    values, else itself."""
+    if type(items) is not list or len(items) < _PLAIN_RUN:
+        return items
+    kinds = set(map(type, items))
+    if kinds == {tuple}:  # a dict's items: (key, value) pairs
+        kinds = set(map(type, (x for pair in items for x in pair)))
+    return _PlainRun(pickle.dumps(items, protocol=5)) if kinds <= _PLAIN else items
+
+
+def _plain_runs(fill: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A fill whose long lists of plain values (its items; an object array's elements in its
+    state) go as plain runs."""
+    state = fill[0]
+    if type(state) is tuple and any(type(part) is list for part in state):
+        state = tuple(_plain_run(part) for part in state)
+    return (state, *(_plain_run(items) for items in fill[1:4]), *fill[4:])
+
+
+@functools.cache
+def _keyed_pickler_class(base: type) -> type:
+    """The keyed pickler, made once (``_pickler``)."""
     code_reduce = getattr(base, "dispatch_table", {}).get(types.CodeType)
 
     class KeyedPickler(base):  # type: ignore[misc,valid-type]
+        describer: Describer
+        inline: set[int]
+        found: list[Any]
+
         def persistent_id(self, obj: Any) -> Any:
-            if id(obj) in inline:
+            if type(obj) in _PLAIN or type(obj) is _PlainRun:  # the most asked about, first
                 return None
+            if id(obj) in self.inline:
+                return None
+            graph = self.describer.graph
             if obj is _Namespace.MARK or obj is graph.namespace:
                 return NS
             if not keyable(obj):
@@ -475,17 +555,21 @@ def _pickler(describer: Describer, inline: set[int], file: Any, found: list[Any]
             key = graph.key_of.get(id(obj))
             if key is None or graph.table.get(key) is not obj:
                 key = graph.add(obj)
-            found.append(obj)
+            self.found.append(obj)
             return ("k", key)
 
         def reducer_override(self, obj: Any) -> Any:
-            if isinstance(obj, types.CodeType) and describer.files and code_reduce is not None:
+            kind = type(obj)
+            if _immutable_library_value(obj) or _range_index(obj):
+                return pickle.loads, (pickle.dumps(obj, protocol=5),)
+            elif kind is types.CodeType and self.describer.files and code_reduce is not None:
                 return self._named_code(obj)
             if cloudpickle is None:
                 return NotImplemented
             return super().reducer_override(obj)
 
         def _named_code(self, code: types.CodeType) -> Any:
+            describer = self.describer
             name = describer.files.get(code.co_filename, code.co_filename)
             if name != code.co_filename and name not in describer.sources:
                 import linecache
@@ -501,7 +585,16 @@ def _pickler(describer: Describer, inline: set[int], file: Any, found: list[Any]
             )
             return rebuild, args
 
-    return KeyedPickler(file, protocol=5)
+    return KeyedPickler
+
+
+def _pickler(describer: Describer, inline: set[int], file: Any, found: list[Any]) -> Any:
+    """A pickler that writes each keyable object as its key (new ones are given one; every
+    one met is listed in ``found``) but those in ``inline`` (ids: the containers a reduce made
+    for the occasion), and the side's namespace as ``NS``."""
+    pickler = _keyed_pickler_class(_base_pickler())(file, protocol=5)
+    pickler.describer, pickler.inline, pickler.found = describer, inline, found
+    return pickler
 
 
 def dumps_keyed(
@@ -512,10 +605,16 @@ def dumps_keyed(
     return buffer.getvalue()
 
 
-def made_for_the_occasion(create: tuple[Any, Any], fill: tuple[Any, ...]) -> list[Any]:
+def made_for_the_occasion(
+    create: tuple[Any, Any], fill: tuple[Any, ...], deep: bool = False
+) -> list[Any]:
     """The containers a reduce builds to carry an object (its arguments' tuple, a state dict,
     the (state, slots) pair, a class's dict): written inline, never keyed (a new one each
-    time would look like a change)."""
+    time would look like a change). ``deep``: a library's object (``_LIBRARIES``), whose
+    reduce builds every container in it anew: all of them, at any depth (an object of the
+    user's holds its own lists in its state dict: those keep their keys)."""
+    if deep:
+        return _containers_in([create[1], *fill[:4]])
     out: list[Any] = [create[1], *(items for items in fill[1:4] if items is not None)]
     state = fill[0]
     if isinstance(state, dict | list):
@@ -523,6 +622,25 @@ def made_for_the_occasion(create: tuple[Any, Any], fill: tuple[Any, ...]) -> lis
     elif isinstance(state, tuple):
         out.append(state)
         out.extend(part for part in state if isinstance(part, dict | list))
+    return out
+
+
+def _containers_in(values: list[Any]) -> list[Any]:
+    """Every list, dict, tuple and set in ``values``, through those only."""
+    out: list[Any] = []
+    seen: set[int] = set()
+    todo = list(values)
+    while todo:
+        value = todo.pop()
+        kind = type(value)
+        if kind not in (list, dict, tuple, set) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        out.append(value)
+        if kind is dict:
+            todo.extend(value.values())
+        else:
+            todo.extend(value)
     return out
 
 
@@ -658,11 +776,22 @@ class Graph:
             record = self._by_source(describer, key, obj, found)
             if record is not None:
                 return record
+        np = _numpy()
+        if np is not None and type(obj) is np.ndarray and not obj.dtype.hasobject:
+            # an array's print is a checksum of its memory: unchanged, nothing is pickled
+            stamp = _array_print(obj)
+            if known and not fills and self.prints[key] == stamp:
+                return Record(None, b"", stamp)
+            create, fill = describer.parts(obj)
+            create_bytes = None if known else dumps_keyed(describer, create, found, [create[1]])
+            return Record(create_bytes, dumps_keyed(describer, fill, found, [fill[0]]), stamp)
         start = len(found)
         try:
             create, fill = describer.parts(obj)
-            inline = made_for_the_occasion(create, fill)
-            fill_bytes = dumps_keyed(describer, fill, found, inline)
+            inline = made_for_the_occasion(create, fill, deep=_library_owned(obj))
+            if isinstance(obj, type):  # cloudpickle's skeleton arguments, new each time
+                inline += _containers_in([create[1]])
+            fill_bytes = dumps_keyed(describer, _plain_runs(fill), found, inline)
             # written each time: what its arguments hold (an iterator's list, a function's
             # cells) is walked too
             create_bytes = dumps_keyed(describer, create, found, inline)
@@ -749,6 +878,7 @@ class Graph:
                 msg.new[key] = (record.create or b"", record.fill)  # made anew over there
             elif self.prints[key] != record.print:
                 msg.changed[key] = record.fill
+        self._holders_too(walk, msg)
         for name, blob in walk.bindings.items():
             if self.bindings.get(name) != blob:
                 msg.names[name] = blob
@@ -756,6 +886,29 @@ class Graph:
         reached = set(walk.records) | set(walk.failed)
         msg.forget = sorted(k for k in self.prints if k not in reached)
         return msg
+
+    def _holders_too(self, walk: Walk, msg: Message) -> None:
+        """An object made anew over there (all its state is in how it is made: a pandas
+        manager after a column was added) is a new object: what holds it (the DataFrame) is
+        filled again there so that it holds the new one, and a holder itself only made is made
+        anew too, up the chain."""
+        remade = [k for k in msg.new if k in self.prints]
+        if not remade:
+            return
+        holders: dict[Key, list[Key]] = {}
+        for parent, kids in walk.children.items():
+            for kid in kids:
+                holders.setdefault(kid, []).append(parent)
+        while remade:
+            for parent in holders.get(remade.pop(), ()):
+                record = walk.records.get(parent)
+                if record is None or parent in msg.new or parent in msg.changed:
+                    continue
+                if isinstance(record.print, tuple) and record.print[:1] == ("made",):
+                    msg.new[parent] = (record.create or b"", record.fill)
+                    remade.append(parent)
+                elif record.fill:
+                    msg.changed[parent] = record.fill
 
     def agree(self, walk: Walk, msg: Message) -> None:
         """The other side applied ``msg``: both now hold what ``walk`` saw."""
