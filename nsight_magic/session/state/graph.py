@@ -537,7 +537,7 @@ def _keyed_pickler_class(base: type) -> type:
     """The keyed pickler, made once (``_pickler``)."""
     code_reduce = getattr(base, "dispatch_table", {}).get(types.CodeType)
 
-    class KeyedPickler(base):  # type: ignore[misc,valid-type]
+    class KeyedPickler(base):
         describer: Describer
         inline: set[int]
         found: list[Any]
