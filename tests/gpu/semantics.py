@@ -7,7 +7,8 @@ NumPy, torch CPU and CUDA), an iterator, the model's weights, its EMA copy and i
 softmax) under ``%%nsys``, a drill-down, ``%%ncu --nvtx``, ``--sweep`` and ``profile_top``.
 
 Issue 56's item 8 in full: the training step is a Qwen2 of fp32 master weights with an EMA copy
-and fused AdamW whose state fills >= 39% of an 80 GB card (each probe records
+and fused AdamW whose state fills >= 39% of the card (36 layers on an 80 GB H100, more on a
+larger card; each probe records
 ``memory_allocated`` over the card's memory, ``gpu_share``: shown, not compared); its
 ``train_step`` appends ``loss.item()`` and increments a ``global`` step, through ``%%nsys``, a
 warm-up, a drill-down, ``%%ncu`` and ``--host``. The prefill ``out = model(...)`` runs under
@@ -143,7 +144,9 @@ SETUP = r"""
 import random, numpy as np, torch, nvtx
 from transformers import Qwen2Config, Qwen2ForCausalLM
 random.seed(0); np.random.seed(0); torch.manual_seed(0)
-config = Qwen2Config(hidden_size=2048, intermediate_size=5504, num_hidden_layers=36,
+# 36 layers on an 80 GB H100 (85.0e9 bytes); as many more as keep the share on a larger card
+layers = round(36 * torch.cuda.get_device_properties(0).total_memory / 85.0e9)
+config = Qwen2Config(hidden_size=2048, intermediate_size=5504, num_hidden_layers=layers,
                      num_attention_heads=16, num_key_value_heads=4, vocab_size=32000,
                      attn_implementation="eager")
 with torch.device("cuda"):
