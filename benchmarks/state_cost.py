@@ -217,6 +217,8 @@ def worker_main(profile_on: bool) -> None:
                 exec(msg["code"], ns)
             elif op == "send_back":
                 reply["got"] = state.send_back(msg["path"], MAX_BYTES, BOUND_S)
+            elif op == "agreed":  # the notebook applied it (state/exchange.py asks the same)
+                reply["got"] = state.agreed(msg.get("path"))
             elif op == "profile":
                 reply["text"] = _stats(profile, msg["top"]) if profile is not None else ""
             elif op == "stop":
@@ -321,9 +323,11 @@ def profiled_cell(
     back = mirror.incoming(data, got["got"].get("cannot") or {})
     if profile is not None:
         profile.disable()
+    got_agreed = worker.ask({"op": "agreed", "path": None})
     end = time.perf_counter()
     results.unlink()
-    row["nb_incoming_s"] = end - t6
+    row["wk_agreed_s"] = got_agreed["s"]
+    row["nb_incoming_s"] = end - t6 - got_agreed["s"]
     row["back_bytes"] = len(data)
     row["back_new"], row["back_changed"] = got["got"]["new"], got["got"]["changed"]
     row["back_names"] = sorted(back.applied.bound)

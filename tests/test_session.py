@@ -189,6 +189,20 @@ def test_a_variable_that_cannot_be_pickled_is_not_sent_to_vars(run) -> None:
     assert "--vars" not in message and "%%nsight_setup" in message
 
 
+def test_the_packages_own_results_stay_home_without_a_word(run) -> None:
+    """Every ``%%nsys -o r1`` binds a run in the notebook; the next profiled cell said "not
+    sent to the nsys worker ... NsysRun cannot be pickled" each time (the GPU acceptance of
+    2026-12-07: a line on nearly every cell). No cell expects them there: nothing is said,
+    unless a cell reads one."""
+    ns = {"r1": RunCallbacks(), "x": 1}  # any object of the package's stands for a run
+    _, out = run("y = x + 1", ns=ns)
+    assert not [line for line in out if "not sent" in line], out
+    with pytest.raises(MissingVariableError, match="results stay in the notebook") as info:
+        run("print(r1)", ns=ns)
+    assert "read r1 in an ordinary cell" in str(info.value)
+    assert "%%nsight_setup" not in str(info.value)  # no setup cell makes a run
+
+
 def test_a_failure_with_no_type_or_message_says_so() -> None:
     from nsight_magic.session.pipeline import cell_failed
 
@@ -527,3 +541,18 @@ def test_an_interrupted_cell_brings_back_what_it_did_before_the_stop(
     with pytest.raises(ProfileInterrupted):
         run(cell, ns=ns, cancel=cancel)
     assert ns["hits"] == [1] and ns["n"] == 5
+
+
+def test_a_timed_out_cell_brings_back_what_it_did_and_the_sides_stay_agreed(run, manager) -> None:
+    """``--timeout``: the cell's time is spent when its changes are asked for, so that request
+    had no time left and stopped the worker in the middle of describing them (the GPU
+    acceptance of 2026-12-07: enough state to take more than an instant, the bring-back
+    "failed (interrupted)", later cells lost names). Now the bring-back has state_timeout's
+    bound, and a worker agrees to a message only once the notebook applied it."""
+    ns = {"hits": [], "rows": [[i, str(i)] for i in range(20_000)]}  # >0.1 s to describe
+    run("pass", ns=ns)  # the worker has them: the next cell's time is its own
+    with pytest.raises(ProfileTimeout):
+        run("hits.append(1)\nk = 7\nimport time\ntime.sleep(60)\n", ns=ns, timeout=4.0)
+    assert ns["hits"] == [1] and ns["k"] == 7
+    _, out = run("hits.append(2)\nprint(len(rows), k, hits)", ns=ns)
+    assert out == ["20000 7 [1, 2]"] and ns["hits"] == [1, 2]

@@ -10,6 +10,7 @@ import collections
 import pickle
 import threading
 import types
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -285,6 +286,28 @@ def test_a_long_run_of_plain_values_changes_like_any_list() -> None:
     sides.profiled("xs.append(-1.0)\nd[-1] = 'x'")
     assert sides.notebook["xs"][-1] == -1.0 and sides.notebook["ys"] is sides.notebook["xs"]
     assert sides.notebook["d"][-1] == "x" and len(sides.notebook["xs"]) == 1001
+
+
+def test_the_worker_agrees_only_once_the_notebook_applied(tmp_path: Any) -> None:
+    """A send_back the notebook never applied (its request stopped, its apply raised) is not
+    agreed: the worker sends the same changes again with the next cell (the GPU acceptance of
+    2026-12-07: an interrupted bring-back left the worker sure the notebook had them)."""
+    from nsight_magic.session.state.worker_side import WorkerState
+
+    worker = WorkerState({"__name__": "__main__", "hits": [1, 2], "k": 7})
+    path = str(tmp_path / "results.pkl")
+
+    def sent() -> list[str]:
+        worker.send_back(path, max_bytes=1 << 20)
+        msg, _ = load_message(Path(path).read_bytes())
+        return sorted(msg.names)
+
+    assert sent() == ["hits", "k"]
+    assert sent() == ["hits", "k"], "not applied: sent again"
+    worker.agreed()
+    assert sent() == [], "applied: nothing new"
+    worker.ns["k"] = 8
+    assert sent() == ["k"]
 
 
 def test_keys_nothing_reaches_are_forgotten_on_both_sides() -> None:

@@ -17,7 +17,7 @@ import threading
 import time
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import NsightMagicError, WorkerDiedError
 from ..run_folders.run_dir import cell_status
@@ -35,6 +35,8 @@ from .worker_process import Reply
 
 # after a failed capture start: how long to wait for the worker to be seen dead (a crash)
 ATTACH_DEATH_GRACE_S = 1.0
+# a stopped cell's bring-back: the worker's own state_timeout bound and this for writing it
+AFTER_STOP_MARGIN_S = 30.0
 # a request's wall time in meta.timings: "load" and "prepare" would collide with the
 # pipeline's own load_s (the report) and prepare_s (the cell parsed)
 _TIMING_KEYS = {"load": "script_s", "prepare": "vars_s"}
@@ -126,11 +128,14 @@ class WarmExecutor:
         """The replay of this cell's catch-up (what the crash note counts)."""
         return self.cell_plan.replay
 
-    def _ask(self, ctx: RunContext, message: dict[str, Any], cancellable: bool = True) -> Reply:
+    def _ask(
+        self, ctx: RunContext, message: dict[str, Any], cancellable: bool = True,
+        timeout: float | Literal["the cell's"] | None = "the cell's",
+    ) -> Reply:  # fmt: skip
         assert self.session is not None
         reply = self.session.worker.request(
             message,
-            timeout=ctx.remaining(),
+            timeout=ctx.remaining() if timeout == "the cell's" else timeout,
             cancel=ctx.callbacks.cancel if cancellable else None,
             on_line=ctx.lines,
         )
@@ -314,9 +319,14 @@ class WarmExecutor:
         # --timeout) and the worker answered: as a plain run leaves what it did before the stop
         answered = s.worker.alive() and not s.broken and bool(reply.data)
         if not self.repeats(ctx.request) and answered:
-            if reply.stopped:  # the stop asked for is done: this is not another to cancel
-                state.ask = lambda m: self._ask(ctx, m, cancellable=False)
-            ctx.meta.brought_back = state.bring_back(ctx.folder)
+            if reply.stopped:
+                # the stop asked for is done: this is not another to cancel, nor bound by the
+                # cell's --timeout, spent already (an interrupt during the worker's send_back
+                # left the two sides' agreement unknown: issue 56's GPU acceptance, 2026-12-07);
+                # the worker bounds its describing by state_timeout itself
+                bound = ctx.notebook.state_timeout_s + AFTER_STOP_MARGIN_S
+                state.ask = lambda m: self._ask(ctx, m, cancellable=False, timeout=bound)
+            ctx.meta.brought_back = state.bring_back(ctx.folder, stopped=bool(reply.stopped))
         if usable:  # idle: no cached blocks (once idle when the next configuration follows)
             self._ask(ctx, {"op": "release", "when_idle": ctx.request.more_follow})
         return Outcome(status, reply.stopped)

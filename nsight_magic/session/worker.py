@@ -298,10 +298,11 @@ class Worker:
             return {"ok": False, "exc_type": type(exc).__name__, "exc_message": str(exc)}
         return {"ok": True, **got}
 
-    def op_adopt(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Map the notebook's copies of this worker's CUDA tensors (``WorkerState.adopt``)."""
+    def op_agreed(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The notebook applied what the cell changed; map its copies of this worker's CUDA
+        tensors when it made some (``WorkerState.agreed``)."""
         try:
-            got = self.state.adopt(msg["path"])
+            got = self.state.agreed(msg.get("path"))
         except BaseException as exc:  # the worker keeps its own memory for them
             return {"ok": False, "exc_type": type(exc).__name__, "exc_message": str(exc)}
         return {"ok": True, **got}

@@ -36,6 +36,7 @@ from ..variables import plan_shipping
 from ..warm_session import WarmSession
 from ..worker_process import Reply
 from . import setup_replay
+from .graph import OWN_RESULTS
 from .notebook_side import LAST_RESULTS, NotebookState, Outgoing, adoption_blob, notebook_names
 from .repeat_changes import changed_names, module_names
 from .setup_replay import CellPlan, ReplayPlan
@@ -209,7 +210,10 @@ class StateExchange:
             self.note(f"the {s.tool} worker could not take these notebook names (a cell there "
                       f"that reads them fails with NameError): {text}")  # fmt: skip
         # IPython's last results (``_``) are said nothing of: the user did not bind them
-        cannot = {n: why for n, why in out.cannot.items() if n not in LAST_RESULTS}
+        # nor the package's own runs (``-o r1``): no cell expects them there (one that reads
+        # them is told at once, ``setup_replay.check``)
+        cannot = {n: why for n, why in out.cannot.items()
+                  if n not in LAST_RESULTS and OWN_RESULTS not in why}  # fmt: skip
         if unsaid := {n: why for n, why in cannot.items() if mirror.said.get(n) != why}:
             mirror.said.update(unsaid)  # once per name and reason, not before every cell
             text = "; ".join(f"{n}: {why}" for n, why in sorted(unsaid.items()))
@@ -278,18 +282,21 @@ class StateExchange:
 
     # --- back to the notebook ---
 
-    def bring_back(self, folder: RunDir) -> dict[str, Any] | None:
+    def bring_back(self, folder: RunDir, *, stopped: bool = False) -> dict[str, Any] | None:
         """The notebook's run of the cell: what the worker saw change (names bound, rebound or
         deleted, objects changed, the random streams) is applied to the notebook in place, as
         if the cell had run there; returns what meta.json's ``brought_back`` records (None:
-        nothing could be asked). A cell that raised keeps what it did before the error."""
+        nothing could be asked). A cell that raised keeps what it did before the error; one
+        ``stopped`` (Ctrl-C, ``--timeout``) too, bound by ``state_timeout`` alone (the cell's
+        own time is spent)."""
         s, user_ns = self.session, self.notebook.user_ns
         if not isinstance(user_ns, MutableMapping):  # a read-only view: nothing to bind in
             return None
         mirror = self.mirror()
         path = folder.results
         try:
-            bound_s = deadline.bound(self.notebook.state_timeout_s).seconds
+            limit = self.notebook.state_timeout_s
+            bound_s = limit if stopped else deadline.bound(limit).seconds
             reply = self.ask({"op": "send_back", "path": str(path), "bound_s": bound_s,
                               "max_bytes": self.notebook.auto_vars_max_bytes})  # fmt: skip
             if reply.stopped or not reply.data.get("ok"):
@@ -306,9 +313,12 @@ class StateExchange:
                 self.note(f"the cell's results stay in the {s.tool} worker: they could not be "
                           f"applied in the notebook ({type(exc).__name__}: {exc})")  # fmt: skip
                 return None
+            adopted = None
             if back.adopt:
                 folder.write_adopted(adoption_blob(back.adopt))
-                self.ask({"op": "adopt", "path": str(folder.adopted)})
+                adopted = str(folder.adopted)
+            # applied: the worker agrees now (else it sends these changes again next time)
+            self.ask({"op": "agreed", "path": adopted})
         finally:
             path.unlink(missing_ok=True)
             folder.adopted.unlink(missing_ok=True)

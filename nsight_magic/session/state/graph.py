@@ -66,6 +66,9 @@ def _cloudpickle(name: str) -> Any:
 
 
 Key = int
+# why a run, a sweep or a view of this package's is never sent (a notebook binds one at every
+# ``-o NAME``: said only when a cell reads it)
+OWN_RESULTS = "nsight_magic's results stay in the notebook"
 NS = ("ns",)  # the persistent id of the side's namespace (notebook functions' globals)
 _ATOMS = (
     type(None), bool, int, float, complex, str, bytes, range, slice, type(Ellipsis),
@@ -334,7 +337,7 @@ class Describer:
     def parts(self, obj: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
         if type(obj).__module__.startswith("nsight_magic."):
             # a run, a sweep, a view: the notebook's reading of a report, not the cell's data
-            raise pickle.PicklingError("nsight_magic's results stay in the notebook")
+            raise pickle.PicklingError(OWN_RESULTS)
         torch, np = _torch(), _numpy()
         if torch is not None and isinstance(obj, torch.Tensor):
             return self._tensor(obj)

@@ -20,6 +20,7 @@ from ...vocabulary.code_files import notebook_cell_file
 from .. import admission
 from ..history import HistoryEntry
 from ..warm_session import WarmSession
+from .graph import OWN_RESULTS
 from .notebook_side import Outgoing
 
 
@@ -141,14 +142,20 @@ def check(cannot: Mapping[str, str], reads: frozenset[str]) -> None:
     if not held:
         return
     lines = [f"  {name}: {why}" for name, why in sorted(held.items())]
-    # --vars sends by value: it helps a name over the size limit, not one that cannot pickle
-    big = sorted(n for n, why in held.items() if "cannot be pickled" not in why)
-    fix = f"pass --vars {','.join(big)} to send them by value anyway, or " if big else ""
+    own = sorted(n for n, why in held.items() if OWN_RESULTS in why)
+    if own and len(own) == len(held):  # a run, a sweep, a view: the notebook's reading
+        fix = (f"read {', '.join(own)} in an ordinary cell: the package's runs and views are "
+               "the notebook's, and a profiled cell runs in the worker.")  # fmt: skip
+    else:
+        # --vars sends by value: it helps a name over the size limit, not one that cannot pickle
+        big = sorted(n for n, why in held.items() if "cannot be pickled" not in why)
+        fix = f"pass --vars {','.join(big)} to send them by value anyway, or " if big else ""
+        fix += ("create them in a %%nsight_setup cell (a setup cell's names that cannot be "
+                "sent are rebuilt in the worker by replaying it), or inside the cell.")  # fmt: skip
     raise MissingVariableError(
         "The cell reads notebook variables the profiling worker cannot receive:\n"
         + "\n".join(lines)
-        + f"\nFix: {fix}create them in a %%nsight_setup cell (a setup cell's names that "
-        "cannot be sent are rebuilt in the worker by replaying it), or inside the cell.",
+        + f"\nFix: {fix}",
         names=sorted(held),
     )
 

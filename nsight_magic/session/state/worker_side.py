@@ -25,6 +25,8 @@ from .graph import (
     Describer,
     Graph,
     Key,
+    Message,
+    Walk,
     _Applier,
     _received_ptrs,
     dump_message,
@@ -76,12 +78,15 @@ class WorkerState:
         self.theirs: frozenset[str] = frozenset()
         self.process: ProcessState | None = None  # process.py: before the cell
         self.folder = ""
+        # the last send_back's walk and message, until the notebook says it applied them
+        self.pending: tuple[Walk, Message] | None = None
 
     def receive(self, path: str, theirs: frozenset[str] = frozenset()) -> dict[str, Any]:
         """Apply the notebook's message at ``path``: its objects, names and random streams;
         ``theirs``: names this worker binds itself (the setup cells it runs, ``--worker-only``
         ones too), never sent back."""
         self.theirs = theirs
+        self.pending = None  # a send_back the notebook never applied: sent again next time
         t0 = time.perf_counter()
         modules = set(sys.modules)
         with open(path, "rb") as f:
@@ -112,6 +117,7 @@ class WorkerState:
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_initialized():
             torch.cuda.synchronize()  # the cell's kernels wrote what goes back
+        self.pending = None
         names = {n: v for n, v in user_names(self.ns).items() if n not in self.theirs}
         # the notebook's own bound (session/deadline.py), here on the worker's main thread
         with deadline.bounded_here("describing the cell's changes for the notebook", bound_s,
@@ -122,11 +128,22 @@ class WorkerState:
         with open(path, "wb") as f:
             f.write(data)
         process = self.process.changes(self.folder) if self.process is not None else []
-        self.graph.agree(walk, msg)
-        for name in walk.cannot:  # it stays here: the notebook's value is not this one
-            self.graph.bindings.pop(name, None)
+        # agreed only once the notebook says it applied it (``agreed``): a notebook that did
+        # not (stopped, or its apply raised) gets these changes again with the next cell
+        self.pending = (walk, msg)
         return {"cannot": walk.cannot, "new": len(msg.new), "changed": len(msg.changed),
                 "process": process}  # fmt: skip
+
+    def agreed(self, adopted: str | None = None) -> dict[str, Any]:
+        """The notebook applied the last ``send_back``: both sides now hold what it described
+        (then ``adopted``, when the notebook copied the CUDA tensors this worker made)."""
+        if self.pending is not None:
+            walk, msg = self.pending
+            self.pending = None
+            self.graph.agree(walk, msg)
+            for name in walk.cannot:  # it stays here: the notebook's value is not this one
+                self.graph.bindings.pop(name, None)
+        return self.adopt(adopted) if adopted else {"adopted": 0}
 
     def mark_process(self, folder: str) -> None:
         """The process state a cell starts from (``send_back`` says what it changed)."""
