@@ -7,6 +7,7 @@ GPU: tests/gpu."""
 
 from __future__ import annotations
 
+import math
 import textwrap
 import threading
 from pathlib import Path
@@ -118,6 +119,40 @@ def test_a_replayed_setup_cell_gets_the_names_it_reads_from_ordinary_cells(
     result, out = _cell(manager, tmp_path, ns, "with lock:\n    print('t0', t0 > 0)")
     assert "t0 True" in out and result.meta["replayed"] == ["setup"]
     assert "time" in result.meta["shared_vars"]["sent_names"]
+
+
+def test_the_last_result_holding_a_run_replays_no_setup_and_deletes_nothing(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    """The GPU acceptance of 2026-12-07: a cell ending in ``k3`` (a run) left it in ``_``; the
+    setup cell's ``for _ in range(steps)`` inside ``generate`` counts as binding ``_``; so every
+    new worker replayed the setup cell for ``_``, and then told the notebook that ``torch``,
+    ``model`` and ``generate`` were deleted (the replay made them the worker's own). IPython's
+    ``_`` makes no setup cell replay, and what a replay makes the worker's own stays in the
+    notebook."""
+    ns: dict = {}  # type: ignore[type-arg]
+    _setup(manager, ns, "import math\ndef f():\n    for _ in range(2):\n        pass\n"
+                        "    return math.pi\n")  # fmt: skip
+    ns["_"] = threading.Lock()  # IPython's last result: a run, a lock
+    result, _ = _cell(manager, tmp_path, ns, "y = f()")
+    assert not result.meta.get("replayed")
+    assert {"math", "f", "y"} <= set(ns) and ns["y"] == math.pi
+
+
+def test_what_a_replay_makes_the_workers_own_stays_in_the_notebook(
+    manager: SessionManager, tmp_path: Path
+) -> None:
+    """A setup name the worker had received becomes one that cannot be sent (the notebook
+    rebinds it to a lock): the worker replays the setup cell, whose names are then its own;
+    the notebook keeps them (they were reported deleted: ``k`` vanished from the notebook)."""
+    ns: dict = {}  # type: ignore[type-arg]
+    _setup(manager, ns, "obj = [1]\nk = 1\n", name="plain")
+    _cell(manager, tmp_path, ns, "a = len(obj) + k")
+    ns["obj"] = threading.Lock()
+    result, _ = _cell(manager, tmp_path, ns, "b = k + 1")
+    assert result.meta.get("replayed") == ["plain"]
+    assert ns["k"] == 1 and ns["b"] == 2 and ns["a"] == 2
+    assert isinstance(ns["obj"], type(threading.Lock()))
 
 
 def test_a_name_the_notebook_deletes_is_gone_from_the_worker(

@@ -617,6 +617,33 @@ CRASHES = [
     ),
 ]
 
+# --- a setup cell whose names the worker had, made its own by a replay (the GPU acceptance of
+# 2026-12-07: the last result ``_`` held a run, the setup's ``for _ in`` counted as binding it:
+# every new worker replayed the setup and the notebook lost torch, the model and generate) ------
+SETUP_REPLAYS = [
+    Case(
+        "last-result-unpicklable-setup-with-underscore",
+        (
+            "%%nsight_setup\nimport math\ndef f():\n    for _ in range(2):\n        pass\n"
+            "    return math.pi",
+            "import threading\nthreading.Lock()",
+            "%%ncu\ny = f()",
+            "%%nsys --host\nz = f() + 1",
+            "print(y, z, math.pi == y, f.__name__)",
+        ),
+    ),
+    Case(
+        "setup-name-rebound-to-a-lock",
+        (
+            "%%nsight_setup\nobj = [1]\nk = 1",
+            "%%nsys\na = len(obj) + k",
+            "import threading\nobj = threading.Lock()",
+            "%%nsys\nb = k + 1",
+            "print(a, b, k)",
+        ),
+    ),
+]
+
 # --- refusals the product is designed to make: one line, checked instead of equality --------------
 DECLARED = [
     Case(
@@ -689,4 +716,5 @@ DEFINITIONS = [
 ]
 
 CASES: list[Case] = [*TRAINING, *DICT_SUBCLASS, *REBINDING, *READS, *OBJECTS, *STALE_COPIES,
-                     *RNG_CASES, *REPEATS, *CRASHES, *DECLARED, *DEFINITIONS]  # fmt: skip
+                     *RNG_CASES, *REPEATS, *CRASHES, *SETUP_REPLAYS, *DECLARED,
+                     *DEFINITIONS]  # fmt: skip

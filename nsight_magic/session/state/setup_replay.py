@@ -17,6 +17,7 @@ from typing import Any
 
 from ...errors import MissingVariableError
 from ...vocabulary.code_files import notebook_cell_file
+from ...vocabulary.notebook_names import is_ipython_own
 from .. import admission
 from ..history import HistoryEntry
 from ..warm_session import WarmSession
@@ -108,8 +109,12 @@ def never_in_notebook(entry: HistoryEntry, user_ns: Mapping[str, Any], in_notebo
 
 def unsendable(entry: HistoryEntry, cannot: Mapping[str, str]) -> str:
     """Why setup ``entry`` is replayed: a name it binds is one the look could not send ("" when
-    all could)."""
-    bad = [f"{n}: {cannot[n]}" for n in sorted(entry.cell.names_bound & cannot.keys())]
+    all could). IPython's own names (``_``: the last result, a run the notebook showed) and the
+    package's runs are none a setup cell makes: a ``for _ in`` in one of its functions would
+    otherwise replay it in every new worker (the GPU acceptance of 2026-12-07)."""
+    replayable = {n: why for n, why in cannot.items()
+                  if not is_ipython_own(n) and OWN_RESULTS not in why}  # fmt: skip
+    bad = [f"{n}: {replayable[n]}" for n in sorted(entry.cell.names_bound & replayable.keys())]
     return "; ".join(bad[:3])
 
 

@@ -86,6 +86,8 @@ class WorkerState:
         ``theirs``: names this worker binds itself (the setup cells it runs, ``--worker-only``
         ones too), never sent back."""
         self.theirs = theirs
+        for name in theirs:  # this worker's own now (a setup cell it runs binds them): no
+            self.graph.bindings.pop(name, None)  # longer shared, never "deleted" back there
         self.pending = None  # a send_back the notebook never applied: sent again next time
         t0 = time.perf_counter()
         modules = set(sys.modules)
