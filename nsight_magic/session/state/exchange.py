@@ -43,6 +43,11 @@ from .setup_replay import CellPlan, ReplayPlan
 
 Ask = Callable[[dict[str, Any]], Reply]
 NAME_ERROR = re.compile(r"name '([^']+)' is not defined")
+# why the look at the notebook took too long, and the fix (every name is described, setup
+# cells' too: a slow object in a %%nsight_setup cell is as slow)
+SLOW_LOOK = ("a __reduce__ or __getstate__ of a notebook variable is too slow: give it longer "
+             "(%config NsightMagic.state_timeout = SECONDS), or make that object cheap to "
+             "pickle (or del it).")  # fmt: skip
 
 
 class StepFailed(Exception):
@@ -165,7 +170,7 @@ class StateExchange:
         t0 = time.perf_counter()
         # a slow __reduce__ stops the cell here, before it runs, saying so (state_timeout)
         with deadline.bounded_here("describing the notebook's variables for the worker",
-                                   nb.state_timeout_s, deadline.SLOW_PICKLE):  # fmt: skip
+                                   nb.state_timeout_s, SLOW_LOOK):  # fmt: skip
             out = self.mirror().outgoing(names, max_bytes=nb.auto_vars_max_bytes,
                                          files=files.names, theirs=theirs)  # fmt: skip
         self.timings["pack_s"] = self.timings.get("pack_s", 0.0) + time.perf_counter() - t0
