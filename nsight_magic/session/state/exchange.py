@@ -142,25 +142,25 @@ class StateExchange:
         entries = history.entries()
         setups = [e for e in entries if e.kind == "setup"]
         may_replay = setup_replay.setup_entries(entries, before=before, setup=setup)
-        out = self._look({*s.executed})
+
+        def bound_by(ran: set[int]) -> frozenset[str]:  # the worker's own: a lock, a model
+            return frozenset(n for e in setups if e.id in ran for n in e.cell.names_bound)
+
+        out = self._look(bound_by({*s.executed}))
         whys = setup_replay.replays(may_replay, s, nb.user_ns, history.in_notebook, out.cannot)
         run = [e for e in may_replay if e.id in whys]
-        theirs = frozenset(n for e in setups if e.id in {*s.executed, *whys}
-                           for n in e.cell.names_bound)  # fmt: skip
+        theirs = bound_by({*s.executed, *whys})
         if run:  # what they bind is the worker's own: looked at again without it
-            out = self._look({*s.executed, *whys})
+            out = self._look(theirs)
         gpu = history.gpu_bytes or {}
         return CellPlan(out, ReplayPlan(run), {e.name: whys[e.id] for e in run},
                         sum(gpu.get(e.id, 0) for e in run), theirs)  # fmt: skip
 
-    def _look(self, ran: set[int]) -> Outgoing:
-        """The message that makes the worker's names the notebook's, less what the setup
-        cells of history ids ``ran`` bind there (the worker's own: a lock, a model built
-        there) and the ``--vars`` names (sent by value after it)."""
+    def _look(self, theirs: frozenset[str]) -> Outgoing:
+        """The message that makes the worker's names the notebook's, less ``theirs`` (what
+        the setup cells it ran bind there) and the ``--vars`` names (sent by value after it)."""
         nb, history = self.notebook, self.history
         entries = history.entries()
-        theirs = frozenset(n for e in entries if e.kind == "setup" and e.id in ran
-                           for n in e.cell.names_bound)  # fmt: skip
         names = {n: v for n, v in notebook_names(nb.user_ns, frozenset(nb.hidden)).items()
                  if n not in theirs and n not in self.explicit}  # fmt: skip
         if not nb.auto_vars:  # %config NsightMagic.auto_vars = False: the setup cells' only
