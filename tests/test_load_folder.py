@@ -83,3 +83,26 @@ def test_a_run_without_report_says_how_its_profile_ended(runs_root: Path) -> Non
     assert message.startswith(f"{run} holds no report (looked for ")
     assert message.endswith("The profile ended 'failed': ProfilerError: nsys export failed.")
     assert "status: ?" not in message
+
+
+def test_a_folder_holding_one_sweep_opens_the_sweep(tmp_path: Path) -> None:
+    """Notebook 06's folder holds one sweep of 7 configurations: ``load_run`` of it is the
+    sweep (it listed the 7 configurations as runs before)."""
+    shutil.copytree(SAVED / "06_sweep", tmp_path / "06_sweep")
+    sweep = nsight_magic.load_run(tmp_path / "06_sweep")
+    assert isinstance(sweep, nsight_magic.SweepRun)
+    assert len(sweep.table()) == 7
+
+
+def test_a_sweep_among_runs_is_listed_once(runs_root: Path) -> None:
+    shutil.copytree(SAVED / "06_sweep", runs_root, dirs_exist_ok=True)
+    message = _message(runs_root)
+    assert message.startswith(f"{runs_root} is a folder of 5 runs, not a run; newest first:")
+    sweep = next((SAVED / "06_sweep").iterdir()).name
+    assert f"\n  {sweep}\n" in message and "bs_1" not in message
+
+
+def test_a_folder_of_one_run_opens_it(tmp_path: Path) -> None:
+    shutil.copytree(COMPARE[0], tmp_path / "only" / COMPARE[0].name)
+    run = nsight_magic.load_run(tmp_path / "only")
+    assert run.run_dir == tmp_path / "only" / COMPARE[0].name

@@ -140,22 +140,29 @@ LISTED_RUNS = 10  # a folder of runs names this many, newest first
 
 
 def runs_inside(folder: Path, depth: int = 2) -> list[Path]:
-    """The run folders (a ``meta.json`` inside) under ``folder``, at most ``depth`` levels down
+    """The run folders (a ``meta.json`` inside) and sweep folders (a ``sweep.json``: one entry,
+    its configurations are not listed) under ``folder``, at most ``depth`` levels down
     (``nsight-runs/<run>``, ``notebooks/runs/<notebook>/<run>``), newest first: by the start
     time meta.json records, else the folder's time stamp name, else its modification time."""
     found: list[Path] = []
     level = [folder]
     for _ in range(depth):
         level = sorted(p for d in level for p in _subfolders(d))
-        found += [p for p in level if (p / RunDir.META).is_file()]
-        level = [p for p in level if not (p / RunDir.META).is_file()]
+        found += [p for p in level if _a_run(p)]
+        level = [p for p in level if not _a_run(p)]
 
     def started(run: Path) -> tuple[str, float]:
         raw = RunDir(run).read_meta_json()
         stamp = raw.get("started_utc") if isinstance(raw, dict) else None
-        return (stamp if isinstance(stamp, str) else run.name, (run / RunDir.META).stat().st_mtime)
+        record = run / (RunDir.META if (run / RunDir.META).is_file() else RunDir.SWEEP)
+        return (stamp if isinstance(stamp, str) else run.name, record.stat().st_mtime)
 
     return sorted(found, key=started, reverse=True)
+
+
+def _a_run(folder: Path) -> bool:
+    """A run folder or a sweep folder: what ``load_run`` opens."""
+    return (folder / RunDir.META).is_file() or (folder / RunDir.SWEEP).is_file()
 
 
 def _subfolders(folder: Path) -> list[Path]:
@@ -209,6 +216,9 @@ def load_run(
         return load_sweep(run_dir, drill_runner, trust=trust)
     reports = [*folder.report_names("nsys"), *folder.report_names("ncu")]
     if not folder.meta.exists() and not any((run_dir / name).exists() for name in reports):
+        inside = runs_inside(run_dir)
+        if len(inside) == 1:  # the one run (or sweep) of a notebook's folder: no choice to make
+            return load_run(inside[0], drill_runner, trust=trust)
         raise _not_a_run(run_dir)
     meta = _meta(run_dir)
     report_path = _report_in(run_dir, meta)
