@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -72,3 +74,41 @@ def test_kernel_deltas_rejects_nothing_and_keeps_ints(reports):
 def test_compare_rejects_other_types():
     with pytest.raises(TypeError, match="NsysRun, NsysReport or a report path"):
         compare(1, 2)
+
+
+def test_statements_are_matched_by_their_text_not_their_line():
+    """Notebook 03's real before/after pair: the after cell gained a first line, so its loop is
+    line 2 where it was line 1. By line it read as the loop -100% plus a new loop; by text it is
+    one statement that moved, its change the loop's own."""
+    import nsight_magic
+
+    runs = sorted((Path(__file__).resolve().parents[1] / "notebooks/runs/03_compare").iterdir())
+    before, after = (nsight_magic.load_run(r) for r in runs[:2])
+    cmp = compare(before, after)
+    loop = cmp.nvtx[cmp.nvtx["range"].str.endswith("for _ in range(10): ...")]
+    assert len(loop) == 1
+    row = loop.iloc[0]
+    assert (row["line_a"], row["line_b"], bool(row["moved"])) == (1, 2, True)
+    assert row["instances_a"] == row["instances_b"] == 1
+    a_proj = before.nvtx_gpu_projection().set_index("range")["proj_total_ns"]
+    b_proj = after.nvtx_gpu_projection().set_index("range")["proj_total_ns"]
+    assert row["total_ns_a"] == a_proj["L1: for _ in range(10): ..."]
+    assert row["total_ns_b"] == b_proj["L2: for _ in range(10): ..."]
+    assert row["label"] == "nsight_magic:L1->L2: for _ in range(10): ..."
+    assert "L1-&gt;L2: for _ in range(10): ..." in cmp.to_html()
+    new = cmp.nvtx[cmp.nvtx["line_a"].isna() & cmp.nvtx["line_b"].notna()]
+    assert list(new["range"]) == ["L1: qh, kh, vh = q.bfloat16(), k.bfloat16(), v.bfloat16()"]
+    assert not new["moved"].any()
+
+
+def test_a_statement_twice_in_a_cell_matches_in_order():
+    from nsight_magic.analysis.compare import nvtx_deltas
+
+    def projection(lines: dict[int, int]) -> pd.DataFrame:
+        return pd.DataFrame({"domain": "nsight_magic", "range": [f"L{n}: y = f(x)" for n in lines],
+                             "style": "PushPop", "instances": 1,
+                             "proj_total_ns": list(lines.values())})  # fmt: skip
+
+    out = nvtx_deltas(projection({2: 10, 5: 20}), projection({3: 11, 6: 22})).set_index("range")
+    assert out.loc["L3: y = f(x)", ["total_ns_a", "line_a"]].tolist() == [10, 2]
+    assert out.loc["L6: y = f(x)", ["total_ns_a", "line_a"]].tolist() == [20, 5]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..vocabulary.nvtx_names import NVTX_DOMAIN, statement_line
 from .names import short_names
 
 __all__ = ["DELTA_COLUMNS", "duration_deltas", "kernel_deltas", "memory_deltas", "nvtx_deltas"]
@@ -39,14 +40,43 @@ def kernel_deltas(summary_a: pd.DataFrame, summary_b: pd.DataFrame) -> pd.DataFr
 
 
 def nvtx_deltas(projection_a: pd.DataFrame, projection_b: pd.DataFrame) -> pd.DataFrame:
-    """``domain, range, instances_a, ...`` keyed by ``domain, range`` from two
-    ``nvtx_gpu_projection()`` frames (GPU-projected time; instances summed over styles)."""
+    """``domain, range, instances_a, ...`` from two ``nvtx_gpu_projection()`` frames
+    (GPU-projected time; instances summed over styles), then ``line_a, line_b, moved``.
+
+    The cell's statement ranges (``L<line>: <source>``, domain nsight_magic) are matched by
+    their text, not their line: the same loop one line lower is the same statement (the k-th
+    statement of one text in a run matches the k-th of the other). ``line_a``/``line_b`` are
+    its cell line in each run (<NA> for other ranges and on the side that lacks it), ``moved``
+    says the line changed; ``range`` is run b's label (a's for a statement b lacks)."""
+    a, b = (_keyed(p) for p in (projection_a, projection_b))
+    out = duration_deltas(a, b, ["domain", "key"], "proj_total_ns")
+    sides = {side: f.set_index(["domain", "key"]) for side, f in (("a", a), ("b", b))}
+    at = pd.MultiIndex.from_frame(out[["domain", "key"]])
+    ranges = {side: f["range"].reindex(at).to_numpy() for side, f in sides.items()}
+    out.insert(1, "range", pd.Series(ranges["b"]).fillna(pd.Series(ranges["a"])).to_numpy())
+    for side, frame in sides.items():
+        out[f"line_{side}"] = pd.array(frame["line"].reindex(at), dtype="Int64")
+    out["moved"] = (out["line_a"] != out["line_b"]).fillna(False).astype(bool)
+    return out.drop(columns="key")
+
+
+def _keyed(projection: pd.DataFrame) -> pd.DataFrame:
+    """Per ``domain, range``: ``instances, proj_total_ns``, the statement's ``line`` (<NA> for
+    other ranges) and the ``key`` a match uses: a statement's text and its number among the
+    statements of that text, in line order; any other range's own name."""
     keys = ["domain", "range"]
-    a, b = (
-        p.groupby(keys, as_index=False, sort=False)[["instances", "proj_total_ns"]].sum()
-        for p in (projection_a, projection_b)
-    )
-    return duration_deltas(a, b, keys, "proj_total_ns")
+    summed = projection.groupby(keys, as_index=False, sort=False)[
+        ["instances", "proj_total_ns"]
+    ].sum()
+    statement = summed["domain"].eq(NVTX_DOMAIN)
+    lines = summed["range"].map(statement_line).where(statement)
+    summed["line"] = pd.array(lines, dtype="Int64")
+    text = summed["range"].str.replace(r"^L\d+: ", "", regex=True)
+    in_order = summed[statement].assign(text=text).sort_values("line", kind="stable")
+    nth = in_order.groupby("text", sort=False).cumcount()
+    summed["key"] = summed["range"]
+    summed.loc[nth.index, "key"] = text[nth.index] + "\x00" + nth.astype(str)
+    return summed
 
 
 MEMORY_DELTA_COLUMNS = ["device_id", "a_peak_bytes", "b_peak_bytes", "peak_change_bytes", "ratio",

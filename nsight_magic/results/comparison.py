@@ -53,7 +53,9 @@ class Comparison:
 
     ``kernels``: ``name, short_name, instances_a, instances_b, total_ns_a, total_ns_b,
     delta_ns`` (b - a, ns), ``ratio`` (b / a); ``nvtx``: ``domain, range`` and the same numbers
-    of GPU-projected time, + ``label``; largest absolute change first. ``memory``: peak device
+    of GPU-projected time, ``line_a, line_b, moved`` (the cell's statements are matched by their
+    text: ``analysis.compare.nvtx_deltas``), + ``label`` (``L3->L4: ...`` for a statement that
+    moved); largest absolute change first. ``memory``: peak device
     memory per GPU (runs captured with ``%%nsys --memory``; empty otherwise): ``device_id,
     a_peak_bytes, b_peak_bytes, peak_change_bytes`` (b - a), ``ratio, statement_a,
     statement_b`` (``analysis.compare.memory_deltas``)."""
@@ -69,7 +71,7 @@ class Comparison:
         # What the views show next to the numbers: "domain:range" labels (kernel_deltas gives
         # short kernel names already).
         self.kernels = kernels
-        self.nvtx = nvtx.assign(label=nvtx_label(nvtx))
+        self.nvtx = nvtx.assign(label=_moved_labels(nvtx, nvtx_label(nvtx)))
         self.label_a = label_a
         self.label_b = label_b
         empty = pd.DataFrame(columns=["device_id"])
@@ -107,6 +109,17 @@ class Comparison:
             f"<Comparison {self.label_a!r} -> {self.label_b!r}: {len(self.kernels)} kernel names,"
             f" total GPU time delta {total:+,} ns>"
         )
+
+
+def _moved_labels(nvtx: pd.DataFrame, labels: pd.Series) -> pd.Series:
+    """``nsight_magic:L3->L4: x = f(x)`` for a statement that moved (a's line, then b's)."""
+    if "moved" not in nvtx.columns or not nvtx["moved"].any():
+        return labels
+    moved = nvtx["moved"].to_numpy(bool)
+    rows = nvtx[moved]
+    text = rows["range"].str.replace(r"^L\d+: ", "", regex=True)
+    new = rows["domain"] + ":L" + rows["line_a"].astype(str) + "->L" + rows["line_b"].astype(str)
+    return labels.mask(moved, new + ": " + text)
 
 
 def compare(run_a: Any, run_b: Any, label_a: str | None = None, label_b: str | None = None):
