@@ -268,3 +268,41 @@ def test_orphans_of_a_watchdog_pair_killed_at_once_are_said_to_be_outside_the_gu
     for path in ("ARCHITECTURE.md", "nsight_magic/processes/child_lifetime.py"):
         text = " ".join((root / path).read_text().split())
         assert "outside the guarantee" in text.lower() and "troubleshooting.md" in text, path
+
+
+# --- help from one source (issue 58 item 3) ----------------------------------------------------
+def test_the_option_tables_are_the_magics_own() -> None:
+    """docs/options.md's option and %config tables are generated from the magics' parsers and
+    NsightMagic's traits (``python -m nsight_magic.magic.option_docs`` writes them): the page
+    says what ``%%nsys?`` says, and an option added to a magic appears in it."""
+    from nsight_magic.magic import option_docs
+
+    page = (REPO / "docs" / "options.md").read_text(encoding="utf-8")
+    assert option_docs.blocks(page) == ["both", "nsys", "ncu", "session", "config"]
+    assert option_docs.render(page) == page, "run: python -m nsight_magic.magic.option_docs"
+    for option in ("`--sweep NAME=V1,V2`", "`--warmup N`", "`--launch-count N`", "[--host]",
+                   "`NsightMagic.sweep_max_configs`", "`-o NAME` (`--var NAME`)"):  # fmt: skip
+        assert option in page
+    stale = page.replace("`--sweep NAME=V1,V2`", "`--sweep X`")
+    assert option_docs.render(stale) == page
+
+
+def _words(text: str) -> str:
+    return " ".join(text.replace("`", "").split())
+
+
+def test_each_behaviour_is_said_in_one_text_by_the_help_and_the_docs() -> None:
+    """What comes back and what a later worker replays: the magics' help and docs/sessions.md
+    say it in the same words (``magic/behaviour.py``); the help said the opposite before."""
+    from nsight_magic.magic import behaviour
+    from nsight_magic.magic.magics import NsightMagic
+
+    sessions = _words((REPO / "docs" / "sessions.md").read_text(encoding="utf-8"))
+    for text in (behaviour.STATE, behaviour.WORKERS):
+        assert _words(text) in sessions
+    assert _words(behaviour.STATE) in _words(NsightMagic.nsys.__doc__ or "")
+    assert _words(behaviour.STATE) in _words(NsightMagic.ncu.__doc__ or "")
+    session_help = NsightMagic.nsight_session.__doc__ or ""
+    assert _words(behaviour.WORKERS) in _words(session_help)
+    assert "replays the setup cells and the profiled cells" not in session_help
+    assert "%%nsys --host cells use" in session_help  # argparse's "%%" escape kept the two

@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import os
 import sys
+import textwrap
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -59,6 +60,7 @@ from ..session.sweep import SweepSpec, parse_sweep_option
 from ..session.variables import DEFAULT_AUTO_MAX_BYTES, parse_names
 from ..vocabulary import magic_names
 from ..vocabulary.reserved_names import SHOWN
+from . import behaviour
 from .help import magic_help
 from .options import (
     check_common,
@@ -69,14 +71,6 @@ from .options import (
     typed_flag,
 )
 
-_STATE_NOTE = (
-    "The cell runs in a warm worker process, as if it ran in the notebook: the notebook's "
-    "names go to the worker (CUDA tensors by reference, the rest up to auto_vars_max_bytes; "
-    "--vars forces), and what the cell binds, rebinds, deletes or changes in place comes back, "
-    "with the random streams; warm-ups and re-runs change nothing (docs/sessions.md says what "
-    "cannot come back). --fresh runs it in a new process with only the %%nsight_setup cells, "
-    "and nothing comes back from it."
-)
 _LAST: dict[str, Any] = {}
 T = TypeVar("T")
 
@@ -201,12 +195,13 @@ class NsightMagic(Magics):
     runs_dir = Unicode(
         "", help="Folder for run folders (default: ./nsight-runs in the notebook's folder)."
     ).tag(config=True)
-    auto_vars = Bool(True, help="Send notebook variables a profiled cell reads to its worker.").tag(
-        config=True
-    )
+    auto_vars = Bool(True, help="Send the notebook's names to a profiled cell's worker (False: "
+                     "only what the setup cells bind, and --vars).").tag(config=True)  # fmt: skip
     auto_vars_max_bytes = Int(
-        DEFAULT_AUTO_MAX_BYTES, help="Largest variable sent automatically (bytes)."
-    ).tag(config=True)
+        DEFAULT_AUTO_MAX_BYTES, help="Largest CPU object sent automatically (bytes; CUDA tensors "
+        "go by reference, whatever their size): a larger one goes only with --vars, and a "
+        "cell's change to it stays in the worker, said in one line."
+    ).tag(config=True)  # fmt: skip
     claim_short_names = Bool(False, help=magic_names.CLAIM_HELP).tag(config=True)
     state_timeout = Float(
         DEFAULT_STATE_TIMEOUT_S,
@@ -514,21 +509,18 @@ class NsightMagic(Magics):
               choices=["status", "start", "restart", "stop", "reset"])  # fmt: skip
     @argument("tool", nargs="?", default=None, choices=["nsys", "ncu"])
     @argument("--host", action="store_true",
-              help="with start nsys: the worker %%nsys --host cells use")  # fmt: skip
+              help="with start nsys: the worker %%%%nsys --host cells use")  # fmt: skip
     @line_magic
     def nsight_session(self, line: str) -> None:
         """The profiling workers: ``status`` (pid, uptime, cells, GPU memory), ``start`` (in the
-        background; it receives the setup cells' names), ``restart`` or
-        ``stop`` (both, or the named one): a restarted worker replays the setup cells and the
-        profiled cells on its next cell; ``reset`` stops both and forgets the profiled cells
-        (the setup cells stay). ``start nsys --host`` starts the worker that ``%%nsys --host``
-        cells use (other launch options: its own worker), so the first such cell does not wait
-        for a Python with torch to start (~7 s on an H100); put it (and ``start nsys``, for
-        plain cells) before the setup cell: the setup reaches every live worker.
+        background; it receives the notebook's names), ``restart`` or ``stop`` (both, or the
+        named one); ``reset`` stops both and forgets the profiled cells (the setup cells stay).
+        ``start nsys --host`` starts the worker that ``%%nsys --host`` cells use (other launch
+        options: its own worker), so the first such cell does not wait for a Python with torch
+        to start; put it (and ``start nsys``, for plain cells) before the setup cell: the setup
+        reaches every live worker.
 
-        Usage::
-
-            %nsight_session [status|start|restart|stop|reset] [nsys|ncu] [--host]"""
+        {workers}"""
         try:
             args = self.nsight_session.parser.parse_args(split_extra(line)[0])
         except SystemExit:  # pragma: no cover - MagicArgumentParser raises UsageError
@@ -558,8 +550,12 @@ class NsightMagic(Magics):
         print(f"{what} worker {verb}.")
 
 
+_session_doc = NsightMagic.nsight_session.__doc__ or ""
+NsightMagic.nsight_session.__doc__ = _session_doc.replace(
+    "{workers}", textwrap.fill(behaviour.WORKERS, 92, subsequent_indent="        ")
+)
 for _magic, _short in ((NsightMagic.nsys, "nsys"), (NsightMagic.ncu, "ncu")):
-    _notes = (magic_names.SHORT_NOTE.format(short=_short), _STATE_NOTE)
+    _notes = (magic_names.SHORT_NOTE.format(short=_short), behaviour.STATE)
     _magic.__doc__ = magic_help(_magic, extra=f"extra {_short} arguments", notes=_notes)
 
 
