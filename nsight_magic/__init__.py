@@ -36,6 +36,8 @@ _LAZY = {
     # %%nsys --sweep from Python: one profiled run per configuration -> SweepRun
     "sweep": ("nsight_magic.session.sweep", "sweep"),
     "SweepRun": ("nsight_magic.results.sweep_run", "SweepRun"),
+    # the saved runs under a folder (default ./nsight-runs), newest first: a DataFrame
+    "list_runs": ("nsight_magic.run_folders.runs", "list_runs"),
 }
 
 __all__ = [

@@ -306,3 +306,52 @@ def test_each_behaviour_is_said_in_one_text_by_the_help_and_the_docs() -> None:
     assert _words(behaviour.WORKERS) in _words(session_help)
     assert "replays the setup cells and the profiled cells" not in session_help
     assert "%%nsys --host cells use" in session_help  # argparse's "%%" escape kept the two
+
+
+# every name the docs call on the package or on a result must exist (docs/sweeps.md called
+# nsight_magic.list_runs(), which did not): receivers as the pages name them
+PACKAGE_NAME = re.compile(r"\bnsight_magic\.([A-Za-z_]\w*)\b(?!\.(?:md|py|ipynb))")
+IMPORTED = re.compile(r"from (nsight_magic(?:\.\w+)*) import (?:\(([\w, \n]+)\)|([\w, ]+))")
+RESULT_CALL = re.compile(r"\b(run|sw|kernel|top|step|tour|bwd|child)\.([a-z_]\w*)\(")
+
+
+def _result_classes() -> list[type]:
+    from nsight_magic.results import NcuRun, NsysRun
+    from nsight_magic.results.sweep_run import SweepRun
+
+    return [NsysRun, NcuRun, SweepRun]
+
+
+def missing_names(text: str) -> list[str]:
+    import importlib
+
+    import nsight_magic
+
+    missing = []
+    for span in code_spans(text):
+        for name in PACKAGE_NAME.findall(span):
+            if name in {"examples", "magic", "analysis", "views", "results", "session", "errors",
+                        "phase"}:  # fmt: skip
+                continue  # subpackages (checked by their imports below); an NVTX domain
+            if not hasattr(nsight_magic, name):
+                missing.append(f"nsight_magic.{name}")
+        for module, grouped, names in IMPORTED.findall(span):
+            mod = importlib.import_module(module)
+            names = grouped or names
+            missing += [f"{module}.{n}" for n in re.findall(r"\w+", names)
+                        if not hasattr(mod, n)]  # fmt: skip
+        for _, method in RESULT_CALL.findall(span):
+            if not any(hasattr(cls, method) for cls in _result_classes()):
+                missing.append(f".{method}()")
+    return missing
+
+
+def test_every_name_the_docs_call_exists() -> None:
+    found = {f"{page.name}: {name}" for page in PAGES
+             for name in missing_names(page.read_text(encoding="utf-8"))}  # fmt: skip
+    assert found == set()
+
+
+def test_the_name_check_finds_a_name_that_does_not_exist() -> None:
+    text = "`nsight_magic.list_runz()` and\n```python\nrun.kernel_sumary()\nsw.table()\n```\n"
+    assert missing_names(text) == ["nsight_magic.list_runz", ".kernel_sumary()"]

@@ -212,6 +212,8 @@ def _public_calls(run: Any, ncu: Any, tmp_path: Path, sw: Any = None) -> dict[st
         "open_report": lambda a: nsight_magic.open_report(a),
         "load_run": lambda a: nsight_magic.load_run(a),
         "load_runs": lambda a: nsight_magic.load_runs(a),
+        "list_runs root": lambda a: nsight_magic.list_runs(a),
+        "list_runs children": lambda a: nsight_magic.list_runs(tmp_path, children=a),
         "compare": lambda a: nsight_magic.compare(run, a),
         "share run_dir": lambda a: nsight_magic.share(a, tmp_path / "s1"),
         "share dest": lambda a: nsight_magic.share(run.run_dir, a),
@@ -299,4 +301,4 @@ def test_every_public_argument_fails_typed(
             except Exception as exc:  # the defect this test is about
                 untyped.append(f"{name}({value!r}): {type(exc).__name__}: {exc}")
     assert untyped == [], "\n".join(untyped)
-    assert len(calls) == 67 and tried == 67 * 13 and typed > 600
+    assert len(calls) == 69 and tried == 69 * 13 and typed > 600

@@ -126,7 +126,11 @@ def test_list_runs(tmp_path: Path, data_dir: Path) -> None:
     df = runs.list_runs(tmp_path)
     assert list(df["name"]) == ["second", "first"]
     assert list(df["children"]) == [0, 1] and set(df["tool"]) == {"nsys"}
-    assert runs.list_runs(tmp_path / "nothing").empty
+    # a mistyped folder is said, not listed as empty (the default folder before any run is)
+    with pytest.raises(ReportNotFoundError, match="is no folder: no runs to list"):
+        runs.list_runs(tmp_path / "nothing")
+    (tmp_path / "empty").mkdir()
+    assert runs.list_runs(tmp_path / "empty").empty
 
 
 # --- profile_* refuse before creating anything -----------------------------------------

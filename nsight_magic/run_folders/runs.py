@@ -33,9 +33,21 @@ def versions(tool_versions: dict[str, str] | None = None) -> dict[str, Any]:
 
 def list_runs(root: str | Path | None = None, *, children: bool = False) -> Any:
     """A DataFrame of the runs under ``root`` (newest first): run_dir, name, tool, status,
-    started_utc, wall_s, children (count); with ``children`` also the picker runs."""
+    started_utc, wall_s, children (count); with ``children`` also the picker runs. A ``root``
+    that is no folder is a ``ReportNotFoundError`` (the default, before any run: no rows)."""
+    import os
+
     import pandas as pd
 
+    from ..errors import BadArgumentError, ReportNotFoundError
+
+    text = os.fspath(root) if isinstance(root, (str, os.PathLike)) else None
+    if root is not None and (not isinstance(text, str) or "\x00" in text):
+        raise BadArgumentError(f"list_runs takes a folder's path (str or Path), not {root!r}.")
+    if not isinstance(children, bool):
+        raise BadArgumentError(f"list_runs' children is True or False, not {children!r}.")
+    if root is not None and not expand(root).is_dir():
+        raise ReportNotFoundError(f"{expand(root)} is no folder: no runs to list.")
     root = expand(root) if root is not None else Path.cwd() / DEFAULT_ROOT
     rows = []
     folders = [RunDir(p.parent) for p in sorted(root.glob(f"*/{RunDir.META}"))]
