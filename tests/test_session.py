@@ -472,7 +472,7 @@ def test_ncu_range_spec_resolved_against_the_cells_nsys_run(manager, data_dir) -
     once the notebook profiled the cell with nsys, the name is checked against that run's
     real ranges first (the llm fixture: 'LLM@prefill' in domain LLM, 'generate' a start/end
     range): an unknown name fails before anything runs, and a range nsys saw but the script
-    could not (opened from C++) gets ncu's own filter, spelled as measured (DESIGN.md)."""
+    could not (opened from C++) gets ncu's own filter, spelled as measured (docs/workloads.md)."""
     import weakref
 
     from nsight_magic.errors import NvtxRangeNotFoundError

@@ -2,7 +2,7 @@
 
 The first run of code in a process pays one-time costs that later runs do not: CUDA lazy
 loading (CUDA >= 12.2 loads a kernel's module when it is first launched), cuBLAS/cuDNN handle
-and plan creation, allocator growth. Measured on the GPU image (DESIGN.md): a first captured
+and plan creation, allocator growth. Measured on the GPU image (docs/sessions.md): a first captured
 prefill showed 460 ms of GPU-projected time where the warm one takes a few ms; the first pass of
 an 800-step decode loop 37 s, the next 1.5 s.
 

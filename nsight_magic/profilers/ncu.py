@@ -24,7 +24,8 @@ from .options import option
 # thread's: a picked backward GEMM was "nothing captured")
 CELL_FILTER = f"{NVTX_DOMAIN}@{CAPTURE_RANGE}"
 # the start/end range the cell script opens around the range ``--nvtx`` names (no slash:
-# start/end ranges take none; measured form: a start/end range ``LLM@generate``, DESIGN.md)
+# start/end ranges take none; measured form: a start/end range ``LLM@generate``,
+# docs/workloads.md)
 TARGET_FILTER = f"{NVTX_DOMAIN}@{TARGET_RANGE}"
 REGEX_SPECIAL = frozenset("\\^$.|?*+()[]{}")
 NVTX_SPECIAL = frozenset("\\@/")

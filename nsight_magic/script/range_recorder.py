@@ -8,7 +8,8 @@ recorder is entered. The block marked "module only" is left out of the script: t
 header assigns those names with the cell's values.
 
 Why a marker: ncu's NVTX filter needs the range's domain spelled out and escaped
-(``LLM@LLM\\@prefill/``), and a bare name cannot name "any domain" (DESIGN.md: measured forms).
+(``LLM@LLM\\@prefill/``), and a bare name cannot name "any domain" (measured forms:
+docs/workloads.md).
 The script sees every range the cell opens through ``nvtx``/``torch.cuda.nvtx``, with its domain
 and style, so it compares the user's name there, as plain text, and opens one range of its own
 domain around each match: ncu's filter is always ``nsight_magic@nvtx-target``. Ranges opened

@@ -88,7 +88,7 @@ class DrillDowns:
         When this notebook profiled the same cell with nsys, SPEC is checked against that run's
         ranges first: a name the cell does not have fails here with the list (nothing runs);
         a range nsys saw but the script cannot (opened from C++ code) gets ncu's own filter,
-        spelled with the domain and style nsys found (measured forms: DESIGN.md)."""
+        spelled with the domain and style nsys found (measured forms: docs/workloads.md)."""
         ncu_argv.parse_range_spec(spec)  # ValueError for an empty name or "DOMAIN:" alone
         spec = spec.strip()
         known = self._nsys_runs.get(cell)

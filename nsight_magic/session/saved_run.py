@@ -5,7 +5,8 @@ folder from elsewhere could name any interpreter or inject a library. So unless 
 profiled in this session or the user passed ``trust=True``, the re-run uses this session's
 interpreter and working directory, the saved ``--env`` only through an allow-list
 (``profilers.env.allowed_from_folder``), and the folder must be this user's and not writable by
-others (``folders.check_owned``). What was asked and not obeyed is returned, to be shown."""
+others (``run_folders.ownership.check_owned``). What was asked and not obeyed is returned, to
+be shown."""
 
 from __future__ import annotations
 
