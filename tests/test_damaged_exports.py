@@ -15,7 +15,7 @@ import pytest
 from nsight_magic.errors import CorruptReportError, ReportError, StaleExportError
 from nsight_magic.reports import open_report
 from nsight_magic.reports.nsys.export import export_origin, stamp_path, write_stamp
-from nsight_magic.results.loading import nsys_run
+from nsight_magic.results.run_loading import nsys_run
 from nsight_magic.views.nsys_view import nsys_static_html
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"

@@ -12,7 +12,7 @@ from session_support import BareBackend
 
 from nsight_magic.reports import open_report
 from nsight_magic.results.base import timing_line
-from nsight_magic.results.loading import nsys_run
+from nsight_magic.results.run_loading import nsys_run
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest

@@ -10,9 +10,6 @@ from pathlib import Path
 
 from ..run_folders import sharing
 from ..run_folders.run_dir import RunDir
-from ..views import sweep_view
-from .loading import load_run
-from .sweep_frames import SweepFrames
 from .sweep_run import SweepRun
 
 
@@ -28,10 +25,6 @@ def share(
     and return it; ``nsight_magic.load_run(dest)`` opens it. ``redact``, ``keep_nsys_rep``:
     see ``run_folders.sharing.share``."""
     out = sharing.share(run_dir, dest, redact=redact, keep_nsys_rep=keep_nsys_rep)
-    folder = RunDir(out)
-    if folder.read_sweep() is not None:
-        copy = load_run(out)
-        if isinstance(copy, SweepRun):  # the page names its folder as the copy's own: "."
-            frames = SweepFrames(copy.record, copy.configs, copy.runs, ".")
-            folder.write_copy(RunDir.SWEEP_PAGE, sweep_view.share_page_html(frames))
+    if RunDir(out).read_sweep() is not None and not RunDir(out).meta.exists():
+        SweepRun.open(out).write_share_page()
     return out

@@ -15,12 +15,18 @@ import pandas as pd
 
 from ..analysis import mfu as utilisation
 from ..errors import BadArgumentError, EmptyResultWarning, ReportError
+from ..run_folders import sharing
+from ..run_folders.ownership import expand
+from ..run_folders.run_dir import RunDir
+from ..run_folders.sweep_layout import check_config_folders
 from ..run_folders.sweep_record import ConfigKey, SweepRecord, config_label
 from ..views import sweep_view
 from .base import WIDGET_MIME, in_kernel
 from .comparison import Comparison, compare
+from .drill_protocols import DrillRunner
 from .ncu_run import NcuRun
 from .nsys_run import NsysRun
+from .run_loading import load_one
 from .sweep_frames import SweepFrames
 
 FlopsOf = Callable[[dict[str, Any]], Mapping[Any, float] | None]
@@ -235,6 +241,27 @@ class SweepRun:
             )
         return variable
 
+    @classmethod
+    def open(
+        cls, path: str | Path, drill_runner: DrillRunner | None = None, *, trust: bool = False
+    ) -> SweepRun:
+        """A sweep folder (``sweep.json`` and one run folder per configuration) as a
+        ``SweepRun``: each configuration that ran ``ok`` loaded as a run; a record that names a
+        configuration folder outside the sweep folder, or one folder twice, is refused before
+        any is read (``DamagedFolderError``: the check ``share()`` makes too)."""
+        run_dir = expand(path).absolute()
+        record = RunDir(run_dir).read_sweep()
+        if record is None:
+            raise ReportError(f"{RunDir(run_dir).sweep} is no sweep record (damaged or foreign).")
+        check_config_folders(run_dir, record)
+        runs = {}
+        # keyed by the values' written form: a list value in sweep.json has no hash
+        keys = [ConfigKey(c.values.get(n) for n in record.variables) for c in record.configs]
+        for key, config in zip(keys, record.configs, strict=True):
+            if config.status == "ok" and config.folder:
+                runs[key] = load_one(run_dir / config.folder, drill_runner, trust=trust)
+        return cls(record, run_dir, runs, keys=keys)
+
     def share(
         self, dest: str | Path, *, redact: Sequence[str] = (), keep_nsys_rep: bool = False
     ) -> SweepRun:
@@ -242,15 +269,21 @@ class SweepRun:
         configuration's run folder as ``nsight_magic.share`` copies a run, ``sweep.json``, and
         ``index.html``, one page of the table, the charts and each configuration's top kernels
         (no script). Returns the copy, loaded."""
-        from .loading import load_run
-        from .sharing import share
-
         if self.run_dir is None:
             raise BadArgumentError("share(): this sweep has no folder to copy (run_dir is None)")
-        copy = load_run(share(self.run_dir, dest, redact=redact, keep_nsys_rep=keep_nsys_rep))
-        if not isinstance(copy, SweepRun):  # the folder changed under us: say what it is now
-            raise ReportError(f"share(): the copy in {dest} did not load as a sweep ({copy!r})")
+        out = sharing.share(self.run_dir, dest, redact=redact, keep_nsys_rep=keep_nsys_rep)
+        if RunDir(out).read_sweep() is None:  # the folder changed under us: say what it is now
+            raise ReportError(f"share(): the copy in {dest} holds no sweep record")
+        copy = SweepRun.open(out)
+        copy.write_share_page()
         return copy
+
+    def write_share_page(self) -> None:
+        """This (shared) sweep's one-page ``index.html`` in its folder, built from this copy,
+        so it names nothing the copy does not (its folder is the page's own: ".")."""
+        if self.run_dir is not None:
+            frames = SweepFrames(self.record, self.configs, self.runs, ".")
+            RunDir(self.run_dir).write_copy(RunDir.SWEEP_PAGE, sweep_view.share_page_html(frames))
 
     # --- display ---------------------------------------------------------------------------
     def widget(self) -> Any:

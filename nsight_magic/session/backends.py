@@ -190,7 +190,7 @@ class NsysBackend:
     def result(
         self, report: Any, run_dir: Path, meta: dict[str, Any], *, parent: Any, drill_runner: Any
     ) -> Any:
-        from ..results.loading import nsys_run
+        from ..results.run_loading import nsys_run
 
         return nsys_run(report, run_dir, meta, drill_runner=drill_runner)
 

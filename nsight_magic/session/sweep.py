@@ -19,7 +19,6 @@ import ast
 import dataclasses
 import itertools
 import math
-import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -43,11 +42,10 @@ from ..run_folders.sweep_record import (
     config_label,
     json_value,
 )
-from ..vocabulary import arguments
 from ..vocabulary.reserved_names import reserved_why
 from .backends import Backend
 from .pipeline import now_utc
-from .spec import MAX_WARMUP, CellRequest, Notebook, RunCallbacks, SweepLimits
+from .spec import CellRequest, Notebook, RunCallbacks, SweepLimits
 
 # ``Backend`` is a Protocol the session's own backends and the tests' bare one implement
 Profile = Callable[..., Any]  # SessionManager.profile
@@ -85,7 +83,7 @@ class SweepSpec:
             for value in values:
                 if canonical(value) in seen:
                     raise BadArgumentError(
-                        f"--sweep: {name} gives the value {_short(value)} twice; each value is "
+                        f"--sweep: {name} gives the value {short_repr(value)} twice; each value is "
                         "one configuration"
                     )
                 seen.add(canonical(value))
@@ -98,19 +96,19 @@ class SweepSpec:
         """From ``{"bs": [1, 8], "seq": [512, 2048]}`` (``nsight_magic.sweep``'s values)."""
         if not isinstance(values, Mapping):
             raise BadArgumentError(
-                f"sweep(): values is {_short(values)}; pass a dict of variable name -> list of "
+                f"sweep(): values is {short_repr(values)}; pass a dict of variable name -> list of "
                 "values, e.g. {'bs': [1, 8, 32]}"
             )
         out = []
         for name, given in values.items():
             if not isinstance(name, str):
                 raise BadArgumentError(
-                    f"sweep(): the variable name {_short(name)} is not a string; name each "
+                    f"sweep(): the variable name {short_repr(name)} is not a string; name each "
                     "swept variable as Python would, e.g. {'bs': [1, 8, 32]}"
                 )
             if isinstance(given, str | bytes | Mapping) or not isinstance(given, Iterable):
                 raise BadArgumentError(
-                    f"sweep: {name}={_short(given)}; give the values as a list, e.g. "
+                    f"sweep: {name}={short_repr(given)}; give the values as a list, e.g. "
                     f"{name}=[1, 8, 32]"
                 )
             out.append((name, tuple(given)))
@@ -152,7 +150,7 @@ class SweepSpec:
         ]
 
 
-def _short(value: Any) -> str:
+def short_repr(value: Any) -> str:
     try:
         shown = repr(value)
     except Exception:
@@ -334,92 +332,4 @@ def _fail_when_none_ran(result: SweepRun, interrupted: bool) -> None:
         f"{len(result.record.configs)}); the first, {first.label}: {first.error}. Each one's "
         f"error is in its table(); its run folder keeps what it wrote.{where}",
         run=result,
-    )
-
-
-def sweep(
-    cell: str,
-    values: Mapping[str, Iterable[Any]],
-    *,
-    name: str = "sweep",
-    warmup: int = 0,
-    timeout: float | None = None,
-    fresh: bool = False,
-    runs_root: str | None = None,
-    progress: Callable[[Progress], None] | None = None,
-    output: Callable[[str], None] | None = None,
-    cancel: Any = None,
-    **nsys: Any,
-) -> SweepRun:
-    """``%%nsys --sweep`` from Python: profile ``cell`` (its text) once per combination of
-    ``values`` (``{"bs": [1, 8, 32], "seq": [512, 2048]}``), each name bound to its value
-    before the cell, in this notebook's session (its warm nsys worker, its notebook state,
-    left as it was). ``nsys`` are ``NsysOptions`` fields (``memory=True``, ``pytorch="shapes"``,
-    ``nvtx_capture="LLM:prefill"``); ``cancel`` (a ``threading.Event``) stops the sweep after
-    the configuration that runs. Returns the ``SweepRun``."""
-    from pathlib import Path
-
-    from ..profilers.nsys import NsysOptions
-    from .backends import NsysBackend
-    from .manager import MANAGER
-
-    where = "nsight_magic.sweep()"
-    arguments.text_arg(cell, "cell", where)
-    arguments.text_arg(name, "name", where)
-    if arguments.count_arg(warmup, "warmup", where) > MAX_WARMUP:
-        raise BadArgumentError(f"{where}: warmup is {warmup}; pass 0..{MAX_WARMUP}.")
-    if timeout is not None:
-        arguments.number_arg(timeout, "timeout", where)
-    if not isinstance(fresh, bool):
-        raise BadArgumentError(f"{where}: fresh is {_short(fresh)}; pass True or False.")
-    if runs_root is not None and not isinstance(runs_root, str | os.PathLike):
-        raise BadArgumentError(f"{where}: runs_root is {_short(runs_root)}; pass a folder's path.")
-    for what, given in (("progress", progress), ("output", output)):
-        if given is not None and not callable(given):
-            raise BadArgumentError(f"{where}: {what} is {_short(given)}; pass a function or None.")
-    if cancel is not None and not callable(getattr(cancel, "is_set", None)):
-        raise BadArgumentError(
-            f"{where}: cancel is {_short(cancel)}; pass a threading.Event (or None)."
-        )
-    spec = SweepSpec.of(values)
-    try:
-        options = NsysOptions(**nsys)
-    except (TypeError, ValueError) as exc:
-        raise BadArgumentError(f"sweep(): {exc}") from None
-    notebook = Notebook()
-    limits = SweepLimits()
-    try:
-        from IPython import get_ipython
-
-        shell = get_ipython()
-    except ImportError:
-        shell = None
-    if shell is not None and MANAGER.notebook.user_ns is shell.user_ns:
-        # the notebook as the magics last described it: its %config (auto_vars_max_bytes)
-        # and how its cells' code is named in tracebacks
-        notebook = MANAGER.notebook
-    elif shell is not None:
-        hidden = frozenset(getattr(shell, "user_ns_hidden", {}) or {})
-        notebook = Notebook(user_ns=shell.user_ns, hidden=hidden)
-    if shell is not None:
-        limits = _configured_limits(shell)
-    spec.check(limits)  # before anything is made
-    request = CellRequest(cell=cell, name=name, warmup=int(warmup), timeout=timeout,
-                          fresh=fresh,
-                          runs_root=Path(runs_root) if runs_root else None)  # fmt: skip
-    callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)
-    return MANAGER.sweep(request, NsysBackend(options), spec, notebook=notebook,
-                         callbacks=callbacks, limits=limits)  # fmt: skip
-
-
-def _configured_limits(shell: Any) -> SweepLimits:
-    """The sweep's bounds as ``%config NsightMagic.sweep_max_configs`` / ``sweep_max_values``
-    set them in this shell (the defaults where the extension is not loaded)."""
-    registry = getattr(getattr(shell, "magics_manager", None), "registry", None) or {}
-    magics = registry.get("NsightMagic")
-    if magics is None:
-        return SweepLimits()
-    return SweepLimits(
-        max_configs=int(getattr(magics, "sweep_max_configs", SweepLimits.max_configs)),
-        max_values=int(getattr(magics, "sweep_max_values", SweepLimits.max_values)),
     )
