@@ -286,7 +286,7 @@ def test_ncu_lists_are_read_from_ncus_own_output(data_dir) -> None:
 
 
 def test_profiler_commands_get_no_injection_variables() -> None:
-    from nsight_magic.profilers.env import clean_env
+    from nsight_magic.processes.clean_env import clean_env
 
     base = {"LD_PRELOAD": "x.so", "NSYS_X": "1", "QUADD_Y": "1", "CUDA_INJECTION64_PATH": "i",
             "NVTX_INJECTION64_PATH": "n", "PATH": "/bin", "HOME": "/h"}  # fmt: skip

@@ -27,8 +27,8 @@ from nsight_magic.errors import (
     RunFolderError,
     UntrustedFolderError,
 )
+from nsight_magic.processes.clean_env import is_injection_variable
 from nsight_magic.processes.locate import Tool
-from nsight_magic.profilers.env import is_injection_variable
 from nsight_magic.results import load_run
 from nsight_magic.run_folders import ownership as folders
 from nsight_magic.run_folders import runs

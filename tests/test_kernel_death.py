@@ -233,7 +233,7 @@ def test_a_cli_that_runs_out_of_time_leaves_no_child(tmp_path: Path) -> None:
     with everything it started, not only itself (its helper stayed before), even a helper that
     left its session (issue 43: it stayed until the notebook ended, or for good when it had
     left its parent too before the watchdog's scan)."""
-    from nsight_magic.profilers.env import run_quiet
+    from nsight_magic.processes.clean_env import run_quiet
 
     pids = tmp_path / "pids"
     daemon = f"setsid sh -c 'echo $$ >> {pids}; exec sleep 600' &"

@@ -1,5 +1,5 @@
 """Every profiler command we start gets its environment from one builder
-(``profilers.env.clean_env``): the injection variables of the notebook's own environment
+(``processes.clean_env.clean_env``): the injection variables of the notebook's own environment
 (LD_PRELOAD, NSYS_*, QUADD_*, CUDA_INJECTION*, NVTX_INJECTION*) never reach ``nsys --version``,
 ``export``, ``start``, ``cancel``, ``shutdown``, ``launch`` or ncu's ``--list-sets`` and attach.
 
@@ -15,8 +15,8 @@ import pytest
 
 from nsight_magic.errors import CorruptReportError, ProfilerError
 from nsight_magic.processes import locate as tools
+from nsight_magic.processes.clean_env import is_injection_variable
 from nsight_magic.processes.locate import Tool
-from nsight_magic.profilers.env import is_injection_variable
 from nsight_magic.reports.nsys.export import export_report
 from nsight_magic.session import backends, profiler_cli
 from nsight_magic.session.backends import NcuBackend, NsysBackend, WarmState

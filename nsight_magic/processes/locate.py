@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import ProfilerError, ToolNotFoundError, ToolVersionError
-from ..profilers.env import clean_env, run_quiet
 from .child_signals import run_bounded
+from .clean_env import clean_env, run_quiet
 
 ToolName = Literal["nsys", "ncu"]
 

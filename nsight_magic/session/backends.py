@@ -33,10 +33,11 @@ from ..errors import (
 )
 from ..package_info import pythonpath_with_package
 from ..processes import locate as tools
+from ..processes.clean_env import clean_env
 from ..processes.locate import Tool, ToolName
 from ..profilers import ncu as ncu_argv
 from ..profilers import nsys as nsys_argv
-from ..profilers.env import clean_env, without_notebook_backend
+from ..profilers.env import without_notebook_backend
 from ..profilers.options import options_meta
 from ..run_folders.run_dir import RunDir
 from ..script import Gate

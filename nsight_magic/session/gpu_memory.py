@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ..processes import locate as tools
 from ..processes.child_signals import run_bounded
-from ..profilers.env import clean_env
+from ..processes.clean_env import clean_env
 
 MARGIN_FACTOR = 1.2
 MARGIN_MIB = 1024.0

@@ -1,5 +1,5 @@
 """The short profiler commands a warm session runs beside its worker, each bounded and with
-the one profiler environment (``profilers.env.clean_env``): ``nsys start``/``cancel``/
+the one profiler environment (``processes.clean_env.clean_env``): ``nsys start``/``cancel``/
 ``shutdown``, ``ncu --list-sets``, and an ``ncu --mode attach`` waited on until it is connected,
 then stopped."""
 
@@ -16,9 +16,9 @@ from pathlib import Path
 from ..errors import ProfilerError
 from ..processes import runner
 from ..processes.child_signals import start_child
+from ..processes.clean_env import clean_env, run_quiet
 from ..profilers import ncu as ncu_argv
 from ..profilers import nsys as nsys_argv
-from ..profilers.env import clean_env, run_quiet
 from ..run_folders.run_dir import RunDir, append_private
 from . import deadline
 

@@ -17,7 +17,7 @@ from typing import Any
 from ...errors import CorruptReportError, ToolNotFoundError
 from ...package_info import pythonpath_with_package
 from ...processes.child_signals import run_bounded
-from ...profilers.env import clean_env
+from ...processes.clean_env import clean_env
 from ...vocabulary.magic_names import cell_magic
 from . import extract as X
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from ...errors import CorruptReportError, ReportTimeoutError, ToolNotFoundError
-from ...profilers.env import run_quiet
+from ...processes.clean_env import run_quiet
 from ...run_folders.regular_files import read_regular
 
 __all__ = ["ExportKind", "export_argv", "export_origin", "export_report", "find_nsys",
