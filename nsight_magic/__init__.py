@@ -108,7 +108,7 @@ def load_run(path: Any, *, trust: bool = False) -> Any:
     from .results import load_run as _load
     from .session.manager import MANAGER
 
-    return _load(path, drill_runner=MANAGER, trust=trust)
+    return _load(path, drill_runner=MANAGER.drills, trust=trust)
 
 
 def last_run() -> Any:

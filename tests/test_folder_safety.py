@@ -151,7 +151,7 @@ def test_saved_interpreter_and_injection_env_are_shown_not_obeyed(
     tmp_path: Path, nsys_small_sqlite: Path, capturing_manager: Any
 ) -> None:
     manager, seen = capturing_manager
-    run = load_run(_saved_run(tmp_path, nsys_small_sqlite), drill_runner=manager)
+    run = load_run(_saved_run(tmp_path, nsys_small_sqlite), drill_runner=manager.drills)
     with (
         pytest.warns(FolderSettingsIgnored, match="LD_PRELOAD") as warned,
         pytest.raises(_Captured),
@@ -171,7 +171,7 @@ def test_trust_true_uses_the_folder_settings(
     tmp_path: Path, nsys_small_sqlite: Path, capturing_manager: Any
 ) -> None:
     manager, seen = capturing_manager
-    run = load_run(_saved_run(tmp_path, nsys_small_sqlite), drill_runner=manager, trust=True)
+    run = load_run(_saved_run(tmp_path, nsys_small_sqlite), drill_runner=manager.drills, trust=True)
     with pytest.raises(_Captured):
         run.profile_kernel(_kernel(run))
     request = seen[0][0]
@@ -185,7 +185,7 @@ def test_nothing_is_replayed_from_a_folder_others_control(
 ) -> None:  # fmt: skip
     manager, seen = capturing_manager
     folder = _saved_run(tmp_path, nsys_small_sqlite)
-    run = load_run(folder, drill_runner=manager)
+    run = load_run(folder, drill_runner=manager.drills)
     named = folder
     if how == "group-writable":
         folder.chmod(0o770)
@@ -249,7 +249,7 @@ def test_malformed_meta_in_a_re_profile_is_one_typed_line(
 ) -> None:
     manager, _ = capturing_manager
     folder = _saved_run(tmp_path, nsys_small_sqlite)
-    run = load_run(folder, drill_runner=manager)
+    run = load_run(folder, drill_runner=manager.drills)
     write_json(folder / RunDir.META, {"tool": "nsys", **meta})
     with pytest.raises(RunFolderError, match=r"meta\.json"):
         run.profile_kernel(_kernel(run))
@@ -301,7 +301,7 @@ def test_fuzzed_meta_and_env_are_typed(fuzz_folder: Path, capturing_manager: Any
     (fuzz_folder / RunDir.META).write_text(json.dumps(meta))
     (fuzz_folder / "env.json").write_text(json.dumps(env))
     try:
-        run = load_run(fuzz_folder, drill_runner=manager)
+        run = load_run(fuzz_folder, drill_runner=manager.drills)
     except ReportError:
         return
     if not hasattr(run, "profile_kernel"):

@@ -75,7 +75,7 @@ def _old_ncu(line: str) -> NcuOptions:
         launch_skip=args.launch_skip,
         launch_count=args.launch_count,
         extra_args=tuple(split_extra(line)[1]),
-        nvtx_target=args.nvtx or None,  # (then resolved by MANAGER.ncu_nvtx_options, as now)
+        nvtx_target=args.nvtx or None,  # (then resolved by MANAGER.drills.ncu_nvtx_options, as now)
     )
 
 
@@ -267,7 +267,7 @@ def test_each_drill_able_option_reaches_the_child_runs_ncu_argv(
     which names no option: the child's NcuOptions carry the value and both argv builders (a
     fresh ncu run, an attach to the warm worker) differ from the default's."""
     manager, seen = drill_manager
-    run = load_run(saved_parent, drill_runner=manager)
+    run = load_run(saved_parent, drill_runner=manager.drills)
     value = _sample(name)
     with pytest.raises(Captured):
         if how == "kernel":
@@ -328,7 +328,7 @@ def test_an_nccl_kernel_gets_single_pass_metrics_whatever_was_asked(
     drill_manager: Any, saved_parent: Path
 ) -> None:
     manager, seen = drill_manager
-    run = load_run(saved_parent, drill_runner=manager)
+    run = load_run(saved_parent, drill_runner=manager.drills)
     with pytest.raises(Captured):
         run.profile_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", set="full", sections=("A",))
     options = seen[0][1].options

@@ -55,7 +55,7 @@ def test_profile_top_is_one_rerun_with_the_first_launch_of_each_top_kernel(
     drill_manager: Any, saved_parent: Path, tmp_path: Path
 ) -> None:
     manager, seen = drill_manager
-    run = load_run(saved_parent, drill_runner=manager)
+    run = load_run(saved_parent, drill_runner=manager.drills)
     with pytest.raises(Captured):
         run.profile_top(3, set="roofline")
     assert len(seen) == 1  # one re-run of the cell, not three
@@ -82,7 +82,7 @@ def test_a_sweep_configurations_top_n_binds_its_values_again_and_keeps_the_state
     drill_manager: Any, saved_parent: Path
 ) -> None:
     manager, seen = drill_manager
-    run = load_run(saved_parent, drill_runner=manager)
+    run = load_run(saved_parent, drill_runner=manager.drills)
     run.bound_values = {"bs": 8}  # what session/sweep.py sets on a configuration's run
     with pytest.raises(Captured):
         run.profile_top(2)
@@ -225,7 +225,7 @@ def test_kernels_the_one_pass_filter_left_out_get_a_pass_each_merged_into_one_ru
     handed = [ncu_reports["ncu_sweep_top"], ncu_reports["ncu_gemm_roofline"],
               ncu_reports["ncu_gemm_metrics"], ncu_reports["ncu_gemm_roofline"]]  # fmt: skip
     manager, seen = _handing_back(monkeypatch, handed)
-    run = load_run(saved_parent, drill_runner=manager)
+    run = load_run(saved_parent, drill_runner=manager.drills)
     out: list[str] = []
     top = run.profile_top(2, output=out.append)
     names = top_kernel_names(run.kernel_summary(), 2)
@@ -285,7 +285,7 @@ def test_kernels_left_out_that_one_more_pass_profiles_together_need_no_pass_each
     write_private(RunDir(parent_dir).script, "print('saved script')\n")
     handed = [ncu_reports["ncu_gemm_metrics"], ncu_reports["ncu_sweep_top"]]
     manager, seen = _handing_back(monkeypatch, handed)
-    run = load_run(parent_dir, drill_runner=manager)
+    run = load_run(parent_dir, drill_runner=manager.drills)
     out: list[str] = []
     top = run.profile_top(5, output=out.append)
     names = top_kernel_names(run.kernel_summary(), 5)

@@ -192,7 +192,7 @@ def test_a_rank_drill_down_of_an_nsys_run_opens_the_range_ncu_filters_on(
     log.unlink()
     monkeypatch.setattr(drill, "NcuBackend", NcuStandIn)
     drill_rank_1 = DrillRequest(kernel="gemm", rank=1, timeout=120.0)
-    child = gloo_retry(lambda: manager.profile_kernel(parent, drill_rank_1))
+    child = gloo_retry(lambda: manager.drills.profile_kernel(parent, drill_rank_1))
     assert child.report == ["L1: x = sum(range(10))", "L2: print('rank', x)"]
     events = [json.loads(x) for x in log.read_text().splitlines()]
     # rank 1 alone ran under the (stand-in) profiler; rank 0 ran bare

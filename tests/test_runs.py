@@ -162,7 +162,7 @@ def test_profile_refuses_early_and_leaves_no_folder(tmp_path: Path, no_tools: No
 
 def test_profile_kernel_needs_the_parent_script(tmp_path: Path, data_dir: Path) -> None:
     d = _fake_nsys_run(tmp_path, data_dir)
-    run = load_run(d, drill_runner=SessionManager(setup=SetupRegistry()))
+    run = load_run(d, drill_runner=SessionManager(setup=SetupRegistry()).drills)
     with pytest.raises(NsightMagicError, match=r"no saved cell"):
         run.profile_kernel("some_kernel")
 
@@ -173,6 +173,6 @@ def test_profile_kernel_on_a_run_opened_from_a_file_says_why(data_dir: Path) -> 
     from nsight_magic.reports import open_report
     from nsight_magic.results import NsysRun
 
-    run = NsysRun(open_report(data_dir / "nsys_small.sqlite"), drill_runner=SessionManager())
+    run = NsysRun(open_report(data_dir / "nsys_small.sqlite"), drill_runner=SessionManager().drills)
     with pytest.raises(NsightMagicError, match="opened from a report file"):
         run.profile_kernel(run.kernel_summary()["name"].iloc[0])

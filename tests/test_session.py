@@ -481,7 +481,7 @@ def test_ncu_range_spec_resolved_against_the_cells_nsys_run(manager, data_dir) -
 
     run = NsysRun(open_report(data_dir / "nsys_llm.sqlite"))
     manager._nsys_runs["the cell"] = weakref.ref(run)
-    options = manager.ncu_nvtx_options
+    options = manager.drills.ncu_nvtx_options
     assert options("LLM@prefill", "the cell") == {"nvtx_target": "LLM:LLM@prefill (PushPop)"}
     assert options("LLM:generate", "the cell") == {"nvtx_target": "LLM:generate (StartEnd)"}
     assert options(":sample", "the cell") == {"nvtx_target": ":sample (PushPop)"}

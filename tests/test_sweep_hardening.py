@@ -382,7 +382,7 @@ def test_a_shared_sweeps_configuration_cannot_be_re_profiled_and_says_why(
     assert not (copy / "02-bs_4" / RunDir.VARS).exists()
     from nsight_magic.results.loading import load_run
 
-    loaded = load_run(copy, drill_runner=manager)
+    loaded = load_run(copy, drill_runner=manager.drills)
     config = loaded.run(bs=4)
     kernel = str(config.kernel_summary()["name"].iloc[0])
     with pytest.raises(MissingVariableError, match=r"reads bs.*shared copy") as err:
@@ -391,7 +391,7 @@ def test_a_shared_sweeps_configuration_cannot_be_re_profiled_and_says_why(
     assert not (copy / "02-bs_4" / "ncu").exists()
     # the original folder, with its vars.pkl, still re-runs (as far as this fake goes)
     with pytest.raises(Captured):
-        load_run(sweep / "02-bs_4", drill_runner=manager).profile_kernel(kernel)
+        load_run(sweep / "02-bs_4", drill_runner=manager.drills).profile_kernel(kernel)
 
 
 # --- 3. a run loaded by a relative path ---------------------------------------------------------
@@ -422,7 +422,7 @@ def test_a_run_loaded_by_a_relative_path_is_re_profiled(
     monkeypatch.setattr(NcuBackend, "locate", lambda self: Tool(name="ncu", path="ncu"))
     sweep = _config_folder(tmp_path)
     monkeypatch.chdir(tmp_path)
-    run = load_run("prefill/02-bs_4", drill_runner=manager)
+    run = load_run("prefill/02-bs_4", drill_runner=manager.drills)
     assert run.run_dir == tmp_path / "prefill" / "02-bs_4" and run.run_dir.is_absolute()
     kernel = str(run.kernel_summary()["name"].iloc[0])
     child = run.profile_kernel(kernel)

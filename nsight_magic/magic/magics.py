@@ -443,7 +443,7 @@ class NsightMagic(Magics):
         options = _options(NcuOptions, args, extra)
         if options.nvtx_target:  # the range as the user wrote it: resolved against the cell
             try:
-                nvtx = MANAGER.ncu_nvtx_options(options.nvtx_target, cell)
+                nvtx = MANAGER.drills.ncu_nvtx_options(options.nvtx_target, cell)
             except ValueError as exc:
                 raise UsageError(f"--nvtx {options.nvtx_target!r}: {exc}") from None
             # the resolved form replaces the spelling (it may be nvtx_target itself, respelled)

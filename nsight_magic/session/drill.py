@@ -1,7 +1,8 @@
 """Drill-downs into a cell the session ran (``results.DrillRunner``): ncu on one kernel the
-picker chose, on every kernel of an NVTX range, and ``%%ncu --nvtx``'s range spec. A mixin of
-``SessionManager``: it runs each drill-down through the manager's own ``profile`` (warm ncu
-worker, or a cold re-run of the parent's saved script)."""
+picker chose, on every kernel of an NVTX range, and ``%%ncu --nvtx``'s range spec.
+``DrillDowns`` is ``SessionManager.drills``, a collaborator: it runs each drill-down through
+the ``profile`` the manager hands it (warm ncu worker, or a cold re-run of the parent's saved
+script)."""
 
 from __future__ import annotations
 
@@ -71,12 +72,18 @@ def range_filters(parent: Any, domain: str, name: str, style: str) -> dict[str, 
 
 
 class DrillDowns:
-    """What ``SessionManager`` adds for results: ``profile_kernel``, ``profile_range`` and the
-    ``%%ncu --nvtx`` options (it provides ``history``, ``_nsys_runs`` and ``profile``)."""
+    """The session's drill-downs (``results.DrillRunner``): ``profile_kernel``,
+    ``profile_top``, ``profile_range``, and the ``%%ncu --nvtx`` options. A collaborator of
+    ``SessionManager``, which hands it how to profile a cell (``profile``: its own, looked up
+    at each call), the notebook's ``history`` and ``nsys_runs`` (cell text -> its last nsys
+    run)."""
 
-    history: History
-    _nsys_runs: dict[str, Any]
-    profile: Callable[..., Any]  # SessionManager.profile
+    def __init__(
+        self, profile: Callable[..., Any], history: History, nsys_runs: dict[str, Any]
+    ) -> None:
+        self.profile = profile
+        self.history = history
+        self._nsys_runs = nsys_runs
 
     def ncu_nvtx_options(self, spec: str, cell: str) -> dict[str, Any]:
         """``%%ncu --nvtx SPEC`` as ``NcuOptions`` fields. SPEC is "DOMAIN:RANGE" (":RANGE" = the

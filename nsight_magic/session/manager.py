@@ -51,12 +51,18 @@ from .warm_session import WarmSession
 from .worker_pool import SessionStatus, WorkerPool
 
 
-class SessionManager(DrillDowns):
+class SessionManager:
+    """The notebook's profiling session: its workers, setup cells and history, ``profile``
+    (one cell), ``sweep``; ``drills`` (``drill.DrillDowns``) re-runs a profiled cell under ncu."""
+
     def __init__(self, setup: SetupRegistry = REGISTRY) -> None:
         self.history = History()
         self.setup = setup
         self.workers = WorkerPool()  # the live workers (worker_pool.py)
         self._nsys_runs: dict[str, weakref.ref[Any]] = {}  # cell text -> its last nsys run
+        # ``profile`` looked up at each drill-down (a test may replace it on this object)
+        self.drills = DrillDowns(lambda *a, **k: self.profile(*a, **k), self.history,
+                                 self._nsys_runs)  # fmt: skip
         # start workers before cells need them (prewarm.py); the magics turn it on by default
         self.prewarm = False
         self.prewarm_backends: dict[str, Callable[[], Backend]] = {
@@ -383,7 +389,7 @@ class SessionManager(DrillDowns):
 
     def _result(self, report: Any, ctx: RunContext, parent: Any) -> Any:
         return ctx.backend.result(report, ctx.run_dir, ctx.meta.to_dict(), parent=parent,
-                                  drill_runner=self)  # fmt: skip
+                                  drill_runner=self.drills)  # fmt: skip
 
 
 MANAGER = SessionManager()

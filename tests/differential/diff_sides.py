@@ -147,13 +147,13 @@ def drill_down(directive: str) -> None:
     what, arg = words[1], words[2] if len(words) > 2 else ""
     parent = last_run()
     if what == "kernel":
-        MANAGER.profile_kernel(parent, DrillRequest.create(arg or "kernel", set=None))
+        MANAGER.drills.profile_kernel(parent, DrillRequest.create(arg or "kernel", set=None))
     elif what == "range":
         domain, _, name = arg.rpartition(":")
-        MANAGER.profile_range(parent, domain, name, "PushPop", DrillRequest.create(set=None))
+        MANAGER.drills.profile_range(parent, domain, name, "PushPop", DrillRequest.create(set=None))
     elif what == "top":
         names = [f"kernel_{i}" for i in range(int(arg or 2))]
-        MANAGER.profile_top(parent, names, DrillRequest.create(set=None))
+        MANAGER.drills.profile_top(parent, names, DrillRequest.create(set=None))
     else:
         raise ValueError(f"unknown drill-down {directive!r}")
 
