@@ -23,7 +23,8 @@ try:  # the dependency tiers have no torch: the tensor case skips there
 except ImportError:
     ARRAYS = (np.ndarray,)
 
-from nsight_magic.session.state.graph import Graph, dump_message, load_message
+from nsight_magic.session.state.apply import dump_message, load_message
+from nsight_magic.session.state.graph import Graph
 
 cloudpickle_registry = __import__("cloudpickle").cloudpickle._DYNAMIC_CLASS_TRACKER_BY_ID
 

@@ -36,8 +36,8 @@ from ..variables import plan_shipping
 from ..warm_session import WarmSession
 from ..worker_process import Reply
 from . import setup_replay
-from .graph import OWN_RESULTS
 from .notebook_side import LAST_RESULTS, NotebookState, Outgoing, adoption_blob, notebook_names
+from .objects import OWN_RESULTS
 from .repeat_changes import changed_names, module_names
 from .setup_replay import CellPlan, ReplayPlan
 

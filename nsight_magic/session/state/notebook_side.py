@@ -15,17 +15,10 @@ from typing import Any
 
 from ...vocabulary.notebook_names import is_ipython_own
 from . import rng
-from .graph import (
-    Applied,
-    Describer,
-    Graph,
-    Key,
-    Message,
-    Walk,
-    _received_ptrs,
-    dump_message,
-    load_message,
-)
+from .apply import Applied, Message, dump_message, load_message
+from .describe import Describer, Walk
+from .graph import Graph
+from .objects import Key, _received_ptrs
 
 # IPython's last results travel (``prev = _``); its other names are its own
 LAST_RESULTS = frozenset({"_", "__", "___"})

@@ -21,8 +21,8 @@ from ...vocabulary.notebook_names import is_ipython_own
 from .. import admission
 from ..history import HistoryEntry
 from ..warm_session import WarmSession
-from .graph import OWN_RESULTS
 from .notebook_side import Outgoing
+from .objects import OWN_RESULTS
 
 
 @dataclass(frozen=True)

@@ -21,18 +21,10 @@ from typing import Any, ClassVar
 
 from .. import deadline
 from . import rng
-from .graph import (
-    Describer,
-    Graph,
-    Key,
-    Message,
-    Walk,
-    _Applier,
-    _received_ptrs,
-    dump_message,
-    fill_in_place,
-    load_message,
-)
+from .apply import Message, _Applier, dump_message, fill_in_place, load_message
+from .describe import Describer, Walk
+from .graph import Graph
+from .objects import Key, _received_ptrs
 from .process import ProcessState
 
 # why a cell's changes took too long to describe, and the fix (deadline.bounded_here's hint)
@@ -244,7 +236,7 @@ class WorkerState:
 
 
 def _empty() -> Any:
-    from .graph import Message
+    from .apply import Message
 
     return Message()
 

@@ -1,0 +1,419 @@
+"""Describing objects for the shared-state graph (``graph.py``): an object's create part (what
+pickle's ``__reduce_ex__(5)`` gives) and fill part, each pickled with its children as keys
+(``dumps_keyed``), and its print, a checksum of the fill."""
+
+from __future__ import annotations
+
+import copyreg
+import functools
+import io
+import pickle
+import sys
+import types
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import definitions
+from .objects import (
+    _PLAIN,
+    _PLAIN_RUN,
+    NS,
+    OWN_RESULTS,
+    Key,
+    _cloudpickle,
+    _cp,
+    _immutable_library_value,
+    _is_tensor,
+    _numpy,
+    _range_index,
+    _received_ptrs,
+    _torch,
+    cloudpickle,
+    empty_array,
+    empty_tensor,
+    keyable,
+    make_empty,
+    make_function,
+    set_array,
+    set_bytearray,
+    set_cell,
+    set_function_state,
+    set_tensor,
+    view_of,
+)
+
+if TYPE_CHECKING:
+    from .graph import Graph
+
+
+# --- describing ---
+
+
+@dataclass
+class Record:
+    """One object's description: ``create`` (pickled, only for an object the other side
+    lacks), ``fill`` (pickled) and its ``print``."""
+
+    create: bytes | None
+    fill: bytes
+    print: Any
+
+
+@dataclass
+class Walk:
+    """What one look at a side's objects found: each reached key's record (new ones with a
+    create part), the keys each refers to, what could not be described, by key, with why."""
+
+    records: dict[Key, Record] = field(default_factory=dict)
+    children: dict[Key, set[Key]] = field(default_factory=dict)
+    failed: dict[Key, str] = field(default_factory=dict)
+    bindings: dict[str, bytes] = field(default_factory=dict)
+    binding_keys: dict[str, set[Key]] = field(default_factory=dict)
+    cannot: dict[str, str] = field(default_factory=dict)
+
+
+def _fill_of(obj: Any, rv: tuple[Any, ...]) -> tuple[Any, ...]:
+    """(state, list items, dict items, set items, setter) of a reduce value."""
+    state = rv[2] if len(rv) > 2 else None
+    listitems = list(rv[3]) if len(rv) > 3 and rv[3] is not None else None
+    dictitems = list(rv[4]) if len(rv) > 4 and rv[4] is not None else None
+    setter = rv[5] if len(rv) > 5 else None
+    return state, listitems, dictitems, None, setter
+
+
+class Describer:
+    """Describes objects of one side: ``graph`` names its keys, ``files`` renames the code of
+    cells (the notebook's file names -> the worker's), ``sources`` collects those cells'
+    lines."""
+
+    def __init__(self, graph: Graph, files: Mapping[str, str] | None = None) -> None:
+        self.graph = graph
+        self.files = dict(files or {})
+        self.sources: dict[str, str] = {}
+
+    def by_source(self, obj: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]] | None:
+        """A notebook definition that does not pickle (a Triton kernel), made on the other
+        side by its own statement (``definitions``); None when it has none."""
+        found = definitions.find_bound(obj, self.graph.namespace)
+        if found is None:
+            return None
+        there = definitions.renamed(found, self.files)
+        cell = definitions.cell_text(found.filename)
+        args = (there.filename, there.line, there.name, there.text, _Namespace.MARK, cell)
+        create = (definitions.define, args)
+        return create, (None, None, None, None, None)
+
+    # the create and fill parts of one object
+    def parts(self, obj: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
+        if type(obj).__module__.startswith("nsight_magic."):
+            # a run, a sweep, a view: the notebook's reading of a report, not the cell's data
+            raise pickle.PicklingError(OWN_RESULTS)
+        torch, np = _torch(), _numpy()
+        if torch is not None and isinstance(obj, torch.Tensor):
+            return self._tensor(obj)
+        if np is not None and isinstance(obj, np.ndarray):
+            # an object array's bytes are pointers: its elements go instead (pandas' object
+            # columns and indexes)
+            data = list(obj.ravel()) if obj.dtype.hasobject else (
+                obj.tobytes() if obj.size else b"")  # fmt: skip
+            return (empty_array, (type(obj), obj.dtype)), (
+                (obj.shape, obj.dtype, data), None, None, None, set_array
+            )  # fmt: skip
+        if isinstance(obj, types.FunctionType):
+            return self._function(obj)
+        if isinstance(obj, type):
+            if _cp is None:
+                raise pickle.PicklingError(f"class {obj.__qualname__} needs cloudpickle")
+            rv = _cloudpickle("_dynamic_class_reduce")(obj)
+            return (rv[0], rv[1]), (rv[2], None, None, None, rv[5])
+        if isinstance(obj, types.CellType):
+            try:
+                contents: tuple[bool, Any] = (True, obj.cell_contents)
+            except ValueError:
+                contents = (False, None)
+            return (make_empty, (types.CellType,)), (contents, None, None, None, set_cell)
+        if isinstance(obj, bytearray) and type(obj) is bytearray:
+            return (make_empty, (bytearray,)), (bytes(obj), None, None, None, set_bytearray)
+        if isinstance(obj, set):
+            rv = obj.__reduce_ex__(5)
+            state = rv[2] if len(rv) > 2 else None
+            return (make_empty, (type(obj),)), (state, None, None, list(obj), None)
+        reduce = copyreg.dispatch_table.get(type(obj))
+        if reduce is None and _cp is not None:
+            reduce = cloudpickle.Pickler.dispatch_table.get(type(obj))
+        rv = reduce(obj) if reduce is not None else obj.__reduce_ex__(5)
+        if isinstance(rv, str) or not isinstance(rv, tuple):
+            raise pickle.PicklingError(f"{type(obj).__name__} is a global: not an object to key")
+        state, listitems, dictitems, setitems, setter = _fill_of(obj, rv)
+        # a Counter carries its items in its arguments: an empty one, filled like a dict
+        if isinstance(obj, dict) and dictitems is None and setter is None:
+            dictitems = list(dict.items(obj))
+            return (make_empty, (type(obj),)), (_attributes(obj), None, dictitems, None, None)
+        if isinstance(obj, list) and listitems is None and setter is None:
+            listitems = list(list.__iter__(obj))
+            return (make_empty, (type(obj),)), (_attributes(obj), listitems, None, None, None)
+        return (rv[0], rv[1]), (state, listitems, dictitems, setitems, setter)
+
+    def _function(self, func: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
+        """A notebook function: created with the side's namespace as its globals (a ``global
+        step`` in it is the namespace's ``step``) and its own cells (keyed: a closure's
+        ``nonlocal`` change is the cell's), filled with its defaults and attributes."""
+        if func.__globals__ is not self.graph.namespace:
+            raise pickle.PicklingError(
+                f"function {func.__qualname__} of another namespace cannot be kept as one object"
+            )
+        state: dict[str, Any] = {
+            "__defaults__": func.__defaults__,
+            "__kwdefaults__": func.__kwdefaults__,
+            "__annotations__": func.__annotations__,
+            "__module__": func.__module__,
+            "__doc__": func.__doc__,
+            "__qualname__": "".join(func.__qualname__),
+            "__dict__": tuple(func.__dict__.items()),  # a tuple: not an object to key
+        }
+        if _cp is not None:
+            state["_submodules"] = tuple(_cloudpickle("_find_imported_submodules")(
+                func.__code__, list(func.__globals__.get(n) for n in func.__code__.co_names)
+            ))  # fmt: skip
+        create = (make_function, (func.__code__, _Namespace.MARK, "".join(func.__name__),
+                                  func.__closure__))  # fmt: skip
+        return create, (state, None, None, None, set_function_state)
+
+    def _tensor(self, t: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
+        torch = sys.modules["torch"]
+        if t.is_cuda:
+            from torch.multiprocessing.reductions import reduce_tensor
+
+            why = unshareable_tensor(t)
+            if why:
+                raise pickle.PicklingError(why)
+            fill = self.tensor_fill(t)  # its memory is shared: no contents
+            base = self.shared_base(t)
+            if base is not None:  # a view of memory the other side owns: made there as one
+                kind = type(t) if type(t) in (torch.Tensor, torch.nn.Parameter) else None
+                return (view_of, (base, t.storage_offset(), tuple(t.shape), tuple(t.stride()),
+                                  t.dtype, kind)), fill  # fmt: skip
+            leaf = t if t.is_leaf or not t.requires_grad else t.detach()
+            return reduce_tensor(leaf), fill
+        if t.is_sparse or t.is_quantized or t.device.type != "cpu":
+            raise pickle.PicklingError(f"a {t.device.type} tensor of layout {t.layout}")
+        # by plain pickle, whole: the storage and hooks its reduce makes are new each time
+        # (keyed, they would look like new objects at every look)
+        contents = pickle.dumps(t.detach().clone(), protocol=pickle.HIGHEST_PROTOCOL)
+        kind = type(t) if type(t) in (torch.Tensor, torch.nn.Parameter) else torch.Tensor
+        return (empty_tensor, (kind, t.dtype)), self.tensor_fill(t, contents)
+
+    @staticmethod
+    def tensor_fill(t: Any, contents: bytes | None = None) -> tuple[Any, ...]:
+        """A tensor's fill for ``set_tensor``: its contents (None for CUDA memory, which the
+        sides share), flag, gradient and attributes."""
+        attributes = dict(t.__dict__) if t.__dict__ else None
+        grad = t.grad if t.is_leaf else None
+        return ((contents, t.requires_grad, grad, attributes), None, None, None, set_tensor)
+
+    def shared_base(self, t: Any) -> Any:
+        """A tensor both sides know whose storage ``t`` views, when that storage is the other
+        side's (torch cannot share again what it received by IPC handle); else None."""
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in _received_ptrs:
+            return None
+        ptr = storage.data_ptr()
+        for key, obj in self.graph.table.items():
+            if obj is not t and _is_tensor(obj) and obj.is_cuda and key in self.graph.prints \
+                    and obj.untyped_storage().data_ptr() == ptr:  # fmt: skip
+                return obj
+        return None
+
+    def tensor_print(self, t: Any) -> tuple[Any, ...]:
+        """What a change to a tensor changes: torch's in-place counter (CPU), its memory and
+        shape, its gradient's identity, its flag (the contents of CUDA memory are shared)."""
+        grad = t.grad if t.is_leaf else None
+        version = 0 if t.is_cuda else t._version
+        return ("tensor", version, t.data_ptr(), tuple(t.shape), tuple(t.stride()),
+                t.storage_offset(), str(t.dtype), t.requires_grad,
+                None if grad is None else self.graph.key_of.get(id(grad)),
+                tuple(sorted(t.__dict__)) if t.__dict__ else ())  # fmt: skip
+
+
+def _array_print(a: Any) -> tuple[Any, ...]:
+    """What a change to a NumPy array of numbers changes: its shape, its dtype and a checksum
+    of its bytes, read where they are (no copy when it is contiguous)."""
+    np = sys.modules["numpy"]
+    flat = np.ascontiguousarray(a).reshape(-1)
+    return ("array", a.shape, a.dtype.str, zlib.crc32(flat.view(np.uint8)) if flat.size else 0)
+
+
+def _attributes(obj: Any) -> dict[str, Any] | None:
+    return dict(obj.__dict__) if getattr(obj, "__dict__", None) else None
+
+
+class _Namespace:
+    """Stands for the side's namespace inside a pickle (``NS``)."""
+
+    MARK: Any = None
+
+
+_Namespace.MARK = _Namespace()
+
+
+def unshareable_tensor(t: Any) -> str:
+    """Why a CUDA tensor cannot go by IPC handle ("" when it can)."""
+    torch = sys.modules["torch"]
+    if type(t) not in (torch.Tensor, torch.nn.Parameter):
+        return f"a CUDA tensor of type {type(t).__name__} (only plain tensors go by handle)"
+    if t.is_sparse or t.is_quantized:
+        return "a sparse or quantized CUDA tensor"
+    return ""
+
+
+def _base_pickler() -> type:
+    return cloudpickle.Pickler if cloudpickle is not None else pickle.Pickler
+
+
+class _PlainRun:
+    """A list of plain values (a list's items, a dict's (key, value) pairs) written by plain
+    pickle in one go: pickle asks ``persistent_id`` about every item of a list (and never asks
+    ``reducer_override`` about a list), 300,000 calls for a notebook's lists of numbers. The
+    other side loads it as the list itself."""
+
+    __slots__ = ("blob",)
+
+    def __init__(self, blob: bytes) -> None:
+        self.blob = blob
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return pickle.loads, (self.blob,)
+
+
+def _plain_run(items: Any) -> Any:
+    """``items`` (a fill's list) as a ``_PlainRun`` when it is long and holds only plain
+    values, else itself."""
+    if type(items) is not list or len(items) < _PLAIN_RUN:
+        return items
+    kinds = set(map(type, items))
+    if kinds == {tuple}:  # a dict's items: (key, value) pairs
+        kinds = set(map(type, (x for pair in items for x in pair)))
+    return _PlainRun(pickle.dumps(items, protocol=5)) if kinds <= _PLAIN else items
+
+
+def _plain_runs(fill: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A fill whose long lists of plain values (its items; an object array's elements in its
+    state) go as plain runs."""
+    state = fill[0]
+    if type(state) is tuple and any(type(part) is list for part in state):
+        state = tuple(_plain_run(part) for part in state)
+    return (state, *(_plain_run(items) for items in fill[1:4]), *fill[4:])
+
+
+@functools.cache
+def _keyed_pickler_class(base: type) -> type:
+    """The keyed pickler, made once (``_pickler``)."""
+    code_reduce = getattr(base, "dispatch_table", {}).get(types.CodeType)
+
+    class KeyedPickler(base):
+        describer: Describer
+        inline: set[int]
+        found: list[Any]
+
+        def persistent_id(self, obj: Any) -> Any:
+            if type(obj) in _PLAIN or type(obj) is _PlainRun:  # the most asked about, first
+                return None
+            if id(obj) in self.inline:
+                return None
+            graph = self.describer.graph
+            if obj is _Namespace.MARK or obj is graph.namespace:
+                return NS
+            if not keyable(obj):
+                return None
+            key = graph.key_of.get(id(obj))
+            if key is None or graph.table.get(key) is not obj:
+                key = graph.add(obj)
+            self.found.append(obj)
+            return ("k", key)
+
+        def reducer_override(self, obj: Any) -> Any:
+            kind = type(obj)
+            if _immutable_library_value(obj) or _range_index(obj):
+                return pickle.loads, (pickle.dumps(obj, protocol=5),)
+            elif kind is types.CodeType and self.describer.files and code_reduce is not None:
+                return self._named_code(obj)
+            if cloudpickle is None:
+                return NotImplemented
+            return super().reducer_override(obj)
+
+        def _named_code(self, code: types.CodeType) -> Any:
+            describer = self.describer
+            name = describer.files.get(code.co_filename, code.co_filename)
+            if name != code.co_filename and name not in describer.sources:
+                import linecache
+
+                cached: tuple[Any, ...] = linecache.cache.get(code.co_filename, ())
+                if len(cached) > 2 and cached[2]:
+                    describer.sources[name] = "".join(cached[2])
+            assert code_reduce is not None
+            rebuild, args = code_reduce(code)
+            args = tuple(
+                name if isinstance(a, str) and a in ("<dynamic-code>", code.co_filename) else a
+                for a in args
+            )
+            return rebuild, args
+
+    return KeyedPickler
+
+
+def _pickler(describer: Describer, inline: set[int], file: Any, found: list[Any]) -> Any:
+    """A pickler that writes each keyable object as its key (new ones are given one; every
+    one met is listed in ``found``) but those in ``inline`` (ids: the containers a reduce made
+    for the occasion), and the side's namespace as ``NS``."""
+    pickler = _keyed_pickler_class(_base_pickler())(file, protocol=5)
+    pickler.describer, pickler.inline, pickler.found = describer, inline, found
+    return pickler
+
+
+def dumps_keyed(
+    describer: Describer, value: Any, found: list[Any], inline: Iterable[Any] = ()
+) -> bytes:
+    buffer = io.BytesIO()
+    _pickler(describer, {id(o) for o in inline}, buffer, found).dump(value)
+    return buffer.getvalue()
+
+
+def made_for_the_occasion(
+    create: tuple[Any, Any], fill: tuple[Any, ...], deep: bool = False
+) -> list[Any]:
+    """The containers a reduce builds to carry an object (its arguments' tuple, a state dict,
+    the (state, slots) pair, a class's dict): written inline, never keyed (a new one each
+    time would look like a change). ``deep``: a library's object (``_LIBRARIES``), whose
+    reduce builds every container in it anew: all of them, at any depth (an object of the
+    user's holds its own lists in its state dict: those keep their keys)."""
+    if deep:
+        return _containers_in([create[1], *fill[:4]])
+    out: list[Any] = [create[1], *(items for items in fill[1:4] if items is not None)]
+    state = fill[0]
+    if isinstance(state, dict | list):
+        out.append(state)
+    elif isinstance(state, tuple):
+        out.append(state)
+        out.extend(part for part in state if isinstance(part, dict | list))
+    return out
+
+
+def _containers_in(values: list[Any]) -> list[Any]:
+    """Every list, dict, tuple and set in ``values``, through those only."""
+    out: list[Any] = []
+    seen: set[int] = set()
+    todo = list(values)
+    while todo:
+        value = todo.pop()
+        kind = type(value)
+        if kind not in (list, dict, tuple, set) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        out.append(value)
+        if kind is dict:
+            todo.extend(value.values())
+        else:
+            todo.extend(value)
+    return out
