@@ -14,7 +14,8 @@ import pytest
 from session_support import BareBackend
 
 from nsight_magic.script import prepare_cell
-from nsight_magic.script.shared_objects import TABLE, preserved, snapshot_place
+from nsight_magic.script.cuda_save import snapshot_place
+from nsight_magic.script.shared_objects import TABLE, preserved
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.notebook_snapshot import fits, kept_objects

@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from nsight_magic.script.shared_objects import (  # noqa: E402
+from nsight_magic.script.cuda_save import (  # noqa: E402
     StageCopies,
     stage_in,
     stage_out,

@@ -83,7 +83,7 @@ def test_the_scripts_host_pool_is_handed_back_whole() -> None:
     worker kept 34 GB pinned, and ncu's backup of a drill-down's memory then ran the host out
     of memory); the pool is ordinary host memory, so this runs on the CPU."""
     torch = pytest.importorskip("torch")
-    from nsight_magic.script import shared_objects
+    from nsight_magic.script import cuda_save as shared_objects
 
     host = shared_objects._host_pool(torch, 1000)
     assert host.numel() == shared_objects.STAGE_CHUNK and not bool(host.any())

@@ -45,8 +45,9 @@ from typing import Any
 # --- module only: build_script writes these in the script's header, with the cell's values ---
 from ..run_folders.run_dir import RunDir
 from .cuda_gate import Gate, RangeWindow
+from .cuda_save import KEPT
 from .range_recorder import RangeRecorder
-from .shared_objects import KEPT, mapped_segments, names_kept, preserved
+from .shared_objects import mapped_segments, names_kept, preserved
 from .torch_memory import TorchMemory
 
 CELL = ""  # the cell's source, as the user wrote it (tracebacks show its lines)

@@ -25,13 +25,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..script.shared_objects import (
-    SNAPSHOT_MARGIN_BYTES,
-    SNAPSHOT_MARGIN_SHARE,
-    bytes_by_device,
-    module_buffers,
-    storages_of,
-)
+from ..script.cuda_save import SNAPSHOT_MARGIN_BYTES, SNAPSHOT_MARGIN_SHARE, bytes_by_device
+from ..script.shared_objects import module_buffers, storages_of
 
 # what the ncu worker allocates of its own beside what it maps (its cached blocks, the re-run's
 # activations and gradients), left free on each device with the copy
@@ -41,7 +36,7 @@ WORKER_ROOM_BYTES = 2 << 30
 def fits(need: int, free: int, total: int) -> bool:
     """Whether a device with ``free`` of ``total`` bytes free takes a ``need``-byte copy, ncu's
     backup of the ``need`` bytes the worker maps, the worker's own room and the snapshot
-    margin (``shared_objects.snapshot_place``'s)."""
+    margin (``cuda_save.snapshot_place``'s)."""
     margin = max(SNAPSHOT_MARGIN_BYTES, int(total * SNAPSHOT_MARGIN_SHARE))
     return free >= 2 * need + WORKER_ROOM_BYTES + margin
 
