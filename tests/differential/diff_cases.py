@@ -715,6 +715,22 @@ DEFINITIONS = [
     ),
 ]
 
+# torch.compile installs globals into the namespace of a function it compiles (the notebook's,
+# or the worker's for a function made there by its own def): neither side's are the other's,
+# and they are never said "not sent" (the acceptance on the H100 printed two such lines, then
+# its worker died after a reduce-overhead cell, 2026-12-07)
+COMPILED = (
+    "import torch\n\n@torch.compile(backend='eager')\ndef cf(x):\n    return torch.sin(x) * 2 + 1"
+)
+DEFINITIONS += across(
+    "torch-compile-in-a-cell",
+    [COMPILED, "w = cf(torch.ones(3))"],
+    "y = cf(torch.ones(3)) + float(w.sum())",
+    ["print(y, [n for n in dir() if n.startswith('__compiled')] != [])"],
+    paths=("nsys", "warmup", "ncu"),
+    torch=True,
+)
+
 CASES: list[Case] = [*TRAINING, *DICT_SUBCLASS, *REBINDING, *READS, *OBJECTS, *STALE_COPIES,
                      *RNG_CASES, *REPEATS, *CRASHES, *SETUP_REPLAYS, *DECLARED,
                      *DEFINITIONS]  # fmt: skip

@@ -13,7 +13,7 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...vocabulary.notebook_names import is_ipython_own
+from ...vocabulary.notebook_names import is_compiler_own, is_ipython_own
 from . import rng
 from .apply import Applied, Message, dump_message, load_message
 from .describe import Describer, Walk
@@ -25,14 +25,20 @@ LAST_RESULTS = frozenset({"_", "__", "___"})
 
 
 def notebook_names(user_ns: Mapping[str, Any], hidden: frozenset[str]) -> dict[str, Any]:
-    """The notebook's names a worker mirrors: all but IPython's own and the hidden ones
-    (IPython's displayhook pushes ``_`` hidden: the last results travel all the same)."""
+    """The notebook's names a worker mirrors: all but IPython's own, torch.compile's and the
+    hidden ones (IPython's displayhook pushes ``_`` hidden: the last results travel all the
+    same)."""
     own = ("get_ipython", "exit", "quit")
     return {
         name: value
         for name, value in user_ns.items()
         if name in LAST_RESULTS
-        or (name not in hidden and not is_ipython_own(name) and name not in own)
+        or (
+            name not in hidden
+            and not is_ipython_own(name)
+            and name not in own
+            and not is_compiler_own(name)
+        )
     }
 
 

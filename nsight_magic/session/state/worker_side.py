@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator, MutableMapping
 from typing import Any, ClassVar
 
+from ...vocabulary.notebook_names import is_compiler_own
 from .. import deadline
 from . import rng
 from .apply import Message, _Applier, dump_message, fill_in_place, load_message
@@ -38,13 +39,15 @@ FILE_KEEP_MAX_BYTES = 64 << 20  # a file a repeat writes is put back up to this 
 
 
 def user_names(ns: MutableMapping[str, Any]) -> dict[str, Any]:
-    """The names that are the notebook's: not dunders, not the worker's own."""
+    """The names that are the notebook's: not dunders, not the worker's own, not
+    torch.compile's (``is_compiler_own``)."""
     return {
         name: value
         for name, value in ns.items()
         if not (name.startswith("__") and name.endswith("__"))
         and not name.startswith("__nsight_magic")
         and name not in OWN
+        and not is_compiler_own(name)
     }
 
 
