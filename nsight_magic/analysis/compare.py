@@ -7,11 +7,21 @@ import numpy as np
 import pandas as pd
 
 from ..vocabulary.nvtx_names import NVTX_DOMAIN, statement_line
+from . import verdict
 from .names import short_names
 
-__all__ = ["DELTA_COLUMNS", "duration_deltas", "kernel_deltas", "memory_deltas", "nvtx_deltas"]
+__all__ = [
+    "DELTA_COLUMNS",
+    "VERDICT_COLUMNS",
+    "duration_deltas",
+    "kernel_deltas",
+    "memory_deltas",
+    "nvtx_deltas",
+]
 
 DELTA_COLUMNS = ["instances_a", "instances_b", "total_ns_a", "total_ns_b", "delta_ns", "ratio"]
+# each row's change within noise (analysis/verdict.py): its 95% interval and the word for it
+VERDICT_COLUMNS = ["ratio_lo", "ratio_hi", "interval_from", "change"]
 
 
 def duration_deltas(a: pd.DataFrame, b: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
@@ -33,15 +43,37 @@ def duration_deltas(a: pd.DataFrame, b: pd.DataFrame, keys: list[str], value: st
 def kernel_deltas(summary_a: pd.DataFrame, summary_b: pd.DataFrame) -> pd.DataFrame:
     """``name, short_name, instances_a, instances_b, total_ns_a, total_ns_b, delta_ns, ratio``
     from two ``kernel_summary()`` frames, largest absolute change first (``short_name``: see
-    ``analysis.names.short_names``, made unique over both runs' names)."""
+    ``analysis.names.short_names``, made unique over both runs' names), then
+    ``VERDICT_COLUMNS``: the change's 95% interval from the spread of each kernel's launches
+    in each run, and ``change`` (faster, slower, same, new, gone, unsure: ``analysis.verdict``)."""
     out = duration_deltas(summary_a, summary_b, ["name"], "total_ns")
     out.insert(1, "short_name", short_names(out["name"]))
-    return out
+    var_a, var_b = (_variance_by(s, out["name"], "name", "std_ns") for s in (summary_a, summary_b))
+    return verdict.with_verdicts(out, var_a, var_b, verdict.LAUNCHES)
 
 
-def nvtx_deltas(projection_a: pd.DataFrame, projection_b: pd.DataFrame) -> pd.DataFrame:
+def _variance_by(frame: pd.DataFrame, keys: pd.Series, key: str, std: str) -> pd.Series:
+    """Each key's total's variance (``verdict.total_variance``) in ``frame``, in ``keys``'
+    order (NaN where ``frame`` lacks it, or has no spread for it)."""
+    if frame.empty or std not in frame.columns:
+        return pd.Series(np.nan, index=keys.index)
+    var = verdict.total_variance(frame["instances"], frame[std])
+    by_key = pd.Series(var.to_numpy(), index=frame[key].to_numpy())
+    by_key = by_key[~by_key.index.duplicated()]
+    return pd.Series(by_key.reindex(keys.to_numpy()).to_numpy(), index=keys.index)
+
+
+def nvtx_deltas(
+    projection_a: pd.DataFrame,
+    projection_b: pd.DataFrame,
+    kernels: tuple[pd.DataFrame, pd.DataFrame] | None = None,
+) -> pd.DataFrame:
     """``domain, range, instances_a, ...`` from two ``nvtx_gpu_projection()`` frames
-    (GPU-projected time; instances summed over styles), then ``line_a, line_b, moved``.
+    (GPU-projected time; instances summed over styles), then ``line_a, line_b, moved`` and
+    ``VERDICT_COLUMNS``: the interval from the spread of the range's openings; for a range
+    opened once in a run (a cell, a statement) from the spread of that run's kernel launches
+    (``kernels``: its two ``kernel_summary()`` frames), the range taken to hold its share of
+    it (its GPU time over the run's kernel time).
 
     The cell's statement ranges (``L<line>: <source>``, domain nsight_magic) are matched by
     their text, not their line: the same loop one line lower is the same statement (the k-th
@@ -57,6 +89,18 @@ def nvtx_deltas(projection_a: pd.DataFrame, projection_b: pd.DataFrame) -> pd.Da
     for side, frame in sides.items():
         out[f"line_{side}"] = pd.array(frame["line"].reindex(at), dtype="Int64")
     out["moved"] = (out["line_a"] != out["line_b"]).fillna(False).astype(bool)
+    var = {side: pd.Series(f["var"].reindex(at).to_numpy(), index=out.index)
+           for side, f in sides.items()}  # fmt: skip
+    own = var["a"].notna() & var["b"].notna()
+    if kernels is not None:  # one opening: its share of the run's launch spread
+        for side, summary in zip("ab", kernels, strict=True):
+            total, spread = verdict.run_total(summary)
+            share = out[f"total_ns_{side}"].astype(float) / total if total > 0 else np.nan
+            var[side] = var[side].where(own, spread * share)
+    out = verdict.with_verdicts(out, var["a"], var["b"], verdict.OPENINGS)
+    if kernels is not None:
+        shared = ~own & out["ratio_lo"].notna()
+        out.loc[shared, "interval_from"] = verdict.RUN_SHARE
     return out.drop(columns="key")
 
 
@@ -65,9 +109,13 @@ def _keyed(projection: pd.DataFrame) -> pd.DataFrame:
     other ranges) and the ``key`` a match uses: a statement's text and its number among the
     statements of that text, in line order; any other range's own name."""
     keys = ["domain", "range"]
-    summed = projection.groupby(keys, as_index=False, sort=False)[
-        ["instances", "proj_total_ns"]
-    ].sum()
+    std = projection.get("proj_std_ns", np.nan)
+    # each style's openings' variance (NaN below two openings), summed over styles
+    var = verdict.total_variance(projection["instances"], pd.Series(std, index=projection.index))
+    summed = (projection.assign(var=var)
+              .groupby(keys, as_index=False, sort=False)
+              .agg(instances=("instances", "sum"), proj_total_ns=("proj_total_ns", "sum"),
+                   var=("var", lambda v: v.sum(min_count=len(v)))))  # fmt: skip
     statement = summed["domain"].eq(NVTX_DOMAIN)
     lines = summed["range"].map(statement_line).where(statement)
     summed["line"] = pd.array(lines, dtype="Int64")

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis.compare import kernel_deltas, memory_deltas, nvtx_deltas
+from ..analysis.verdict import summary_line
 from ..errors import BadArgumentError
 from ..reports import open_report
 from ..views import charts
@@ -19,6 +20,11 @@ from .base import WIDGET_MIME, in_kernel
 from .frames import nvtx_label
 from .memory_frames import report_memory_summary
 from .nsys_run import NsysRun
+
+
+def empty_summary() -> pd.DataFrame:
+    """A kernel summary without kernels (a ``Comparison`` built from frames alone)."""
+    return pd.DataFrame(columns=["name", "instances", "total_ns", "std_ns"])
 
 
 def _as_report(obj: Any) -> Any:
@@ -52,13 +58,16 @@ class Comparison:
     """``kernels`` and ``nvtx`` delta frames; ``chart()``, ``to_html()``, and a rich display.
 
     ``kernels``: ``name, short_name, instances_a, instances_b, total_ns_a, total_ns_b,
-    delta_ns`` (b - a, ns), ``ratio`` (b / a); ``nvtx``: ``domain, range`` and the same numbers
-    of GPU-projected time, ``line_a, line_b, moved`` (the cell's statements are matched by their
-    text: ``analysis.compare.nvtx_deltas``), + ``label`` (``L3->L4: ...`` for a statement that
-    moved); largest absolute change first. ``memory``: peak device
-    memory per GPU (runs captured with ``%%nsys --memory``; empty otherwise): ``device_id,
-    a_peak_bytes, b_peak_bytes, peak_change_bytes`` (b - a), ``ratio, statement_a,
-    statement_b`` (``analysis.compare.memory_deltas``)."""
+    delta_ns`` (b - a, ns), ``ratio`` (b / a), ``ratio_lo, ratio_hi`` (its 95% interval),
+    ``interval_from``, ``change`` (faster, slower, same, new, gone, unsure: within noise or not,
+    ``analysis.verdict``); ``verdict`` / ``summary()`` the whole comparison in one line;
+    ``nvtx``: ``domain, range`` and the same numbers of GPU-projected time, ``line_a, line_b,
+    moved`` (the cell's statements are matched by their text: ``analysis.compare.nvtx_deltas``),
+    + ``label`` (``L3->L4: ...`` for a statement that moved); largest absolute change first.
+    ``memory``: peak device memory per GPU (runs captured with ``%%nsys --memory``; empty
+    otherwise): ``device_id, a_peak_bytes, b_peak_bytes, peak_change_bytes`` (b - a), ``ratio,
+    statement_a, statement_b`` (``analysis.compare.memory_deltas``).
+    """
 
     def __init__(
         self,
@@ -67,6 +76,7 @@ class Comparison:
         label_a: str,
         label_b: str,
         memory: pd.DataFrame | None = None,
+        summaries: tuple[pd.DataFrame, pd.DataFrame] | None = None,
     ):
         # What the views show next to the numbers: "domain:range" labels (kernel_deltas gives
         # short kernel names already).
@@ -77,6 +87,14 @@ class Comparison:
         empty = pd.DataFrame(columns=["device_id"])
         self.memory = memory if memory is not None else memory_deltas(empty, empty)
         self._html: str | None = None
+        self.verdict = summary_line(
+            self.kernels, *(summaries or (empty_summary(), empty_summary()))
+        )
+
+    def summary(self) -> str:
+        """The comparison in one line: ``b: GPU time 0.76x (0.74-0.78), 3 kernels slower beyond
+        noise`` (``analysis.verdict``)."""
+        return self.verdict.line(self.label_b)
 
     def chart(self, n: int = 20) -> Any:
         """Bars of the ``n`` largest kernel time changes (b - a), an altair chart."""
@@ -107,7 +125,7 @@ class Comparison:
         total = int(self.kernels["delta_ns"].sum()) if len(self.kernels) else 0
         return (
             f"<Comparison {self.label_a!r} -> {self.label_b!r}: {len(self.kernels)} kernel names,"
-            f" total GPU time delta {total:+,} ns>"
+            f" total GPU time delta {total:+,} ns; {self.summary()}>"
         )
 
 
@@ -125,12 +143,14 @@ def _moved_labels(nvtx: pd.DataFrame, labels: pd.Series) -> pd.Series:
 def compare(run_a: Any, run_b: Any, label_a: str | None = None, label_b: str | None = None):
     """Kernel and NVTX deltas of ``run_b`` against ``run_a`` (delta = b - a)."""
     report_a, report_b = _as_report(run_a), _as_report(run_b)
+    summaries = (report_a.kernel_summary(), report_b.kernel_summary())
     return Comparison(
-        kernel_deltas(report_a.kernel_summary(), report_b.kernel_summary()),
-        nvtx_deltas(report_a.nvtx_gpu_projection(), report_b.nvtx_gpu_projection()),
+        kernel_deltas(*summaries),
+        nvtx_deltas(report_a.nvtx_gpu_projection(), report_b.nvtx_gpu_projection(), summaries),
         label_a or _label(run_a, "a"),
         label_b or _label(run_b, "b"),
         memory_deltas(_memory_summary(run_a, report_a), _memory_summary(run_b, report_b)),
+        summaries,
     )
 
 

@@ -15,12 +15,15 @@ from .protocols import ComparisonSource
 def _columns(label: str, key: str, a: str, b: str) -> dict[str, str]:
     return {
         key: label,
+        "change": "change",
         "instances_a": f"n ({a})",
         "instances_b": f"n ({b})",
         "total_ns_a": f"total ({a})",
         "total_ns_b": f"total ({b})",
         "delta_ns": "delta",
         "ratio": "b / a",
+        "ratio_lo": "95% from",
+        "ratio_hi": "95% to",
     }
 
 
@@ -29,7 +32,13 @@ def _fmt_ratio(value: Any) -> str:
     return "new" if v is None else f"{v:.3f}x"
 
 
-FORMATS = {"ratio": _fmt_ratio}  # a kernel only in b has no ratio: it is "new" here
+def _fmt_bound(value: Any) -> str:
+    v = html.as_float(value)
+    return "" if v is None else f"{v:.3f}x"  # no interval: the change column says why
+
+
+# a kernel only in b has no ratio: it is "new" here
+FORMATS = {"ratio": _fmt_ratio, "ratio_lo": _fmt_bound, "ratio_hi": _fmt_bound}
 
 
 def kernels_table(cmp: ComparisonSource, max_rows: int = 20) -> str:
@@ -51,6 +60,7 @@ def _header(cmp: ComparisonSource) -> str:
     return html.header_html(
         f"Compare: {cmp.label_a} -> {cmp.label_b}",
         {
+            "verdict": cmp.summary(),
             "kernel time a": html.fmt_ns(a),
             "kernel time b": html.fmt_ns(b),
             "b / a": f"{b / a:.3f}x" if a and b is not None else None,

@@ -261,6 +261,10 @@ class ComparisonSource(Protocol):
     nvtx: pd.DataFrame  # same keyed by label ("domain:range")
     memory: pd.DataFrame  # device_id, a_peak_bytes, b_peak_bytes, peak_change_bytes, ratio, ...
 
+    def summary(self) -> str:
+        """The comparison in one line (``analysis.verdict.Verdict.line``): shown first."""
+        ...
+
 
 class SweepSource(Protocol):
     """A sweep (``results.sweep_frames.SweepFrames``): one row per configuration and the

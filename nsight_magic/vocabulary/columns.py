@@ -214,6 +214,13 @@ _EXPLICIT = [
     Column("peak_fp16_flops_per_s", "float", "FLOP/s", "FP16 peak", "flops_per_s"),
     Column("peak_tensor_flops_per_s", "float", "FLOP/s", "tensor peak", "flops_per_s"),
     Column("ratio", "float", "x", "b / a", "times"),
+    # compare(): the change's 95% interval and its word (analysis/verdict.py); a statement's
+    # line in each run (matched by its text: analysis/compare.py)
+    Column("ratio_lo", "float", "x", "b / a low (95%)", "times"),
+    Column("ratio_hi", "float", "x", "b / a high (95%)", "times"),
+    text("interval_from", "interval from"), text("change"),
+    count("line_a", "line (a)"), count("line_b", "line (b)"),
+    Column("moved", "bool", "", "moved", "text"),
     Column("plottable", "bool", "", "plottable", "text"),
     # HFU over what ncu profiled of a range (analysis/range_mfu.py)
     text("coverage", "launches profiled"), count("launches_profiled"), count("launches_total"),
