@@ -1,0 +1,95 @@
+"""``nsight-magic compare`` / ``summary`` (nsight_magic/cli.py) on the saved real runs of notebook
+03 (naive fp32 attention, then fused bf16 SDPA): the exit codes a CI gates on (0 unchanged or
+faster, 1 slower beyond noise and the threshold, 2 bad input), the three formats, a shared copy
+of a run, and ``python -m nsight_magic`` as a real process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import nsight_magic
+from nsight_magic import cli
+
+REPO = Path(__file__).resolve().parents[1]
+SAVED = REPO / "notebooks" / "runs"
+BEFORE, AFTER = sorted((SAVED / "03_compare").iterdir())[:2]  # naive, then SDPA
+
+
+def run(*argv: str | Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_faster_passes_and_slower_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run("compare", BEFORE, AFTER, capsys=capsys)
+    assert code == cli.OK
+    assert out.startswith("before -> after: after: GPU time 0.03x (0.03-0.03)")
+    assert "OK: the total GPU time: not slower beyond noise" in out
+    code, out, _ = run("compare", AFTER, BEFORE, capsys=capsys)
+    assert code == cli.REGRESSED
+    assert "FAIL: slower beyond noise and by more than 0.0%: total GPU time 34.9" in out
+    # a threshold above the change: slower beyond noise, but not by that much
+    code, out, _ = run("compare", AFTER, BEFORE, "--fail-if-slower", "5000%", capsys=capsys)
+    assert code == cli.OK
+
+
+def test_the_same_run_twice_is_same(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run("compare", BEFORE, BEFORE, "--format", "json", capsys=capsys)
+    assert code == cli.OK
+    data = json.loads(out)
+    assert data["change"] == "same" and data["regressed"] == []
+    assert {k["change"] for k in data["kernels"]} == {"same"}
+    assert data["ratio_lo"] < 1 < data["ratio_hi"]
+
+
+def test_only_gates_on_the_named_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    # the cell range is 22.8x slower back from SDPA to naive; a kernel only the naive run has
+    # is "new" there, which no gate counts as slower
+    code, out, _ = run("compare", AFTER, BEFORE, "--only", "cell", capsys=capsys)
+    assert code == cli.REGRESSED and "nsight_magic:cell 22.8" in out
+    code, _, _ = run("compare", AFTER, BEFORE, "--only", "elementwise_kernel<128, 2>",
+                     capsys=capsys)  # fmt: skip
+    assert code == cli.OK
+
+
+def test_bad_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                         ) -> None:  # fmt: skip
+    code, _, err = run("compare", BEFORE, tmp_path / "nope", capsys=capsys)
+    assert code == cli.BAD_INPUT and err.strip().endswith("nope: no such run folder or report")
+    code, _, err = run("compare", BEFORE, AFTER, "--only", "nothing", capsys=capsys)
+    assert code == cli.BAD_INPUT and "--only 'nothing'" in err
+    (child,) = (SAVED / "02_llm_drilldown").glob("*/ncu/*")
+    code, _, err = run("summary", child, capsys=capsys)
+    assert code == cli.BAD_INPUT and "not an nsys run" in err
+    code, _, err = run("compare", BEFORE, AFTER, "--top", "0", capsys=capsys)
+    assert code == cli.BAD_INPUT
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["compare", str(BEFORE), str(AFTER), "--fail-if-slower", "fast"])
+    assert exited.value.code == cli.BAD_INPUT
+
+
+def test_markdown_summary_and_a_shared_copy(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                            ) -> None:  # fmt: skip
+    shared = nsight_magic.share(AFTER, tmp_path / "after_shared")
+    code, out, _ = run("compare", BEFORE, shared, "--format", "markdown", capsys=capsys)
+    assert code == cli.OK and out.startswith("## before -> ")
+    assert "| short_name | change | ratio |" in out and "|---|" in out
+    code, out, _ = run("summary", BEFORE, "--top", "3", capsys=capsys)
+    assert code == cli.OK and "kernel names" in out and "sm80_xmma_gemm" in out
+
+
+def test_python_dash_m_and_the_console_script() -> None:
+    done = subprocess.run([sys.executable, "-m", "nsight_magic", "compare", str(AFTER),
+                           str(BEFORE), "--format", "json"],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == cli.REGRESSED, done.stderr
+    assert json.loads(done.stdout)["change"] == "slower"
+    # (read as text: tomllib is Python 3.11's, and the oldest tier runs 3.10)
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert '[project.scripts]\nnsight-magic = "nsight_magic.cli:main"' in pyproject
