@@ -21,10 +21,8 @@ from ..errors import NothingCapturedError, WorkerDiedError
 from ..run_folders import runs
 from ..run_folders.run_dir import RunDir
 from ..script import PreparedCell
-from .backends import Backend
 from .fresh import FreshExecutor
-from .pipeline import profile_cell
-from .spec import CellRequest, Notebook, RunCallbacks
+from .pipeline import CellJob, profile_cell
 from .warm import WarmExecutor
 from .warm_session import WarmSession
 
@@ -79,19 +77,12 @@ def may_have_changed(executor: WarmExecutor) -> str:
 
 
 def again_warm(
-    died: WorkerDiedError,
-    executor: WarmExecutor,
-    retry: WarmExecutor,
-    request: CellRequest,
-    backend: Backend,
-    make_result: Callable[[Any, Any], Any],
-    **kwargs: Any,
+    died: WorkerDiedError, executor: WarmExecutor, retry: WarmExecutor, job: CellJob
 ) -> Any:
-    """Run ``request`` once more through ``retry`` (a new warm worker) after ``executor``'s
+    """Run ``job`` once more through ``retry`` (a new warm worker) after ``executor``'s
     worker crashed on it, saying so in one line; the crashed run's folder and log are named in
     meta.json's ``fallback``. Its ``WorkerDiedError`` is the caller's (a fresh run next)."""
-    return _once_more(died, again_note(died, executor), request, backend, retry, make_result,
-                      "again", **kwargs)  # fmt: skip
+    return _once_more(died, again_note(died, executor), job, retry, "again")
 
 
 def empty_attach_note(script: Path | None) -> str:
@@ -109,17 +100,10 @@ def empty_attach_note(script: Path | None) -> str:
 def fresh_instead(
     why: WorkerDiedError | NothingCapturedError,
     note: Callable[[Path | None], str],
-    request: CellRequest,
-    backend: Backend,
-    make_result: Callable[[Any, Any], Any],
-    *,
+    job: CellJob,
     setup: Callable[[], Sequence[tuple[str, PreparedCell]]],
-    notebook: Notebook | None = None,
-    callbacks: RunCallbacks | None = None,
-    run_dir: Path | None = None,
-    meta: dict[str, Any] | None = None,
 ) -> Any:
-    """Run ``request`` once in a fresh ncu process after its warm run failed (``why``): the
+    """Run ``job`` once in a fresh ncu process after its warm run failed (``why``): the
     setup cells, then the cell, with the notebook's names it reads by value (the profiled
     cells' results among them), saying so in one line (``note(None)``, then where the log
     is). A drill-down's fresh run is a sibling of its warm folder; the fresh run's meta.json
@@ -127,24 +111,16 @@ def fresh_instead(
     # not the warm run's script: it replays the profiled cells that worker ran, and their
     # results are the notebook's now (session/state/); a replayed cell whose names came from
     # an interrupted cell raised NameError there (the H200 acceptance, 2026-11-27)
-    return _once_more(why, note(None), replace(request, fresh=True), backend,
-                      FreshExecutor(setup()), make_result, "fresh", notebook=notebook,
-                      callbacks=callbacks, run_dir=run_dir, meta=meta)  # fmt: skip
+    fresh = replace(job, request=replace(job.request, fresh=True))
+    return _once_more(why, note(None), fresh, FreshExecutor(setup()), "fresh")
 
 
 def _once_more(
     why: WorkerDiedError | NothingCapturedError,
     line: str,
-    request: CellRequest,
-    backend: Backend,
+    job: CellJob,
     executor: WarmExecutor | FreshExecutor,
-    make_result: Callable[[Any, Any], Any],
     suffix: str,
-    *,
-    notebook: Notebook | None = None,
-    callbacks: RunCallbacks | None = None,
-    run_dir: Path | None = None,
-    meta: dict[str, Any] | None = None,
 ) -> Any:
     """The cell run once more through ``executor`` after its warm run failed (``why``):
     ``line`` said (with where the failed run's log is) and added to that log, the new run a
@@ -153,10 +129,10 @@ def _once_more(
     line += f"; see {RunDir(warm).log}" if warm is not None else ""
     if warm is not None:  # the log the line points at holds what happened
         RunDir(warm).append_log(f"[nsight_magic] {why}\n[nsight_magic] {line}")
-    if callbacks is not None and callbacks.output is not None:
-        callbacks.output(f"nsight_magic: {line}")
+    if job.callbacks is not None and job.callbacks.output is not None:
+        job.callbacks.output(f"nsight_magic: {line}")
+    run_dir = job.run_dir
     folder = runs.new_run_dir(run_dir.parent, f"{run_dir.name}-{suffix}") if run_dir else None
     fallback = {"from": str(warm) if warm else None, "why": str(why), "note": line}
-    return profile_cell(request, backend, executor, make_result, notebook=notebook,
-                        callbacks=callbacks, run_dir=folder,
-                        meta={**(meta or {}), "fallback": fallback})  # fmt: skip
+    again = replace(job, run_dir=folder, meta={**(job.meta or {}), "fallback": fallback})
+    return profile_cell(again, executor)

@@ -31,7 +31,7 @@ from .drill import DrillDowns
 from .fallback import again_warm, crash_note, empty_attach_note, fresh_instead
 from .fresh import FreshExecutor
 from .history import REGISTRY, History, HistoryEntry, SetupRegistry
-from .pipeline import RunContext, profile_cell
+from .pipeline import CellJob, RunContext, profile_cell
 from .prewarm import (
     Imports,
     follow_imports,
@@ -285,25 +285,20 @@ class SessionManager:
                 self.background += start_for_host_cells(
                     self, request, self._imports_so_far, backend.launch_key(request), after=ncu
                 )
+            job = CellJob(request, backend, make_result, notebook, callbacks, run_dir, meta)
             try:
-                run = profile_cell(request, backend, executor, make_result, notebook=notebook,
-                                   callbacks=callbacks, run_dir=run_dir, meta=meta)  # fmt: skip
+                run = profile_cell(job, executor)
             except WorkerDiedError as died:
                 if backend.tool != "ncu" or died.stopped or not isinstance(executor, WarmExecutor):
                     raise
-                run, again = self._after_crash(died, executor, request, backend, make_result,
-                                               notebook=notebook, callbacks=callbacks,
-                                               run_dir=run_dir, meta=meta)  # fmt: skip
+                run, again = self._after_crash(died, executor, job)
                 if again is None:  # a fresh process: no worker's history
                     return run
                 executor = again
             except NothingCapturedError as empty:
                 if not (empty.target_opened and isinstance(executor, WarmExecutor)):
                     raise
-                return fresh_instead(empty, empty_attach_note, request, backend, make_result,
-                                     setup=self.setup.prepared, notebook=notebook,
-                                     callbacks=callbacks, run_dir=run_dir,
-                                     meta=meta)  # fmt: skip
+                return fresh_instead(empty, empty_attach_note, job, self.setup.prepared)
             if backend.tool == "nsys" and hasattr(run, "nvtx"):  # its ranges answer %%ncu --nvtx
                 self._nsys_runs[request.cell] = weakref.ref(run)
             # a run that left the notebook's state as it was (a sweep's configuration) is no
@@ -342,30 +337,31 @@ class SessionManager:
                 for s in self.status() if s.alive and s.pid}  # fmt: skip
 
     def _after_crash(self, died: WorkerDiedError, executor: WarmExecutor,
-                     request: CellRequest, backend: Backend, make_result: Any,
-                     **kwargs: Any) -> tuple[Any, WarmExecutor | None]:  # fmt: skip
+                     job: CellJob) -> tuple[Any, WarmExecutor | None]:  # fmt: skip
         """The ncu worker crashed on this cell: drop it, and run the cell once more in a new
         warm worker when that leaves the notebook's state right (``fallback.again_warm``),
         else, or when that one crashes too, in a fresh ncu process
         (``fallback.fresh_instead``). Returns the run and the warm executor that made it
         (None: the fresh process)."""
         self._drop(executor.session)
-        if executor.may_run_again(request):
+        if executor.may_run_again(job.request):
             retry = WarmExecutor(
-                lambda ctx, replace: self.workers.session_for(backend, ctx, replace),
+                lambda ctx, replace: self.workers.session_for(job.backend, ctx, replace),
                 self.history, executor.before,
             )  # fmt: skip
             try:
-                return again_warm(died, executor, retry, request, backend, make_result,
-                                  **kwargs), retry  # fmt: skip
+                return again_warm(died, executor, retry, job), retry
             except WorkerDiedError as again:
                 if again.stopped:
                     raise
                 self._drop(retry.session)
                 died, executor = again, retry
-        return fresh_instead(died, lambda script: crash_note(died, executor, script), request,
-                             backend, make_result, setup=self.setup.prepared,
-                             **kwargs), None  # fmt: skip
+        crashed, last = died, executor
+
+        def note(script: Path | None) -> str:
+            return crash_note(crashed, last, script)
+
+        return fresh_instead(died, note, job, self.setup.prepared), None
 
     def _drop(self, dead: WarmSession | None) -> None:
         """A crashed worker is no longer used: the next cell starts a new one."""

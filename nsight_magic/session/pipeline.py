@@ -123,19 +123,26 @@ class Executor(Protocol):
 ResultFactory = Callable[[Any, RunContext], Any]
 
 
-def profile_cell(
-    request: CellRequest,
-    backend: Backend,
-    executor: Executor,
-    make_result: ResultFactory,
-    *,
-    notebook: Notebook | None = None,
-    callbacks: RunCallbacks | None = None,
-    run_dir: Path | None = None,
-    meta: dict[str, Any] | None = None,
-) -> Any:
-    """Run ``request`` and return the result ``make_result(report, ctx)`` builds; the typed
-    errors of ``errors.py`` otherwise (the partial result, if any, on the error's ``run``).
+@dataclass(frozen=True)
+class CellJob:
+    """One profiled run as the pipeline takes it, whichever executor runs it: the cell and its
+    profiler, how its result is made from the report, and where it reports and writes (the
+    notebook, the callbacks, the run folder, meta.json's first entries). A retry after a crash
+    is the same job through another executor, into another folder (``fallback.py``)."""
+
+    request: CellRequest
+    backend: Backend
+    make_result: ResultFactory
+    notebook: Notebook | None = None
+    callbacks: RunCallbacks | None = None
+    run_dir: Path | None = None
+    meta: dict[str, Any] | None = None
+
+
+def profile_cell(job: CellJob, executor: Executor) -> Any:
+    """Run ``job`` through ``executor`` and return the result ``job.make_result(report, ctx)``
+    builds; the typed errors of ``errors.py`` otherwise (the partial result, if any, on the
+    error's ``run``).
 
     Ctrl-C anywhere here (pickling ``--vars``, starting a worker, nsys start/export, loading
     the report, building the result) is one ``ProfileInterrupted`` naming the step and the run
@@ -143,8 +150,7 @@ def profile_cell(
     place every step of every executor passes through."""
     steps = _Steps()
     try:
-        return _profile_cell(request, backend, executor, make_result, steps, notebook=notebook,
-                             callbacks=callbacks, run_dir=run_dir, meta=meta)  # fmt: skip
+        return _profile_cell(job, executor, steps)
     except ProfileInterrupted:
         raise
     except KeyboardInterrupt:
@@ -188,24 +194,14 @@ class _Steps:
         )
 
 
-def _profile_cell(
-    request: CellRequest,
-    backend: Backend,
-    executor: Executor,
-    make_result: ResultFactory,
-    steps: _Steps,
-    *,
-    notebook: Notebook | None,
-    callbacks: RunCallbacks | None,
-    run_dir: Path | None,
-    meta: dict[str, Any] | None,
-) -> Any:
+def _profile_cell(job: CellJob, executor: Executor, steps: _Steps) -> Any:
+    request, backend, run_dir = job.request, job.backend, job.run_dir
     t0, started = time.perf_counter(), time.monotonic()
     # --timeout bounds every step (the version check, --vars pickling, ncu's set list, the
     # worker's start, nsys start, ncu attach, the cell, the profiler's end, export)
     with run_deadline(request.timeout, started):
         cell = prepare_cell(request.cell, cell_name=request.name)
-        notebook = notebook or Notebook()
+        notebook = job.notebook or Notebook()
         explicit_vars = serialize_explicit(request.vars, notebook.user_ns)
         explicit_vars.update(serialize_values(request.bind))  # a sweep's values win
         steps.step = f"looking for {backend.tool}"
@@ -214,7 +210,7 @@ def _profile_cell(
         steps.step = "creating the run folder"
         run_dir = steps.run_dir = run_dir or runs.new_run_dir(request.runs_root, request.name)
         steps.step = "writing the run folder's records"
-        callbacks = callbacks or RunCallbacks()
+        callbacks = job.callbacks or RunCallbacks()
         ctx = RunContext(
             request=request,
             backend=backend,
@@ -224,7 +220,7 @@ def _profile_cell(
             notebook=notebook,
             callbacks=callbacks,
             lines=Lines(backend.tool, callbacks, None),
-            meta=base_meta(request, tool, executor.mode).update(meta),
+            meta=base_meta(request, tool, executor.mode).update(job.meta),
             t0=t0,
             explicit_vars=explicit_vars,
         )
@@ -243,7 +239,7 @@ def _profile_cell(
         except NsightMagicError as exc:
             finish(ctx, status="failed", error=exc.one_line())
             raise
-        return conclude(ctx, outcome, make_result)
+        return conclude(ctx, outcome, job.make_result)
 
 
 def base_meta(request: CellRequest, tool: tools.Tool, mode: str) -> RunMeta:
