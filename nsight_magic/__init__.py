@@ -34,7 +34,7 @@ _LAZY = {
     # relative and user/host names redacted
     "share": ("nsight_magic.results.sharing", "share"),
     # %%nsys --sweep from Python: one profiled run per configuration -> SweepRun
-    "sweep": ("nsight_magic.session.sweep_api", "sweep"),
+    "sweep": ("nsight_magic.magic.sweep_function", "sweep"),
     "SweepRun": ("nsight_magic.results.sweep_run", "SweepRun"),
     # the saved runs under a folder (default ./nsight-runs), newest first: a DataFrame
     "list_runs": ("nsight_magic.run_folders.runs", "list_runs"),

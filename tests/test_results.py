@@ -83,8 +83,8 @@ def test_profile_kernel_goes_to_the_drill_runner_handed_in_and_keeps_child(nsys_
             calls.append(("kernel", parent, request, callbacks))
             return child_run
 
-        def profile_range(self, parent, domain, name, style="PushPop", request=None, **callbacks):
-            calls.append(("range", parent, (domain, name, style), request))
+        def profile_range(self, parent, nvtx, request=None, **callbacks):
+            calls.append(("range", parent, tuple(nvtx), request))
             return child_run
 
     nsys_run.drill_runner = Recorder()

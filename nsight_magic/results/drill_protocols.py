@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from ..analysis.range_spec import NvtxRange
     from ..profilers.drill_request import DrillRequest
 
 
@@ -45,16 +46,14 @@ class DrillRunner(Protocol):
     def profile_range(
         self,
         parent: Any,
-        domain: str,
-        name: str,
-        style: str = "PushPop",
+        nvtx: NvtxRange,
         request: DrillRequest | None = None,
         *,
         progress: Any = None,
         output: Any = None,
         cancel: threading.Event | None = None,
     ) -> Any:
-        """ncu on the kernels inside the NVTX range ``domain:name`` of that cell -> ``NcuRun``."""
+        """ncu on the kernels inside the NVTX range ``nvtx`` of that cell -> ``NcuRun``."""
         ...
 
 

@@ -24,6 +24,7 @@ from ..analysis import (
     torch_ops,
 )
 from ..analysis import mfu as utilisation
+from ..analysis.range_spec import NvtxRange
 from ..errors import BadArgumentError, EmptyResultWarning, NsightMagicError
 from ..profilers.drill_request import DrillRequest
 from ..views.nsys_view import nsys_static_html, nsys_widget
@@ -504,8 +505,9 @@ class NsysRun(_Run):
         request = DrillRequest.create(set=set, sections=sections, metrics=metrics, fresh=fresh,
                                       timeout=timeout, rank=rank)  # fmt: skip
         child = self._drill_runner().profile_range(
-            self, domain, name, style, request, progress=progress, output=output, cancel=cancel
-        )
+            self, NvtxRange(domain, name, style), request, progress=progress, output=output,
+            cancel=cancel,
+        )  # fmt: skip
         return self._adopt(child)
 
     def _drill_runner(self) -> DrillRunner:

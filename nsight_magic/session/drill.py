@@ -241,23 +241,21 @@ class DrillDowns:
     def profile_range(
         self,
         parent: Any,
-        domain: str,
-        name: str,
-        style: str = "PushPop",
+        nvtx: NvtxRange,
         request: DrillRequest | None = None,
         *,
         progress: Any = None,
         output: Any = None,
         cancel: threading.Event | None = None,
     ) -> Any:
-        """ncu on every kernel launched inside the NVTX range ``domain:name`` of the cell
-        ``parent`` ran (warm-up runs excluded), collecting what ``request`` says."""
+        """ncu on every kernel launched inside the NVTX range ``nvtx`` of the cell ``parent``
+        ran (warm-up runs excluded), collecting what ``request`` says."""
         request = request or DrillRequest()
-        filters = range_filters(parent, domain, name, style)
-        label = f"{domain}:{name}"
+        filters = range_filters(parent, nvtx.domain, nvtx.range, nvtx.style)
+        label = f"{nvtx.domain}:{nvtx.range}"
         callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)
         return self._drill(parent, label, request, filters,
-                           {"nvtx_range": label, "style": style}, callbacks)  # fmt: skip
+                           {"nvtx_range": label, "style": nvtx.style}, callbacks)  # fmt: skip
 
     def _drill(self, parent: Any, label: str, drill: DrillRequest, filters: dict[str, Any],
                record: dict[str, Any], callbacks: RunCallbacks) -> Any:  # fmt: skip

@@ -139,6 +139,7 @@ def drill_down(directive: str) -> None:
     picker's re-run of the last profiled cell under ncu, through the session's DrillRunner
     (what ``NsysRun.profile_kernel`` / ``profile_range`` / ``profile_top`` call; a bare run
     has no report for those methods to read kernel names from)."""
+    from nsight_magic.analysis.range_spec import NvtxRange
     from nsight_magic.magic.magics import last_run
     from nsight_magic.profilers.drill_request import DrillRequest
     from nsight_magic.session.manager import MANAGER
@@ -150,7 +151,9 @@ def drill_down(directive: str) -> None:
         MANAGER.drills.profile_kernel(parent, DrillRequest.create(arg or "kernel", set=None))
     elif what == "range":
         domain, _, name = arg.rpartition(":")
-        MANAGER.drills.profile_range(parent, domain, name, "PushPop", DrillRequest.create(set=None))
+        MANAGER.drills.profile_range(
+            parent, NvtxRange(domain, name, "PushPop"), DrillRequest.create(set=None)
+        )
     elif what == "top":
         names = [f"kernel_{i}" for i in range(int(arg or 2))]
         MANAGER.drills.profile_top(parent, names, DrillRequest.create(set=None))

@@ -10,18 +10,16 @@ from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import definitions
 from .describe import _Namespace
 from .objects import (
     NS,
     Key,
+    KeyedTable,
     NotInPlace,
 )
-
-if TYPE_CHECKING:
-    from .graph import Graph
 
 
 @dataclass
@@ -75,7 +73,7 @@ class _Loader(pickle.Unpickler):
 
 
 class _Applier:
-    def __init__(self, graph: Graph, msg: Message) -> None:
+    def __init__(self, graph: KeyedTable, msg: Message) -> None:
         self.graph = graph
         self.msg = msg
         self.out = Applied()

@@ -13,7 +13,7 @@ import types
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import definitions
 from .objects import (
@@ -22,6 +22,7 @@ from .objects import (
     NS,
     OWN_RESULTS,
     Key,
+    KeyedTable,
     _cloudpickle,
     _cp,
     _immutable_library_value,
@@ -43,10 +44,6 @@ from .objects import (
     set_tensor,
     view_of,
 )
-
-if TYPE_CHECKING:
-    from .graph import Graph
-
 
 # --- describing ---
 
@@ -88,7 +85,7 @@ class Describer:
     cells (the notebook's file names -> the worker's), ``sources`` collects those cells'
     lines."""
 
-    def __init__(self, graph: Graph, files: Mapping[str, str] | None = None) -> None:
+    def __init__(self, graph: KeyedTable, files: Mapping[str, str] | None = None) -> None:
         self.graph = graph
         self.files = dict(files or {})
         self.sources: dict[str, str] = {}

@@ -19,7 +19,8 @@ import pickle
 import re
 import sys
 import types
-from typing import Any
+from collections.abc import MutableMapping
+from typing import Any, Protocol
 
 try:  # functions and classes defined in the notebook go by value
     import cloudpickle
@@ -246,6 +247,21 @@ def set_tensor(target: Any, state: tuple[Any, ...]) -> None:
     if attributes is not None:
         target.__dict__.clear()
         target.__dict__.update(attributes)
+
+
+class KeyedTable(Protocol):
+    """What describing and applying read of one side's table (``graph.Graph``): its namespace,
+    its keyed objects both ways, their agreed prints, and how a key is given or taken."""
+
+    namespace: MutableMapping[str, Any]
+    table: dict[Key, Any]
+    key_of: dict[int, Key]
+    prints: dict[Key, Any]
+    from_source: set[Key]
+
+    def add(self, obj: Any) -> Key: ...
+
+    def put(self, key: Key, obj: Any) -> None: ...
 
 
 class NotInPlace(Exception):

@@ -1,6 +1,6 @@
 """``nsight_magic.sweep(cell, values)``: ``%%nsys --sweep`` from Python, in this notebook's
-session. It checks its arguments, describes the notebook as the magics do, and hands the sweep to
-the session manager (which runs it with ``sweep.run_sweep``): the one module above both."""
+session: beside the magics, which it mirrors. It checks its arguments, describes the notebook as
+the magics do, and hands the sweep to the session manager (``session/sweep.py`` runs it)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from ..errors import BadArgumentError
 from ..processes.progress import Progress
 from ..profilers.nsys import NsysOptions
 from ..results.sweep_run import SweepRun
+from ..session.backends import NsysBackend
+from ..session.manager import MANAGER
+from ..session.spec import MAX_WARMUP, CellRequest, Notebook, RunCallbacks, SweepLimits
+from ..session.sweep import SweepSpec, short_repr
 from ..vocabulary import arguments
-from .backends import NsysBackend
-from .manager import MANAGER
-from .spec import MAX_WARMUP, CellRequest, Notebook, RunCallbacks, SweepLimits
-from .sweep import SweepSpec, short_repr
 
 
 def sweep(
