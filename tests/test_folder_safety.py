@@ -164,7 +164,7 @@ def test_saved_interpreter_and_injection_env_are_shown_not_obeyed(
     # meanwhile, can come first
     (text,) = [str(w.message) for w in warned if issubclass(w.category, FolderSettingsIgnored)]
     assert "/tmp/evil-py" in text and "CUDA_INJECTION64_PATH" in text and "trust=True" in text
-    assert kwargs["meta"]["ignored_from_folder"]["python"] == "/tmp/evil-py"
+    assert kwargs["rerun"].meta["ignored_from_folder"]["python"] == "/tmp/evil-py"
 
 
 def test_trust_true_uses_the_folder_settings(

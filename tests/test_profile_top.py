@@ -63,8 +63,8 @@ def test_profile_top_is_one_rerun_with_the_first_launch_of_each_top_kernel(
     top = top_kernel_names(run.kernel_summary(), 3)
     assert backend.options.first_launch_of == tuple(top)
     assert backend.options.set == "roofline" and backend.options.launch_count is None
-    assert kwargs["meta"]["top_kernels"] == top
-    assert Path(kwargs["run_dir"]).name.endswith("-top3")
+    assert kwargs["rerun"].meta["top_kernels"] == top
+    assert Path(kwargs["rerun"].run_dir).name.endswith("-top3")
     tool = Tool(name="ncu", path="ncu")
     for argv in (
         NcuBackend(backend.options).fresh_argv(tool, tmp_path, request),
@@ -88,7 +88,9 @@ def test_a_sweep_configurations_top_n_binds_its_values_again_and_keeps_the_state
         run.profile_top(2)
     request, _, kwargs = seen[0]
     assert request.bind == {"bs": 8} and request.keep_state
-    assert not request.fresh and kwargs["script"] is None  # the warm ncu worker, not a cold re-run
+    assert (
+        not request.fresh and kwargs["rerun"].script is None
+    )  # the warm ncu worker, not a cold re-run
 
 
 def test_each_profiled_kernels_share_of_the_nsys_time_beside_its_hfu() -> None:
@@ -196,13 +198,13 @@ def _handing_back(monkeypatch: pytest.MonkeyPatch, handed: list[Path]) -> tuple[
     manager = SessionManager()
 
     def profile(request: Any, backend: Any, **kwargs: Any) -> Any:
-        run_dir = Path(kwargs["run_dir"])
+        run_dir = Path(kwargs["rerun"].run_dir)
         report = run_dir / "report.ncu-rep"
         shutil.copy(handed[len(seen)], report)
         seen.append(backend.options.first_launch_of)
-        write_json(RunDir(run_dir).meta, {"tool": "ncu", **kwargs["meta"]})
-        return NcuRun(NcuReport.open(report), run_dir, dict(kwargs["meta"]),
-                      parent=kwargs["parent"])  # fmt: skip
+        write_json(RunDir(run_dir).meta, {"tool": "ncu", **kwargs["rerun"].meta})
+        return NcuRun(NcuReport.open(report), run_dir, dict(kwargs["rerun"].meta),
+                      parent=kwargs["rerun"].parent)  # fmt: skip
 
     monkeypatch.setattr(manager, "profile", profile)
     monkeypatch.setattr(NcuBackend, "locate", lambda self: Tool(name="ncu", path="ncu"))

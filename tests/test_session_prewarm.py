@@ -23,7 +23,7 @@ from nsight_magic.script import prepare_cell
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.prewarm import Imports
-from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+from nsight_magic.session.spec import CellRequest, Notebook, Rerun, RunCallbacks
 
 
 @pytest.fixture
@@ -115,7 +115,8 @@ def test_a_drill_down_after_a_setup_cell_uses_the_ncu_worker_the_setup_started(
     out: list[str] = []
     request = CellRequest(cell="y = base + 1\nprint('measured')", runs_root=tmp_path / "runs",
                           cwd=str(tmp_path))  # fmt: skip
-    drill = manager.profile(request, BareBackend("ncu"), before=run.meta["history_id"],
+    drill = manager.profile(request, BareBackend("ncu"),
+                            rerun=Rerun(before=run.meta["history_id"]),
                             notebook=Notebook(user_ns=ns),
                             callbacks=RunCallbacks(output=out.append))  # fmt: skip
     assert drill.meta["worker"]["pid"] == ncu.pid and "replayed" not in drill.meta
@@ -159,7 +160,8 @@ def test_the_ncu_worker_is_prewarmed_for_drill_downs_after_the_first_nsys_result
     out: list[str] = []
     request = CellRequest(cell="y = base + 1\nprint('measured')", runs_root=tmp_path / "runs",
                           cwd=str(tmp_path))  # fmt: skip
-    drill = manager.profile(request, BareBackend("ncu"), before=run.meta["history_id"],
+    drill = manager.profile(request, BareBackend("ncu"),
+                            rerun=Rerun(before=run.meta["history_id"]),
                             callbacks=RunCallbacks(output=out.append))  # fmt: skip
     assert "replayed" not in drill.meta and drill.meta["worker"]["pid"] == ncu.pid
     assert drill.report["status"] == "ok" and "measured" not in out  # a repeat: not shown
@@ -205,7 +207,8 @@ def test_the_first_nsys_cell_in_a_live_worker_starts_the_ncu_worker_while_it_run
     assert len(ncu) == 1 and ncu[0].alive and ncu[0].cells == 0
     out2: list[str] = []
     request = CellRequest(cell=cell, runs_root=tmp_path / "runs", cwd=str(tmp_path))
-    drill = manager.profile(request, BareBackend("ncu"), before=run.meta["history_id"],
+    drill = manager.profile(request, BareBackend("ncu"),
+                            rerun=Rerun(before=run.meta["history_id"]),
                             notebook=Notebook(user_ns=ns),
                             callbacks=RunCallbacks(output=out2.append))  # fmt: skip
     # the drill-down ran in the ncu worker started early; its prints repeat the notebook's
@@ -628,7 +631,8 @@ def test_a_worker_only_setup_that_raised_in_the_ncu_worker_is_named_by_the_drill
                           cwd=str(tmp_path))  # fmt: skip
     with pytest.raises(CellFailedError) as info:
         manager.profile(request, BareBackend("ncu"), notebook=Notebook(user_ns=ns),
-                        before=first.meta["history_id"], callbacks=RunCallbacks())  # fmt: skip
+                        rerun=Rerun(before=first.meta["history_id"]),
+                        callbacks=RunCallbacks())  # fmt: skip
     message = str(info.value).splitlines()[0]
     assert message.startswith("The profiled cell raised NameError: name 'weights' is not defined")
     assert "setup cell 'model', which defines it, raised MemoryError: CUDA out of memory" in message

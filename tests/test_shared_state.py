@@ -19,7 +19,7 @@ from nsight_magic.errors import CellFailedError
 from nsight_magic.script import prepare_cell
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
-from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+from nsight_magic.session.spec import CellRequest, Notebook, Rerun, RunCallbacks
 from nsight_magic.session.state import setup_replay
 from nsight_magic.session.state.notebook_side import NotebookState
 from nsight_magic.session.state.repeat_changes import changed_names
@@ -184,7 +184,8 @@ def test_worker_only_setup_is_built_in_each_worker_and_a_drill_down_works(
     drill_out: list[str] = []
     request = CellRequest(cell="y = base + 2\nprint('y', y)", runs_root=tmp_path / "runs",
                           cwd=str(tmp_path))  # fmt: skip
-    drill = manager.profile(request, BareBackend("ncu"), before=first.meta["history_id"],
+    drill = manager.profile(request, BareBackend("ncu"),
+                            rerun=Rerun(before=first.meta["history_id"]),
                             callbacks=RunCallbacks(output=drill_out.append))  # fmt: skip
     # it ran (base was there: no NameError), and its print, a repeat of the cell's, is not shown
     assert drill.report["status"] == "ok" and "y 42" not in drill_out

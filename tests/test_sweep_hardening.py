@@ -412,11 +412,11 @@ def test_a_run_loaded_by_a_relative_path_is_re_profiled(
     manager = SessionManager()
 
     def profile(request: Any, backend: Any, **kwargs: Any) -> Any:
-        run_dir = Path(kwargs["run_dir"])
+        run_dir = Path(kwargs["rerun"].run_dir)
         shutil.copy(ncu_reports["ncu_sweep_top"], run_dir / "report.ncu-rep")
-        write_json(RunDir(run_dir).meta, {"tool": "ncu", **kwargs["meta"]})
+        write_json(RunDir(run_dir).meta, {"tool": "ncu", **kwargs["rerun"].meta})
         return NcuRun(NcuReport.open(run_dir / "report.ncu-rep"), run_dir,
-                      dict(kwargs["meta"]), parent=kwargs["parent"])  # fmt: skip
+                      dict(kwargs["rerun"].meta), parent=kwargs["rerun"].parent)  # fmt: skip
 
     monkeypatch.setattr(manager, "profile", profile)
     monkeypatch.setattr(NcuBackend, "locate", lambda self: Tool(name="ncu", path="ncu"))

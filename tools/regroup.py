@@ -64,8 +64,9 @@ FOLDERS = {
 
 # Root modules that stay: the public face and what the outside world imports by path
 # (``from nsight_magic.errors import ReportError`` in docs; pyproject reads the version from
-# package_info; ``nsight_magic.examples.llm()``).
-KEEP = frozenset({"__init__", "examples", "errors", "package_info"})
+# package_info; ``nsight_magic.examples.llm()``; the ``nsight-magic`` command and ``python -m
+# nsight_magic``, which pyproject names).
+KEEP = frozenset({"__init__", "__main__", "cli", "examples", "errors", "package_info"})
 
 # The map: root module -> its new place under nsight_magic (a new file name drops a prefix that
 # the folder now says, or names what the module does).

@@ -123,7 +123,9 @@ def _keyed(projection: pd.DataFrame) -> pd.DataFrame:
     in_order = summed[statement].assign(text=text).sort_values("line", kind="stable")
     nth = in_order.groupby("text", sort=False).cumcount()
     summed["key"] = summed["range"]
-    summed.loc[nth.index, "key"] = text[nth.index] + "\x00" + nth.astype(str)
+    # a newline joins them (no statement label holds one); not NUL: pandas 3's Arrow-backed
+    # strings matched two keys cut at it as one
+    summed.loc[nth.index, "key"] = text[nth.index] + "\n#" + nth.astype(str)
     return summed
 
 

@@ -34,7 +34,7 @@ from .backends import NcuBackend
 from .history import History
 from .pipeline import now_utc
 from .saved_run import rerun_settings, saved_meta
-from .spec import CellRequest, RunCallbacks
+from .spec import CellRequest, Rerun, RunCallbacks
 
 # ncu on one rank of a torchrun job: the peers run unprofiled; bound it anyway
 MULTI_RANK_TIMEOUT_S = 600.0
@@ -328,9 +328,9 @@ class DrillDowns:
         t0 = time.perf_counter()
         child = None
         try:
-            child = self.profile(request, backend, callbacks=callbacks, parent=parent,
-                                 before=before, run_dir=run_dir, meta=meta,
-                                 script=parent_folder.script if cold else None)  # fmt: skip
+            rerun = Rerun(parent=parent, before=before, run_dir=run_dir, meta=meta,
+                          script=parent_folder.script if cold else None)  # fmt: skip
+            child = self.profile(request, backend, callbacks=callbacks, rerun=rerun)
             return child
         finally:
             # after an ncu worker crash the child is the fresh re-run beside the crashed folder

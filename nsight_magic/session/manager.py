@@ -44,7 +44,7 @@ from .prewarm import (
     start_for_host_cells,
     submodules_to_follow,
 )
-from .spec import CellRequest, Notebook, RunCallbacks, SweepLimits
+from .spec import CellRequest, Notebook, Rerun, RunCallbacks, SweepLimits
 from .state import setup_replay
 from .warm import WarmExecutor
 from .warm_session import WarmSession
@@ -241,15 +241,12 @@ class SessionManager:
         *,
         notebook: Notebook | None = None,
         callbacks: RunCallbacks | None = None,
-        parent: Any = None,
-        before: int | None = None,
-        run_dir: Path | None = None,
-        meta: dict[str, Any] | None = None,
-        script: Path | None = None,
+        rerun: Rerun | None = None,
     ) -> Any:
         """Profile ``request`` with ``backend``: in the warm worker, or fresh when
-        ``request.fresh`` (or a saved ``script`` is re-run cold). Returns an ``NsysRun`` /
-        ``NcuRun``; raises the typed errors of ``errors.py``."""
+        ``request.fresh`` (or a drill-down's ``rerun`` re-runs a saved script cold). Returns an
+        ``NsysRun`` / ``NcuRun``; raises the typed errors of ``errors.py``."""
+        rerun = rerun or Rerun()
         if notebook is not None:
             self.notebook = notebook
         else:  # a drill-down: the worker receives the notebook's names as the cell's did
@@ -262,30 +259,12 @@ class SessionManager:
 
             def make_result(report: Any, ctx: RunContext) -> Any:
                 captured["ctx"] = ctx
-                return self._result(report, ctx, parent)
+                return self._result(report, ctx, rerun.parent)
 
-            executor: FreshExecutor | WarmExecutor
-            # ranks: torchrun each time
-            if request.fresh or script is not None or request.nproc > 1:
-                executor = FreshExecutor(self.setup.prepared() if script is None else (), script)
-            else:
-                executor = WarmExecutor(
-                    lambda ctx, replace: self.workers.session_for(backend, ctx, replace),
-                    self.history, before,
-                )  # fmt: skip
-            if (backend.tool == "nsys" and self.prewarm and isinstance(executor, WarmExecutor)
-                    and not self._standbys_started):  # fmt: skip
-                self._standbys_started = True
-                # the ncu worker %load_ext started may still be importing: the --host one
-                # starts after it, as after one started now
-                ncu = [t for t in self._ncu_at_load if t.is_alive()]
-                if not ncu:
-                    ncu = start_for_drill_downs(self, request, self._imports_so_far)
-                    self.background += ncu
-                self.background += start_for_host_cells(
-                    self, request, self._imports_so_far, backend.launch_key(request), after=ncu
-                )
-            job = CellJob(request, backend, make_result, notebook, callbacks, run_dir, meta)
+            executor = self._executor_for(request, backend, rerun)
+            self._start_standbys(request, backend, executor)
+            job = CellJob(request, backend, make_result, notebook, callbacks, rerun.run_dir,
+                          rerun.meta)  # fmt: skip
             try:
                 run = profile_cell(job, executor)
             except WorkerDiedError as died:
@@ -299,19 +278,55 @@ class SessionManager:
                 if not (empty.target_opened and isinstance(executor, WarmExecutor)):
                     raise
                 return fresh_instead(empty, empty_attach_note, job, self.setup.prepared)
-            if backend.tool == "nsys" and hasattr(run, "nvtx"):  # its ranges answer %%ncu --nvtx
-                self._nsys_runs[request.cell] = weakref.ref(run)
-            # a run that left the notebook's state as it was (a sweep's configuration) is no
-            # cell of the notebook's history: nothing of it is the notebook's
-            if (isinstance(executor, WarmExecutor) and executor.session is not None
-                    and not request.keep_state):  # fmt: skip
-                entry_id = self._remember(executor.session, captured["ctx"], before, run)
-                # once, after the first nsys result: the ncu worker for drill-downs into it
-                if backend.tool == "nsys" and self.prewarm and not self._drill_prewarmed:
-                    self._drill_prewarmed = True
-                    ctx = captured["ctx"]
-                    self.background += prewarm_drill_down(self, executor.session, ctx, entry_id)
+            self._ran(request, backend, executor, captured.get("ctx"), rerun.before, run)
             return run
+
+    def _executor_for(self, request: CellRequest, backend: Backend,
+                      rerun: Rerun) -> FreshExecutor | WarmExecutor:  # fmt: skip
+        """A fresh process for ``--fresh``, a saved script and ranks (torchrun each time); the
+        warm worker otherwise."""
+        if request.fresh or rerun.script is not None or request.nproc > 1:
+            setup = self.setup.prepared() if rerun.script is None else ()
+            return FreshExecutor(setup, rerun.script)
+        return WarmExecutor(
+            lambda ctx, replace: self.workers.session_for(backend, ctx, replace),
+            self.history, rerun.before,
+        )  # fmt: skip
+
+    def _start_standbys(self, request: CellRequest, backend: Backend,
+                        executor: FreshExecutor | WarmExecutor) -> None:  # fmt: skip
+        """Once, on the first warm nsys cell: the ncu worker for drill-downs and the --host
+        worker start beside it (prewarm.py)."""
+        if (backend.tool != "nsys" or not self.prewarm or not isinstance(executor, WarmExecutor)
+                or self._standbys_started):  # fmt: skip
+            return
+        self._standbys_started = True
+        # the ncu worker %load_ext started may still be importing: the --host one starts after
+        # it, as after one started now
+        ncu = [t for t in self._ncu_at_load if t.is_alive()]
+        if not ncu:
+            ncu = start_for_drill_downs(self, request, self._imports_so_far)
+            self.background += ncu
+        self.background += start_for_host_cells(
+            self, request, self._imports_so_far, backend.launch_key(request), after=ncu
+        )
+
+    def _ran(self, request: CellRequest, backend: Backend, executor: FreshExecutor | WarmExecutor,
+             ctx: RunContext | None, before: int | None, run: Any) -> None:  # fmt: skip
+        """After a run: an nsys run's ranges answer ``%%ncu --nvtx``; a warm cell that is the
+        notebook's joins the history, and the first nsys result prewarms the ncu worker."""
+        if backend.tool == "nsys" and hasattr(run, "nvtx"):
+            self._nsys_runs[request.cell] = weakref.ref(run)
+        # a run that left the notebook's state as it was (a sweep's configuration) is no cell
+        # of the notebook's history: nothing of it is the notebook's
+        if (not isinstance(executor, WarmExecutor) or executor.session is None
+                or request.keep_state or ctx is None):  # fmt: skip
+            return
+        entry_id = self._remember(executor.session, ctx, before, run)
+        # once, after the first nsys result: the ncu worker for drill-downs into it
+        if backend.tool == "nsys" and self.prewarm and not self._drill_prewarmed:
+            self._drill_prewarmed = True
+            self.background += prewarm_drill_down(self, executor.session, ctx, entry_id)
 
     def sweep(
         self,

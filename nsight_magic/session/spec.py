@@ -24,6 +24,21 @@ DEFAULT_STATE_TIMEOUT_S = 300.0  # the same default as pickling --vars (deadline
 
 
 @dataclass(frozen=True)
+class Rerun:
+    """What a drill-down's re-run of an earlier cell adds to its request: the ``parent`` run it
+    drills into, ``before`` (that cell's history id: a warm ncu worker replays what came before
+    it), the child's ``run_dir`` and its first meta.json entries (``meta``), and ``script``: the
+    parent's saved script, re-run cold when the cell is not this notebook's. A sweep's
+    configuration sets ``run_dir`` and ``meta`` only (its folder inside the sweep's)."""
+
+    parent: Any = None
+    before: int | None = None
+    run_dir: Path | None = None
+    meta: dict[str, Any] | None = None
+    script: Path | None = None
+
+
+@dataclass(frozen=True)
 class CellRequest:
     """One cell to profile. ``vars`` are sent explicitly (``--vars``); ``fresh`` runs it in a
     new process with only the setup cells (no warm worker); ``setup`` False skips the setup

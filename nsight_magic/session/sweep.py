@@ -45,7 +45,7 @@ from ..run_folders.sweep_record import (
 from ..vocabulary.reserved_names import reserved_why
 from .backends import Backend
 from .pipeline import now_utc
-from .spec import CellRequest, Notebook, RunCallbacks, SweepLimits
+from .spec import CellRequest, Notebook, Rerun, RunCallbacks, SweepLimits
 
 # ``Backend`` is a Protocol the session's own backends and the tests' bare one implement
 Profile = Callable[..., Any]  # SessionManager.profile
@@ -277,9 +277,9 @@ def run_sweep(
                                 output=callbacks.output)  # fmt: skip
             t0 = time.perf_counter()
             try:
-                run = profile(one, backend, notebook=notebook, callbacks=each,
-                              run_dir=run_dir.path, meta={"sweep": {"index": i,
-                              "values": entry.values, "label": label}})  # fmt: skip
+                sweep_entry = {"index": i, "values": entry.values, "label": label}
+                rerun = Rerun(run_dir=run_dir.path, meta={"sweep": sweep_entry})
+                run = profile(one, backend, notebook=notebook, callbacks=each, rerun=rerun)
             except ProfileInterrupted as exc:  # Ctrl-C: this configuration, and the sweep, stop
                 entry.status, entry.error = "failed", _error_line(exc)
                 stopped = interrupted = True
