@@ -72,43 +72,38 @@ class PrewarmHost(Protocol):
     def wait_setup(self, entry_id: int, timeout: float | None = None) -> bool: ...
 
 
+@dataclass(frozen=True)
+class PrewarmPlan:
+    """How one prewarm brings its worker up to date (``prewarm``): for a cell reading ``reads``
+    (before history id ``before``: ``state/exchange.py``); ``hold``: a worker kept waiting
+    meanwhile; ``into``: the worker to use (None: start or find the one the request would
+    use); ``setup_entry``: a setup cell the notebook is running: the worker starts meanwhile
+    and receives what it defined once it ran; ``started``: set once its worker is up (or the
+    start failed); ``after``: its worker is started only once that is set (another prewarm's
+    ``started``); ``imports``: what it imports first, or what gives that once the worker is up
+    (what the notebook was told of meanwhile); ``standby``: a worker no cell asked for yet
+    (``start_for_host_cells``): what its start said is not said by the cell that later uses
+    it."""
+
+    reads: frozenset[str] = frozenset()
+    before: int | None = None
+    hold: WarmSession | None = None
+    into: WarmSession | None = None
+    setup_entry: int | None = None
+    started: threading.Event | None = None
+    after: threading.Event | None = None
+    imports: Imports | Callable[[], Imports] | None = None
+    standby: bool = False
+
+
 def prewarm(
-    manager: PrewarmHost,
-    backend: Backend,
-    request: CellRequest,
-    *,
-    reads: frozenset[str] = frozenset(),
-    before: int | None = None,
-    hold: WarmSession | None = None,
-    into: WarmSession | None = None,
-    setup_entry: int | None = None,
-    started: threading.Event | None = None,
-    after: threading.Event | None = None,
-    imports: Imports | None = None,
+    manager: PrewarmHost, backend: Backend, request: CellRequest, plan: PrewarmPlan | None = None
 ) -> threading.Thread:
-    """Start (or find) the worker ``request`` would use (or use ``into``) and bring it up to
-    date for a cell reading ``reads`` (before history id ``before``: ``state/exchange.py``), in a
-    daemon thread; ``hold``: a worker kept waiting meanwhile; ``setup_entry``: a setup cell
-    the notebook is running: the worker starts meanwhile and receives what it defined once it
-    ran; ``started``: set once its worker is up (or the start failed); ``after``: its worker
-    is started only once that is set (another prewarm's ``started``); ``imports``: what its
-    worker imports first (``start_at_load``). Returns the thread (tests join it)."""
+    """Start (or find) the worker ``request`` would use and bring it up to date as ``plan``
+    says, in a daemon thread. Returns the thread (tests join it)."""
     thread = threading.Thread(
         target=_prewarm,
-        args=(
-            manager,
-            backend,
-            request,
-            reads,
-            before,
-            hold,
-            into,
-            manager.workers.stop_count,
-            setup_entry,
-            started,
-            after,
-            imports,
-        ),
+        args=(manager, backend, request, plan or PrewarmPlan(), manager.workers.stop_count),
         name=f"nsight_magic prewarm {backend.tool}",
         daemon=True,
     )
@@ -117,89 +112,83 @@ def prewarm(
 
 
 def _prewarm(
-    manager: PrewarmHost,
-    backend: Backend,
-    request: CellRequest,
-    reads: frozenset[str],
-    before: int | None,
-    hold: WarmSession | None,
-    into: WarmSession | None,
-    stops: int,
-    setup_entry: int | None = None,
-    started: threading.Event | None = None,
-    after: threading.Event | None = None,
-    imports: Imports | Callable[[], Imports] | None = None,
-    standby: bool = False,
+    manager: PrewarmHost, backend: Backend, request: CellRequest, plan: PrewarmPlan, stops: int
 ) -> None:
-    """``stops``: manager.stop()'s count when this was decided: a stop since ends it;
-    ``standby``: a worker no cell asked for yet (``start_for_host_cells``): what its start said
-    ("starting a second nsys worker ...") is not said by the cell that later uses it;
-    ``imports``: what it imports first, or what gives that once the worker is up (what the
-    notebook was told of meanwhile: the live workers follow what is told later)."""
+    """``stops``: manager.stop()'s count when this was decided: a stop since ends it."""
     notes: list[str] = []
     try:
         with tempfile.TemporaryDirectory(prefix="nsm-prewarm-") as tmp:
-            session = into
-            if session is None:
-                tool = backend.locate()
-                # what the first cell's option check asks of the profiler, asked now and kept
-                # (ncu --list-sets/--list-sections: 1.5-2 s of the first drill-down on the H100),
-                # beside the worker's start rather than before it
-                threading.Thread(target=_quietly, args=(backend.validate, tool), daemon=True,
-                                 name=f"nsight_magic {backend.tool} options").start()  # fmt: skip
-                if after is not None:  # another worker first (the nsys one, for a Run All)
-                    after.wait(FIRST_START_WAIT_S)
-                callbacks = RunCallbacks(output=notes.append)
-                ctx = RunContext(request=request, backend=backend, tool=tool,
-                                 cell=prepare_cell("pass"), run_dir=Path(tmp),
-                                 notebook=Notebook(), callbacks=callbacks,
-                                 lines=Lines(backend.tool, callbacks, None),
-                                 meta=base_meta(request, tool, "prewarm"))  # fmt: skip
-                session = manager.workers.session_for(backend, ctx, stops=stops,
-                                                      beside_only=standby)  # fmt: skip
-                if standby:
-                    notes.clear()
-            if started is not None:
-                started.set()
-            if callable(imports):
-                imports = imports()
-            if imports is not None:  # %load_ext's start: imports, nothing to catch up with
-                if imports.modules:
-                    _import(session, imports, "importing what the notebook imports")
+            session = plan.into or _start(manager, backend, request, plan, stops, notes, tmp)
+            if plan.started is not None:
+                plan.started.set()
+            if _caught_up(manager, session, backend, plan, stops, Path(tmp)):
                 session.notes += notes
-                return
-            if setup_entry is not None:
-                entry = manager.history.get(setup_entry)
-                if entry is not None:  # its imports meanwhile: the receive then only maps
-                    _import(session, imports_of(entry.cell.code),
-                            "importing what the setup cell imports")  # fmt: skip
-                if not manager.wait_setup(setup_entry):
-                    return  # it failed in the notebook: nothing to receive
-            # the ncu worker replays on the GPU only in a pause, the nsys worker held meanwhile
-            in_pause = hold is not None or backend.tool == "ncu"
-            if in_pause:  # the notebook's names at once: mapping them costs no GPU time
-                with _busy(session, "receiving the notebook's variables ahead of time"):
-                    left = _replay(manager, session, Path(tmp), backend, reads, before,
-                                   receive_only=True)  # fmt: skip
-                if not left:
-                    session.notes += notes
-                    return
-                if not manager.activity.wait_idle(
-                    PREWARM_IDLE_S, lambda: manager.workers.stop_count != stops
-                ):
-                    return  # stopped meanwhile; a Run All keeps going past here until it ends
-                if hold is None:  # the nsys worker in use waits while this one replays
-                    live = _alive(manager, "nsys")
-                    hold = live[-1] if live else None
-            waiting = f"the {session.tool} worker replays ahead of time; no capture runs beside it"
-            with _busy(hold, waiting), _busy(session, "replaying earlier cells ahead of time"):
-                _replay(manager, session, Path(tmp), backend, reads, before)
-            session.notes += notes
     except Exception:  # best effort: the next cell starts it again and says why
         return
     finally:
-        if started is not None:  # a failed start must not hold the worker that waits for it
-            started.set()
+        if plan.started is not None:  # a failed start must not hold the worker that waits
+            plan.started.set()
+
+
+def _start(manager: PrewarmHost, backend: Backend, request: CellRequest, plan: PrewarmPlan,
+           stops: int, notes: list[str], tmp: str) -> WarmSession:  # fmt: skip
+    """The worker ``request`` would use, started (or found), its start's lines in ``notes``."""
+    tool = backend.locate()
+    # what the first cell's option check asks of the profiler, asked now and kept
+    # (ncu --list-sets/--list-sections: 1.5-2 s of the first drill-down on the H100),
+    # beside the worker's start rather than before it
+    threading.Thread(target=_quietly, args=(backend.validate, tool), daemon=True,
+                     name=f"nsight_magic {backend.tool} options").start()  # fmt: skip
+    if plan.after is not None:  # another worker first (the nsys one, for a Run All)
+        plan.after.wait(FIRST_START_WAIT_S)
+    callbacks = RunCallbacks(output=notes.append)
+    ctx = RunContext(request=request, backend=backend, tool=tool,
+                     cell=prepare_cell("pass"), run_dir=Path(tmp),
+                     notebook=Notebook(), callbacks=callbacks,
+                     lines=Lines(backend.tool, callbacks, None),
+                     meta=base_meta(request, tool, "prewarm"))  # fmt: skip
+    session = manager.workers.session_for(backend, ctx, stops=stops,
+                                          beside_only=plan.standby)  # fmt: skip
+    if plan.standby:
+        notes.clear()
+    return session
+
+
+def _caught_up(manager: PrewarmHost, session: WarmSession, backend: Backend, plan: PrewarmPlan,
+               stops: int, tmp: Path) -> bool:  # fmt: skip
+    """Bring ``session`` up to date: its imports, then (after a setup cell ran) the notebook's
+    names and what the cell will need replayed. False when it stopped half way (a stop, a
+    setup cell that failed): its start's lines are then not said."""
+    imports = plan.imports() if callable(plan.imports) else plan.imports
+    if imports is not None:  # %load_ext's start: imports, nothing to catch up with
+        if imports.modules:
+            _import(session, imports, "importing what the notebook imports")
+        return True
+    if plan.setup_entry is not None:
+        entry = manager.history.get(plan.setup_entry)
+        if entry is not None:  # its imports meanwhile: the receive then only maps
+            _import(session, imports_of(entry.cell.code), "importing what the setup cell imports")
+        if not manager.wait_setup(plan.setup_entry):
+            return False  # it failed in the notebook: nothing to receive
+    hold = plan.hold
+    # the ncu worker replays on the GPU only in a pause, the nsys worker held meanwhile
+    if hold is not None or backend.tool == "ncu":  # names at once: mapping costs no GPU time
+        with _busy(session, "receiving the notebook's variables ahead of time"):
+            left = _replay(manager, session, tmp, backend, plan.reads, plan.before,
+                           receive_only=True)  # fmt: skip
+        if not left:
+            return True
+        if not manager.activity.wait_idle(
+            PREWARM_IDLE_S, lambda: manager.workers.stop_count != stops
+        ):
+            return False  # stopped meanwhile; a Run All keeps going past here until it ends
+        if hold is None:  # the nsys worker in use waits while this one replays
+            live = _alive(manager, "nsys")
+            hold = live[-1] if live else None
+    waiting = f"the {session.tool} worker replays ahead of time; no capture runs beside it"
+    with _busy(hold, waiting), _busy(session, "replaying earlier cells ahead of time"):
+        _replay(manager, session, tmp, backend, plan.reads, plan.before)
+    return True
 
 
 def _import(session: WarmSession, imports: Imports, why: str) -> None:
@@ -388,9 +377,10 @@ def prewarm_for_setup(manager: PrewarmHost, entry_id: int) -> list[threading.Thr
         if tool == "nsys" and targets != [None]:
             nsys_up.set()  # up already: nothing to wait for
         for into in targets:
-            threads.append(prewarm(manager, backend, request, into=into, setup_entry=entry_id,
-                                   started=nsys_up if tool == "nsys" else None,
-                                   after=nsys_up if tool == "ncu" else None))  # fmt: skip
+            plan = PrewarmPlan(into=into, setup_entry=entry_id,
+                               started=nsys_up if tool == "nsys" else None,
+                               after=nsys_up if tool == "ncu" else None)  # fmt: skip
+            threads.append(prewarm(manager, backend, request, plan))
     return threads
 
 
@@ -405,7 +395,8 @@ def start_at_load(
         started.set()
         return follow_imports(manager, imports)
     backend = manager.prewarm_backends["nsys"]()
-    return prewarm(manager, backend, CellRequest(cell="pass"), imports=imports, started=started)
+    plan = PrewarmPlan(imports=imports, started=started)
+    return prewarm(manager, backend, CellRequest(cell="pass"), plan)
 
 
 def follow_imports(
@@ -464,8 +455,7 @@ def start_for_drill_downs(
         if not nsys or _alive(manager, "ncu") or manager.workers.stop_count != stops:
             return
         if gpu_memory.read().room_for_copy_of(nsys[-1].worker.pid)[0]:
-            _prewarm(manager, make(), ncu_request, frozenset(), None, None, None, stops,
-                     imports=imports)  # fmt: skip
+            _prewarm(manager, make(), ncu_request, PrewarmPlan(imports=imports), stops)
 
     thread = threading.Thread(target=run, name="nsight_magic start ncu", daemon=True)
     thread.start()
@@ -509,8 +499,7 @@ def start_for_host_cells(
             backend.validate(backend.locate())  # an nsys without --host's options: none
         except Exception:
             return
-        _prewarm(manager, backend, host_request, frozenset(), None, None, None, stops,
-                 imports=imports, standby=True)  # fmt: skip
+        _prewarm(manager, backend, host_request, PrewarmPlan(imports=imports, standby=True), stops)
 
     thread = threading.Thread(target=run, name="nsight_magic start nsys --host", daemon=True)
     thread.start()
@@ -536,7 +525,8 @@ def prewarm_drill_down(
     def run() -> None:
         if into is None and not gpu_memory.read().room_for_copy_of(nsys.worker.pid)[0]:
             return
-        _prewarm(manager, backend, request, ctx.cell.names_read, entry_id, nsys, into, stops)
+        plan = PrewarmPlan(reads=ctx.cell.names_read, before=entry_id, hold=nsys, into=into)
+        _prewarm(manager, backend, request, plan, stops)
 
     thread = threading.Thread(target=run, name="nsight_magic prewarm ncu", daemon=True)
     thread.start()
