@@ -470,39 +470,22 @@ def serve(channel: messages.Channel, worker: Worker, owner: int | None = None) -
     owner = os.getpid() if owner is None else owner
     release_pending = False  # a cell asked for it; done once the worker is idle (op_release)
     while True:
-        try:
-            msg = channel.poll(RELEASE_IDLE_S if release_pending else None)
-            if msg is None:  # idle: nothing came within RELEASE_IDLE_S
-                worker.release_idle()
-                release_pending = False
-                continue
-        except (messages.ConnectionClosed, OSError):
-            # closed, or reset (the notebook closed its end with a reply unread: it stopped
-            # this worker): a traceback here would land in the cell's output
+        kind, msg = _receive(channel, RELEASE_IDLE_S if release_pending else None)
+        if kind == "closed":
             return True
-        except messages.ChannelError as exc:  # the cell read from (or wrote to) the socket
-            with contextlib.suppress(Exception):
-                sys.stderr.write(f"[nsight_magic worker] the channel to the notebook was "
-                                 f"damaged ({exc}); exiting\n")  # fmt: skip
-                sys.stderr.flush()
-            os._exit(EXIT_CHANNEL_DAMAGED)
-        except KeyboardInterrupt:  # an interrupt that arrived after the cell had finished
-            continue  # (the channel keeps a frame it was reading: nothing is lost)
+        if kind == "idle":  # nothing came within RELEASE_IDLE_S
+            with contextlib.suppress(KeyboardInterrupt):  # a late interrupt: the next poll
+                worker.release_idle()
+            release_pending = False
+        if kind != "message":
+            continue
         op = str(msg.get("op", ""))
         if op == "load":  # a cell begins: it reuses the cache; its own release follows it
             release_pending = False
         elif op == "status" and release_pending:  # the idle worker's memory, as it will be
             worker.release_idle()
             release_pending = False
-        try:
-            reply = worker.handle(op, msg)
-        except KeyboardInterrupt:
-            reply = {"ok": False, "interrupted": True, "error": "interrupted"}
-        except Exception:
-            reply = {"ok": False, "error": traceback.format_exc()}
-        if os.getpid() != owner:
-            _end_forked_child(reply)
-        reply["request"] = msg.get("request")  # the notebook checks it answers its request
+        reply = _answer(worker, op, msg, owner)
         try:
             _send(channel, reply, number := number + 1)
         except (OSError, messages.ChannelError):
@@ -513,6 +496,42 @@ def serve(channel: messages.Channel, worker: Worker, owner: int | None = None) -
             release_pending = bool(msg.get("when_idle"))
             if not release_pending:
                 worker.release_idle()
+
+
+def _receive(channel: messages.Channel, timeout: float | None) -> tuple[str, dict[str, Any]]:
+    """``("message", msg)``; ``("idle", {})`` when nothing came within ``timeout``;
+    ``("closed", {})`` when the notebook's end closed; ``("again", {})`` after an interrupt
+    that arrived once the cell had finished. A damaged channel ends the worker."""
+    try:
+        msg = channel.poll(timeout)
+    except (messages.ConnectionClosed, OSError):
+        # closed, or reset (the notebook closed its end with a reply unread: it stopped this
+        # worker): a traceback here would land in the cell's output
+        return "closed", {}
+    except messages.ChannelError as exc:  # the cell read from (or wrote to) the socket
+        with contextlib.suppress(Exception):
+            sys.stderr.write(f"[nsight_magic worker] the channel to the notebook was "
+                             f"damaged ({exc}); exiting\n")  # fmt: skip
+            sys.stderr.flush()
+        os._exit(EXIT_CHANNEL_DAMAGED)
+    except KeyboardInterrupt:  # (the channel keeps a frame it was reading: nothing is lost)
+        return "again", {}
+    return ("idle", {}) if msg is None else ("message", msg)
+
+
+def _answer(worker: Worker, op: str, msg: dict[str, Any], owner: int) -> dict[str, Any]:
+    """The worker's reply to ``msg``, an interrupt or an error a reply too; a child the cell
+    forked that got back here exits instead."""
+    try:
+        reply = worker.handle(op, msg)
+    except KeyboardInterrupt:
+        reply = {"ok": False, "interrupted": True, "error": "interrupted"}
+    except Exception:
+        reply = {"ok": False, "error": traceback.format_exc()}
+    if os.getpid() != owner:
+        _end_forked_child(reply)
+    reply["request"] = msg.get("request")  # the notebook checks it answers its request
+    return reply
 
 
 def main(argv: list[str] | None = None) -> int:

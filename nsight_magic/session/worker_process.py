@@ -89,6 +89,19 @@ class Reply:
     output: list[str] = field(default_factory=list)
 
 
+@dataclass
+class _Stop:
+    """When a request's wait stops the worker: its ``deadline``, its ``cancel`` event, the grace
+    an interrupted worker gets; once stopped, ``why`` (timeout, cancelled, interrupted) and
+    ``until`` when it must have answered."""
+
+    deadline: float | None
+    cancel: threading.Event | None
+    grace_s: float
+    why: str = ""
+    until: float = 0.0
+
+
 class WorkerProcess:
     """One worker. ``start()``, then ``request()`` as often as needed, then ``stop()``."""
 
@@ -350,71 +363,81 @@ class WorkerProcess:
                 raise WorkerDiedError(
                     f"The profiling worker is not running ({self.exit_description()})."
                 )
-            assert self.channel is not None
             t0 = time.monotonic()
-            # each request is numbered and its reply must carry the number: a frame the cell
-            # sent on the worker's own channel (taken out of ``gc``) is signed like a reply and
-            # would otherwise answer this request, and every later reply the one before it
-            self._requests += 1
-            number = self._requests
+            number = self._send_numbered(message)
+            stop = _Stop(None if timeout is None else t0 + timeout, cancel, grace_s)
+            return self._await_reply(number, t0, stop)
+
+    def _send_numbered(self, message: dict[str, Any]) -> int:
+        """Send ``message`` with the next request number, which its reply must carry: a frame
+        the cell sent on the worker's own channel (taken out of ``gc``) is signed like a reply
+        and would otherwise answer this request, and every later reply the one before it."""
+        assert self.channel is not None
+        self._requests += 1
+        try:
+            self.channel.send({**message, "request": self._requests})
+        except messages.ChannelError as exc:
+            raise self._damaged(exc) from None
+        except OSError:  # it exited between two requests
+            description = self.exit_description()
+            self.kill()
+            raise WorkerDiedError(
+                f"The profiling worker is gone ({description}).{self.output_tail()}"
+            ) from None
+        return self._requests
+
+    def _await_reply(self, number: int, t0: float, stop: _Stop) -> Reply:
+        assert self.channel is not None
+        while True:
             try:
-                self.channel.send({**message, "request": number})
+                data = self.channel.poll(0.05)
+                if data is not None:
+                    if data.pop("request", None) != number:
+                        raise messages.ChannelError(
+                            f"a reply that does not answer request {number}: the cell "
+                            "sent on the worker's own channel"
+                        )
+                    self._await_output(data.pop("mark", None))
+                    return Reply(data, stop.why, time.monotonic() - t0)
+                if self.proc is not None and self.proc.poll() is not None:
+                    raise messages.ConnectionClosed("the worker's launcher exited")
+                self._check_stop(stop)
+            except KeyboardInterrupt:
+                if stop.why:  # a second Ctrl-C: stop everything now
+                    self.kill()
+                    raise WorkerDiedError(
+                        "Interrupted twice: the worker was stopped; the next cell starts a "
+                        "new worker.",
+                        stopped="interrupted",
+                    ) from None
+                stop.why, stop.until = "interrupted", self._interrupt(stop.grace_s)
             except messages.ChannelError as exc:
                 raise self._damaged(exc) from None
-            except OSError:  # it exited between two requests
+            except (messages.ConnectionClosed, OSError):
+                with contextlib.suppress(Exception):
+                    assert self.proc is not None
+                    self.proc.wait(5)
                 description = self.exit_description()
                 self.kill()
                 raise WorkerDiedError(
-                    f"The profiling worker is gone ({description}).{self.output_tail()}"
+                    f"The profiling worker died ({description}).{self.output_tail()}"
                 ) from None
-            deadline = None if timeout is None else t0 + timeout
-            stopped = ""
-            stop_deadline = 0.0
-            while True:
-                try:
-                    data = self.channel.poll(0.05)
-                    if data is not None:
-                        if data.pop("request", None) != number:
-                            raise messages.ChannelError(
-                                f"a reply that does not answer request {number}: the cell "
-                                "sent on the worker's own channel"
-                            )
-                        self._await_output(data.pop("mark", None))
-                        return Reply(data, stopped, time.monotonic() - t0)
-                    if self.proc is not None and self.proc.poll() is not None:
-                        raise messages.ConnectionClosed("the worker's launcher exited")
-                    now = time.monotonic()
-                    if stopped and now > stop_deadline:
-                        self.kill()
-                        raise WorkerDiedError(
-                            f"The worker did not stop within {grace_s:g} s after being "
-                            f"{stopped} and was killed; the next cell starts a new worker.",
-                            stopped=stopped,
-                        )
-                    if not stopped and deadline is not None and now > deadline:
-                        stopped, stop_deadline = "timeout", self._interrupt(grace_s)
-                    elif not stopped and cancel is not None and cancel.is_set():
-                        stopped, stop_deadline = "cancelled", self._interrupt(grace_s)
-                except KeyboardInterrupt:
-                    if stopped:  # a second Ctrl-C: stop everything now
-                        self.kill()
-                        raise WorkerDiedError(
-                            "Interrupted twice: the worker was stopped; the next cell starts a "
-                            "new worker.",
-                            stopped="interrupted",
-                        ) from None
-                    stopped, stop_deadline = "interrupted", self._interrupt(grace_s)
-                except messages.ChannelError as exc:
-                    raise self._damaged(exc) from None
-                except (messages.ConnectionClosed, OSError):
-                    with contextlib.suppress(Exception):
-                        assert self.proc is not None
-                        self.proc.wait(5)
-                    description = self.exit_description()
-                    self.kill()
-                    raise WorkerDiedError(
-                        f"The profiling worker died ({description}).{self.output_tail()}"
-                    ) from None
+
+    def _check_stop(self, stop: _Stop) -> None:
+        """Interrupt the worker past the deadline or on cancel; kill it when it did not stop
+        within its grace."""
+        now = time.monotonic()
+        if stop.why and now > stop.until:
+            self.kill()
+            raise WorkerDiedError(
+                f"The worker did not stop within {stop.grace_s:g} s after being "
+                f"{stop.why} and was killed; the next cell starts a new worker.",
+                stopped=stop.why,
+            )
+        if not stop.why and stop.deadline is not None and now > stop.deadline:
+            stop.why, stop.until = "timeout", self._interrupt(stop.grace_s)
+        elif not stop.why and stop.cancel is not None and stop.cancel.is_set():
+            stop.why, stop.until = "cancelled", self._interrupt(stop.grace_s)
 
     def _damaged(self, exc: messages.ChannelError) -> WorkerDiedError:
         """The channel got a frame the worker did not send (the cell wrote to the worker's
