@@ -125,33 +125,9 @@ class Describer:
                 raise pickle.PicklingError(f"class {obj.__qualname__} needs cloudpickle")
             rv = _cloudpickle("_dynamic_class_reduce")(obj)
             return (rv[0], rv[1]), (rv[2], None, None, None, rv[5])
-        if isinstance(obj, types.CellType):
-            try:
-                contents: tuple[bool, Any] = (True, obj.cell_contents)
-            except ValueError:
-                contents = (False, None)
-            return (make_empty, (types.CellType,)), (contents, None, None, None, set_cell)
-        if isinstance(obj, bytearray) and type(obj) is bytearray:
-            return (make_empty, (bytearray,)), (bytes(obj), None, None, None, set_bytearray)
-        if isinstance(obj, set):
-            rv = obj.__reduce_ex__(5)
-            state = rv[2] if len(rv) > 2 else None
-            return (make_empty, (type(obj),)), (state, None, None, list(obj), None)
-        reduce = copyreg.dispatch_table.get(type(obj))
-        if reduce is None and _cp is not None:
-            reduce = cloudpickle.Pickler.dispatch_table.get(type(obj))
-        rv = reduce(obj) if reduce is not None else obj.__reduce_ex__(5)
-        if isinstance(rv, str) or not isinstance(rv, tuple):
-            raise pickle.PicklingError(f"{type(obj).__name__} is a global: not an object to key")
-        state, listitems, dictitems, setitems, setter = _fill_of(obj, rv)
-        # a Counter carries its items in its arguments: an empty one, filled like a dict
-        if isinstance(obj, dict) and dictitems is None and setter is None:
-            dictitems = list(dict.items(obj))
-            return (make_empty, (type(obj),)), (_attributes(obj), None, dictitems, None, None)
-        if isinstance(obj, list) and listitems is None and setter is None:
-            listitems = list(list.__iter__(obj))
-            return (make_empty, (type(obj),)), (_attributes(obj), listitems, None, None, None)
-        return (rv[0], rv[1]), (state, listitems, dictitems, setitems, setter)
+        if isinstance(obj, (types.CellType, bytearray, set)):
+            return _container_parts(obj)
+        return _reduced_parts(obj)
 
     def _function(self, func: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
         """A notebook function: created with the side's namespace as its globals (a ``global
@@ -232,6 +208,43 @@ class Describer:
                 t.storage_offset(), str(t.dtype), t.requires_grad,
                 None if grad is None else self.graph.key_of.get(id(grad)),
                 tuple(sorted(t.__dict__)) if t.__dict__ else ())  # fmt: skip
+
+
+def _container_parts(obj: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
+    """A closure cell, a bytearray or a set: made empty, filled in place (its items)."""
+    if isinstance(obj, types.CellType):
+        try:
+            contents: tuple[bool, Any] = (True, obj.cell_contents)
+        except ValueError:
+            contents = (False, None)
+        return (make_empty, (types.CellType,)), (contents, None, None, None, set_cell)
+    if isinstance(obj, bytearray) and type(obj) is bytearray:
+        return (make_empty, (bytearray,)), (bytes(obj), None, None, None, set_bytearray)
+    if isinstance(obj, set):
+        rv = obj.__reduce_ex__(5)
+        state = rv[2] if len(rv) > 2 else None
+        return (make_empty, (type(obj),)), (state, None, None, list(obj), None)
+    return _reduced_parts(obj)  # a bytearray subclass: as its reduce says
+
+
+def _reduced_parts(obj: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
+    """Any other object, as its reduce (copyreg's, cloudpickle's, its own) says; a dict or
+    list subclass whose reduce keeps its items in its arguments is made empty and filled."""
+    reduce = copyreg.dispatch_table.get(type(obj))
+    if reduce is None and _cp is not None:
+        reduce = cloudpickle.Pickler.dispatch_table.get(type(obj))
+    rv = reduce(obj) if reduce is not None else obj.__reduce_ex__(5)
+    if isinstance(rv, str) or not isinstance(rv, tuple):
+        raise pickle.PicklingError(f"{type(obj).__name__} is a global: not an object to key")
+    state, listitems, dictitems, setitems, setter = _fill_of(obj, rv)
+    # a Counter carries its items in its arguments: an empty one, filled like a dict
+    if isinstance(obj, dict) and dictitems is None and setter is None:
+        dictitems = list(dict.items(obj))
+        return (make_empty, (type(obj),)), (_attributes(obj), None, dictitems, None, None)
+    if isinstance(obj, list) and listitems is None and setter is None:
+        listitems = list(list.__iter__(obj))
+        return (make_empty, (type(obj),)), (_attributes(obj), listitems, None, None, None)
+    return (rv[0], rv[1]), (state, listitems, dictitems, setitems, setter)
 
 
 def _array_print(a: Any) -> tuple[Any, ...]:
@@ -319,16 +332,7 @@ def _keyed_pickler_class(base: type) -> type:
                 return None
             if id(obj) in self.inline:
                 return None
-            graph = self.describer.graph
-            if obj is _Namespace.MARK or obj is graph.namespace:
-                return NS
-            if not keyable(obj):
-                return None
-            key = graph.key_of.get(id(obj))
-            if key is None or graph.table.get(key) is not obj:
-                key = graph.add(obj)
-            self.found.append(obj)
-            return ("k", key)
+            return _persistent_key(self.describer.graph, obj, self.found)
 
         def reducer_override(self, obj: Any) -> Any:
             kind = type(obj)
@@ -341,23 +345,42 @@ def _keyed_pickler_class(base: type) -> type:
             return super().reducer_override(obj)
 
         def _named_code(self, code: types.CodeType) -> Any:
-            describer = self.describer
-            name = describer.files.get(code.co_filename, code.co_filename)
-            if name != code.co_filename and name not in describer.sources:
-                import linecache
-
-                cached: tuple[Any, ...] = linecache.cache.get(code.co_filename, ())
-                if len(cached) > 2 and cached[2]:
-                    describer.sources[name] = "".join(cached[2])
             assert code_reduce is not None
-            rebuild, args = code_reduce(code)
-            args = tuple(
-                name if isinstance(a, str) and a in ("<dynamic-code>", code.co_filename) else a
-                for a in args
-            )
-            return rebuild, args
+            return _named_code(self.describer, code, code_reduce)
 
     return KeyedPickler
+
+
+def _persistent_key(graph: KeyedTable, obj: Any, found: list[Any]) -> Any:
+    """The keyed pickler's persistent id of ``obj``: the side's namespace, its key (given now
+    when new; ``found`` collects what it reached), or None (pickled inline)."""
+    if obj is _Namespace.MARK or obj is graph.namespace:
+        return NS
+    if not keyable(obj):
+        return None
+    key = graph.key_of.get(id(obj))
+    if key is None or graph.table.get(key) is not obj:
+        key = graph.add(obj)
+    found.append(obj)
+    return ("k", key)
+
+
+def _named_code(describer: Describer, code: types.CodeType, code_reduce: Any) -> Any:
+    """A notebook function's code, its file named as the notebook names it (``In [7]``), the
+    cell's text kept for ``inspect.getsource`` on the other side."""
+    name = describer.files.get(code.co_filename, code.co_filename)
+    if name != code.co_filename and name not in describer.sources:
+        import linecache
+
+        cached: tuple[Any, ...] = linecache.cache.get(code.co_filename, ())
+        if len(cached) > 2 and cached[2]:
+            describer.sources[name] = "".join(cached[2])
+    rebuild, args = code_reduce(code)
+    args = tuple(
+        name if isinstance(a, str) and a in ("<dynamic-code>", code.co_filename) else a
+        for a in args
+    )
+    return rebuild, args
 
 
 def _pickler(describer: Describer, inline: set[int], file: Any, found: list[Any]) -> Any:
