@@ -1,20 +1,15 @@
 """The runtime of the generated script: what runs in the profiled process around one cell.
 
-``build_script`` (``script/template.py``) writes the script as a header assigning this cell's
-constants, then the source of ``range_recorder.py``, ``cuda_gate.py`` and of this module, each
-without its block marked "module only" (here: the placeholders below and the imports of
-``RangeRecorder`` and ``Gate``, which the script has pasted above). So this is real, linted,
-typed and tested code, and the script still runs where nsight_magic cannot be imported (any
-``--python``, a torchrun rank).
+``build_script`` writes the script as a header assigning this cell's constants, then the source
+of ``template.SCRIPT_MODULES``, this one last, each without its block marked "module only" (here:
+the placeholders and the imports of what is pasted above). So this is real, tested code, and
+the script runs where nsight_magic cannot be imported (any ``--python``, a torchrun rank).
 
-One script serves both ways of running a cell:
-
-- fresh (``%%nsys --fresh``, the cold picker): ``python script.py [status.json]`` replays
-  ``HISTORY`` (setup cells; for a warm run also the cells the worker had run), loads the
-  shipped variables, warms up, runs the cell once more gated, and writes a status file (``main``);
-- warm: the session worker imports the file (``runpy.run_path``) and calls
-  ``run_history(ns, entries)``, ``prepare(ns)``, ``warmup(ns)``, ``capture(ns)`` and, for an
-  error, ``user_traceback(exc)`` on its persistent namespace.
+One script serves both ways of running a cell. Fresh (``%%nsys --fresh``, the cold picker):
+``python script.py [status.json]`` replays ``HISTORY`` (setup cells; for a warm run also the
+cells the worker had run), loads the shipped variables, warms up, runs the cell once more gated,
+writes a status file (``main``). Warm: the session worker imports the file and calls
+``run_history``, ``prepare``, ``warmup``, ``capture`` (``user_traceback`` for an error).
 
 The captured run is wrapped in ``nvtx.annotate(CELL_RANGE, domain=DOMAIN)`` with one range per
 top-level statement; for nsys it is gated with cudaProfilerStart/Stop (around the cell, or with
@@ -537,8 +532,7 @@ class StatusFile:
     def write(self, **fields: Any) -> None:
         self.status.update(fields)
         tmp = self.path + ".tmp"
-        # 0600 under any umask, as every file in a run folder
-        # (nsight_magic/run_folders/ownership.py)
+        # 0600 under any umask, as every file in a run folder (run_folders/ownership.py)
         with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             json.dump(self.status, f)
         os.replace(tmp, self.path)  # the parent never reads a half-written file
