@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..analysis import machine_state
 from ..analysis.compare import kernel_deltas, memory_deltas, nvtx_deltas
 from ..analysis.verdict import summary_line
 from ..errors import BadArgumentError
@@ -90,11 +91,14 @@ class Comparison:
         self.verdict = summary_line(
             self.kernels, *(summaries or (empty_summary(), empty_summary()))
         )
+        # the two runs' GPUs: another GPU, other clocks or power (analysis.machine_state)
+        self.notes: list[str] = []
 
     def summary(self) -> str:
         """The comparison in one line: ``b: GPU time 0.76x (0.74-0.78), 3 kernels slower beyond
-        noise`` (``analysis.verdict``)."""
-        return self.verdict.line(self.label_b)
+        noise`` (``analysis.verdict``); then, when the runs' GPUs differed, how (``notes``)."""
+        line = self.verdict.line(self.label_b)
+        return "; ".join([line, *self.notes]) if self.notes else line
 
     def chart(self, n: int = 20) -> Any:
         """Bars of the ``n`` largest kernel time changes (b - a), an altair chart."""
@@ -144,7 +148,7 @@ def compare(run_a: Any, run_b: Any, label_a: str | None = None, label_b: str | N
     """Kernel and NVTX deltas of ``run_b`` against ``run_a`` (delta = b - a)."""
     report_a, report_b = _as_report(run_a), _as_report(run_b)
     summaries = (report_a.kernel_summary(), report_b.kernel_summary())
-    return Comparison(
+    cmp = Comparison(
         kernel_deltas(*summaries),
         nvtx_deltas(report_a.nvtx_gpu_projection(), report_b.nvtx_gpu_projection(), summaries),
         label_a or _label(run_a, "a"),
@@ -152,6 +156,9 @@ def compare(run_a: Any, run_b: Any, label_a: str | None = None, label_b: str | N
         memory_deltas(_memory_summary(run_a, report_a), _memory_summary(run_b, report_b)),
         summaries,
     )
+    state_a, state_b = ((getattr(r, "meta", None) or {}).get("gpu_state") for r in (run_a, run_b))
+    cmp.notes = machine_state.run_differences(state_a, state_b, cmp.label_a, cmp.label_b)
+    return cmp
 
 
 def _memory_summary(run: Any, report: Any) -> Any:

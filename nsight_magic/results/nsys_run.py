@@ -16,6 +16,7 @@ import pandas as pd
 from ..analysis import (
     api_summary,
     cold_run,
+    machine_state,
     phases,
     processes,
     range_spec,
@@ -125,14 +126,17 @@ class NsysRun(_Run):
     @property
     def warnings(self) -> list[str]:
         """What to know before trusting the frames: the report's own (e.g. graphs traced as
-        whole graphs), and a cold run (first-call costs in the capture, or the first run of
-        the cell's code in its worker: ``analysis.cold_run``)."""
+        whole graphs), a cold run (first-call costs in the capture, or the first run of
+        the cell's code in its worker: ``analysis.cold_run``), and GPU clocks that moved or a
+        GPU that heated during the capture (``analysis.machine_state``)."""
         cold = cold_run.cold_run_warnings(
             self.first_call_effects,
             first_run=self.meta.get("first_run"),
             warmup=int(self.meta.get("warmup") or 0),
         )
-        return list(self.report.warnings) + cold
+        # a clock that moved, a GPU that heated during the capture (analysis.machine_state)
+        machine = machine_state.capture_notes(self.meta.get("gpu_state"))
+        return list(self.report.warnings) + cold + machine
 
     @functools.cached_property
     def first_call_effects(self) -> cold_run.FirstCallEffects | None:

@@ -78,6 +78,8 @@ class RunMeta:
     sweep: dict[str, Any] | None = None
     # profile_top's ncu run: the kernels it profiled the first launch of, most nsys time first
     top_kernels: list[str] | None = None
+    # the GPUs' clocks, temperature and power at the run's start and end (processes/gpu_state)
+    gpu_state: dict[str, Any] | None = None
     # unknown keys, and known keys whose value had the wrong type: kept verbatim
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -28,6 +28,7 @@ from ..errors import (
     WorkerDiedError,
 )
 from ..processes import locate as tools
+from ..processes.gpu_state import read_gpu_state
 from ..processes.progress import ProgressParser, is_profiler_line
 from ..processes.runner import RunResult
 from ..run_folders import runs
@@ -230,9 +231,11 @@ def _profile_cell(job: CellJob, executor: Executor, steps: _Steps) -> Any:
         steps.ctx = ctx
         ctx.meta.timings["prepare_s"] = time.perf_counter() - t0
         ctx.lines.phase("starting")
+        start = read_gpu_state()  # what the times depend on (analysis/machine_state.py)
         try:
             steps.step = "running"  # from here the progress phase says where
             outcome = executor.execute(ctx)
+            ctx.meta.gpu_state = {"start": start, "end": read_gpu_state()}
         except MissingVariableError:
             shutil.rmtree(run_dir, ignore_errors=True)  # the cell never ran: no folder is left
             raise

@@ -1,0 +1,82 @@
+"""What the GPUs' state says about a run's times (pure functions over what
+``processes/gpu_state.read_gpu_state`` recorded at a capture's start and end, meta.json's
+``gpu_state``): a clock that moved or a GPU that heated during the capture, and two runs taken
+under different clocks, power limits or GPUs. A line each, for ``run.warnings`` and
+``compare()``'s summary; nothing when the state was not recorded (its ``why`` is said once)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["CLOCK_CHANGE", "HEATING_C", "capture_notes", "run_differences"]
+
+CLOCK_CHANGE = 0.05  # a relative SM or memory clock change worth saying (5%)
+HEATING_C = 10  # degrees the GPU warmed during one capture worth saying
+SLOWDOWNS = {"software power cap", "hardware slowdown", "software thermal slowdown",
+             "hardware thermal slowdown", "hardware power brake"}  # fmt: skip
+
+
+def _gpus(state: Mapping[str, Any] | None) -> dict[int, Mapping[str, Any]]:
+    if not isinstance(state, Mapping) or state.get("source") != "nvml":
+        return {}
+    return {int(g["index"]): g for g in state.get("gpus") or [] if isinstance(g, Mapping)}
+
+
+def _moved(a: Any, b: Any, share: float = CLOCK_CHANGE) -> bool:
+    return isinstance(a, (int, float)) and isinstance(b, (int, float)) and a > 0 and (
+        abs(b - a) / a > share)  # fmt: skip
+
+
+def capture_notes(recorded: Mapping[str, Any] | None, devices: Sequence[int] = ()) -> list[str]:
+    """What changed on the GPUs (``devices``: the run's; all when empty) between the capture's
+    start and end: an SM or memory clock that moved by more than 5%, a GPU that warmed by 10 °C
+    or more, a slowdown (power cap, thermal) the driver reported at the end."""
+    if not isinstance(recorded, Mapping):
+        return []
+    start, end = _gpus(recorded.get("start")), _gpus(recorded.get("end"))
+    notes = []
+    for index in sorted(set(start) & set(end)):
+        if devices and index not in devices:
+            continue
+        a, b = start[index], end[index]
+        for key, what in (("sm_clock_mhz", "SM clock"), ("mem_clock_mhz", "memory clock")):
+            if _moved(a.get(key), b.get(key)):
+                notes.append(f"GPU {index}'s {what} moved from {a[key]} to {b[key]} MHz during "
+                             "the capture: its kernels ran at more than one speed")  # fmt: skip
+        ta, tb = a.get("temperature_c"), b.get("temperature_c")
+        if isinstance(ta, (int, float)) and isinstance(tb, (int, float)) and tb - ta >= HEATING_C:
+            notes.append(f"GPU {index} warmed from {ta} to {tb} °C during the capture")
+        slowed = sorted(SLOWDOWNS & set(b.get("clock_reasons") or ()))
+        if slowed:
+            notes.append(f"GPU {index}'s clocks were held down at the capture's end: "
+                         f"{', '.join(slowed)}")  # fmt: skip
+    return notes
+
+
+def run_differences(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None,
+                    label_a: str = "a", label_b: str = "b") -> list[str]:  # fmt: skip
+    """How two runs' GPUs differed at their captures' start (meta.json ``gpu_state``): another
+    GPU, SM clocks apart by more than 5%, another power limit, clocks locked in one only. Empty
+    when they match or either was not recorded."""
+    start_a = _gpus((a or {}).get("start") if isinstance(a, Mapping) else None)
+    start_b = _gpus((b or {}).get("start") if isinstance(b, Mapping) else None)
+    lines = []
+    for index in sorted(set(start_a) & set(start_b)):
+        x, y = start_a[index], start_b[index]
+        if x.get("name") != y.get("name"):
+            lines.append(f"GPU {index}: {label_a} ran on {x.get('name')}, {label_b} on "
+                         f"{y.get('name')}")  # fmt: skip
+            continue
+        if _moved(x.get("sm_clock_mhz"), y.get("sm_clock_mhz")):
+            lines.append(f"GPU {index}: SM clock {x['sm_clock_mhz']} MHz in {label_a}, "
+                         f"{y['sm_clock_mhz']} MHz in {label_b}: times are not comparable "
+                         "as they are")  # fmt: skip
+        if _moved(x.get("power_limit_w"), y.get("power_limit_w"), 0.01):
+            lines.append(f"GPU {index}: power limit {x['power_limit_w']:.0f} W in {label_a}, "
+                         f"{y['power_limit_w']:.0f} W in {label_b}")  # fmt: skip
+        if None not in (x.get("clocks_locked"), y.get("clocks_locked")) and (
+                x["clocks_locked"] != y["clocks_locked"]):  # fmt: skip
+            locked = label_a if x["clocks_locked"] else label_b
+            lines.append(f"GPU {index}: clocks locked in {locked} only")
+    return lines
