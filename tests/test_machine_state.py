@@ -1,0 +1,139 @@
+"""The GPUs' state a run was taken under (processes/gpu_state.py, analysis/machine_state.py): on
+this machine (no driver, as CI) the state says why, never zeros; a run says when a clock moved
+or the GPU heated during its capture, and compare() when two runs ran under other clocks, power
+limits or GPUs.
+
+The states below have the shape ``read_gpu_state`` returns; they are inputs to the rules, not
+measurements (a real reading: ``tools/fixtures/gpu_state_probe.py`` on the GPU machine, not run
+yet: tests/data/README.md says so)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from nsight_magic.analysis import machine_state
+from nsight_magic.processes import gpu_state
+
+
+def _state(sm: int = 1980, mem: int = 2619, temp: int = 34, locked: bool = False,
+           limit: float = 700.0, name: str = "NVIDIA H100 80GB HBM3",
+           reasons: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
+    gpu = {"index": 0, "name": name, "sm_clock_mhz": sm, "mem_clock_mhz": mem,
+           "max_sm_clock_mhz": 1980, "temperature_c": temp, "power_limit_w": limit,
+           "power_w": 120.0, "clock_reasons": list(reasons), "clocks_locked": locked}  # fmt: skip
+    return {"source": "nvml", "gpus": [gpu]}
+
+
+def test_without_nvml_the_state_says_why() -> None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # this machine: no driver
+        state = gpu_state.read_gpu_state()
+        assert state == {"source": "none", "why": state["why"]}
+        assert state["why"].startswith(("NVML could not start", "nvidia-ml-py"))
+    else:  # pragma: no cover - a machine with a GPU reads it
+        assert gpu_state.read_gpu_state()["source"] == "nvml"
+    none = {"source": "none", "why": "NVML could not start"}
+    assert machine_state.capture_notes({"start": none, "end": none}) == []
+    assert machine_state.run_differences(None, {"start": none}) == []
+
+
+def test_one_gpu_is_read_in_watts_and_named_reasons() -> None:
+    """``_one`` against an object with NVML's calls (the binding's names, values in its units:
+    mW, MHz, a reason bitmask): watts, the reasons by name, locked from the user-defined bit."""
+    calls = {
+        "nvmlDeviceGetHandleByIndex": lambda i: f"h{i}",
+        "nvmlDeviceGetName": lambda h: b"NVIDIA H200",
+        "nvmlDeviceGetClockInfo": lambda h, kind: {0: 1755, 2: 3201}[kind],
+        "nvmlDeviceGetMaxClockInfo": lambda h, kind: 1980,
+        "nvmlDeviceGetTemperature": lambda h, kind: 41,
+        "nvmlDeviceGetPowerUsage": lambda h: 312_500,
+        "nvmlDeviceGetPowerManagementLimit": lambda h: 700_000,
+        "nvmlDeviceGetCurrentClocksThrottleReasons": lambda h: 0x2 | 0x4,
+    }
+    nvml = SimpleNamespace(NVML_CLOCK_SM=0, NVML_CLOCK_MEM=2, NVML_TEMPERATURE_GPU=0, **calls)
+    gpu = gpu_state._one(nvml, 0)
+    assert gpu == {"index": 0, "name": "NVIDIA H200", "sm_clock_mhz": 1755,
+                   "mem_clock_mhz": 3201, "max_sm_clock_mhz": 1980, "temperature_c": 41,
+                   "power_limit_w": 700.0, "power_w": 312.5,
+                   "clock_reasons": ["user-defined clocks", "software power cap"],
+                   "clocks_locked": True}  # fmt: skip
+    del calls["nvmlDeviceGetPowerUsage"]  # a GPU that does not report its draw: None, not 0
+    assert (
+        gpu_state._one(
+            SimpleNamespace(NVML_CLOCK_SM=0, NVML_CLOCK_MEM=2, NVML_TEMPERATURE_GPU=0, **calls), 0
+        )["power_w"]
+        is None
+    )
+
+
+def test_a_capture_whose_clock_moved_or_gpu_heated_is_said() -> None:
+    assert machine_state.capture_notes({"start": _state(), "end": _state()}) == []
+    notes = machine_state.capture_notes(
+        {
+            "start": _state(temp=35),
+            "end": _state(sm=1410, temp=61, reasons=("software power cap",)),
+        }
+    )
+    assert notes == [
+        "GPU 0's SM clock moved from 1980 to 1410 MHz during the capture: its kernels ran at "
+        "more than one speed",
+        "GPU 0 warmed from 35 to 61 °C during the capture",
+        "GPU 0's clocks were held down at the capture's end: software power cap",
+    ]
+    # 4% and 9 °C: within what a capture's own load moves
+    assert machine_state.capture_notes({"start": _state(), "end": _state(sm=1900, temp=43)}) == []
+
+
+def test_two_runs_under_other_clocks_power_or_gpus_are_said() -> None:
+    state = {"start": _state(), "end": _state()}
+    assert machine_state.run_differences(state, copy.deepcopy(state)) == []
+    slower = {"start": _state(sm=1410, locked=True, limit=600.0), "end": _state()}
+    assert machine_state.run_differences(state, slower, "before", "after") == [
+        "GPU 0: SM clock 1980 MHz in before, 1410 MHz in after: times are not comparable as "
+        "they are",
+        "GPU 0: power limit 700 W in before, 600 W in after",
+        "GPU 0: clocks locked in after only",
+    ]
+    other = {"start": _state(name="NVIDIA A100-SXM4-80GB"), "end": _state()}
+    assert machine_state.run_differences(state, other) == [
+        "GPU 0: a ran on NVIDIA H100 80GB HBM3, b on NVIDIA A100-SXM4-80GB"
+    ]
+
+
+def test_a_run_warns_and_compare_says_it(data_dir: Path) -> None:
+    """The notes reach the user: ``run.warnings`` (the view's lines) for a capture whose clock
+    moved, ``compare()``'s summary for runs under other clocks (meta.json's ``gpu_state``)."""
+    from nsight_magic.reports.nsys.report import NsysReport
+    from nsight_magic.results import NsysRun
+    from nsight_magic.results.comparison import compare
+
+    report = NsysReport.open(data_dir / "nsys_small.sqlite")
+    moved = NsysRun(report, meta={"name": "m", "gpu_state": {"start": _state(),
+                                                             "end": _state(sm=1200)}})  # fmt: skip
+    assert any("SM clock moved" in w for w in moved.warnings)
+    steady = NsysRun(report, meta={"name": "a", "gpu_state": {"start": _state(), "end": _state()}})
+    assert not any("SM clock" in w for w in steady.warnings)
+    other = NsysRun(report, meta={"name": "b", "gpu_state": {"start": _state(sm=1200),
+                                                             "end": _state(sm=1200)}})  # fmt: skip
+    summary = compare(steady, other).summary()
+    assert summary.startswith("b: GPU time 1.00x") and "SM clock 1980 MHz in a" in summary
+
+
+@pytest.mark.parametrize("missing", ["nvmlDeviceGetHandleByIndex"])
+def test_a_failing_nvml_is_a_reason_not_an_error(monkeypatch: pytest.MonkeyPatch,
+                                                 missing: str) -> None:  # fmt: skip
+    """NVML that started but fails a query gives a state that says why (a cell never fails
+    for it)."""
+    broken = SimpleNamespace(nvmlDeviceGetCount=lambda: 1)
+    monkeypatch.setattr(gpu_state, "_NVML", [broken])
+    state = gpu_state.read_gpu_state()
+    assert state["source"] == "none" and state["why"].startswith("NVML failed:")
+    assert missing in state["why"]
