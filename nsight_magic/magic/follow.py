@@ -2,9 +2,9 @@
 ``%load_ext`` in a Jupyter kernel the nsys worker starts and imports torch and what the earlier
 cells imported; as each cell starts, the live workers import what it imports, beside the
 notebook's own import. A Run All whose prelude imports torch and transformers then finds its
-worker ready right after the setup cell (the worker's own imports under ``nsys launch``
-outlasted a 7.8 s setup cell on the H200). As each cell ends, what it imported that its text
-does not show (a lazy package's submodules: ``sys.modules`` grew) is followed too."""
+worker ready right after the setup cell (the worker's own imports under ``nsys launch`` outlast
+a setup cell: benchmarks/README.md, design measurements). As each cell ends, what it imported
+that its text does not show (a lazy package's submodules: ``sys.modules`` grew) is followed too."""
 
 from __future__ import annotations
 

@@ -288,10 +288,9 @@ def launch_argv(ncu: str | os.PathLike[str], port: int, command: Sequence[str]) 
     Only the worker itself (``application-only``; a fresh run follows every process): what a
     cell starts (``!nvidia-smi``, inductor's compile workers, ptxas) runs without ncu's
     injection. Injected, such a child was followed by the worker's SIGSEGV (issue 41:
-    ``!nvidia-smi``; and the H200 matrix of 2026-11-28 crashed twice in a notebook whose setup
-    cells ``torch.compile`` and capture a CUDA graph, which a worker re-runs, where the same
-    steps without them did not), and a child that calls CUDA would wait for an attach no one
-    makes."""
+    ``!nvidia-smi``; a notebook whose setup cells ``torch.compile`` and capture a CUDA graph:
+    benchmarks/README.md, design measurements), and a child that calls CUDA would wait for an
+    attach no one makes."""
     return [os.fspath(ncu), "--mode", "launch", "--port", str(port),
             "--target-processes", "application-only", "--nvtx", *command]  # fmt: skip
 

@@ -170,7 +170,7 @@ class NsysOptions:
         nsys's allocation events always (``--cuda-memory-usage``: nothing measurable on a
         decode loop or a training step, the report 16-28% larger: benchmarks P13), so a
         ``--memory`` cell needs no second worker, which paid its own start and imports (a
-        first ``--memory`` cell beside a 34 GB state: 22.2 s, receive 13.8 s, H100). What a
+        first ``--memory`` cell: benchmarks/README.md, design measurements). What a
         run shows is still what it asked: ``results/memory_frames``."""
         return dataclasses.replace(self, pytorch=None, nvtx_capture=None, memory=True)
 

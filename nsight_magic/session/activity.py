@@ -2,10 +2,10 @@
 
 The ncu worker's prewarm replays the notebook's state on the GPU, and an nsys capture must not
 run beside that replay (its timeline would show the replay's contention), so one waits for the
-other. Measured on the lent H100 (acceptance session, 2026-11-23): a replay of a Qwen2 setup under
-ncu held the next `%%nsys` cell for 12.3 s when the prewarm started right after the first result.
-So the replay starts only once the notebook has been idle a moment (``PREWARM_IDLE_S``): a user
-reading the result, not a Run All going from cell to cell."""
+other: a replay started right after the first result held the next ``%%nsys`` cell for seconds
+(benchmarks/README.md, design measurements). So the replay starts only once the notebook has
+been idle a moment (``PREWARM_IDLE_S``): a user reading the result, not a Run All going from
+cell to cell."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """What happens when the warm ncu worker crashes on a cell (a SIGSEGV under ``ncu --mode attach``
-was seen on the GPU right after a history replay, and in 2 of ~10 ncu runs of the H200 matrix
-of 2026-11-28: a drill-down of a training step, a ``%%ncu --nvtx`` cell): the cell runs once more
+was seen on the GPU: benchmarks/README.md, design measurements): the cell runs once more
 in a new warm ncu worker when that leaves the notebook's state right
 (``WarmExecutor.may_run_again``: it receives the notebook's names, so its results come back, and
 a 56 GB setup cell is not run again), else in a fresh ncu process; one line says so. Never
@@ -87,9 +86,8 @@ def again_warm(
 
 def empty_attach_note(script: Path | None) -> str:
     """``%%ncu --nvtx`` in a warm worker: the cell opened the range, but the attach kept no
-    launch of it (seen on the H100, 2026-11-23, on the first cell of a new ncu worker only; the
-    same cell later in that worker was profiled). The fresh run's ncu NVTX filter sees the
-    process from its start."""
+    launch of it (on the first cell of a new ncu worker only: benchmarks/README.md, design
+    measurements). The fresh run's ncu NVTX filter sees the process from its start."""
     return (
         "ncu's attach to the warm worker profiled no kernel in the range the cell opened; "
         "this cell ran in a fresh ncu process instead"

@@ -1,16 +1,16 @@
 """The notebook's own copy of the GPU memory a drill-down's ncu worker maps (issue 41 item 5).
 
-A drill-down re-runs a cell the notebook has run already, so the re-run must leave the notebook's
-state as it was: the GPU memory of what the cell may change (``loss = train_step()``: the model,
-its EMA copy and the optimizer the function reaches; every tensor the worker received where that
-cannot be read: ``["*"]``). The worker used to copy it aside itself
-(``shared_objects.preserved``), but under ncu's kernel replay a device-side copy in the worker is
-memory ncu backs up too, so beside a 34 GB training state the worker's copy went to host memory
-through staging buffers: 1.5 s to fault its pool in, 3.9 s out and 2.1 s back, most of a 15.8 s
-drill-down (H200, 2026-11-29). The notebook is no process ncu profiles: its device-to-device copy
-costs what the GPU's bandwidth does (a whole-state warm-up's, on the device: 0.23 s out, 0.18 s
-back) and nothing of ncu's replay. A crash of the worker half-way through the re-run then leaves
-nothing changed either: the notebook writes its copy back whatever became of the worker.
+A drill-down re-runs a cell the notebook has run already, so the re-run must leave the
+notebook's state as it was: the GPU memory of what the cell may change (``loss = train_step()``:
+the model, its EMA copy and the optimizer the function reaches; every tensor the worker received
+where that cannot be read: ``["*"]``). The worker used to copy it aside itself
+(``shared_objects.preserved``), but under ncu's kernel replay a device-side copy in the worker
+is memory ncu backs up too, so beside a large training state the worker's copy went to host
+memory through staging buffers, most of a drill-down's time (benchmarks/README.md, design
+measurements). The notebook is no process ncu profiles: its device-to-device copy costs what the
+GPU's bandwidth does and nothing of ncu's replay. A crash of the worker half-way through the
+re-run then leaves nothing changed either: the notebook writes its copy back whatever became of
+the worker.
 
 Taken only when every device has room for the copy, for ncu's backup of what the worker maps
 beside it, and a margin; else the worker keeps everything as before. The worker keeps its own

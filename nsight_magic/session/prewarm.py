@@ -4,15 +4,14 @@
   of it; nsys also on ``%nsight_session start``): each imports what the cell imports meanwhile
   and receives what it defined once it ran (mapping, no GPU work), so the first profiled cell,
   the first ``%%ncu`` cell or drill-down included, costs its body and the profiler. The ncu
-  worker replays what cannot be sent only in a pause (below). Importing torch takes ~3 s on the
-  lent H100 and transformers more: a first ``%%ncu`` cell after a transformers setup took 18.5 s
-  when its worker started then (acceptance, 2026-11-26).
+  worker replays what cannot be sent only in a pause (below). Importing torch and transformers
+  takes seconds (benchmarks/README.md, design measurements).
 - nsys, at ``%load_ext`` in a Jupyter kernel (``start_at_load``): it imports torch (when the
   notebook's Python has it) and what the notebook's cells imported before, then, after every
   cell, what that cell imported (``follow_imports``, every live worker), so a Run All whose
-  prelude imports torch and transformers finds the worker's imports done by its setup cell. A
-  worker's own ``import torch`` + ``transformers`` under ``nsys launch`` took 11.6 s on the H200,
-  longer than the 7.8 s setup cell that started it (``benchmarks/setup_race.py``).
+  prelude imports torch and transformers finds the worker's imports done by its setup cell (they
+  outlast the setup cell that started them: ``benchmarks/setup_race.py``, benchmarks/README.md,
+  design measurements).
 - ncu, started at ``%load_ext`` once that nsys worker is up and has imported, else when the
   first nsys cell begins in a worker that is up (``start_for_drill_downs``: it imports what the
   notebook imported by then), and again once the first nsys result is back: it replays what a
@@ -299,7 +298,8 @@ class Imports:
         """These imports less what ``done`` (``told``) holds: a module imported already is not
         asked again, but a name not yet looked up in it is (``import transformers`` in one cell,
         ``from transformers import LlamaForCausalLM`` in a later one: the later lookup imports
-        the model's module, which the receive imported otherwise: 6 s of a first cell, H100)."""
+        the model's module, which the receive imported otherwise: benchmarks/README.md, design
+        measurements)."""
         attributes = {
             m: fresh
             for m, names in self.attributes.items()
@@ -433,15 +433,12 @@ def start_for_drill_downs(
 ) -> list[threading.Thread]:
     """The ncu worker a drill-down would use, started ahead of it: at ``%load_ext`` once the
     nsys worker is up and has imported (``after``: that start), else when the first nsys cell
-    begins in a worker that is up. It imports ``imports()`` (what the notebook imported by
-    the time it is up: a setup cell's imports told meanwhile included) and receives the
-    notebook's names after the first nsys cell (``prewarm_drill_down``). Started at the first
-    nsys cell, it made the first drill-down of a Run All wait 3.4-7.2 s (H200) beside a 34 GB
-    state: under ``ncu --mode launch`` a worker's start, torch's and transformers' imports and
-    CUDA's start took ~15 s, longer than the two nsys cells before it (7.4 s on the H100 when
-    it started only after the first cell). Nothing when the nsys worker is not up (two starts
-    at once slow the one the cell waits for), an ncu worker is alive, or the GPU has no room
-    for a second worker."""
+    begins in a worker that is up. It imports ``imports()`` (what the notebook imported by the
+    time it is up: a setup cell's imports told meanwhile included) and receives the notebook's
+    names after the first nsys cell (``prewarm_drill_down``). Started only at the first nsys
+    cell, it made a Run All's first drill-down wait for its start (benchmarks/README.md, design
+    measurements). Nothing when the nsys worker is not up (two starts at once slow the one the
+    cell waits for), an ncu worker is alive, or the GPU has no room for a second worker."""
     if _alive(manager, "ncu"):
         return []
     ncu_request = _worker_request(request)  # a drill-down's: the ncu worker's launch key
@@ -470,18 +467,18 @@ def start_for_host_cells(
     after: Iterable[threading.Thread] = (),
 ) -> list[threading.Thread]:
     """The first nsys cell begins in a worker that is up already: the worker a first ``%%nsys
-    --host`` cell would use (``prewarm_backends["host"]``: nsys fixes osrt and Python sampling at
-    launch, so ``--host`` needs a worker of its own) starts meanwhile and imports ``imports()`` once
-    it is up; it makes no CUDA context until a cell sends it the notebook's names (its GPU memory:
-    none). Started by the ``--host`` cell, the worker imported transformers while it unpickled the
-    notebook's Llama: receive 11.4 s (H200) and 16-19 s (H100) of a 21.7 / 30-34 s cell.
-    ``cell_key``: the launch key of the cell's own worker. Nothing when there is no ``host``
-    backend, the cell is a ``--host`` one, the nsys worker is still to start, or starting it would
-    end another worker: a second one alive already (the pool keeps two), or no room on the GPU for
-    one more (``WorkerPool.session_for``'s ``beside_only``). ``after``: starts once these have ended
-    (the ncu worker's start: a first drill-down is likelier than a first ``--host`` cell, and both
-    importing at once made the drill-down wait 7.2 s for its worker instead of 3.4 s beside a 34 GB
-    state, H200)."""
+    --host`` cell would use (``prewarm_backends["host"]``: nsys fixes osrt and Python sampling
+    at launch, so ``--host`` needs a worker of its own) starts meanwhile and imports
+    ``imports()`` once it is up; it makes no CUDA context until a cell sends it the notebook's
+    names (its GPU memory: none). Started by the ``--host`` cell, the worker imported
+    transformers while it unpickled the notebook's model, most of that cell
+    (benchmarks/README.md, design measurements). ``cell_key``: the launch key of the cell's own
+    worker. Nothing when there is no ``host`` backend, the cell is a ``--host`` one, the nsys
+    worker is still to start, or starting it would end another worker: a second one alive
+    already (the pool keeps two), or no room on the GPU for one more
+    (``WorkerPool.session_for``'s ``beside_only``). ``after``: starts once these have ended (the
+    ncu worker's start: a first drill-down is likelier than a first ``--host`` cell, and both
+    importing at once made the drill-down wait twice as long for its worker)."""
     make = manager.prewarm_backends.get("host")
     nsys = _alive(manager, "nsys")
     if make is None or len(nsys) != 1:

@@ -149,9 +149,9 @@ def load_vars(path: str | Path) -> dict[str, Any]:
 def estimated_bytes(obj: Any) -> int | None:
     """Size without serializing when it is cheap to know (tensors, modules, arrays, and lists,
     tuples, sets and dicts of them: the sizes found, each tensor's memory once, a lower bound
-    when some items have none). A list of a 34 GB model's tensors was pickled whole before
-    its size was known: the fresh run after a crash sat in it until its timeout (the H100,
-    2026-11-28)."""
+    when some items have none). A list of a large model's tensors was pickled whole before
+    its size was known: a fresh run sat in it until its timeout (benchmarks/README.md, design
+    measurements)."""
     if isinstance(obj, list | tuple | set | frozenset | dict):
         return _container_bytes(obj)
     if _is_torch(obj):
