@@ -285,6 +285,12 @@ def test_the_option_tables_are_the_magics_own() -> None:
         assert option in page
     stale = page.replace("`--sweep NAME=V1,V2`", "`--sweep X`")
     assert option_docs.render(stale) == page
+    # the default bounds of docs/troubleshooting.md, from session/bounds.py
+    bounds = (REPO / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
+    assert option_docs.blocks(bounds) == ["bounds"]
+    assert option_docs.render(bounds) == bounds, "run: python -m nsight_magic.magic.option_docs"
+    assert "| `nsys export` of one report | 900 s |" in bounds
+    assert option_docs.PAGES == [REPO / "docs" / "options.md", REPO / "docs" / "troubleshooting.md"]
 
 
 def _words(text: str) -> str:

@@ -1,9 +1,10 @@
-"""docs/options.md's tables, generated from what the magics declare: the options of ``%%nsys``
-and ``%%ncu`` from their parsers (so from the option declarations in ``profilers/``, the same
-text ``%%nsys?`` prints) and the ``%config`` settings from ``NsightMagic``'s traits. The page
-holds each table between ``<!-- generated: KEY -->`` and ``<!-- end generated -->``;
+"""The docs' tables, generated from what the code declares: docs/options.md's options of
+``%%nsys`` and ``%%ncu`` from their parsers (so from the option declarations in ``profilers/``,
+the same text ``%%nsys?`` prints) and its ``%config`` settings from ``NsightMagic``'s traits;
+docs/troubleshooting.md's default bounds from ``session/bounds.BOUNDS``. A page holds each
+table between ``<!-- generated: KEY -->`` and ``<!-- end generated -->``;
 ``python -m nsight_magic.magic.option_docs`` writes them, a test checks they are current, so the
-help and the page cannot say different things."""
+code and the pages cannot say different things."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "options.md"
+_DOCS = Path(__file__).resolve().parents[2] / "docs"
+PAGES = [_DOCS / "options.md", _DOCS / "troubleshooting.md"]  # the pages with generated blocks
 _BLOCK = re.compile(r"(<!-- generated: (\w+) -->\n).*?(<!-- end generated -->)", re.S)
 
 
@@ -112,8 +114,16 @@ def config_table() -> str:
     return _table(("setting", "default", "what it does"), rows)
 
 
+def bounds_table() -> str:
+    """Every default bound a cell waits under (``session/bounds.BOUNDS``)."""
+    from ..session.bounds import BOUNDS
+
+    return _table(("step", "default bound"), [(b.step, b.text()) for b in BOUNDS])
+
+
 def generated() -> dict[str, str]:
-    return {**option_tables(), "config": config_table(), "session": session_usage()}
+    return {**option_tables(), "config": config_table(), "session": session_usage(),
+            "bounds": bounds_table()}  # fmt: skip
 
 
 def render(page: str) -> str:
@@ -123,7 +133,7 @@ def render(page: str) -> str:
     def fill(match: re.Match[str]) -> str:
         key = match.group(2)
         if key not in tables:
-            raise KeyError(f"docs/options.md names a generated block {key!r} that does not exist")
+            raise KeyError(f"a page names a generated block {key!r} that does not exist")
         return match.group(1) + tables[key] + match.group(3)
 
     return _BLOCK.sub(fill, page)
@@ -135,10 +145,12 @@ def blocks(page: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    path = Path((argv or sys.argv[1:] or [str(PAGE)])[0])
-    text = path.read_text(encoding="utf-8")
-    path.write_text(render(text), encoding="utf-8")
-    print(f"{path}: {', '.join(blocks(text))} written")
+    """Write the generated blocks of the pages named (default: every page that has some)."""
+    paths = [Path(a) for a in (argv or sys.argv[1:])] or PAGES
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        path.write_text(render(text), encoding="utf-8")
+        print(f"{path}: {', '.join(blocks(text))} written")
     return 0
 
 
