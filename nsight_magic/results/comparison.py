@@ -156,9 +156,16 @@ def compare(run_a: Any, run_b: Any, label_a: str | None = None, label_b: str | N
         memory_deltas(_memory_summary(run_a, report_a), _memory_summary(run_b, report_b)),
         summaries,
     )
-    state_a, state_b = ((getattr(r, "meta", None) or {}).get("gpu_state") for r in (run_a, run_b))
+    state_a, state_b = (_gpu_state(r) for r in (run_a, run_b))
     cmp.notes = machine_state.run_differences(state_a, state_b, cmp.label_a, cmp.label_b)
     return cmp
+
+
+def _gpu_state(run: Any) -> Any:
+    """A run's recorded GPU state (meta.json's ``gpu_state``); None for a report or a path (a
+    report's ``meta`` is a method, not a run's record)."""
+    meta = getattr(run, "meta", None)
+    return meta.get("gpu_state") if isinstance(meta, dict) else None
 
 
 def _memory_summary(run: Any, report: Any) -> Any:
