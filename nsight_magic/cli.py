@@ -141,21 +141,12 @@ def _table(frame: Any, key: str, columns: list[str], top: int, fmt: str) -> str:
     for col in shown.columns:  # ratios as 0.762x, no interval blank, times as whole ns
         if col.startswith("ratio"):
             shown[col] = [f"{v:.3f}x" if v == v else "" for v in shown[col].astype(float)]
-    if fmt == "markdown":
-        return shown.to_markdown(index=False) if _has_tabulate() else _plain_markdown(shown)
-    return shown.to_string(index=False)
+    return _markdown(shown) if fmt == "markdown" else shown.to_string(index=False)
 
 
-def _has_tabulate() -> bool:
-    try:
-        import tabulate  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _plain_markdown(frame: Any) -> str:
-    """A markdown table without tabulate (pandas' to_markdown needs it)."""
+def _markdown(frame: Any) -> str:
+    """A markdown table (pandas' to_markdown needs tabulate, which is no dependency: the same
+    table whatever is installed)."""
     cols = [str(c) for c in frame.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in frame.itertuples(index=False):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..vocabulary.nvtx_names import NVTX_DOMAIN, statement_line
+from ..vocabulary.nvtx_names import NVTX_DOMAIN, statement_line, statement_texts
 from . import verdict
 from .names import short_names
 
@@ -119,7 +119,7 @@ def _keyed(projection: pd.DataFrame) -> pd.DataFrame:
     statement = summed["domain"].eq(NVTX_DOMAIN)
     lines = summed["range"].map(statement_line).where(statement)
     summed["line"] = pd.array(lines, dtype="Int64")
-    text = summed["range"].str.replace(r"^L\d+: ", "", regex=True)
+    text = statement_texts(summed["range"])
     in_order = summed[statement].assign(text=text).sort_values("line", kind="stable")
     nth = in_order.groupby("text", sort=False).cumcount()
     summed["key"] = summed["range"]

@@ -5,6 +5,7 @@ GPU time, a vs b) and per NVTX range (GPU-projected time). Inputs are ``NsysRun`
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from ..errors import BadArgumentError
 from ..reports import open_report
 from ..views import charts
 from ..views.compare_view import compare_static_html, compare_widget
+from ..vocabulary.nvtx_names import statement_texts
 from .base import WIDGET_MIME, in_kernel
 from .frames import nvtx_label
 from .memory_frames import report_memory_summary
@@ -78,6 +80,7 @@ class Comparison:
         label_b: str,
         memory: pd.DataFrame | None = None,
         summaries: tuple[pd.DataFrame, pd.DataFrame] | None = None,
+        notes: Sequence[str] = (),
     ):
         # What the views show next to the numbers: "domain:range" labels (kernel_deltas gives
         # short kernel names already).
@@ -92,7 +95,7 @@ class Comparison:
             self.kernels, *(summaries or (empty_summary(), empty_summary()))
         )
         # the two runs' GPUs: another GPU, other clocks or power (analysis.machine_state)
-        self.notes: list[str] = []
+        self.notes = list(notes)
 
     def summary(self) -> str:
         """The comparison in one line: ``b: GPU time 0.76x (0.74-0.78), 3 kernels slower beyond
@@ -139,7 +142,7 @@ def _moved_labels(nvtx: pd.DataFrame, labels: pd.Series) -> pd.Series:
         return labels
     moved = nvtx["moved"].to_numpy(bool)
     rows = nvtx[moved]
-    text = rows["range"].str.replace(r"^L\d+: ", "", regex=True)
+    text = statement_texts(rows["range"])
     new = rows["domain"] + ":L" + rows["line_a"].astype(str) + "->L" + rows["line_b"].astype(str)
     return labels.mask(moved, new + ": " + text)
 
@@ -148,17 +151,16 @@ def compare(run_a: Any, run_b: Any, label_a: str | None = None, label_b: str | N
     """Kernel and NVTX deltas of ``run_b`` against ``run_a`` (delta = b - a)."""
     report_a, report_b = _as_report(run_a), _as_report(run_b)
     summaries = (report_a.kernel_summary(), report_b.kernel_summary())
-    cmp = Comparison(
+    label_a, label_b = label_a or _label(run_a, "a"), label_b or _label(run_b, "b")
+    return Comparison(
         kernel_deltas(*summaries),
         nvtx_deltas(report_a.nvtx_gpu_projection(), report_b.nvtx_gpu_projection(), summaries),
-        label_a or _label(run_a, "a"),
-        label_b or _label(run_b, "b"),
+        label_a,
+        label_b,
         memory_deltas(_memory_summary(run_a, report_a), _memory_summary(run_b, report_b)),
         summaries,
+        machine_state.run_differences(_gpu_state(run_a), _gpu_state(run_b), label_a, label_b),
     )
-    state_a, state_b = (_gpu_state(r) for r in (run_a, run_b))
-    cmp.notes = machine_state.run_differences(state_a, state_b, cmp.label_a, cmp.label_b)
-    return cmp
 
 
 def _gpu_state(run: Any) -> Any:

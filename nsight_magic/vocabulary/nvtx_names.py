@@ -12,6 +12,7 @@ own ranges versus the user's), and ncu's filters select them. Stdlib only: a lea
 from __future__ import annotations
 
 import re
+from typing import Any
 
 NVTX_DOMAIN = "nsight_magic"
 CELL_RANGE = "cell"
@@ -44,6 +45,12 @@ def statement_label(lineno: int, source: str) -> str:
     lines = source.splitlines() or [""]
     first = lines[0] + (" ..." if len(lines) > 1 else "")
     return f"L{lineno}: {shorten_label(first)}"
+
+
+def statement_texts(labels: Any) -> Any:
+    """The statements' text of a pandas Series of labels (``L12: x = f(x)`` -> ``x = f(x)``);
+    other labels as they are."""
+    return labels.str.replace(_STATEMENT.pattern, "", regex=True)
 
 
 def statement_line(label: str) -> int | None:
