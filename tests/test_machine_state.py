@@ -3,9 +3,9 @@ this machine (no driver, as CI) the state says why, never zeros; a run says when
 or the GPU heated during its capture, and compare() when two runs ran under other clocks, power
 limits or GPUs.
 
-The states below have the shape ``read_gpu_state`` returns; they are inputs to the rules, not
-measurements (a real reading: ``tools/fixtures/gpu_state_probe.py`` on the GPU machine, not run
-yet: tests/data/README.md says so)."""
+The states built below have the shape ``read_gpu_state`` returns; they are inputs to the rules.
+``tests/data/gpu_state.json`` is a real reading (an H100, idle and after 20 s of GEMMs,
+``tools/fixtures/gpu_state_probe.py``): the rules are checked on it too."""
 
 from __future__ import annotations
 
@@ -90,6 +90,25 @@ def test_a_capture_whose_clock_moved_or_gpu_heated_is_said() -> None:
     ]
     # 4% and 9 °C: within what a capture's own load moves
     assert machine_state.capture_notes({"start": _state(), "end": _state(sm=1900, temp=43)}) == []
+
+
+def test_a_real_reading_idle_then_busy(data_dir: Path) -> None:
+    """An H100 read idle (345 MHz, "gpu idle") then after 20 s of GEMMs (1395 MHz, 60 °C,
+    "software power cap"): a capture that starts from an idle GPU is not told its clock moved
+    (every capture from idle would be), but the heating and the power cap are said; two runs,
+    one started idle, are not "not comparable" for the idle clock."""
+    import json
+
+    real = json.loads((data_dir / "gpu_state.json").read_text())
+    idle, busy = real["idle"], real["busy_end"]
+    assert idle["gpus"][0]["clock_reasons"] == ["gpu idle"]
+    assert idle["gpus"][0]["sm_clock_mhz"] < 500
+    assert machine_state.capture_notes({"start": idle, "end": busy}) == [
+        "GPU 0 warmed from 31 to 60 °C during the capture",
+        "GPU 0's clocks were held down at the capture's end: software power cap",
+    ]
+    assert machine_state.run_differences({"start": idle}, {"start": busy}) == []
+    assert machine_state.run_differences({"start": busy}, {"start": busy}) == []
 
 
 def test_two_runs_under_other_clocks_power_or_gpus_are_said() -> None:

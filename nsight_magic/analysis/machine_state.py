@@ -23,6 +23,12 @@ def _gpus(state: Mapping[str, Any] | None) -> dict[int, Mapping[str, Any]]:
     return {int(g["index"]): g for g in state.get("gpus") or [] if isinstance(g, Mapping)}
 
 
+def _idle(gpu: Mapping[str, Any]) -> bool:
+    """The driver said the GPU was idle when read: its clocks are the idle ones (345 MHz on an
+    H100, tests/data/gpu_state.json), not the speed any kernel ran at, so they are not compared."""
+    return "gpu idle" in (gpu.get("clock_reasons") or ())
+
+
 def _moved(a: Any, b: Any, share: float = CLOCK_CHANGE) -> bool:
     return isinstance(a, (int, float)) and isinstance(b, (int, float)) and a > 0 and (
         abs(b - a) / a > share)  # fmt: skip
@@ -30,8 +36,8 @@ def _moved(a: Any, b: Any, share: float = CLOCK_CHANGE) -> bool:
 
 def capture_notes(recorded: Mapping[str, Any] | None, devices: Sequence[int] = ()) -> list[str]:
     """What changed on the GPUs (``devices``: the run's; all when empty) between the capture's
-    start and end: an SM or memory clock that moved by more than 5%, a GPU that warmed by 10 °C
-    or more, a slowdown (power cap, thermal) the driver reported at the end."""
+    start and end: an SM or memory clock that moved by more than 5% (neither read idle), a GPU
+    that warmed by 10 °C or more, a slowdown (power cap, thermal) the driver reported at the end."""
     if not isinstance(recorded, Mapping):
         return []
     start, end = _gpus(recorded.get("start")), _gpus(recorded.get("end"))
@@ -41,7 +47,7 @@ def capture_notes(recorded: Mapping[str, Any] | None, devices: Sequence[int] = (
             continue
         a, b = start[index], end[index]
         for key, what in (("sm_clock_mhz", "SM clock"), ("mem_clock_mhz", "memory clock")):
-            if _moved(a.get(key), b.get(key)):
+            if not (_idle(a) or _idle(b)) and _moved(a.get(key), b.get(key)):
                 notes.append(f"GPU {index}'s {what} moved from {a[key]} to {b[key]} MHz during "
                              "the capture: its kernels ran at more than one speed")  # fmt: skip
         ta, tb = a.get("temperature_c"), b.get("temperature_c")
@@ -57,8 +63,8 @@ def capture_notes(recorded: Mapping[str, Any] | None, devices: Sequence[int] = (
 def run_differences(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None,
                     label_a: str = "a", label_b: str = "b") -> list[str]:  # fmt: skip
     """How two runs' GPUs differed at their captures' start (meta.json ``gpu_state``): another
-    GPU, SM clocks apart by more than 5%, another power limit, clocks locked in one only. Empty
-    when they match or either was not recorded."""
+    GPU, SM clocks apart by more than 5% (neither idle), another power limit, clocks locked in
+    one only. Empty when they match or either was not recorded."""
     start_a = _gpus((a or {}).get("start") if isinstance(a, Mapping) else None)
     start_b = _gpus((b or {}).get("start") if isinstance(b, Mapping) else None)
     lines = []
@@ -68,7 +74,7 @@ def run_differences(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None,
             lines.append(f"GPU {index}: {label_a} ran on {x.get('name')}, {label_b} on "
                          f"{y.get('name')}")  # fmt: skip
             continue
-        if _moved(x.get("sm_clock_mhz"), y.get("sm_clock_mhz")):
+        if not (_idle(x) or _idle(y)) and _moved(x.get("sm_clock_mhz"), y.get("sm_clock_mhz")):
             lines.append(f"GPU {index}: SM clock {x['sm_clock_mhz']} MHz in {label_a}, "
                          f"{y['sm_clock_mhz']} MHz in {label_b}: times are not comparable "
                          "as they are")  # fmt: skip
