@@ -280,7 +280,8 @@ class NsightMagic(Magics):
         hidden = getattr(self.shell, "user_ns_hidden", {}) or {}
         var_flag = typed_flag(ours, ("-o", "--var"))  # the spelling messages name
         check_common(args.timeout, args.env, args.var, hidden, var_flag=var_flag,
-                     name=args.name, warmup=args.warmup)  # fmt: skip
+                     name=args.name, warmup=args.warmup,
+                     repeat=getattr(args, "repeat", 1))  # fmt: skip
         if magic.parser.prog.endswith("ncu"):  # values ncu alone would refuse, before it is found
             check_ncu_values(args.set, args.sections, args.kernel_regex, typed, extra)
         if args.nproc < 1 or getattr(args, "rank", 0) not in range(args.nproc):
@@ -309,6 +310,7 @@ class NsightMagic(Magics):
             cell=cell,
             name=args.name or "cell",
             warmup=args.warmup,
+            repeat=getattr(args, "repeat", 1),
             vars=args.vars,
             env=env,
             python=args.python or sys.executable,
@@ -380,6 +382,11 @@ class NsightMagic(Magics):
     @magic_arguments(name="nsight_nsys")
     @_common
     @_declared(NsysOptions)
+    @argument("--repeat", type=int, default=1, metavar="N",
+              help="Run the cell N times in one capture, each run its own 'cell' range: the "
+              "kernel and NVTX tables gain per-repeat mean, median, std, 95%% interval and "
+              "RSD%%, and compare() reads its noise from them. The notebook sees one run (the "
+              "repeats before the last put back what they changed). docs/repeats.md.")  # fmt: skip
     @argument("--sweep", action="append", default=[], metavar="NAME=V1,V2",
               help="Run the cell once per value (repeatable: every combination, in the order "
               "given), NAME bound to it before the cell, each its own profiled run from the "

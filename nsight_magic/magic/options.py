@@ -15,7 +15,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from ..session.spec import MAX_WARMUP
+from ..session.spec import MAX_REPEAT, MAX_WARMUP
 from ..vocabulary.reserved_names import reserved_why
 
 
@@ -174,16 +174,23 @@ def check_common(
     var_flag: str = "--var",
     name: str | None = None,
     warmup: int = 0,
+    repeat: int = 1,
 ) -> None:
     """``--timeout`` finite and > 0, ``--env`` items KEY=VALUE without NUL, ``-o NAME`` a plain
     identifier that hides nothing IPython or Python needs (``-o get_ipython`` would break every
     later magic, ``-o __builtins__`` every later cell); ``hidden`` is the shell's
     ``user_ns_hidden``; ``var_flag`` the spelling the user typed (``-o`` or ``--var``), which
-    the messages name; ``--name`` without NUL; ``--warmup`` in 0..MAX_WARMUP."""
+    the messages name; ``--name`` without NUL; ``--warmup`` in 0..MAX_WARMUP; ``--repeat``
+    in 1..MAX_REPEAT."""
     if not 0 <= warmup <= MAX_WARMUP:
         raise UsageError(
             f"--warmup {warmup}: must be 0..{MAX_WARMUP} (each warm-up runs the whole cell "
             "before the capture)"
+        )
+    if not 1 <= repeat <= MAX_REPEAT:
+        raise UsageError(
+            f"--repeat {repeat}: must be 1..{MAX_REPEAT} (each repeat runs the whole cell "
+            "inside the capture)"
         )
     if name is not None and "\x00" in name:
         raise UsageError(f"--name {name!r}: holds a NUL character")

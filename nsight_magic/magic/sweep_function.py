@@ -15,7 +15,7 @@ from ..profilers.nsys import NsysOptions
 from ..results.sweep_run import SweepRun
 from ..session.backends import NsysBackend
 from ..session.manager import MANAGER
-from ..session.spec import MAX_WARMUP, CellRequest, Notebook, RunCallbacks, SweepLimits
+from ..session.spec import MAX_REPEAT, MAX_WARMUP, CellRequest, Notebook, RunCallbacks, SweepLimits
 from ..session.sweep import SweepSpec, short_repr
 from ..vocabulary import arguments
 
@@ -26,6 +26,7 @@ def sweep(
     *,
     name: str = "sweep",
     warmup: int = 0,
+    repeat: int = 1,
     timeout: float | None = None,
     fresh: bool = False,
     runs_root: str | None = None,
@@ -39,12 +40,16 @@ def sweep(
     before the cell, in this notebook's session (its warm nsys worker, its notebook state,
     left as it was). ``nsys`` are ``NsysOptions`` fields (``memory=True``, ``pytorch="shapes"``,
     ``nvtx_capture="LLM:prefill"``); ``cancel`` (a ``threading.Event``) stops the sweep after
-    the configuration that runs. Returns the ``SweepRun``."""
+    the configuration that runs; ``repeat`` runs each configuration that many times in its
+    capture (``%%nsys --repeat``: ``sw.table()`` gains its per-repeat statistics). Returns the
+    ``SweepRun``."""
     where = "nsight_magic.sweep()"
     arguments.text_arg(cell, "cell", where)
     arguments.text_arg(name, "name", where)
     if arguments.count_arg(warmup, "warmup", where) > MAX_WARMUP:
         raise BadArgumentError(f"{where}: warmup is {warmup}; pass 0..{MAX_WARMUP}.")
+    if not 1 <= arguments.count_arg(repeat, "repeat", where) <= MAX_REPEAT:
+        raise BadArgumentError(f"{where}: repeat is {repeat}; pass 1..{MAX_REPEAT}.")
     if timeout is not None:
         arguments.number_arg(timeout, "timeout", where)
     if not isinstance(fresh, bool):
@@ -85,7 +90,8 @@ def sweep(
     if shell is not None:
         limits = _configured_limits(shell)
     spec.check(limits)  # before anything is made
-    request = CellRequest(cell=cell, name=name, warmup=int(warmup), timeout=timeout,
+    request = CellRequest(cell=cell, name=name, warmup=int(warmup), repeat=int(repeat),
+                          timeout=timeout,
                           fresh=fresh,
                           runs_root=Path(runs_root) if runs_root else None)  # fmt: skip
     callbacks = RunCallbacks(progress=progress, output=output, cancel=cancel)

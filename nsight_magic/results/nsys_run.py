@@ -20,6 +20,7 @@ from ..analysis import (
     phases,
     processes,
     range_spec,
+    repeats,
     statements,
     top_kernels,
     torch_ops,
@@ -136,7 +137,38 @@ class NsysRun(_Run):
         )
         # a clock that moved, a GPU that heated during the capture (analysis.machine_state)
         machine = machine_state.capture_notes(self.meta.get("gpu_state"))
-        return list(self.report.warnings) + cold + machine
+        unstable = repeats.unstable_notes(self.repeat_stats)  # --repeat's spread over 5%
+        return list(self.report.warnings) + cold + machine + unstable
+
+    @functools.cached_property
+    def _kernel_repeats(self) -> tuple[pd.DataFrame, repeats.RepeatStats] | None:
+        """Per-kernel statistics over a ``--repeat`` run's repeats (``analysis.repeats``);
+        None for a run of one repeat, or a report without the CUDA API trace they need."""
+        try:
+            return repeats.kernel_repeats(self.kernels(), self.cuda_api(), self.nvtx())
+        except (KeyError, NotImplementedError, AttributeError):  # no API trace: no repeats
+            return None
+
+    @property
+    def repeat_stats(self) -> repeats.RepeatStats | None:
+        """The GPU time each repeat of a ``%%nsys --repeat N`` run launched, with its mean,
+        95% interval and RSD (``.line()``); None for a run of one repeat."""
+        found = self._kernel_repeats
+        return found[1] if found is not None else None
+
+    def repeats(self) -> pd.DataFrame:
+        """One row per repeat of a ``%%nsys --repeat N`` run: ``repeat`` (1..N),
+        ``kernel_time_ns`` (the kernel time it launched, ns) and ``wall_ns`` (its own time on
+        the CPU, ns; NaN when the run did not record it); empty for a run of one repeat."""
+        stats = self.repeat_stats
+        walls = (self.meta.get("cell_status") or {}).get("repeat_cell_s") or []
+        n = stats.n if stats is not None else 0
+        wall = [float(w) * 1e9 for w in walls] if len(walls) == n else [float("nan")] * n
+        return pd.DataFrame({
+            "repeat": pd.array(range(1, n + 1), dtype="int64"),
+            "kernel_time_ns": [int(t) for t in stats.totals_ns] if stats else [],
+            "wall_ns": pd.array(wall, dtype="float64"),
+        })  # fmt: skip
 
     @functools.cached_property
     def first_call_effects(self) -> cold_run.FirstCallEffects | None:
@@ -161,16 +193,32 @@ class NsysRun(_Run):
         instances, total_ns, avg_ns, med_ns, min_ns, max_ns, std_ns`` (ns; averages, medians
         and deviations are floats), ``time_pct`` (percent of all kernel time), most
         ``total_ns`` first. CUDA graph launches traced whole are left out, as nsys stats
-        does."""
-        return self.report.kernel_summary()
+        does. A ``%%nsys --repeat N`` run adds each kernel's total per repeat:
+        ``repeat_mean_ns, repeat_med_ns, repeat_std_ns, repeat_ci95_lo_ns, repeat_ci95_hi_ns``
+        (ns, floats: the mean's 95% interval) and ``repeat_rsd_pct`` (``analysis.repeats``),
+        and ``attrs["repeats"]``."""
+        summary = self.report.kernel_summary()
+        found = self._kernel_repeats
+        if found is None:
+            return summary
+        return repeats.with_repeat_stats(summary, found[0], ["name"], found[1].n)
 
     def nvtx_gpu_projection(self) -> pd.DataFrame:
         """Per NVTX range, the GPU time of the work it launched, = ``nsys stats --report
         nvtx_gpu_proj_sum``: ``domain, range, style, instances, proj_total_ns`` (GPU time
         projected onto the range, ns), ``range_total_ns`` (the range's own CPU time, ns),
         ``gpu_ops`` (count), ``proj_avg_ns, proj_med_ns, proj_min_ns, proj_max_ns,
-        proj_std_ns, avg_gpu_ops, avg_level, avg_children``."""
-        return self.report.nvtx_gpu_projection()
+        proj_std_ns, avg_gpu_ops, avg_level, avg_children``. A ``%%nsys --repeat N`` run adds
+        each range's GPU time per repeat, as :meth:`kernel_summary` does (``repeat_mean_ns``
+        ... ``repeat_rsd_pct``)."""
+        projection = self.report.nvtx_gpu_projection()
+        stats = self.repeat_stats
+        trace = getattr(self.report, "nvtx_gpu_trace", None)
+        if stats is None or trace is None:
+            return projection
+        per_range = repeats.projection_repeats(trace(), self.nvtx())
+        return repeats.with_repeat_stats(projection, per_range, ["domain", "range", "style"],
+                                         stats.n)  # fmt: skip
 
     def nvtx_phases(self) -> pd.DataFrame:
         """Per NVTX range, its phase: the GPU work launched by ANY thread of its process while

@@ -122,6 +122,7 @@ class CellStatus(TypedDict, total=False):
     mapped: dict[str, Any]
     # the CUDA snapshots of the warm-up and of a re-run: place, bytes, save_s, restore_s, pool_s
     kept: list[dict[str, Any]]
+    repeat_cell_s: list[float]  # each captured repeat's own wall time (s), in order
 
 
 _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -130,7 +131,7 @@ _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
     "gate_stop_s": (int, float),
     "total_s": (int, float), "ranges": list, "history_errors": list,
     "worker_broken": (str, type(None)), "target": dict, "window": dict,
-    "torch_memory": dict, "mapped": dict, "kept": list,
+    "torch_memory": dict, "mapped": dict, "kept": list, "repeat_cell_s": list,
 }  # fmt: skip
 
 

@@ -37,6 +37,7 @@ class RunMeta:
     cwd: str | None = None
     python: str | None = None
     warmup: int | None = None
+    repeat: int | None = None  # %%nsys --repeat: captured runs of the cell (None: one)
     nproc: int | None = None
     rank: int | None = None  # the rank ncu profiled, of a multi-rank drill-down
     vars: list[str] = field(default_factory=list)  # --vars

@@ -52,6 +52,7 @@ LABELS: list[str] = []  # one NVTX range name per top-level statement
 NEEDS_IPYTHON = False  # magics or ! commands: the cell runs with an IPython shell
 HISTORY: list[dict[str, Any]] = []  # template.history_entry dicts, replayed first by main()
 WARMUP = 0  # ungated runs of the cell before the captured one
+REPEAT = 1  # captured runs of the cell (%%nsys --repeat N), each its own CELL_RANGE opening
 GATE = "cudaProfilerApi"  # "cudaProfilerApi" (nsys) or "nvtx" (ncu: the cell's range gates)
 DOMAIN = "nsight_magic"  # the NVTX names: vocabulary/nvtx_names.py
 CELL_RANGE = "cell"
@@ -448,6 +449,25 @@ def warmup(ns: dict[str, Any]) -> None:
                 run_statements(ns)
 
 
+def run_repeats(ns: dict[str, Any]) -> list[float]:
+    """The captured run: the cell ``REPEAT`` times, each inside its own ``CELL_RANGE`` opening
+    (``analysis/repeats.py`` reads one repeat per opening). Every repeat before the last puts
+    back what it changed, between the openings, as a warm-up does, so the notebook sees one
+    run of the cell (the last, whose prints alone are shown) and each repeat starts from the
+    same state. Returns each repeat's wall time (s)."""
+    walls = []
+    for index in range(REPEAT):
+        again = index < REPEAT - 1
+        # its snapshot is taken before and put back after the range: not in the repeat's time
+        kept = preserved(ns, CHANGES, active=again, replayed=GATE == "nvtx")
+        with kept_as_it_was(ns, again, keep_on_error=not RERUN), kept:
+            t0 = time.perf_counter()
+            with annotate(CELL_RANGE, domain=DOMAIN):
+                run_statements(ns)
+            walls.append(time.perf_counter() - t0)
+    return walls
+
+
 def failure(exc: BaseException) -> dict[str, Any]:
     """The status fields of an exception the user's code raised."""
     return {
@@ -488,9 +508,8 @@ def capture(ns: dict[str, Any]) -> dict[str, Any]:
                 with (
                     process_range(CAPTURE_RANGE, DOMAIN, on=GATE == "nvtx"),
                     torch_op_ranges(),
-                    annotate(CELL_RANGE, domain=DOMAIN),
                 ):
-                    run_statements(ns)
+                    out["repeat_cell_s"] = run_repeats(ns)
             finally:
                 # the cell's own time ends here; stopping the gate waits for its kernels and,
                 # in a warm nsys session, writes the report

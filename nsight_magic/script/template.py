@@ -40,7 +40,7 @@ Gate = Literal["cudaProfilerApi", "nvtx"]
 STATUS_KEYS = frozenset(
     {"status", "phase", "gate", "gate_kind", "warmup", "nvtx", "exc_type", "exc_message",
      "traceback", "cell_s", "gate_stop_s", "total_s", "ranges", "history_errors", "target",
-     "window", "torch_memory", "mapped", "kept"}
+     "window", "torch_memory", "mapped", "kept", "repeat_cell_s"}
 )  # fmt: skip
 # the modules pasted into the script after its header, in this order (the runtime uses the
 # recorder and the gate); then FOOTER runs ``main()`` when the script is the main program
@@ -95,6 +95,7 @@ def build_script(
     *,
     history: Sequence[Mapping[str, Any]] = (),
     warmup: int = 0,
+    repeat: int = 1,
     gate: Gate = "cudaProfilerApi",
     nvtx_target: str | None = None,
     torch_nvtx: str = "",
@@ -120,8 +121,10 @@ def build_script(
         raise ValueError(f"gate must be 'cudaProfilerApi' or 'nvtx', not {gate!r}")
     if warmup < 0:
         raise ValueError("warmup must be >= 0")
+    if repeat < 1:
+        raise ValueError("repeat must be >= 1")
     constants = script_constants(
-        cell, history=history, warmup=warmup, gate=gate, nvtx_target=nvtx_target,
+        cell, history=history, warmup=warmup, repeat=repeat, gate=gate, nvtx_target=nvtx_target,
         torch_nvtx=torch_nvtx, changes=changes, rerun=rerun, nvtx_capture=nvtx_capture,
         nvtx_instance=nvtx_instance, memory_history=memory_history,
     )  # fmt: skip
@@ -136,6 +139,7 @@ def script_constants(
     warmup: int,
     gate: Gate,
     nvtx_target: str | None,
+    repeat: int = 1,
     torch_nvtx: str,
     changes: list[str] | None = None,
     rerun: bool = False,
@@ -153,6 +157,7 @@ def script_constants(
         "NEEDS_IPYTHON": bool(cell.needs_ipython),
         "HISTORY": [dict(entry) for entry in history],
         "WARMUP": int(warmup),
+        "REPEAT": int(repeat),
         "GATE": gate,
         "DOMAIN": NVTX_DOMAIN,
         "CELL_RANGE": CELL_RANGE,

@@ -306,6 +306,7 @@ class DrillDowns:
             cell=parent_folder.read_cell(),
             name=saved.name,
             warmup=saved.warmup,
+            repeat=saved.repeat,
             python=saved.python,
             cwd=saved.cwd,
             env=saved.env,

@@ -136,7 +136,8 @@ class FreshExecutor:
         setup = self.setup if request.setup else []
         history = [history_entry("setup", name, cell) for name, cell in setup]
         text = build_script(ctx.cell, history=history, warmup=request.warmup,
-                            gate=ctx.backend.gate, **ctx.backend.script_args())  # fmt: skip
+                            repeat=request.repeat, gate=ctx.backend.gate,
+                            **ctx.backend.script_args())  # fmt: skip
         folder.write_script(text)
         setup_names = frozenset().union(*(c.names_bound for _, c in setup))
         plan = plan_by_value(ctx.notebook, ctx.cell.names_read, explicit=ctx.explicit_vars,

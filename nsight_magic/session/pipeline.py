@@ -255,6 +255,7 @@ def base_meta(request: CellRequest, tool: tools.Tool, mode: str) -> RunMeta:
         cwd=request.cwd,
         python=request.python,
         warmup=request.warmup,
+        repeat=request.repeat,
         nproc=request.nproc,
         vars=list(request.vars),
         versions=runs.versions({tool.name: tool.version_text, f"{tool.name}_path": tool.path}),

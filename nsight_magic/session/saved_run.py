@@ -21,7 +21,7 @@ from ..profilers.env import allowed_from_folder
 from ..run_folders.ownership import check_tree_owned
 from ..run_folders.run_dir import RunDir
 from ..run_folders.run_meta import RunMeta
-from .spec import MAX_WARMUP
+from .spec import MAX_REPEAT, MAX_WARMUP
 
 # every file of a run folder that a re-run reads, unpickles or executes
 REPLAYED_FILES = RunDir.REPLAYED
@@ -36,6 +36,8 @@ class RerunSettings:
     cwd: str
     env: dict[str, str]
     ignored: dict[str, Any] = field(default_factory=dict)  # asked by the folder, not obeyed
+    # the run's --repeat: a drill-down runs the same repeats, so its launch numbers are the run's
+    repeat: int = 1
 
     def notice(self, folder: Path) -> str:
         """One line saying what the folder asked for and what runs instead ("" if nothing)."""
@@ -86,6 +88,7 @@ def rerun_settings(folder: Path, meta: RunMeta, *, trusted: bool) -> RerunSettin
         name=meta.name or "cell",
         warmup=_int_field(meta, "warmup", 0, folder, maximum=MAX_WARMUP),
         nproc=max(1, _int_field(meta, "nproc", 1, folder)),
+        repeat=max(1, _int_field(meta, "repeat", 1, folder, maximum=MAX_REPEAT)),
         python=sys.executable,
         cwd=os.getcwd(),
         env=env,

@@ -15,6 +15,7 @@ from ..processes.progress import Progress
 # a warm-up runs the whole cell once more before the capture; more than this is a typo (the
 # magics refuse it; a saved run folder asking for more is damaged)
 MAX_WARMUP = 1000
+MAX_REPEAT = 1000  # %%nsys --repeat: captured runs of one cell
 
 ProgressCallback = Callable[[Progress], None]
 OutputCallback = Callable[[str], None]
@@ -49,6 +50,8 @@ class CellRequest:
     name: str = "cell"
     warmup: int = 0
     vars: tuple[str, ...] = ()
+    # %%nsys --repeat N: the cell runs N times in one capture (analysis/repeats.py)
+    repeat: int = 1
     env: Mapping[str, str] = field(default_factory=dict)
     python: str = sys.executable
     timeout: float | None = None
@@ -67,6 +70,8 @@ class CellRequest:
     def __post_init__(self) -> None:
         if self.nproc < 1:
             raise ValueError("nproc must be >= 1")
+        if not 1 <= self.repeat <= MAX_REPEAT:
+            raise ValueError(f"repeat must be in 1..{MAX_REPEAT}")
         if not 0 <= self.rank < self.nproc:
             raise ValueError(f"rank must be in 0..{self.nproc - 1}")
 

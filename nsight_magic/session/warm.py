@@ -182,7 +182,8 @@ class WarmExecutor:
             self.notebook_changes = [n for n in changes or () if n == "*" or (
                 n in user_ns and not isinstance(user_ns[n], types.ModuleType))]  # fmt: skip
             script = build_script(ctx.cell, history=[e.payload() for e in replayed],
-                                  warmup=request.warmup, gate=ctx.backend.gate,
+                                  warmup=request.warmup, repeat=request.repeat,
+                                  gate=ctx.backend.gate,
                                   torch_nvtx=ctx.backend.torch_nvtx(),
                                   changes=changes, rerun=self.repeats(request),
                                   **ctx.backend.script_args())  # fmt: skip

@@ -98,7 +98,10 @@ def number(name: str, title: str | None = None, unit: str = "") -> Column:
 # averages, medians, deviations and MFU times are floats
 _FLOAT_NS = ("avg_ns", "med_ns", "std_ns", "time_ns", "avg_gpu_time_ns", "proj_avg_ns",
              "proj_med_ns", "proj_std_ns", "range_time_ns", "median_kernel_ns",
-             "median_launch_interval_ns", "idle_ns")  # fmt: skip
+             "median_launch_interval_ns", "idle_ns",
+             # %%nsys --repeat: a total's statistics over the repeats (analysis/repeats.py)
+             "repeat_mean_ns", "repeat_med_ns", "repeat_std_ns", "repeat_ci95_lo_ns",
+             "repeat_ci95_hi_ns", "wall_ns")  # fmt: skip
 
 _DERIVED = [
     # times (integer ns on the report's clock unless listed in _FLOAT_NS)
@@ -114,7 +117,7 @@ _DERIVED = [
     # percents
     "time_pct", "busy_pct", "gpu_time_pct", "compute_sol_pct", "memory_sol_pct",
     "achieved_occupancy_pct", "theoretical_occupancy_pct", "occupancy_pct", "speedup_pct",
-    "bound_pct", "ceiling_pct", "hfu_frac", "mfu_frac",
+    "bound_pct", "ceiling_pct", "hfu_frac", "mfu_frac", "repeat_rsd_pct",
     # bytes and rates
     "total_bytes", "min_bytes", "max_bytes", "memcpy_bytes", "static_smem_bytes",
     "dynamic_smem_bytes", "shared_mem_bytes", "dram_bytes_per_s", "peak_dram_bytes_per_s",
@@ -135,6 +138,9 @@ _DERIVED = [
     "memcpy_count", "memset_count",
 ]  # fmt: skip
 _TITLES = {
+    "repeat_mean_ns": "per repeat", "repeat_med_ns": "median/repeat",
+    "repeat_std_ns": "std/repeat", "repeat_ci95_lo_ns": "95% low/repeat",
+    "repeat_ci95_hi_ns": "95% high/repeat", "repeat_rsd_pct": "RSD %", "wall_ns": "wall",
     "avg_ns": "avg", "med_ns": "median", "std_ns": "std dev", "min_ns": "min", "max_ns": "max",
     "total_ns": "total", "duration_ns": "duration", "time_pct": "time %",
     "stream_id": "stream", "device_id": "device", "sm_clock_hz": "SM clock",
@@ -253,6 +259,8 @@ _EXPLICIT = [
     text("top_kernel", "top kernel"), text("top_kernel_short", "top kernel"),
     # profile_top (analysis/top_kernels.py): each profiled kernel's place in the nsys run
     count("nsys_instances", "nsys launches"), count("nsys_rank", "nsys rank"),
+    # %%nsys --repeat (analysis/repeats.py): a repeat's number (1-based), repeats of a run
+    count("repeat"), count("repeats"),
 ]  # fmt: skip
 
 

@@ -23,6 +23,7 @@ def _indent(body: str, by: str) -> str:
 PATHS = {
     "nsys": lambda body: [f"%%nsys\n{body}"],
     "warmup": lambda body: [f"%%nsys --warmup 2\n{body}"],
+    "repeat": lambda body: [f"%%nsys --repeat 3\n{body}"],
     "ncu": lambda body: [f"%%ncu\n{body}"],
     "host": lambda body: [f"%%nsys --host\n{body}"],
     "nvtx": lambda body: [f"%%ncu --nvtx step#2\n{NVTX_TWICE}{_indent(body, ' ' * 12)}"],
@@ -521,6 +522,19 @@ APPEND = "with open('log.txt', 'a') as _f:\n    _f.write('x')"
 REPEATS = [
     Case("warmup-prints-once", ("%%nsys --warmup 1\nprint('once')",)),
     Case("warmup-appends-file-once", (f"%%nsys --warmup 1\n{APPEND}",)),
+    # %%nsys --repeat N: N captured runs, the notebook sees one (its prints once, one append)
+    Case("repeat-prints-and-appends-once", (f"%%nsys --repeat 4\nprint('once')\n{APPEND}",)),
+    *across(
+        "repeat-draws-and-advances-once",
+        ["import random\nrandom.seed(0)\nit = iter(range(9))"],
+        "a = random.random()\nb = next(it)",
+        ["print(a, b, random.random(), next(it))"],
+        paths=("repeat",),
+    ),
+    Case(
+        "repeat-that-raises-is-the-run",
+        ("hits = []", "%%nsys --repeat 3\nhits.append(1)\nraise ValueError('x')", "print(hits)"),
+    ),
     *across(
         "drill-prints-and-appends",
         [],
