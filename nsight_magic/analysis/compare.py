@@ -40,24 +40,60 @@ def duration_deltas(a: pd.DataFrame, b: pd.DataFrame, keys: list[str], value: st
     return merged.loc[order].reset_index(drop=True)[[*keys, *DELTA_COLUMNS]]
 
 
+def repeats_of(frame: pd.DataFrame) -> int:
+    """How many ``--repeat`` runs of the cell a summary or projection holds (1 when it was not
+    repeated: ``analysis.repeats`` sets ``attrs["repeats"]``)."""
+    return max(1, int(frame.attrs.get("repeats", 1) or 1))
+
+
+def per_repeat(frame: pd.DataFrame, total: str, std: str) -> tuple[pd.DataFrame, pd.Series]:
+    """``frame`` with ``total`` made a total per repeat (rounded ns) and each row's variance of
+    it: from its repeats (``repeat_std_ns``^2 / n) where the frame has them, else from its
+    launches or openings (n * s^2 / repeats^2); unchanged totals for a frame of one repeat."""
+    n = repeats_of(frame)
+    if "repeat_std_ns" in frame.columns and n >= 2:
+        var = frame["repeat_std_ns"].astype(float) ** 2 / n
+    else:
+        spread = frame[std] if std in frame.columns else pd.Series(np.nan, index=frame.index)
+        var = verdict.total_variance(frame["instances"], spread) / n**2
+    if n == 1:
+        return frame, var
+    scaled = frame.assign(**{total: (frame[total].astype(float) / n).round().astype("int64")})
+    scaled.attrs = dict(frame.attrs)
+    return scaled, var
+
+
+def _interval_source(a: pd.DataFrame, b: pd.DataFrame, otherwise: str) -> str:
+    both = all("repeat_std_ns" in f.columns and repeats_of(f) >= 2 for f in (a, b))
+    return verdict.REPEATS if both else otherwise
+
+
 def kernel_deltas(summary_a: pd.DataFrame, summary_b: pd.DataFrame) -> pd.DataFrame:
     """``name, short_name, instances_a, instances_b, total_ns_a, total_ns_b, delta_ns, ratio``
     from two ``kernel_summary()`` frames, largest absolute change first (``short_name``: see
     ``analysis.names.short_names``, made unique over both runs' names), then
-    ``VERDICT_COLUMNS``: the change's 95% interval from the spread of each kernel's launches
-    in each run, and ``change`` (faster, slower, same, new, gone, unsure: ``analysis.verdict``)."""
-    out = duration_deltas(summary_a, summary_b, ["name"], "total_ns")
+    ``VERDICT_COLUMNS``: the change's 95% interval and ``change`` (faster, slower, same, new,
+    gone, unsure: ``analysis.verdict``). The interval comes from the spread of each kernel's
+    total over the repeats when both runs were taken with ``--repeat`` (``interval_from``
+    "repeats"), else from the spread of its launches in each run. When either run was
+    repeated, totals and deltas are per repeat (``attrs["per_repeat"]``: the two counts), so
+    a run of 10 repeats compares with a run of one."""
+    per = repeats_of(summary_a) > 1 or repeats_of(summary_b) > 1
+    (a, var_a), (b, var_b) = (per_repeat(s, "total_ns", "std_ns") for s in (summary_a, summary_b))
+    out = duration_deltas(a, b, ["name"], "total_ns")
     out.insert(1, "short_name", short_names(out["name"]))
-    var_a, var_b = (_variance_by(s, out["name"], "name", "std_ns") for s in (summary_a, summary_b))
-    return verdict.with_verdicts(out, var_a, var_b, verdict.LAUNCHES)
+    var_a, var_b = (_aligned(f, var, out["name"], "name")
+                    for f, var in ((a, var_a), (b, var_b)))  # fmt: skip
+    out = verdict.with_verdicts(out, var_a, var_b, _interval_source(a, b, verdict.LAUNCHES))
+    if per:
+        out.attrs["per_repeat"] = (repeats_of(summary_a), repeats_of(summary_b))
+    return out
 
 
-def _variance_by(frame: pd.DataFrame, keys: pd.Series, key: str, std: str) -> pd.Series:
-    """Each key's total's variance (``verdict.total_variance``) in ``frame``, in ``keys``'
-    order (NaN where ``frame`` lacks it, or has no spread for it)."""
-    if frame.empty or std not in frame.columns:
+def _aligned(frame: pd.DataFrame, var: pd.Series, keys: pd.Series, key: str) -> pd.Series:
+    """``var`` (a row of ``frame`` each) in ``keys``' order; NaN where ``frame`` lacks it."""
+    if frame.empty:
         return pd.Series(np.nan, index=keys.index)
-    var = verdict.total_variance(frame["instances"], frame[std])
     by_key = pd.Series(var.to_numpy(), index=frame[key].to_numpy())
     by_key = by_key[~by_key.index.duplicated()]
     return pd.Series(by_key.reindex(keys.to_numpy()).to_numpy(), index=keys.index)
@@ -79,8 +115,12 @@ def nvtx_deltas(
     their text, not their line: the same loop one line lower is the same statement (the k-th
     statement of one text in a run matches the k-th of the other). ``line_a``/``line_b`` are
     its cell line in each run (<NA> for other ranges and on the side that lacks it), ``moved``
-    says the line changed; ``range`` is run b's label (a's for a statement b lacks)."""
-    a, b = (_keyed(p) for p in (projection_a, projection_b))
+    says the line changed; ``range`` is run b's label (a's for a statement b lacks). Runs taken
+    with ``--repeat`` compare per repeat, with the interval from the repeats when both were
+    (as ``kernel_deltas``)."""
+    per = repeats_of(projection_a) > 1 or repeats_of(projection_b) > 1
+    scaled = [per_repeat(p, "proj_total_ns", "proj_std_ns") for p in (projection_a, projection_b)]
+    a, b = (_keyed(p, var) for p, var in scaled)
     out = duration_deltas(a, b, ["domain", "key"], "proj_total_ns")
     sides = {side: f.set_index(["domain", "key"]) for side, f in (("a", a), ("b", b))}
     at = pd.MultiIndex.from_frame(out[["domain", "key"]])
@@ -97,21 +137,23 @@ def nvtx_deltas(
             total, spread = verdict.run_total(summary)
             share = out[f"total_ns_{side}"].astype(float) / total if total > 0 else np.nan
             var[side] = var[side].where(own, spread * share)
-    out = verdict.with_verdicts(out, var["a"], var["b"], verdict.OPENINGS)
+    source = _interval_source(scaled[0][0], scaled[1][0], verdict.OPENINGS)
+    out = verdict.with_verdicts(out, var["a"], var["b"], source)
     if kernels is not None:
         shared = ~own & out["ratio_lo"].notna()
         out.loc[shared, "interval_from"] = verdict.RUN_SHARE
-    return out.drop(columns="key")
+    out = out.drop(columns="key")
+    if per:
+        out.attrs["per_repeat"] = (repeats_of(projection_a), repeats_of(projection_b))
+    return out
 
 
-def _keyed(projection: pd.DataFrame) -> pd.DataFrame:
+def _keyed(projection: pd.DataFrame, var: pd.Series) -> pd.DataFrame:
     """Per ``domain, range``: ``instances, proj_total_ns``, the statement's ``line`` (<NA> for
     other ranges) and the ``key`` a match uses: a statement's text and its number among the
-    statements of that text, in line order; any other range's own name."""
+    statements of that text, in line order; any other range's own name. ``var``: each row's
+    variance of its total (``per_repeat``: NaN where no spread is known), summed over styles."""
     keys = ["domain", "range"]
-    std = projection.get("proj_std_ns", np.nan)
-    # each style's openings' variance (NaN below two openings), summed over styles
-    var = verdict.total_variance(projection["instances"], pd.Series(std, index=projection.index))
     summed = (projection.assign(var=var)
               .groupby(keys, as_index=False, sort=False)
               .agg(instances=("instances", "sum"), proj_total_ns=("proj_total_ns", "sum"),

@@ -163,12 +163,23 @@ class RepeatStats:
                 f"RSD {r.repeat_rsd_pct:.1f}%")  # fmt: skip
 
 
-def kernel_repeats(kernels: pd.DataFrame, cuda_api: pd.DataFrame, nvtx: pd.DataFrame
-                   ) -> tuple[pd.DataFrame, RepeatStats] | None:  # fmt: skip
+def _count(windows: pd.DataFrame, expected: int) -> int:
+    """``expected`` when every process holds that many openings of the cell (a run's meta says
+    how many repeats it ran: a report alone cannot tell a repeat from a ``cell`` range of the
+    user's), else 0."""
+    if expected < 2 or windows.empty:
+        return 0
+    counts = windows.groupby("pid")["repeat"].size()
+    return expected if bool((counts == expected).all()) else 0
+
+
+def kernel_repeats(kernels: pd.DataFrame, cuda_api: pd.DataFrame, nvtx: pd.DataFrame,
+                   expected: int) -> tuple[pd.DataFrame, RepeatStats] | None:  # fmt: skip
     """Per kernel name its per-repeat ``REPEAT_COLUMNS`` (indexed by name) and the run's
-    ``RepeatStats``; None for a run of fewer than two repeats."""
+    ``RepeatStats`` for a run of ``expected`` >= 2 repeats; None otherwise, or when the
+    report does not hold that many openings of the cell in each process."""
     windows = repeat_windows(nvtx)
-    n = int(windows.groupby("pid")["repeat"].max().max() + 1) if len(windows) else 0
+    n = _count(windows, expected)
     if n < 2:
         return None
     repeat = launch_repeats(kernels, cuda_api, windows)
@@ -178,13 +189,14 @@ def kernel_repeats(kernels: pd.DataFrame, cuda_api: pd.DataFrame, nvtx: pd.DataF
     return repeat_stats(table), RepeatStats(totals)
 
 
-def projection_repeats(trace: pd.DataFrame, nvtx: pd.DataFrame) -> pd.DataFrame | None:
+def projection_repeats(trace: pd.DataFrame, nvtx: pd.DataFrame, expected: int
+                       ) -> pd.DataFrame | None:  # fmt: skip
     """Per ``domain, range, style`` of a projection trace (``nvtx_gpu_proj_trace``: one row
     per projected opening, its ``start_ns``, ``proj_duration_ns`` and ``pid``) its per-repeat
     ``REPEAT_COLUMNS``, an opening counting for the repeat it opened in; None under two
-    repeats."""
+    repeats (as ``kernel_repeats``)."""
     windows = repeat_windows(nvtx)
-    n = int(windows.groupby("pid")["repeat"].max().max() + 1) if len(windows) else 0
+    n = _count(windows, expected)
     if n < 2 or trace.empty:
         return None
     repeat = _repeat_of(trace["pid"].to_numpy(), trace["start_ns"].to_numpy(), windows)

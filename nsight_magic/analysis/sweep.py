@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import repeats
 from .names import short_names
 
 # the table's columns after the swept variables (vocabulary/columns.py registers each)
@@ -41,6 +42,8 @@ class ConfigFrames:
     cell_s: float | None = None
     torch_counts: pd.DataFrame | None = None
     memory_summary: pd.DataFrame | None = None
+    # sweep(repeat=N): the kernel time each repeat launched (analysis.repeats.RepeatStats)
+    repeat_totals_ns: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,9 @@ def sweep_table(configs: Sequence[ConfigRow], variables: Sequence[str]) -> pd.Da
     ``gpu_busy_pct``, ``top_kernel`` (the kernel with the most total time) and
     ``top_kernel_short``, ``top_kernel_pct`` (its share of the kernel time), and
     ``peak_memory_bytes`` (``peak_memory_bytes``: NA without ``--memory``). A configuration
-    without a report keeps its values, status and error; its numbers are blank."""
+    without a report keeps its values, status and error; its numbers are blank. A sweep with
+    ``repeat`` >= 2 adds its GPU time's statistics over the repeats, ``REPEAT_COLUMNS``
+    (``repeat_mean_ns`` ... ``repeat_rsd_pct``, ``analysis.repeats``)."""
     rows = []
     for config in configs:
         row: dict[str, Any] = {"config": config.label}
@@ -128,6 +133,13 @@ def sweep_table(configs: Sequence[ConfigRow], variables: Sequence[str]) -> pd.Da
         frame[name] = pd.array(frame[name].tolist(), dtype="Int64")
     for name in ("gpu_busy_pct", "top_kernel_pct"):
         frame[name] = frame[name].astype(float)
+    repeated = [c.frames.repeat_totals_ns if c.frames else () for c in configs]
+    if any(len(t) >= 2 for t in repeated):
+        n = max(len(t) for t in repeated)
+        totals = pd.DataFrame([list(t) if len(t) == n else [np.nan] * n for t in repeated])
+        stats = repeats.repeat_stats(totals)
+        for name in repeats.REPEAT_COLUMNS:
+            frame[name] = stats[name].to_numpy(dtype=float)
     return frame
 
 

@@ -37,6 +37,7 @@ Z95 = 1.959963984540054  # the standard normal's 97.5% point: a two-sided 95% in
 CHANGES = ("faster", "slower", "same", "new", "gone", "unsure")
 LAUNCHES = "launches"  # interval_from: the spread of a kernel's launches in each run
 OPENINGS = "openings"  # ... of an NVTX range's openings in each run
+REPEATS = "repeats"  # ... of its total over the --repeat runs of the cell in each run
 NONE = "none: fewer than 2 in a run"
 RUN_SHARE = "the run's launches (its share)"  # a range opened once: see compare.nvtx_deltas
 
@@ -100,7 +101,13 @@ def with_verdicts(deltas: pd.DataFrame, var_a: pd.Series, var_b: pd.Series, sour
 
 def run_total(summary: pd.DataFrame) -> tuple[float, float]:
     """A run's total kernel time and its variance (the sum over kernels of n * s^2; kernels
-    with one launch add none)."""
+    with one launch add none). A summary made per repeat (``attrs["repeat_totals_ns"]``: the
+    kernel time of each of two or more repeats) gives the mean per repeat and the variance of
+    that mean, s^2 / n, from the repeats themselves."""
+    totals = summary.attrs.get("repeat_totals_ns")
+    if totals is not None and len(totals) >= 2:
+        values = np.asarray(totals, dtype=np.float64)
+        return float(values.mean()), float(values.var(ddof=1) / len(values))
     if summary.empty:
         return 0.0, 0.0
     var = total_variance(summary["instances"], summary["std_ns"]).fillna(0.0)
@@ -120,15 +127,21 @@ class Verdict:
     faster: int
     new: int
     gone: int
+    # (repeats of a, of b) when either run was taken with --repeat: the ratio is per repeat
+    per_repeat: tuple[int, int] | None = None
 
     def line(self, label_b: str = "b") -> str:
-        """``b: GPU time 0.76x (0.74-0.78), 3 kernels slower beyond noise``."""
+        """``b: GPU time 0.76x (0.74-0.78), 3 kernels slower beyond noise`` ("GPU time per
+        repeat ... (10 and 10 repeats)" for repeated runs)."""
+        what = "GPU time per repeat" if self.per_repeat else "GPU time"
         if math.isnan(self.ratio):
-            head = f"{label_b}: GPU time has no ratio (a run without kernels)"
+            head = f"{label_b}: {what} has no ratio (a run without kernels)"
         elif math.isnan(self.lo):
-            head = f"{label_b}: GPU time {self.ratio:.2f}x (no interval: too few launches)"
+            head = f"{label_b}: {what} {self.ratio:.2f}x (no interval: too few launches)"
         else:
-            head = f"{label_b}: GPU time {self.ratio:.2f}x ({self.lo:.2f}-{self.hi:.2f})"
+            head = f"{label_b}: {what} {self.ratio:.2f}x ({self.lo:.2f}-{self.hi:.2f})"
+        if self.per_repeat:
+            head += f" ({self.per_repeat[0]} and {self.per_repeat[1]} repeats)"
         parts = [f"{n} kernel{'s' if n != 1 else ''} {what}" for n, what in (
             (self.slower, "slower beyond noise"), (self.faster, "faster beyond noise"),
             (self.new, "new"), (self.gone, "gone")) if n]  # fmt: skip
@@ -148,4 +161,5 @@ def summary_line(kernels: pd.DataFrame, summary_a: pd.DataFrame, summary_b: pd.D
         hi,
         change_of(int(total_a > 0), int(total_b > 0), lo, hi),
         *(int(counts.get(c, 0)) for c in ("slower", "faster", "new", "gone")),
+        per_repeat=kernels.attrs.get("per_repeat"),
     )

@@ -150,11 +150,14 @@ def _moved_labels(nvtx: pd.DataFrame, labels: pd.Series) -> pd.Series:
 def compare(run_a: Any, run_b: Any, label_a: str | None = None, label_b: str | None = None):
     """Kernel and NVTX deltas of ``run_b`` against ``run_a`` (delta = b - a)."""
     report_a, report_b = _as_report(run_a), _as_report(run_b)
-    summaries = (report_a.kernel_summary(), report_b.kernel_summary())
+    # a run's own frames: a --repeat run's carry its per-repeat statistics (the report's not)
+    source_a, source_b = (run if isinstance(run, NsysRun) else report
+                          for run, report in ((run_a, report_a), (run_b, report_b)))  # fmt: skip
+    summaries = (source_a.kernel_summary(), source_b.kernel_summary())
     label_a, label_b = label_a or _label(run_a, "a"), label_b or _label(run_b, "b")
     return Comparison(
         kernel_deltas(*summaries),
-        nvtx_deltas(report_a.nvtx_gpu_projection(), report_b.nvtx_gpu_projection(), summaries),
+        nvtx_deltas(source_a.nvtx_gpu_projection(), source_b.nvtx_gpu_projection(), summaries),
         label_a,
         label_b,
         memory_deltas(_memory_summary(run_a, report_a), _memory_summary(run_b, report_b)),

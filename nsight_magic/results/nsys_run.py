@@ -144,8 +144,11 @@ class NsysRun(_Run):
     def _kernel_repeats(self) -> tuple[pd.DataFrame, repeats.RepeatStats] | None:
         """Per-kernel statistics over a ``--repeat`` run's repeats (``analysis.repeats``);
         None for a run of one repeat, or a report without the CUDA API trace they need."""
+        expected = self.meta.get("repeat")
+        if not isinstance(expected, int) or expected < 2:
+            return None
         try:
-            return repeats.kernel_repeats(self.kernels(), self.cuda_api(), self.nvtx())
+            return repeats.kernel_repeats(self.kernels(), self.cuda_api(), self.nvtx(), expected)
         except (KeyError, NotImplementedError, AttributeError):  # no API trace: no repeats
             return None
 
@@ -166,7 +169,8 @@ class NsysRun(_Run):
         wall = [float(w) * 1e9 for w in walls] if len(walls) == n else [float("nan")] * n
         return pd.DataFrame({
             "repeat": pd.array(range(1, n + 1), dtype="int64"),
-            "kernel_time_ns": [int(t) for t in stats.totals_ns] if stats else [],
+            "kernel_time_ns": pd.array([int(t) for t in stats.totals_ns] if stats else [],
+                                       dtype="int64"),
             "wall_ns": pd.array(wall, dtype="float64"),
         })  # fmt: skip
 
@@ -201,7 +205,9 @@ class NsysRun(_Run):
         found = self._kernel_repeats
         if found is None:
             return summary
-        return repeats.with_repeat_stats(summary, found[0], ["name"], found[1].n)
+        out = repeats.with_repeat_stats(summary, found[0], ["name"], found[1].n)
+        out.attrs["repeat_totals_ns"] = list(found[1].totals_ns)  # compare()'s run total
+        return out
 
     def nvtx_gpu_projection(self) -> pd.DataFrame:
         """Per NVTX range, the GPU time of the work it launched, = ``nsys stats --report
@@ -209,14 +215,15 @@ class NsysRun(_Run):
         projected onto the range, ns), ``range_total_ns`` (the range's own CPU time, ns),
         ``gpu_ops`` (count), ``proj_avg_ns, proj_med_ns, proj_min_ns, proj_max_ns,
         proj_std_ns, avg_gpu_ops, avg_level, avg_children``. A ``%%nsys --repeat N`` run adds
-        each range's GPU time per repeat, as :meth:`kernel_summary` does (``repeat_mean_ns``
-        ... ``repeat_rsd_pct``)."""
+        each range's GPU time per repeat, as :meth:`kernel_summary` does: ``repeat_mean_ns,
+        repeat_med_ns, repeat_std_ns, repeat_ci95_lo_ns, repeat_ci95_hi_ns`` (ns) and
+        ``repeat_rsd_pct``."""
         projection = self.report.nvtx_gpu_projection()
         stats = self.repeat_stats
         trace = getattr(self.report, "nvtx_gpu_trace", None)
         if stats is None or trace is None:
             return projection
-        per_range = repeats.projection_repeats(trace(), self.nvtx())
+        per_range = repeats.projection_repeats(trace(), self.nvtx(), stats.n)
         return repeats.with_repeat_stats(projection, per_range, ["domain", "range", "style"],
                                          stats.n)  # fmt: skip
 

@@ -28,12 +28,14 @@ def config_frames(run: Any) -> numbers.ConfigFrames:
     busy = None
     with contextlib.suppress(Exception):
         busy = float(run.gpu_busy_pct())
+    stats = getattr(run, "repeat_stats", None)
     return numbers.ConfigFrames(
         kernel_summary=run.kernel_summary(),
         gpu_busy_pct=busy,
         cell_s=float(cell_s) if isinstance(cell_s, int | float) else None,
         torch_counts=torch_counts,
         memory_summary=memory_summary,
+        repeat_totals_ns=stats.totals_ns if stats is not None else (),
     )
 
 
