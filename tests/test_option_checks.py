@@ -58,6 +58,15 @@ def test_a_typo_gets_the_nearest_spelling(
     assert expected in _refused(ip, magic, line)
 
 
+@pytest.mark.parametrize("count", ["0", "-2", "1001"])
+def test_a_repeat_count_out_of_range_is_one_line(
+    ip: InteractiveShell, runs_dir: Path, count: str
+) -> None:
+    message = _refused(ip, "nsys", f"--repeat {count}")
+    assert f"--repeat {count}: must be 1..1000" in message
+    assert "has no option --repeat" in _refused(ip, "ncu", "--repeat 2")  # an nsys option
+
+
 def test_an_option_nothing_is_near_lists_where_to_look(
     ip: InteractiveShell, runs_dir: Path
 ) -> None:

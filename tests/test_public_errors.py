@@ -251,6 +251,7 @@ def _public_calls(run: Any, ncu: Any, tmp_path: Path, sw: Any = None) -> dict[st
         "sweep a name": lambda a: nsight_magic.sweep("y = 1", _OneItem(a, [1])),
         "sweep name": lambda a: nsight_magic.sweep("y = bs", {"bs": [1]}, name=a),
         "sweep warmup": lambda a: nsight_magic.sweep("y = bs", {"bs": [1]}, warmup=a),
+        "sweep repeat": lambda a: nsight_magic.sweep("y = bs", {"bs": [1]}, repeat=a),
         "sweep timeout": lambda a: nsight_magic.sweep("y = bs", {"bs": [1]}, timeout=a),
         "sweep fresh": lambda a: nsight_magic.sweep("y = bs", {"bs": [1]}, fresh=a),
         "sweep cancel": lambda a: nsight_magic.sweep("y = bs", {"bs": [1]}, cancel=a),
