@@ -290,7 +290,15 @@ def test_the_option_tables_are_the_magics_own() -> None:
     assert option_docs.blocks(bounds) == ["bounds"]
     assert option_docs.render(bounds) == bounds, "run: python -m nsight_magic.magic.option_docs"
     assert "| `nsys export` of one report | 900 s |" in bounds
-    assert option_docs.PAGES == [REPO / "docs" / "options.md", REPO / "docs" / "troubleshooting.md"]
+    # the CHANGELOG's list of the version's options, from the same parsers and traits
+    changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert option_docs.blocks(changelog) == ["option_list"]
+    assert option_docs.render(changelog) == changelog, (
+        "run: python -m nsight_magic.magic.option_docs"
+    )
+    assert "`--repeat`" in changelog and "`sweep_max_configs`" in changelog
+    assert option_docs.PAGES == [REPO / "docs" / "options.md", REPO / "docs" / "troubleshooting.md",
+                                 REPO / "CHANGELOG.md"]  # fmt: skip
 
 
 def _words(text: str) -> str:

@@ -1,7 +1,8 @@
 """The docs' tables, generated from what the code declares: docs/options.md's options of
 ``%%nsys`` and ``%%ncu`` from their parsers (so from the option declarations in ``profilers/``,
 the same text ``%%nsys?`` prints) and its ``%config`` settings from ``NsightMagic``'s traits;
-docs/troubleshooting.md's default bounds from ``session/bounds.BOUNDS``. A page holds each
+docs/troubleshooting.md's default bounds from ``session/bounds.BOUNDS``; the CHANGELOG's list of
+the version's options from the same parsers and traits. A page holds each
 table between ``<!-- generated: KEY -->`` and ``<!-- end generated -->``;
 ``python -m nsight_magic.magic.option_docs`` writes them, a test checks they are current, so the
 code and the pages cannot say different things."""
@@ -15,8 +16,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-_DOCS = Path(__file__).resolve().parents[2] / "docs"
-PAGES = [_DOCS / "options.md", _DOCS / "troubleshooting.md"]  # the pages with generated blocks
+_ROOT = Path(__file__).resolve().parents[2]
+_DOCS = _ROOT / "docs"
+# the pages with generated blocks
+PAGES = [_DOCS / "options.md", _DOCS / "troubleshooting.md", _ROOT / "CHANGELOG.md"]
 _BLOCK = re.compile(r"(<!-- generated: (\w+) -->\n).*?(<!-- end generated -->)", re.S)
 
 
@@ -121,9 +124,25 @@ def bounds_table() -> str:
     return _table(("step", "default bound"), [(b.step, b.text()) for b in BOUNDS])
 
 
+def option_list() -> str:
+    """The CHANGELOG's list of this version's options: each magic's flags and the ``%config``
+    settings, by name (their help is docs/options.md's)."""
+    from .magics import NsightMagic
+
+    def flags(parser: argparse.ArgumentParser) -> str:
+        return ", ".join(f"`{max(a.option_strings, key=len)}`" for a in _options(parser).values())
+
+    traits = sorted(NsightMagic.class_own_traits(config=True))
+    return "\n".join([
+        f"- `%%nsys`: {flags(NsightMagic.nsys.parser)}",
+        f"- `%%ncu`: {flags(NsightMagic.ncu.parser)}",
+        f"- `%config NsightMagic.`: {', '.join(f'`{t}`' for t in traits)}",
+    ]) + "\n"  # fmt: skip
+
+
 def generated() -> dict[str, str]:
     return {**option_tables(), "config": config_table(), "session": session_usage(),
-            "bounds": bounds_table()}  # fmt: skip
+            "bounds": bounds_table(), "option_list": option_list()}  # fmt: skip
 
 
 def render(page: str) -> str:
