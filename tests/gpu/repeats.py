@@ -12,8 +12,9 @@ profiled, that captures what the CPU tests read and what the docs quote:
 
     source .device/env.sh && python3 tests/gpu/repeats.py --out $OUT
 
-Writes ``repeats.json`` (the figures), the executed notebook and ``runs/<name>/`` (each run's
-meta.json and report.sqlite, for the CPU side); exits 1 when a cell raised.
+Writes ``repeats.json`` (the figures), the executed notebook and ``runs.tar.gz`` (each run's
+folder with its report's sqlite export, pickles left out, for the CPU side); exits 1 when a
+cell raised.
 """
 
 from __future__ import annotations
@@ -137,13 +138,18 @@ def main() -> None:
         nb.cells.append(nbformat.v4.new_code_cell(source.strip()))
     nb.cells.append(nbformat.v4.new_code_cell(FIGURES.strip()))
     copy = "\n".join([
-        "import shutil, os",
-        f"_dest = {str(out / 'runs')!r}",
+        "import shutil, os, subprocess, tarfile",
+        f"_dest = {str(work / 'keep')!r}",
         "for _n in ('single', 'rep10', 'rep10b', 'naive', 'sdpa', 'small'):",
-        "    _d = os.path.join(_dest, _n); os.makedirs(_d, exist_ok=True)",
-        "    for _f in ('meta.json', 'report.sqlite', 'cell.py'):",
-        "        _p = os.path.join(str(globals()[_n].run_dir), _f)",
-        "        if os.path.exists(_p): shutil.copy(_p, _d)",
+        "    _src = str(globals()[_n].run_dir)",
+        "    shutil.copytree(_src, os.path.join(_dest, _n),",
+        "                    ignore=shutil.ignore_patterns('*.pkl', '*.pickle'))",
+        "    _rep = os.path.join(_src, 'report.nsys-rep')",
+        "    if not os.path.exists(os.path.join(_dest, _n, 'report.sqlite')):",
+        "        subprocess.run(['nsys', 'export', '--type', 'sqlite', '-f', 'true', '-o',",
+        "                        os.path.join(_dest, _n, 'report.sqlite'), _rep], check=False)",
+        f"with tarfile.open({str(out / 'runs.tar.gz')!r}, 'w:gz') as _t:",
+        "    _t.add(_dest, arcname='runs')",
     ])  # fmt: skip
     nb.cells.append(nbformat.v4.new_code_cell(copy))
     walls: list[float] = []
