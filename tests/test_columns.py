@@ -103,6 +103,17 @@ def docstring_errors(frames: Iterator[tuple[str, pd.DataFrame]], obj: Any) -> li
     return errors
 
 
+def test_a_repeated_runs_frames_are_registered_and_documented() -> None:
+    """A ``%%nsys --repeat 5`` run (tests/data/repeat_runs/small): its per-repeat columns and
+    ``repeats()`` registered with their dtypes, and named by each method's docstring."""
+    import nsight_magic
+
+    run = nsight_magic.load_run(DATA / "repeat_runs" / "small")
+    assert "repeat_mean_ns" in run.kernel_summary().columns
+    assert contract_errors(frames_of(run, "NsysRun")) == []
+    assert docstring_errors(frames_of(run, "NsysRun"), run) == []
+
+
 @pytest.mark.parametrize("fixture", NSYS_FIXTURES)
 def test_every_nsys_frame_column_is_registered_with_its_dtype(fixture: str, tmp_path: Path) -> None:
     run = NsysRun(open_report(DATA / f"{fixture}.sqlite"), tmp_path, {"name": fixture})

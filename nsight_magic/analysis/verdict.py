@@ -11,7 +11,15 @@ says ``unsure`` rather than guessing.
 
 ``change``: ``faster`` (the whole interval below 1: b took less GPU time), ``slower`` (above
 1), ``same`` (1 inside: within noise), ``new`` (none in a), ``gone`` (none in b), ``unsure``
-(no interval). ``interval_from`` says what the spread was read from."""
+(no interval). ``interval_from`` says what the spread was read from.
+
+A change beyond noise but too small to matter is ``same`` too: under ``SAME_WITHIN`` (1%) of
+the row's own time, or a delta under ``NEGLIGIBLE_SHARE`` (0.1%) of the run's kernel time.
+Noise read inside one capture (a kernel's launches, the repeats of ``--repeat``) is tighter
+than what differs between two captures of the same cell: the same Qwen2 prefill captured
+twice with ``--repeat 10`` on an H100 (2026-12-07, tests/gpu/repeats.py) had totals equal to
+0.1% but 5 of its 30 kernels "beyond noise", each by 0.4-3% or by under 130 ns of a 4.3 ms
+repeat; with these two floors all 30 are ``same``."""
 
 from __future__ import annotations
 
@@ -35,6 +43,8 @@ __all__ = [
 
 Z95 = 1.959963984540054  # the standard normal's 97.5% point: a two-sided 95% interval
 CHANGES = ("faster", "slower", "same", "new", "gone", "unsure")
+SAME_WITHIN = 0.01  # a ratio within 1% of 1 is the same, whatever the noise
+NEGLIGIBLE_SHARE = 0.001  # a delta under 0.1% of the run's kernel time is the same
 LAUNCHES = "launches"  # interval_from: the spread of a kernel's launches in each run
 OPENINGS = "openings"  # ... of an NVTX range's openings in each run
 REPEATS = "repeats"  # ... of its total over the --repeat runs of the cell in each run
@@ -55,14 +65,18 @@ def ratio_interval(
     return ratio, ratio * math.exp(-Z95 * se), ratio * math.exp(Z95 * se)
 
 
-def change_of(instances_a: int, instances_b: int, lo: float, hi: float) -> str:
-    """One of ``CHANGES`` for a row (see the module)."""
+def change_of(instances_a: int, instances_b: int, lo: float, hi: float, ratio: float = math.nan,
+              negligible: bool = False) -> str:  # fmt: skip
+    """One of ``CHANGES`` for a row (see the module); ``ratio`` the change itself, ``negligible``
+    its delta is under ``NEGLIGIBLE_SHARE`` of the run's kernel time."""
     if instances_a == 0:
         return "new"
     if instances_b == 0:
         return "gone"
     if math.isnan(lo) or math.isnan(hi):
         return "unsure"
+    if negligible or abs(ratio - 1.0) < SAME_WITHIN:
+        return "same"
     if hi < 1.0:
         return "faster"
     if lo > 1.0:
@@ -92,9 +106,13 @@ def with_verdicts(deltas: pd.DataFrame, var_a: pd.Series, var_b: pd.Series, sour
     hi = pd.Series([r[2] for r in rows], index=deltas.index, dtype="float64")
     out = deltas.assign(ratio_lo=lo, ratio_hi=hi)
     out["interval_from"] = np.where(lo.notna(), source, NONE)
+    run = max(float(deltas["total_ns_a"].sum()), float(deltas["total_ns_b"].sum()))
+    small = deltas["delta_ns"].abs().astype(float) < NEGLIGIBLE_SHARE * run
     out["change"] = [
-        change_of(int(a), int(b), float(low), float(high))
-        for a, b, low, high in zip(out["instances_a"], out["instances_b"], lo, hi, strict=True)
+        change_of(int(a), int(b), float(low), float(high), float(r), bool(n))
+        for a, b, low, high, r, n in zip(
+            out["instances_a"], out["instances_b"], lo, hi, out["ratio"], small, strict=True
+        )
     ]
     return out
 
@@ -159,7 +177,7 @@ def summary_line(kernels: pd.DataFrame, summary_a: pd.DataFrame, summary_b: pd.D
         ratio,
         lo,
         hi,
-        change_of(int(total_a > 0), int(total_b > 0), lo, hi),
+        change_of(int(total_a > 0), int(total_b > 0), lo, hi, ratio),
         *(int(counts.get(c, 0)) for c in ("slower", "faster", "new", "gone")),
         per_repeat=kernels.attrs.get("per_repeat"),
     )

@@ -386,7 +386,9 @@ class NsysRun(_Run):
         avg_level, avg_children``; ns) + each range's phase (``phase_total_ns`` ns,
         ``phase_gpu_ops``: work launched by any thread while it was open, so the statement
         that ran ``loss.backward()`` holds the backward's kernels; :meth:`nvtx_phases`) +
-        ``scope`` (cell, statement, warmup, user) and ``line`` (a statement's cell line)."""
+        ``scope`` (cell, statement, warmup, user) and ``line`` (a statement's cell line); a
+        ``--repeat`` run's ``repeat_mean_ns, repeat_med_ns, repeat_std_ns, repeat_ci95_lo_ns,
+        repeat_ci95_hi_ns, repeat_rsd_pct`` (:meth:`nvtx_gpu_projection`)."""
         table = phases.with_phases(self.nvtx_gpu_projection(), self.nvtx_phases())
         return statements.ordered_projection(table)
 

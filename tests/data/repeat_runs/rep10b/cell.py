@@ -1,0 +1,3 @@
+with torch.no_grad():
+    out = model(ids)
+torch.cuda.synchronize()
