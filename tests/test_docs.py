@@ -203,9 +203,8 @@ def test_no_placeholder_is_left_in_a_link() -> None:
 @pytest.fixture(scope="module")
 def frame_columns() -> dict[str, list[str]]:
     """The columns of the frames whose contracts the docs spell out, read off a real report."""
-    from nsight_magic.reports import open_report
-
     import nsight_magic
+    from nsight_magic.reports import open_report
 
     report = open_report(REPO / "tests" / "data" / "nsys_train_step.sqlite")
     names = ("nvtx_phases", "nvtx_gpu_projection", "kernel_summary", "gaps", "gpu_ops")

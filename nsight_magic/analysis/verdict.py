@@ -173,11 +173,15 @@ def summary_line(kernels: pd.DataFrame, summary_a: pd.DataFrame, summary_b: pd.D
     total_b, var_b = run_total(summary_b)
     ratio, lo, hi = ratio_interval(total_a, var_a, total_b, var_b)
     counts = kernels["change"].value_counts() if "change" in kernels else pd.Series(dtype=int)
+    slower, faster, new, gone = (int(counts.get(c, 0)) for c in ("slower", "faster", "new", "gone"))
     return Verdict(
         ratio,
         lo,
         hi,
         change_of(int(total_a > 0), int(total_b > 0), lo, hi, ratio),
-        *(int(counts.get(c, 0)) for c in ("slower", "faster", "new", "gone")),
+        slower=slower,
+        faster=faster,
+        new=new,
+        gone=gone,
         per_repeat=kernels.attrs.get("per_repeat"),
     )
