@@ -156,3 +156,75 @@ def test_a_failing_nvml_is_a_reason_not_an_error(monkeypatch: pytest.MonkeyPatch
     state = gpu_state.read_gpu_state()
     assert state["source"] == "none" and state["why"].startswith("NVML failed:")
     assert missing in state["why"]
+
+
+def _reader(states: list[dict[str, Any]]) -> Any:
+    """A reader that gives ``states`` one per call, then the last again."""
+    given = list(states)
+
+    def read() -> dict[str, Any]:
+        return given.pop(0) if len(given) > 1 else given[0]
+
+    return read
+
+
+def test_settle_waits_until_the_gpus_are_cool(data_dir: Path) -> None:
+    """``--settle``: the real readings (60 °C busy, then 31 °C idle), polled once a second."""
+    import json
+
+    real = json.loads((data_dir / "gpu_state.json").read_text())
+    busy, idle = real["busy_end"], real["idle"]
+    slept: list[float] = []
+    done = gpu_state.settle(40, 300, read=_reader([busy, busy, idle]), sleep=slept.append)
+    assert done.reached and done.hottest_c == 31 and slept == [1.0, 1.0]
+    assert done.line() == "" and done.record()["reached"] is True
+    # past its bound: the capture goes ahead, said why
+    hot = gpu_state.settle(40, 0, read=_reader([busy]), sleep=slept.append)
+    assert not hot.reached and hot.hottest_c == 60
+    assert (
+        hot.line()
+        == "--settle 40: the capture began without it: the GPUs were still at 60 °C after 0 s"
+    )
+    # a cancel stops the wait
+    import threading
+
+    cancel = threading.Event()
+    cancel.set()
+    assert gpu_state.settle(40, 300, read=_reader([busy]), cancel=cancel,
+                            sleep=slept.append).why == "cancelled"  # fmt: skip
+    # no NVML: at once, with NVML's reason
+    none = gpu_state.settle(
+        40, 300, read=_reader([{"source": "none", "why": "NVML could not start: x"}])
+    )
+    assert not none.reached and none.waited_s < 1 and none.why == "NVML could not start: x"
+
+
+def test_settle_in_a_profiled_cell_is_recorded_and_said(tmp_path: Path) -> None:
+    """``CellRequest.settle_c`` in a real session run (the bare worker, this machine: no NVML):
+    the run goes ahead at once, meta.json's ``settle`` says why, one line says it."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from session_support import BareBackend
+
+    from nsight_magic.session.manager import SessionManager
+    from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+
+    manager = SessionManager()
+    out: list[str] = []
+    try:
+        result = manager.profile(
+            CellRequest(cell="x = 1", runs_root=tmp_path / "runs", cwd=str(tmp_path),
+                        settle_c=45.0),
+            BareBackend(), notebook=Notebook(user_ns={}), callbacks=RunCallbacks(output=out.append),
+        )  # fmt: skip
+    finally:
+        manager.shutdown()
+    settle = result.meta["settle"]
+    if gpu_state.read_gpu_state()["source"] == "nvml":  # pragma: no cover - a GPU machine
+        assert settle["below_c"] == 45.0
+        return
+    assert settle["below_c"] == 45.0 and settle["reached"] is False and settle["waited_s"] < 5
+    assert [line for line in out if "--settle 45" in line] == [
+        f"nsight_magic: --settle 45: the capture began without it: {settle['why']}"
+    ]

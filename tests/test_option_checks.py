@@ -67,6 +67,16 @@ def test_a_repeat_count_out_of_range_is_one_line(
     assert "has no option --repeat" in _refused(ip, "ncu", "--repeat 2")  # an nsys option
 
 
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf", "500"])
+def test_a_settle_temperature_out_of_range_is_one_line(
+    ip: InteractiveShell, runs_dir: Path, value: str
+) -> None:
+    assert f"--settle {float(value)}: give a temperature in °C" in _refused(
+        ip, "nsys", f"--settle {value}"
+    )
+    assert "give a temperature" in _refused(ip, "ncu", f"--settle {value}")
+
+
 def test_an_option_nothing_is_near_lists_where_to_look(
     ip: InteractiveShell, runs_dir: Path
 ) -> None:

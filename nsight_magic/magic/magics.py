@@ -116,6 +116,11 @@ def _common(func: Any) -> Any:
                      "worker's start, the cell (its worker stopped if it does not stop), "
                      "export. Without it each step has its own default bound (docs/"
                      "troubleshooting.md)."),
+            argument("--settle", type=float, default=None, metavar="CELSIUS",
+                     help="Before the capture, wait until every GPU is at or below this "
+                     "temperature (NVML; at most 300 s): a hot GPU runs slower. The wait and the "
+                     "temperature go in meta.json's settle; a capture that began warmer says "
+                     "why in one line."),
             argument("--fresh", action="store_true",
                      help="Run in a new process with only the %%%%nsight_setup cells (clean "
                      "state, as a script would), not in the warm worker."),
@@ -281,7 +286,7 @@ class NsightMagic(Magics):
         var_flag = typed_flag(ours, ("-o", "--var"))  # the spelling messages name
         check_common(args.timeout, args.env, args.var, hidden, var_flag=var_flag,
                      name=args.name, warmup=args.warmup,
-                     repeat=getattr(args, "repeat", 1))  # fmt: skip
+                     repeat=getattr(args, "repeat", 1), settle=args.settle)  # fmt: skip
         if magic.parser.prog.endswith("ncu"):  # values ncu alone would refuse, before it is found
             check_ncu_values(args.set, args.sections, args.kernel_regex, typed, extra)
         if args.nproc < 1 or getattr(args, "rank", 0) not in range(args.nproc):
@@ -311,6 +316,7 @@ class NsightMagic(Magics):
             name=args.name or "cell",
             warmup=args.warmup,
             repeat=getattr(args, "repeat", 1),
+            settle_c=args.settle,
             vars=args.vars,
             env=env,
             python=args.python or sys.executable,

@@ -175,18 +175,21 @@ def check_common(
     name: str | None = None,
     warmup: int = 0,
     repeat: int = 1,
+    settle: float | None = None,
 ) -> None:
     """``--timeout`` finite and > 0, ``--env`` items KEY=VALUE without NUL, ``-o NAME`` a plain
     identifier that hides nothing IPython or Python needs (``-o get_ipython`` would break every
     later magic, ``-o __builtins__`` every later cell); ``hidden`` is the shell's
     ``user_ns_hidden``; ``var_flag`` the spelling the user typed (``-o`` or ``--var``), which
     the messages name; ``--name`` without NUL; ``--warmup`` in 0..MAX_WARMUP; ``--repeat``
-    in 1..MAX_REPEAT."""
+    in 1..MAX_REPEAT; ``--settle`` a temperature in (0, 120) °C."""
     if not 0 <= warmup <= MAX_WARMUP:
         raise UsageError(
             f"--warmup {warmup}: must be 0..{MAX_WARMUP} (each warm-up runs the whole cell "
             "before the capture)"
         )
+    if settle is not None and not (math.isfinite(settle) and 0 < settle < 120):
+        raise UsageError(f"--settle {settle}: give a temperature in °C, above 0 and below 120")
     if not 1 <= repeat <= MAX_REPEAT:
         raise UsageError(
             f"--repeat {repeat}: must be 1..{MAX_REPEAT} (each repeat runs the whole cell "

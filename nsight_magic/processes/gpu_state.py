@@ -11,6 +11,9 @@ line: never zeros."""
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 # NVML's clock event ("throttle") reasons by bit (nvml.h; the binding renamed its constants from
@@ -93,3 +96,60 @@ def _or_none(read: Any) -> Any:
         return read()
     except Exception:
         return None
+
+
+SETTLE_S = 300.0  # the longest --settle waits for the GPUs to cool (session/bounds.py)
+SETTLE_POLL_S = 1.0
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What ``settle`` found: ``reached`` (every GPU at or below the temperature), the hottest
+    GPU's last reading (None: not read), the seconds waited, and ``why`` it could not wait
+    (NVML not readable) or stopped (the bound, a cancel)."""
+
+    below_c: float
+    reached: bool
+    hottest_c: float | None
+    waited_s: float
+    why: str = ""
+
+    def record(self) -> dict[str, Any]:
+        return {"below_c": self.below_c, "reached": self.reached, "hottest_c": self.hottest_c,
+                "waited_s": round(self.waited_s, 3), "why": self.why}  # fmt: skip
+
+    def line(self) -> str:
+        """One line for the cell's output when the capture began warmer than asked ("" when
+        it did not)."""
+        if self.reached:
+            return ""
+        return f"--settle {self.below_c:g}: the capture began without it: {self.why}"
+
+
+def settle(below_c: float, bound_s: float, *, cancel: Any = None,
+           read: Callable[[], dict[str, Any]] = read_gpu_state,
+           sleep: Callable[[float], None] = time.sleep) -> Settled:  # fmt: skip
+    """Wait until every GPU reads ``below_c`` °C or less (``%%nsys --settle``: a hot GPU runs
+    its kernels slower than a cool one), at most ``bound_s`` seconds, polling once a second;
+    ``cancel`` (an Event) stops it. Never raises: the capture goes ahead either way and the
+    result says how it began."""
+    t0 = time.monotonic()
+    hottest: float | None = None
+    while True:
+        state = read()
+        waited = time.monotonic() - t0
+        if state.get("source") != "nvml":
+            return Settled(below_c, False, None, waited, str(state.get("why", "no reading")))
+        temps = [g.get("temperature_c") for g in state.get("gpus") or []]
+        numbers = [float(t) for t in temps if isinstance(t, int | float)]
+        if not numbers:
+            return Settled(below_c, False, None, waited, "NVML gave no GPU temperature")
+        hottest = max(numbers)
+        if hottest <= below_c:
+            return Settled(below_c, True, hottest, waited)
+        if waited >= bound_s:
+            why = f"the GPUs were still at {hottest:g} °C after {bound_s:g} s"
+            return Settled(below_c, False, hottest, waited, why)
+        if cancel is not None and cancel.is_set():
+            return Settled(below_c, False, hottest, waited, "cancelled")
+        sleep(min(SETTLE_POLL_S, max(0.0, bound_s - waited)))

@@ -38,6 +38,8 @@ class RunMeta:
     python: str | None = None
     warmup: int | None = None
     repeat: int | None = None  # %%nsys --repeat: captured runs of the cell (None: one)
+    # --settle: {below_c, reached, hottest_c, waited_s, why} (processes/gpu_state.Settled)
+    settle: dict[str, Any] | None = None
     nproc: int | None = None
     rank: int | None = None  # the rank ncu profiled, of a multi-rank drill-down
     vars: list[str] = field(default_factory=list)  # --vars

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..processes import locate
+from ..processes import gpu_state, locate
 from ..reports.ncu import child as ncu_child
 from . import deadline, profiler_cli, spec
 
@@ -40,6 +40,8 @@ BOUNDS = (
           "then left out"),
     Bound("a warm worker's start (under `nsys launch` / `ncu --mode launch`)",
           deadline.WORKER_START_S),
+    Bound("`--settle`: the GPUs cooling to the temperature asked", gpu_state.SETTLE_S,
+          "then the capture begins, said in one line"),
     Bound("`nsys start` / `stop` / `cancel`", deadline.CLI_S),
     Bound("the ncu attach connecting to the worker", deadline.ATTACH_S),
     Bound("the ncu worker's release (its first CUDA call under `ncu --mode launch`)",

@@ -28,7 +28,7 @@ from ..errors import (
     WorkerDiedError,
 )
 from ..processes import locate as tools
-from ..processes.gpu_state import read_gpu_state
+from ..processes.gpu_state import SETTLE_S, read_gpu_state, settle
 from ..processes.progress import ProgressParser, is_profiler_line
 from ..processes.runner import RunResult
 from ..run_folders import runs
@@ -231,6 +231,7 @@ def _profile_cell(job: CellJob, executor: Executor, steps: _Steps) -> Any:
         steps.ctx = ctx
         ctx.meta.timings["prepare_s"] = time.perf_counter() - t0
         ctx.lines.phase("starting")
+        _settle(ctx)
         start = read_gpu_state()  # what the times depend on (analysis/machine_state.py)
         try:
             steps.step = "running"  # from here the progress phase says where
@@ -243,6 +244,21 @@ def _profile_cell(job: CellJob, executor: Executor, steps: _Steps) -> Any:
             finish(ctx, status="failed", error=exc.one_line())
             raise
         return conclude(ctx, outcome, job.make_result)
+
+
+def _settle(ctx: RunContext) -> None:
+    """``--settle C``: wait for the GPUs to cool to C °C before the capture (within the run's
+    ``--timeout``, at most ``gpu_state.SETTLE_S``); what it found goes in meta.json's
+    ``settle``, and a capture that began warmer says why in one line."""
+    below = ctx.request.settle_c
+    if below is None:
+        return
+    ctx.lines.phase("starting", f"--settle: until the GPUs are at {below:g} °C or below")
+    settled = settle(below, deadline.bound(SETTLE_S).seconds, cancel=ctx.callbacks.cancel)
+    ctx.meta.settle = settled.record()
+    ctx.meta.timings["settle_s"] = settled.waited_s
+    if settled.line():
+        ctx.lines.note(settled.line())
 
 
 def base_meta(request: CellRequest, tool: tools.Tool, mode: str) -> RunMeta:

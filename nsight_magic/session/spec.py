@@ -52,6 +52,8 @@ class CellRequest:
     vars: tuple[str, ...] = ()
     # %%nsys --repeat N: the cell runs N times in one capture (analysis/repeats.py)
     repeat: int = 1
+    # --settle C: wait until every GPU is at or below C °C before the capture
+    settle_c: float | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     python: str = sys.executable
     timeout: float | None = None
