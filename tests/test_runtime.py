@@ -262,9 +262,12 @@ def test_status_file_is_rewritten_whole_at_each_step(tmp_path: Path) -> None:
 
 def test_status_path_per_rank(tmp_path: Path) -> None:
     given = str(tmp_path / "status.json")
-    assert runtime.status_path(["script.py", given], 0) == given
-    assert runtime.status_path(["script.py", given], 3) == str(tmp_path / "status.rank3.json")
-    assert runtime.status_path(["script.py"], 0) == str(Path(runtime.HERE) / "status.json")
+    here, name = runtime.HERE, runtime.STATUS_NAME
+    assert runtime.status_path(["script.py", given], 0, here, name) == given
+    assert runtime.status_path(["script.py", given], 3, here, name) == str(
+        tmp_path / "status.rank3.json"
+    )
+    assert runtime.status_path(["script.py"], 0, here, name) == str(Path(here) / "status.json")
 
 
 def test_range_recorder_notes_the_cells_own_ranges_by_import() -> None:
@@ -378,7 +381,7 @@ def test_the_pasted_modules_import_only_the_standard_library(module: types.Modul
     extra = set(module_level_imports(ast.parse(source))) - set(pasted)
     assert extra <= {("range_recorder", 1), ("cuda_gate", 1), ("shared_objects", 1),
                      ("cuda_save", 1), ("run_folders.run_dir", 2),
-                     ("torch_memory", 1)}  # fmt: skip
+                     ("torch_memory", 1), ("status_file", 1)}  # fmt: skip
 
 
 def test_script_body_needs_one_module_only_block() -> None:

@@ -26,13 +26,16 @@ from ..vocabulary.nvtx_names import CELL_RANGE, NVTX_DOMAIN
 from .keyjoin import first_match
 
 __all__ = [
+    "RANGE_KEYS",
     "REPEAT_COLUMNS",
     "UNSTABLE_RSD_PCT",
     "RepeatStats",
     "kernel_repeats",
     "projection_repeats",
     "repeat_stats",
+    "repeat_table",
     "repeat_windows",
+    "summary_with_repeats",
     "t95",
     "unstable_notes",
     "with_repeat_stats",
@@ -46,6 +49,7 @@ REPEAT_COLUMNS = [
     "repeat_ci95_hi_ns",
     "repeat_rsd_pct",
 ]
+RANGE_KEYS = ["domain", "range", "style"]  # a projection's row
 UNSTABLE_RSD_PCT = 5.0  # a run's GPU time per repeat varying more than this is said unstable
 
 # Student's t, 97.5% point (two-sided 95%), for 1..30 degrees of freedom
@@ -219,6 +223,32 @@ def with_repeat_stats(frame: pd.DataFrame, stats: pd.DataFrame | None, keys: Seq
         out[column] = joined[column].to_numpy()
     out.attrs["repeats"] = repeats
     return out
+
+
+Found = tuple[pd.DataFrame, RepeatStats]  # kernel_repeats' answer
+
+
+def summary_with_repeats(summary: pd.DataFrame, found: Found | None) -> pd.DataFrame:
+    """A kernel summary with ``kernel_repeats``' columns and, for ``compare()``'s run total,
+    ``attrs["repeat_totals_ns"]``; ``summary`` itself for a run of one repeat."""
+    if found is None:
+        return summary
+    out = with_repeat_stats(summary, found[0], ["name"], found[1].n)
+    out.attrs["repeat_totals_ns"] = list(found[1].totals_ns)
+    return out
+
+
+def repeat_table(stats: RepeatStats | None, walls_s: Sequence[float]) -> pd.DataFrame:
+    """One row per repeat: ``repeat`` (1..N), ``kernel_time_ns`` and ``wall_ns`` (``walls_s``,
+    each repeat's own time on the CPU, in ns; NaN when their number is not N)."""
+    n = stats.n if stats is not None else 0
+    walls = [float(w) * 1e9 for w in walls_s] if len(walls_s) == n else [math.nan] * n
+    return pd.DataFrame({
+        "repeat": pd.array(range(1, n + 1), dtype="int64"),
+        "kernel_time_ns": pd.array([int(t) for t in stats.totals_ns] if stats else [],
+                                   dtype="int64"),
+        "wall_ns": pd.array(walls, dtype="float64"),
+    })  # fmt: skip
 
 
 def unstable_notes(stats: RepeatStats | None) -> list[str]:

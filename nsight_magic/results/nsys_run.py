@@ -39,6 +39,7 @@ from .frames import NsysFrames
 from .idle_frames import IdleFrames
 from .memory_frames import MemoryFrames
 from .ncu_run import NcuRun
+from .repeat_frames import RepeatFrames
 
 __all__ = ["WIDGET_MIME", "NcuRun", "NsysRun", "in_kernel"]
 
@@ -67,6 +68,7 @@ class NsysRun(_Run):
         # a sweep's configuration run in this session: the values it bound before the cell,
         # which a drill-down into it binds again (session/sweep.py, session/drill.py)
         self.bound_values: dict[str, Any] | None = None
+        self._repeats = RepeatFrames(self)  # a --repeat run's per-repeat frames
 
     @functools.cached_property
     def frames(self) -> NsysFrames:
@@ -140,39 +142,17 @@ class NsysRun(_Run):
         unstable = repeats.unstable_notes(self.repeat_stats)  # --repeat's spread over 5%
         return list(self.report.warnings) + cold + machine + unstable
 
-    @functools.cached_property
-    def _kernel_repeats(self) -> tuple[pd.DataFrame, repeats.RepeatStats] | None:
-        """Per-kernel statistics over a ``--repeat`` run's repeats (``analysis.repeats``);
-        None for a run of one repeat, or a report without the CUDA API trace they need."""
-        expected = self.meta.get("repeat")
-        if not isinstance(expected, int) or expected < 2:
-            return None
-        try:
-            return repeats.kernel_repeats(self.kernels(), self.cuda_api(), self.nvtx(), expected)
-        except (KeyError, NotImplementedError, AttributeError):  # no API trace: no repeats
-            return None
-
     @property
     def repeat_stats(self) -> repeats.RepeatStats | None:
         """The GPU time each repeat of a ``%%nsys --repeat N`` run launched, with its mean,
         95% interval and RSD (``.line()``); None for a run of one repeat."""
-        found = self._kernel_repeats
-        return found[1] if found is not None else None
+        return self._repeats.stats
 
     def repeats(self) -> pd.DataFrame:
         """One row per repeat of a ``%%nsys --repeat N`` run: ``repeat`` (1..N),
         ``kernel_time_ns`` (the kernel time it launched, ns) and ``wall_ns`` (its own time on
         the CPU, ns; NaN when the run did not record it); empty for a run of one repeat."""
-        stats = self.repeat_stats
-        walls = (self.meta.get("cell_status") or {}).get("repeat_cell_s") or []
-        n = stats.n if stats is not None else 0
-        wall = [float(w) * 1e9 for w in walls] if len(walls) == n else [float("nan")] * n
-        return pd.DataFrame({
-            "repeat": pd.array(range(1, n + 1), dtype="int64"),
-            "kernel_time_ns": pd.array([int(t) for t in stats.totals_ns] if stats else [],
-                                       dtype="int64"),
-            "wall_ns": pd.array(wall, dtype="float64"),
-        })  # fmt: skip
+        return self._repeats.table()
 
     @functools.cached_property
     def first_call_effects(self) -> cold_run.FirstCallEffects | None:
@@ -197,17 +177,10 @@ class NsysRun(_Run):
         instances, total_ns, avg_ns, med_ns, min_ns, max_ns, std_ns`` (ns; averages, medians
         and deviations are floats), ``time_pct`` (percent of all kernel time), most
         ``total_ns`` first. CUDA graph launches traced whole are left out, as nsys stats
-        does. A ``%%nsys --repeat N`` run adds each kernel's total per repeat:
+        does. A ``%%nsys --repeat N`` run adds each kernel's total per repeat (ns, floats):
         ``repeat_mean_ns, repeat_med_ns, repeat_std_ns, repeat_ci95_lo_ns, repeat_ci95_hi_ns``
-        (ns, floats: the mean's 95% interval) and ``repeat_rsd_pct`` (``analysis.repeats``),
-        and ``attrs["repeats"]``."""
-        summary = self.report.kernel_summary()
-        found = self._kernel_repeats
-        if found is None:
-            return summary
-        out = repeats.with_repeat_stats(summary, found[0], ["name"], found[1].n)
-        out.attrs["repeat_totals_ns"] = list(found[1].totals_ns)  # compare()'s run total
-        return out
+        (the mean's 95% interval), ``repeat_rsd_pct``, ``attrs["repeats"]`` (docs/repeats.md)."""
+        return repeats.summary_with_repeats(self.report.kernel_summary(), self._repeats.found)
 
     def nvtx_gpu_projection(self) -> pd.DataFrame:
         """Per NVTX range, the GPU time of the work it launched, = ``nsys stats --report
@@ -218,14 +191,7 @@ class NsysRun(_Run):
         each range's GPU time per repeat, as :meth:`kernel_summary` does: ``repeat_mean_ns,
         repeat_med_ns, repeat_std_ns, repeat_ci95_lo_ns, repeat_ci95_hi_ns`` (ns) and
         ``repeat_rsd_pct``."""
-        projection = self.report.nvtx_gpu_projection()
-        stats = self.repeat_stats
-        trace = getattr(self.report, "nvtx_gpu_trace", None)
-        if stats is None or trace is None:
-            return projection
-        per_range = repeats.projection_repeats(trace(), self.nvtx(), stats.n)
-        return repeats.with_repeat_stats(projection, per_range, ["domain", "range", "style"],
-                                         stats.n)  # fmt: skip
+        return self._repeats.projection(self.report.nvtx_gpu_projection(), self.report)
 
     def nvtx_phases(self) -> pd.DataFrame:
         """Per NVTX range, its phase: the GPU work launched by ANY thread of its process while

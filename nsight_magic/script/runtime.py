@@ -43,6 +43,7 @@ from .cuda_gate import Gate, RangeWindow
 from .cuda_save import KEPT
 from .range_recorder import RangeRecorder
 from .shared_objects import mapped_segments, names_kept, preserved
+from .status_file import StatusFile, status_path
 from .torch_memory import TorchMemory
 
 CELL = ""  # the cell's source, as the user wrote it (tracebacks show its lines)
@@ -541,31 +542,6 @@ def capture(ns: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class StatusFile:
-    """The status file the parent reads (``runs.CellStatus``), rewritten whole at each step."""
-
-    def __init__(self, path: str, **fields: Any) -> None:
-        self.path = path
-        self.status: dict[str, Any] = dict(fields)
-
-    def write(self, **fields: Any) -> None:
-        self.status.update(fields)
-        tmp = self.path + ".tmp"
-        # 0600 under any umask, as every file in a run folder (run_folders/ownership.py)
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-            json.dump(self.status, f)
-        os.replace(tmp, self.path)  # the parent never reads a half-written file
-
-
-def status_path(argv: list[str], rank: int) -> str:
-    """``argv[1]``, else status.json beside the script; rank 0 answers for the cell, the
-    other ranks write ``status.rank<R>.json`` beside it."""
-    path = argv[1] if len(argv) > 1 else os.path.join(HERE, STATUS_NAME)
-    if rank:
-        path = path[: -len(".json")] + f".rank{rank}.json"
-    return path
-
-
 def take_profiler_constants(environ: MutableMapping[str, str]) -> None:
     """The profiler constants the session put in ``PROFILER_ENV`` (``PROFILER_CONSTANTS``
     only) replace the header's; the variable is removed, so the cell and its children never
@@ -581,8 +557,8 @@ def main() -> None:
     """``python script.py [status.json]``: history, variables, warm-up, the captured cell (the
     script's last lines call it when it is the main program; this module never does)."""
     take_profiler_constants(os.environ)
-    status = StatusFile(status_path(sys.argv, RANK), status="running", phase="start", gate=GATE,
-                        warmup=WARMUP)  # fmt: skip
+    path = status_path(sys.argv, RANK, HERE, STATUS_NAME)
+    status = StatusFile(path, status="running", phase="start", gate=GATE, warmup=WARMUP)
     del sys.argv[1:]  # the cell sees the script alone, as in a warm worker (its argv is ours)
     ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     t0 = time.perf_counter()

@@ -33,7 +33,15 @@ from ..vocabulary.nvtx_names import (
     WARMUP_RANGE,
     rank_label,
 )
-from . import cuda_gate, cuda_save, range_recorder, runtime, shared_objects, torch_memory
+from . import (
+    cuda_gate,
+    cuda_save,
+    range_recorder,
+    runtime,
+    shared_objects,
+    status_file,
+    torch_memory,
+)
 from .cell import PreparedCell
 
 Gate = Literal["cudaProfilerApi", "nvtx"]
@@ -50,6 +58,7 @@ SCRIPT_MODULES: tuple[ModuleType, ...] = (
     cuda_save,
     shared_objects,
     torch_memory,
+    status_file,
     runtime,
 )
 MODULE_ONLY = "# --- module only"
@@ -59,7 +68,7 @@ BANNER = """\
 #   python script.py [status.json]
 # A warm nsight_magic worker imports this file and calls prepare/warmup/capture instead.
 # The code below the header is nsight_magic/script/range_recorder.py, cuda_gate.py,
-# cuda_save.py, shared_objects.py, torch_memory.py and runtime.py.
+# cuda_save.py, shared_objects.py, torch_memory.py, status_file.py and runtime.py.
 """
 FOOTER = """
 
