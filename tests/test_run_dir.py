@@ -62,8 +62,8 @@ ALLOWED = {
     # there) writes its own status file, at the path its parent passes (RunDir.status),
     # created 0600 with os.open whatever the umask
     ("script/runtime.py", "open"),
-    ("script/runtime.py", "os.open"),
-    ("script/runtime.py", "json.dump"),
+    ("script/status_file.py", "os.open"),
+    ("script/status_file.py", "json.dump"),
     # ... and, with %%nsys --memory, torch's allocator snapshot beside its script
     ("script/torch_memory.py", "open"),
     ("script/torch_memory.py", "pickle.dump"),
