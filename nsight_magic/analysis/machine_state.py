@@ -6,7 +6,7 @@ under different clocks, power limits or GPUs. A line each, for ``run.warnings`` 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["CLOCK_CHANGE", "HEATING_C", "capture_notes", "run_differences"]
@@ -34,17 +34,16 @@ def _moved(a: Any, b: Any, share: float = CLOCK_CHANGE) -> bool:
         abs(b - a) / a > share)  # fmt: skip
 
 
-def capture_notes(recorded: Mapping[str, Any] | None, devices: Sequence[int] = ()) -> list[str]:
-    """What changed on the GPUs (``devices``: the run's; all when empty) between the capture's
-    start and end: an SM or memory clock that moved by more than 5% (neither read idle), a GPU
-    that warmed by 10 °C or more, a slowdown (power cap, thermal) the driver reported at the end."""
+def capture_notes(recorded: Mapping[str, Any] | None) -> list[str]:
+    """What changed on the GPUs between the capture's start and end (all of them: NVML's
+    indexes are not the CUDA device ids a run's kernels name under CUDA_VISIBLE_DEVICES): an
+    SM or memory clock that moved by more than 5% (neither read idle), a GPU that warmed by
+    10 °C or more, a slowdown (power cap, thermal) the driver reported at the end."""
     if not isinstance(recorded, Mapping):
         return []
     start, end = _gpus(recorded.get("start")), _gpus(recorded.get("end"))
     notes = []
     for index in sorted(set(start) & set(end)):
-        if devices and index not in devices:
-            continue
         a, b = start[index], end[index]
         for key, what in (("sm_clock_mhz", "SM clock"), ("mem_clock_mhz", "memory clock")):
             if not (_idle(a) or _idle(b)) and _moved(a.get(key), b.get(key)):

@@ -18,8 +18,8 @@ the row's own time, or a delta under ``NEGLIGIBLE_SHARE`` (0.1%) of the run's ke
 Noise read inside one capture (a kernel's launches, the repeats of ``--repeat``) is tighter
 than what differs between two captures of the same cell: the same Qwen2 prefill captured
 twice with ``--repeat 10`` on an H100 (2026-12-07, tests/gpu/repeats.py) had totals equal to
-0.1% but 5 of its 30 kernels "beyond noise", each by 0.4-3% or by under 130 ns of a 4.3 ms
-repeat; with these two floors all 30 are ``same``."""
+0.1% but 5 of its 35 kernels "beyond noise", each by 0.4-3% or by under 130 ns of a 4.3 ms
+repeat; with these two floors all 35 are ``same``."""
 
 from __future__ import annotations
 
