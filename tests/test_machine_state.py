@@ -111,6 +111,70 @@ def test_a_real_reading_idle_then_busy(data_dir: Path) -> None:
     assert machine_state.run_differences({"start": busy}, {"start": busy}) == []
 
 
+def _row(gpu: dict[str, Any], sm: int | None = None, temp: int | None = None) -> list[Any]:
+    """A ``gpu_state`` GPU as ``script/gpu_readings.gpu_reading`` reads it after a repeat."""
+    return [gpu["index"], gpu["sm_clock_mhz"] if sm is None else sm, gpu["mem_clock_mhz"],
+            gpu["temperature_c"] if temp is None else temp,
+            "gpu idle" in gpu["clock_reasons"]]  # fmt: skip
+
+
+def test_repeats_whose_clock_moved_or_gpu_warmed_are_said(data_dir: Path) -> None:
+    """Readings after each of five repeats, from the real H100 reading busy (1395 MHz, 60 °C)
+    and idle (345 MHz): a clock apart by more than 5% between two repeats, or 10 °C warmer
+    than after the first repeat, is one line; an idle reading, a missing one or a row of
+    another shape is not compared."""
+    import json
+
+    real = json.loads((data_dir / "gpu_state.json").read_text())
+    busy, idle = real["busy_end"]["gpus"][0], real["idle"]["gpus"][0]
+    steady = [[_row(busy)] for _ in range(5)]
+    assert machine_state.repeat_notes(steady) == []
+    moved = [*steady[:3], [_row(busy, sm=1980)], steady[4]]
+    assert machine_state.repeat_notes(moved) == [
+        "GPU 0's SM clock moved between the repeats: 1980 MHz after repeat 4, 1395 MHz after "
+        "repeat 1; the repeats ran at more than one speed"
+    ]
+    warmed = [[_row(busy, temp=45 + 4 * r)] for r in range(5)]  # 45 -> 61 °C
+    assert machine_state.repeat_notes(warmed) == [
+        "GPU 0 warmed from 45 °C after repeat 1 to 61 °C after repeat 5"
+    ]
+    assert machine_state.repeat_notes([[_row(busy, temp=45 + 2 * r)] for r in range(5)]) == []
+    idle_first = [[_row(idle, temp=busy["temperature_c"])], *steady[1:]]
+    assert machine_state.repeat_notes(idle_first) == []  # an idle clock: not compared
+    assert machine_state.repeat_notes([None, None, None]) == []  # no NVML
+    assert machine_state.repeat_notes([[["0", 1, 2, 3, False]], "x", [[1, 2]]]) == []
+    assert machine_state.repeat_notes(None) == machine_state.repeat_notes([steady[0]]) == []
+
+
+def test_a_repeat_reading_is_read_as_nvml_gives_it() -> None:
+    """``gpu_readings._row`` against an object with NVML's calls (the binding's names and
+    units): MHz, °C and the idle bit of the reasons; a query the GPU lacks is None."""
+    from nsight_magic.script import gpu_readings
+
+    calls = {
+        "nvmlDeviceGetHandleByIndex": lambda i: f"h{i}",
+        "nvmlDeviceGetClockInfo": lambda h, kind: {0: 1755, 2: 3201}[kind],
+        "nvmlDeviceGetTemperature": lambda h, kind: 41,
+        "nvmlDeviceGetCurrentClocksEventReasons": lambda h: 0x1 | 0x4,
+    }
+    nvml = SimpleNamespace(NVML_CLOCK_SM=0, NVML_CLOCK_MEM=2, NVML_TEMPERATURE_GPU=0, **calls)
+    assert gpu_readings._row(nvml, 0) == [0, 1755, 3201, 41, True]
+    del calls["nvmlDeviceGetTemperature"], calls["nvmlDeviceGetCurrentClocksEventReasons"]
+    nvml = SimpleNamespace(NVML_CLOCK_SM=0, NVML_CLOCK_MEM=2, NVML_TEMPERATURE_GPU=0, **calls)
+    assert gpu_readings._row(nvml, 1) == [1, 1755, 3201, None, None]
+
+
+def test_a_repeated_run_warns_of_a_clock_that_moved_between_repeats(data_dir: Path) -> None:
+    """The line reaches ``run.warnings`` from meta.json's ``cell_status.repeat_gpu``."""
+    from nsight_magic.reports.nsys.report import NsysReport
+    from nsight_magic.results import NsysRun
+
+    report = NsysReport.open(data_dir / "nsys_small.sqlite")
+    readings = [[[0, 1980, 2619, 50, False]], [[0, 1410, 2619, 52, False]]]
+    run = NsysRun(report, meta={"name": "r", "cell_status": {"repeat_gpu": readings}})
+    assert any("SM clock moved between the repeats" in w for w in run.warnings)
+
+
 def test_two_runs_under_other_clocks_power_or_gpus_are_said() -> None:
     state = {"start": _state(), "end": _state()}
     assert machine_state.run_differences(state, copy.deepcopy(state)) == []

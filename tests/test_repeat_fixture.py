@@ -90,6 +90,51 @@ def test_each_range_per_repeat() -> None:
         assert row["repeat_med_ns"] == pytest.approx(row["proj_med_ns"])
 
 
+def test_each_range_phase_per_repeat() -> None:
+    """``nvtx_phases()``: a range opened once per repeat has its phase time of each opening
+    (inside that repeat's window) as its five per-repeat values."""
+    run = _run("small")
+    phases = run.nvtx_phases().set_index("range")
+    assert phases.attrs["repeats"] == 5
+    trace = run.report.nvtx_phase_trace()
+    windows = repeats.repeat_windows(run.nvtx())
+    for label in ("cell", "L2: c = a @ b", "L3: d = torch.relu(c) + 1", "L4: s = d.sum()"):
+        own = trace[trace["range"] == label].sort_values("start_ns")
+        starts = own["start_ns"].to_numpy()
+        assert ((windows["start_ns"].to_numpy() <= starts)
+                & (starts < windows["end_ns"].to_numpy())).all()  # fmt: skip
+        values = own["phase_duration_ns"].to_numpy(dtype=float)
+        row = phases.loc[label]
+        assert row["repeat_mean_ns"] == pytest.approx(values.mean())
+        assert row["repeat_std_ns"] == pytest.approx(values.std(ddof=1))
+        assert row["repeat_mean_ns"] * 5 == pytest.approx(row["phase_total_ns"])
+    assert "repeat_mean_ns" not in _run("single").nvtx_phases()
+
+
+def test_mfu_per_repeat_and_its_interval() -> None:
+    """``mfu()`` of the prefill (given FLOPs): the phase time per repeat, and the MFU's 95%
+    interval from that time's (each repeat does a tenth of the FLOPs); a bound above 1 is
+    blank while the MFU of the mean stands."""
+    run = _run("rep10")
+    flops = 1e12
+    row = run.mfu(flops={"cell": flops}).iloc[0]
+    peak = row["peak_flops_per_s"]
+    assert row["repeat_mean_ns"] * 10 == pytest.approx(row["time_ns"])
+    assert row["mfu_ci95_lo_frac"] == pytest.approx(
+        flops / 10 / (peak * row["repeat_ci95_hi_ns"] * 1e-9)
+    )
+    assert row["mfu_ci95_hi_frac"] == pytest.approx(
+        flops / 10 / (peak * row["repeat_ci95_lo_ns"] * 1e-9)
+    )
+    assert row["mfu_ci95_lo_frac"] < row["mfu_frac"] < row["mfu_ci95_hi_frac"]
+    near_peak = 0.95 * row["time_ns"] * 1e-9 * peak  # an MFU of 0.95 whose interval tops 1
+    high = run.mfu(flops={"cell": near_peak}).iloc[0]
+    assert high["mfu_frac"] == pytest.approx(0.95) and high["mfu_ci95_lo_frac"] < 0.95
+    assert np.isnan(high["mfu_ci95_hi_frac"])
+    plain = _run("single").mfu(flops={"cell": flops})
+    assert not set(repeats.MFU_REPEAT_COLUMNS) & set(plain.columns)
+
+
 def test_a_run_of_one_repeat_is_what_nsys_stats_gives() -> None:
     single = _run("single")
     assert single.meta["repeat"] == 1 and single.repeat_stats is None

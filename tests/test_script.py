@@ -124,6 +124,26 @@ def test_ranges_nest_per_statement_inside_cell_and_warmup_outside(tmp_path: Path
     assert ("push", "cell") not in names[:end_warm]
 
 
+def test_repeats_each_open_the_cell_and_read_the_gpus_after_it(tmp_path: Path) -> None:
+    """``--repeat 3``: three openings of the cell, each repeat's wall time, and the GPUs read
+    after each repeat (this machine has no NVML: a None reading each, which says nothing)."""
+    cell = "calls.append(len(calls))\nprint('calls', len(calls))\n"
+    text = build_script(cell, setup_cells=["calls = []"], repeat=3)
+    proc, status, events = run_script(tmp_path, text, record_nvtx=True)
+    assert proc.returncode == 0, proc.stderr
+    assert [e[2] for e in events if e[0] == "push" and e[2] == "cell"] == ["cell"] * 3
+    # each repeat starts from the same state (a script run on its own shows every print)
+    assert proc.stdout.splitlines() == ["calls 1"] * 3
+    assert len(status["repeat_cell_s"]) == 3 and all(w >= 0 for w in status["repeat_cell_s"])
+    from nsight_magic.script.gpu_readings import gpu_reading
+
+    here = gpu_reading()  # what this machine reads: None without a driver
+    assert status["repeat_gpu"] == [here] * 3 if here is None else len(status["repeat_gpu"]) == 3
+    one = build_script(cell, setup_cells=["calls = []"])  # one repeat reads nothing
+    _, single, _ = run_script(tmp_path, one)
+    assert "repeat_gpu" not in single and len(single["repeat_cell_s"]) == 1
+
+
 def test_user_exception_is_reported_in_cell_coordinates(tmp_path: Path) -> None:
     cell = "def f(v):\n    return 1 / v\n\nx = 3\ny = f(x - 3)\n"
     proc, status, _ = run_script(tmp_path, build_script(cell, cell_name="my cell"))

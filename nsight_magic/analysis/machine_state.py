@@ -1,15 +1,17 @@
 """What the GPUs' state says about a run's times (pure functions over what
 ``processes/gpu_state.read_gpu_state`` recorded at a capture's start and end, meta.json's
 ``gpu_state``): a clock that moved or a GPU that heated during the capture, and two runs taken
-under different clocks, power limits or GPUs. A line each, for ``run.warnings`` and
-``compare()``'s summary; nothing when the state was not recorded (its ``why`` is said once)."""
+under different clocks, power limits or GPUs, and (``%%nsys --repeat N``) a clock that moved or a
+GPU that warmed between repeats (``script/gpu_readings.py``'s readings after each). A line each,
+for ``run.warnings`` and ``compare()``'s summary; nothing when the state was not recorded (its
+``why`` is said once)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["CLOCK_CHANGE", "HEATING_C", "capture_notes", "run_differences"]
+__all__ = ["CLOCK_CHANGE", "HEATING_C", "capture_notes", "repeat_notes", "run_differences"]
 
 CLOCK_CHANGE = 0.05  # a relative SM or memory clock change worth saying (5%)
 HEATING_C = 10  # degrees the GPU warmed during one capture worth saying
@@ -56,6 +58,47 @@ def capture_notes(recorded: Mapping[str, Any] | None) -> list[str]:
         if slowed:
             notes.append(f"GPU {index}'s clocks were held down at the capture's end: "
                          f"{', '.join(slowed)}")  # fmt: skip
+    return notes
+
+
+def _per_gpu(readings: Sequence[Any]) -> dict[int, list[tuple[int, list[Any]]]]:
+    """``{gpu index: [(repeat, row), ...]}`` of ``script/gpu_readings.gpu_reading`` rows
+    (``[index, sm_clock_mhz, mem_clock_mhz, temperature_c, idle]``), repeats 1-based; a
+    repeat without a reading (NVML not readable) or a malformed row is left out."""
+    gpus: dict[int, list[tuple[int, list[Any]]]] = {}
+    for repeat, rows in enumerate(readings, start=1):
+        for row in rows if isinstance(rows, list) else []:
+            if isinstance(row, list) and len(row) == 5 and isinstance(row[0], int):
+                gpus.setdefault(row[0], []).append((repeat, row))
+    return gpus
+
+
+def repeat_notes(readings: Sequence[Any] | None) -> list[str]:
+    """What moved on the GPUs between the repeats of a ``%%nsys --repeat N`` run (the status's
+    ``repeat_gpu``: each GPU's clocks and temperature after each repeat): an SM or memory clock
+    apart by more than 5% between two repeats (readings taken idle left out), a GPU that
+    warmed by 10 °C or more from the first repeat to a later one. Empty when nothing moved or
+    nothing was read."""
+    if not isinstance(readings, Sequence) or len(readings) < 2:
+        return []
+    notes = []
+    for index, rows in sorted(_per_gpu(readings).items()):
+        busy = [(r, row) for r, row in rows if row[4] is not True]
+        for column, what in ((1, "SM clock"), (2, "memory clock")):
+            clocked = [(r, row[column]) for r, row in busy if isinstance(row[column], int | float)]
+            if len(clocked) < 2:
+                continue
+            low, high = min(clocked, key=lambda x: x[1]), max(clocked, key=lambda x: x[1])
+            if _moved(low[1], high[1]):
+                notes.append(f"GPU {index}'s {what} moved between the repeats: {high[1]} MHz "
+                             f"after repeat {high[0]}, {low[1]} MHz after repeat {low[0]}; "
+                             "the repeats ran at more than one speed")  # fmt: skip
+        temps = [(r, row[3]) for r, row in rows if isinstance(row[3], int | float)]
+        if len(temps) >= 2:
+            first, hottest = temps[0], max(temps, key=lambda x: x[1])
+            if hottest[1] - first[1] >= HEATING_C:
+                notes.append(f"GPU {index} warmed from {first[1]} °C after repeat {first[0]} "
+                             f"to {hottest[1]} °C after repeat {hottest[0]}")  # fmt: skip
     return notes
 
 

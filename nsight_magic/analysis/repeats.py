@@ -26,12 +26,17 @@ from ..vocabulary.nvtx_names import CELL_RANGE, NVTX_DOMAIN
 from .keyjoin import first_match
 
 __all__ = [
+    "MFU_KEYS",
+    "MFU_REPEAT_COLUMNS",
     "RANGE_KEYS",
     "REPEAT_COLUMNS",
     "UNSTABLE_RSD_PCT",
     "RepeatStats",
     "kernel_repeats",
+    "mfu_with_repeats",
+    "phase_repeats",
     "projection_repeats",
+    "range_repeats",
     "repeat_stats",
     "repeat_table",
     "repeat_windows",
@@ -50,6 +55,9 @@ REPEAT_COLUMNS = [
     "repeat_rsd_pct",
 ]
 RANGE_KEYS = ["domain", "range", "style"]  # a projection's row
+MFU_KEYS = ["domain", "range"]  # an MFU row: a range over its styles
+# the MFU's 95% interval over the repeats (mfu_with_repeats)
+MFU_REPEAT_COLUMNS = ["mfu_ci95_lo_frac", "mfu_ci95_hi_frac"]
 UNSTABLE_RSD_PCT = 5.0  # a run's GPU time per repeat varying more than this is said unstable
 
 # Student's t, 97.5% point (two-sided 95%), for 1..30 degrees of freedom
@@ -193,20 +201,69 @@ def kernel_repeats(kernels: pd.DataFrame, cuda_api: pd.DataFrame, nvtx: pd.DataF
     return repeat_stats(table), RepeatStats(totals)
 
 
-def projection_repeats(trace: pd.DataFrame, nvtx: pd.DataFrame, expected: int
-                       ) -> pd.DataFrame | None:  # fmt: skip
-    """Per ``domain, range, style`` of a projection trace (``nvtx_gpu_proj_trace``: one row
-    per projected opening, its ``start_ns``, ``proj_duration_ns`` and ``pid``) its per-repeat
-    ``REPEAT_COLUMNS``, an opening counting for the repeat it opened in; None under two
-    repeats (as ``kernel_repeats``)."""
+def range_repeats(trace: pd.DataFrame, nvtx: pd.DataFrame, expected: int, *, value: str,
+                  keys: Sequence[str] = RANGE_KEYS) -> pd.DataFrame | None:  # fmt: skip
+    """Per ``keys`` of a range trace (one row per opening: its ``start_ns``, ``pid`` and
+    ``value``, e.g. ``nvtx_gpu_proj_trace``'s ``proj_duration_ns`` or a phase trace's
+    ``phase_duration_ns``) its per-repeat ``REPEAT_COLUMNS``, an opening counting for the
+    repeat it opened in; None under two repeats (as ``kernel_repeats``)."""
     windows = repeat_windows(nvtx)
     n = _count(windows, expected)
     if n < 2 or trace.empty:
         return None
     repeat = _repeat_of(trace["pid"].to_numpy(), trace["start_ns"].to_numpy(), windows)
-    keys = pd.Series(list(zip(trace["domain"], trace["range"], trace["style"], strict=True)))
-    table = _per_repeat(keys, trace["proj_duration_ns"].to_numpy(), repeat, n)
+    columns = [trace[k].astype(str) for k in keys]
+    names = pd.Series(list(zip(*columns, strict=True))) if len(keys) > 1 else columns[0]
+    table = _per_repeat(names, trace[value].to_numpy(), repeat, n)
     return repeat_stats(table)
+
+
+def projection_repeats(trace: pd.DataFrame, nvtx: pd.DataFrame, expected: int
+                       ) -> pd.DataFrame | None:  # fmt: skip
+    """Per ``domain, range, style`` of a projection trace (``nvtx_gpu_proj_trace``) its
+    per-repeat ``REPEAT_COLUMNS`` of the projected GPU time (``range_repeats``)."""
+    return range_repeats(trace, nvtx, expected, value="proj_duration_ns")
+
+
+def phase_repeats(trace: pd.DataFrame, nvtx: pd.DataFrame, expected: int,
+                  keys: Sequence[str] = RANGE_KEYS) -> pd.DataFrame | None:  # fmt: skip
+    """Per ``keys`` of a phase trace (``analysis.phases.project_phases``) its per-repeat
+    ``REPEAT_COLUMNS`` of the phase time (``range_repeats``)."""
+    return range_repeats(trace, nvtx, expected, value="phase_duration_ns", keys=keys)
+
+
+def mfu_with_repeats(mfu: pd.DataFrame, phase: pd.DataFrame | None,
+                     projection: pd.DataFrame | None, phase_source: str,
+                     repeats: int) -> pd.DataFrame:  # fmt: skip
+    """An MFU-per-range frame (``analysis.mfu.model_mfu``) with its time's per-repeat
+    ``REPEAT_COLUMNS`` (``phase``'s, keyed by ``(domain, range)``, for a row whose
+    ``time_source`` is ``phase_source``; ``projection``'s for the others) and the MFU's 95%
+    interval ``mfu_ci95_lo_frac`` .. ``mfu_ci95_hi_frac``: each repeat runs the same cell from
+    the same state, so it does 1/N of the run's FLOPs, and the MFU of the mean time per repeat
+    (``mfu_frac``) moves inversely with the time, so the time's interval ends give the MFU's.
+    A bound above 1 (impossible) is left blank, as ``mfu_frac`` would be. ``mfu`` unchanged
+    when neither frame holds repeats."""
+    if phase is None and projection is None:
+        return mfu
+    out = mfu.copy()
+    keys = list(zip(out["domain"].astype(str), out["range"].astype(str), strict=True))
+    from_phase = (out["time_source"] == phase_source).to_numpy()
+    empty = pd.DataFrame(columns=REPEAT_COLUMNS, dtype=np.float64)
+    by_phase = (phase if phase is not None else empty).reindex(keys)
+    by_projection = (projection if projection is not None else empty).reindex(keys)
+    for column in REPEAT_COLUMNS:
+        out[column] = np.where(from_phase, by_phase[column].to_numpy(dtype=np.float64),
+                               by_projection[column].to_numpy(dtype=np.float64))  # fmt: skip
+    mean = out["repeat_mean_ns"].to_numpy(dtype=np.float64)
+    frac = pd.to_numeric(out["mfu_frac"], errors="coerce").to_numpy(dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for column, end in (("mfu_ci95_lo_frac", "repeat_ci95_hi_ns"),
+                            ("mfu_ci95_hi_frac", "repeat_ci95_lo_ns")):  # fmt: skip
+            bound = out[end].to_numpy(dtype=np.float64)
+            value = np.where(bound > 0, frac * mean / bound, np.nan)
+            out[column] = np.where((value >= 0) & (value <= 1), value, np.nan)
+    out.attrs = dict(mfu.attrs, repeats=repeats)
+    return out
 
 
 def with_repeat_stats(frame: pd.DataFrame, stats: pd.DataFrame | None, keys: Sequence[str],

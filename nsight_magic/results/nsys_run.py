@@ -130,8 +130,9 @@ class NsysRun(_Run):
     def warnings(self) -> list[str]:
         """What to know before trusting the frames: the report's own (e.g. graphs traced as
         whole graphs), a cold run (first-call costs in the capture, or the first run of
-        the cell's code in its worker: ``analysis.cold_run``), and GPU clocks that moved or a
-        GPU that heated during the capture (``analysis.machine_state``)."""
+        the cell's code in its worker: ``analysis.cold_run``), GPU clocks that moved or a
+        GPU that heated during the capture or between a ``--repeat`` run's repeats
+        (``analysis.machine_state``), and repeats whose GPU time varies by more than 5%."""
         cold = cold_run.cold_run_warnings(
             self.first_call_effects,
             first_run=self.meta.get("first_run"),
@@ -139,6 +140,8 @@ class NsysRun(_Run):
         )
         # a clock that moved, a GPU that heated during the capture (analysis.machine_state)
         machine = machine_state.capture_notes(self.meta.get("gpu_state"))
+        status = self.meta.get("cell_status") or {}
+        machine += machine_state.repeat_notes(status.get("repeat_gpu"))  # --repeat N
         unstable = repeats.unstable_notes(self.repeat_stats)  # --repeat's spread over 5%
         return list(self.report.warnings) + cold + machine + unstable
 
@@ -199,8 +202,10 @@ class NsysRun(_Run):
         :meth:`nvtx_gpu_projection` leaves out as nsys does): ``domain, range, style,
         instances, range_total_ns, phase_total_ns`` (ns, projected as nsys projects: first
         op's start to last op's end), ``phase_gpu_ops`` (count). PyTorch op ranges left
-        out."""
-        return self.report.nvtx_phases()
+        out. A ``%%nsys --repeat N`` run adds each range's phase time per repeat:
+        ``repeat_mean_ns, repeat_med_ns, repeat_std_ns, repeat_ci95_lo_ns, repeat_ci95_hi_ns``
+        (ns) and ``repeat_rsd_pct``."""
+        return self._repeats.phases(self.report.nvtx_phases(), self.report)
 
     def gaps(self, min_gap_ns: int = 0, per_stream: bool = True) -> pd.DataFrame:
         """Idle stretches longer than ``min_gap_ns`` between consecutive GPU ops of each
@@ -426,9 +431,11 @@ class NsysRun(_Run):
         (fraction of the peak; blank, with ``reason`` saying why, where the FLOPs cannot fit
         the time at the peak). Empty, with the reason in ``attrs["reason"]`` and an
         ``EmptyResultWarning``, for a run captured without ``--pytorch shapes`` when no
-        ``flops`` are given."""
+        ``flops`` are given. A ``%%nsys --repeat N`` run adds the time per repeat
+        (``repeat_mean_ns`` ... ``repeat_rsd_pct``, as :meth:`nvtx_phases`) and the MFU's 95%
+        interval over the repeats, ``mfu_ci95_lo_frac, mfu_ci95_hi_frac``."""
         flops = flops_arg(flops, "flops", "NsysRun.mfu()")  # the user's names in the message
-        return utilisation.model_mfu(
+        frame = utilisation.model_mfu(
             self.nvtx_gpu_projection(),
             flops,
             nvtx=self.nvtx(),
@@ -437,6 +444,7 @@ class NsysRun(_Run):
             dtype=dtype,
             peak_flops=peak_flops,
         )
+        return self._repeats.mfu(frame, self.report, utilisation.PHASE_TIME_SOURCE)
 
     def profile_kernel(
         self,

@@ -47,3 +47,32 @@ class RepeatFrames:
             return projection
         per_range = repeats.projection_repeats(trace(), self.run.nvtx(), self.stats.n)
         return repeats.with_repeat_stats(projection, per_range, repeats.RANGE_KEYS, self.stats.n)
+
+    def _phase_trace(self, report: Any) -> pd.DataFrame | None:
+        """The report's phase trace (one row per opening), None for a run of one repeat or a
+        multi-rank report, which keeps none."""
+        trace = getattr(report, "nvtx_phase_trace", None)
+        return trace() if self.stats is not None and trace is not None else None
+
+    def phases(self, phases: pd.DataFrame, report: Any) -> pd.DataFrame:
+        """``phases`` (``nvtx_phases()``) with each range's phase time per repeat."""
+        trace = self._phase_trace(report)
+        if trace is None or self.stats is None:
+            return phases
+        per_range = repeats.phase_repeats(trace, self.run.nvtx(), self.stats.n)
+        return repeats.with_repeat_stats(phases, per_range, repeats.RANGE_KEYS, self.stats.n)
+
+    def mfu(self, mfu: pd.DataFrame, report: Any, phase_source: str) -> pd.DataFrame:
+        """``mfu`` (``NsysRun.mfu()``) with its time per repeat and the MFU's 95% interval
+        (``analysis.repeats.mfu_with_repeats``)."""
+        trace = self._phase_trace(report)
+        projected = getattr(report, "nvtx_gpu_trace", None)
+        if self.stats is None or mfu.empty:
+            return mfu
+        n, nvtx = self.stats.n, self.run.nvtx()
+        phase = (repeats.phase_repeats(trace, nvtx, n, repeats.MFU_KEYS)
+                 if trace is not None else None)  # fmt: skip
+        projection = (repeats.range_repeats(projected(), nvtx, n, value="proj_duration_ns",
+                                            keys=repeats.MFU_KEYS)
+                      if projected is not None else None)  # fmt: skip
+        return repeats.mfu_with_repeats(mfu, phase, projection, phase_source, n)

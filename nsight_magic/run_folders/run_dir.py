@@ -123,6 +123,9 @@ class CellStatus(TypedDict, total=False):
     # the CUDA snapshots of the warm-up and of a re-run: place, bytes, save_s, restore_s, pool_s
     kept: list[dict[str, Any]]
     repeat_cell_s: list[float]  # each captured repeat's own wall time (s), in order
+    # the GPUs after each repeat: [[index, sm_clock_mhz, mem_clock_mhz, temperature_c, idle]]
+    # per GPU (script/gpu_readings.py), None where NVML could not be read
+    repeat_gpu: list[Any]
 
 
 _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -132,6 +135,7 @@ _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
     "total_s": (int, float), "ranges": list, "history_errors": list,
     "worker_broken": (str, type(None)), "target": dict, "window": dict,
     "torch_memory": dict, "mapped": dict, "kept": list, "repeat_cell_s": list,
+    "repeat_gpu": list,
 }  # fmt: skip
 
 

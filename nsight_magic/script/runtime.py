@@ -41,6 +41,7 @@ from typing import Any
 from ..run_folders.run_dir import RunDir
 from .cuda_gate import Gate, RangeWindow
 from .cuda_save import KEPT
+from .gpu_readings import gpu_reading
 from .range_recorder import RangeRecorder
 from .shared_objects import mapped_segments, names_kept, preserved
 from .status_file import StatusFile, status_path
@@ -450,13 +451,16 @@ def warmup(ns: dict[str, Any]) -> None:
                 run_statements(ns)
 
 
-def run_repeats(ns: dict[str, Any]) -> list[float]:
+def run_repeats(ns: dict[str, Any], out: dict[str, Any]) -> None:
     """The captured run: the cell ``REPEAT`` times, each inside its own ``CELL_RANGE`` opening
-    (``analysis/repeats.py`` reads one repeat per opening). Every repeat before the last puts
-    back what it changed, between the openings, as a warm-up does, so the notebook sees one
-    run of the cell (the last, whose prints alone are shown) and each repeat starts from the
-    same state. Returns each repeat's wall time (s)."""
-    walls = []
+    (``analysis/repeats.py``). Every repeat before the last puts back what it changed, between
+    the openings, as a warm-up does: the notebook sees one run (the last, whose prints alone
+    are shown), each repeat starts from the same state. Records each repeat's wall time (s,
+    ``repeat_cell_s``) and, for N >= 2, the GPUs' clocks and temperature after it."""
+    walls: list[float] = out.setdefault("repeat_cell_s", [])
+    readings: list[Any] = out.setdefault("repeat_gpu", []) if REPEAT > 1 else []
+    if REPEAT > 1:
+        gpu_reading()  # NVML starts here, before the first repeat's range, not between two
     for index in range(REPEAT):
         again = index < REPEAT - 1
         # its snapshot is taken before and put back after the range: not in the repeat's time
@@ -466,7 +470,8 @@ def run_repeats(ns: dict[str, Any]) -> list[float]:
             with annotate(CELL_RANGE, domain=DOMAIN):
                 run_statements(ns)
             walls.append(time.perf_counter() - t0)
-    return walls
+            if REPEAT > 1:
+                readings.append(gpu_reading())
 
 
 def failure(exc: BaseException) -> dict[str, Any]:
@@ -510,7 +515,7 @@ def capture(ns: dict[str, Any]) -> dict[str, Any]:
                     process_range(CAPTURE_RANGE, DOMAIN, on=GATE == "nvtx"),
                     torch_op_ranges(),
                 ):
-                    out["repeat_cell_s"] = run_repeats(ns)
+                    run_repeats(ns, out)
             finally:
                 # the cell's own time ends here; stopping the gate waits for its kernels and,
                 # in a warm nsys session, writes the report

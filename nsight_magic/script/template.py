@@ -36,6 +36,7 @@ from ..vocabulary.nvtx_names import (
 from . import (
     cuda_gate,
     cuda_save,
+    gpu_readings,
     range_recorder,
     runtime,
     shared_objects,
@@ -48,7 +49,7 @@ Gate = Literal["cudaProfilerApi", "nvtx"]
 STATUS_KEYS = frozenset(
     {"status", "phase", "gate", "gate_kind", "warmup", "nvtx", "exc_type", "exc_message",
      "traceback", "cell_s", "gate_stop_s", "total_s", "ranges", "history_errors", "target",
-     "window", "torch_memory", "mapped", "kept", "repeat_cell_s"}
+     "window", "torch_memory", "mapped", "kept", "repeat_cell_s", "repeat_gpu"}
 )  # fmt: skip
 # the modules pasted into the script after its header, in this order (the runtime uses the
 # recorder and the gate); then FOOTER runs ``main()`` when the script is the main program
@@ -58,6 +59,7 @@ SCRIPT_MODULES: tuple[ModuleType, ...] = (
     cuda_save,
     shared_objects,
     torch_memory,
+    gpu_readings,
     status_file,
     runtime,
 )
@@ -68,7 +70,8 @@ BANNER = """\
 #   python script.py [status.json]
 # A warm nsight_magic worker imports this file and calls prepare/warmup/capture instead.
 # The code below the header is nsight_magic/script/range_recorder.py, cuda_gate.py,
-# cuda_save.py, shared_objects.py, torch_memory.py, status_file.py and runtime.py.
+# cuda_save.py, shared_objects.py, torch_memory.py, gpu_readings.py, status_file.py and
+# runtime.py.
 """
 FOOTER = """
 

@@ -118,6 +118,7 @@ _DERIVED = [
     "time_pct", "busy_pct", "gpu_time_pct", "compute_sol_pct", "memory_sol_pct",
     "achieved_occupancy_pct", "theoretical_occupancy_pct", "occupancy_pct", "speedup_pct",
     "bound_pct", "ceiling_pct", "hfu_frac", "mfu_frac", "repeat_rsd_pct",
+    "mfu_ci95_lo_frac", "mfu_ci95_hi_frac",
     # bytes and rates
     "total_bytes", "min_bytes", "max_bytes", "memcpy_bytes", "static_smem_bytes",
     "dynamic_smem_bytes", "shared_mem_bytes", "dram_bytes_per_s", "peak_dram_bytes_per_s",
@@ -141,6 +142,7 @@ _TITLES = {
     "repeat_mean_ns": "per repeat", "repeat_med_ns": "median/repeat",
     "repeat_std_ns": "std/repeat", "repeat_ci95_lo_ns": "95% low/repeat",
     "repeat_ci95_hi_ns": "95% high/repeat", "repeat_rsd_pct": "RSD %", "wall_ns": "wall",
+    "mfu_ci95_lo_frac": "MFU 95% low", "mfu_ci95_hi_frac": "MFU 95% high",
     "avg_ns": "avg", "med_ns": "median", "std_ns": "std dev", "min_ns": "min", "max_ns": "max",
     "total_ns": "total", "duration_ns": "duration", "time_pct": "time %",
     "stream_id": "stream", "device_id": "device", "sm_clock_hz": "SM clock",
