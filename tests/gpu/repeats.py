@@ -96,6 +96,7 @@ def _t(run):
             "capture_s": m.get("timings", {}).get("capture_s"),
             "cell_s": (m.get("cell_status") or {}).get("cell_s"),
             "repeat_cell_s": (m.get("cell_status") or {}).get("repeat_cell_s"),
+            "repeat_gpu": (m.get("cell_status") or {}).get("repeat_gpu"),
             "kernels": int(len(run.kernels()))}
 for name in ("single", "rep10", "rep10b", "naive", "sdpa", "small"):
     run = globals()[name]
@@ -104,6 +105,7 @@ for name in ("single", "rep10", "rep10b", "naive", "sdpa", "small"):
         stats = run.repeat_stats
         fig[name]["repeats"] = stats.line() if stats else None
         fig[name]["warnings"] = run.warnings
+        fig[name]["phases"] = run.nvtx_phases().head(3).to_dict("records")
     except Exception as exc:
         fig[name]["error"] = repr(exc)
 for a_, b_ in (("rep10", "rep10b"), ("naive", "sdpa"), ("single", "rep10")):
