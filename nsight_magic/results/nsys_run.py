@@ -138,12 +138,8 @@ class NsysRun(_Run):
             first_run=self.meta.get("first_run"),
             warmup=int(self.meta.get("warmup") or 0),
         )
-        # a clock that moved, a GPU that heated during the capture (analysis.machine_state)
         machine = machine_state.capture_notes(self.meta.get("gpu_state"))
-        status = self.meta.get("cell_status") or {}
-        machine += machine_state.repeat_notes(status.get("repeat_gpu"))  # --repeat N
-        unstable = repeats.unstable_notes(self.repeat_stats)  # --repeat's spread over 5%
-        return list(self.report.warnings) + cold + machine + unstable
+        return list(self.report.warnings) + cold + machine + self._repeats.notes()
 
     @property
     def repeat_stats(self) -> repeats.RepeatStats | None:
@@ -191,9 +187,7 @@ class NsysRun(_Run):
         projected onto the range, ns), ``range_total_ns`` (the range's own CPU time, ns),
         ``gpu_ops`` (count), ``proj_avg_ns, proj_med_ns, proj_min_ns, proj_max_ns,
         proj_std_ns, avg_gpu_ops, avg_level, avg_children``. A ``%%nsys --repeat N`` run adds
-        each range's GPU time per repeat, as :meth:`kernel_summary` does: ``repeat_mean_ns,
-        repeat_med_ns, repeat_std_ns, repeat_ci95_lo_ns, repeat_ci95_hi_ns`` (ns) and
-        ``repeat_rsd_pct``."""
+        each range's GPU time per repeat (the ``repeat_*`` columns of :meth:`kernel_summary`)."""
         return self._repeats.projection(self.report.nvtx_gpu_projection(), self.report)
 
     def nvtx_phases(self) -> pd.DataFrame:
@@ -202,9 +196,8 @@ class NsysRun(_Run):
         :meth:`nvtx_gpu_projection` leaves out as nsys does): ``domain, range, style,
         instances, range_total_ns, phase_total_ns`` (ns, projected as nsys projects: first
         op's start to last op's end), ``phase_gpu_ops`` (count). PyTorch op ranges left
-        out. A ``%%nsys --repeat N`` run adds each range's phase time per repeat:
-        ``repeat_mean_ns, repeat_med_ns, repeat_std_ns, repeat_ci95_lo_ns, repeat_ci95_hi_ns``
-        (ns) and ``repeat_rsd_pct``."""
+        out. A ``%%nsys --repeat N`` run adds each range's phase time per repeat (the
+        ``repeat_*`` columns of :meth:`kernel_summary`)."""
         return self._repeats.phases(self.report.nvtx_phases(), self.report)
 
     def gaps(self, min_gap_ns: int = 0, per_stream: bool = True) -> pd.DataFrame:
@@ -431,9 +424,8 @@ class NsysRun(_Run):
         (fraction of the peak; blank, with ``reason`` saying why, where the FLOPs cannot fit
         the time at the peak). Empty, with the reason in ``attrs["reason"]`` and an
         ``EmptyResultWarning``, for a run captured without ``--pytorch shapes`` when no
-        ``flops`` are given. A ``%%nsys --repeat N`` run adds the time per repeat
-        (``repeat_mean_ns`` ... ``repeat_rsd_pct``, as :meth:`nvtx_phases`) and the MFU's 95%
-        interval over the repeats, ``mfu_ci95_lo_frac, mfu_ci95_hi_frac``."""
+        ``flops`` are given. A ``--repeat N`` run adds the time per repeat (``repeat_*``, as
+        :meth:`nvtx_phases`) and the MFU's 95% interval, ``mfu_ci95_lo_frac, _hi_frac``."""
         flops = flops_arg(flops, "flops", "NsysRun.mfu()")  # the user's names in the message
         frame = utilisation.model_mfu(
             self.nvtx_gpu_projection(),

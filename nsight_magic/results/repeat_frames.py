@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis import repeats
+from ..analysis import machine_state, repeats
 
 
 class RepeatFrames:
@@ -34,6 +34,14 @@ class RepeatFrames:
     @property
     def stats(self) -> repeats.RepeatStats | None:
         return self.found[1] if self.found is not None else None
+
+    def notes(self) -> list[str]:
+        """The lines a repeated run gets: a GPU clock that moved or a GPU that warmed between
+        repeats (``analysis.machine_state.repeat_notes``), a GPU time per repeat that varies
+        by more than 5% (``analysis.repeats.unstable_notes``)."""
+        status = self.run.meta.get("cell_status") or {}
+        moved = machine_state.repeat_notes(status.get("repeat_gpu"))
+        return moved + repeats.unstable_notes(self.stats)
 
     def table(self) -> pd.DataFrame:
         walls = (self.run.meta.get("cell_status") or {}).get("repeat_cell_s") or []
