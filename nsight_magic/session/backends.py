@@ -43,6 +43,7 @@ from ..run_folders.run_dir import RunDir
 from ..script import Gate
 from . import deadline
 from .cell_command import cell_command, one_rank_command
+from .conversation import Conversation
 from .profiler_cli import (
     RELEASE_ATTACH_RETRY_S,
     RELEASE_S,
@@ -402,7 +403,7 @@ class NcuBackend:
 
         def first_cuda_call() -> None:
             with contextlib.suppress(Exception):  # a dead worker is reported by the next request
-                reply.update(worker.request({"op": "cuda_init"}, timeout=limit.seconds).data)
+                reply.update(Conversation(worker).cuda_init(limit.seconds).data)
 
         thread = threading.Thread(target=first_cuda_call, daemon=True)
         thread.start()

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ..processes import gpu_state, locate
 from ..reports.ncu import child as ncu_child
 from . import deadline, profiler_cli, spec
+from .conversation import BOUNDS as TALK
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,12 @@ BOUNDS = (
           deadline.PICKLE_S),
     Bound("describing the notebook's state for a worker, and a cell's changes for the notebook",
           spec.DEFAULT_STATE_TIMEOUT_S, "`%config NsightMagic.state_timeout`"),
+    Bound("a worker importing ahead what the notebook's cells import (torch, transformers)",
+          TALK.imports_s, "then the cell that needs the worker says what it waits for"),
+    Bound("`%nsight_session status` asking an idle worker what it holds", TALK.status_s,
+          "then that worker's memory is left out"),
+    Bound("bringing back what a stopped cell changed (Ctrl-C, `--timeout`)",
+          TALK.after_stop_margin_s, more="`state_timeout`"),
     Bound("`nvidia-smi` (the GPUs in meta.json, the room check)", locate.GPU_INFO_S,
           "then left out"),
     Bound("a warm worker's start (under `nsys launch` / `ncu --mode launch`)",

@@ -43,6 +43,7 @@ from ..script import build_script, prepare_cell
 from . import gpu_memory
 from .activity import PREWARM_IDLE_S, Activity
 from .backends import Backend
+from .conversation import BOUNDS, Conversation
 from .history import History
 from .pipeline import Lines, RunContext, base_meta
 from .spec import CellRequest, Notebook, RunCallbacks
@@ -50,9 +51,6 @@ from .state.exchange import StateExchange, StepFailed
 from .warm_session import WarmSession
 from .worker_pool import WorkerPool
 
-# the setup cell's imports in a new worker (torch, transformers): seconds; a hang is not waited
-# for longer than this (the cell that needs the worker then says what it waits for)
-IMPORTS_S = 300.0
 # how long the ncu worker's start waits for the nsys worker's (which the setup cell asked first);
 # a hang there is not waited for longer (the nsys start itself gives up later, and says why)
 FIRST_START_WAIT_S = 60.0
@@ -192,14 +190,13 @@ def _caught_up(manager: PrewarmHost, session: WarmSession, backend: Backend, pla
 
 def _import(session: WarmSession, imports: Imports, why: str) -> None:
     with _busy(session, why):
-        session.worker.request({"op": "imports", "modules": list(imports.modules),
-                                "attributes": imports.attributes}, timeout=IMPORTS_S)  # fmt: skip
+        Conversation(session.worker).imports(imports.modules, imports.attributes)
 
 
 def _wait_for(starts: Iterable[threading.Thread]) -> None:
     """Until the worker starts begun before have ended (each bounded by its imports' limit)."""
     for thread in starts:
-        thread.join(IMPORTS_S)
+        thread.join(BOUNDS.imports_s)
 
 
 def _quietly(call: Callable[..., object], *args: object) -> None:
@@ -235,8 +232,8 @@ def _replay(
     replay (a replay runs the user's code on the GPU: it waits for a pause, the names need
     not). True when cells are left to replay (after ``receive_only``)."""
     worker = session.worker
-    state = StateExchange(session, manager.history, manager.notebook, worker.request,
-                          session.notes.append)  # fmt: skip
+    talk = Conversation(worker)
+    state = StateExchange(session, manager.history, manager.notebook, talk, session.notes.append)
     plan = state.plan(reads, before=before)
     if not session.alive():
         return False
@@ -245,7 +242,7 @@ def _replay(
     run_dir = RunDir(folder)
     # the worker needs a script's hooks to receive and replay through
     script = run_dir.write_script(build_script(prepare_cell("pass"), gate=backend.gate))
-    if not worker.request({"op": "load", "script": str(script)}).data.get("ok"):
+    if not talk.load(str(script)).data.get("ok"):
         return False
     try:
         state.send(plan, run_dir)

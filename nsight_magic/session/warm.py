@@ -17,12 +17,13 @@ import threading
 import time
 import types
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from ..errors import NsightMagicError, WorkerDiedError
 from ..run_folders.run_dir import cell_status
 from ..script import build_script
 from . import notebook_snapshot
+from .conversation import Conversation
 from .history import History
 from .pipeline import Outcome, RunContext
 from .profiler_cli import log_line
@@ -35,8 +36,6 @@ from .worker_process import Reply
 
 # after a failed capture start: how long to wait for the worker to be seen dead (a crash)
 ATTACH_DEATH_GRACE_S = 1.0
-# a stopped cell's bring-back: the worker's own state_timeout bound and this for writing it
-AFTER_STOP_MARGIN_S = 30.0
 # a request's wall time in meta.timings: "load" and "prepare" would collide with the
 # pipeline's own load_s (the report) and prepare_s (the cell parsed)
 _TIMING_KEYS = {"load": "script_s", "prepare": "vars_s"}
@@ -115,6 +114,7 @@ class WarmExecutor:
         self.before = before
         self.cell_plan = CellPlan()
         self.session: WarmSession | None = None
+        self.conversation: Conversation | None = None  # the cell's, once it holds the worker
         # what a crash of the worker may have left in the notebook's shared GPU memory: the
         # notebook names the cell may change in place, and whether its body may have begun
         self.notebook_changes: list[str] = []
@@ -128,27 +128,24 @@ class WarmExecutor:
         """The replay of this cell's catch-up (what the crash note counts)."""
         return self.cell_plan.replay
 
-    def _ask(
-        self, ctx: RunContext, message: dict[str, Any], cancellable: bool = True,
-        timeout: float | Literal["the cell's"] | None = "the cell's",
-    ) -> Reply:  # fmt: skip
-        assert self.session is not None
-        reply = self.session.worker.request(
-            message,
-            timeout=ctx.remaining() if timeout == "the cell's" else timeout,
-            cancel=ctx.callbacks.cancel if cancellable else None,
-            on_line=ctx.lines,
-        )
-        timings = ctx.meta.timings
-        key = _TIMING_KEYS.get(message["op"], f"{message['op']}_s")
-        timings[key] = timings.get(key, 0.0) + reply.wall_s
-        if reply.data.get("worker_broken"):
-            self.session.broken = str(reply.data["worker_broken"])
-            ctx.lines.note(
-                f"the {self.session.tool} worker's CUDA context is broken "
-                f"({reply.data['worker_broken']}); it exits and the next cell starts a new one."
-            )
-        return reply
+    def _conversation(self, ctx: RunContext, s: WarmSession) -> Conversation:
+        """The cell's conversation with the worker: under the cell's deadline and cancel, each
+        request's time in meta.json, a broken CUDA context said."""
+
+        def answered(op: str, reply: Reply) -> None:
+            timings = ctx.meta.timings
+            key = _TIMING_KEYS.get(op, f"{op}_s")
+            timings[key] = timings.get(key, 0.0) + reply.wall_s
+            if reply.data.get("worker_broken"):
+                s.broken = str(reply.data["worker_broken"])
+                ctx.lines.note(
+                    f"the {s.tool} worker's CUDA context is broken "
+                    f"({reply.data['worker_broken']}); it exits and the next cell starts a "
+                    "new one."
+                )
+
+        return Conversation(s.worker, timeout=ctx.remaining, cancel=ctx.callbacks.cancel,
+                            on_line=ctx.lines, on_reply=answered)  # fmt: skip
 
     def execute(self, ctx: RunContext) -> Outcome:
         request, folder = ctx.request, ctx.folder
@@ -160,7 +157,8 @@ class WarmExecutor:
         with s.lock:
             # the cell's whole wait, up to now that it holds the worker for good
             ctx.meta.timings["worker_start_s"] = time.perf_counter() - t0
-            state = StateExchange(s, self.history, ctx.notebook, lambda m: self._ask(ctx, m),
+            self.conversation = self._conversation(ctx, s)
+            state = StateExchange(s, self.history, ctx.notebook, self.conversation,
                                   ctx.lines.note, ctx.meta.timings)  # fmt: skip
             plan = self.cell_plan = state.plan(
                 ctx.cell.names_read, before=self.before, setup=request.setup,
@@ -222,14 +220,13 @@ class WarmExecutor:
         crashed worker changed in its own memory died with it)."""
         return self.repeats(request) or not self.body_may_have_run or not self.notebook_changes
 
-    def _step(self, ctx: RunContext, message: dict[str, Any], phase: str) -> Reply:
-        """A request before the capture; ``StepFailed`` when it failed or was stopped."""
-        reply = self._ask(ctx, message)
-        # "load" answers ok: true; "prepare" the status of the cell's warm-up (its reply's
-        # ok says only that the request was handled)
-        done = (
-            reply.data.get("status") == "ok" if message["op"] == "prepare" else reply.data.get("ok")
-        )
+    def _talk(self) -> Conversation:
+        assert self.conversation is not None, "the cell holds no worker yet"
+        return self.conversation
+
+    @staticmethod
+    def _step(reply: Reply, phase: str, done: bool) -> Reply:
+        """A request's answer before the capture; ``StepFailed`` when it failed or stopped."""
         if reply.stopped or not done:
             raise StepFailed(reply, phase)
         return reply
@@ -303,8 +300,7 @@ class WarmExecutor:
             # a sweep's configuration is a run the user asked for: its output is shown (a
             # drill-down's re-run repeats one already shown: it is not)
             shown = ctx.request.keep_state and self.before is None
-            reply = self._ask(ctx, {"op": "capture", "notebook_keeps": kept is not None,
-                                    "shown": shown})  # fmt: skip
+            reply = self._talk().capture(notebook_keeps=kept is not None, shown=shown)
         finally:
             t0 = time.perf_counter()
             ctx.backend.end_capture(ctx.tool, s.state, handle, run_dir)
@@ -323,13 +319,11 @@ class WarmExecutor:
             if reply.stopped:
                 # the stop asked for is done: this is not another to cancel, nor bound by the
                 # cell's --timeout, spent already (an interrupt during the worker's send_back
-                # left the two sides' agreement unknown: issue 56's GPU acceptance, 2026-12-07);
-                # the worker bounds its describing by state_timeout itself
-                bound = ctx.notebook.state_timeout_s + AFTER_STOP_MARGIN_S
-                state.ask = lambda m: self._ask(ctx, m, cancellable=False, timeout=bound)
+                # left the two sides' agreement unknown: issue 56's GPU acceptance, 2026-12-07)
+                state.conversation = self._talk().after_stop(ctx.notebook.state_timeout_s)
             ctx.meta.brought_back = state.bring_back(ctx.folder, stopped=bool(reply.stopped))
         if usable:  # idle: no cached blocks (once idle when the next configuration follows)
-            self._ask(ctx, {"op": "release", "when_idle": ctx.request.more_follow})
+            self._talk().release(when_idle=ctx.request.more_follow)
         return Outcome(status, reply.stopped)
 
     def _prepare(self, ctx: RunContext, state: StateExchange) -> frozenset[str]:
@@ -339,8 +333,8 @@ class WarmExecutor:
         s, plan = self.session, self.cell_plan
         assert s is not None
         # the notebook's directory now (a %cd since the worker started moves the cell too)
-        self._step(ctx, {"op": "load", "script": str(ctx.folder.script),
-                         "cwd": ctx.request.cwd}, "load")  # fmt: skip
+        loaded = self._talk().load(str(ctx.folder.script), cwd=ctx.request.cwd)
+        self._step(loaded, "load", bool(loaded.data.get("ok")))
         state.send(plan, ctx.folder)
         ctx.meta.shared_vars = dict(state.sent_summary)
         if state.imported_modules:  # a worker that had not imported what the objects need
@@ -360,7 +354,9 @@ class WarmExecutor:
         ctx.lines.phase("running")
         self.body_may_have_run = bool(ctx.request.warmup)  # the warm-up runs it
         self.kept = self._keep_in_notebook(ctx)
-        reply = self._step(ctx, {"op": "prepare", "notebook_keeps": self.kept is not None}, "vars")
+        # its reply's ok says only that the request was handled: the warm-up's status counts
+        reply = self._talk().prepare(notebook_keeps=self.kept is not None)
+        self._step(reply, "vars", reply.data.get("status") == "ok")
         if self.kept is not None and ctx.request.warmup:  # the capture starts from the notebook's
             self.kept.record["warmup_restore_s"] = round(self.kept.put_back(), 4)
         s.names = frozenset(reply.data.get("names", ()))

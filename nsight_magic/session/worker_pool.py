@@ -21,6 +21,7 @@ from ..errors import NsightMagicError
 from ..processes import locate as tools
 from . import deadline, gpu_memory
 from .backends import Backend, WarmState
+from .conversation import Conversation
 from .pipeline import RunContext, now_utc
 from .profiler_cli import shutdown_session
 from .warm_session import WarmSession
@@ -200,7 +201,7 @@ class WorkerPool:
             data: dict[str, Any] = {}
             if s.alive() and s.lock.acquire(timeout=0.5):  # a busy worker is not asked
                 try:
-                    data = s.worker.request({"op": "status"}, timeout=10).data
+                    data = Conversation(s.worker).status().data
                 except NsightMagicError:
                     pass
                 finally:

@@ -30,6 +30,7 @@ from typing import Any
 from ...run_folders.run_dir import RunDir
 from ...script import PreparedCell
 from .. import deadline, gpu_memory
+from ..conversation import Conversation
 from ..history import History
 from ..spec import Notebook
 from ..variables import plan_shipping
@@ -41,7 +42,6 @@ from .objects import OWN_RESULTS
 from .repeat_changes import changed_names, module_names
 from .setup_replay import CellPlan, ReplayPlan
 
-Ask = Callable[[dict[str, Any]], Reply]
 NAME_ERROR = re.compile(r"name '([^']+)' is not defined")
 # why the look at the notebook took too long, and the fix (every name is described, setup
 # cells' too: a slow object in a %%nsight_setup cell is as slow)
@@ -93,23 +93,23 @@ def setup_failure(
 
 
 class StateExchange:
-    """The notebook's state and the worker of ``session``: ``ask`` sends it a request (the
-    cell's own records its timings), ``note`` tells the user a line (the cell's output, or the
-    worker's notes for its next cell after a prewarm)."""
+    """The notebook's state and the worker of ``session``: ``conversation`` asks it (a cell's
+    waits under the cell's deadline and records its timings), ``note`` tells the user a line
+    (the cell's output, or the worker's notes for its next cell after a prewarm)."""
 
     def __init__(
         self,
         session: WarmSession,
         history: History,
         notebook: Notebook,
-        ask: Ask,
+        conversation: Conversation,
         note: Callable[[str], None],
         timings: dict[str, float] | None = None,
     ) -> None:
         self.session = session
         self.history = history
         self.notebook = notebook
-        self.ask = ask
+        self.conversation = conversation
         self.note = note
         self.timings = timings if timings is not None else {}  # meta.json's, for a cell
         self.sent_summary: dict[str, Any] = {}  # what the last send carried
@@ -197,8 +197,7 @@ class StateExchange:
             self.sent_summary = out.summary()
             return
         folder.write_shared(out.blob)
-        reply = self.ask({"op": "receive", "path": str(folder.shared),
-                          "theirs": sorted(plan.theirs)})  # fmt: skip
+        reply = self.conversation.receive(str(folder.shared), sorted(plan.theirs))
         if reply.stopped or reply.data.get("status") != "ok":
             raise StepFailed(reply, "vars")
         got = reply.data.get("received") or {}
@@ -245,7 +244,7 @@ class StateExchange:
             item = entry.payload()
             item["preserve"] = changed_names(entry.cell, modules, self.notebook.user_ns)
             payload.append(item)
-        reply = self.ask({"op": "history", "entries": payload})
+        reply = self.conversation.history(payload)
         if reply.stopped or not reply.data.get("ok"):
             raise StepFailed(reply, "setup")
         s.executed += [e.id for e in run]
@@ -302,8 +301,9 @@ class StateExchange:
         try:
             limit = self.notebook.state_timeout_s
             bound_s = limit if stopped else deadline.bound(limit).seconds
-            reply = self.ask({"op": "send_back", "path": str(path), "bound_s": bound_s,
-                              "max_bytes": self.notebook.auto_vars_max_bytes})  # fmt: skip
+            reply = self.conversation.send_back(
+                str(path), bound_s, self.notebook.auto_vars_max_bytes
+            )
             if reply.stopped or not reply.data.get("ok"):
                 why = reply.data.get("exc_message") or reply.data.get("error") or "interrupted"
                 self.note(f"the cell's results stay in the {s.tool} worker: sending them back "
@@ -323,7 +323,7 @@ class StateExchange:
                 folder.write_adopted(adoption_blob(back.adopt))
                 adopted = str(folder.adopted)
             # applied: the worker agrees now (else it sends these changes again next time)
-            self.ask({"op": "agreed", "path": adopted})
+            self.conversation.agreed(adopted)
         finally:
             path.unlink(missing_ok=True)
             folder.adopted.unlink(missing_ok=True)
