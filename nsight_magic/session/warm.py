@@ -346,10 +346,7 @@ class WarmExecutor:
             ctx.meta.replayed = [e.name for e in plan.replay.run]
         shared = ctx.meta.shared_vars or {}
         ctx.meta.shipped_vars = state.ship_by_value(
-            ctx.folder,
-            ctx.explicit_vars,
-            list(shared.get("sent_names", [])),
-            one_run=frozenset(ctx.request.bind),
+            ctx.folder, ctx.explicit_vars, list(shared.get("sent_names", []))
         )
         ctx.lines.phase("running")
         self.body_may_have_run = bool(ctx.request.warmup)  # the warm-up runs it

@@ -258,11 +258,10 @@ class StateExchange:
         folder: RunDir,
         explicit: Mapping[str, Any],
         sent: list[str],
-        one_run: frozenset[str] = frozenset(),
     ) -> list[str]:
-        """``--vars`` (and ``one_run``: a sweep's values, bound for this run only): sent by
-        value, whatever their size (vars.pkl, loaded by ``prepare``); returns every name the
-        cell got (``sent``: those shared already)."""
+        """``--vars`` (and a sweep's values, bound for this run only: ``explicit`` holds both)
+        sent by value, whatever their size (vars.pkl, loaded by ``prepare``); returns every
+        name the cell got (``sent``: those shared already)."""
         if not explicit:
             return sorted(sent)
         nb = self.notebook
