@@ -31,7 +31,7 @@ from ..errors import BadArgumentError, EmptyResultWarning, NsightMagicError
 from ..profilers.drill_request import DrillRequest
 from ..views.nsys_view import nsys_static_html, nsys_widget
 from ..views.protocols import ProfileFn, ProfileRangeFn
-from ..vocabulary.arguments import count_arg, flops_arg, text_arg
+from ..vocabulary.arguments import count_arg, flops_arg, range_args, text_arg
 from ..vocabulary.magic_names import cell_magic
 from .base import WIDGET_MIME, _Run, in_kernel
 from .drill_protocols import DrillRunner
@@ -186,8 +186,9 @@ class NsysRun(_Run):
         nvtx_gpu_proj_sum``: ``domain, range, style, instances, proj_total_ns`` (GPU time
         projected onto the range, ns), ``range_total_ns`` (the range's own CPU time, ns),
         ``gpu_ops`` (count), ``proj_avg_ns, proj_med_ns, proj_min_ns, proj_max_ns,
-        proj_std_ns, avg_gpu_ops, avg_level, avg_children``. A ``%%nsys --repeat N`` run adds
-        each range's GPU time per repeat (the ``repeat_*`` columns of :meth:`kernel_summary`)."""
+        proj_std_ns, avg_gpu_ops, avg_level, avg_children``. A ``--repeat N`` run adds each
+        range's GPU time per repeat: ``repeat_mean_ns, repeat_med_ns, repeat_std_ns,
+        repeat_ci95_lo_ns, repeat_ci95_hi_ns, repeat_rsd_pct`` (as :meth:`kernel_summary`)."""
         return self._repeats.projection(self.report.nvtx_gpu_projection(), self.report)
 
     def nvtx_phases(self) -> pd.DataFrame:
@@ -196,8 +197,8 @@ class NsysRun(_Run):
         :meth:`nvtx_gpu_projection` leaves out as nsys does): ``domain, range, style,
         instances, range_total_ns, phase_total_ns`` (ns, projected as nsys projects: first
         op's start to last op's end), ``phase_gpu_ops`` (count). PyTorch op ranges left
-        out. A ``%%nsys --repeat N`` run adds each range's phase time per repeat (the
-        ``repeat_*`` columns of :meth:`kernel_summary`)."""
+        out. A ``--repeat N`` run adds each range's phase time per repeat: ``repeat_mean_ns,
+        repeat_med_ns, repeat_std_ns, repeat_ci95_lo_ns, repeat_ci95_hi_ns, repeat_rsd_pct``."""
         return self._repeats.phases(self.report.nvtx_phases(), self.report)
 
     def gaps(self, min_gap_ns: int = 0, per_stream: bool = True) -> pd.DataFrame:
@@ -363,7 +364,7 @@ class NsysRun(_Run):
     def kernels_in_range(self, domain: str, range: str) -> pd.DataFrame:
         """Kernels launched inside NVTX range ``domain``/``range`` (nsys's attribution rule,
         ``analysis.attribution.kernels_in_range``, per report)."""
-        _range_args(domain, range, "kernels_in_range()")
+        range_args(domain, range, "kernels_in_range()")
         return self.report.kernels_in_range(domain, range)
 
     def kernel_phases(self) -> pd.Series:
@@ -527,7 +528,7 @@ class NsysRun(_Run):
         """Run ncu on every kernel inside the NVTX range ``domain:name`` (``style``: "PushPop"
         or "StartEnd") of this run's cell (the NVTX tab's "profile this range"); the options
         are ``profile_kernel``'s. The child run is kept in ``children``."""
-        _range_args(domain, name, "profile_range()")
+        range_args(domain, name, "profile_range()")
         text_arg(style, "style", "profile_range()", choices=("PushPop", "StartEnd"))
         request = DrillRequest.create(set=set, sections=sections, metrics=metrics, fresh=fresh,
                                       timeout=timeout, rank=rank)  # fmt: skip
@@ -579,16 +580,6 @@ class NsysRun(_Run):
             n, busy = "?", ""
         where = f", run_dir={str(self.run_dir)!r}" if self.run_dir else ""
         return f"<NsysRun {self.name!r}: {n} kernels{busy}{where}>"
-
-
-def _range_args(domain: object, name: object, where: str) -> None:
-    """An NVTX range named by ``domain`` ("" for the default domain) and ``name``."""
-    if not isinstance(domain, str) or "\x00" in domain:
-        raise BadArgumentError(
-            f"{where}: domain is {domain!r}; pass the range's domain as a string ('' for the "
-            "default domain)."
-        )
-    text_arg(name, "name", where)
 
 
 def _said(frame: pd.DataFrame, what: str) -> pd.DataFrame:

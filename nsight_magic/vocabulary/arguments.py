@@ -18,6 +18,7 @@ __all__ = [
     "frame_arg",
     "mapping_arg",
     "number_arg",
+    "range_args",
     "text_arg",
     "texts_arg",
 ]
@@ -118,3 +119,13 @@ def flops_arg(value: Any, name: str, where: str, unit: str = "FLOPs") -> dict[An
             raise _bad(where, f"{name}[{key!r}]", count, wanted)
         out[key] = number
     return out
+
+
+def range_args(domain: object, name: object, where: str) -> None:
+    """An NVTX range named by ``domain`` ("" for the default domain) and ``name``."""
+    if not isinstance(domain, str) or "\x00" in domain:
+        raise BadArgumentError(
+            f"{where}: domain is {domain!r}; pass the range's domain as a string ('' for the "
+            "default domain)."
+        )
+    text_arg(name, "name", where)
