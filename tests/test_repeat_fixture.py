@@ -194,3 +194,20 @@ def test_a_sweep_table_of_repeated_configurations() -> None:
         assert row.repeat_mean_ns == pytest.approx(stats.repeat_mean_ns)
         assert row.repeat_rsd_pct == pytest.approx(stats.repeat_rsd_pct)
     assert set(repeats.REPEAT_COLUMNS) <= set(table.columns)
+
+
+def test_the_view_shows_the_repeats_and_a_single_run_does_not() -> None:
+    """The static page (what a shared notebook keeps) of a ``--repeat 5`` run: the run's one
+    line in the header, the time per repeat, its 95% interval and RSD in the kernel and NVTX
+    tables; a run of one repeat shows none of them."""
+    import re
+
+    from nsight_magic.views.nsys_view import nsys_static_html
+
+    run = _run("small")
+    text = re.sub(r"<[^>]+>", " ", nsys_static_html(run.frames))
+    assert run.repeat_stats is not None and run.repeat_stats.line() in text
+    for header in ("per repeat", "95% low/repeat", "95% high/repeat", "RSD %"):
+        assert text.count(header) >= 2, header  # the kernel table and the NVTX table
+    single = re.sub(r"<[^>]+>", " ", nsys_static_html(_run("single").frames))
+    assert "per repeat" not in single and "repeats:" not in single

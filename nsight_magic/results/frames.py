@@ -86,6 +86,8 @@ class NsysFrames:
         }
         peak = _or_none(self._memory_peak)  # %%nsys --memory: the largest process peak
         out["memory_peak_bytes"], out["memory_peak_at"] = peak if peak else (None, None)
+        stats = _or_none(lambda: self.run.repeat_stats)  # %%nsys --repeat N: its one line
+        out["repeats"] = stats.line() if stats is not None else None
         return out
 
     def _memory_peak(self) -> tuple[int, str] | None:
@@ -110,10 +112,10 @@ class NsysFrames:
 
     @functools.cache  # noqa: B019 - one object per run, kept as long as its run
     def kernel_table(self) -> pd.DataFrame:
-        """``kernel_summary()`` (with ``short_name``) + the launch config of each name's first
-        instance (``grid, block, registers``) for tooltips + ``graph_node_instances`` (how many
-        instances ran as a CUDA graph node)."""
-        summary = self.report.kernel_summary()
+        """``kernel_summary()`` (with ``short_name``; a ``--repeat`` run's per-repeat columns)
+        + the launch config of each name's first instance (``grid, block, registers``) for
+        tooltips + ``graph_node_instances`` (how many instances ran as a CUDA graph node)."""
+        summary = self.run.kernel_summary()
         kernels = self.report.kernels()
         first = kernels.drop_duplicates("name").assign(
             grid=lambda k: _dims(k, "grid"), block=lambda k: _dims(k, "block")
@@ -135,8 +137,8 @@ class NsysFrames:
         """NVTX GPU projection + each range's phase time (``phase_total_ns, phase_gpu_ops``:
         work launched by any thread while it was open, ``analysis.phases``), the cell's
         statements first in line order, + ``label``; without the PyTorch op ranges (one per op
-        call, thousands: the Ops tab shows them)."""
-        projection = self.report.nvtx_gpu_projection()
+        call, thousands: the Ops tab shows them); a ``--repeat`` run's per-repeat columns."""
+        projection = self.run.nvtx_gpu_projection()
         projection = _without_op_ranges(phases.with_phases(projection, self.report.nvtx_phases()))
         ordered = statements.ordered_projection(projection)
         return ordered.assign(label=nvtx_label(ordered))

@@ -45,6 +45,8 @@ IDLE_STATIC_MAX_KERNELS = 50_000
 KERNEL_COLUMNS = ("short_name", "instances", "total_ns", "avg_ns", "med_ns", "min_ns", "max_ns",
                   "time_pct")  # fmt: skip
 GRAPH_NODE_COLUMN = "graph_node_instances"
+# a %%nsys --repeat N run's: the time per repeat, its 95% interval and spread (docs/repeats.md)
+REPEAT_SHOWN = ("repeat_mean_ns", "repeat_ci95_lo_ns", "repeat_ci95_hi_ns", "repeat_rsd_pct")
 GRAPH_COLUMNS = ("name", "launches", "total_ns", "avg_ns", "min_ns", "max_ns", "time_pct")
 GRAPH_HEADERS = {"name": "graph launch"}
 PROCESS_COLUMNS = ("rank", "pid", "name", "kernels", "graph_launches", "memcpy_count",
@@ -93,6 +95,7 @@ def header_items(source: NsysSource) -> dict[str, Any]:
         "CUDA graph launches (whole graphs)": _count(graphs) if graphs else None,
         "ranks": _count(info.get("ranks")),
         "peak GPU memory": _peak(info),
+        "repeats": info.get("repeats"),
         "processes": ", ".join(processes) if len(processes) > 1 else None,
         "run dir": info.get("run_dir"),
     }
@@ -145,11 +148,12 @@ def kernels_html(source: NsysSource, max_rows: int = TOP_N) -> str:
         table = source.kernel_table()
         if table.empty:  # nsys leaves the kernel table out of a capture without kernels
             return html.note_html(NO_KERNELS) + memory_html(source)
-        columns: tuple[str, ...] = KERNEL_COLUMNS
+        columns: tuple[str, ...] = KERNEL_COLUMNS + REPEAT_SHOWN
         nodes = table.get(GRAPH_NODE_COLUMN)
         if nodes is not None and (nodes.fillna(0) > 0).any():
             columns += (GRAPH_NODE_COLUMN,)  # the marker of kernels run as graph nodes
-        return html.frame_html(table, columns, max_rows=max_rows, titles={"short_name": "name"})
+        return html.frame_html(table, columns, max_rows=max_rows, titles={"short_name": "name"},
+                               optional=REPEAT_SHOWN)  # fmt: skip
 
     return table_or_note(build) + graphs_html(source)
 
@@ -177,10 +181,11 @@ def nvtx_html(source: NsysSource, max_rows: int = 25) -> str:
         note = html.note_html(NVTX_NOTE) if has_ops(source) else ""
         if frame.empty:
             return note + html.note_html("No NVTX ranges with GPU work.")
-        if source.phases_differ():
+        columns = NVTX_PHASE_COLUMNS if source.phases_differ() else NVTX_COLUMNS
+        if columns is NVTX_PHASE_COLUMNS:
             note += html.note_html(PHASE_NOTE)
-            return note + html.frame_html(frame, NVTX_PHASE_COLUMNS, max_rows=max_rows)
-        return note + html.frame_html(frame, NVTX_COLUMNS, max_rows=max_rows)
+        return note + html.frame_html(frame, columns + REPEAT_SHOWN, max_rows=max_rows,
+                                      optional=REPEAT_SHOWN)  # fmt: skip
 
     return table_or_note(build)
 
