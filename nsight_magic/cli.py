@@ -186,26 +186,33 @@ def compare_command(args: argparse.Namespace) -> int:
     return REGRESSED if result.regressed else OK
 
 
+# a --repeat run's: the time per repeat, its 95% interval and spread (docs/repeats.md)
+REPEAT_SHOWN = ["repeat_mean_ns", "repeat_ci95_lo_ns", "repeat_ci95_hi_ns", "repeat_rsd_pct"]
+
+
 def summary_command(args: argparse.Namespace) -> int:
     run = _open(args.run)
     kernels = run.kernel_summary()
     nvtx = run.nvtx_gpu_projection()
-    columns = ["instances", "total_ns", "avg_ns", "time_pct"]
+    stats = getattr(run, "repeat_stats", None)  # %%nsys --repeat N: its one line
+    columns = ["instances", "total_ns", "avg_ns", "time_pct", *REPEAT_SHOWN]
+    range_columns = ["domain", "instances", "proj_total_ns", *REPEAT_SHOWN]
     if args.format == "json":
-        print(json.dumps({"kernels": _records(kernels, "name", columns),
-                          "nvtx": _records(nvtx, "range", ["domain", "instances",
-                                                           "proj_total_ns"])},
+        print(json.dumps({"repeats": stats.line() if stats is not None else None,
+                          "kernels": _records(kernels, "name", columns),
+                          "nvtx": _records(nvtx, "range", range_columns)},
                          indent=2, default=str))  # fmt: skip
         return OK
     head = "## " if args.format == "markdown" else ""
     total = int(kernels["total_ns"].sum()) if len(kernels) else 0
     print(f"{head}{args.run}: {len(kernels)} kernel names, {total / 1e6:,.3f} ms of kernel time\n")
+    if stats is not None:
+        print(stats.line() + "\n")
     key = "short_name" if "short_name" in kernels.columns else "name"
     print(_table(kernels, key, columns, args.top, args.format) + "\n")
     if len(nvtx):
         print(f"{head}NVTX ranges\n")
-        print(_table(nvtx, "range", ["domain", "instances", "proj_total_ns"], args.top,
-                     args.format))  # fmt: skip
+        print(_table(nvtx, "range", range_columns, args.top, args.format))
     return OK
 
 

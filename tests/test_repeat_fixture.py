@@ -211,3 +211,24 @@ def test_the_view_shows_the_repeats_and_a_single_run_does_not() -> None:
         assert text.count(header) >= 2, header  # the kernel table and the NVTX table
     single = re.sub(r"<[^>]+>", " ", nsys_static_html(_run("single").frames))
     assert "per repeat" not in single and "repeats:" not in single
+
+
+def test_the_summary_command_gives_the_repeats(capsys: pytest.CaptureFixture[str]) -> None:
+    """``nsight-magic summary`` of a repeated run: its line, and per kernel and range the time
+    per repeat with its interval and RSD (text and JSON); a single run's has none."""
+    import json
+
+    run = _run("small")
+    assert cli.main(["summary", str(RUNS / "small")]) == 0
+    out = capsys.readouterr().out
+    assert run.repeat_stats is not None and run.repeat_stats.line() in out
+    assert out.count("repeat_rsd_pct") == 2  # the kernels' table and the ranges'
+    assert cli.main(["summary", str(RUNS / "small"), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    top = run.kernel_summary().iloc[0]
+    assert data["repeats"] == run.repeat_stats.line()
+    assert data["kernels"][0]["repeat_ci95_hi_ns"] == pytest.approx(top["repeat_ci95_hi_ns"])
+    assert "repeat_mean_ns" in data["nvtx"][0]
+    assert cli.main(["summary", str(RUNS / "single"), "--format", "json"]) == 0
+    single = json.loads(capsys.readouterr().out)
+    assert single["repeats"] is None and "repeat_mean_ns" not in single["kernels"][0]
