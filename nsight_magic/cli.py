@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .vocabulary.columns import REPEAT_SHOWN
+
 OK, REGRESSED, BAD_INPUT = 0, 1, 2
 FORMATS = ("text", "markdown", "json")
 SHOWN = ["change", "ratio", "ratio_lo", "ratio_hi", "instances_a", "instances_b", "total_ns_a",
@@ -186,15 +188,12 @@ def compare_command(args: argparse.Namespace) -> int:
     return REGRESSED if result.regressed else OK
 
 
-# a --repeat run's: the time per repeat, its 95% interval and spread (docs/repeats.md)
-REPEAT_SHOWN = ["repeat_mean_ns", "repeat_ci95_lo_ns", "repeat_ci95_hi_ns", "repeat_rsd_pct"]
-
-
 def summary_command(args: argparse.Namespace) -> int:
     run = _open(args.run)
     kernels = run.kernel_summary()
     nvtx = run.nvtx_gpu_projection()
     stats = getattr(run, "repeat_stats", None)  # %%nsys --repeat N: its one line
+    # a --repeat run's: the time per repeat, its 95% interval and spread (docs/repeats.md)
     columns = ["instances", "total_ns", "avg_ns", "time_pct", *REPEAT_SHOWN]
     range_columns = ["domain", "instances", "proj_total_ns", *REPEAT_SHOWN]
     if args.format == "json":

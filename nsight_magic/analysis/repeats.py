@@ -201,13 +201,13 @@ def kernel_repeats(kernels: pd.DataFrame, cuda_api: pd.DataFrame, nvtx: pd.DataF
     return repeat_stats(table), RepeatStats(totals)
 
 
-def range_repeats(trace: pd.DataFrame, nvtx: pd.DataFrame, expected: int, *, value: str,
+def range_repeats(trace: pd.DataFrame, windows: pd.DataFrame, expected: int, *, value: str,
                   keys: Sequence[str] = RANGE_KEYS) -> pd.DataFrame | None:  # fmt: skip
     """Per ``keys`` of a range trace (one row per opening: its ``start_ns``, ``pid`` and
     ``value``, e.g. ``nvtx_gpu_proj_trace``'s ``proj_duration_ns`` or a phase trace's
     ``phase_duration_ns``) its per-repeat ``REPEAT_COLUMNS``, an opening counting for the
-    repeat it opened in; None under two repeats (as ``kernel_repeats``)."""
-    windows = repeat_windows(nvtx)
+    repeat (of ``windows``, ``repeat_windows``' answer) it opened in; None under two repeats
+    (as ``kernel_repeats``)."""
     n = _count(windows, expected)
     if n < 2 or trace.empty:
         return None
@@ -218,18 +218,18 @@ def range_repeats(trace: pd.DataFrame, nvtx: pd.DataFrame, expected: int, *, val
     return repeat_stats(table)
 
 
-def projection_repeats(trace: pd.DataFrame, nvtx: pd.DataFrame, expected: int
-                       ) -> pd.DataFrame | None:  # fmt: skip
-    """Per ``domain, range, style`` of a projection trace (``nvtx_gpu_proj_trace``) its
-    per-repeat ``REPEAT_COLUMNS`` of the projected GPU time (``range_repeats``)."""
-    return range_repeats(trace, nvtx, expected, value="proj_duration_ns")
+def projection_repeats(trace: pd.DataFrame, windows: pd.DataFrame, expected: int,
+                       keys: Sequence[str] = RANGE_KEYS) -> pd.DataFrame | None:  # fmt: skip
+    """Per ``keys`` of a projection trace (``nvtx_gpu_proj_trace``) its per-repeat
+    ``REPEAT_COLUMNS`` of the projected GPU time (``range_repeats``)."""
+    return range_repeats(trace, windows, expected, value="proj_duration_ns", keys=keys)
 
 
-def phase_repeats(trace: pd.DataFrame, nvtx: pd.DataFrame, expected: int,
+def phase_repeats(trace: pd.DataFrame, windows: pd.DataFrame, expected: int,
                   keys: Sequence[str] = RANGE_KEYS) -> pd.DataFrame | None:  # fmt: skip
     """Per ``keys`` of a phase trace (``analysis.phases.project_phases``) its per-repeat
     ``REPEAT_COLUMNS`` of the phase time (``range_repeats``)."""
-    return range_repeats(trace, nvtx, expected, value="phase_duration_ns", keys=keys)
+    return range_repeats(trace, windows, expected, value="phase_duration_ns", keys=keys)
 
 
 def mfu_with_repeats(mfu: pd.DataFrame, phase: pd.DataFrame | None,

@@ -31,6 +31,12 @@ class RepeatFrames:
         except (KeyError, NotImplementedError, AttributeError):  # no API trace: no repeats
             return None
 
+    @functools.cached_property
+    def windows(self) -> pd.DataFrame:
+        """The repeats' openings of the cell range (``analysis.repeats.repeat_windows``), read
+        once for every per-repeat frame."""
+        return repeats.repeat_windows(self.run.nvtx())
+
     @property
     def stats(self) -> repeats.RepeatStats | None:
         return self.found[1] if self.found is not None else None
@@ -53,7 +59,7 @@ class RepeatFrames:
         trace = getattr(report, "nvtx_gpu_trace", None)
         if self.stats is None or trace is None:
             return projection
-        per_range = repeats.projection_repeats(trace(), self.run.nvtx(), self.stats.n)
+        per_range = repeats.projection_repeats(trace(), self.windows, self.stats.n)
         return repeats.with_repeat_stats(projection, per_range, repeats.RANGE_KEYS, self.stats.n)
 
     def _phase_trace(self, report: Any) -> pd.DataFrame | None:
@@ -67,20 +73,19 @@ class RepeatFrames:
         trace = self._phase_trace(report)
         if trace is None or self.stats is None:
             return phases
-        per_range = repeats.phase_repeats(trace, self.run.nvtx(), self.stats.n)
+        per_range = repeats.phase_repeats(trace, self.windows, self.stats.n)
         return repeats.with_repeat_stats(phases, per_range, repeats.RANGE_KEYS, self.stats.n)
 
     def mfu(self, mfu: pd.DataFrame, report: Any, phase_source: str) -> pd.DataFrame:
         """``mfu`` (``NsysRun.mfu()``) with its time per repeat and the MFU's 95% interval
         (``analysis.repeats.mfu_with_repeats``)."""
-        trace = self._phase_trace(report)
-        projected = getattr(report, "nvtx_gpu_trace", None)
         if self.stats is None or mfu.empty:
             return mfu
-        n, nvtx = self.stats.n, self.run.nvtx()
-        phase = (repeats.phase_repeats(trace, nvtx, n, repeats.MFU_KEYS)
+        trace = self._phase_trace(report)
+        projected = getattr(report, "nvtx_gpu_trace", None)
+        n, windows = self.stats.n, self.windows
+        phase = (repeats.phase_repeats(trace, windows, n, repeats.MFU_KEYS)
                  if trace is not None else None)  # fmt: skip
-        projection = (repeats.range_repeats(projected(), nvtx, n, value="proj_duration_ns",
-                                            keys=repeats.MFU_KEYS)
+        projection = (repeats.projection_repeats(projected(), windows, n, repeats.MFU_KEYS)
                       if projected is not None else None)  # fmt: skip
         return repeats.mfu_with_repeats(mfu, phase, projection, phase_source, n)

@@ -12,6 +12,7 @@ from typing import Any
 
 import ipywidgets as w
 
+from ..vocabulary.columns import REPEAT_SHOWN
 from . import charts, html
 from .common import (
     attempt,
@@ -45,8 +46,6 @@ IDLE_STATIC_MAX_KERNELS = 50_000
 KERNEL_COLUMNS = ("short_name", "instances", "total_ns", "avg_ns", "med_ns", "min_ns", "max_ns",
                   "time_pct")  # fmt: skip
 GRAPH_NODE_COLUMN = "graph_node_instances"
-# a %%nsys --repeat N run's: the time per repeat, its 95% interval and spread (docs/repeats.md)
-REPEAT_SHOWN = ("repeat_mean_ns", "repeat_ci95_lo_ns", "repeat_ci95_hi_ns", "repeat_rsd_pct")
 GRAPH_COLUMNS = ("name", "launches", "total_ns", "avg_ns", "min_ns", "max_ns", "time_pct")
 GRAPH_HEADERS = {"name": "graph launch"}
 PROCESS_COLUMNS = ("rank", "pid", "name", "kernels", "graph_launches", "memcpy_count",

@@ -103,6 +103,10 @@ _FLOAT_NS = ("avg_ns", "med_ns", "std_ns", "time_ns", "avg_gpu_time_ns", "proj_a
              "repeat_mean_ns", "repeat_med_ns", "repeat_std_ns", "repeat_ci95_lo_ns",
              "repeat_ci95_hi_ns", "wall_ns")  # fmt: skip
 
+# of a %%nsys --repeat run's statistics (analysis/repeats.py), those a table shows beside its
+# own: the views' kernel and NVTX tables and nsight-magic summary
+REPEAT_SHOWN = ("repeat_mean_ns", "repeat_ci95_lo_ns", "repeat_ci95_hi_ns", "repeat_rsd_pct")
+
 _DERIVED = [
     # times (integer ns on the report's clock unless listed in _FLOAT_NS)
     "start_ns", "end_ns", "duration_ns", "total_ns", "min_ns", "max_ns", "proj_total_ns",
