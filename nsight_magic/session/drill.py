@@ -32,7 +32,7 @@ from ..vocabulary.nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
 from . import deadline
 from .backends import NcuBackend
 from .history import History
-from .pipeline import now_utc
+from .run_context import now_utc
 from .saved_run import rerun_settings, saved_meta
 from .spec import CellRequest, Rerun, RunCallbacks
 

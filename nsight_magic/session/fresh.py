@@ -15,7 +15,8 @@ from ..processes import runner
 from ..run_folders.run_dir import CellStatus, cell_status
 from ..script import PROFILER_ENV, PreparedCell, build_script, history_entry, profiler_constants
 from . import deadline
-from .pipeline import Outcome, RunContext
+from .pipeline import Outcome
+from .run_context import RunContext
 from .variables import plan_by_value
 from .worker_process import WorkerStartError
 

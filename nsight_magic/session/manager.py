@@ -31,7 +31,7 @@ from .drill import DrillDowns
 from .fallback import again_warm, crash_note, empty_attach_note, fresh_instead
 from .fresh import FreshExecutor
 from .history import REGISTRY, History, HistoryEntry, SetupRegistry
-from .pipeline import CellJob, RunContext, profile_cell
+from .pipeline import CellJob, profile_cell
 from .prewarm import (
     Imports,
     follow_imports,
@@ -44,6 +44,7 @@ from .prewarm import (
     start_for_host_cells,
     submodules_to_follow,
 )
+from .run_context import RunContext
 from .spec import CellRequest, Notebook, Rerun, RunCallbacks, SweepLimits
 from .state import setup_replay
 from .warm import WarmExecutor

@@ -14,8 +14,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,80 +26,19 @@ from ..errors import (
     ProfileTimeout,
     WorkerDiedError,
 )
-from ..processes import locate as tools
 from ..processes.gpu_state import SETTLE_S, read_gpu_state, settle
-from ..processes.progress import ProgressParser, is_profiler_line
 from ..processes.runner import RunResult
 from ..run_folders import runs
 from ..run_folders.ownership import make_private
-from ..run_folders.run_dir import CellStatus, RunDir
+from ..run_folders.run_dir import CellStatus
 from ..run_folders.run_meta import RunMeta
-from ..script import PreparedCell, prepare_cell
+from ..script import prepare_cell
 from . import deadline
 from .backends import Backend
 from .deadline import run_deadline
+from .run_context import Lines, RunContext, base_meta, now_utc
 from .spec import CellRequest, Notebook, RunCallbacks
 from .variables import serialize_explicit, serialize_values
-
-
-def now_utc() -> str:
-    return datetime.now(timezone.utc).isoformat()
-
-
-class Lines:
-    """Where the run's output goes: progress state, the cell's own lines to the user, and
-    (``log``, when set: a warm worker's output) every line to the run's profiler.log."""
-
-    def __init__(self, tool: tools.ToolName, callbacks: RunCallbacks, log: RunDir | None) -> None:
-        self.parser = ProgressParser(tool)
-        self.callbacks = callbacks
-        self.log = log
-
-    def phase(self, phase: str, detail: str = "") -> None:
-        self.parser.set_phase(phase, detail)
-        if self.callbacks.progress:
-            self.callbacks.progress(self.parser.state)
-
-    def note(self, text: str) -> None:
-        """A line of ours the user should see (e.g. a replayed cell that raised)."""
-        if self.callbacks.output:
-            self.callbacks.output(f"nsight_magic: {text}")
-
-    def __call__(self, line: str) -> None:
-        if self.log is not None:  # a fresh run's runner writes the log itself
-            self.log.append_log(line)
-        if self.parser.feed(line) and self.callbacks.progress:
-            self.callbacks.progress(self.parser.state)
-        if self.callbacks.output and line.strip() and not is_profiler_line(line):
-            self.callbacks.output(line)
-
-
-@dataclass
-class RunContext:
-    """Everything one run knows; executors fill ``meta`` and the records (through
-    ``folder``, the run folder's one writer)."""
-
-    request: CellRequest
-    backend: Backend
-    tool: tools.Tool
-    cell: PreparedCell
-    run_dir: Path
-    notebook: Notebook
-    callbacks: RunCallbacks
-    lines: Lines
-    meta: RunMeta
-    t0: float = field(default_factory=time.perf_counter)
-    # ``--vars``, serialized before the run folder existed
-    explicit_vars: dict[str, tuple[str, bytes]] = field(default_factory=dict)
-
-    def remaining(self) -> float | None:
-        if self.request.timeout is None:
-            return None
-        return max(0.0, self.request.timeout - (time.perf_counter() - self.t0))
-
-    @property
-    def folder(self) -> RunDir:
-        return RunDir(self.run_dir)
 
 
 @dataclass
@@ -259,24 +197,6 @@ def _settle(ctx: RunContext) -> None:
     ctx.meta.timings["settle_s"] = settled.waited_s
     if settled.line():
         ctx.lines.note(settled.line())
-
-
-def base_meta(request: CellRequest, tool: tools.Tool, mode: str) -> RunMeta:
-    return RunMeta(
-        name=request.name,
-        tool=tool.name,
-        mode=mode,
-        status="running",
-        started_utc=now_utc(),
-        cwd=request.cwd,
-        python=request.python,
-        warmup=request.warmup,
-        repeat=request.repeat,
-        nproc=request.nproc,
-        vars=list(request.vars),
-        versions=runs.versions({tool.name: tool.version_text, f"{tool.name}_path": tool.path}),
-        gpus=tools.gpu_info(deadline.bound(tools.GPU_INFO_S).seconds),
-    )
 
 
 def finish(ctx: RunContext, **fields: Any) -> RunMeta:

@@ -45,7 +45,7 @@ from .activity import PREWARM_IDLE_S, Activity
 from .backends import Backend
 from .conversation import BOUNDS, Conversation
 from .history import History
-from .pipeline import Lines, RunContext, base_meta
+from .run_context import Lines, RunContext, base_meta
 from .spec import CellRequest, Notebook, RunCallbacks
 from .state.exchange import StateExchange, StepFailed
 from .warm_session import WarmSession

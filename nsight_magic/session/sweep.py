@@ -44,7 +44,7 @@ from ..run_folders.sweep_record import (
 )
 from ..vocabulary.reserved_names import reserved_why
 from .backends import Backend
-from .pipeline import now_utc
+from .run_context import now_utc
 from .spec import CellRequest, Notebook, Rerun, RunCallbacks, SweepLimits
 
 # ``Backend`` is a Protocol the session's own backends and the tests' bare one implement

@@ -25,8 +25,9 @@ from ..script import build_script
 from . import notebook_snapshot
 from .conversation import Conversation
 from .history import History
-from .pipeline import Outcome, RunContext
+from .pipeline import Outcome
 from .profiler_cli import log_line
+from .run_context import RunContext
 from .spec import CellRequest
 from .state.exchange import StateExchange, StepFailed
 from .state.repeat_changes import called_code_names

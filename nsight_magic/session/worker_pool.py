@@ -22,8 +22,8 @@ from ..processes import locate as tools
 from . import deadline, gpu_memory
 from .backends import Backend, WarmState
 from .conversation import Conversation
-from .pipeline import RunContext, now_utc
 from .profiler_cli import shutdown_session
+from .run_context import RunContext, now_utc
 from .warm_session import WarmSession
 from .worker_process import WorkerProcess, WorkerStartError
 
