@@ -49,7 +49,7 @@ def consume(tag: str, path: str) -> None:
     torch.cuda.synchronize()
     init_s = time.perf_counter() - t0
     from nsight_magic.script import shared_objects
-    from nsight_magic.session.state.worker_side import WorkerState
+    from nsight_magic.shared_state.worker_side import WorkerState
 
     ns: dict[str, Any] = {}
     profile = cProfile.Profile()
@@ -95,7 +95,7 @@ def _state() -> dict[str, Any]:
 
 
 def _pack(ns: dict[str, Any], tag: str, res: dict[str, Any]) -> str:
-    from nsight_magic.session.state.notebook_side import NotebookState
+    from nsight_magic.shared_state.notebook_side import NotebookState
 
     t0 = time.perf_counter()
     blob = NotebookState(ns).outgoing(dict(ns), max_bytes=1 << 30).blob

@@ -87,7 +87,7 @@ def one_run(
     from nsight_magic.session import backends
     from nsight_magic.session.manager import MANAGER
     from nsight_magic.session.spec import CellRequest, Notebook
-    from nsight_magic.session.worker_process import WorkerProcess
+    from nsight_magic.worker.process import WorkerProcess
 
     modules = Path(tempfile.mkdtemp(prefix="nsm-bench-modules-"))
     write_modules(modules)

@@ -11,7 +11,7 @@ tensors, a small MLP with its AdamW state after a step, pandas frames with a str
 lists and dicts of numbers and strings, small ints/floats/strings, 40 functions, 8 classes
 and 30 instances of them defined in the notebook, a few modules. A second process
 (``--worker``, this module again) stands for the warm worker: a namespace like
-``session/worker.py``'s with the worker's own ``WorkerState``; the two sides exchange files
+``worker/serve.py``'s with the worker's own ``WorkerState``; the two sides exchange files
 and one JSON line per request, as ``session/state/exchange.py`` does with the real worker
 (``send``: ``NotebookState.outgoing``, the blob written, the worker's ``receive`` when there
 is one, ``agreed``; ``prepare``: ``mark_process``; the cell; ``bring_back``: the worker's
@@ -143,7 +143,7 @@ def notebook_namespace() -> tuple[dict[str, Any], bool]:
 
 
 def _names(ns: dict[str, Any]) -> dict[str, Any]:
-    from nsight_magic.session.state.notebook_side import notebook_names
+    from nsight_magic.shared_state.notebook_side import notebook_names
 
     return notebook_names(ns, frozenset())
 
@@ -187,7 +187,7 @@ def payload_bytes(ns: dict[str, Any]) -> dict[str, float]:
 
 def worker_main(profile_on: bool) -> None:
     """The worker's side: one JSON request a line on stdin, one reply a line on stdout."""
-    from nsight_magic.session.state.worker_side import WorkerState
+    from nsight_magic.shared_state.worker_side import WorkerState
 
     channel = sys.stdout
     sys.stdout = sys.stderr  # what a cell prints is not the channel's
@@ -203,7 +203,7 @@ def worker_main(profile_on: bool) -> None:
         if profiling:
             profile.enable()  # type: ignore[union-attr]
         try:
-            if op == "imports":  # a prewarmed worker has its imports (session/prewarm.py)
+            if op == "imports":  # a prewarmed worker has its imports (session/runs/prewarm.py)
                 import numpy  # noqa: F401
                 import pandas  # noqa: F401
 
@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", default=None)
     parser.add_argument("--profile", type=int, default=0, help="cProfile: N functions per side")
     args = parser.parse_args(args_in)
-    from nsight_magic.session.state.notebook_side import NotebookState
+    from nsight_magic.shared_state.notebook_side import NotebookState
 
     t0 = time.perf_counter()
     ns, has_torch = notebook_namespace()

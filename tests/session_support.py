@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from nsight_magic.errors import CellFailedError
+from nsight_magic.processes.cell_command import cell_command
 from nsight_magic.processes.locate import Tool
 from nsight_magic.run_folders import runs
 from nsight_magic.run_folders.run_dir import RunDir
 from nsight_magic.script import build_script, history_entry, prepare_cell
 from nsight_magic.session.backends import WarmState, process_env
-from nsight_magic.session.cell_command import cell_command
 from nsight_magic.session.spec import CellRequest
-from nsight_magic.session.worker_process import Launch, WorkerProcess
+from nsight_magic.worker.process import Launch, WorkerProcess
 
 
 def script_for(cell: str, setup_cells=(), cell_name: str = "cell", gate="nsys", **kw) -> str:

@@ -20,13 +20,15 @@ from processes import alive
 from session_support import BareBackend
 
 from nsight_magic.errors import ProfilerError, ProfileTimeout
+from nsight_magic.processes import deadline
 from nsight_magic.processes.locate import Tool
-from nsight_magic.session import deadline, profiler_cli, worker_process
+from nsight_magic.profilers import commands as profiler_cli
 from nsight_magic.session.backends import NsysBackend, WarmState
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest
-from nsight_magic.session.worker_process import Launch, WorkerStartError
+from nsight_magic.worker import process as worker_process
+from nsight_magic.worker.process import Launch, WorkerStartError
 
 
 def _script(folder: Path, name: str, body: str) -> Path:

@@ -21,9 +21,9 @@ from session_support import BareBackend
 from test_bounded_waits import _pids_gone, _script
 
 from nsight_magic.errors import ProfilerError, ProfileTimeout
-from nsight_magic.processes import runner
+from nsight_magic.processes import deadline, runner
 from nsight_magic.processes.child_signals import default_sigint_argv, sigint_ignored
-from nsight_magic.session import deadline, profiler_cli
+from nsight_magic.profilers import commands as profiler_cli
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, RunCallbacks

@@ -1,5 +1,5 @@
 """One conversation per worker (issue 58 item 1): every request the notebook makes of a worker
-is built in ``session/conversation.py`` and waits under one deadline. Here: that no other module
+is built in ``worker/conversation.py`` and waits under one deadline. Here: that no other module
 of the session builds one (read from the code), and how a request's wait is chosen (the
 conversation's own logic, against a transport that records what it is handed; the requests
 themselves are served by real workers in the session tests)."""
@@ -11,10 +11,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from nsight_magic.session.conversation import BOUNDS, Conversation
-from nsight_magic.session.worker_process import Reply
+from nsight_magic.worker.conversation import BOUNDS, Conversation
+from nsight_magic.worker.process import Reply
 
-SESSION = Path(__file__).resolve().parent.parent / "nsight_magic" / "session"
+PACKAGE = Path(__file__).resolve().parent.parent / "nsight_magic"
 
 
 def _requests_built(path: Path) -> set[int]:
@@ -32,15 +32,19 @@ def _requests_built(path: Path) -> set[int]:
 
 
 def test_only_the_conversation_builds_a_request() -> None:
-    """The worker's own replies (``worker.py``: its hello) and the transport's goodbye
-    (``worker_process.py``: ``exit`` when a worker is stopped) aside."""
+    """In the session and the worker package; the worker's own replies (``worker/serve.py``:
+    its hello) and the transport's goodbye (``worker/process.py``: ``exit`` when a worker is
+    stopped) aside."""
     builders = {
-        str(path.relative_to(SESSION)): lines
-        for path in sorted(SESSION.rglob("*.py"))
+        path.relative_to(PACKAGE).as_posix(): lines
+        for folder in ("session", "worker")
+        for path in sorted((PACKAGE / folder).rglob("*.py"))
         if (lines := _requests_built(path))
     }
-    assert set(builders) == {"conversation.py", "worker.py", "worker_process.py"}, builders
-    assert len(builders["worker_process.py"]) == 1  # stop()'s exit
+    assert set(builders) == {"worker/conversation.py", "worker/serve.py", "worker/process.py"}, (
+        builders
+    )
+    assert len(builders["worker/process.py"]) == 1  # stop()'s exit
 
 
 class _Transport:

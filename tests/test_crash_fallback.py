@@ -13,16 +13,16 @@ from processes import alive
 from session_support import BareBackend
 
 from nsight_magic.errors import NothingCapturedError, NsightMagicError, WorkerDiedError
-from nsight_magic.session import worker_process
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+from nsight_magic.worker import process as worker_process
 
 # State the notebook built in the nsys worker; replaying it in a *worker* (not in a fresh
 # script) segfaults once while the flag file exists: the GPU report's crash, on the CPU
 CRASH_ON_REPLAY = """\
 import os, signal, sys
 state = 42
-if getattr(sys.modules["__main__"].__spec__, "name", "") == "nsight_magic.session.worker":
+if getattr(sys.modules["__main__"].__spec__, "name", "") == "nsight_magic.worker.serve":
     if os.path.exists({flag!r}):
         os.remove({flag!r})
         os.kill(os.getpid(), signal.SIGSEGV)

@@ -16,7 +16,7 @@ import pytest
 from session_support import BareBackend
 
 from nsight_magic.errors import CellFailedError
-from nsight_magic.session import deadline
+from nsight_magic.processes import deadline
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
 

@@ -284,7 +284,7 @@ def test_oom_explanation_tells_what_the_worker_maps_from_its_own(tmp_path: Path)
 
 
 def test_failed_cell_message_carries_the_explanation(tmp_path: Path) -> None:
-    from nsight_magic.session.pipeline import cell_failed
+    from nsight_magic.session.runs.pipeline import cell_failed
 
     err = cell_failed(oom_status(), tmp_path, None, "Out of GPU memory in cell L3")
     assert "OutOfMemoryError: CUDA out of memory" in str(err)

@@ -20,9 +20,9 @@ from session_support import BareBackend
 
 from nsight_magic.errors import ProfileInterrupted
 from nsight_magic.run_folders.run_dir import RunDir
-from nsight_magic.session import worker_process
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+from nsight_magic.worker import process as worker_process
 
 
 @pytest.fixture
@@ -209,7 +209,7 @@ def test_a_ctrl_c_as_the_output_pump_starts_stops_the_launcher(
     from processes import alive
 
     from nsight_magic.processes import runner
-    from nsight_magic.session.worker_process import WorkerProcess
+    from nsight_magic.worker.process import WorkerProcess
 
     pids = tmp_path / "launcher-pids"
     real = WorkerProcess._start_pump

@@ -198,7 +198,7 @@ def test_more_ranks_than_the_machine_has_are_refused(ip: InteractiveShell, runs_
 
 
 def test_rank_limit_counts_gpu_nodes_narrowed_by_cuda_visible_devices(tmp_path: Path) -> None:
-    from nsight_magic.session.cell_command import rank_limit, visible_gpus
+    from nsight_magic.processes.cell_command import rank_limit, visible_gpus
 
     for name in ("nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl", "nvidia-uvm"):
         (tmp_path / name).touch()  # the names /dev holds on a 4-GPU machine

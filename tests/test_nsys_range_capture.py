@@ -136,7 +136,7 @@ def test_a_drill_down_of_a_windowed_run_marks_the_same_opening_for_ncu() -> None
     import nvtx
 
     from nsight_magic.script import range_recorder
-    from nsight_magic.session.drill import window_filters
+    from nsight_magic.session.runs.drill import window_filters
 
     parent = type("Run", (), {"meta": {"options": {"nvtx_capture": "train@step#3"}}})()
     filters = window_filters(parent)
@@ -159,7 +159,7 @@ def test_a_drill_down_of_a_windowed_run_marks_the_same_opening_for_ncu() -> None
 
 
 def test_profile_range_of_the_windowed_range_keeps_to_its_opening() -> None:
-    from nsight_magic.session.drill import range_filters
+    from nsight_magic.session.runs.drill import range_filters
 
     windowed = type("Run", (), {"meta": {"options": {"nvtx_capture": "train:train@step#3"}}})()
     assert range_filters(windowed, "train", "train@step", "PushPop") == {

@@ -14,10 +14,10 @@ import pytest
 from session_support import BareBackend
 
 from nsight_magic.errors import CellFailedError
-from nsight_magic.session import worker_pool
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, RunCallbacks
-from nsight_magic.session.worker_process import WorkerStartError
+from nsight_magic.session.workers import pool as worker_pool
+from nsight_magic.worker.process import WorkerStartError
 
 UNPRINTABLE = """
 class Odd(Exception):

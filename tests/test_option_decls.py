@@ -263,7 +263,7 @@ def test_drill_able_options_are_declared() -> None:
 def test_each_drill_able_option_reaches_the_child_runs_ncu_argv(
     drill_manager: Any, saved_parent: Path, tmp_path: Path, name: str, how: str
 ) -> None:
-    """Through the public ``NsysRun.profile_kernel`` / ``profile_range`` and session/drill.py,
+    """Through the public ``NsysRun.profile_kernel`` / ``profile_range`` and session/runs/drill.py,
     which names no option: the child's NcuOptions carry the value and both argv builders (a
     fresh ncu run, an attach to the warm worker) differ from the default's."""
     manager, seen = drill_manager

@@ -18,8 +18,8 @@ from nsight_magic.script.cuda_save import snapshot_place
 from nsight_magic.script.shared_objects import TABLE, preserved
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
-from nsight_magic.session.notebook_snapshot import fits, kept_objects
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
+from nsight_magic.session.state.notebook_snapshot import fits, kept_objects
 
 torch = pytest.importorskip("torch")
 

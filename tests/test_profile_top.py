@@ -83,7 +83,7 @@ def test_a_sweep_configurations_top_n_binds_its_values_again_and_keeps_the_state
 ) -> None:
     manager, seen = drill_manager
     run = load_run(saved_parent, drill_runner=manager.drills)
-    run.bound_values = {"bs": 8}  # what session/sweep.py sets on a configuration's run
+    run.bound_values = {"bs": 8}  # what session/runs/sweep.py sets on a configuration's run
     with pytest.raises(Captured):
         run.profile_top(2)
     request, _, kwargs = seen[0]
@@ -176,7 +176,7 @@ def test_a_top_kernel_ncu_profiled_no_launch_of_is_a_row_that_says_so() -> None:
     assert left["nsys_total_ns"] == by_name.at[second, "total_ns"]
     assert left["nsys_time_pct"] == pytest.approx(by_name.at[second, "time_pct"])
     assert np.isnan(left["hfu_frac"]) and left["short_name"]
-    from nsight_magic.session.drill import _not_profiled
+    from nsight_magic.session.runs.drill import _not_profiled
 
     assert _not_profiled(child) == [(second, left["short_name"])]  # said at once, passed again
     child.meta["top_kernels"] = [first]  # all profiled: one row per launch, as before
@@ -275,7 +275,7 @@ def test_kernels_left_out_that_one_more_pass_profiles_together_need_no_pass_each
     import shutil
 
     from nsight_magic.run_folders.run_dir import RunDir, write_private
-    from nsight_magic.session.drill import _not_profiled
+    from nsight_magic.session.runs.drill import _not_profiled
 
     sweep_dir = Path(__file__).parent / "data" / "sweep_prefill"
     if not (sweep_dir.exists() and "ncu_sweep_top" in ncu_reports):

@@ -17,8 +17,9 @@ from nsight_magic.errors import CorruptReportError, ProfilerError
 from nsight_magic.processes import locate as tools
 from nsight_magic.processes.clean_env import is_injection_variable
 from nsight_magic.processes.locate import Tool
+from nsight_magic.profilers import commands as profiler_cli
 from nsight_magic.reports.nsys.export import export_report
-from nsight_magic.session import backends, profiler_cli
+from nsight_magic.session import backends
 from nsight_magic.session.backends import NcuBackend, NsysBackend, WarmState
 from nsight_magic.session.spec import CellRequest
 

@@ -1,5 +1,5 @@
 """``%%ncu --nproc N --rank R`` and a drill-down into one rank of a multi-rank cell: torchrun
-starts every rank through ``session/rank_exec.py``, which puts only rank R under the profiler
+starts every rank through ``processes/rank_exec.py``, which puts only rank R under the profiler
 argv saved in the run folder's ``rank_prefix.json``; each rank writes its own status file.
 On a GPU that prefix is ncu; here ncu's part (run the command it is given, as that rank) is
 played by ``/usr/bin/env`` setting one variable, so the rest runs for real on the CPU: the
@@ -18,14 +18,14 @@ import pytest
 from session_support import BareBackend, BareRun, gloo_retry
 
 from nsight_magic.errors import CellFailedError
+from nsight_magic.processes.cell_command import RANK_EXEC, one_rank_command
 from nsight_magic.processes.locate import Tool
 from nsight_magic.profilers.drill_request import DrillRequest
 from nsight_magic.run_folders.run_dir import RunDir
-from nsight_magic.session import drill
 from nsight_magic.session.backends import NcuBackend
-from nsight_magic.session.cell_command import RANK_EXEC, one_rank_command
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
+from nsight_magic.session.runs import drill
 from nsight_magic.session.spec import CellRequest, RunCallbacks
 
 ENV = shutil.which("env") or "/usr/bin/env"

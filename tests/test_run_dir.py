@@ -40,7 +40,7 @@ WRITERS = {"write_text", "write_bytes", "write_private", "write_json", "append_p
 ALLOWED = {
     # a process's output streamed into the log its caller names (RunDir.log), 0600
     ("processes/runner.py", "append_private"),
-    ("session/profiler_cli.py", "append_private"),
+    ("profilers/commands.py", "append_private"),
     # reading a run folder's file without following a link or blocking on a pipe: os.open
     # with O_RDONLY | O_NOFOLLOW | O_NONBLOCK, never a write (the share-safe copy writes every
     # file, the rewritten SQLite and parquet too, through RunDir.write_copy)
@@ -68,13 +68,13 @@ ALLOWED = {
     ("script/torch_memory.py", "open"),
     ("script/torch_memory.py", "pickle.dump"),
     # ... and, after a warm cell, what it sends back to the notebook (results.pkl: the path
-    # RunDir.results names, sent in the request; session/state/worker_side.py)
+    # RunDir.results names, sent in the request; shared_state/worker_side.py)
     ("script/shared_objects.py", "open"),
     ("script/shared_objects.py", "pickle.dump"),
     # the worker's side of the notebook's state: what a cell changed, written to the path
     # RunDir.results names (sent in the request), and a file a repeat (warm-up, re-run)
     # wrote put back as it was (the user's file, not a run folder's)
-    ("session/state/worker_side.py", "open"),
+    ("shared_state/worker_side.py", "open"),
     # the watchdog opens /dev/null for its standard streams: no file of a run folder
     ("processes/child_watchdog.py", "os.open"),
 }

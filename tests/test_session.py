@@ -30,11 +30,11 @@ from nsight_magic.processes import runner
 from nsight_magic.run_folders.run_dir import RunDir
 from nsight_magic.run_folders.run_meta import SCHEMA_VERSION
 from nsight_magic.script import prepare_cell
-from nsight_magic.session import worker_process
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
 from nsight_magic.session.status import format_status
-from nsight_magic.session.worker_pool import SessionStatus
+from nsight_magic.session.workers.pool import SessionStatus
+from nsight_magic.worker import process as worker_process
 
 
 @pytest.fixture
@@ -204,7 +204,7 @@ def test_the_packages_own_results_stay_home_without_a_word(run) -> None:
 
 
 def test_a_failure_with_no_type_or_message_says_so() -> None:
-    from nsight_magic.session.pipeline import cell_failed
+    from nsight_magic.session.runs.pipeline import cell_failed
 
     error = cell_failed({"status": "error", "phase": "setup"}, Path("/runs/x"), None)
     assert "None" not in str(error).splitlines()[0]
@@ -394,7 +394,7 @@ sys.path.insert(0, sys.argv[1])
 from session_support import BareBackend
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest
-from nsight_magic.session.worker_process import Launch
+from nsight_magic.worker.process import Launch
 
 # a launcher that outlives its worker, as `ncu --mode launch` and its subreaper did
 LAUNCHER = "import subprocess, sys, time; subprocess.Popen(sys.argv[1:]).wait(); time.sleep(300)"

@@ -12,9 +12,9 @@ import pytest
 from processes import alive
 from session_support import BareBackend
 
+from nsight_magic.processes import gpu_memory
 from nsight_magic.profilers.nsys import NsysOptions
 from nsight_magic.script import prepare_cell
-from nsight_magic.session import gpu_memory
 from nsight_magic.session.backends import NsysBackend
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager

@@ -22,7 +22,7 @@ from nsight_magic.errors import CellFailedError
 from nsight_magic.script import prepare_cell
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
-from nsight_magic.session.prewarm import Imports
+from nsight_magic.session.runs.prewarm import Imports
 from nsight_magic.session.spec import CellRequest, Notebook, Rerun, RunCallbacks
 
 
@@ -444,7 +444,7 @@ sys.path[:0] = [sys.argv[1], sys.argv[2]]
 from session_support import BareBackend
 from nsight_magic.script import prepare_cell
 from nsight_magic.session.manager import SessionManager
-from nsight_magic.session.prewarm import Imports
+from nsight_magic.session.runs.prewarm import Imports
 m = SessionManager()
 m.prewarm, m.prewarm_backends = True, {"nsys": BareBackend, "ncu": BareBackend}
 # a setup cell that never ran in the notebook: the prewarmed worker replays it (forever)

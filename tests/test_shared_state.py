@@ -21,8 +21,8 @@ from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook, Rerun, RunCallbacks
 from nsight_magic.session.state import setup_replay
-from nsight_magic.session.state.notebook_side import NotebookState
 from nsight_magic.session.state.repeat_changes import changed_names
+from nsight_magic.shared_state.notebook_side import NotebookState
 
 torch = pytest.importorskip("torch")
 

@@ -1,4 +1,4 @@
-"""The keyed object graph both sides of a profiled cell keep (session/state/graph.py), tested
+"""The keyed object graph both sides of a profiled cell keep (shared_state/graph.py), tested
 by difference: each case runs its cells plainly in one namespace and, in another, the
 "profiled" ones in a second namespace that stands for the worker (the notebook's side sends
 what changed, the cell runs there, what changed comes back), then compares the two notebooks
@@ -23,8 +23,8 @@ try:  # the dependency tiers have no torch: the tensor case skips there
 except ImportError:
     ARRAYS = (np.ndarray,)
 
-from nsight_magic.session.state.apply import dump_message, load_message
-from nsight_magic.session.state.graph import Graph
+from nsight_magic.shared_state.apply import dump_message, load_message
+from nsight_magic.shared_state.graph import Graph
 
 cloudpickle_registry = __import__("cloudpickle").cloudpickle._DYNAMIC_CLASS_TRACKER_BY_ID
 
@@ -293,7 +293,7 @@ def test_the_worker_agrees_only_once_the_notebook_applied(tmp_path: Any) -> None
     """A send_back the notebook never applied (its request stopped, its apply raised) is not
     agreed: the worker sends the same changes again with the next cell (the GPU acceptance of
     2026-12-07: an interrupted bring-back left the worker sure the notebook had them)."""
-    from nsight_magic.session.state.worker_side import WorkerState
+    from nsight_magic.shared_state.worker_side import WorkerState
 
     worker = WorkerState({"__name__": "__main__", "hits": [1, 2], "k": 7})
     path = str(tmp_path / "results.pkl")

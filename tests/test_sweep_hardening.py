@@ -33,8 +33,8 @@ from nsight_magic.run_folders.run_dir import RunDir, write_json, write_private
 from nsight_magic.run_folders.sweep_record import ConfigKey, ConfigRecord, SweepRecord, json_value
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
+from nsight_magic.session.runs.sweep import SweepSpec, parse_sweep_option, run_sweep
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks, SweepLimits
-from nsight_magic.session.sweep import SweepSpec, parse_sweep_option, run_sweep
 
 DATA = Path(__file__).resolve().parent / "data"
 SWEEP_FIXTURE = DATA / "sweep_prefill"

@@ -21,8 +21,8 @@ from nsight_magic.run_folders.run_dir import RunDir
 from nsight_magic.script import prepare_cell
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
+from nsight_magic.session.runs.sweep import SweepSpec, parse_sweep_option
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
-from nsight_magic.session.sweep import SweepSpec, parse_sweep_option
 
 
 @pytest.fixture

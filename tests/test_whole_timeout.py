@@ -17,8 +17,9 @@ from session_support import BareBackend
 from test_bounded_waits import _pids_gone, _script
 
 from nsight_magic.errors import ProfilerError, ProfileTimeout
+from nsight_magic.processes import deadline
 from nsight_magic.processes import locate as tools
-from nsight_magic.session import deadline, profiler_cli
+from nsight_magic.profilers import commands as profiler_cli
 from nsight_magic.session.backends import NcuBackend, NsysBackend
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager

@@ -17,9 +17,9 @@ from processes import alive
 from session_support import BareBackend
 
 from nsight_magic.errors import CellFailedError, WorkerDiedError
-from nsight_magic.session import messages
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, RunCallbacks
+from nsight_magic.worker import messages
 
 
 @pytest.fixture
@@ -127,7 +127,7 @@ def test_a_frame_forged_on_the_real_socket_is_one_error_and_a_new_worker(run, ma
 
 FORGE_A_REPLY = """
 import gc
-from nsight_magic.session.messages import Channel
+from nsight_magic.worker.messages import Channel
 (channel,) = [o for o in gc.get_objects() if isinstance(o, Channel)]
 channel.send({"ok": True, "status": "ok", "names": ["x"]})
 """
@@ -303,7 +303,7 @@ def test_a_connection_the_notebook_reset_ends_the_serve_loop_without_a_traceback
     """The notebook closes its end with a frame unread when it stops a worker: the worker's
     next read gets ECONNRESET. Before: a ConnectionResetError traceback, printed into the cell
     whose reply the notebook had refused."""
-    from nsight_magic.session.worker import Worker, serve
+    from nsight_magic.worker.serve import Worker, serve
 
     notebook, worker = pair
     worker.sock.sendall(b"a reply the notebook never reads")

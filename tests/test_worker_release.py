@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from nsight_magic.session import messages
-from nsight_magic.session import worker as worker_module
+from nsight_magic.worker import messages
+from nsight_magic.worker import serve as worker_module
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The profiling workers follow the notebook's imports (``session/prewarm.py``): at
+"""The profiling workers follow the notebook's imports (``session/runs/prewarm.py``): at
 ``%load_ext`` in a Jupyter kernel the nsys worker starts and imports torch and what the earlier
 cells imported; as each cell starts, the live workers import what it imports, beside the
 notebook's own import. A Run All whose prelude imports torch and transformers then finds its

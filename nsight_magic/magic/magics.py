@@ -36,6 +36,7 @@ from traitlets import Bool, Enum, Float, Int, TraitError, Unicode, observe, vali
 
 from ..errors import CellSyntaxError, NsightMagicError, ProfileInterrupted
 from ..processes import locate as tools
+from ..processes.cell_command import rank_limit
 from ..processes.progress import ProgressLine
 from ..profilers import options as option_decl
 from ..profilers.ncu import NcuOptions
@@ -44,8 +45,8 @@ from ..results.base import in_kernel
 from ..results.display import show_live_first, static_later
 from ..script import prepare_cell
 from ..session.backends import NcuBackend, NsysBackend
-from ..session.cell_command import rank_limit
 from ..session.manager import MANAGER
+from ..session.runs.sweep import SweepSpec, parse_sweep_option
 from ..session.spec import (
     DEFAULT_STATE_TIMEOUT_S,
     DEFAULT_SWEEP_MAX_CONFIGS,
@@ -56,7 +57,6 @@ from ..session.spec import (
     SweepLimits,
 )
 from ..session.status import format_status, notebook_gpu_memory
-from ..session.sweep import SweepSpec, parse_sweep_option
 from ..session.variables import DEFAULT_AUTO_MAX_BYTES, parse_names
 from ..vocabulary import magic_names
 from ..vocabulary.reserved_names import SHOWN

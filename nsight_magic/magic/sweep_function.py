@@ -1,6 +1,6 @@
 """``nsight_magic.sweep(cell, values)``: ``%%nsys --sweep`` from Python, in this notebook's
 session: beside the magics, which it mirrors. It checks its arguments, describes the notebook as
-the magics do, and hands the sweep to the session manager (``session/sweep.py`` runs it)."""
+the magics do, and hands the sweep to the session manager (``session/runs/sweep.py`` runs it)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from ..profilers.nsys import NsysOptions
 from ..results.sweep_run import SweepRun
 from ..session.backends import NsysBackend
 from ..session.manager import MANAGER
+from ..session.runs.sweep import SweepSpec, short_repr
 from ..session.spec import MAX_REPEAT, MAX_WARMUP, CellRequest, Notebook, RunCallbacks, SweepLimits
-from ..session.sweep import SweepSpec, short_repr
 from ..vocabulary import arguments
 
 

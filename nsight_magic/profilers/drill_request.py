@@ -2,7 +2,7 @@
 ``instance``/``count``, or a range the caller names), the ``NcuOptions`` a drill-down may set (the
 fields declared ``drill=True``: set, sections, metrics, and any added later) and how it runs
 (``fresh``, ``timeout``, ``rank``). ``NsysRun.profile_kernel`` / ``profile_range`` build one, the
-session (``session/drill.py``) turns it into the child run's ``NcuOptions`` without naming a
+session (``session/runs/drill.py``) turns it into the child run's ``NcuOptions`` without naming a
 single option, so an option declared drill-able reaches the child's ncu argv by itself.
 
 Standard library and ``profilers/ncu.py`` only: results build it, the session reads it.

@@ -66,7 +66,7 @@ class NsysRun(_Run):
         # load_run(..., trust=True): a re-profile may use the folder's interpreter and env
         self.trust_folder = False
         # a sweep's configuration run in this session: the values it bound before the cell,
-        # which a drill-down into it binds again (session/sweep.py, session/drill.py)
+        # which a drill-down into it binds again (session/runs/sweep.py, session/runs/drill.py)
         self.bound_values: dict[str, Any] | None = None
         self._repeats = RepeatFrames(self)  # a --repeat run's per-repeat frames
 
@@ -492,7 +492,7 @@ class NsysRun(_Run):
         cancel: threading.Event | None = None,
     ) -> NcuRun:
         """ncu on the ``n`` kernels with the most total time in this run: ONE re-run of the
-        cell that profiles the first launch of each (``session/drill.py``'s ``profile_top``),
+        cell that profiles the first launch of each (``session/runs/drill.py``'s ``profile_top``),
         not ``n`` drill-downs. One launch per name (ncu 2025.3.1 profiled a kernel launched with
         two grids once); the kernels that filter left out get one more re-run together (then
         one each for any still left out), merged into the same child (``meta["merged_runs"]``),

@@ -195,7 +195,7 @@ class RunDir:
     # are its subfolders: <sweep>/<NN>-<label>/
     SWEEP = "sweep.json"
     SWEEP_PAGE = "index.html"  # a shared sweep folder's one-page summary (share())
-    # every file a re-run reads, unpickles or executes (session/saved_run.py checks them)
+    # every file a re-run reads, unpickles or executes (session/runs/saved_run.py checks them)
     REPLAYED = (CELL, SCRIPT, VARS, ENV, META)
 
     def __init__(self, path: str | Path) -> None:

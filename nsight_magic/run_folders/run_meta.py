@@ -33,7 +33,7 @@ class RunMeta:
     error: str | None = None  # the typed error's one line when the run failed
     started_utc: str | None = None
     finished_utc: str | None = None
-    # where and how (a re-run of the folder reads these: session/saved_run.py)
+    # where and how (a re-run of the folder reads these: session/runs/saved_run.py)
     cwd: str | None = None
     python: str | None = None
     warmup: int | None = None
@@ -77,7 +77,7 @@ class RunMeta:
     nvtx_range: str | None = None
     style: str | None = None
     ignored_from_folder: dict[str, Any] | None = None  # what a saved folder asked, not obeyed
-    # a sweep's configuration (session/sweep.py): index, values (sweep.json's), label
+    # a sweep's configuration (session/runs/sweep.py): index, values (sweep.json's), label
     sweep: dict[str, Any] | None = None
     # profile_top's ncu run: the kernels it profiled the first launch of, most nsys time first
     top_kernels: list[str] | None = None

@@ -78,7 +78,7 @@ CHANGES: list[str] | None = None
 RERUN = False  # the captured run repeats one the notebook already has (a drill-down)
 # set per request by the worker (``prepare``, ``capture``): the notebook copied the memory this
 # worker maps aside before the re-run and its warm-up and puts it back after each
-# (session/notebook_snapshot.py), so they keep only the worker's own; a saved script run on
+# (session/state/notebook_snapshot.py), so they keep only the worker's own; a saved script run on
 # its own maps nothing
 NOTEBOOK_KEEPS = False
 # set by a warm worker: what puts its namespace, the objects it reaches, the random streams and
@@ -101,7 +101,7 @@ SHOWN = "_nsight_magic_shown"
 
 # A saved script re-run in a new process under another profiler than the one it was written
 # for (a drill-down's ncu on a cell nsys ran: one rank of several, a loaded folder, fresh=True):
-# the session names that profiler's constants here (JSON: session/fresh.py); they replace the
+# the session names that profiler's constants here (JSON: session/runs/fresh.py); they replace the
 # header's (the nsys gate opened no ``capture`` range, ncu's filter, so nothing was captured)
 PROFILER_ENV = "NSIGHT_MAGIC_PROFILER"
 PROFILER_CONSTANTS = ("GATE", "NVTX_TARGET", "NVTX_CAPTURE", "NVTX_INSTANCE", "MEMORY_HISTORY")

@@ -1,6 +1,6 @@
 """The worker's side of the notebook's shared GPU memory: keep a re-run from changing it twice.
 
-What the worker received from the notebook is ``session/state/worker_side.py``'s (its table of
+What the worker received from the notebook is ``shared_state/worker_side.py``'s (its table of
 received objects is ``ns[TABLE]``: key -> object; the notebook's CUDA storages it maps are
 recorded in ``ns[MAPPED]``).
 

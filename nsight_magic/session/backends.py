@@ -32,19 +32,14 @@ from ..errors import (
     ToolVersionError,
 )
 from ..package_info import pythonpath_with_package
+from ..processes import deadline
 from ..processes import locate as tools
+from ..processes.cell_command import cell_command, one_rank_command
 from ..processes.clean_env import clean_env
 from ..processes.locate import Tool, ToolName
 from ..profilers import ncu as ncu_argv
 from ..profilers import nsys as nsys_argv
-from ..profilers.env import without_notebook_backend
-from ..profilers.options import options_meta
-from ..run_folders.run_dir import RunDir
-from ..script import Gate
-from . import deadline
-from .cell_command import cell_command, one_rank_command
-from .conversation import Conversation
-from .profiler_cli import (
+from ..profilers.commands import (
     RELEASE_ATTACH_RETRY_S,
     RELEASE_S,
     attach,
@@ -54,8 +49,13 @@ from .profiler_cli import (
     nsys_profile_help,
     run_cli,
 )
+from ..profilers.env import without_notebook_backend
+from ..profilers.options import options_meta
+from ..run_folders.run_dir import RunDir
+from ..script import Gate
+from ..worker.conversation import Conversation
+from ..worker.process import Launch, WorkerProcess
 from .spec import CellRequest
-from .worker_process import Launch, WorkerProcess
 
 _versions: dict[str, tuple[int, ...] | None] = {}
 # one lock per path: the nsys worker's start (a setup cell's prewarm) never waits for the ncu
@@ -452,7 +452,7 @@ class NcuBackend:
             )
             target = status.get("target")
             # the cell opened the range --nvtx names, yet the attach kept no launch of it: a
-            # fresh ncu run of the same script can still (session/fallback.py)
+            # fresh ncu run of the same script can still (session/runs/fallback.py)
             error.target_opened = isinstance(target, dict) and bool(target.get("opened"))
             error.run_dir = run_dir
             raise error

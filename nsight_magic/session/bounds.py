@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..processes import gpu_state, locate
+from ..processes import deadline, gpu_state, locate
+from ..profilers import commands as profiler_cli
 from ..reports.ncu import child as ncu_child
-from . import deadline, profiler_cli, spec
-from .conversation import BOUNDS as TALK
+from ..worker.conversation import BOUNDS as TALK
+from . import spec
 
 
 @dataclass(frozen=True)

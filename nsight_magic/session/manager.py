@@ -21,18 +21,18 @@ from ..errors import (
     NothingCapturedError,
     WorkerDiedError,
 )
+from ..processes import gpu_memory
 from ..profilers.nsys import NsysOptions
 from ..run_folders.run_dir import RunDir
 from ..script import PreparedCell
-from . import gpu_memory
-from .activity import Activity
 from .backends import Backend, NcuBackend, NsysBackend
-from .drill import DrillDowns
-from .fallback import again_warm, crash_note, empty_attach_note, fresh_instead
-from .fresh import FreshExecutor
 from .history import REGISTRY, History, HistoryEntry, SetupRegistry
-from .pipeline import CellJob, profile_cell
-from .prewarm import (
+from .run_context import RunContext
+from .runs.drill import DrillDowns
+from .runs.fallback import again_warm, crash_note, empty_attach_note, fresh_instead
+from .runs.fresh import FreshExecutor
+from .runs.pipeline import CellJob, profile_cell
+from .runs.prewarm import (
     Imports,
     follow_imports,
     imports_of,
@@ -44,12 +44,12 @@ from .prewarm import (
     start_for_host_cells,
     submodules_to_follow,
 )
-from .run_context import RunContext
+from .runs.warm import WarmExecutor
 from .spec import CellRequest, Notebook, Rerun, RunCallbacks, SweepLimits
 from .state import setup_replay
-from .warm import WarmExecutor
-from .warm_session import WarmSession
-from .worker_pool import SessionStatus, WorkerPool
+from .workers.activity import Activity
+from .workers.pool import SessionStatus, WorkerPool
+from .workers.warm_session import WarmSession
 
 
 class SessionManager:
@@ -341,9 +341,9 @@ class SessionManager:
     ) -> Any:
         """Profile ``request``'s cell once per configuration of ``spec`` (a
         ``sweep.SweepSpec``), each an ordinary ``profile`` run that leaves the notebook's
-        state as it was; returns a ``SweepRun`` (``session/sweep.py``). ``limits`` bound its
+        state as it was; returns a ``SweepRun`` (``session/runs/sweep.py``). ``limits`` bound its
         size (``%config NsightMagic.sweep_max_configs``), checked before anything runs."""
-        from .sweep import run_sweep  # results and views load with the first sweep only
+        from .runs.sweep import run_sweep  # results and views load with the first sweep only
 
         return run_sweep(self.profile, request, backend, spec, notebook=notebook,
                          callbacks=callbacks, limits=limits)  # fmt: skip

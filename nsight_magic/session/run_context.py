@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..processes import deadline
 from ..processes import locate as tools
 from ..processes.progress import ProgressParser, is_profiler_line
 from ..run_folders import runs
 from ..run_folders.run_dir import RunDir
 from ..run_folders.run_meta import RunMeta
 from ..script import PreparedCell
-from . import deadline
 from .backends import Backend
 from .spec import CellRequest, Notebook, RunCallbacks
 

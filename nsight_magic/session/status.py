@@ -9,7 +9,7 @@ from typing import Any
 
 from ..vocabulary.magic_names import cell_magic
 from .variables import human_bytes
-from .worker_pool import SessionStatus
+from .workers.pool import SessionStatus
 
 
 def format_status(statuses: list[SessionStatus], notebook_gpu: dict[str, Any]) -> str:

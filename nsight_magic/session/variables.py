@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MissingVariableError, NsightMagicError, UnpicklableVariableError
+from ..processes import deadline
 from ..vocabulary.notebook_names import is_ipython_own
-from . import deadline
 from .spec import Notebook
 
 DEFAULT_AUTO_MAX_BYTES = 256 << 20

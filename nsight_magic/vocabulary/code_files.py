@@ -13,7 +13,7 @@ that cell and its line.
 
 cloudpickle replaces a by-value function's file name with ``<dynamic-code>``
 (``DYNAMIC_CODE``); the notebook's pickler puts one of the names above instead
-(``session/state/describe.py``). A run made before that still has it: its frames read
+(``shared_state/describe.py``). A run made before that still has it: its frames read
 ``notebook cell L<n>`` (which cell is lost). Stdlib only: a leaf module.
 """
 

@@ -83,9 +83,9 @@ def install_bare_backends() -> None:
 
     import nsight_magic.magic.magics as magics
     from nsight_magic.profilers.nsys import NsysOptions
-    from nsight_magic.session import drill
     from nsight_magic.session.backends import NcuBackend, NsysBackend, options_meta
     from nsight_magic.session.manager import MANAGER
+    from nsight_magic.session.runs import drill
 
     class BareResult(BareRun):
         live_bundle = None  # a result with a live view: the editor path shows it, returns None

@@ -34,10 +34,6 @@ import numpy  # noqa: E402, F401
 import pandas  # noqa: E402, F401
 import session_support  # noqa: E402, F401
 
-import nsight_magic.magic.magics  # noqa: E402
-import nsight_magic.profilers.drill_request  # noqa: E402
-import nsight_magic.session.drill  # noqa: E402, F401
-
 
 def child(side: dict[str, object]) -> None:
     """In the forked child: its own session, its output to its log, then the side."""

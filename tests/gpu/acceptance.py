@@ -1033,7 +1033,7 @@ def _our_processes(work: Path) -> list[str]:
             continue
         text = " ".join(a.decode(errors="replace") for a in argv if a)
         if (
-            "nsight_magic.session.worker" in text
+            "nsight_magic.worker.serve" in text
             or "--mode=launch" in text
             or "--mode attach" in text
         ):

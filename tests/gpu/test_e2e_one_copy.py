@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks.one_copy import BODY, CHECKSUM, STEP
 from benchmarks.one_copy import SETUP as SETUP_OF
-from nsight_magic.session import gpu_memory
+from nsight_magic.processes import gpu_memory
 from nsight_magic.session.manager import MANAGER
 
 from .conftest import cuda, have, magic

@@ -100,7 +100,7 @@ class NcuReport:
     def merged(cls, reports: Sequence[NcuReport]) -> NcuReport:
         """One report of the launches of ``reports``, in order (``launch`` numbered again from
         0), at the first one's path: a top-N run whose kernels ncu profiled in several passes
-        (``session/drill.py``). Its rules count as run only where every report ran them."""
+        (``session/runs/drill.py``). Its rules count as run only where every report ran them."""
         if not reports:
             raise ValueError("merged() needs at least one report")
         units: dict[str, str] = {}

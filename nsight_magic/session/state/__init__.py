@@ -1,3 +1,5 @@
-"""The notebook's state and a worker's, by observation (issue 56): ``graph`` keys the objects
-the two sides share, describes each shallowly and tells what changed since they last agreed,
-so what a profiled cell did is seen, not guessed from its text."""
+"""What crosses between the notebook and a worker, the session's side: the one exchange per
+cell or prewarm (``exchange.py``, over the model in ``nsight_magic/shared_state``), the setup
+cells a worker replays because what they define could not be sent (``setup_replay.py``, after
+``admission.py`` checked the GPU memory), and what a repeated run keeps as it was
+(``repeat_changes.py``, ``notebook_snapshot.py``)."""

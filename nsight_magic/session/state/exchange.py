@@ -27,18 +27,24 @@ import time
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
+from ...processes import deadline, gpu_memory
 from ...run_folders.run_dir import RunDir
 from ...script import PreparedCell
-from .. import deadline, gpu_memory
-from ..conversation import Conversation
+from ...shared_state.notebook_side import (
+    LAST_RESULTS,
+    NotebookState,
+    Outgoing,
+    adoption_blob,
+    notebook_names,
+)
+from ...shared_state.objects import OWN_RESULTS
+from ...worker.conversation import Conversation
+from ...worker.process import Reply
 from ..history import History
 from ..spec import Notebook
 from ..variables import plan_shipping
-from ..warm_session import WarmSession
-from ..worker_process import Reply
+from ..workers.warm_session import WarmSession
 from . import setup_replay
-from .notebook_side import LAST_RESULTS, NotebookState, Outgoing, adoption_blob, notebook_names
-from .objects import OWN_RESULTS
 from .repeat_changes import changed_names, module_names
 from .setup_replay import CellPlan, ReplayPlan
 

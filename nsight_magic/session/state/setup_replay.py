@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import MissingVariableError
+from ...shared_state.notebook_side import Outgoing
+from ...shared_state.objects import OWN_RESULTS
 from ...vocabulary.code_files import notebook_cell_file
 from ...vocabulary.notebook_names import is_ipython_own
-from .. import admission
 from ..history import HistoryEntry
-from ..warm_session import WarmSession
-from .notebook_side import Outgoing
-from .objects import OWN_RESULTS
+from ..workers.warm_session import WarmSession
+from . import admission
 
 
 @dataclass(frozen=True)

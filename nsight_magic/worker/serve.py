@@ -1,7 +1,7 @@
 """The session worker: one long-lived Python process per profiler that runs notebook cells in a
 single persistent namespace, so a profiled cell costs its own time plus the profiler's.
 
-    python -m nsight_magic.session.worker --socket PATH --parent PID [--parent-start TICKS]
+    python -m nsight_magic.worker.serve --socket PATH --parent PID [--parent-start TICKS]
 
 It runs under ``nsys launch`` or ``ncu --mode launch`` (or bare, for tests), connects back to the
 notebook over a Unix socket and serves one request at a time (``messages.py``). Each cell comes
@@ -45,8 +45,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from nsight_magic.processes.child_watchdog import stat_fields as _stat_fields  # stdlib only
-from nsight_magic.session import messages
-from nsight_magic.session.state.worker_side import WorkerState
+from nsight_magic.shared_state.worker_side import WorkerState
+from nsight_magic.worker import messages
 
 EXIT_PARENT_GONE = 70
 EXIT_CHANNEL_DAMAGED = 71  # a request frame that was not the notebook's (the cell read or wrote)
@@ -535,7 +535,7 @@ def _answer(worker: Worker, op: str, msg: dict[str, Any], owner: int) -> dict[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="nsight_magic.session.worker")
+    parser = argparse.ArgumentParser(prog="nsight_magic.worker.serve")
     parser.add_argument("--socket", required=True)
     parser.add_argument("--parent", type=int, required=True)
     parser.add_argument("--parent-start", type=int, default=None)

@@ -34,10 +34,10 @@ from ..package_info import pythonpath_with_package
 from ..processes import runner
 from ..processes.child_signals import start_child
 from . import messages
-from .worker import EXIT_CHANNEL_DAMAGED, EXIT_PARENT_GONE, process_start_ticks
+from .serve import EXIT_CHANNEL_DAMAGED, EXIT_PARENT_GONE, process_start_ticks
 
 LineSink = Callable[[str], None]
-WORKER_MODULE = "nsight_magic.session.worker"
+WORKER_MODULE = "nsight_magic.worker.serve"
 INTERRUPT_GRACE_S = 5.0
 # How long a reply waits for the output mark behind it (the pipe is read by a thread; what a
 # cell printed last is usually there within milliseconds). A worker that could not write the

@@ -16,14 +16,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import NothingCapturedError, WorkerDiedError
-from ..run_folders import runs
-from ..run_folders.run_dir import RunDir
-from ..script import PreparedCell
+from ...errors import NothingCapturedError, WorkerDiedError
+from ...run_folders import runs
+from ...run_folders.run_dir import RunDir
+from ...script import PreparedCell
+from ..workers.warm_session import WarmSession
 from .fresh import FreshExecutor
 from .pipeline import CellJob, profile_cell
 from .warm import WarmExecutor
-from .warm_session import WarmSession
 
 
 def crash_cause(session: WarmSession | None, died: WorkerDiedError) -> str:

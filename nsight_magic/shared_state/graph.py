@@ -38,15 +38,7 @@ from .describe import (
     dumps_keyed,
     made_for_the_occasion,
 )
-from .objects import (
-    Key,
-    _is_tensor,
-    _library_owned,
-    _numpy,
-    _received_ptrs,
-    keyable,
-    too_big,
-)
+from .objects import Key, _is_tensor, _library_owned, _numpy, _received_ptrs, keyable, too_big
 
 
 class Graph:

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import RunFolderError
-from ..profilers.env import allowed_from_folder
-from ..run_folders.ownership import check_tree_owned
-from ..run_folders.run_dir import RunDir
-from ..run_folders.run_meta import RunMeta
-from .spec import MAX_REPEAT, MAX_WARMUP
+from ...errors import RunFolderError
+from ...profilers.env import allowed_from_folder
+from ...run_folders.ownership import check_tree_owned
+from ...run_folders.run_dir import RunDir
+from ...run_folders.run_meta import RunMeta
+from ..spec import MAX_REPEAT, MAX_WARMUP
 
 # every file of a run folder that a re-run reads, unpickles or executes
 REPLAYED_FILES = RunDir.REPLAYED

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..errors import (
+from ...errors import (
     CellFailedError,
     MissingVariableError,
     NsightMagicError,
@@ -26,19 +26,19 @@ from ..errors import (
     ProfileTimeout,
     WorkerDiedError,
 )
-from ..processes.gpu_state import SETTLE_S, read_gpu_state, settle
-from ..processes.runner import RunResult
-from ..run_folders import runs
-from ..run_folders.ownership import make_private
-from ..run_folders.run_dir import CellStatus
-from ..run_folders.run_meta import RunMeta
-from ..script import prepare_cell
-from . import deadline
-from .backends import Backend
-from .deadline import run_deadline
-from .run_context import Lines, RunContext, base_meta, now_utc
-from .spec import CellRequest, Notebook, RunCallbacks
-from .variables import serialize_explicit, serialize_values
+from ...processes import deadline
+from ...processes.deadline import run_deadline
+from ...processes.gpu_state import SETTLE_S, read_gpu_state, settle
+from ...processes.runner import RunResult
+from ...run_folders import runs
+from ...run_folders.ownership import make_private
+from ...run_folders.run_dir import CellStatus
+from ...run_folders.run_meta import RunMeta
+from ...script import prepare_cell
+from ..backends import Backend
+from ..run_context import Lines, RunContext, base_meta, now_utc
+from ..spec import CellRequest, Notebook, RunCallbacks
+from ..variables import serialize_explicit, serialize_values
 
 
 @dataclass
@@ -273,7 +273,7 @@ def _with_meta(run: Any, ctx: RunContext, **fields: Any) -> Any:
 def _oom_text(ctx: RunContext, status: CellStatus) -> str:
     """An out-of-memory cell's explanation (``results.memory_frames.oom_explanation``): who
     held the GPU's memory then and the fix; "" for any other error."""
-    from ..results.memory_frames import oom_explanation
+    from ...results.memory_frames import oom_explanation
 
     names = {os.getpid(): f"the notebook (pid {os.getpid()})"}
     try:  # the session's other workers (%nsight_session): one of them may hold the memory

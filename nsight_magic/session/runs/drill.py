@@ -14,27 +14,27 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..analysis.range_spec import NvtxRange, matches_spec, resolve_nvtx_range
-from ..errors import (
+from ...analysis.range_spec import NvtxRange, matches_spec, resolve_nvtx_range
+from ...errors import (
     AmbiguousNvtxRangeError,
     FolderSettingsIgnored,
     MissingVariableError,
     NsightMagicError,
     ProfileInterrupted,
 )
-from ..profilers import ncu as ncu_argv
-from ..profilers import nsys as nsys_argv
-from ..profilers.drill_request import DrillRequest
-from ..run_folders import sharing
-from ..run_folders.run_dir import RunDir
-from ..vocabulary.magic_names import cell_magic
-from ..vocabulary.nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
-from . import deadline
-from .backends import NcuBackend
-from .history import History
-from .run_context import now_utc
+from ...processes import deadline
+from ...profilers import ncu as ncu_argv
+from ...profilers import nsys as nsys_argv
+from ...profilers.drill_request import DrillRequest
+from ...run_folders import sharing
+from ...run_folders.run_dir import RunDir
+from ...vocabulary.magic_names import cell_magic
+from ...vocabulary.nvtx_names import NVTX_DOMAIN, WARMUP_RANGE
+from ..backends import NcuBackend
+from ..history import History
+from ..run_context import now_utc
+from ..spec import CellRequest, Rerun, RunCallbacks
 from .saved_run import rerun_settings, saved_meta
-from .spec import CellRequest, Rerun, RunCallbacks
 
 # ncu on one rank of a torchrun job: the peers run unprofiled; bound it anyway
 MULTI_RANK_TIMEOUT_S = 600.0
@@ -280,7 +280,7 @@ class DrillDowns:
             )
         parent_meta = saved_meta(parent_dir)
         entry = self.history.find_run(parent_dir)
-        # a sweep's configuration (session/sweep.py) keeps the values it bound, to bind again
+        # a sweep's configuration (session/runs/sweep.py) keeps the values it bound, to bind again
         bound = getattr(parent, "bound_values", None)
         bound = dict(bound) if isinstance(bound, dict) else None
         # a folder profiled in this session is ours (a sweep's configurations too: only this

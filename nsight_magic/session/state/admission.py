@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 
-from ..errors import NsightMagicError
-from . import gpu_memory
-from .variables import human_bytes
+from ...errors import NsightMagicError
+from ...processes import gpu_memory
+from ..variables import human_bytes
 
 MARGIN = 1.1  # what a rebuild needs over what the notebook's run of it took
 MIB = 1 << 20

@@ -13,7 +13,7 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...vocabulary.notebook_names import is_compiler_own, is_ipython_own
+from ..vocabulary.notebook_names import is_compiler_own, is_ipython_own
 from . import rng
 from .apply import Applied, Message, dump_message, load_message
 from .describe import Describer, Walk

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .worker_process import LineSink, Reply
+from .process import LineSink, Reply
 
 __all__ = ["BOUNDS", "Conversation", "ConversationBounds", "Transport"]
 

@@ -3,7 +3,7 @@ cell changed (by looking, not by reading the cell), take its copies of the CUDA 
 worker made, and put everything back after a run that repeats the notebook's work (a warm-up,
 a drill-down's re-run, a sweep's configuration).
 
-Imported by the worker (``session/worker.py``): standard library at import time; torch and
+Imported by the worker (``worker/serve.py``): standard library at import time; torch and
 numpy only when the cell imported them.
 """
 
@@ -19,8 +19,8 @@ import time
 from collections.abc import Iterator, MutableMapping
 from typing import Any, ClassVar
 
-from ...vocabulary.notebook_names import is_compiler_own
-from .. import deadline
+from ..processes import deadline
+from ..vocabulary.notebook_names import is_compiler_own
 from . import rng
 from .apply import Message, _Applier, dump_message, fill_in_place, load_message
 from .describe import Describer, Walk
@@ -116,7 +116,7 @@ class WorkerState:
             torch.cuda.synchronize()  # the cell's kernels wrote what goes back
         self.pending = None
         names = {n: v for n, v in user_names(self.ns).items() if n not in self.theirs}
-        # the notebook's own bound (session/deadline.py), here on the worker's main thread
+        # the notebook's own bound (processes/deadline.py), here on the worker's main thread
         with deadline.bounded_here("describing the cell's changes for the notebook", bound_s,
                                    SLOW_CHANGES):  # fmt: skip
             walk = self.graph.look(names, max_bytes=max_bytes, fills=False)

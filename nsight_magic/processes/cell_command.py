@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-RANK_EXEC = "nsight_magic.session.rank_exec"
+RANK_EXEC = "nsight_magic.processes.rank_exec"
 
 
 def torchrun(python: str, nproc: int) -> list[str]:

@@ -10,15 +10,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import NsightMagicError, ProfileInterrupted, ProfileTimeout
-from ..processes import runner
-from ..run_folders.run_dir import CellStatus, cell_status
-from ..script import PROFILER_ENV, PreparedCell, build_script, history_entry, profiler_constants
-from . import deadline
+from ...errors import NsightMagicError, ProfileInterrupted, ProfileTimeout
+from ...processes import deadline, runner
+from ...run_folders.run_dir import CellStatus, cell_status
+from ...script import PROFILER_ENV, PreparedCell, build_script, history_entry, profiler_constants
+from ...worker.process import WorkerStartError
+from ..run_context import RunContext
+from ..variables import plan_by_value
 from .pipeline import Outcome
-from .run_context import RunContext
-from .variables import plan_by_value
-from .worker_process import WorkerStartError
 
 
 class ProfilerWatch:

@@ -38,18 +38,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..run_folders.run_dir import RunDir
-from ..script import build_script, prepare_cell
-from . import gpu_memory
-from .activity import PREWARM_IDLE_S, Activity
-from .backends import Backend
-from .conversation import BOUNDS, Conversation
-from .history import History
-from .run_context import Lines, RunContext, base_meta
-from .spec import CellRequest, Notebook, RunCallbacks
-from .state.exchange import StateExchange, StepFailed
-from .warm_session import WarmSession
-from .worker_pool import WorkerPool
+from ...processes import gpu_memory
+from ...run_folders.run_dir import RunDir
+from ...script import build_script, prepare_cell
+from ...worker.conversation import BOUNDS, Conversation
+from ..backends import Backend
+from ..history import History
+from ..run_context import Lines, RunContext, base_meta
+from ..spec import CellRequest, Notebook, RunCallbacks
+from ..state.exchange import StateExchange, StepFailed
+from ..workers.activity import PREWARM_IDLE_S, Activity
+from ..workers.pool import WorkerPool
+from ..workers.warm_session import WarmSession
 
 # how long the ncu worker's start waits for the nsys worker's (which the setup cell asked first);
 # a hang there is not waited for longer (the nsys start itself gives up later, and says why)

@@ -15,9 +15,9 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from ..processes import locate as tools
-from ..processes.child_signals import run_bounded
-from ..processes.clean_env import clean_env
+from . import locate as tools
+from .child_signals import run_bounded
+from .clean_env import clean_env
 
 MARGIN_FACTOR = 1.2
 MARGIN_MIB = 1024.0

@@ -19,21 +19,21 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import NsightMagicError, WorkerDiedError
-from ..run_folders.run_dir import cell_status
-from ..script import build_script
-from . import notebook_snapshot
-from .conversation import Conversation
-from .history import History
+from ...errors import NsightMagicError, WorkerDiedError
+from ...profilers.commands import log_line
+from ...run_folders.run_dir import cell_status
+from ...script import build_script
+from ...worker.conversation import Conversation
+from ...worker.process import Reply
+from ..history import History
+from ..run_context import RunContext
+from ..spec import CellRequest
+from ..state import notebook_snapshot
+from ..state.exchange import StateExchange, StepFailed
+from ..state.repeat_changes import called_code_names
+from ..state.setup_replay import CellPlan, ReplayPlan, setup_entries
+from ..workers.warm_session import WarmSession
 from .pipeline import Outcome
-from .profiler_cli import log_line
-from .run_context import RunContext
-from .spec import CellRequest
-from .state.exchange import StateExchange, StepFailed
-from .state.repeat_changes import called_code_names
-from .state.setup_replay import CellPlan, ReplayPlan, setup_entries
-from .warm_session import WarmSession
-from .worker_process import Reply
 
 # after a failed capture start: how long to wait for the worker to be seen dead (a crash)
 ATTACH_DEATH_GRACE_S = 1.0

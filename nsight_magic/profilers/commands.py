@@ -14,13 +14,12 @@ import time
 from pathlib import Path
 
 from ..errors import ProfilerError
-from ..processes import runner
+from ..processes import deadline, runner
 from ..processes.child_signals import start_child
 from ..processes.clean_env import clean_env, run_quiet
-from ..profilers import ncu as ncu_argv
-from ..profilers import nsys as nsys_argv
 from ..run_folders.run_dir import RunDir, append_private
-from . import deadline
+from . import ncu as ncu_argv
+from . import nsys as nsys_argv
 
 
 def log_line(run_dir: Path, text: str) -> None:

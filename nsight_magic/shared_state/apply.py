@@ -14,12 +14,7 @@ from typing import Any
 
 from . import definitions
 from .describe import _Namespace
-from .objects import (
-    NS,
-    Key,
-    KeyedTable,
-    NotInPlace,
-)
+from .objects import NS, Key, KeyedTable, NotInPlace
 
 
 @dataclass

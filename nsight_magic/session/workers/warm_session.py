@@ -9,10 +9,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..processes.locate import ToolName
-from .backends import WarmState
-from .state.notebook_side import NotebookState
-from .worker_process import WorkerProcess
+from ...processes.locate import ToolName
+from ...shared_state.notebook_side import NotebookState
+from ...worker.process import WorkerProcess
+from ..backends import WarmState
 
 
 @dataclass

@@ -24,17 +24,17 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import (
+from ...errors import (
     BadArgumentError,
     CellFailedError,
     NsightMagicError,
     ProfileInterrupted,
     SweepFailedError,
 )
-from ..processes.progress import Progress
-from ..results.sweep_run import SweepRun
-from ..run_folders.run_dir import RunDir
-from ..run_folders.sweep_record import (
+from ...processes.progress import Progress
+from ...results.sweep_run import SweepRun
+from ...run_folders.run_dir import RunDir
+from ...run_folders.sweep_record import (
     ConfigKey,
     ConfigRecord,
     SweepRecord,
@@ -42,10 +42,10 @@ from ..run_folders.sweep_record import (
     config_label,
     json_value,
 )
-from ..vocabulary.reserved_names import reserved_why
-from .backends import Backend
-from .run_context import now_utc
-from .spec import CellRequest, Notebook, Rerun, RunCallbacks, SweepLimits
+from ...vocabulary.reserved_names import reserved_why
+from ..backends import Backend
+from ..run_context import now_utc
+from ..spec import CellRequest, Notebook, Rerun, RunCallbacks, SweepLimits
 
 # ``Backend`` is a Protocol the session's own backends and the tests' bare one implement
 Profile = Callable[..., Any]  # SessionManager.profile

@@ -17,15 +17,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import NsightMagicError
-from ..processes import locate as tools
-from . import deadline, gpu_memory
-from .backends import Backend, WarmState
-from .conversation import Conversation
-from .profiler_cli import shutdown_session
-from .run_context import RunContext, now_utc
+from ...errors import NsightMagicError
+from ...processes import deadline, gpu_memory
+from ...processes import locate as tools
+from ...profilers.commands import shutdown_session
+from ...worker.conversation import Conversation
+from ...worker.process import WorkerProcess, WorkerStartError
+from ..backends import Backend, WarmState
+from ..run_context import RunContext, now_utc
 from .warm_session import WarmSession
-from .worker_process import WorkerProcess, WorkerStartError
 
 # workers kept per profiler, one per set of launch options (nsys --trace, --env, --python)
 MAX_WORKERS_PER_TOOL = 2

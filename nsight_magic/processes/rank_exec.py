@@ -1,6 +1,6 @@
 """Run one rank of a torchrun job under a profiler and the others bare.
 
-    python -m torch.distributed.run --nproc-per-node N -m nsight_magic.session.rank_exec \\
+    python -m torch.distributed.run --nproc-per-node N -m nsight_magic.processes.rank_exec \\
         --rank R --prefix PREFIX.json -- script.py status.json
 
 Each rank torchrun starts runs this module: rank R replaces itself with the profiler command in
@@ -18,7 +18,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="nsight_magic.session.rank_exec")
+    parser = argparse.ArgumentParser(prog="nsight_magic.processes.rank_exec")
     parser.add_argument("--rank", type=int, required=True)
     parser.add_argument("--prefix", required=True, help="JSON list: the profiler argv prefix")
     parser.add_argument("command", nargs=argparse.REMAINDER)

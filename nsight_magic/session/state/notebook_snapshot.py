@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..script.cuda_save import SNAPSHOT_MARGIN_BYTES, SNAPSHOT_MARGIN_SHARE, bytes_by_device
-from ..script.shared_objects import module_buffers, storages_of
+from ...script.cuda_save import SNAPSHOT_MARGIN_BYTES, SNAPSHOT_MARGIN_SHARE, bytes_by_device
+from ...script.shared_objects import module_buffers, storages_of
 
 # what the ncu worker allocates of its own beside what it maps (its cached blocks, the re-run's
 # activations and gradients), left free on each device with the copy
