@@ -106,11 +106,64 @@ def test_no_module_over_600_lines() -> None:
 
 
 def test_the_session_wing_has_no_function_above_complexity_12_or_7_parameters() -> None:
+    """The wing: the session, the worker it talks to and the state they share."""
     pytest.importorskip("ruff")  # the lint tier's tool (the oldest-dependency tier has none)
+    wing = [str(PACKAGE / folder) for folder in ("session", "worker", "shared_state")]
     done = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", str(PACKAGE / "session"), "--select",
+        [sys.executable, "-m", "ruff", "check", *wing, "--select",
          "C901,PLR0913", "--config", "lint.mccabe.max-complexity=12", "--config",
          "lint.pylint.max-args=7", "--output-format", "concise", "--no-cache"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+SESSION_MAX_LINES = 6_000
+# the session's folders, each above the next; the modules beside them (spec, history, backends,
+# run_context, variables) are their ground, and the face (manager, status, bounds) stands on all
+SESSION_FLOORS = ("runs", "state", "workers")
+SESSION_FACE = ("manager", "status", "bounds")
+
+
+def session_floor(module: str) -> int | None:
+    """How high ``module`` stands in the session: the face 4, runs 3, state 2, workers 1, the
+    ground 0; None outside the session."""
+    prefix = "nsight_magic.session."
+    if not module.startswith(prefix):
+        return None
+    first = module[len(prefix) :].split(".")[0]
+    if first in SESSION_FACE:
+        return len(SESSION_FLOORS) + 1
+    if first in SESSION_FLOORS:
+        return len(SESSION_FLOORS) - SESSION_FLOORS.index(first)
+    return 0
+
+
+def test_the_session_is_at_most_6000_lines_in_folders_that_import_one_way() -> None:
+    """Issue 58: runs -> state -> workers -> ground, never back; nothing below the session
+    (the worker, the shared state, processes, profilers, ...) imports it or the magics."""
+    session = PACKAGE / "session"
+    lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in session.rglob("*.py"))
+    assert lines <= SESSION_MAX_LINES
+    assert {p.name for p in session.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(
+        SESSION_FLOORS
+    )
+    files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    upward = []
+    for module, path in files.items():
+        # the package's face (its __init__, cli, __main__) and the magics stand above it
+        below_session = module.split(".")[1:2] not in (
+            [],
+            ["session"],
+            ["magic"],
+            ["cli"],
+            ["__main__"],
+        )
+        here = session_floor(module)
+        for target in imports_of(path, set(files)):
+            there = session_floor(target)
+            if there is not None and here is not None and there > here:
+                upward.append(f"{module} -> {target}")
+            if below_session and target.split(".")[1:2] in (["session"], ["magic"]):
+                upward.append(f"{module} -> {target}")
+    assert upward == []
