@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .session import CELL, SETUP, result_of
+from .llama_cell import CELL, SETUP, result_of
 from .warm_start import body_s
 
 WAYS = ("at-setup", "run-all", "after-a-pause")

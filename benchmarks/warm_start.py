@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .session import CELL, SETUP, cell_times
+from .llama_cell import CELL, SETUP, cell_times
 
 
 def _ops(run: Any) -> int:

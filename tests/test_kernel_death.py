@@ -55,7 +55,8 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 kind, tmp = sys.argv[2], Path(sys.argv[3])
 from session_support import BareBackend
-from nsight_magic.session import deadline, profiler_cli
+from nsight_magic.processes import deadline
+from nsight_magic.profilers import commands as profiler_cli
 from nsight_magic.session.backends import NcuBackend, NsysBackend, WarmState
 from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager

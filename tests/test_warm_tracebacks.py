@@ -17,7 +17,7 @@ from nsight_magic.session.history import SetupRegistry
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
 
-OUR_FRAMES = ("worker.py", "script.py", "op_prepare", "run_statements", "load_vars", "warmup")
+OUR_FRAMES = ("serve.py", "script.py", "op_prepare", "run_statements", "load_vars", "warmup")
 
 
 class BadToUnpickle:

@@ -114,6 +114,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("nsight_magic", "nsight_magic.examples"),
     ("nsight_magic.magic",),
     ("nsight_magic.session",),
+    # a profiling worker (both ends of its socket) and the state model its two sides share
+    ("nsight_magic.worker",),
+    ("nsight_magic.shared_state",),
     ("nsight_magic.script",),
     ("nsight_magic.results",),
     ("nsight_magic.reports",),

@@ -82,7 +82,7 @@ RERUN = False  # the captured run repeats one the notebook already has (a drill-
 # its own maps nothing
 NOTEBOOK_KEEPS = False
 # set by a warm worker: what puts its namespace, the objects it reaches, the random streams and
-# the files written back after a repeat (session/state/worker_side.WorkerState.kept); a script
+# the files written back after a repeat (shared_state/worker_side.WorkerState.kept); a script
 # run on its own keeps its plain values (shared_objects.names_kept)
 KEEP_STATE: Any = None
 RERUN_SHOWN = False  # set by a warm worker: a sweep's configuration, whose output is shown

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..processes import deadline, gpu_state, locate
-from ..profilers import commands as profiler_cli
+from ..profilers import commands
 from ..reports.ncu import child as ncu_child
 from ..worker.conversation import BOUNDS as TALK
 from . import spec
@@ -53,7 +53,7 @@ BOUNDS = (
     Bound("`nsys start` / `stop` / `cancel`", deadline.CLI_S),
     Bound("the ncu attach connecting to the worker", deadline.ATTACH_S),
     Bound("the ncu worker's release (its first CUDA call under `ncu --mode launch`)",
-          profiler_cli.RELEASE_S),
+          commands.RELEASE_S),
     Bound("a fresh run: the profiler starting the cell's script", deadline.PROFILER_START_S),
     Bound("a fresh run: the profiler ending after the script did (writing its report)",
           deadline.PROFILER_END_S),

@@ -59,7 +59,7 @@ class SessionManager:
     def __init__(self, setup: SetupRegistry = REGISTRY) -> None:
         self.history = History()
         self.setup = setup
-        self.workers = WorkerPool()  # the live workers (worker_pool.py)
+        self.workers = WorkerPool()  # the live workers (workers/pool.py)
         self._nsys_runs: dict[str, weakref.ref[Any]] = {}  # cell text -> its last nsys run
         # ``profile`` looked up at each drill-down (a test may replace it on this object)
         self.drills = DrillDowns(lambda *a, **k: self.profile(*a, **k), self.history,

@@ -4,7 +4,7 @@ For one cell the worker is asked, in order: load the run's script; receive the n
 it lacks and replay the setup cells whose names cannot be sent (``state/exchange.py``); take the
 ``--vars`` and warm up; then, with the capture begun (``nsys start`` / ``ncu --mode attach``),
 run the gated cell; then send what the cell bound and changed back to the notebook. Each step
-is a request the notebook can interrupt (see ``worker_process``). ``nsys start`` only arms a
+is a request the notebook can interrupt (see ``worker/process.py``). ``nsys start`` only arms a
 collection that the gated cell's cudaProfilerStart opens, so it runs in a thread beside the
 steps before the cell instead of after them.
 """

@@ -26,7 +26,7 @@ class WarmSession:
     state: WarmState
     started_utc: str
     executed: list[int] = field(default_factory=list)  # history ids, in the order run
-    # what it shares with the notebook, object by object (state/notebook_side.py)
+    # what it shares with the notebook, object by object (shared_state/notebook_side.py)
     mirror: NotebookState | None = None
     mapped_bytes: int = 0  # the notebook's GPU memory it maps (the most sent at once)
     names: frozenset[str] = frozenset()
