@@ -16,7 +16,9 @@ import os
 import pickle
 import sys
 import time
+import types
 from collections.abc import Iterator, MutableMapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..processes import deadline
@@ -51,6 +53,28 @@ def user_names(ns: MutableMapping[str, Any]) -> dict[str, Any]:
     }
 
 
+@dataclass
+class _Look:
+    """The state a put-back returns to: the look at the names, the keys it knew, and for a
+    name whose value cannot be described as a whole (a lock among its attributes) that value
+    and its attributes, each looked at on its own (``inside``, named ``name.attr``), so it is
+    put back attribute by attribute."""
+
+    walk: Walk
+    describer: Describer
+    keys: frozenset[Key]
+    inside: Walk
+    attributes: dict[str, tuple[Any, dict[str, Any]]]
+
+
+def _attributes(value: Any) -> dict[str, Any] | None:
+    """An instance's own attributes (a class, module or function is no such object)."""
+    if isinstance(value, (type, types.ModuleType, types.FunctionType, types.MethodType)):
+        return None
+    own = getattr(value, "__dict__", None)
+    return dict(own) if isinstance(own, dict) else None
+
+
 def _storages(objects: list[Any]) -> set[int]:
     torch = sys.modules.get("torch")
     if torch is None:
@@ -75,6 +99,9 @@ class WorkerState:
         self.folder = ""
         # the last send_back's walk and message, until the notebook says it applied them
         self.pending: tuple[Walk, Message] | None = None
+        # inside one_look(): its look (taken by the first kept()) and the keys it knew
+        self.shared_look: _Look | None = None
+        self.sharing = self.looked = False
 
     def receive(self, path: str, theirs: frozenset[str] = frozenset()) -> dict[str, Any]:
         """Apply the notebook's message at ``path``: its objects, names and random streams;
@@ -182,15 +209,30 @@ class WorkerState:
                                                                   False).print  # fmt: skip
 
     @contextlib.contextmanager
+    def one_look(self) -> Iterator[None]:
+        """Around the runs of one capture (its repeats, a re-run around them): every
+        ``kept()`` inside puts back to the state of the first one's look, since each put-back
+        leaves the state that look saw and another would find the same (the look was about
+        half of a repeat's put-back). What the runs made is forgotten after each put-back,
+        what the look knew once all are done."""
+        self.sharing = True
+        try:
+            yield
+        finally:
+            if self.looked:  # as each kept() outside one_look() does: no look, no keys
+                self._forget_unshared()
+            self.sharing, self.looked, self.shared_look = False, False, None
+
+    @contextlib.contextmanager
     def kept(self, quiet: bool = True, keep_on_error: bool = False) -> Iterator[None]:
         """Around a run whose effects the notebook has already (or must never have): every
         name, every object the names reach and the random streams are as they were after it,
         files it wrote are put back, and (``quiet``) what it prints is not shown.
         ``keep_on_error``: a run that raises is the cell's one run (a warm-up that fails ends
         the cell, as the notebook's own run would): nothing is put back, its output is shown."""
-        graph = self.graph
-        describer = Describer(graph)
-        before = graph.look(user_names(self.ns), describer)
+        look = self.shared_look or self._look()
+        if self.sharing:
+            self.shared_look, self.looked = look, True
         streams = rng.states()
         files = _FileKeeper()
         out = io.StringIO()
@@ -209,19 +251,37 @@ class WorkerState:
         finally:
             if raised and keep_on_error:
                 sys.stdout.write(out.getvalue())  # the cell's output, up to its error
-                graph.forget([k for k in list(graph.table) if k not in graph.prints])
+                self.shared_look = None  # the state is the run's now: a later kept() looks
             else:
-                self._put_back(before, describer, streams)
+                self._put_back(look, streams)
+            self._forget_unshared(look.keys if self.sharing else frozenset())
 
-    def _put_back(self, before: Any, describer: Describer, streams: Any) -> None:
+    def _look(self) -> _Look:
+        describer = Describer(self.graph)
+        names = user_names(self.ns)
+        walk = self.graph.look(names, describer)
+        attributes = {name: (names[name], own) for name in walk.cannot
+                      if (own := _attributes(names[name])) is not None}  # fmt: skip
+        inside = {f"{name}.{attr}": value for name, (_, own) in attributes.items()
+                  for attr, value in own.items()}  # fmt: skip
+        inner = self.graph.look(inside, describer) if inside else Walk()
+        return _Look(walk, describer, frozenset(self.graph.table), inner, attributes)
+
+    def _forget_unshared(self, still: frozenset[Key] = frozenset()) -> None:
+        """Keys a look gave objects the notebook never had: not kept (but those of a look
+        that later put-backs use, ``still``)."""
         graph = self.graph
+        graph.forget([k for k in list(graph.table) if k not in graph.prints and k not in still])
+
+    def _put_back(self, look: _Look, streams: Any) -> None:
+        graph, before = self.graph, look.walk
         applier = _Applier(graph, _empty())
-        for key, record in before.records.items():
+        for key, record in [*before.records.items(), *look.inside.records.items()]:
             obj = graph.table.get(key)
             if obj is None:
                 continue
             try:
-                now = graph._describe(describer, key, obj, [], False).print
+                now = graph._describe(look.describer, key, obj, [], False).print
             except Exception:
                 now = None
             if now != record.print:
@@ -233,9 +293,14 @@ class WorkerState:
         for name, blob in before.bindings.items():
             with contextlib.suppress(Exception):
                 self.ns[name] = applier.load(blob)
+        for name, (obj, own) in look.attributes.items():
+            self.ns[name] = obj  # what the attributes held is as it was (the fills above)
+            with contextlib.suppress(Exception):
+                for attr in [a for a in vars(obj) if a not in own]:
+                    delattr(obj, attr)
+                for attr, value in own.items():
+                    setattr(obj, attr, value)
         rng.restore(streams)
-        # keys the look before gave objects the notebook never had: not kept
-        graph.forget([k for k in list(graph.table) if k not in graph.prints])
 
 
 def _empty() -> Any:

@@ -283,7 +283,8 @@ class Worker:
         """The gated run of the cell; ``notebook_keeps``: the notebook keeps the memory this
         worker maps around a re-run (the script's ``NOTEBOOK_KEEPS``, for this request)."""
         self._notebook_keeps(msg)
-        status = self._hook("capture")(self.ns)
+        with self.state.one_look():  # its repeats (and a re-run around them) look once
+            status = self._hook("capture")(self.ns)
         self.cells += 1
         if status.get("status") != "ok":
             status["worker_broken"] = cuda_broken()

@@ -531,6 +531,30 @@ REPEATS = [
         ["print(a, b, random.random(), next(it))"],
         paths=("repeat",),
     ),
+    # every repeat puts back to one look, taken before the first (WorkerState.one_look): what
+    # a repeat made, rebound, deleted or changed deep inside is gone before the next one
+    *across(
+        "repeat-rebinds-deletes-and-nests-once",
+        [
+            "import types\nbox = types.SimpleNamespace(items=[1], tag='a')\nalias = box.items\n"
+            "gone = 5\nd = {'n': 0}"
+        ],
+        "box.items.append(len(box.items))\nbox.tag += 'b'\nd['n'] += 1\n"
+        "d.setdefault('made', []).append([d['n']])\nalias = list(alias)\ndel gone\n"
+        "fresh = d['n']",
+        ["print(box.items, box.tag, d, alias, alias is box.items, 'gone' in dir(), fresh)"],
+        paths=("repeat",),
+        again=False,
+    ),
+    Case(
+        "repeat-then-drill-puts-back-once",
+        (
+            "d = {'n': 0}\nxs = []",
+            "%%nsys --repeat 3\nd['n'] += 1\nxs.append([d['n']])\nlast = xs[-1]",
+            "#!drill kernel gemm",
+            "print(d, xs, last, last is xs[-1])",
+        ),
+    ),
     Case(
         "repeat-that-raises-is-the-run",
         ("hits = []", "%%nsys --repeat 3\nhits.append(1)\nraise ValueError('x')", "print(hits)"),
