@@ -88,3 +88,30 @@ def test_a_run_that_raises_keeps_its_changes_and_the_next_one_looks_again() -> N
         with state.kept():
             _run(ns)
     assert ns["box"].n == 1 and ns["gone"] == 6 and ns["hits"] == [1]
+
+
+class Guarded(Box):
+    """An attribute its ``__setattr__`` refuses once set (as some libraries' objects do), set
+    first, so the others come after it."""
+
+    def __init__(self) -> None:
+        self.frozen = "set once"
+        super().__init__()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "frozen" and "frozen" in vars(self):
+            raise AttributeError("frozen is read-only")
+        super().__setattr__(name, value)
+
+
+def test_an_attribute_that_refuses_does_not_stop_the_others() -> None:
+    ns = _namespace()
+    ns["box"] = box = Guarded()
+    state = WorkerState(ns)
+    with state.kept():
+        vars(box)["frozen"] = "changed behind its back"
+        box.n = 7
+        box.items = ["rebound"]
+        ns["hits"].append(1)
+    assert (box.n, box.items, ns["hits"]) == (0, [1], [])
+    assert box.frozen == "changed behind its back"  # refused, and said by nothing: left as is

@@ -295,11 +295,14 @@ class WorkerState:
                 self.ns[name] = applier.load(blob)
         for name, (obj, own) in look.attributes.items():
             self.ns[name] = obj  # what the attributes held is as it was (the fills above)
-            with contextlib.suppress(Exception):
-                for attr in [a for a in vars(obj) if a not in own]:
+            now = vars(obj)
+            for attr in [a for a in now if a not in own]:
+                with contextlib.suppress(Exception):
                     delattr(obj, attr)
-                for attr, value in own.items():
-                    setattr(obj, attr, value)
+            for attr, value in own.items():  # only what was rebound: a __setattr__ may act
+                if attr not in now or now[attr] is not value:
+                    with contextlib.suppress(Exception):
+                        setattr(obj, attr, value)
         rng.restore(streams)
 
 
