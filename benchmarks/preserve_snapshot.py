@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from nsight_magic.script import shared_objects
+from nsight_magic.script import cuda_save
 from nsight_magic.script.shared_objects import TABLE, preserved
 
 
@@ -18,8 +18,8 @@ def run(gib: float, place: str) -> float:
     n = int(gib * (1 << 30)) // 4 // 64
     ns = {TABLE: {i: torch.randn(n, device="cuda") for i in range(64)}}
     before = [t.clone() for t in ns[TABLE].values()]
-    real = shared_objects.snapshot_place
-    shared_objects.snapshot_place = lambda *a, **k: place  # type: ignore[assignment]
+    real = cuda_save.snapshot_place
+    cuda_save.snapshot_place = lambda *a, **k: place
     try:
         t0 = time.perf_counter()
         with preserved(ns, ["*"]):
@@ -31,7 +31,7 @@ def run(gib: float, place: str) -> float:
             t2 = time.perf_counter()
         t3 = time.perf_counter()
     finally:
-        shared_objects.snapshot_place = real  # type: ignore[assignment]
+        cuda_save.snapshot_place = real
     assert all(torch.equal(a, b) for a, b in zip(before, ns[TABLE].values(), strict=True))
     total = sum(t.numel() * 4 for t in before) / 1e9
     print(f"{place}: {total:.1f} GB, save {total / (t1 - t0):.1f} GB/s, "
