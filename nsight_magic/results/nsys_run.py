@@ -428,11 +428,13 @@ class NsysRun(_Run):
         ``flops`` are given. A ``--repeat N`` run adds the time per repeat (``repeat_*``, as
         :meth:`nvtx_phases`) and the MFU's 95% interval, ``mfu_ci95_lo_frac, _hi_frac``."""
         flops = flops_arg(flops, "flops", "NsysRun.mfu()")  # the user's names in the message
+        # the report's own frames: the MFU reads their totals, and a --repeat run's
+        # per-repeat columns are computed below on the MFU's keys (not twice)
         frame = utilisation.model_mfu(
-            self.nvtx_gpu_projection(),
+            self.report.nvtx_gpu_projection(),
             flops,
             nvtx=self.nvtx(),
-            phases=self.nvtx_phases(),
+            phases=self.report.nvtx_phases(),
             gpu_name=self.gpu_info().get("name"),
             dtype=dtype,
             peak_flops=peak_flops,

@@ -1,6 +1,6 @@
 """The notebook's conversation with one worker, as nbclient's ``NotebookClient`` owns its whole
 conversation with a kernel: every request the notebook makes of a worker is built here, one
-method per request the worker serves (``worker.Worker.handle``), sent through the worker's
+method per request the worker serves (``serve.Worker.handle``), sent through the worker's
 ``WorkerProcess`` (the transport: frames, interrupts, a dead worker) and waited for under one
 deadline.
 
@@ -77,9 +77,8 @@ class Conversation:
         cancellable again, bound by ``state_timeout_s`` and the margin, not by the cell's
         deadline, spent already."""
         bound = state_timeout_s + self.bounds.after_stop_margin_s
-        other = Conversation(self.worker, timeout=lambda: bound, on_line=self.on_line,
-                             on_reply=self.on_reply, bounds=self.bounds)  # fmt: skip
-        return other
+        return Conversation(self.worker, timeout=lambda: bound, on_line=self.on_line,
+                            on_reply=self.on_reply, bounds=self.bounds)  # fmt: skip
 
     def _ask(self, op: str, *, wait_s: float | None = None, **fields: Any) -> Reply:
         """Send ``op`` with ``fields``; wait under the deadline, or ``wait_s`` when sooner."""
