@@ -101,7 +101,7 @@ class WorkerState:
         self.pending: tuple[Walk, Message] | None = None
         # inside one_look(): its look (taken by the first kept()) and the keys it knew
         self.shared_look: _Look | None = None
-        self.sharing = self.looked = False
+        self.sharing = False
 
     def receive(self, path: str, theirs: frozenset[str] = frozenset()) -> dict[str, Any]:
         """Apply the notebook's message at ``path``: its objects, names and random streams;
@@ -219,9 +219,9 @@ class WorkerState:
         try:
             yield
         finally:
-            if self.looked:  # as each kept() outside one_look() does: no look, no keys
+            if self.shared_look is not None:  # as a kept() outside one_look() does at its end
                 self._forget_unshared()
-            self.sharing, self.looked, self.shared_look = False, False, None
+            self.sharing, self.shared_look = False, None
 
     @contextlib.contextmanager
     def kept(self, quiet: bool = True, keep_on_error: bool = False) -> Iterator[None]:
@@ -232,7 +232,7 @@ class WorkerState:
         the cell, as the notebook's own run would): nothing is put back, its output is shown."""
         look = self.shared_look or self._look()
         if self.sharing:
-            self.shared_look, self.looked = look, True
+            self.shared_look = look
         streams = rng.states()
         files = _FileKeeper()
         out = io.StringIO()
@@ -252,9 +252,10 @@ class WorkerState:
             if raised and keep_on_error:
                 sys.stdout.write(out.getvalue())  # the cell's output, up to its error
                 self.shared_look = None  # the state is the run's now: a later kept() looks
+                self._forget_unshared()
             else:
                 self._put_back(look, streams)
-            self._forget_unshared(look.keys if self.sharing else frozenset())
+                self._forget_unshared(look.keys if self.sharing else frozenset())
 
     def _look(self) -> _Look:
         describer = Describer(self.graph)
