@@ -31,7 +31,7 @@ from ..spec import CellRequest
 from ..state import notebook_snapshot
 from ..state.exchange import StateExchange, StepFailed
 from ..state.repeat_changes import called_code_names
-from ..state.setup_replay import CellPlan, ReplayPlan, setup_entries
+from ..state.setup_replay import CellPlan, ReplayPlan
 from ..workers.warm_session import WarmSession
 from .pipeline import Outcome
 
@@ -168,14 +168,11 @@ class WarmExecutor:
             for note in s.notes:  # what happened in the background (prewarm) since
                 ctx.lines.note(note)
             s.notes.clear()
-            ran = {*s.executed, *(e.id for e in plan.replay.run)}
             # the script alone reproduces this state (a fresh re-run after a crash, a shared
             # folder): the setup cells, which the worker received instead of running, and what
             # it has run, then the cell
-            entries = self.history.entries()
-            setups = setup_entries(entries, before=self.before, setup=request.setup)
-            ran |= {e.id for e in setups}
-            replayed = [e for e in entries if e.id in ran]
+            ran = {*s.executed, *(e.id for e in plan.replay.run), *(e.id for e in plan.setups)}
+            replayed = [e for e in self.history.entries() if e.id in ran]
             changes = state.keep(ctx.cell)
             user_ns = ctx.notebook.user_ns  # of those, the notebook's own objects (not ``os``)
             self.notebook_changes = [n for n in changes or () if n == "*" or (
@@ -184,7 +181,7 @@ class WarmExecutor:
                                   warmup=request.warmup, repeat=request.repeat,
                                   gate=ctx.backend.gate,
                                   torch_nvtx=ctx.backend.torch_nvtx(),
-                                  changes=changes, rerun=self.repeats(request),
+                                  changes=changes, rerun=self.repeats_run,
                                   **ctx.backend.script_args())  # fmt: skip
             folder.write_script(script)
             # the trace cannot tell a first execution from a warm one by itself (cold_run.py)
@@ -243,7 +240,7 @@ class WarmExecutor:
                 if early is not None:
                     self._disarm(ctx, s, early)
                 if self._warmup_raised(ctx, exc):  # that run was the cell's: it comes back
-                    ctx.meta.brought_back = state.bring_back(ctx.folder)
+                    self._bring_back(ctx, state, stopped=False)
                 raise
             return self._capture(ctx, state, early, before)
         finally:
@@ -258,7 +255,7 @@ class WarmExecutor:
             isinstance(exc, StepFailed)
             and exc.phase == "vars"
             and bool(ctx.request.warmup)
-            and not self.repeats(ctx.request)
+            and not self.repeats_run
             and bool(exc.reply.data.get("exc_type"))
             and not exc.reply.stopped
             and s is not None
@@ -271,7 +268,7 @@ class WarmExecutor:
         keeps it: no room, or not such a run)."""
         s = self.session
         under_ncu = ctx.backend.gate == "nvtx"
-        if s is None or not (self.repeats(ctx.request) and under_ncu and self.notebook_changes):
+        if s is None or not (self.repeats_run and under_ncu and self.notebook_changes):
             return None
         mirrored = list(s.mirror.graph.table.values()) if s.mirror is not None else []
         objects = notebook_snapshot.kept_objects(self.notebook_changes, ctx.notebook.user_ns,
@@ -316,16 +313,21 @@ class WarmExecutor:
         # the notebook's run: what it changed comes back, also when it was interrupted (Ctrl-C,
         # --timeout) and the worker answered: as a plain run leaves what it did before the stop
         answered = s.worker.alive() and not s.broken and bool(reply.data)
-        if not self.repeats(ctx.request) and answered:
-            if reply.stopped:
-                # the stop asked for is done: this is not another to cancel, nor bound by the
-                # cell's --timeout, spent already (an interrupt during the worker's send_back
-                # left the two sides' agreement unknown: issue 56's GPU acceptance, 2026-12-07)
-                state.conversation = self._talk().after_stop(ctx.notebook.state_timeout_s)
-            ctx.meta.brought_back = state.bring_back(ctx.folder, stopped=bool(reply.stopped))
+        if not self.repeats_run and answered:
+            self._bring_back(ctx, state, stopped=bool(reply.stopped))
         if usable:  # idle: no cached blocks (once idle when the next configuration follows)
             self._talk().release(when_idle=ctx.request.more_follow)
         return Outcome(status, reply.stopped)
+
+    def _bring_back(self, ctx: RunContext, state: StateExchange, *, stopped: bool) -> None:
+        """What the notebook's run of the cell changed, applied to the notebook (meta.json's
+        ``brought_back`` says what)."""
+        if stopped:
+            # the stop asked for is done: this is not another to cancel, nor bound by the
+            # cell's --timeout, spent already (an interrupt during the worker's send_back
+            # left the two sides' agreement unknown: issue 56's GPU acceptance, 2026-12-07)
+            state.conversation = self._talk().after_stop(ctx.notebook.state_timeout_s)
+        ctx.meta.brought_back = state.bring_back(ctx.folder, stopped=stopped)
 
     def _prepare(self, ctx: RunContext, state: StateExchange) -> frozenset[str]:
         """The steps before the capture: the script loaded, the notebook's names received (and
@@ -336,19 +338,9 @@ class WarmExecutor:
         # the notebook's directory now (a %cd since the worker started moves the cell too)
         loaded = self._talk().load(str(ctx.folder.script), cwd=ctx.request.cwd)
         self._step(loaded, "load", bool(loaded.data.get("ok")))
-        state.send(plan, ctx.folder)
-        ctx.meta.shared_vars = dict(state.sent_summary)
-        if state.imported_modules:  # a worker that had not imported what the objects need
-            ctx.meta.shared_vars["imported"] = state.imported
-            ctx.meta.shared_vars["imported_modules"] = state.imported_modules
-        if plan.replay.run:
-            ctx.lines.phase("replaying", plan.replay.describe(s.tool))
-            state.replay(plan)
-            ctx.meta.replayed = [e.name for e in plan.replay.run]
-        shared = ctx.meta.shared_vars or {}
-        ctx.meta.shipped_vars = state.ship_by_value(
-            ctx.folder, ctx.explicit_vars, list(shared.get("sent_names", []))
-        )
+        delivered = state.deliver(plan, ctx.folder, ctx.explicit_vars, ctx.lines.phase)
+        ctx.meta.shared_vars, ctx.meta.shipped_vars = delivered.shared_vars, delivered.shipped_vars
+        ctx.meta.replayed = delivered.replayed
         ctx.lines.phase("running")
         self.body_may_have_run = bool(ctx.request.warmup)  # the warm-up runs it
         self.kept = self._keep_in_notebook(ctx)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
@@ -40,7 +41,7 @@ from ...shared_state.notebook_side import (
 from ...shared_state.objects import OWN_RESULTS
 from ...worker.conversation import Conversation
 from ...worker.process import Reply
-from ..history import History
+from ..history import History, HistoryEntry
 from ..spec import Notebook
 from ..variables import plan_shipping
 from ..workers.warm_session import WarmSession
@@ -54,6 +55,16 @@ NAME_ERROR = re.compile(r"name '([^']+)' is not defined")
 SLOW_LOOK = ("a __reduce__ or __getstate__ of a notebook variable is too slow: give it longer "
              "(%config NsightMagic.state_timeout = SECONDS), or make that object cheap to "
              "pickle (or del it).")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """What a cell's worker received before it (meta.json's ``shared_vars``, ``replayed``:
+    the setup cells it replayed, None when none, ``shipped_vars``: every name the cell got)."""
+
+    shared_vars: dict[str, Any]
+    replayed: list[str] | None
+    shipped_vars: list[str]
 
 
 class StepFailed(Exception):
@@ -152,27 +163,33 @@ class StateExchange:
         def bound_by(ran: set[int]) -> frozenset[str]:  # the worker's own: a lock, a model
             return frozenset(n for e in setups if e.id in ran for n in e.cell.names_bound)
 
-        out = self._look(bound_by({*s.executed}))
-        whys = setup_replay.replays(may_replay, s, nb.user_ns, history.in_notebook, out.cannot)
+        files = setup_replay.code_files(entries, nb.code_files, history.setup_files)
+        # the first look finds what cannot be sent; when setup cells that bind it are to be
+        # replayed, what they bind is the worker's own: looked at once more without it
+        whys: dict[int, str] = {}
+        theirs = bound_by({*s.executed})
+        for _ in range(2):
+            out = self._look(theirs, files, setups)
+            if whys or not (whys := setup_replay.replays(
+                    may_replay, s, nb.user_ns, history.in_notebook, out.cannot)):  # fmt: skip
+                break
+            theirs = bound_by({*s.executed, *whys})
         run = [e for e in may_replay if e.id in whys]
-        theirs = bound_by({*s.executed, *whys})
-        if run:  # what they bind is the worker's own: looked at again without it
-            out = self._look(theirs)
         gpu = history.gpu_bytes or {}
         return CellPlan(out, ReplayPlan(run), {e.name: whys[e.id] for e in run},
-                        sum(gpu.get(e.id, 0) for e in run), theirs)  # fmt: skip
+                        sum(gpu.get(e.id, 0) for e in run), theirs, may_replay)  # fmt: skip
 
-    def _look(self, theirs: frozenset[str]) -> Outgoing:
+    def _look(
+        self, theirs: frozenset[str], files: setup_replay.CodeFiles, setups: list[HistoryEntry]
+    ) -> Outgoing:
         """The message that makes the worker's names the notebook's, less ``theirs`` (what
         the setup cells it ran bind there) and the ``--vars`` names (sent by value after it)."""
-        nb, history = self.notebook, self.history
-        entries = history.entries()
+        nb = self.notebook
         names = {n: v for n, v in notebook_names(nb.user_ns, frozenset(nb.hidden)).items()
                  if n not in theirs and n not in self.explicit}  # fmt: skip
         if not nb.auto_vars:  # %config NsightMagic.auto_vars = False: the setup cells' only
-            bound = {n for e in entries if e.kind == "setup" for n in e.cell.names_bound}
+            bound = {n for e in setups for n in e.cell.names_bound}
             names = {n: v for n, v in names.items() if n in bound}
-        files = setup_replay.code_files(entries, nb.code_files, history.setup_files)
         t0 = time.perf_counter()
         # a slow __reduce__ stops the cell here, before it runs, saying so (state_timeout)
         with deadline.bounded_here("describing the notebook's variables for the worker",
@@ -258,6 +275,28 @@ class StateExchange:
         self._note_setup_failures(plan, reply)
         for line in replay_errors(s.tool, reply):
             self.note(line)
+
+    def deliver(
+        self,
+        plan: CellPlan,
+        folder: RunDir,
+        explicit: Mapping[str, Any],
+        phase: Callable[[str, str], None],
+    ) -> Delivered:
+        """Everything the worker needs before a cell, in order: the plan's message
+        (``send``), the setup cells it replays (``replay``, said by ``phase``), the ``--vars``
+        by value (``ship_by_value``); returns what meta.json records of it."""
+        self.send(plan, folder)
+        shared = dict(self.sent_summary)
+        if self.imported_modules:  # a worker that had not imported what the objects need
+            shared.update(imported=self.imported, imported_modules=self.imported_modules)
+        replayed = None
+        if plan.replay.run:
+            phase("replaying", plan.replay.describe(self.session.tool))
+            self.replay(plan)
+            replayed = [e.name for e in plan.replay.run]
+        shipped = self.ship_by_value(folder, explicit, list(shared.get("sent_names", [])))
+        return Delivered(shared, replayed, shipped)
 
     def ship_by_value(
         self,

@@ -42,13 +42,15 @@ class CellPlan:
     """What a worker needs before a cell: ``out``, the one message of the notebook's names
     (None until looked at, or when the worker needs none); ``replay``, the setup cells it
     runs for what cannot be sent (``fallback``: setup cell name -> why); ``setup_bytes``: GPU
-    bytes the notebook's run of those took; ``theirs``: the names they bind (not sent)."""
+    bytes the notebook's run of those took; ``theirs``: the names they bind (not sent);
+    ``setups``: every setup cell the cell sees (``setup_entries``), replayed or not."""
 
     out: Outgoing | None = None
     replay: ReplayPlan = field(default_factory=ReplayPlan)
     fallback: dict[str, str] = field(default_factory=dict)
     setup_bytes: int = 0
     theirs: frozenset[str] = frozenset()
+    setups: list[HistoryEntry] = field(default_factory=list)  # the setup cells the cell sees
 
     def notes(self, tool: str) -> list[str]:
         return [
