@@ -27,6 +27,7 @@ from .objects import (
     _cp,
     _immutable_library_value,
     _is_tensor,
+    _library_owned,
     _numpy,
     _range_index,
     _received_ptrs,
@@ -208,6 +209,76 @@ class Describer:
                 t.storage_offset(), str(t.dtype), t.requires_grad,
                 None if grad is None else self.graph.key_of.get(id(grad)),
                 tuple(sorted(t.__dict__)) if t.__dict__ else ())  # fmt: skip
+
+    def record(self, key: Key, obj: Any, found: list[Any], fills: bool) -> Record:
+        """The record of the object this side calls ``key``: its print, its fill when
+        ``fills`` or when the print is not the agreed one, its create part when the other side
+        lacks it; what it refers to is appended to ``found``."""
+        graph = self.graph
+        known = key in graph.prints
+        if _is_tensor(obj):
+            stamp = self.tensor_print(obj)
+            # unchanged, and holding nothing else to walk (a gradient, attributes): as agreed
+            bare = obj.grad is None if obj.is_leaf else True
+            if known and not fills and bare and not obj.__dict__ and graph.prints[key] == stamp:
+                return Record(None, b"", stamp)
+            if known and obj.is_cuda:  # the other side has it (its memory is shared): no
+                # create part, which would share it again (refused for memory it received)
+                fill = self.tensor_fill(obj)
+                return Record(None, dumps_keyed(self, fill, found, [fill[0]]), stamp)
+            create, fill = self.parts(obj)
+            contents, _, _, attributes = fill[0]
+            inline = [fill[0], *(x for x in (contents, attributes) if x is not None)]
+            fill_bytes = dumps_keyed(self, fill, found, inline)
+            create_bytes = None if known else dumps_keyed(self, create, found, [create[1]])
+            return Record(create_bytes, fill_bytes, stamp)
+        if key in graph.from_source:  # once by its statement, always (its state is that)
+            record = self.record_by_source(key, obj, found)
+            if record is not None:
+                return record
+        np = _numpy()
+        if np is not None and type(obj) is np.ndarray and not obj.dtype.hasobject:
+            # an array's print is a checksum of its memory: unchanged, nothing is pickled
+            stamp = _array_print(obj)
+            if known and not fills and graph.prints[key] == stamp:
+                return Record(None, b"", stamp)
+            create, fill = self.parts(obj)
+            create_bytes = None if known else dumps_keyed(self, create, found, [create[1]])
+            return Record(create_bytes, dumps_keyed(self, fill, found, [fill[0]]), stamp)
+        start = len(found)
+        try:
+            create, fill = self.parts(obj)
+            inline = made_for_the_occasion(create, fill, deep=_library_owned(obj))
+            if isinstance(obj, type):  # cloudpickle's skeleton arguments, new each time
+                inline += _containers_in([create[1]])
+            fill_bytes = dumps_keyed(self, _plain_runs(fill), found, inline)
+            # written each time: what its arguments hold (an iterator's list, a function's
+            # cells) is walked too
+            create_bytes = dumps_keyed(self, create, found, inline)
+        except Exception:
+            del found[start:]  # what the failed try met is not part of it (a Triton lock)
+            record = self.record_by_source(key, obj, found)
+            if record is None:
+                raise
+            graph.from_source.add(key)
+            return record
+        if fill[:4] == (None, None, None, None):  # all its state is in how it is made
+            return Record(create_bytes, fill_bytes, ("made", zlib.crc32(create_bytes)))
+        return Record(None if known else create_bytes, fill_bytes, zlib.crc32(fill_bytes))
+
+    def record_by_source(self, key: Key, obj: Any, found: list[Any]) -> Record | None:
+        """A notebook definition that does not pickle, described by its statement (None:
+        it has none); its state is its statement: it changes when the statement does."""
+        made = self.by_source(obj)
+        if made is None:
+            return None
+        create, fill = made
+        # the statement and its arguments are written inline: nothing in them is keyed
+        create_bytes = dumps_keyed(self, create, found, [create[1]])
+        fill_bytes = dumps_keyed(self, fill, found)
+        known = key in self.graph.prints
+        return Record(None if known else create_bytes, fill_bytes,
+                      ("source", zlib.crc32(create_bytes)))  # fmt: skip
 
 
 def _container_parts(obj: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:

@@ -22,7 +22,6 @@ for lists, dicts and sets (a transformers ``ModelOutput`` forbids ``update``), t
 
 from __future__ import annotations
 
-import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
@@ -30,15 +29,10 @@ from typing import Any
 from .apply import Applied, Message, _Applier, _why
 from .describe import (
     Describer,
-    Record,
     Walk,
-    _array_print,
-    _containers_in,
-    _plain_runs,
     dumps_keyed,
-    made_for_the_occasion,
 )
-from .objects import Key, _is_tensor, _library_owned, _numpy, _received_ptrs, keyable, too_big
+from .objects import Key, _is_tensor, _received_ptrs, keyable, too_big
 
 
 class Graph:
@@ -121,7 +115,7 @@ class Graph:
             seen.add(key)
             found = []
             try:
-                record = self._describe(describer, key, obj, found, fills)
+                record = describer.record(key, obj, found, fills)
             except Exception as exc:
                 walk.failed[key] = _why(obj, exc)
                 continue
@@ -149,76 +143,6 @@ class Graph:
         for key in [k for k in walk.records if k not in reached]:
             del walk.records[key]
 
-    def _describe(
-        self, describer: Describer, key: Key, obj: Any, found: list[Any], fills: bool
-    ) -> Record:
-        known = key in self.prints
-        if _is_tensor(obj):
-            stamp = describer.tensor_print(obj)
-            # unchanged, and holding nothing else to walk (a gradient, attributes): as agreed
-            bare = obj.grad is None if obj.is_leaf else True
-            if known and not fills and bare and not obj.__dict__ and self.prints[key] == stamp:
-                return Record(None, b"", stamp)
-            if known and obj.is_cuda:  # the other side has it (its memory is shared): no
-                # create part, which would share it again (refused for memory it received)
-                fill = describer.tensor_fill(obj)
-                return Record(None, dumps_keyed(describer, fill, found, [fill[0]]), stamp)
-            create, fill = describer.parts(obj)
-            contents, _, _, attributes = fill[0]
-            inline = [fill[0], *(x for x in (contents, attributes) if x is not None)]
-            fill_bytes = dumps_keyed(describer, fill, found, inline)
-            create_bytes = None if known else dumps_keyed(describer, create, found, [create[1]])
-            return Record(create_bytes, fill_bytes, stamp)
-        if key in self.from_source:  # once by its statement, always (its state is that)
-            record = self._by_source(describer, key, obj, found)
-            if record is not None:
-                return record
-        np = _numpy()
-        if np is not None and type(obj) is np.ndarray and not obj.dtype.hasobject:
-            # an array's print is a checksum of its memory: unchanged, nothing is pickled
-            stamp = _array_print(obj)
-            if known and not fills and self.prints[key] == stamp:
-                return Record(None, b"", stamp)
-            create, fill = describer.parts(obj)
-            create_bytes = None if known else dumps_keyed(describer, create, found, [create[1]])
-            return Record(create_bytes, dumps_keyed(describer, fill, found, [fill[0]]), stamp)
-        start = len(found)
-        try:
-            create, fill = describer.parts(obj)
-            inline = made_for_the_occasion(create, fill, deep=_library_owned(obj))
-            if isinstance(obj, type):  # cloudpickle's skeleton arguments, new each time
-                inline += _containers_in([create[1]])
-            fill_bytes = dumps_keyed(describer, _plain_runs(fill), found, inline)
-            # written each time: what its arguments hold (an iterator's list, a function's
-            # cells) is walked too
-            create_bytes = dumps_keyed(describer, create, found, inline)
-        except Exception:
-            del found[start:]  # what the failed try met is not part of it (a Triton lock)
-            record = self._by_source(describer, key, obj, found)
-            if record is None:
-                raise
-            self.from_source.add(key)
-            return record
-        if fill[:4] == (None, None, None, None):  # all its state is in how it is made
-            return Record(create_bytes, fill_bytes, ("made", zlib.crc32(create_bytes)))
-        return Record(None if known else create_bytes, fill_bytes, zlib.crc32(fill_bytes))
-
-    def _by_source(
-        self, describer: Describer, key: Key, obj: Any, found: list[Any]
-    ) -> Record | None:
-        """A notebook definition that does not pickle, described by its statement (None:
-        it has none); its state is its statement: it changes when the statement does."""
-        made = describer.by_source(obj)
-        if made is None:
-            return None
-        create, fill = made
-        # the statement and its arguments are written inline: nothing in them is keyed
-        create_bytes = dumps_keyed(describer, create, found, [create[1]])
-        fill_bytes = dumps_keyed(describer, fill, found)
-        known = key in self.prints
-        return Record(None if known else create_bytes, fill_bytes,
-                      ("source", zlib.crc32(create_bytes)))  # fmt: skip
-
     def _spread_failures(self, walk: Walk, describer: Describer) -> None:
         """An object that refers to one that cannot go cannot go either (unless it goes as
         its source: a Triton kernel holding a lock); a name that reaches one cannot."""
@@ -238,7 +162,7 @@ class Graph:
                     continue
                 found: list[Any] = []
                 try:
-                    record = self._by_source(describer, parent, self.table[parent], found)
+                    record = describer.record_by_source(parent, self.table[parent], found)
                 except Exception:
                     record = None
                 if record is not None:
@@ -339,7 +263,7 @@ class Graph:
                     _received_ptrs.add(obj.untyped_storage().data_ptr())
                 continue
             try:
-                self.prints[key] = self._describe(describer, key, obj, [], False).print
+                self.prints[key] = describer.record(key, obj, [], False).print
             except Exception:
                 self.prints.pop(key, None)
         for name in out.bound:

@@ -205,8 +205,7 @@ class WorkerState:
             obj = self.graph.table.get(key)
             if obj is not None and key in self.graph.prints:
                 with contextlib.suppress(Exception):
-                    self.graph.prints[key] = self.graph._describe(describer, key, obj, [],
-                                                                  False).print  # fmt: skip
+                    self.graph.prints[key] = describer.record(key, obj, [], False).print
 
     @contextlib.contextmanager
     def one_look(self) -> Iterator[None]:
@@ -282,7 +281,7 @@ class WorkerState:
             if obj is None:
                 continue
             try:
-                now = graph._describe(look.describer, key, obj, [], False).print
+                now = look.describer.record(key, obj, [], False).print
             except Exception:
                 now = None
             if now != record.print:
