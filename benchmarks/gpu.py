@@ -45,7 +45,7 @@ def _timed(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> flo
     return time.perf_counter() - t0
 
 
-def _session(layers: int):  # type: ignore[no-untyped-def]
+def _session(layers: int):
     from nsight_magic.script import prepare_cell
     from nsight_magic.session.history import SetupRegistry
     from nsight_magic.session.manager import SessionManager
@@ -56,7 +56,7 @@ def _session(layers: int):  # type: ignore[no-untyped-def]
     return manager
 
 
-def _fresh(manager, backend, root: Path, name: str):  # type: ignore[no-untyped-def]
+def _fresh(manager, backend, root: Path, name: str):
     from nsight_magic.session.spec import CellRequest
 
     return manager.profile(CellRequest(cell=CELL, name=name, runs_root=root, fresh=True), backend)

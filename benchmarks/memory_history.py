@@ -93,8 +93,8 @@ def tiled_folder(into: Path, copies: int) -> Path:
                 events.append(copy)
         tiled.append(events)
     data["device_traces"] = tiled
-    with open(folder / "torch_memory.pickle", "wb") as f:
-        pickle.dump(data, f)
+    with open(folder / "torch_memory.pickle", "wb") as out:
+        pickle.dump(data, out)
     return folder
 
 

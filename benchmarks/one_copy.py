@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         print("RESULT " + json.dumps(one_session(fracs[0], Path(args.runs))), flush=True)
         return
-    rows = []
+    rows: list[dict[str, Any]] = []
     for package in args.package or ["."]:
         for frac in fracs:
             # the package first on the path, and a neutral working directory: a worker's

@@ -159,10 +159,13 @@ def main() -> None:
         rebuild, args = torch_reduce(tensor)
         return rebuild, (*args[:-1], False) if tensor.is_cuda else args
 
-    reductions.reduce_tensor = without_event_waits  # type: ignore[assignment]
+    reductions.reduce_tensor = without_event_waits
     quiet = _pack(ns, "nosync", res)
     reductions.reduce_tensor = torch_reduce
-    variants = [("plain_default", None, default), ("plain_nosync", None, quiet)]
+    variants: list[tuple[str, list[str] | None, str]] = [
+        ("plain_default", None, default),
+        ("plain_nosync", None, quiet),
+    ]
     variants += [(f"nsys_{name}", options, default) for name, options in LAUNCH_OPTIONS.items()]
     for i, (tag, options, path) in enumerate(variants):
         argv = [sys.executable, "-m", "benchmarks.receive", "--consume", tag, path]

@@ -110,7 +110,7 @@ def one_run(
             return {**super().process_env(request), "PYTHONPATH": path, "NSM_SLOT": self.tool,
                     **delays}  # fmt: skip
 
-        def locate(self):  # type: ignore[no-untyped-def]
+        def locate(self):
             mark(self.tool, "locate")
             return super().locate()
 
@@ -162,7 +162,7 @@ def one_run(
         out_load = "no start at load"
     else:
         if not gpu:  # the stand-ins only (a CPU torch import would take the worker's first second)
-            follow._has_torch = lambda: False  # type: ignore[method-assign]
+            follow._has_torch = lambda: False
         follow.start(ip)
         out_load = "the nsys worker starts at %load_ext"
     if gpu:  # the real workers; the notebook's prelude imported torch and transformers
@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> None:
         row = one_run(args.setup, args.import_s, args.lazy_s, Path(args.runs), args.gpu)
         print("RESULT " + json.dumps(row), flush=True)
         return
-    rows = []
+    rows: list[dict[str, Any]] = []
     packages = args.package or ["."]
     for i in range(args.rounds):
         for package in packages if i % 2 == 0 else packages[::-1]:

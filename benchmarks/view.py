@@ -45,11 +45,11 @@ def _in_kernel() -> Iterator[None]:
     from nsight_magic.results import base
 
     saved = base.in_kernel
-    base.in_kernel = lambda: True  # type: ignore[assignment]
+    base.in_kernel = lambda: True
     try:
         yield
     finally:
-        base.in_kernel = saved  # type: ignore[assignment]
+        base.in_kernel = saved
 
 
 @contextlib.contextmanager

@@ -69,7 +69,7 @@ def _views(run_dir: Path, repeats: int = 2) -> dict[str, float]:
     from nsight_magic.views import render_pool
 
     in_kernel = base.in_kernel
-    base.in_kernel = lambda: True  # type: ignore[assignment]  # the kernel's view: the widget too
+    base.in_kernel = lambda: True  # the kernel's view: the widget too
     render_pool.start()
     times: dict[str, list[float]] = {"inline_s": [], "widget_first_s": [], "static_after_s": []}
     try:
@@ -85,7 +85,7 @@ def _views(run_dir: Path, repeats: int = 2) -> dict[str, float]:
             times["widget_first_s"].append(t1 - t0)
             times["static_after_s"].append(time.perf_counter() - t1)
     finally:
-        base.in_kernel = in_kernel  # type: ignore[assignment]
+        base.in_kernel = in_kernel
         render_pool.stop()
     return {k: min(v) for k, v in times.items()}
 
@@ -189,7 +189,7 @@ def _print(o: dict[str, Any]) -> None:
     worst = max(t + v["widget_first_s"] - b
                 for t, b in zip(o["later_s"], o["later_body_s"], strict=True))  # fmt: skip
     own_ok = all(s <= b + 3.5 for s, b in zip(o["later_s"], o["later_body_s"], strict=True))
-    prewarmed = next((p for tool, _, p in o["workers"] if tool == "ncu"), [])
+    prewarmed: list[str] = next((p for tool, _, p in o["workers"] if tool == "ncu"), [])
     print(
         f"P5 warm start ({o['layers']}-layer Llama; body alone {o['cell_warm_s']:.3f} s): setup "
         f"cell {o['setup_in_notebook_s']:.1f} s in the notebook (nsys worker replaying it "

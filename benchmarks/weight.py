@@ -17,6 +17,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbclient import NotebookClient
@@ -72,12 +73,12 @@ def run(workdir: Path | None = None, sizes: dict[str, int] | None = None) -> lis
     sizes = sizes or SIZES
     workdir = workdir or Path(tempfile.mkdtemp(prefix="nsight-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for label, paths in build_inputs(workdir, sizes).items():
         t0 = time.perf_counter()
         base = _saved_size(paths["parquet"], "None", workdir)
         full = _saved_size(paths["parquet"], "run", workdir)
-        row = {"size": label, "bytes": full - base, "s": time.perf_counter() - t0}
+        row: dict[str, Any] = {"size": label, "bytes": full - base, "s": time.perf_counter() - t0}
         rows.append(row)
         print(
             f"P2 {label:>5} kernels: one displayed NsysRun adds {row['bytes'] / 1e6:.3f} MB "
@@ -91,13 +92,13 @@ def run_fixtures(workdir: Path | None = None, names: list[str] | None = None) ->
     """The same weight for the real fixtures whose views add tabs (``FIXTURES``)."""
     workdir = workdir or Path(tempfile.mkdtemp(prefix="nsight-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for label in names or list(FIXTURES):
         what, cell = FIXTURES[label]
         t0 = time.perf_counter()
         base = _notebook_size(cell("None"), f"{label}_none", workdir)
         full = _notebook_size(cell("run"), f"{label}_run", workdir)
-        row = {"size": label, "bytes": full - base, "s": time.perf_counter() - t0}
+        row: dict[str, Any] = {"size": label, "bytes": full - base, "s": time.perf_counter() - t0}
         rows.append(row)
         print(
             f"P2 {label:>9} ({what}): one displayed NsysRun adds {row['bytes'] / 1e6:.3f} MB "
