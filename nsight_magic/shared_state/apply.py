@@ -153,15 +153,18 @@ class _Applier:
             self.out.bound.append(name)
 
     def _guarded(self, key: Key, step: Callable[[], Any]) -> None:
+        obj = self.graph.table.get(key)  # before a failed rebuild takes it out
         try:
             step()
         except (Exception, SystemExit) as exc:
             self.broken[key] = _unmade(exc)
             self._creating.discard(key)
-            obj = self.graph.table.get(key)
-            for name, value in self.graph.namespace.items():  # the names bound to it
-                if obj is not None and value is obj:
-                    self.out.failed[name] = self.broken[key]
+            names = [n for n, v in self.graph.namespace.items() if obj is not None and v is obj]
+            for name in names:  # the names bound to it
+                self.out.failed[name] = self.broken[key]
+            if obj is not None and not names:  # held by another (a parameter, an item)
+                label = f"a {type(obj).__name__} inside another object"
+                self.out.failed[label] = self.broken[key]
 
     def _rebuild(self, key: Key, old: Any, why: str) -> None:
         """An object that cannot take its new state in place: a new one under the same key

@@ -4,6 +4,7 @@ pickle's ``__reduce_ex__(5)`` gives) and fill part, each pickled with its childr
 
 from __future__ import annotations
 
+import collections
 import copyreg
 import functools
 import io
@@ -41,6 +42,7 @@ from .objects import (
     set_array,
     set_bytearray,
     set_cell,
+    set_default_factory,
     set_function_state,
     set_tensor,
     view_of,
@@ -125,7 +127,10 @@ class Describer:
             if _cp is None:
                 raise pickle.PicklingError(f"class {obj.__qualname__} needs cloudpickle")
             rv = _cloudpickle("_dynamic_class_reduce")(obj)
-            return (rv[0], rv[1]), (rv[2], None, None, None, rv[5])
+            args = rv[1]
+            if "__slots__" in obj.__dict__:  # made with them (cloudpickle sets them after)
+                args = (*args[:3], {**args[3], "__slots__": obj.__dict__["__slots__"]}, *args[4:])
+            return (rv[0], args), (rv[2], None, None, None, rv[5])
         if isinstance(obj, (types.CellType, bytearray, set)):
             return _container_parts(obj)
         return _reduced_parts(obj)
@@ -258,10 +263,16 @@ class Describer:
         except Exception:
             del found[start:]  # what the failed try met is not part of it (a Triton lock)
             record = self.record_by_source(key, obj, found)
-            if record is None:
+            if record is not None:
+                graph.from_source.add(key)
+                return record
+            if not isinstance(obj, types.FunctionType) or obj.__globals__ is graph.namespace:
                 raise
-            graph.from_source.add(key)
-            return record
+            # made at run time with another module's globals and no statement of its own (a
+            # dataclass's __repr__ says it is the notebook's): a value, copied whole
+            create_bytes = dumps_keyed(self, _by_value(obj), found)
+            return Record(create_bytes, dumps_keyed(self, (None,) * 5, found),
+                          ("made", zlib.crc32(create_bytes)))  # fmt: skip
         if fill[:4] == (None, None, None, None):  # all its state is in how it is made
             return Record(create_bytes, fill_bytes, ("made", zlib.crc32(create_bytes)))
         return Record(None if known else create_bytes, fill_bytes, zlib.crc32(fill_bytes))
@@ -308,6 +319,9 @@ def _reduced_parts(obj: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
     if isinstance(rv, str) or not isinstance(rv, tuple):
         raise pickle.PicklingError(f"{type(obj).__name__} is a global: not an object to key")
     state, listitems, dictitems, setitems, setter = _fill_of(obj, rv)
+    if isinstance(obj, collections.defaultdict) and setter is None:  # its factory: its state
+        fill = ((state, obj.default_factory), listitems, dictitems, setitems, set_default_factory)
+        return (rv[0], rv[1]), fill
     # a Counter carries its items in its arguments: an empty one, filled like a dict
     if isinstance(obj, dict) and dictitems is None and setter is None:
         dictitems = list(dict.items(obj))
@@ -413,7 +427,15 @@ def _keyed_pickler_class(base: type) -> type:
                 return self._named_code(obj)
             if cloudpickle is None:
                 return NotImplemented
-            return super().reducer_override(obj)
+            reduced = super().reducer_override(obj)
+            if (kind is types.FunctionType and reduced is not NotImplemented
+                    and obj.__globals__ is not self.describer.graph.namespace):  # fmt: skip
+                # a library's function made at run time (a namedtuple's methods, a dataclass's
+                # __repr__), which cloudpickle copies by value: a value, written whole (its
+                # cells and globals are its own, not objects to key: keyed, the other side's
+                # copies came back as changes to the notebook's)
+                return _by_value(obj)
+            return reduced
 
         def _named_code(self, code: types.CodeType) -> Any:
             assert code_reduce is not None
@@ -422,12 +444,20 @@ def _keyed_pickler_class(base: type) -> type:
     return KeyedPickler
 
 
+def _by_value(func: Any) -> tuple[Any, tuple[bytes]]:
+    """A function that is not the notebook's, copied whole by cloudpickle."""
+    return cloudpickle.loads, (cloudpickle.dumps(func, protocol=5),)
+
+
 def _persistent_key(graph: KeyedTable, obj: Any, found: list[Any]) -> Any:
     """The keyed pickler's persistent id of ``obj``: the side's namespace, its key (given now
     when new; ``found`` collects what it reached), or None (pickled inline)."""
     if obj is _Namespace.MARK or obj is graph.namespace:
         return NS
-    if not keyable(obj):
+    # a function of the side's namespace is the notebook's, whatever its __module__ says (a
+    # namespace without __name__ gives None)
+    ours = type(obj) is types.FunctionType and obj.__globals__ is graph.namespace
+    if not ours and not keyable(obj):
         return None
     key = graph.key_of.get(id(obj))
     if key is None or graph.table.get(key) is not obj:

@@ -161,6 +161,15 @@ def set_function_state(func: Any, state: dict[str, Any]) -> None:
         setattr(func, name, value)
 
 
+def set_default_factory(obj: Any, state: tuple[Any, Any]) -> None:
+    """A defaultdict's ``default_factory`` (pickle carries it in the arguments that make it:
+    a cell that changes it changes the object in place) and a subclass's attributes."""
+    own, factory = state
+    obj.default_factory = factory
+    if own:
+        obj.__dict__.update(own)
+
+
 def view_of(base: Any, offset: int, shape: tuple[int, ...], stride: tuple[int, ...], dtype: Any,
             kind: Any) -> Any:  # fmt: skip
     """A tensor over ``base``'s storage (the side that owns the memory makes the view)."""
@@ -238,8 +247,10 @@ def set_tensor(target: Any, state: tuple[Any, ...]) -> None:
         if contents is not None:
             if target.shape == contents.shape and target.dtype == contents.dtype:
                 target.copy_(contents)
-            else:
+            elif target.dtype == contents.dtype:
                 target.set_(contents)
+            else:  # a cast in place (``model.half()``): as torch's Module._apply does it
+                target.data = contents
     if target.is_leaf and target.requires_grad != requires_grad:
         target.requires_grad_(requires_grad)
     if target.is_leaf and target.grad is not grad:

@@ -1,5 +1,6 @@
 """What a cell may change of its process that does not travel (docs/sessions.md): environment
-variables, the current directory, NumPy's and pandas' print options, and the globals of a module
+variables, the current directory, NumPy's and pandas' print options, torch's process-wide
+settings (default dtype, grad mode, matmul precision, print options), and the globals of a module
 the notebook imported from its own folder. The worker takes a snapshot before each cell and
 compares after the notebook's run of it, so the notebook is told in one line what stayed in the
 worker, instead of finding its state different without a word.
@@ -59,6 +60,15 @@ def _options() -> dict[str, Any]:
     if pd is not None:
         with contextlib.suppress(Exception):
             out["pandas"] = repr(copy.deepcopy(pd._config.config._global_config))
+    torch = sys.modules.get("torch")
+    if torch is not None:  # its process-wide switches: the default dtype, grad mode, ...
+        with contextlib.suppress(Exception):
+            out["torch"] = (
+                str(torch.get_default_dtype()), torch.is_grad_enabled(),
+                torch.get_float32_matmul_precision(),
+                torch.are_deterministic_algorithms_enabled(),
+                repr(vars(torch._tensor_str.PRINT_OPTS)),
+            )  # fmt: skip
     return out
 
 
@@ -71,7 +81,9 @@ def _module_prints(folder: str) -> dict[str, int]:
     root = os.path.abspath(folder) + os.sep
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None) or ""
-        if (not path or not os.path.abspath(path).startswith(root) or "site-packages" in path
+        # a relative __file__ was never imported from a folder (torch.ops says '_ops.py')
+        if (not os.path.isabs(path) or not os.path.abspath(path).startswith(root)
+                or "site-packages" in path
                 or name.split(".")[0] == "nsight_magic"):  # fmt: skip
             continue
         values = []

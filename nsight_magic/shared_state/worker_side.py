@@ -152,11 +152,14 @@ class WorkerState:
         with open(path, "wb") as f:
             f.write(data)
         process = self.process.changes(self.folder) if self.process is not None else []
+        # a tensor in an autograd graph goes as its values: the graph cannot leave this process
+        graphed = sorted(n for n, v in names.items() if n in msg.names
+                         and getattr(v, "grad_fn", None) is not None)  # fmt: skip
         # agreed only once the notebook says it applied it (``agreed``): a notebook that did
         # not (stopped, or its apply raised) gets these changes again with the next cell
         self.pending = (walk, msg)
         return {"cannot": walk.cannot, "new": len(msg.new), "changed": len(msg.changed),
-                "process": process}  # fmt: skip
+                "process": process, "detached": graphed}  # fmt: skip
 
     def agreed(self, adopted: str | None = None) -> dict[str, Any]:
         """The notebook applied the last ``send_back``: both sides now hold what it described

@@ -769,6 +769,76 @@ DEFINITIONS += across(
     torch=True,
 )
 
+# --- found by a new user's hunt (2026-12-07): library-made classes and functions, torch's casts,
+# slots, a factory, a cast, a loss, torch settings ----------------------------------------------
+HUNT = [
+    # a NamedTuple's methods are collections' code (its class is the notebook's): a profiled
+    # cell that does not even read it broke the notebook's class (NameError: 'repr_fmt')
+    *across(
+        "namedtuple-class",
+        [
+            "from typing import NamedTuple\nclass Q(NamedTuple):\n    a: int\n    b: int",
+            "q = Q(1, 2)\nimport collections\nR = collections.namedtuple('R', 'x y')\nr = R(3, 4)",
+        ],
+        "n = 1",
+        ["print(q, r, q._replace(a=5), R._make([1, 2]))"],
+        paths=("nsys", "warmup", "ncu", "drill"),
+    ),
+    # a dataclass's __repr__ is made by dataclasses (their globals): the instance pickles
+    *across(
+        "dataclass-instance",
+        [
+            "from dataclasses import dataclass, field\n@dataclass\nclass P:\n    x: int = 0\n"
+            "    seen: list = field(default_factory=list)",
+            "p = P()",
+        ],
+        "p.x += 1\np.seen.append(p.x)",
+        ["print(p, p == P(2, [1, 2]))"],
+        paths=("nsys", "warmup", "ncu"),
+    ),
+    *across(
+        "slots-object",
+        ["class S:\n    __slots__ = ('x', 'y')", "s = S()\ns.x = 1\nitems = [S()]\nitems[0].x = 0"],
+        "s.y = 5\ns.x += 1\nitems[0].x += 1",
+        ["print(s.x, s.y, items[0].x)"],
+        paths=("nsys", "ncu"),
+    ),
+    *across(
+        "defaultdict-factory",
+        ["import collections\ndd = collections.defaultdict(list)"],
+        "dd.default_factory = int\ndd['a'] += 1",
+        ["dd['b'] += 2\nprint(dict(dd))"],
+        paths=("nsys",),
+        again=False,
+    ),
+    # a loss comes back as its values: its graph cannot leave the worker (said)
+    Case(
+        "loss-graph",
+        (
+            "import torch\ntorch.manual_seed(0)\nmodel = torch.nn.Linear(3, 1)",
+            "%%nsys\nloss = model(torch.ones(3)).sum()",
+        ),
+        declared=(1, "without their autograd graph"),
+        torch=True,
+    ),
+    # torch's process-wide switches stay in the worker: said (docs/sessions.md)
+    Case(
+        "torch-settings",
+        ("import torch", "%%nsys\ntorch.set_default_dtype(torch.float64)"),
+        declared=(1, "torch's options"),
+        torch=True,
+    ),
+    *across(
+        "module-cast",
+        ["import torch\ntorch.manual_seed(0)\nmodel = torch.nn.Linear(3, 2)\nw = model.weight"],
+        "model.half()",
+        ["print(model.weight.dtype, w.dtype, model.weight is w)"],
+        paths=("nsys", "ncu", "host"),
+        again=False,
+        torch=True,
+    ),
+]
+
 CASES: list[Case] = [*TRAINING, *DICT_SUBCLASS, *REBINDING, *READS, *OBJECTS, *STALE_COPIES,
                      *RNG_CASES, *REPEATS, *CRASHES, *SETUP_REPLAYS, *DECLARED,
-                     *DEFINITIONS]  # fmt: skip
+                     *DEFINITIONS, *HUNT]  # fmt: skip

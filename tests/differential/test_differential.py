@@ -19,3 +19,21 @@ def test_the_cases_are_many_and_named_once() -> None:
 def test_case(case: Case, zygote: Zygote, tmp_path: Path) -> None:
     dumps = run_case(zygote, list(case.cells), case.files, tmp_path)
     compare(list(case.cells), dumps, case.declared)
+
+
+# a training step, a warm-up under no_grad, a scheduler (torch.ops reads as a module '_ops.py'):
+# nothing of the process changed, so nothing is said (a line on every cell would be noise)
+QUIET_TORCH = [
+    "import torch\nm = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+    "sched = torch.optim.lr_scheduler.StepLR(opt, 1, 0.5)",
+    "%%nsys\nloss = m(torch.ones(2)).sum()\nloss.backward()\nopt.step()\nsched.step()",
+    "%%nsys --warmup 1\nwith torch.no_grad():\n    y = torch.ops.aten.add(m(torch.ones(2)), 1)",
+]
+
+
+def test_a_training_step_changes_no_process_state(zygote: Zygote, tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    dumps = run_case(zygote, QUIET_TORCH, {}, tmp_path)
+    assert "y" in dumps["profiled"][-1]["names"]  # the cells ran
+    said = [n for cell in dumps["profiled"] for n in cell.get("notices") or []]
+    assert not [n for n in said if "process state" in n], said

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
 from collections.abc import Callable, Mapping, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
 from ...processes import deadline, gpu_memory
@@ -382,6 +382,10 @@ class StateExchange:
             )
         for line in back.notes(s.tool):
             self.note(line)
+        if detached := ", ".join(reply.data.get("detached") or []):
+            self.note(f"came back without their autograd graph, which cannot leave the {s.tool} "
+                      f"worker (backward() on them fails in the notebook: call it in the "
+                      f"profiled cell): {detached}")  # fmt: skip
         if process := "; ".join(reply.data.get("process") or []):
             self.note(f"the cell changed the {s.tool} worker's process state, which stays there "
                       f"(the notebook's is its own: docs/sessions.md): {process}")  # fmt: skip
