@@ -34,6 +34,7 @@ from .objects import (
     _received_ptrs,
     _torch,
     cloudpickle,
+    cuda_contents,
     empty_array,
     empty_tensor,
     keyable,
@@ -185,7 +186,7 @@ class Describer:
         return (empty_tensor, (kind, t.dtype)), self.tensor_fill(t, contents)
 
     @staticmethod
-    def tensor_fill(t: Any, contents: bytes | None = None) -> tuple[Any, ...]:
+    def tensor_fill(t: Any, contents: Any = None) -> tuple[Any, ...]:
         """A tensor's fill for ``set_tensor``: its contents (None for CUDA memory, which the
         sides share), flag, gradient and attributes."""
         attributes = dict(t.__dict__) if t.__dict__ else None
@@ -229,8 +230,12 @@ class Describer:
                 return Record(None, b"", stamp)
             if known and obj.is_cuda:  # the other side has it (its memory is shared): no
                 # create part, which would share it again (refused for memory it received)
-                fill = self.tensor_fill(obj)
-                return Record(None, dumps_keyed(self, fill, found, [fill[0]]), stamp)
+                agreed = graph.prints[key]
+                # its memory moved (a cast, ``p.data = ...``): the new memory goes by handle
+                moved = _SharedContents(obj, graph.step < 0) if agreed[2:7] != stamp[2:7] else None
+                fill = self.tensor_fill(obj, moved)
+                inline = [fill[0]] if moved is None else [fill[0], moved]
+                return Record(None, dumps_keyed(self, fill, found, inline), stamp)
             create, fill = self.parts(obj)
             contents, _, _, attributes = fill[0]
             inline = [fill[0], *(x for x in (contents, attributes) if x is not None)]
@@ -342,6 +347,23 @@ def _array_print(a: Any) -> tuple[Any, ...]:
 
 def _attributes(obj: Any) -> dict[str, Any] | None:
     return dict(obj.__dict__) if getattr(obj, "__dict__", None) else None
+
+
+class _SharedContents:
+    """A CUDA tensor's new memory, sent by IPC handle (``objects.cuda_contents``); ``copy``: a
+    worker sends it, and the notebook keeps a copy of its own."""
+
+    def __init__(self, t: Any, copy: bool) -> None:
+        self.t, self.copy = t, copy
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        from torch.multiprocessing.reductions import reduce_tensor
+
+        why = unshareable_tensor(self.t)
+        if why:
+            raise pickle.PicklingError(why)
+        rebuild, args = reduce_tensor(self.t.detach())
+        return cuda_contents, (rebuild, args, self.copy)
 
 
 class _Namespace:

@@ -18,7 +18,7 @@ from . import rng
 from .apply import Applied, Message, dump_message, load_message
 from .describe import Describer, Walk
 from .graph import Graph
-from .objects import Key, _received_ptrs
+from .objects import Key, _copied_anew, _is_tensor, _received_ptrs
 
 # IPython's last results travel (``prev = _``); its other names are its own
 LAST_RESULTS = frozenset({"_", "__", "___"})
@@ -154,7 +154,7 @@ class NotebookState:
             rng.restore(extra["rng"])
             self.streams_agreed = rng.print_of(rng.states())  # the worker's, now ours too
         back = Incoming(applied, dict(cannot))
-        back.adopt = _own_copies(applied.created)
+        back.adopt = _own_copies(applied.created) + _moved_copies(self.graph)
         if back.adopt:  # their memory is the notebook's own now: printed again
             describer = Describer(self.graph)
             for key, tensor in back.adopt:
@@ -186,6 +186,17 @@ def _own_copies(created: Mapping[Key, Any]) -> list[tuple[Key, Any]]:
     if copies:
         torch.cuda.synchronize()
     return out
+
+
+def _moved_copies(graph: Graph) -> list[tuple[Key, Any]]:
+    """The notebook's tensors whose memory moved in the worker (a cast, ``p.data = ...``) and
+    now hold the notebook's own copy of it (``objects.cuda_contents``): the worker maps it."""
+    ptrs = {t.untyped_storage().data_ptr() for t in _copied_anew}
+    _copied_anew.clear()
+    if not ptrs:
+        return []
+    return [(key, t) for key, t in graph.table.items() if _is_tensor(t) and t.is_cuda
+            and t.untyped_storage().data_ptr() in ptrs]  # fmt: skip
 
 
 def adoption_blob(pairs: list[tuple[Key, Any]]) -> bytes:

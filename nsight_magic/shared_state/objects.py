@@ -161,6 +161,31 @@ def set_function_state(func: Any, state: dict[str, Any]) -> None:
         setattr(func, name, value)
 
 
+def _point_at(target: Any, contents: Any) -> None:
+    if target.dtype == contents.dtype:
+        target.set_(contents)
+    else:  # a cast in place (``model.half()``): as torch's Module._apply does it
+        target.data = contents
+
+
+# the notebook's copies of CUDA memory a worker's tensor moved to (``cuda_contents``), which the
+# worker then maps (``notebook_side``: adopted), so that both sides share it again
+_copied_anew: list[Any] = []
+
+
+def cuda_contents(rebuild: Any, args: tuple[Any, ...], copy: bool) -> Any:
+    """The new memory of a CUDA tensor both sides know (a cast, ``p.data = ...``), from the
+    other side by IPC handle: on the notebook's side its own copy (``copy``: the worker's memory
+    dies with it), on a worker's the notebook's memory mapped."""
+    mapped = rebuild(*args)
+    if copy:
+        own = mapped.clone()
+        _copied_anew.append(own)
+        return own
+    _received_ptrs.add(mapped.untyped_storage().data_ptr())
+    return mapped
+
+
 def set_default_factory(obj: Any, state: tuple[Any, Any]) -> None:
     """A defaultdict's ``default_factory`` (pickle carries it in the arguments that make it:
     a cell that changes it changes the object in place) and a subclass's attributes."""
@@ -245,12 +270,12 @@ def set_tensor(target: Any, state: tuple[Any, ...]) -> None:
         contents = pickle.loads(contents)
     with torch.no_grad():
         if contents is not None:
-            if target.shape == contents.shape and target.dtype == contents.dtype:
+            if contents.is_cuda:  # new memory for it (a cast, ``p.data = ...``): pointed at
+                _point_at(target, contents)
+            elif target.shape == contents.shape and target.dtype == contents.dtype:
                 target.copy_(contents)
-            elif target.dtype == contents.dtype:
-                target.set_(contents)
-            else:  # a cast in place (``model.half()``): as torch's Module._apply does it
-                target.data = contents
+            else:
+                _point_at(target, contents)
     if target.is_leaf and target.requires_grad != requires_grad:
         target.requires_grad_(requires_grad)
     if target.is_leaf and target.grad is not grad:
@@ -265,6 +290,7 @@ class KeyedTable(Protocol):
     its keyed objects both ways, their agreed prints, and how a key is given or taken."""
 
     namespace: MutableMapping[str, Any]
+    step: int  # +1 on the notebook's side, -1 on a worker's
     table: dict[Key, Any]
     key_of: dict[int, Key]
     prints: dict[Key, Any]

@@ -103,7 +103,7 @@ def _probe(result=None):
     ns = get_ipython().user_ns
     s = {"wall": round(time.perf_counter() - _t0.get("t", time.perf_counter()), 2),
          "src": _t0.get("src", "")}
-    for name in ("history", "step", "draw", "b", "tri_counters"):
+    for name in ("history", "step", "draw", "b", "tri_counters", "cast"):
         if name in ns:  # a copy: the list as it is after this cell
             s[name] = json.loads(json.dumps(ns[name], default=str))
     if "history" in ns:
@@ -267,6 +267,18 @@ CELLS: list[tuple[str, str | None]] = [
     ("_top = _r.profile_top(2)", ""),
     ("%%ncu --nvtx tri@softmax\nwith nvtx.annotate('tri@softmax'):\n    y = softmax(xs)", None),
     ("%%nsys\nloss = train_step()", None),
+    # a cast moves a CUDA parameter's memory in the worker: it comes back to the same Parameter
+    # (an alias sees it), and the two sides share the new memory (the next profiled in-place
+    # change reaches the notebook)
+    ("small = torch.nn.Linear(64, 64, device='cuda')\nsw = small.weight", None),
+    ("%%nsys\nsmall.half()", None),
+    ("%%nsys\nwith torch.no_grad():\n    small.weight.mul_(2)", None),
+    (
+        "cast = (str(small.weight.dtype), sw is small.weight, str(sw.dtype),\n"
+        "        float(small.weight.float().sum()), float(small(torch.ones(64, device='cuda',\n"
+        "        dtype=torch.half)).float().sum()))",
+        None,
+    ),
     # last: a sweep (the first GPU run's notebook kernel died during it, 2026-12-06)
     ("%%nsys --sweep n=256,512\ny_sweep = softmax(xs[:n])", ""),
 ]
