@@ -4,6 +4,7 @@ sets, ``__setstate__`` or ``__dict__`` for objects, so every alias sees it)."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import pickle
 from collections import OrderedDict, defaultdict, deque
@@ -259,7 +260,14 @@ def _unmade(exc: BaseException) -> str:
 
 def _why(value: Any, exc: BaseException) -> str:
     kind = type(value).__name__ if value is not None else "it"
-    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    said = str(exc)
+    # a format string and its arguments, never formatted (torch's data loader iterators:
+    # NotImplementedError("{} cannot be pickled", name))
+    args = exc.args
+    if len(args) > 1 and isinstance(args[0], str) and "{}" in args[0]:
+        with contextlib.suppress(Exception):
+            said = args[0].format(*args[1:])
+    text = said.strip().splitlines()[0][:200] if said.strip() else type(exc).__name__
     return f"{kind} cannot be pickled ({text})"
 
 

@@ -36,6 +36,7 @@ MAIN = ("nsys", "warmup", "ncu", "host")
 ONE = ("nsys",)
 
 # --- why a case fails today (grouped in the report) -----------------------------------------------
+SCHEDULER_WRAP = "an LR scheduler's wrapper of opt.step does not travel (torch's Optimizer pickle)"
 # (none today: the reasons issue 56 fixed went with their marks; what the product cannot
 # carry, process state and module globals, is declared: one line says so)
 
@@ -819,6 +820,34 @@ HUNT = [
             "%%nsys\nloss = model(torch.ones(3)).sum()",
         ),
         declared=(1, "without their autograd graph"),
+        torch=True,
+    ),
+    # an LR scheduler wraps opt.step with a library closure (a weakref to the optimizer)
+    *across(
+        "lr-scheduler",
+        [
+            "import torch\ntorch.manual_seed(0)\nm = torch.nn.Linear(3, 1)\n"
+            "opt = torch.optim.SGD(m.parameters(), lr=0.5)\n"
+            "sched = torch.optim.lr_scheduler.StepLR(opt, 1, 0.5)"
+        ],
+        "m(torch.ones(3)).sum().backward()\nopt.step()\nsched.step()\nopt.zero_grad()",
+        ["print(sched.get_last_lr(), m.weight.sum().item(), getattr(opt, '_opt_called', None))"],
+        paths=("nsys", "warmup", "ncu"),
+        torch=True,
+        # the weights and learning rates equal; torch's Optimizer pickles without that
+        # wrapper (its __getstate__), so the worker's first sched.step() warns and
+        # opt._opt_called stays unset
+        known=SCHEDULER_WRAP,
+    ),
+    # a data loader's iterator cannot be pickled: said with torch's own words formatted
+    Case(
+        "dataloader-iterator",
+        (
+            "import torch\nfrom torch.utils.data import DataLoader\n"
+            "it = iter(DataLoader(list(range(8)), batch_size=2))",
+            "%%nsys\nb = next(it)",
+        ),
+        declared=(1, "_SingleProcessDataLoaderIter cannot be pickled)"),
         torch=True,
     ),
     # torch's process-wide switches stay in the worker: said (docs/sessions.md)
