@@ -378,6 +378,26 @@ def test_taken_read_only_or_bad_destination_is_one_typed_error(tmp_path: Path) -
             nsight_magic.share(src, ro / "shared")
 
 
+def test_a_destination_inside_the_run_folder_or_around_it_is_refused(tmp_path: Path) -> None:
+    """share() never touches the original: a copy written inside the run folder (``P/inner``,
+    or reached through a link or ``..``) would become one of its files and a run list_runs
+    lists; refused before any folder is made, as is a destination the run folder lies in."""
+    src = _copy("03_compare", "after", tmp_path)
+    before = sorted(str(p.relative_to(src)) for p in src.rglob("*"))
+    (tmp_path / "link").symlink_to(src)
+    for dest in (src / "inner", src / "a" / "b", src, tmp_path / "link" / "inner",
+                 tmp_path / "elsewhere" / ".." / "run" / "inner"):  # fmt: skip
+        with pytest.raises(RunFolderError, match="inside the folder it copies"):
+            nsight_magic.share(src, dest)
+    nested = tmp_path / "outer" / "run"
+    shutil.copytree(src, nested)
+    with pytest.raises(RunFolderError, match="is inside the destination"):
+        nsight_magic.share(nested, tmp_path / "outer" / "." / ".." / "outer2" / ".." / "outer")
+    assert sorted(str(p.relative_to(src)) for p in src.rglob("*")) == before
+    assert len(nsight_magic.list_runs(src)) == 0 and not (tmp_path / "elsewhere").exists()
+    assert nsight_magic.share(src, tmp_path / "beside").is_dir()  # beside it: fine
+
+
 def test_damaged_exports_are_typed_and_leave_nothing_behind(tmp_path: Path) -> None:
     src = _copy("04_multi_gpu", "tp_step", tmp_path)
     data = (src / "report.sqlite").read_bytes()

@@ -94,7 +94,8 @@ def share(
     Only regular files inside the folder are read: a symbolic link (to a file or a folder), a
     named pipe, a socket or a device is never followed or opened, and ``share.json`` lists it
     under ``skipped``. The copy is built beside ``dest`` and renamed into place when whole, so a
-    failure leaves no half copy."""
+    failure leaves no half copy. A ``dest`` inside ``run_dir`` (or around it) is a
+    ``RunFolderError``: the original is never written to."""
     redact = texts_arg(redact, "redact", "share()")
     src = _folder_arg(run_dir, "run_dir")
     dest = _folder_arg(dest, "dest")
@@ -108,15 +109,17 @@ def share(
             f"{meta} is {kind_of(meta.lstat().st_mode)}, not a regular file: the folder is "
             "damaged or not a run folder; share() reads only regular files."
         )
-    with _new_folder(dest) as tmp:
+    with _new_folder(src, dest) as tmp:
         _copy_run(src, tmp, _find(src, extra=redact), keep_nsys_rep)
     return dest
 
 
 @contextlib.contextmanager
-def _new_folder(dest: Path) -> Iterator[Path]:
-    """A scratch folder beside ``dest`` to build the copy in, renamed to ``dest`` when the
-    block ends whole, removed when it raised: no half copy is ever left."""
+def _new_folder(src: Path, dest: Path) -> Iterator[Path]:
+    """A scratch folder beside ``dest`` to build the copy of ``src`` in, renamed to ``dest``
+    when the block ends whole, removed when it raised: no half copy is ever left. A ``dest``
+    inside ``src`` (or around it) is refused first."""
+    _refuse_nested(src, dest)
     if dest.exists() or dest.is_symlink():
         raise FolderExistsError(f"{dest} exists; share() writes a new folder: choose another.")
     tmp = _scratch_beside(dest)
@@ -155,7 +158,7 @@ def _share_sweep(src: Path, dest: Path, redact: Iterable[str], keep_nsys_rep: bo
     }
     rules = _sweep_rules(src, list(runs.values()), redact)
     names = _shared_folder_names(record, rules)
-    with _new_folder(dest) as tmp:
+    with _new_folder(src, dest) as tmp:
         for folder, found in runs.items():
             _copy_run(src / folder, tmp / names[folder], found, keep_nsys_rep)
         left_out = [names[c.folder] for c in record.configs if c.folder and c.folder not in runs]
@@ -250,6 +253,30 @@ def _folder_arg(value: Any, what: str) -> Path:
     if isinstance(text, bytes) or "\x00" in text or not text:
         raise RunFolderError(f"share(): {what} {text!r} is not a usable path (empty or a NUL).")
     return expand(text)
+
+
+def _refuse_nested(src: Path, dest: Path) -> None:
+    """``RunFolderError`` when ``dest`` lies inside ``src`` (the copy would be written into the
+    original, and listed as one of its runs) or ``src`` inside ``dest``; both resolved, so a
+    link or a ``..`` step does not hide it. Checked before any folder is made."""
+    inside, target = _resolved(src), _resolved(dest)
+    if target == inside or target.is_relative_to(inside):
+        raise RunFolderError(
+            f"share(): {dest} is inside the folder it copies ({src}); share() never writes into "
+            "the original: choose a destination outside it."
+        )
+    if inside.is_relative_to(target):
+        raise RunFolderError(
+            f"share(): {src} is inside the destination {dest}; choose a new folder outside it."
+        )
+
+
+def _resolved(path: Path) -> Path:
+    """``path`` with every link followed (as far as it exists); a loop reads as itself."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a loop: RuntimeError before Python 3.13
+        return path.absolute()
 
 
 def _scratch_beside(dest: Path) -> Path:
