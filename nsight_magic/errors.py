@@ -192,7 +192,9 @@ class FolderSettingsIgnored(UserWarning):
 
 class DamagedFolderWarning(UserWarning):
     """A run folder's own file (``meta.json``) is damaged: cut short, not JSON, nested too
-    deep. What can still be read is loaded (the report), with default settings."""
+    deep; or a sweep folder's configuration recorded ok has no run that loads (its folder
+    deleted, its report gone or damaged). What can still be read is loaded (the report, with
+    default settings; the sweep's other configurations)."""
 
 
 class UnpicklableVariableError(NsightMagicError, TypeError):

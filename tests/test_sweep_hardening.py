@@ -23,6 +23,7 @@ import nsight_magic
 from nsight_magic.errors import (
     BadArgumentError,
     DamagedFolderError,
+    DamagedFolderWarning,
     EmptyResultWarning,
     MissingVariableError,
     NsightMagicError,
@@ -434,6 +435,76 @@ def test_a_run_loaded_by_a_relative_path_is_re_profiled(
     assert not any(Path(c["run_dir"]).is_absolute() for c in children)
     sweep_run = nsight_magic.load_run("prefill")
     assert sweep_run.run_dir == sweep and sweep_run.run(bs=4).run_dir.is_absolute()
+
+
+def _damaged_sweep(tmp_path: Path) -> Path:
+    """The bundled two-configuration sweep, copied, with its second configuration's run
+    folder deleted (sweep.json still says it ran ok)."""
+    sweep = tmp_path / "runs" / "sw"
+    shutil.copytree(SWEEP_FIXTURE, sweep, ignore=shutil.ignore_patterns("ncu"))
+    shutil.rmtree(sweep / "02-bs_4")
+    return sweep
+
+
+def test_a_sweep_missing_a_configuration_folder_says_so_everywhere_alike(tmp_path: Path) -> None:
+    """list_runs called it ok while load_run and share() raised ReportNotFoundError (and share
+    left its destination half written): now all three open what is there and say the rest is
+    damaged: list_runs' status, load_run's DamagedFolderWarning and table(), and the copy,
+    whose own record says that configuration failed and why."""
+    sweep = _damaged_sweep(tmp_path)
+    (row,) = nsight_magic.list_runs(tmp_path / "runs").itertuples()
+    assert row.status == "1 ok, 1 failed (damaged)"
+    with pytest.warns(DamagedFolderWarning, match=r"damaged: 1 configuration.*bs=4"):
+        loaded = nsight_magic.load_run(sweep)
+    assert isinstance(loaded, SweepRun) and list(loaded.runs) == [ConfigKey((1,))]
+    table = loaded.table()
+    assert table["status"].tolist() == ["ok", "failed"]
+    assert "'02-bs_4' is missing" in table["error"].iloc[1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DamagedFolderWarning)  # the copy is whole as it is
+        out = nsight_magic.share(sweep, tmp_path / "out")
+        copy = nsight_magic.load_run(out)
+    assert (out / RunDir.SWEEP_PAGE).is_file() and not (out / "02-bs_4").exists()
+    assert json.loads((out / "share.json").read_text())["left_out"] == ["02-bs_4"]
+    assert [c.status for c in copy.record.configs] == ["ok", "failed"]
+    assert "'02-bs_4' is missing" in (copy.record.configs[1].error or "")
+    listed = nsight_magic.list_runs(tmp_path).set_index("run_dir")["status"]
+    assert listed[str(tmp_path / "out")] == "1 ok, 1 failed"
+
+
+def test_a_sweep_share_that_fails_leaves_nothing_and_can_be_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The share page was written after the copy was renamed into place: a failure there (a
+    full disk, here) left the destination without index.html, and the retry was
+    FolderExistsError. The page is now part of the copy before it appears."""
+    from nsight_magic.views import sweep_view
+
+    sweep = tmp_path / "sw"
+    shutil.copytree(SWEEP_FIXTURE, sweep, ignore=shutil.ignore_patterns("ncu"))
+    dest = tmp_path / "out"
+
+    def full_disk(*args: Any, **kwargs: Any) -> str:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(sweep_view, "share_page_html", full_disk)
+        for share in (nsight_magic.share, lambda s, d: nsight_magic.load_run(s).share(d)):
+            with pytest.raises(OSError, match="No space left"):
+                share(sweep, dest)
+            assert sorted(p.name for p in tmp_path.iterdir()) == ["sw"]  # no copy, no scratch
+    assert (nsight_magic.share(sweep, dest) / RunDir.SWEEP_PAGE).is_file()
+
+
+def test_a_shared_sweeps_page_names_no_path_for_a_report_it_cannot_read(tmp_path: Path) -> None:
+    """A configuration whose report cannot be read (its string table deleted) is copied as it
+    is; the page says why its numbers are missing without the copy's path (it named the
+    scratch folder, or the destination's absolute path)."""
+    sweep = tmp_path / "sw"
+    shutil.copytree(SWEEP_FIXTURE, sweep, ignore=shutil.ignore_patterns("ncu"))
+    (sweep / "02-bs_4" / "report_pq" / "StringIds.parquet").unlink()
+    page = (nsight_magic.share(sweep, tmp_path / "out") / RunDir.SWEEP_PAGE).read_text()
+    assert "StringIds" in page and str(tmp_path) not in page and ".sharing" not in page
 
 
 def test_every_error_here_is_ours() -> None:

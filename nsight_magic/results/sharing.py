@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..run_folders import sharing
 from ..run_folders.run_dir import RunDir
-from .sweep_run import SweepRun
+from .sweep_run import share_page_into
 
 
 def share(
@@ -24,7 +24,12 @@ def share(
     folder with its configurations and a one-page ``index.html``) to ``dest`` (a new folder)
     and return it; ``nsight_magic.load_run(dest)`` opens it. ``redact``, ``keep_nsys_rep``:
     see ``run_folders.sharing.share``."""
-    out = sharing.share(run_dir, dest, redact=redact, keep_nsys_rep=keep_nsys_rep)
-    if RunDir(out).read_sweep() is not None and not RunDir(out).meta.exists():
-        SweepRun.open(out).write_share_page()
-    return out
+    return sharing.share(run_dir, dest, redact=redact, keep_nsys_rep=keep_nsys_rep,
+                         finish=_sweep_page)  # fmt: skip
+
+
+def _sweep_page(copy: Path) -> None:
+    """A sweep's copy gets its page before it is renamed into place (a failure leaves
+    nothing behind); a run's copy needs none."""
+    if RunDir(copy).sweep.exists() and not RunDir(copy).meta.exists():
+        share_page_into(copy)

@@ -14,11 +14,11 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import mfu as utilisation
-from ..errors import BadArgumentError, EmptyResultWarning, ReportError
+from ..errors import BadArgumentError, DamagedFolderWarning, EmptyResultWarning, ReportError
 from ..run_folders import sharing
 from ..run_folders.ownership import expand
 from ..run_folders.run_dir import RunDir
-from ..run_folders.sweep_layout import check_config_folders
+from ..run_folders.sweep_layout import check_config_folders, mark_missing, missing_runs
 from ..run_folders.sweep_record import ConfigKey, SweepRecord, config_label
 from ..views import sweep_view
 from .base import WIDGET_MIME, in_kernel
@@ -248,18 +248,34 @@ class SweepRun:
         """A sweep folder (``sweep.json`` and one run folder per configuration) as a
         ``SweepRun``: each configuration that ran ``ok`` loaded as a run; a record that names a
         configuration folder outside the sweep folder, or one folder twice, is refused before
-        any is read (``DamagedFolderError``: the check ``share()`` makes too)."""
+        any is read (``DamagedFolderError``: the check ``share()`` makes too). A configuration
+        recorded ``ok`` whose run is missing or cannot be loaded (a damaged bundle) is shown
+        failed, its error saying why, and the rest load: one ``DamagedFolderWarning`` names
+        them (``list_runs`` counts them failed too)."""
         run_dir = expand(path).absolute()
         record = RunDir(run_dir).read_sweep()
         if record is None:
             raise ReportError(f"{RunDir(run_dir).sweep} is no sweep record (damaged or foreign).")
         check_config_folders(run_dir, record)
+        damaged = mark_missing(missing_runs(run_dir, record))
         runs = {}
         # keyed by the values' written form: a list value in sweep.json has no hash
         keys = [ConfigKey(c.values.get(n) for n in record.variables) for c in record.configs]
         for key, config in zip(keys, record.configs, strict=True):
             if config.status == "ok" and config.folder:
-                runs[key] = load_one(run_dir / config.folder, drill_runner, trust=trust)
+                try:
+                    runs[key] = load_one(run_dir / config.folder, drill_runner, trust=trust)
+                except ReportError as exc:  # its report is damaged: the others still load
+                    config.status, config.error = "failed", f"its run cannot be loaded: {exc}"
+                    damaged.append(config)
+        if damaged:
+            warnings.warn(
+                f"{run_dir} is damaged: {len(damaged)} configuration(s) recorded ok have no run "
+                f"that loads ({', '.join(c.label for c in damaged)}); they show as failed, "
+                "table()'s error says why. The other configurations are loaded.",
+                DamagedFolderWarning,
+                stacklevel=4,  # load_run's caller (nsight_magic.load_run -> results.load_run)
+            )
         return cls(record, run_dir, runs, keys=keys)
 
     def share(
@@ -271,19 +287,18 @@ class SweepRun:
         (no script). Returns the copy, loaded."""
         if self.run_dir is None:
             raise BadArgumentError("share(): this sweep has no folder to copy (run_dir is None)")
-        out = sharing.share(self.run_dir, dest, redact=redact, keep_nsys_rep=keep_nsys_rep)
-        if RunDir(out).read_sweep() is None:  # the folder changed under us: say what it is now
-            raise ReportError(f"share(): the copy in {dest} holds no sweep record")
-        copy = SweepRun.open(out)
-        copy.write_share_page()
-        return copy
+        out = sharing.share(self.run_dir, dest, redact=redact, keep_nsys_rep=keep_nsys_rep,
+                            finish=share_page_into)  # fmt: skip
+        return SweepRun.open(out)
 
     def write_share_page(self) -> None:
         """This (shared) sweep's one-page ``index.html`` in its folder, built from this copy,
         so it names nothing the copy does not (its folder is the page's own: ".")."""
         if self.run_dir is not None:
             frames = SweepFrames(self.record, self.configs, self.runs, ".")
-            RunDir(self.run_dir).write_copy(RunDir.SWEEP_PAGE, sweep_view.share_page_html(frames))
+            # an error shown in place of a configuration's numbers names its report's path
+            page = sweep_view.share_page_html(frames).replace(str(self.run_dir), ".")
+            RunDir(self.run_dir).write_copy(RunDir.SWEEP_PAGE, page)
 
     # --- display ---------------------------------------------------------------------------
     def widget(self) -> Any:
@@ -319,3 +334,16 @@ class SweepRun:
             + (f", {failed} failed" if failed else "")
             + f"{where}>"
         )
+
+
+def share_page_into(copy: Path) -> None:
+    """The one-page ``index.html`` of the shared sweep in ``copy`` (``share()``'s copy, still in
+    its scratch folder: the page is written before the copy is renamed into place, so a
+    failure leaves nothing behind), built from that copy, so it names nothing the copy does
+    not. A copy that holds no sweep record (its folder changed under us) is a ``ReportError``;
+    a configuration whose run does not load shows as failed on the page."""
+    if RunDir(copy).read_sweep() is None:
+        raise ReportError(f"share(): the copy of the sweep folder holds no sweep record ({copy})")
+    with warnings.catch_warnings():  # the scratch folder's name is no one's business
+        warnings.simplefilter("ignore", DamagedFolderWarning)
+        SweepRun.open(copy).write_share_page()

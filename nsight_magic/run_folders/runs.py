@@ -12,6 +12,7 @@ from typing import Any
 from ..package_info import __version__
 from .ownership import expand
 from .run_dir import DEFAULT_ROOT, CellStatus, RunDir, cell_status, read_json, slug, utc_stamp
+from .sweep_layout import check_config_folders, mark_missing, missing_runs
 
 
 def new_run_dir(root: str | Path | None = None, name: str = "cell") -> Path:
@@ -76,13 +77,26 @@ def list_runs(root: str | Path | None = None, *, children: bool = False) -> Any:
 
 def _sweep_row(folder: RunDir) -> dict[str, Any]:
     """A sweep folder's row: its status says how its configurations ended ("ok" when all
-    did, else "2 ok, 1 failed"), ``children`` counts them, ``wall_s`` is their sum."""
+    did, else "2 ok, 1 failed"), ``children`` counts them, ``wall_s`` is their sum. One
+    recorded ok whose run is not there counts failed, and the status says "(damaged)", as
+    ``load_run`` warns (``sweep_layout.missing_runs``); a record ``load_run`` refuses reads
+    "damaged"."""
+    from ..errors import DamagedFolderError
+
     record = folder.read_sweep()
+    try:
+        if record is not None:
+            check_config_folders(folder.path, record)
+    except DamagedFolderError:
+        record = None
+    missing = mark_missing(missing_runs(folder.path, record)) if record is not None else []
     configs = record.configs if record is not None else []
     counts = record.counts() if record is not None else {}
     status = "ok" if set(counts) == {"ok"} else ", ".join(
         f"{n} {s}" for s, n in counts.items()
     ) or "damaged"  # fmt: skip
+    if missing:
+        status += " (damaged)"
     walls = [c.wall_s for c in configs if c.wall_s is not None]
     return {
         "run_dir": str(folder.path),

@@ -74,7 +74,7 @@ from .shared_env import (
     filter_env_mapping,
     shared_env_keeps,
 )
-from .sweep_layout import check_config_folders
+from .sweep_layout import check_config_folders, has_run, mark_missing
 from .sweep_record import ConfigRecord, SweepRecord, config_label
 
 
@@ -84,6 +84,7 @@ def share(
     *,
     redact: Iterable[str] = (),
     keep_nsys_rep: bool = False,
+    finish: Callable[[Path], None] | None = None,
 ) -> Path:
     """Write a share-safe copy of ``run_dir`` (with its picker runs) to ``dest`` (a new folder)
     and return it; ``nsight_magic.load_run(dest)`` opens it. ``redact``: more strings to hide
@@ -95,12 +96,14 @@ def share(
     named pipe, a socket or a device is never followed or opened, and ``share.json`` lists it
     under ``skipped``. The copy is built beside ``dest`` and renamed into place when whole, so a
     failure leaves no half copy. A ``dest`` inside ``run_dir`` (or around it) is a
-    ``RunFolderError``: the original is never written to."""
+    ``RunFolderError``: the original is never written to. ``finish``: called with the whole
+    copy, still in its scratch folder, before it is renamed into place (``results/sharing``
+    writes a sweep's page there), so what it raises leaves nothing behind too."""
     redact = texts_arg(redact, "redact", "share()")
     src = _folder_arg(run_dir, "run_dir")
     dest = _folder_arg(dest, "dest")
     if _is_sweep(src):
-        return _share_sweep(src, dest, redact, keep_nsys_rep)
+        return _share_sweep(src, dest, redact, keep_nsys_rep, finish)
     meta = RunDir(src).meta
     if not src.is_dir() or (not meta.exists() and not meta.is_symlink()):
         raise ReportNotFoundError(f"{src} is not a run folder (no {RunDir.META}).")
@@ -111,6 +114,8 @@ def share(
         )
     with _new_folder(src, dest) as tmp:
         _copy_run(src, tmp, _find(src, extra=redact), keep_nsys_rep)
+        if finish is not None:
+            finish(tmp)
     return dest
 
 
@@ -142,13 +147,18 @@ def _is_sweep(src: Path) -> bool:
     return _is_real_dir(src) and _is_regular(folder.sweep) and not folder.meta.exists()
 
 
-def _share_sweep(src: Path, dest: Path, redact: Iterable[str], keep_nsys_rep: bool) -> Path:
+def _share_sweep(
+    src: Path, dest: Path, redact: Iterable[str], keep_nsys_rep: bool,
+    finish: Callable[[Path], None] | None,
+) -> Path:  # fmt: skip
     """A sweep folder's copy: each configuration's run folder as ``share`` copies a run (with
     its own ``share.json``), and ``sweep.json`` with its values, folder names and error lines
     rewritten as those runs' texts are (a swept value may be a secret: ``_shared_record``); a
     configuration folder that is missing, a link or not a run is left out, and the sweep's
-    ``share.json`` says so. A record that names a folder outside the sweep folder, or one
-    folder twice, is refused before anything is written (``DamagedFolderError``)."""
+    ``share.json`` says so, and a left-out configuration recorded ``ok`` is recorded failed in
+    the copy, its error saying why (``sweep_layout.mark_missing``), so the copy loads as it
+    is. A record that names a folder outside the sweep folder, or one folder twice, is refused
+    before anything is written (``DamagedFolderError``)."""
     record = RunDir(src).read_sweep()
     if record is None:
         raise ReportError(f"{RunDir(src).sweep} is not a sweep record: the folder is damaged.")
@@ -156,6 +166,8 @@ def _share_sweep(src: Path, dest: Path, redact: Iterable[str], keep_nsys_rep: bo
     runs = {
         c.folder: _find(src / c.folder, extra=redact) for c in record.configs if _is_run(src, c)
     }
+    gone = [c for c in record.configs if c.folder not in runs or not has_run(src, c.folder)]
+    mark_missing(c for c in gone if c.status == "ok")
     rules = _sweep_rules(src, list(runs.values()), redact)
     names = _shared_folder_names(record, rules)
     with _new_folder(src, dest) as tmp:
@@ -168,6 +180,8 @@ def _share_sweep(src: Path, dest: Path, redact: Iterable[str], keep_nsys_rep: bo
                     "note": "Each configuration's folder has its own share.json: what was "
                     "rewritten there."}  # fmt: skip
         RunDir(tmp).write_copy(MANIFEST, json.dumps(manifest, indent=2))
+        if finish is not None:
+            finish(tmp)
     return dest
 
 

@@ -6,11 +6,19 @@ A sweep folder is data (a received bundle, an edited ``sweep.json``), so its rec
 path. Each configuration's folder must be one name of an entry directly inside the sweep folder
 (a link among them leads back inside it), and no two configurations may name one folder. Before
 this check, ``share()`` followed ``..`` out: it copied the folder around the sweep over the
-files of the folder around its destination; and it copied a folder named twice into itself."""
+files of the folder around its destination; and it copied a folder named twice into itself.
+
+A configuration the record says ran ``ok`` whose run is not there (its folder deleted, no
+meta.json or no report in it: a damaged or edited bundle) is found by ``missing_runs`` and
+marked failed with that error (``mark_missing``) by every reader alike: ``list_runs`` counts it
+failed (and says the folder is damaged), ``load_run`` opens the rest with a
+``DamagedFolderWarning``, and ``share()``'s copy records it failed."""
 
 from __future__ import annotations
 
 import os
+import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import DamagedFolderError
@@ -74,4 +82,39 @@ def _damaged(sweep_dir: Path, why: str) -> DamagedFolderError:
     )
 
 
-__all__ = ["check_config_folders"]
+def has_run(sweep_dir: Path, folder: str) -> bool:
+    """``folder`` (a configuration's, inside ``sweep_dir``) holds a run: a folder with a
+    regular meta.json of its own and a report (any of the names ``load_run`` looks for)."""
+    if not folder:
+        return False
+    run = RunDir(sweep_dir / folder)
+    try:
+        if not run.path.is_dir() or not stat.S_ISREG(run.meta.lstat().st_mode):
+            return False
+    except OSError:
+        return False
+    names = dict.fromkeys([*run.report_names("nsys"), *run.report_names("ncu")])
+    return any(os.path.lexists(run.path / name) for name in names)
+
+
+def missing_runs(sweep_dir: Path, record: SweepRecord) -> list[ConfigRecord]:
+    """The configurations ``record`` says ran ``ok`` whose run is not in ``sweep_dir``."""
+    return [c for c in record.configs if c.status == "ok" and not has_run(sweep_dir, c.folder)]
+
+
+def mark_missing(configs: Iterable[ConfigRecord]) -> list[ConfigRecord]:
+    """Each of ``configs`` (recorded ``ok``, its run not there) marked ``failed``, its error
+    saying why; returned as a list."""
+    marked = list(configs)
+    for config in marked:
+        where = f"its run folder {config.folder!r}" if config.folder else "no run folder"
+        config.status = "failed"
+        config.error = (
+            f"recorded ok, but {where} is missing or holds no meta.json or no report: the sweep "
+            "folder is damaged or was edited. Restore that folder, or profile this "
+            "configuration again."
+        )
+    return marked
+
+
+__all__ = ["check_config_folders", "has_run", "mark_missing", "missing_runs"]
