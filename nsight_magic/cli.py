@@ -7,15 +7,18 @@
 wrote, ``load_run`` opens) or an nsys report file. ``compare`` prints ``compare()``'s verdict
 (``analysis.verdict``) and exits 1 when the total kernel time, or any kernel or NVTX range named
 by ``--only``, is slower beyond noise (its whole 95% interval above 1) and by more than
-``--fail-if-slower`` (default 0%); 0 otherwise; 2 on bad input (a path that is no run, an
-``--only`` name neither run has). ``--format`` is ``text`` (default), ``markdown`` (a CI
-comment) or ``json``."""
+``--fail-if-slower`` (default 0%); 0 otherwise; 2 on bad input (a path that is no run or
+cannot be read, a damaged report, an ``--only`` name neither run has: one line on stderr).
+``--format`` is ``text`` (default), ``markdown`` (a CI comment) or ``json``."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import math
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -216,16 +219,46 @@ def summary_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command's exit status (argparse's own errors exit 2 as well)."""
+    """The command's exit status (argparse's own errors exit 2 as well). Every error of the
+    package (``NsightMagicError``: a damaged report found while reading its tables, not only
+    while opening it) and every ``OSError`` (a path too long to look at) is one line on stderr
+    and exit 2, never a traceback; the output is printed once it is whole, so an error prints
+    no half table."""
+    from nsight_magic.errors import NsightMagicError
+
     args = parser().parse_args(argv)
     if getattr(args, "top", 1) < 1:
-        print("nsight-magic: --top is a count >= 1", file=sys.stderr)
-        return BAD_INPUT
+        return _bad_input("--top is a count >= 1")
+    out = io.StringIO()
     try:
-        return compare_command(args) if args.command == "compare" else summary_command(args)
+        with contextlib.redirect_stdout(out):
+            status = compare_command(args) if args.command == "compare" else summary_command(args)
     except BadInput as exc:
-        print(f"nsight-magic: {exc}", file=sys.stderr)
-        return BAD_INPUT
+        return _bad_input(str(exc))
+    except NsightMagicError as exc:
+        return _bad_input(exc.one_line())
+    except OSError as exc:
+        return _bad_input(f"{type(exc).__name__}: {exc}")
+    _write(out.getvalue())
+    return status
+
+
+def _bad_input(line: str) -> int:
+    print(f"nsight-magic: {line}", file=sys.stderr)
+    return BAD_INPUT
+
+
+def _write(text: str) -> None:
+    """``text`` to stdout; a reader that stopped reading (``nsight-magic summary RUN | head
+    -1``) ends it quietly, as Python's documentation advises for a command (SIGPIPE): stdout
+    is pointed at /dev/null so that the interpreter's own flush at exit does not fail again.
+    The exit status stays the command's own (1 means slower here, not a closed pipe)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 if __name__ == "__main__":  # pragma: no cover - python -m nsight_magic.cli

@@ -93,3 +93,63 @@ def test_python_dash_m_and_the_console_script() -> None:
     # (read as text: tomllib is Python 3.11's, and the oldest tier runs 3.10)
     pyproject = (REPO / "pyproject.toml").read_text()
     assert '[project.scripts]\nnsight-magic = "nsight_magic.cli:main"' in pyproject
+
+
+PREFILL = next((SAVED / "02_llm_drilldown").glob("*-prefill"))
+
+
+def _damaged(tmp_path: Path, how: str) -> Path:
+    """The bundled prefill run, copied (its picker child left out) and damaged one way."""
+    import shutil
+
+    copy = tmp_path / how
+    shutil.copytree(PREFILL, copy, ignore=shutil.ignore_patterns("ncu"))
+    tables = copy / "report_pq"
+    if how == "kernels_cut":
+        kernels = tables / "CUPTI_ACTIVITY_KIND_KERNEL.parquet"
+        kernels.write_bytes(kernels.read_bytes()[:100])
+    elif how == "nvtx_empty":
+        (tables / "NVTX_EVENTS.parquet").write_bytes(b"")
+    else:
+        (tables / "StringIds.parquet").unlink()
+    return copy
+
+
+@pytest.mark.parametrize("how", ["kernels_cut", "nvtx_empty", "strings_gone"])
+def test_a_damaged_report_is_one_line_and_exit_2(
+    how: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A report damaged where the command reads its tables (not where it opens the folder)
+    printed a traceback ending in CorruptReportError and exited 1, which a CI reads as
+    'slower'. Now: one line, exit 2, and no half table on stdout."""
+    bad = _damaged(tmp_path, how)
+    for argv in (("summary", bad), ("compare", PREFILL, bad), ("compare", bad, PREFILL)):
+        code, out, err = run(*argv, capsys=capsys)
+        assert code == cli.BAD_INPUT, (argv, err)
+        assert out == "" and len(err.strip().splitlines()) == 1
+        assert err.startswith("nsight-magic: CorruptReportError: ") and str(bad) in err
+
+
+def test_an_os_error_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run("summary", tmp_path / ("a" * 300), capsys=capsys)
+    assert code == cli.BAD_INPUT and out == ""
+    assert err.startswith("nsight-magic: OSError: ") and "too long" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_reader_that_stops_reading_ends_it_quietly() -> None:
+    """``nsight-magic summary RUN | head -1``: the reader closed the pipe, so the write fails
+    (EPIPE): no BrokenPipeError traceback, the command's own status."""
+    import os
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # head has read its line and gone
+    try:
+        done = subprocess.run([sys.executable, "-m", "nsight_magic", "summary", str(PREFILL)],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True,
+                              timeout=300)  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert done.stderr == "" and done.returncode == cli.OK
