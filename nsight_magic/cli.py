@@ -134,11 +134,18 @@ def gate(cmp: Any, only: Sequence[str], threshold: float) -> Gate:
 
 
 def _named(cmp: Any, name: str) -> list[tuple[str, Any]]:
+    """The kernels (name or short name) and NVTX ranges ``name`` names: a range by any name
+    either run's own table shows (``analysis.compare.nvtx_row_names``: a statement that moved
+    between the runs is ``L1: ...`` in one and ``L2: ...`` in the other) or by the
+    comparison's label (``L1->L2: ...``)."""
+    from nsight_magic.analysis.compare import nvtx_row_names
+
     k, n = cmp.kernels, cmp.nvtx
     kernels = k[(k["name"] == name) | (k["short_name"] == name)]
-    ranges = n[(n["label"] == name) | (n["range"] == name)]
+    names = nvtx_row_names(n)
+    ranges = [r for (_, r), known in zip(n.iterrows(), names, strict=True) if name in known]
     return ([(str(r["short_name"]), r) for _, r in kernels.iterrows()]
-            + [(str(r["label"]), r) for _, r in ranges.iterrows()])  # fmt: skip
+            + [(str(r["label"]), r) for r in ranges])  # fmt: skip
 
 
 def _table(frame: Any, key: str, columns: list[str], top: int, fmt: str) -> str:

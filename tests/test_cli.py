@@ -58,6 +58,27 @@ def test_only_gates_on_the_named_rows(capsys: pytest.CaptureFixture[str]) -> Non
     assert code == cli.OK
 
 
+def test_only_takes_a_moved_statement_by_either_runs_own_name(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The loop is line 1 of the naive cell and line 2 of the SDPA one: ``summary`` shows it
+    as ``L1: ...`` for one run and ``L2: ...`` for the other, and either name (bare or
+    ``domain:``) gates on it, as the comparison's own ``L2->L1: ...`` label does; it was
+    exit 2, 'no kernel or NVTX range of either run is named so'."""
+    loop = "for _ in range(10): ..."
+    _, after_summary, _ = run("summary", AFTER, capsys=capsys)
+    assert f"L2: {loop}" in after_summary
+    for name in (f"L2: {loop}", f"L1: {loop}", f"nsight_magic:L2: {loop}",
+                 f"nsight_magic:L1: {loop}", f"nsight_magic:L2->L1: {loop}"):  # fmt: skip
+        code, out, err = run("compare", AFTER, BEFORE, "--only", name, capsys=capsys)
+        assert code == cli.REGRESSED, (name, err)
+        assert f"more than 0.0%: nsight_magic:L2->L1: {loop} 33." in out
+        code, _, err = run("compare", BEFORE, AFTER, "--only", name, capsys=capsys)
+        assert code == (cli.BAD_INPUT if "->" in name else cli.OK), (name, err)
+    code, _, err = run("compare", AFTER, BEFORE, "--only", f"L3: {loop}", capsys=capsys)
+    assert code == cli.BAD_INPUT and "no kernel or NVTX range" in err
+
+
 def test_bad_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                          ) -> None:  # fmt: skip
     code, _, err = run("compare", BEFORE, tmp_path / "nope", capsys=capsys)

@@ -17,6 +17,7 @@ __all__ = [
     "kernel_deltas",
     "memory_deltas",
     "nvtx_deltas",
+    "nvtx_row_names",
 ]
 
 DELTA_COLUMNS = ["instances_a", "instances_b", "total_ns_a", "total_ns_b", "delta_ns", "ratio"]
@@ -145,6 +146,26 @@ def nvtx_deltas(
     out = out.drop(columns="key")
     if per:
         out.attrs["per_repeat"] = (repeats_of(projection_a), repeats_of(projection_b))
+    return out
+
+
+def nvtx_row_names(nvtx: pd.DataFrame) -> list[set[str]]:
+    """Every name each row of ``nvtx_deltas`` goes by, bare and as ``domain:range``: its
+    ``range`` (run b's label) and, for a statement, its label in each run's own table (one
+    that moved is ``L1: ...`` in a and ``L2: ...`` in b: a name ``summary`` shows for either
+    run), plus the comparison's own ``label`` column where there is one."""
+    texts = statement_texts(nvtx["range"].astype(str))
+    out = []
+    for i, (domain, name) in enumerate(zip(nvtx["domain"], nvtx["range"], strict=True)):
+        own = {str(name)}
+        for side in ("line_a", "line_b"):
+            line = nvtx[side].iloc[i] if side in nvtx.columns else pd.NA
+            if not pd.isna(line):
+                own.add(f"L{int(line)}: {texts.iloc[i]}")
+        names = own | {f"{domain}:{n}" for n in own}
+        if "label" in nvtx.columns:
+            names.add(str(nvtx["label"].iloc[i]))
+        out.append(names)
     return out
 
 
