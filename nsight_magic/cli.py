@@ -4,7 +4,8 @@
     nsight-magic summary RUN [--top N] [--format F]
 
 (also ``python -m nsight_magic``). ``RUN`` is a run folder (saved or shared: what ``%%nsys``
-wrote, ``load_run`` opens) or an nsys report file. ``compare`` prints ``compare()``'s verdict
+wrote, ``load_run`` opens) or an nsys report (a file, or a parquet export folder: what
+``open_report`` opens). ``compare`` prints ``compare()``'s verdict
 (``analysis.verdict``) and exits 1 when the total kernel time, or any kernel or NVTX range named
 by ``--only``, is slower beyond noise (its whole 95% interval above 1) and by more than
 ``--fail-if-slower`` (default 0%); 0 otherwise; 2 on bad input (a path that is no run or
@@ -77,15 +78,17 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _open(path: str) -> Any:
-    """The run at ``path``: a run folder (``load_run``) or a report file (``open_report``)."""
+    """The run at ``path``: a run folder (``load_run``), or a report: a file or a parquet
+    export folder (``x_pq/``, ``open_report``'s: a folder with ``.parquet`` tables in it)."""
     import nsight_magic
     from nsight_magic.errors import NsightMagicError
 
     where = Path(path)
     if not where.exists():
         raise BadInput(f"{path}: no such run folder or report")
+    a_run = where.is_dir() and not any(where.glob("*.parquet"))
     try:
-        run = nsight_magic.load_run(where) if where.is_dir() else nsight_magic.open_report(where)
+        run = nsight_magic.load_run(where) if a_run else nsight_magic.open_report(where)
     except NsightMagicError as exc:
         raise BadInput(f"{path}: {exc.one_line()}") from None
     if not hasattr(run, "kernel_summary") or not hasattr(run, "nvtx_gpu_projection"):

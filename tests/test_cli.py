@@ -174,3 +174,16 @@ def test_a_reader_that_stops_reading_ends_it_quietly() -> None:
     finally:
         os.close(write_end)
     assert done.stderr == "" and done.returncode == cli.OK
+
+
+def test_a_parquet_export_folder_is_a_report_to_the_command(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What open_report opens, the command opens: an ``x_pq/`` export folder was 'not a run
+    folder' (exit 2)."""
+    parquet = data_dir / "nsys_small_pq"
+    code, out, err = run("summary", parquet, capsys=capsys)
+    assert code == cli.OK, err
+    assert out.startswith(f"{parquet}: 12 kernel names")
+    code, out, err = run("compare", parquet, data_dir / "nsys_small.sqlite", capsys=capsys)
+    assert code == cli.OK and "no kernel changed beyond noise" in out, err

@@ -112,3 +112,30 @@ def test_a_statement_twice_in_a_cell_matches_in_order():
     out = nvtx_deltas(projection({2: 10, 5: 20}), projection({3: 11, 6: 22})).set_index("range")
     assert out.loc["L3: y = f(x)", ["total_ns_a", "line_a"]].tolist() == [10, 2]
     assert out.loc["L6: y = f(x)", ["total_ns_a", "line_a"]].tolist() == [20, 5]
+
+
+def test_compare_takes_run_folders_as_load_run_opens_them(tmp_path: Path) -> None:
+    """``nm.compare(P, P)`` with a run folder said 'a folder without .parquet tables' though
+    P holds report_pq/: a run folder is opened as load_run opens it (the command did), a
+    parquet export folder as open_report opens it, and a sweep folder says what to do."""
+    import shutil
+
+    import nsight_magic
+    from nsight_magic.errors import BadArgumentError
+
+    runs = Path(__file__).resolve().parents[1] / "notebooks" / "runs"
+    before, after = sorted((runs / "03_compare").iterdir())[:2]
+    by_path = nsight_magic.compare(before, str(after))
+    by_run = nsight_magic.compare(nsight_magic.load_run(before), nsight_magic.load_run(after))
+    pd.testing.assert_frame_equal(by_path.kernels, by_run.kernels)
+    pd.testing.assert_frame_equal(by_path.nvtx, by_run.nvtx)
+    assert (by_path.label_a, by_path.label_b) == ("before", "after")
+    same = nsight_magic.compare(before, before)
+    assert same.verdict.change == "same"
+    parquet = Path(__file__).resolve().parent / "data" / "nsys_small_pq"
+    assert nsight_magic.compare(parquet, parquet).verdict.change == "same"
+    sweep = tmp_path / "sw"
+    shutil.copytree(Path(__file__).resolve().parent / "data" / "sweep_prefill", sweep,
+                    ignore=shutil.ignore_patterns("ncu"))  # fmt: skip
+    with pytest.raises(BadArgumentError, match=r"sweep folder.*\.compare\(a, b\)"):
+        nsight_magic.compare(sweep, before)

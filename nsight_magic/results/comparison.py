@@ -1,10 +1,12 @@
 """``compare(a, b)``: what changed between two nsys runs — per kernel name (instances and total
 GPU time, a vs b) and per NVTX range (GPU-projected time). Inputs are ``NsysRun``s,
-``NsysReport``s or paths of nsys exports; the result shows itself as a table + chart."""
+``NsysReport``s, paths of nsys exports or of run folders; the result shows itself as a table +
+chart."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,8 @@ from ..analysis.compare import kernel_deltas, memory_deltas, nvtx_deltas
 from ..analysis.verdict import summary_line
 from ..errors import BadArgumentError
 from ..reports import open_report
+from ..run_folders.ownership import expand
+from ..run_folders.run_dir import RunDir
 from ..views import charts
 from ..views.compare_view import compare_static_html, compare_widget
 from ..vocabulary.nvtx_names import statement_texts
@@ -23,11 +27,34 @@ from .base import WIDGET_MIME, in_kernel
 from .frames import nvtx_label
 from .memory_frames import report_memory_summary
 from .nsys_run import NsysRun
+from .run_loading import load_one
 
 
 def empty_summary() -> pd.DataFrame:
     """A kernel summary without kernels (a ``Comparison`` built from frames alone)."""
     return pd.DataFrame(columns=["name", "instances", "total_ns", "std_ns"])
+
+
+def _as_run(obj: Any) -> Any:
+    """A run folder's path as its run (``load_run`` reads it: its report, and its own frames:
+    a ``--repeat`` run's statistics, its memory), as ``nsight-magic compare`` reads it; any
+    other argument as it is (a report path, a parquet export folder: ``open_report``'s). A
+    sweep folder holds several runs: ``BadArgumentError`` naming what to compare instead."""
+    if not isinstance(obj, (str, os.PathLike)) or isinstance(os.fspath(obj), bytes):
+        return obj
+    path = expand(os.fspath(obj))
+    if not path.is_dir() or any(path.glob("*.parquet")):
+        return obj
+    folder = RunDir(path)
+    if folder.sweep.exists() and not folder.meta.exists():
+        raise BadArgumentError(
+            f"compare(): {path} is a sweep folder (one run per configuration); compare two of "
+            f"its configurations: nsight_magic.load_run({str(path)!r}).compare(a, b)."
+        )
+    reports = [*folder.report_names("nsys"), *folder.report_names("ncu")]
+    if folder.meta.exists() or any((path / name).exists() for name in reports):
+        return load_one(path.absolute())
+    return obj
 
 
 def _as_report(obj: Any) -> Any:
@@ -148,7 +175,10 @@ def _moved_labels(nvtx: pd.DataFrame, labels: pd.Series) -> pd.Series:
 
 
 def compare(run_a: Any, run_b: Any, label_a: str | None = None, label_b: str | None = None):
-    """Kernel and NVTX deltas of ``run_b`` against ``run_a`` (delta = b - a)."""
+    """Kernel and NVTX deltas of ``run_b`` against ``run_a`` (delta = b - a). Each is an
+    ``NsysRun``, an ``NsysReport``, a report's path or a run folder's (opened as ``load_run``
+    opens it)."""
+    run_a, run_b = _as_run(run_a), _as_run(run_b)
     report_a, report_b = _as_report(run_a), _as_report(run_b)
     # a run's own frames: a --repeat run's carry its per-repeat statistics (the report's not)
     source_a, source_b = (run if isinstance(run, NsysRun) else report
