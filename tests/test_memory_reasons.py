@@ -81,6 +81,22 @@ def test_the_bundled_memory_example_fills_the_memory_frames() -> None:
     assert "Largest tensors at PyTorch" in text and "cell L" in text
 
 
+def test_an_allocation_without_a_python_stack_says_so_in_torch_allocations() -> None:
+    """docs/memory.md: allocations autograd's backward thread made have no Python stack and
+    say so. by_line said it; torch_allocations() left those rows blank (frame, cell_line and
+    backtrace "", before_cell False)."""
+    from nsight_magic.analysis.torch_memory import NO_PYTHON
+
+    if not examples.has_memory_example():
+        pytest.skip("the --memory example is not captured yet")
+    live = examples.memory().torch_allocations()
+    stackless = live[(live["backtrace"] == "") & ~live["before_cell"]]
+    assert len(stackless) and set(stackless["frame"]) == {NO_PYTHON}
+    blank = (live["frame"] == "") & ~live["before_cell"]
+    assert not blank.any()
+    assert (live.loc[live["backtrace"] != "", "frame"] != NO_PYTHON).all()
+
+
 @pytest.mark.parametrize("status", ["ok", "error"])
 def test_a_warm_run_that_did_not_ask_memory_shows_none_unless_it_failed(status: str) -> None:
     """A warm worker records allocations for every cell (one worker for --memory and the

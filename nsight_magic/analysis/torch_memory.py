@@ -100,7 +100,8 @@ def live_at(
     """The allocations alive at ``at``: "peak" (the first event where torch's allocated bytes
     were highest) or "oom" (the first out-of-memory event; the peak when there is none).
     Returns (``address, bytes`` (asked for), ``frame`` (the line that made it; "" for one
-    made before the cell without history), ``cell_line`` (the notebook line that led there),
+    made before the cell without history; ``NO_PYTHON`` for one made in the cell with no
+    Python on its stack), ``cell_line`` (the notebook line that led there),
     ``backtrace, before_cell`` (bool), largest first; facts: ``bytes_in_use, seq,
     time_ns, at`` ("peak" | "oom"), ``requested_bytes`` (what the failed allocation asked
     for, "oom" only), ``device_free_bytes`` (free on the device then, where torch says))."""
@@ -138,6 +139,9 @@ def live_at(
         [(a, *rest) for a, rest in live.items()], columns=LIVE_COLUMNS
     ).astype({"address": "int64", "bytes": "int64", "frame": "str", "cell_line": "str",
               "backtrace": "str", "before_cell": "bool"})  # fmt: skip
+    # made in the cell with no Python frame on its stack (autograd's backward thread, C++):
+    # said so, as by_line says it, not a blank row
+    out.loc[(out["frame"] == "") & ~out["before_cell"], "frame"] = NO_PYTHON
     out = out.sort_values(["bytes", "address"], ascending=[False, True], kind="stable")
     return out.reset_index(drop=True), facts
 

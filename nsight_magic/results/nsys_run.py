@@ -316,7 +316,9 @@ class NsysRun(_Run):
         """The tensors alive at the cell's peak of torch's allocated memory (``at="oom"``: at
         its out-of-memory error), largest first, from the allocator snapshot ``%%nsys --memory``
         saves (empty without it): ``address, bytes, frame`` (the line that made it: ``cell
-        L<n>``, ``setup 'name' L<n>``, else ``file:line function``; "" made before the cell),
+        L<n>``, ``setup 'name' L<n>``, else ``file:line function``; "" made before the cell;
+        ``analysis.torch_memory.NO_PYTHON`` made with no Python on the stack: autograd's
+        backward thread, C++),
         ``cell_line`` (the notebook line that led there), ``backtrace, before_cell``
         (``analysis.torch_memory.live_at``)."""
         text_arg(at, "at", "torch_allocations()", choices=("peak", "oom"))
