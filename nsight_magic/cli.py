@@ -1,6 +1,6 @@
 """``nsight-magic``: the saved runs from a shell, no notebook and no GPU needed; a CI gates on it.
 
-    nsight-magic compare RUN_A RUN_B [--fail-if-slower 5%] [--only NAME ...] [--format F]
+    nsight-magic compare RUN_A RUN_B [--fail-if-slower 5%] [--only NAME]... [--format F]
     nsight-magic summary RUN [--top N] [--format F]
 
 (also ``python -m nsight_magic``). ``RUN`` is a run folder (saved or shared: what ``%%nsys``
@@ -39,14 +39,21 @@ class BadInput(Exception):
 
 
 def _threshold(text: str) -> float:
-    """``5%`` or ``0.05`` -> 0.05."""
+    """``5%`` or ``0.05`` -> 0.05. A bare number above 1 (``5``) is refused: it would mean
+    500%, and was surely meant as 5%."""
     raw = text.strip()
+    percent = raw.endswith("%")
     try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+        value = float(raw[:-1]) / 100 if percent else float(raw)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is no threshold: write 5% or 0.05") from None
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"{text!r}: a threshold is a finite share >= 0")
+    if not percent and value > 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a bare number is a share (0.05 = 5%), so this would be {value:.0%}; "
+            f"write {raw}% or {value / 100:g} (or {value:.0%} itself, with its %)"
+        )
     return value
 
 
@@ -63,7 +70,8 @@ def parser() -> argparse.ArgumentParser:
         type=_threshold,
         default=0.0,
         metavar="PCT",
-        help="exit 1 only when slower beyond noise by more than this (5%% or 0.05)",
+        help="exit 1 only when slower beyond noise by more than this: 5%% or 0.05 (a bare "
+        "number above 1 is refused: write 500%% for 500%%)",
     )
     cmp.add_argument("--only", action="append", default=[], metavar="NAME",
                      help="gate on this kernel (name or short name) or NVTX range (domain:range "

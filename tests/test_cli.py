@@ -95,6 +95,31 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureF
     assert exited.value.code == cli.BAD_INPUT
 
 
+def test_a_bare_threshold_above_1_is_refused_not_read_as_hundreds_of_percent(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--fail-if-slower 5`` meant 500% silently (a kernel 4x slower passed the gate): now
+    exit 2 saying to write 5% or 0.05; 1 (100%) and any number written with % still go."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["compare", str(AFTER), str(BEFORE), "--fail-if-slower", "5"])
+    assert exited.value.code == cli.BAD_INPUT
+    assert "write 5% or 0.05" in capsys.readouterr().err
+    for given, share in (("5%", 0.05), ("0.05", 0.05), ("1", 1.0), ("500%", 5.0)):
+        assert cli.parser().parse_args(["compare", "a", "b", "--fail-if-slower", given]
+                                       ).fail_if_slower == pytest.approx(share)  # fmt: skip
+
+
+def test_the_documented_usage_is_the_parsers() -> None:
+    """docs/ci.md wrote ``[--only NAME ...]``, which reads as one --only taking several names;
+    each name needs its own --only (argparse's append)."""
+    doc = (REPO / "docs" / "ci.md").read_text()
+    assert "[--only NAME ...]" not in doc and "[--only NAME]..." in doc
+    args = cli.parser().parse_args(["compare", "a", "b", "--only", "x", "--only", "y"])
+    assert args.only == ["x", "y"]
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args(["compare", "a", "b", "--only", "x", "y"])
+
+
 def test_markdown_summary_and_a_shared_copy(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                             ) -> None:  # fmt: skip
     shared = nsight_magic.share(AFTER, tmp_path / "after_shared")
