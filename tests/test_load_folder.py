@@ -85,6 +85,24 @@ def test_a_run_without_report_says_how_its_profile_ended(runs_root: Path) -> Non
     assert "status: ?" not in message
 
 
+def test_a_missing_report_names_each_file_looked_for_once(tmp_path: Path) -> None:
+    """meta.json names its report (report_pq), which is also one of the names every nsys
+    folder is searched for: the message said 'report_pq, report.sqlite, report_pq,
+    report.nsys-rep' (and 'report.ncu-rep, report.ncu-rep' for a picker run)."""
+    prefill = next((SAVED / "02_llm_drilldown").glob("*-prefill"))
+    run = tmp_path / "prefill"
+    shutil.copytree(prefill, run)
+    (child,) = (run / "ncu").iterdir()
+    shutil.rmtree(run / "report_pq")
+    (run / "report.nsys-rep").unlink()
+    (child / "report.ncu-rep").unlink()
+    for folder, names in ((run, ["report_pq", "report.sqlite", "report.nsys-rep"]),
+                          (child, ["report.ncu-rep"])):  # fmt: skip
+        message = _message(folder)
+        looked = message.split("(looked for ", 1)[1].split(")", 1)[0].split(", ")
+        assert sorted(looked) == sorted(names), message
+
+
 def test_a_folder_holding_one_sweep_opens_the_sweep(tmp_path: Path) -> None:
     """Notebook 06's folder holds one sweep of 7 configurations: ``load_run`` of it is the
     sweep (it listed the 7 configurations as runs before)."""

@@ -111,6 +111,7 @@ def _report_in(run_dir: Path, meta: RunMeta) -> Path:
     if meta.report:
         names.append(_inside(run_dir, meta.report))
     names += RunDir(run_dir).report_names(meta.tool)
+    names = list(dict.fromkeys(names))  # meta.json's own name is one of them, said once
     for name in names:
         path = run_dir / name
         if path.exists() or path.is_symlink():
