@@ -5,6 +5,7 @@ Python samples, and the idle-time breakdown, on the real idle fixtures (tests/da
 from __future__ import annotations
 
 import sqlite3
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from stats_reference import (
 from nsight_magic.analysis import data_loader
 from nsight_magic.analysis import gaps as gap_analysis
 from nsight_magic.analysis.idle import is_sync_call
+from nsight_magic.errors import EmptyResultWarning
 from nsight_magic.reports.nsys.cupti import CUDA_BACKTRACE_CLASS
 from nsight_magic.reports.nsys.merge import load_runs
 from nsight_magic.reports.nsys.report import NsysReport
@@ -111,8 +113,32 @@ def test_osrt_summary_equals_nsys_stats(
 
 def test_osrt_is_empty_without_osrt_trace(runs: dict[str, NsysRun]) -> None:
     run = runs["nsys_idle_decode_plain"]
-    assert run.osrt().empty and run.osrt_summary().empty and run.python_samples().empty
+    with pytest.warns(EmptyResultWarning):
+        assert run.osrt().empty and run.osrt_summary().empty and run.python_samples().empty
     assert not run.idle.has_host_capture()
+
+
+def test_empty_host_frames_say_why_as_the_memory_frames_do(runs: dict[str, NsysRun]) -> None:
+    """osrt_summary() and python_samples() of a run without --host came back empty with no
+    word (no attrs["reason"], no warning), where the memory frames say why and what to do."""
+    import nsight_magic
+
+    saved = Path(__file__).resolve().parents[1] / "notebooks" / "runs" / "02_llm_drilldown"
+    folder = nsight_magic.load_run(next(saved.glob("*-prefill")))  # --host not asked
+    assert folder.meta["options"]["host"] is False
+    report_only = runs["nsys_idle_decode_plain"]  # no run folder: how it was captured unknown
+    for run, said in ((folder, "captured without --host"), (report_only, "holds no")):
+        for method, what in (("osrt_summary", "OS runtime calls"),
+                             ("python_samples", "Python samples")):  # fmt: skip
+            with pytest.warns(EmptyResultWarning, match=f"{method}\\(\\) is empty") as warned:
+                frame = getattr(run, method)()
+            reason = frame.attrs["reason"]
+            assert frame.empty and said in reason and what in reason and "--host" in reason
+            assert reason in str(warned[-1].message)
+    with warnings.catch_warnings():  # a --host run's frames have rows: nothing to say
+        warnings.simplefilter("error", EmptyResultWarning)
+        host = runs["nsys_idle_decode"]
+        assert "reason" not in host.osrt_summary().attrs and len(host.python_samples())
 
 
 def test_kernels_are_not_doubled_by_cuda_backtraces(runs: dict[str, NsysRun]) -> None:

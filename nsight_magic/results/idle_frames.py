@@ -5,6 +5,7 @@ numbers are the analysis modules'; this only wires report frames to them."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -12,6 +13,40 @@ import pandas as pd
 from ..analysis import data_loader, idle, idle_summary
 from ..analysis import launch_bound as launches
 from ..analysis.gaps import gpu_ops
+from ..vocabulary.magic_names import cell_magic
+from .memory_frames import with_reason
+
+# what each host-side frame holds, and the nsys option that records it (``%%nsys --host``
+# turns both on: profilers/nsys.py HOST_TRACE, HOST_LAUNCH)
+_HOST_RECORDS = {
+    "osrt": ("OS runtime calls", "--trace=osrt"),
+    "python": ("Python samples", "--python-sampling=true"),
+}
+
+
+def with_host_reason(frame: pd.DataFrame, meta: Mapping[str, Any], kind: str) -> pd.DataFrame:
+    """A host-side frame (``kind``: "osrt" or "python") with why it is empty in
+    ``attrs["reason"]``, as the memory frames say theirs (``memory_frames.with_reason``): the
+    run was captured without ``--host``, or with it and nsys recorded none, or the report
+    was opened without its run folder (no record of how it was captured)."""
+    if not frame.empty:
+        return frame
+    what, option = _HOST_RECORDS[kind]
+    flag = f"{cell_magic('nsys')} --host"
+    options = meta.get("options")
+    if isinstance(options, dict) and options.get("host") is True:
+        why = (
+            f"This run was captured with --host, yet nsys recorded no {what} in the capture "
+            "(its profiler.log in the run folder may say why)."
+        )
+    elif isinstance(options, dict):
+        why = (
+            f"This run was captured without --host, so nsys recorded no {what} ({option}). "
+            f"Profile the cell with {flag} to see them (the host side slows the cell)."
+        )
+    else:
+        why = f"This report holds no {what}: nsys records them with {option} ({flag})."
+    return with_reason(frame.copy(), why)
 
 
 class IdleFrames:

@@ -36,7 +36,7 @@ from ..vocabulary.magic_names import cell_magic
 from .base import WIDGET_MIME, _Run, in_kernel
 from .drill_protocols import DrillRunner
 from .frames import NsysFrames
-from .idle_frames import IdleFrames
+from .idle_frames import IdleFrames, with_host_reason
 from .memory_frames import MemoryFrames
 from .ncu_run import NcuRun
 from .repeat_frames import RepeatFrames
@@ -231,8 +231,9 @@ class NsysRun(_Run):
 
     def python_samples(self) -> pd.DataFrame:
         """Python backtraces (``%%nsys --host``): ``kind`` ("periodic" | "cuda"), ``pid, tid,
-        start_ns, frame`` (innermost frame of the user's code), ``backtrace``."""
-        return self.report.python_samples()
+        start_ns, frame`` (innermost frame of the user's code), ``backtrace``; empty: why."""
+        frame = with_host_reason(self.report.python_samples(), self.meta, "python")
+        return _said(frame, "python_samples()")
 
     def cuda_api_summary(self) -> pd.DataFrame:
         """Per CUDA API function: ``name, calls, total_ns, avg_ns, med_ns, min_ns, max_ns,
@@ -243,8 +244,9 @@ class NsysRun(_Run):
     def osrt_summary(self) -> pd.DataFrame:
         """Per OS runtime function, = ``nsys stats --report osrt_sum``: ``name, calls,
         total_ns, avg_ns, med_ns, min_ns, max_ns, std_ns`` (ns), ``time_pct`` (percent of all
-        OS runtime time)."""
-        return api_summary.api_summary(self.osrt())
+        OS runtime time); empty (without ``--host``) with why in ``attrs["reason"]``."""
+        frame = with_host_reason(api_summary.api_summary(self.osrt()), self.meta, "osrt")
+        return _said(frame, "osrt_summary()")
 
     def idle_breakdown(self) -> pd.DataFrame:
         """GPU idle time by cause (``analysis.idle_summary.idle_breakdown``): ``scope`` total /
@@ -587,7 +589,7 @@ class NsysRun(_Run):
 
 
 def _said(frame: pd.DataFrame, what: str) -> pd.DataFrame:
-    """An empty memory frame warns its ``attrs["reason"]`` (``errors.EmptyResultWarning``):
+    """An empty memory or host frame warns its ``attrs["reason"]`` (``errors.EmptyResultWarning``):
     never a silent blank. The views read the reason without the warning."""
     reason = frame.attrs.get("reason", "") if frame.empty else ""
     if reason:
