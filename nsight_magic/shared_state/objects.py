@@ -162,9 +162,9 @@ def set_function_state(func: Any, state: dict[str, Any]) -> None:
 
 
 def _point_at(target: Any, contents: Any) -> None:
-    if target.dtype == contents.dtype:
+    if target.dtype == contents.dtype and target.device == contents.device:
         target.set_(contents)
-    else:  # a cast in place (``model.half()``): as torch's Module._apply does it
+    else:  # a cast or a move in place (``model.half()``, ``.cpu()``): as Module._apply does
         target.data = contents
 
 
@@ -272,7 +272,8 @@ def set_tensor(target: Any, state: tuple[Any, ...]) -> None:
         if contents is not None:
             if contents.is_cuda:  # new memory for it (a cast, ``p.data = ...``): pointed at
                 _point_at(target, contents)
-            elif target.shape == contents.shape and target.dtype == contents.dtype:
+            elif (target.shape == contents.shape and target.dtype == contents.dtype
+                    and target.device == contents.device):  # fmt: skip
                 target.copy_(contents)
             else:
                 _point_at(target, contents)

@@ -270,13 +270,19 @@ CELLS: list[tuple[str, str | None]] = [
     # a cast moves a CUDA parameter's memory in the worker: it comes back to the same Parameter
     # (an alias sees it), and the two sides share the new memory (the next profiled in-place
     # change reaches the notebook)
-    ("small = torch.nn.Linear(64, 64, device='cuda')\nsw = small.weight", None),
-    ("%%nsys\nsmall.half()", None),
+    # and a CPU module moved to the GPU, a GPU one to the CPU, by the same profiled cell
+    (
+        "small = torch.nn.Linear(64, 64, device='cuda')\nsw = small.weight\n"
+        "host_m = torch.nn.Linear(8, 8)\ngpu_m = torch.nn.Linear(8, 8, device='cuda')",
+        None,
+    ),
+    ("%%nsys\nsmall.half()\nhost_m.cuda()\ngpu_m.cpu()", None),
     ("%%nsys\nwith torch.no_grad():\n    small.weight.mul_(2)", None),
     (
         "cast = (str(small.weight.dtype), sw is small.weight, str(sw.dtype),\n"
         "        float(small.weight.float().sum()), float(small(torch.ones(64, device='cuda',\n"
-        "        dtype=torch.half)).float().sum()))",
+        "        dtype=torch.half)).float().sum()), str(host_m.weight.device),\n"
+        "        float(host_m.weight.sum()), str(gpu_m.weight.device), float(gpu_m.weight.sum()))",
         None,
     ),
     # last: a sweep (the first GPU run's notebook kernel died during it, 2026-12-06)
