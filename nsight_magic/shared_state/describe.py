@@ -220,29 +220,9 @@ class Describer:
         """The record of the object this side calls ``key``: its print, its fill when
         ``fills`` or when the print is not the agreed one, its create part when the other side
         lacks it; what it refers to is appended to ``found``."""
-        graph = self.graph
-        known = key in graph.prints
         if _is_tensor(obj):
-            stamp = self.tensor_print(obj)
-            # unchanged, and holding nothing else to walk (a gradient, attributes): as agreed
-            bare = obj.grad is None if obj.is_leaf else True
-            if known and not fills and bare and not obj.__dict__ and graph.prints[key] == stamp:
-                return Record(None, b"", stamp)
-            if known and obj.is_cuda:  # the other side has it (its memory is shared): no
-                # create part, which would share it again (refused for memory it received)
-                agreed = graph.prints[key]
-                # its memory moved (a cast, ``p.data = ...``): the new memory goes by handle
-                moved = _SharedContents(obj, graph.step < 0) if agreed[2:7] != stamp[2:7] else None
-                fill = self.tensor_fill(obj, moved)
-                inline = [fill[0]] if moved is None else [fill[0], moved]
-                return Record(None, dumps_keyed(self, fill, found, inline), stamp)
-            create, fill = self.parts(obj)
-            contents, _, _, attributes = fill[0]
-            inline = [fill[0], *(x for x in (contents, attributes) if x is not None)]
-            fill_bytes = dumps_keyed(self, fill, found, inline)
-            create_bytes = None if known else dumps_keyed(self, create, found, [create[1]])
-            return Record(create_bytes, fill_bytes, stamp)
-        if key in graph.from_source:  # once by its statement, always (its state is that)
+            return self._tensor_record(key, obj, found, fills)
+        if key in self.graph.from_source:  # once by its statement, always (its state is that)
             record = self.record_by_source(key, obj, found)
             if record is not None:
                 return record
@@ -250,11 +230,40 @@ class Describer:
         if np is not None and type(obj) is np.ndarray and not obj.dtype.hasobject:
             # an array's print is a checksum of its memory: unchanged, nothing is pickled
             stamp = _array_print(obj)
-            if known and not fills and graph.prints[key] == stamp:
+            known = key in self.graph.prints
+            if known and not fills and self.graph.prints[key] == stamp:
                 return Record(None, b"", stamp)
             create, fill = self.parts(obj)
             create_bytes = None if known else dumps_keyed(self, create, found, [create[1]])
             return Record(create_bytes, dumps_keyed(self, fill, found, [fill[0]]), stamp)
+        return self._object_record(key, obj, found)
+
+    def _tensor_record(self, key: Key, obj: Any, found: list[Any], fills: bool) -> Record:
+        graph = self.graph
+        known = key in graph.prints
+        stamp = self.tensor_print(obj)
+        # unchanged, and holding nothing else to walk (a gradient, attributes): as agreed
+        bare = obj.grad is None if obj.is_leaf else True
+        if known and not fills and bare and not obj.__dict__ and graph.prints[key] == stamp:
+            return Record(None, b"", stamp)
+        if known and obj.is_cuda:  # the other side has it (its memory is shared): no
+            # create part, which would share it again (refused for memory it received)
+            agreed = graph.prints[key]
+            # its memory moved (a cast, ``p.data = ...``): the new memory goes by handle
+            moved = _SharedContents(obj, graph.step < 0) if agreed[2:7] != stamp[2:7] else None
+            fill = self.tensor_fill(obj, moved)
+            inline = [fill[0]] if moved is None else [fill[0], moved]
+            return Record(None, dumps_keyed(self, fill, found, inline), stamp)
+        create, fill = self.parts(obj)
+        contents, _, _, attributes = fill[0]
+        inline = [fill[0], *(x for x in (contents, attributes) if x is not None)]
+        fill_bytes = dumps_keyed(self, fill, found, inline)
+        create_bytes = None if known else dumps_keyed(self, create, found, [create[1]])
+        return Record(create_bytes, fill_bytes, stamp)
+
+    def _object_record(self, key: Key, obj: Any, found: list[Any]) -> Record:
+        graph = self.graph
+        known = key in graph.prints
         start = len(found)
         try:
             create, fill = self.parts(obj)
