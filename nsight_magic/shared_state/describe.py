@@ -248,9 +248,10 @@ class Describer:
             return Record(None, b"", stamp)
         if known and obj.is_cuda:  # the other side has it (its memory is shared): no
             # create part, which would share it again (refused for memory it received)
-            agreed = graph.prints[key]
             # its memory moved (a cast, ``p.data = ...``): the new memory goes by handle
-            moved = _SharedContents(obj, graph.step < 0) if agreed[2:7] != stamp[2:7] else None
+            moved = None
+            if _memory_of(graph.prints[key]) != _memory_of(stamp):
+                moved = _SharedContents(obj, graph.step < 0)
             fill = self.tensor_fill(obj, moved)
             inline = [fill[0]] if moved is None else [fill[0], moved]
             return Record(None, dumps_keyed(self, fill, found, inline), stamp)
@@ -356,6 +357,12 @@ def _array_print(a: Any) -> tuple[Any, ...]:
 
 def _attributes(obj: Any) -> dict[str, Any] | None:
     return dict(obj.__dict__) if getattr(obj, "__dict__", None) else None
+
+
+def _memory_of(stamp: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Where a tensor's print (``Describer.tensor_print``) says its memory is: the data
+    pointer, shape, strides, offset and dtype."""
+    return stamp[2:7]
 
 
 class _SharedContents:

@@ -270,10 +270,9 @@ def set_tensor(target: Any, state: tuple[Any, ...]) -> None:
         contents = pickle.loads(contents)
     with torch.no_grad():
         if contents is not None:
-            if contents.is_cuda:  # new memory for it (a cast, ``p.data = ...``): pointed at
-                _point_at(target, contents)
-            elif (target.shape == contents.shape and target.dtype == contents.dtype
-                    and target.device == contents.device):  # fmt: skip
+            # CUDA contents are new memory for it (a cast, ``p.data = ...``): pointed at
+            if not contents.is_cuda and (target.shape, target.dtype, target.device) == (
+                    contents.shape, contents.dtype, contents.device):  # fmt: skip
                 target.copy_(contents)
             else:
                 _point_at(target, contents)

@@ -157,11 +157,11 @@ class StateExchange:
         self.required_reads = (reads - explicit) if required else frozenset()
         self.explicit = explicit
         entries = history.entries()
-        setups = [e for e in entries if e.kind == "setup"]
+        every_setup = [e for e in entries if e.kind == "setup"]
         may_replay = setup_replay.setup_entries(entries, before=before, setup=setup)
 
         def bound_by(ran: set[int]) -> frozenset[str]:  # the worker's own: a lock, a model
-            return frozenset(n for e in setups if e.id in ran for n in e.cell.names_bound)
+            return frozenset(n for e in every_setup if e.id in ran for n in e.cell.names_bound)
 
         files = setup_replay.code_files(entries, nb.code_files, history.setup_files)
         # the first look finds what cannot be sent; when setup cells that bind it are to be
@@ -169,7 +169,7 @@ class StateExchange:
         whys: dict[int, str] = {}
         theirs = bound_by({*s.executed})
         for _ in range(2):
-            out = self._look(theirs, files, setups)
+            out = self._look(theirs, files, every_setup)
             if whys or not (whys := setup_replay.replays(
                     may_replay, s, nb.user_ns, history.in_notebook, out.cannot)):  # fmt: skip
                 break
