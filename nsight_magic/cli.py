@@ -90,11 +90,12 @@ def _open(path: str) -> Any:
     export folder (``x_pq/``, ``open_report``'s: a folder with ``.parquet`` tables in it)."""
     import nsight_magic
     from nsight_magic.errors import NsightMagicError
+    from nsight_magic.reports.paths import is_parquet_export
 
     where = Path(path)
     if not where.exists():
         raise BadInput(f"{path}: no such run folder or report")
-    a_run = where.is_dir() and not any(where.glob("*.parquet"))
+    a_run = where.is_dir() and not is_parquet_export(where)
     try:
         run = nsight_magic.load_run(where) if a_run else nsight_magic.open_report(where)
     except NsightMagicError as exc:

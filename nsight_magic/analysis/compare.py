@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..vocabulary.nvtx_names import NVTX_DOMAIN, statement_line, statement_texts
+from ..vocabulary.nvtx_names import NVTX_DOMAIN, statement_label, statement_line, statement_texts
 from . import verdict
 from .names import short_names
 
@@ -161,7 +161,7 @@ def nvtx_row_names(nvtx: pd.DataFrame) -> list[set[str]]:
         for side in ("line_a", "line_b"):
             line = nvtx[side].iloc[i] if side in nvtx.columns else pd.NA
             if not pd.isna(line):
-                own.add(f"L{int(line)}: {texts.iloc[i]}")
+                own.add(statement_label(int(line), texts.iloc[i]))
         names = own | {f"{domain}:{n}" for n in own}
         if "label" in nvtx.columns:
             names.add(str(nvtx["label"].iloc[i]))

@@ -15,7 +15,7 @@ from ..errors import (
     ReportNotFoundError,
     UnsupportedReportError,
 )
-from .paths import require_regular_file
+from .paths import is_parquet_export, require_regular_file
 
 __all__ = ["open_report", "report_kind"]
 
@@ -38,7 +38,7 @@ def report_kind(path: str | Path) -> str:
     if not path.exists():
         raise ReportNotFoundError(f"{path} does not exist; check the path or the run folder.")
     if path.is_dir():
-        if any(path.glob("*.parquet")):
+        if is_parquet_export(path):
             return "nsys-parquet"
         if not any(path.iterdir()):
             raise EmptyReportError(f"{path} is an empty folder; point at a report file instead.")

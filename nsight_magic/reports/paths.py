@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import ReportNotFoundError, UnsupportedReportError
 
-__all__ = ["require_regular_file"]
+__all__ = ["is_parquet_export", "require_regular_file"]
 
 _KINDS = (
     (stat.S_ISFIFO, "a named pipe"),
@@ -38,3 +38,9 @@ def require_regular_file(path: Path) -> Path:
         f"{path} is {what}, not a report file; pass a .nsys-rep, .sqlite, parquet dir or "
         ".ncu-rep saved on disk."
     )
+
+
+def is_parquet_export(path: Path) -> bool:
+    """``path`` is an nsys parquet export: a folder with ``.parquet`` tables in it (a run
+    folder holds its export one level down, in ``report_pq/``)."""
+    return path.is_dir() and any(path.glob("*.parquet"))

@@ -18,6 +18,7 @@ from ..analysis.compare import kernel_deltas, memory_deltas, nvtx_deltas
 from ..analysis.verdict import summary_line
 from ..errors import BadArgumentError
 from ..reports import open_report
+from ..reports.paths import is_parquet_export
 from ..run_folders.ownership import expand
 from ..run_folders.run_dir import RunDir
 from ..views import charts
@@ -43,7 +44,7 @@ def _as_run(obj: Any) -> Any:
     if not isinstance(obj, (str, os.PathLike)) or isinstance(os.fspath(obj), bytes):
         return obj
     path = expand(os.fspath(obj))
-    if not path.is_dir() or any(path.glob("*.parquet")):
+    if not path.is_dir() or is_parquet_export(path):
         return obj
     folder = RunDir(path)
     if folder.sweep.exists() and not folder.meta.exists():

@@ -13,6 +13,7 @@ from typing import Literal
 from ...errors import CorruptReportError, ReportTimeoutError, ToolNotFoundError
 from ...processes.clean_env import run_quiet
 from ...run_folders.regular_files import read_regular
+from ..paths import is_parquet_export
 
 __all__ = ["ExportKind", "export_argv", "export_origin", "export_report", "find_nsys",
            "sibling_export", "stamp_path", "write_stamp"]  # fmt: skip
@@ -33,7 +34,7 @@ def export_argv(nsys: str | Path, rep: str | Path, out: str | Path, kind: Export
 def _is_export(path: Path) -> bool:
     if path.is_file():
         return path.suffix == ".sqlite" and path.stat().st_size > 0
-    return path.is_dir() and any(path.glob("*.parquet"))
+    return is_parquet_export(path)
 
 
 def stamp_path(export: Path) -> Path:
