@@ -217,7 +217,9 @@ def test_a_ctrl_c_as_the_output_pump_starts_stops_the_launcher(
     def start_then_interrupted(self: WorkerProcess) -> None:
         real(self)
         deadline = time.monotonic() + 60  # the launcher runs: its pid is written
-        while not pids.exists() and time.monotonic() < deadline:
+        # written, not only made: ``echo $$ >> file`` creates the file before it writes the
+        # pid, a window a loaded machine widens (CI read it empty, 2026-12-07)
+        while not (pids.exists() and pids.read_text().split()) and time.monotonic() < deadline:
             time.sleep(0.02)
         raise KeyboardInterrupt
 
