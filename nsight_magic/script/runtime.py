@@ -445,10 +445,13 @@ def warmup(ns: dict[str, Any]) -> None:
         kept = preserved(ns, CHANGES, replayed=GATE == "nvtx", skip_mapped=NOTEBOOK_KEEPS)
         # a warm-up that raises ends the cell: that run is the notebook's (it comes back)
         keep_on_error = not RERUN
-        with kept_as_it_was(ns, True, keep_on_error=keep_on_error), kept, \
-                annotate(WARMUP_RANGE, domain=DOMAIN):  # fmt: skip
+        with kept, annotate(WARMUP_RANGE, domain=DOMAIN):
             for _ in range(WARMUP):
-                run_statements(ns)
+                # each warm-up starts from the notebook's Python state and files, as the
+                # counted run does (a second ``batch = queue.pop()`` or ``os.replace`` would
+                # fail where the notebook's one run does not); the GPU memory is put back once
+                with kept_as_it_was(ns, True, keep_on_error=keep_on_error):
+                    run_statements(ns)
 
 
 def run_repeats(ns: dict[str, Any], out: dict[str, Any]) -> None:

@@ -5,6 +5,7 @@ sets, ``__setstate__`` or ``__dict__`` for objects, so every alias sees it)."""
 from __future__ import annotations
 
 import contextlib
+import copyreg
 import io
 import pickle
 from collections import OrderedDict, defaultdict, deque
@@ -234,7 +235,9 @@ def set_state(obj: Any, state: Any) -> None:
     slots = None
     if isinstance(state, tuple) and len(state) == 2:
         state, slots = state
-    if state:
+    # an empty state empties an object that has a __dict__ (pickle skips it: a new object is
+    # empty already)
+    if state or (state is not None and isinstance(getattr(obj, "__dict__", None), dict)):
         try:
             attributes = obj.__dict__
         except AttributeError as exc:
@@ -243,9 +246,13 @@ def set_state(obj: Any, state: Any) -> None:
             raise NotInPlace(f"{type(obj).__name__}'s attributes are read-only")
         attributes.clear()
         attributes.update(state)
-    if slots:
-        for name, value in slots.items():
-            object.__setattr__(obj, name, value)
+    if slots is not None:  # every slot of its class: set, or unset as on a new object
+        for name in copyreg._slotnames(type(obj)):  # type: ignore[attr-defined]
+            if name in slots:
+                object.__setattr__(obj, name, slots[name])
+            else:
+                with contextlib.suppress(AttributeError):
+                    object.__delattr__(obj, name)
 
 
 class _Broken(pickle.UnpicklingError):

@@ -33,6 +33,7 @@ from .objects import (
     _range_index,
     _received_ptrs,
     _torch,
+    array_view,
     cloudpickle,
     cuda_contents,
     empty_array,
@@ -119,7 +120,14 @@ class Describer:
             # columns and indexes)
             data = list(obj.ravel()) if obj.dtype.hasobject else (
                 obj.tobytes() if obj.size else b"")  # fmt: skip
-            return (empty_array, (type(obj), obj.dtype)), (
+            base, view = obj.base, None
+            if type(base) is np.ndarray and not obj.dtype.hasobject \
+                    and base.flags.c_contiguous and self._shared(base):  # fmt: skip
+                offset = obj.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+                view = (base, offset, obj.shape, obj.strides, obj.dtype, type(obj))
+            create: tuple[Any, Any] = (array_view, view) if view is not None else (
+                empty_array, (type(obj), obj.dtype))  # fmt: skip
+            return create, (
                 (obj.shape, obj.dtype, data), None, None, None, set_array
             )  # fmt: skip
         if isinstance(obj, types.FunctionType):
@@ -183,7 +191,19 @@ class Describer:
         # (keyed, they would look like new objects at every look)
         contents = pickle.dumps(t.detach().clone(), protocol=pickle.HIGHEST_PROTOCOL)
         kind = type(t) if type(t) in (torch.Tensor, torch.nn.Parameter) else torch.Tensor
+        base = t._base
+        if base is not None and base.layout == torch.strided and self._shared(base):
+            # a view of a tensor the notebook has (``half = data[:n]``): a view there too
+            view = (base, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype, kind)
+            return (view_of, view), self.tensor_fill(t, contents)
         return (empty_tensor, (kind, t.dtype)), self.tensor_fill(t, contents)
+
+    def _shared(self, base: Any) -> bool:
+        """Whether the memory a view is over goes too (a view of memory that goes for no
+        other reason goes as memory of its own: ``row = big[0]`` does not send ``big``)."""
+        return id(base) in self.graph.key_of or any(
+            v is base for v in self.graph.namespace.values()
+        )
 
     @staticmethod
     def tensor_fill(t: Any, contents: Any = None) -> tuple[Any, ...]:
@@ -324,6 +344,11 @@ def _container_parts(obj: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
     return _reduced_parts(obj)  # a bytearray subclass: as its reduce says
 
 
+# how ``object.__reduce_ex__`` makes an object, and the state it gives by default
+_NEW_OBJECT = (vars(copyreg)["__newobj__"], vars(copyreg)["__newobj_ex__"])
+_DEFAULT_GETSTATE = vars(object).get("__getstate__")
+
+
 def _reduced_parts(obj: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
     """Any other object, as its reduce (copyreg's, cloudpickle's, its own) says; a dict or
     list subclass whose reduce keeps its items in its arguments is made empty and filled."""
@@ -334,6 +359,11 @@ def _reduced_parts(obj: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
     if isinstance(rv, str) or not isinstance(rv, tuple):
         raise pickle.PicklingError(f"{type(obj).__name__} is a global: not an object to key")
     state, listitems, dictitems, setitems, setter = _fill_of(obj, rv)
+    if state is None and setter is None and rv[0] in _NEW_OBJECT \
+            and getattr(type(obj), "__getstate__", None) is _DEFAULT_GETSTATE:  # fmt: skip
+        # pickle's default state leaves out what is empty; in place, empty is a state too
+        # (``del a.v`` of its last attribute, ``del s.x`` of its last slot)
+        state = _empty_state(obj)
     if isinstance(obj, collections.defaultdict) and setter is None:  # its factory: its state
         fill = ((state, obj.default_factory), listitems, dictitems, setitems, set_default_factory)
         return (rv[0], rv[1]), fill
@@ -345,6 +375,16 @@ def _reduced_parts(obj: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
         listitems = list(list.__iter__(obj))
         return (make_empty, (type(obj),)), (_attributes(obj), listitems, None, None, None)
     return (rv[0], rv[1]), (state, listitems, dictitems, setitems, setter)
+
+
+def _empty_state(obj: Any) -> Any:
+    """The default state of an object with no attributes and no slot set: ``{}`` for its
+    ``__dict__``, ``(dict or None, {})`` when its class has slots (``set_state`` empties
+    them)."""
+    has_dict = isinstance(getattr(obj, "__dict__", None), dict)
+    attributes: dict[str, Any] | None = {} if has_dict else None
+    slotted = copyreg._slotnames(type(obj))  # type: ignore[attr-defined]
+    return (attributes, {}) if slotted else attributes
 
 
 def _array_print(a: Any) -> tuple[Any, ...]:

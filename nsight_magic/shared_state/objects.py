@@ -233,6 +233,19 @@ def empty_array(kind: type, dtype: Any) -> Any:
     return array if kind is np.ndarray else array.view(kind)
 
 
+def array_view(base: Any, offset: int, shape: tuple[int, ...], strides: tuple[int, ...],
+               dtype: Any, kind: type) -> Any:  # fmt: skip
+    """An array over ``base``'s memory, as the other side's is a view of its ``base`` (a slice
+    of a dataset): a change through one is seen through the other, here as there. Memory of
+    its own (filled next) when ``base`` cannot hold it."""
+    np = sys.modules["numpy"]
+    try:
+        view = np.ndarray(shape, dtype, buffer=base, offset=offset, strides=strides)
+    except (TypeError, ValueError, BufferError):
+        view = np.empty(shape, dtype)
+    return view if kind is np.ndarray else view.view(kind)
+
+
 def set_array(target: Any, state: tuple[Any, ...]) -> None:
     """An array given new contents in place when its shape and dtype allow it."""
     np = sys.modules["numpy"]

@@ -1,7 +1,8 @@
 """What a cell may change of its process that does not travel (docs/sessions.md): environment
 variables, the current directory, NumPy's and pandas' print options, torch's process-wide
-settings (default dtype, grad mode, matmul precision, print options), and the globals of a module
-the notebook imported from its own folder. The worker takes a snapshot before each cell and
+settings (default dtype, grad mode, matmul precision, print options), the globals of a module
+the notebook imported from its own folder, and the entries of a ``functools`` cache (``lru_cache``
+keeps them where Python cannot read them). The worker takes a snapshot before each cell and
 compares after the notebook's run of it, so the notebook is told in one line what stayed in the
 worker, instead of finding its state different without a word.
 
@@ -12,10 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import os
 import reprlib
 import sys
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,14 +29,16 @@ class ProcessState:
     cwd: str = ""
     options: dict[str, Any] = field(default_factory=dict)
     modules: dict[str, int] = field(default_factory=dict)
+    caches: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def now(cls, folder: str) -> ProcessState:
-        return cls(dict(os.environ), os.getcwd(), _options(), _module_prints(folder))
+    def now(cls, folder: str, ns: Mapping[str, Any] | None = None) -> ProcessState:
+        caches = {name: f.cache_info() for name, f in function_caches(ns or {}).items()}
+        return cls(dict(os.environ), os.getcwd(), _options(), _module_prints(folder), caches)
 
-    def changes(self, folder: str) -> list[str]:
+    def changes(self, folder: str, ns: Mapping[str, Any] | None = None) -> list[str]:
         """What differs now from this snapshot, each as the user would name it."""
-        now = ProcessState.now(folder)
+        now = ProcessState.now(folder, ns)
         out = []
         keys = sorted(k for k in {*self.environ, *now.environ}
                       if self.environ.get(k) != now.environ.get(k))  # fmt: skip
@@ -47,7 +52,16 @@ class ProcessState:
                 if now.options[lib] != self.options.get(lib, now.options[lib])]  # fmt: skip
         out += [f"module {name}'s globals" for name in sorted(now.modules)
                 if name in self.modules and now.modules[name] != self.modules[name]]  # fmt: skip
+        out += [f"{name}'s functools cache" for name in sorted(now.caches)
+                if now.caches[name] != self.caches.get(name, now.caches[name])]  # fmt: skip
         return out
+
+
+def function_caches(ns: Mapping[str, Any]) -> dict[str, Any]:
+    """Each ``functools.lru_cache``/``cache`` function bound in ``ns`` (its entries cannot be
+    read or sent: only its ``cache_info()`` says whether they changed)."""
+    return {name: value for name, value in list(ns.items())
+            if isinstance(value, functools._lru_cache_wrapper)}  # fmt: skip
 
 
 def _options() -> dict[str, Any]:

@@ -12,23 +12,23 @@ from __future__ import annotations
 import contextlib
 import io
 import linecache
-import os
 import pickle
 import sys
 import time
 import types
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from ..processes import deadline
 from ..vocabulary.notebook_names import is_compiler_own
 from . import rng
 from .apply import Message, _Applier, dump_message, fill_in_place, load_message
 from .describe import Describer, Walk
+from .files_kept import FileKeeper
 from .graph import Graph
 from .objects import Key, _received_ptrs
-from .process import ProcessState
+from .process import ProcessState, function_caches
 
 # why a cell's changes took too long to describe, and the fix (deadline.bounded_here's hint)
 SLOW_CHANGES = ("a __reduce__ or __getstate__ of what the cell made is too slow; "
@@ -37,7 +37,6 @@ TABLE = "__nsight_magic_shared__"  # script/shared_objects.py's name for the rec
 MAPPED = "__nsight_magic_mapped__"  # and for the notebook's CUDA storages this worker maps
 # what a worker binds for itself, never the notebook's (IPython's shell for ``!cmd``)
 OWN = frozenset({"get_ipython", "exit", "quit", "In", "Out", "_exit_code"})
-FILE_KEEP_MAX_BYTES = 64 << 20  # a file a repeat writes is put back up to this size
 
 
 def user_names(ns: MutableMapping[str, Any]) -> dict[str, Any]:
@@ -151,15 +150,19 @@ class WorkerState:
             data = dump_message(msg, {"rng": rng.states()})
         with open(path, "wb") as f:
             f.write(data)
-        process = self.process.changes(self.folder) if self.process is not None else []
+        process = self.process.changes(self.folder, self.ns) if self.process else []
         # a tensor in an autograd graph goes as its values: the graph cannot leave this process
         graphed = sorted(n for n, v in names.items() if n in msg.names
                          and getattr(v, "grad_fn", None) is not None)  # fmt: skip
+        # an exception goes without its traceback: frames do not pickle
+        traced = sorted(n for n, v in names.items() if n in msg.names and
+                        isinstance(v, BaseException) and v.__traceback__)  # fmt: skip
         # agreed only once the notebook says it applied it (``agreed``): a notebook that did
         # not (stopped, or its apply raised) gets these changes again with the next cell
         self.pending = (walk, msg)
         return {"cannot": walk.cannot, "new": len(msg.new), "changed": len(msg.changed),
-                "process": process, "detached": graphed}  # fmt: skip
+                "process": process, "detached": graphed,
+                "traceback": traced}  # fmt: skip
 
     def agreed(self, adopted: str | None = None) -> dict[str, Any]:
         """The notebook applied the last ``send_back``: both sides now hold what it described
@@ -176,7 +179,7 @@ class WorkerState:
         """The process state a cell starts from (``send_back`` says what it changed)."""
         self.folder = folder
         with contextlib.suppress(Exception):  # never in a cell's way
-            self.process = ProcessState.now(folder)
+            self.process = ProcessState.now(folder, self.ns)
 
     def adopt(self, path: str) -> dict[str, Any]:
         """The notebook copied the CUDA tensors this worker made: point each at its copy
@@ -236,7 +239,11 @@ class WorkerState:
         if self.sharing:
             self.shared_look = look
         streams = rng.states()
-        files = _FileKeeper()
+        # a functools cache the run fills would answer the counted run from the repeat's
+        # entries: one that was empty is emptied again (a filled one cannot be put back)
+        empty_caches = [f for f in function_caches(self.ns).values()
+                        if f.cache_info().currsize == 0]  # fmt: skip
+        files = FileKeeper()
         out = io.StringIO()
         redirect = (contextlib.redirect_stdout(out), contextlib.redirect_stderr(out)) if quiet \
             else (contextlib.nullcontext(), contextlib.nullcontext())  # fmt: skip
@@ -248,7 +255,7 @@ class WorkerState:
                 except BaseException:
                     raised = True
                     if keep_on_error:
-                        files.saved.clear()  # what it wrote stays, as the cell's run's
+                        files.forget()  # what it wrote stays, as the cell's run's
                     raise
         finally:
             if raised and keep_on_error:
@@ -257,6 +264,8 @@ class WorkerState:
                 self._forget_unshared()
             else:
                 self._put_back(look, streams)
+                for cached in empty_caches:
+                    cached.cache_clear()
                 self._forget_unshared(look.keys if self.sharing else frozenset())
 
     def _look(self) -> _Look:
@@ -313,57 +322,3 @@ def _empty() -> Any:
     from .apply import Message
 
     return Message()
-
-
-class _FileKeeper:
-    """While active, the first write-open of each file saves it; leaving puts each back (or
-    removes a file that was not there). Python's audit hook sees every ``open``; it cannot be
-    removed, so it is installed once and does nothing while no keeper is active."""
-
-    active: ClassVar[list[_FileKeeper]] = []
-    installed: ClassVar[bool] = False
-
-    def __init__(self) -> None:
-        self.saved: dict[str, bytes | None] = {}
-
-    def __enter__(self) -> _FileKeeper:
-        if not _FileKeeper.installed:
-            sys.addaudithook(_FileKeeper._hook)
-            _FileKeeper.installed = True
-        _FileKeeper.active.append(self)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        _FileKeeper.active.remove(self)
-        for path, data in self.saved.items():
-            with contextlib.suppress(OSError):
-                if data is None:
-                    os.unlink(path)
-                else:
-                    with open(path, "wb") as f:
-                        f.write(data)
-
-    @staticmethod
-    def _hook(event: str, args: tuple[Any, ...]) -> None:
-        if event != "open" or not _FileKeeper.active or len(args) < 2:
-            return
-        path, mode = args[0], args[1]
-        if not isinstance(path, str | bytes | os.PathLike) or not isinstance(mode, str):
-            return
-        if not any(m in mode for m in "wax+"):
-            return
-        keeper = _FileKeeper.active[-1]
-        full = os.path.abspath(os.fsdecode(path))
-        if full in keeper.saved:
-            return
-        _FileKeeper.active.pop()  # the hook's own open is not watched
-        try:
-            if os.path.isfile(full) and os.path.getsize(full) <= FILE_KEEP_MAX_BYTES:
-                with open(full, "rb") as f:
-                    keeper.saved[full] = f.read()
-            elif not os.path.exists(full):
-                keeper.saved[full] = None
-        except OSError:
-            pass
-        finally:
-            _FileKeeper.active.append(keeper)

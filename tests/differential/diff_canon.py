@@ -105,6 +105,9 @@ class Describer:
             return f"({inner},)" if type(obj) is tuple else f"frozenset({{{inner}}})"
         if isinstance(obj, types.ModuleType):
             return f"module {obj.__name__}"
+        np = sys.modules.get("numpy")
+        if np is not None and isinstance(obj, np.generic) and type(obj).__module__ == "numpy":
+            return f"{type(obj).__name__}({obj!r})"  # an immutable value, as an int: no identity
         if product_result(obj):
             return f"{RESULT} {type(obj).__name__}>"
         tag, first = self.tag(obj, path)

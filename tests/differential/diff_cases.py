@@ -868,6 +868,103 @@ HUNT = [
     ),
 ]
 
+# --- a second hunt: what the first left (empty states, views, repeats' files, caches) -------------
+LRU = (
+    "import functools\ncalls = []\n@functools.lru_cache\ndef f(x):\n    calls.append(x)\n"
+    "    return x * 2"
+)
+LOG = (
+    "import os\ndef log():\n"
+    "    fd = os.open('log.txt', os.O_WRONLY | os.O_CREAT | os.O_APPEND)\n"
+    "    os.write(fd, b'x')\n    os.close(fd)"
+)
+
+HUNT_AGAIN = [
+    # pickle leaves out an empty __dict__ and unset slots: the object came back as a new one
+    # ("its state is only in how it is made"), and a deleted slot stayed set
+    *across(
+        "del-last-attr",
+        ["class A: pass\na = A()\na.v = 1\nb = a"],
+        "del a.v",
+        ["print(vars(a), a is b)"],
+        paths=("nsys", "ncu"),
+        again=False,
+    ),
+    *across(
+        "del-slot",
+        ["class S:\n    __slots__ = ('x', 'y')\ns = S()\ns.x = 1\ns.y = 2"],
+        "del s.x",
+        ["print(hasattr(s, 'x'), s.y)"],
+        paths=("nsys", "ncu"),
+        again=False,
+    ),
+    # an lru_cache's entries cannot be read: the worker's stay there (said); a repeat's entries
+    # in a cache that was empty are emptied again (else the counted run hits them)
+    Case("lru-cache", (LRU, "%%nsys\ny = f(3)"), declared=(1, "f's functools cache")),
+    *across(
+        "lru-cache-warm",
+        [LRU],
+        "y = f(3)",
+        ["print(calls)"],
+        paths=("warmup",),
+        again=False,
+        declared="f's functools cache",
+    ),
+    # frames do not pickle: said
+    *across(
+        "exc-traceback",
+        ["def boom():\n    raise ValueError('x')"],
+        "try:\n    boom()\nexcept ValueError as e:\n    err = e",
+        ["print(err, err.__traceback__ is not None)"],
+        paths=("nsys",),
+        again=False,
+        declared="came back without its traceback",
+    ),
+    # each warm-up starts where the notebook is: files renamed, directories made and removed,
+    # bytes written through os.open, a list popped
+    *across(
+        "warmup-os-files",
+        ["import os, pathlib\nopen('a.txt','w').write('1')\nos.mkdir('old')"],
+        "os.replace('a.txt', 'c.txt')\nos.mkdir('out')\nos.rmdir('old')\n"
+        "pathlib.Path('out/x').write_text('y')",
+        ["print(sorted(os.listdir('.')), os.listdir('out'))"],
+        paths=("warmup", "drill"),
+        again=False,
+    ),
+    *across(
+        "warmup-pop",
+        ["queue = [1]"],
+        "batch = queue.pop()",
+        ["print(batch, queue)"],
+        paths=("warmup", "repeat"),
+        again=False,
+    ),
+    *across(
+        "warmup-append-write",
+        [LOG],
+        "log()",
+        ["print(open('log.txt').read())"],
+        paths=("warmup", "repeat", "drill"),
+        again=False,
+    ),
+    # a view of an array the notebook names is a view in the worker too
+    *across(
+        "numpy-view",
+        ["import numpy as np\na = np.zeros(4)\nv = a[:2]"],
+        "v[0] = 9\ns = a.sum()",
+        ["print(a, v, s, v.base is a)"],
+        paths=("nsys", "ncu"),
+    ),
+    *across(
+        "torch-view",
+        ["import torch\na = torch.zeros(4)\nv = a[:2]"],
+        "v[0] += 9\na[1] += 1\ns = a.sum().item()",
+        ["print(a, v, s, v._base is a)"],
+        paths=("nsys", "warmup"),
+        torch=True,
+    ),
+]
+
 CASES: list[Case] = [*TRAINING, *DICT_SUBCLASS, *REBINDING, *READS, *OBJECTS, *STALE_COPIES,
                      *RNG_CASES, *REPEATS, *CRASHES, *SETUP_REPLAYS, *DECLARED,
-                     *DEFINITIONS, *HUNT]  # fmt: skip
+                     *DEFINITIONS, *HUNT, *HUNT_AGAIN]  # fmt: skip

@@ -386,6 +386,10 @@ class StateExchange:
             self.note(f"came back without their autograd graph, which cannot leave the {s.tool} "
                       f"worker (backward() on them fails in the notebook: call it in the "
                       f"profiled cell): {detached}")  # fmt: skip
+        if traced := ", ".join(reply.data.get("traceback") or []):
+            self.note(f"came back without its traceback, whose frames are the {s.tool} "
+                      "worker's (print it in the profiled cell: traceback.print_exception(e)): "
+                      f"{traced}")  # fmt: skip
         if process := "; ".join(reply.data.get("process") or []):
             self.note(f"the cell changed the {s.tool} worker's process state, which stays there "
                       f"(the notebook's is its own: docs/sessions.md): {process}")  # fmt: skip
