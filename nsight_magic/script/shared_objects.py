@@ -64,7 +64,9 @@ def _cuda_storages(obj: Any, out: dict[int, Any], depth: int, seen: set[int]) ->
         items = obj.values()
     elif isinstance(obj, list | tuple | set | frozenset):
         items = obj
-    elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+    elif hasattr(obj, "__dict__") and not isinstance(obj, type | types.ModuleType):
+        # not a module's globals: a notebook's ``import torch`` led into torch.distributed,
+        # whose deprecated names warn when looked at
         items = vars(obj).values()
     for item in items:
         _cuda_storages(item, out, depth - 1, seen)

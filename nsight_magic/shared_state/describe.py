@@ -22,6 +22,7 @@ from .objects import (
     _PLAIN_RUN,
     NS,
     OWN_RESULTS,
+    SCHEDULER_MARKS,
     Key,
     KeyedTable,
     _cloudpickle,
@@ -46,6 +47,7 @@ from .objects import (
     set_cell,
     set_default_factory,
     set_function_state,
+    set_optimizer,
     set_tensor,
     view_of,
 )
@@ -364,6 +366,10 @@ def _reduced_parts(obj: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
         # pickle's default state leaves out what is empty; in place, empty is a state too
         # (``del a.v`` of its last attribute, ``del s.x`` of its last slot)
         state = _empty_state(obj)
+    torch = _torch()
+    if torch is not None and isinstance(obj, torch.optim.Optimizer) and isinstance(state, dict):
+        return (rv[0], rv[1]), (_optimizer_state(obj, state), listitems, dictitems, setitems,
+                                set_optimizer)  # fmt: skip
     if isinstance(obj, collections.defaultdict) and setter is None:  # its factory: its state
         fill = ((state, obj.default_factory), listitems, dictitems, setitems, set_default_factory)
         return (rv[0], rv[1]), fill
@@ -375,6 +381,24 @@ def _reduced_parts(obj: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
         listitems = list(list.__iter__(obj))
         return (make_empty, (type(obj),)), (_attributes(obj), listitems, None, None, None)
     return (rv[0], rv[1]), (state, listitems, dictitems, setitems, setter)
+
+
+def _optimizer_state(opt: Any, own: dict[str, Any]) -> tuple[Any, ...]:
+    """``set_optimizer``'s state: torch's pickle of an optimizer keeps its ``__getstate__``
+    only; its hooks (``register_step_post_hook``), flags and an LR scheduler's mark on its
+    ``step`` go too (a worker's first ``sched.step()`` warned that ``opt.step`` was replaced)."""
+    attributes = vars(opt)
+    step = attributes.get("step")
+    marks = None
+    if step is not None and any(hasattr(step, m) for m in SCHEDULER_MARKS):
+        marks = {m: getattr(step, m) for m in SCHEDULER_MARKS if hasattr(step, m)}
+    extras = {k: v for k, v in attributes.items() if k not in own and not (
+        k == "step" and marks is not None)}  # fmt: skip
+    try:  # a library's hook that does not pickle: the hooks stay behind, as torch leaves them
+        (cloudpickle if cloudpickle is not None else pickle).dumps(extras)
+    except Exception:
+        extras = {k: v for k, v in extras.items() if isinstance(v, bool | int | float | str)}
+    return own, extras, marks
 
 
 def _empty_state(obj: Any) -> Any:

@@ -246,6 +246,43 @@ def array_view(base: Any, offset: int, shape: tuple[int, ...], strides: tuple[in
     return view if kind is np.ndarray else view.view(kind)
 
 
+# the marks an LR scheduler puts on the ``opt.step`` it wraps (torch >= 2.2; before: a counter)
+SCHEDULER_MARKS = ("_wrapped_by_lr_sched", "_with_counter")
+
+
+def set_optimizer(opt: Any, state: tuple[Any, ...]) -> None:
+    """A torch optimizer's state in place: what its ``__getstate__`` gives (through its own
+    ``__setstate__``), then what that leaves out: its step and state-dict hooks and flags, and
+    an LR scheduler's wrapper of ``opt.step`` (made again: it holds a weak reference)."""
+    own, extras, marks = state
+    type(opt).__setstate__(opt, own)
+    opt.__dict__.update(extras)
+    step = vars(opt).get("step")
+    wrapped = step is not None and any(hasattr(step, m) for m in SCHEDULER_MARKS)
+    if marks is None and wrapped:
+        del opt.__dict__["step"]
+    elif marks is not None and not wrapped:
+        opt.step = _scheduled_step(opt, marks)
+
+
+def _scheduled_step(opt: Any, marks: dict[str, Any]) -> Any:
+    """What ``LRScheduler.__init__`` puts on ``opt.step``: the class's step, noting that it
+    was called (``lr_scheduler.step()`` warns when it was not)."""
+    import functools
+    import weakref
+
+    func, opt_ref = type(opt).step, weakref.ref(opt)
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        optimizer = opt_ref()
+        optimizer._opt_called = True  # type: ignore[union-attr]
+        return func(optimizer, *args, **kwargs)
+
+    wrapper.__dict__.update(marks)
+    return wrapper
+
+
 def set_array(target: Any, state: tuple[Any, ...]) -> None:
     """An array given new contents in place when its shape and dtype allow it."""
     np = sys.modules["numpy"]

@@ -108,6 +108,9 @@ class Describer:
         np = sys.modules.get("numpy")
         if np is not None and isinstance(obj, np.generic) and type(obj).__module__ == "numpy":
             return f"{type(obj).__name__}({obj!r})"  # an immutable value, as an int: no identity
+        torch = sys.modules.get("torch")
+        if torch is not None and type(obj) is torch.Size:  # a tuple: no identity either
+            return repr(obj)
         if product_result(obj):
             return f"{RESULT} {type(obj).__name__}>"
         tag, first = self.tag(obj, path)

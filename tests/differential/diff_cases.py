@@ -36,7 +36,6 @@ MAIN = ("nsys", "warmup", "ncu", "host")
 ONE = ("nsys",)
 
 # --- why a case fails today (grouped in the report) -----------------------------------------------
-SCHEDULER_WRAP = "an LR scheduler's wrapper of opt.step does not travel (torch's Optimizer pickle)"
 # (none today: the reasons issue 56 fixed went with their marks; what the product cannot
 # carry, process state and module globals, is declared: one line says so)
 
@@ -822,7 +821,10 @@ HUNT = [
         declared=(1, "without their autograd graph"),
         torch=True,
     ),
-    # an LR scheduler wraps opt.step with a library closure (a weakref to the optimizer)
+    # an LR scheduler wraps opt.step with a library closure (a weakref to the optimizer), which
+    # torch's Optimizer pickle leaves out: made again in the worker (else its first
+    # sched.step() warned that opt.step was replaced), and the stray FutureWarning of a
+    # warm-up's walk into torch.distributed's globals is gone
     *across(
         "lr-scheduler",
         [
@@ -834,10 +836,6 @@ HUNT = [
         ["print(sched.get_last_lr(), m.weight.sum().item(), getattr(opt, '_opt_called', None))"],
         paths=("nsys", "warmup", "ncu"),
         torch=True,
-        # the weights and learning rates equal; torch's Optimizer pickles without that
-        # wrapper (its __getstate__), so the worker's first sched.step() warns and
-        # opt._opt_called stays unset
-        known=SCHEDULER_WRAP,
     ),
     # a data loader's iterator cannot be pickled: said with torch's own words formatted
     Case(
@@ -946,6 +944,30 @@ HUNT_AGAIN = [
         ["print(open('log.txt').read())"],
         paths=("warmup", "repeat", "drill"),
         again=False,
+    ),
+    # torch's Optimizer pickles its __getstate__ only: its hooks were left behind
+    *across(
+        "optimizer-hook",
+        [
+            "import torch\ntorch.manual_seed(0)\nm = torch.nn.Linear(2, 1)\n"
+            "opt = torch.optim.SGD(m.parameters(), lr=0.1)\nseen = []\n"
+            "h = opt.register_step_post_hook(lambda o, a, k: seen.append(1))"
+        ],
+        "m(torch.ones(2)).sum().backward()\nopt.step()",
+        ["print(seen, m.weight.sum().item())"],
+        paths=("nsys", "warmup", "ncu"),
+        torch=True,
+    ),
+    *across(
+        "module-hook",
+        [
+            "import torch\nm = torch.nn.Linear(2, 1)\nacts = []\n"
+            "h = m.register_forward_hook(lambda mod, i, o: acts.append(o.shape))"
+        ],
+        "y = m(torch.ones(2)).detach()",
+        ["print(acts)"],
+        paths=("nsys", "warmup"),
+        torch=True,
     ),
     # a view of an array the notebook names is a view in the worker too
     *across(
