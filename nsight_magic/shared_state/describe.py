@@ -395,7 +395,7 @@ def _optimizer_state(opt: Any, own: dict[str, Any]) -> tuple[Any, ...]:
     extras = {k: v for k, v in attributes.items() if k not in own and not (
         k == "step" and marks is not None)}  # fmt: skip
     try:  # a library's hook that does not pickle: the hooks stay behind, as torch leaves them
-        (cloudpickle if cloudpickle is not None else pickle).dumps(extras)
+        _TensorsAside(io.BytesIO()).dump(extras)
     except Exception:
         extras = {k: v for k, v in extras.items() if isinstance(v, bool | int | float | str)}
     return own, extras, marks
@@ -467,6 +467,13 @@ def unshareable_tensor(t: Any) -> str:
 
 def _base_pickler() -> type:
     return cloudpickle.Pickler if cloudpickle is not None else pickle.Pickler
+
+
+class _TensorsAside(_base_pickler()):  # type: ignore[misc]
+    """Whether something pickles, its tensors not written (a check: they go by other means)."""
+
+    def persistent_id(self, obj: Any) -> Any:
+        return "tensor" if _is_tensor(obj) else None
 
 
 class _PlainRun:
