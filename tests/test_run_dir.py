@@ -38,6 +38,9 @@ WRITERS = {"write_text", "write_bytes", "write_private", "write_json", "append_p
 # The writes outside run_folders/run_dir.py, each with why it is not a write into a run folder's
 # records.
 ALLOWED = {
+    # a repeat's files put back where the user's cell wrote them (a warm-up's torch.save):
+    # the user's files, not a run folder's
+    ("shared_state/files_kept.py", "open"),
     # a process's output streamed into the log its caller names (RunDir.log), 0600
     ("processes/runner.py", "append_private"),
     ("profilers/commands.py", "append_private"),

@@ -47,13 +47,12 @@ def _as_run(obj: Any) -> Any:
     if not path.is_dir() or is_parquet_export(path):
         return obj
     folder = RunDir(path)
-    if folder.sweep.exists() and not folder.meta.exists():
+    if folder.holds_sweep():
         raise BadArgumentError(
             f"compare(): {path} is a sweep folder (one run per configuration); compare two of "
             f"its configurations: nsight_magic.load_run({str(path)!r}).compare(a, b)."
         )
-    reports = [*folder.report_names("nsys"), *folder.report_names("ncu")]
-    if folder.meta.exists() or any((path / name).exists() for name in reports):
+    if folder.meta.exists() or folder.holds_report():
         return load_one(path.absolute())
     return obj
 

@@ -93,10 +93,9 @@ def load_run(
     if not run_dir.is_dir():
         raise ReportNotFoundError(f"{run_dir} is not a run folder.")
     folder = RunDir(run_dir)
-    if folder.sweep.exists() and not folder.meta.exists():  # a sweep: one run per configuration
+    if folder.holds_sweep():
         return SweepRun.open(run_dir, drill_runner, trust=trust)
-    reports = [*folder.report_names("nsys"), *folder.report_names("ncu")]
-    if not folder.meta.exists() and not any((run_dir / name).exists() for name in reports):
+    if not folder.meta.exists() and not folder.holds_report():
         inside = runs_inside(run_dir)
         if len(inside) == 1:  # the one run (or sweep) of a notebook's folder: no choice to make
             return load_run(inside[0], drill_runner, trust=trust)

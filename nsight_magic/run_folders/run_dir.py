@@ -322,6 +322,15 @@ class RunDir:
             return [self.NCU_REPORT]
         return [self.SQLITE_EXPORT, self.PARQUET_EXPORT, self.NSYS_REPORT]
 
+    def holds_report(self) -> bool:
+        """Whether a report of either profiler is here (one ``load_run`` can open)."""
+        names = dict.fromkeys([*self.report_names("nsys"), *self.report_names("ncu")])
+        return any(os.path.lexists(self.path / name) for name in names)
+
+    def holds_sweep(self) -> bool:
+        """A sweep's folder: its record and no run of its own (one run per configuration)."""
+        return self.sweep.exists() and not self.meta.exists()
+
     @property
     def parquet_export(self) -> Path:
         return self.path / self.PARQUET_EXPORT

@@ -93,8 +93,7 @@ def has_run(sweep_dir: Path, folder: str) -> bool:
             return False
     except OSError:
         return False
-    names = dict.fromkeys([*run.report_names("nsys"), *run.report_names("ncu")])
-    return any(os.path.lexists(run.path / name) for name in names)
+    return run.holds_report()
 
 
 def missing_runs(sweep_dir: Path, record: SweepRecord) -> list[ConfigRecord]:
