@@ -228,9 +228,13 @@ def fill_in_place(obj: Any, fill: tuple[Any, ...]) -> None:
 def set_state(obj: Any, state: Any) -> None:
     """What pickle does with a state, but in place: ``__setstate__`` when the class defines
     one, else the ``__dict__`` (and slots) replaced."""
+    gone = _gone(obj, state)
     setstate = getattr(type(obj), "__setstate__", None)
     if setstate is not None and setstate is not getattr(object, "__setstate__", None):
-        obj.__setstate__(state)
+        obj.__setstate__(state)  # an update (torch's Module): what the other side deleted goes
+        for name in gone:
+            with contextlib.suppress(AttributeError, TypeError):
+                del obj.__dict__[name]
         return
     slots = None
     if isinstance(state, tuple) and len(state) == 2:
@@ -244,7 +248,8 @@ def set_state(obj: Any, state: Any) -> None:
             raise NotInPlace(f"{type(obj).__name__} has no __dict__") from exc
         if type(attributes) is not dict:
             raise NotInPlace(f"{type(obj).__name__}'s attributes are read-only")
-        attributes.clear()
+        for name in gone:
+            attributes.pop(name, None)
         attributes.update(state)
     if slots is not None:  # every slot of its class: set, or unset as on a new object
         for name in copyreg._slotnames(type(obj)):  # type: ignore[attr-defined]
@@ -253,6 +258,21 @@ def set_state(obj: Any, state: Any) -> None:
             else:
                 with contextlib.suppress(AttributeError):
                     object.__delattr__(obj, name)
+
+
+def _gone(obj: Any, state: Any) -> list[str]:
+    """The attributes ``obj``'s own state has that ``state`` (the other side's, of the same
+    class) lacks: deleted there (``del m.tag``). What its class's ``__getstate__`` leaves out
+    (a cache) is in neither, and stays."""
+    theirs = state[0] if isinstance(state, tuple) and len(state) == 2 else state
+    if not isinstance(theirs, dict) or not isinstance(getattr(obj, "__dict__", None), dict):
+        return []
+    try:
+        mine = obj.__getstate__()
+    except Exception:
+        return []
+    mine = mine[0] if isinstance(mine, tuple) and len(mine) == 2 else mine
+    return [name for name in mine if name not in theirs] if isinstance(mine, dict) else []
 
 
 class _Broken(pickle.UnpicklingError):

@@ -4,6 +4,7 @@ pickle's ``__reduce_ex__(5)`` gives) and fill part, each pickled with its childr
 
 from __future__ import annotations
 
+import array
 import collections
 import copyreg
 import functools
@@ -39,6 +40,7 @@ from .objects import (
     cuda_contents,
     empty_array,
     empty_tensor,
+    empty_typed_array,
     keyable,
     make_empty,
     make_function,
@@ -49,6 +51,7 @@ from .objects import (
     set_function_state,
     set_optimizer,
     set_tensor,
+    set_typed_array,
     view_of,
 )
 
@@ -142,6 +145,9 @@ class Describer:
             if "__slots__" in obj.__dict__:  # made with them (cloudpickle sets them after)
                 args = (*args[:3], {**args[3], "__slots__": obj.__dict__["__slots__"]}, *args[4:])
             return (rv[0], args), (rv[2], None, None, None, rv[5])
+        if type(obj) is array.array:  # its items in place (its reduce makes it anew)
+            fill = (obj.tobytes(), None, None, None, set_typed_array)
+            return (empty_typed_array, (obj.typecode,)), fill
         if isinstance(obj, (types.CellType, bytearray, set)):
             return _container_parts(obj)
         return _reduced_parts(obj)
@@ -232,10 +238,12 @@ class Describer:
         """What a change to a tensor changes: torch's in-place counter (CPU), its memory and
         shape, its gradient's identity, its flag (the contents of CUDA memory are shared)."""
         grad = t.grad if t.is_leaf else None
-        version = 0 if t.is_cuda else t._version
+        # an inference tensor (``torch.inference_mode()``) has no in-place counter: its bytes
+        version = 0 if t.is_cuda else _bytes_print(t) if t.is_inference() else t._version
         return ("tensor", version, t.data_ptr(), tuple(t.shape), tuple(t.stride()),
                 t.storage_offset(), str(t.dtype), t.requires_grad,
-                None if grad is None else self.graph.key_of.get(id(grad)),
+                # a gradient backward() just made has no key yet: it is a change too
+                None if grad is None else self.graph.key_of.get(id(grad), ("new", id(grad))),
                 tuple(sorted(t.__dict__)) if t.__dict__ else ())  # fmt: skip
 
     def record(self, key: Key, obj: Any, found: list[Any], fills: bool) -> Record:
@@ -421,6 +429,13 @@ def _array_print(a: Any) -> tuple[Any, ...]:
 
 def _attributes(obj: Any) -> dict[str, Any] | None:
     return dict(obj.__dict__) if getattr(obj, "__dict__", None) else None
+
+
+def _bytes_print(t: Any) -> tuple[str, int]:
+    """A checksum of a CPU tensor's bytes (for one without an in-place counter)."""
+    torch = sys.modules["torch"]
+    flat = t.detach().contiguous().reshape(-1)
+    return ("bytes", zlib.crc32(flat.view(torch.uint8).numpy()) if flat.numel() else 0)
 
 
 def _memory_of(stamp: tuple[Any, ...]) -> tuple[Any, ...]:

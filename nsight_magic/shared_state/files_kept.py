@@ -33,7 +33,8 @@ def _no_dir_fd(args: tuple[Any, ...], *at: int) -> bool:
 
 def changed_paths(event: str, args: tuple[Any, ...]) -> tuple[list[str | None], str]:
     """The files an audit event is about to change, and what it does to a directory: ``""``,
-    ``"made"`` (``os.mkdir``: ``paths[0]``) or ``"removed"`` (``os.rmdir``)."""
+    ``"made"`` (``os.mkdir``: ``paths[0]``), ``"removed"`` (``os.rmdir``) or ``"renamed"``
+    (``os.rename`` of a directory: ``paths[0]`` to ``paths[1]``)."""
     if event == "open" and len(args) >= 2:
         mode, flags = args[1], args[2] if len(args) > 2 else None
         writes = any(m in mode for m in "wax+") if isinstance(mode, str) else (
@@ -42,7 +43,8 @@ def changed_paths(event: str, args: tuple[Any, ...]) -> tuple[list[str | None], 
     if event in ("os.remove", "os.truncate") and _no_dir_fd(args, 1):
         return [_path(args[0])], ""
     if event == "os.rename" and _no_dir_fd(args, 2, 3):
-        return [_path(args[0]), _path(args[1])], ""
+        paths = [_path(args[0]), _path(args[1])]
+        return paths, "renamed" if paths[0] and os.path.isdir(paths[0]) else ""
     if event == "os.mkdir" and _no_dir_fd(args, 2):
         return [_path(args[0])], "made"
     if event == "os.rmdir" and _no_dir_fd(args, 1):
@@ -62,12 +64,14 @@ class FileKeeper:
         self.saved: dict[str, bytes | None] = {}
         self.made_dirs: list[str] = []
         self.removed_dirs: list[str] = []
+        self.renamed_dirs: list[tuple[str, str]] = []
 
     def forget(self) -> None:
         """Nothing is put back: what the run changed stays (a run that is the cell's own)."""
         self.saved.clear()
         self.made_dirs.clear()
         self.removed_dirs.clear()
+        self.renamed_dirs.clear()
 
     def __enter__(self) -> FileKeeper:
         if not FileKeeper.installed:
@@ -78,6 +82,10 @@ class FileKeeper:
 
     def __exit__(self, *exc: object) -> None:
         FileKeeper.active.remove(self)
+        for src, dst in reversed(self.renamed_dirs):
+            with contextlib.suppress(OSError):
+                if os.path.isdir(dst) and not os.path.exists(src):
+                    os.rename(dst, src)
         for path in self.removed_dirs:
             with contextlib.suppress(OSError):
                 os.makedirs(path, exist_ok=True)
@@ -94,6 +102,11 @@ class FileKeeper:
                 os.rmdir(path)  # only when the run left it empty
 
     def _save(self, paths: list[str | None], directory: str) -> None:
+        if directory == "renamed":
+            src, dst = paths
+            if src and dst and not os.path.exists(dst):
+                self.renamed_dirs.append((src, dst))
+            return
         for full in paths:
             if full is None:
                 continue

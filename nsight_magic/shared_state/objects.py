@@ -227,6 +227,19 @@ def set_bytearray(target: bytearray, data: bytes) -> None:
     target[:] = data
 
 
+def empty_typed_array(typecode: str) -> Any:
+    """An empty ``array.array`` of ``typecode`` (filled next)."""
+    import array
+
+    return array.array(typecode)
+
+
+def set_typed_array(target: Any, data: bytes) -> None:
+    """An ``array.array``'s items in place (its typecode is fixed when it is made)."""
+    del target[:]
+    target.frombytes(data)
+
+
 def empty_array(kind: type, dtype: Any) -> Any:
     np = sys.modules["numpy"]
     array = np.empty(0, dtype=dtype)  # its own memory: resized when filled
@@ -318,7 +331,9 @@ def set_tensor(target: Any, state: tuple[Any, ...]) -> None:
     contents, requires_grad, grad, attributes = state
     if isinstance(contents, bytes):
         contents = pickle.loads(contents)
-    with torch.no_grad():
+    # an inference tensor takes new values only in inference mode
+    mode = torch.inference_mode() if target.is_inference() else torch.no_grad()
+    with mode:
         if contents is not None:
             # CUDA contents are new memory for it (a cast, ``p.data = ...``): pointed at
             if not contents.is_cuda and (target.shape, target.dtype, target.device) == (

@@ -1,5 +1,6 @@
 """What a cell may change of its process that does not travel (docs/sessions.md): environment
-variables, the current directory, NumPy's and pandas' print options, torch's process-wide
+variables, the current directory, ``sys.path``, the recursion limit, logging's levels and
+handlers, NumPy's and pandas' print options, torch's process-wide
 settings (default dtype, grad mode, matmul precision, print options), the globals of a module
 the notebook imported from its own folder, and the entries of a ``functools`` cache (``lru_cache``
 keeps them where Python cannot read them). The worker takes a snapshot before each cell and
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import logging
 import os
 import reprlib
 import sys
@@ -30,11 +32,13 @@ class ProcessState:
     options: dict[str, Any] = field(default_factory=dict)
     modules: dict[str, int] = field(default_factory=dict)
     caches: dict[str, Any] = field(default_factory=dict)
+    interpreter: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def now(cls, folder: str, ns: Mapping[str, Any] | None = None) -> ProcessState:
         caches = {name: f.cache_info() for name, f in function_caches(ns or {}).items()}
-        return cls(dict(os.environ), os.getcwd(), _options(), _module_prints(folder), caches)
+        return cls(dict(os.environ), os.getcwd(), _options(), _module_prints(folder), caches,
+                   _interpreter())  # fmt: skip
 
     def changes(self, folder: str, ns: Mapping[str, Any] | None = None) -> list[str]:
         """What differs now from this snapshot, each as the user would name it."""
@@ -48,6 +52,8 @@ class ProcessState:
             )
         if now.cwd != self.cwd:
             out.append(f"the current directory ({now.cwd})")
+        out += [what for what, value in now.interpreter.items()
+                if not _same(self.interpreter.get(what, value), value)]  # fmt: skip
         out += [f"{lib}'s options" for lib in sorted(now.options)
                 if now.options[lib] != self.options.get(lib, now.options[lib])]  # fmt: skip
         out += [f"module {name}'s globals" for name in sorted(now.modules)
@@ -62,6 +68,26 @@ def function_caches(ns: Mapping[str, Any]) -> dict[str, Any]:
     read or sent: only its ``cache_info()`` says whether they changed)."""
     return {name: value for name, value in list(ns.items())
             if isinstance(value, functools._lru_cache_wrapper)}  # fmt: skip
+
+
+def _interpreter() -> dict[str, Any]:
+    """Python's own process-wide settings a cell may change, by the name the user knows."""
+    out: dict[str, Any] = {"sys.path": tuple(sys.path),
+                           "the recursion limit": sys.getrecursionlimit()}  # fmt: skip
+    with contextlib.suppress(Exception):  # (not the warnings filters: imports change them)
+        loggers = [logging.root, *(v for v in list(logging.root.manager.loggerDict.values())
+                                   if isinstance(v, logging.Logger))]  # fmt: skip
+        out["logging's levels and handlers"] = {
+            lg.name: (lg.level, len(lg.handlers), lg.disabled) for lg in loggers}  # fmt: skip
+    return out
+
+
+def _same(before: Any, now: Any) -> bool:
+    """Whether a setting is as it was; of loggers, those there before (an import makes new
+    ones, with nothing set)."""
+    if isinstance(before, dict) and isinstance(now, dict):
+        return all(now.get(name, value) == value for name, value in before.items())
+    return bool(before == now)
 
 
 def _options() -> dict[str, Any]:
@@ -81,7 +107,8 @@ def _options() -> dict[str, Any]:
                 str(torch.get_default_dtype()), torch.is_grad_enabled(),
                 torch.get_float32_matmul_precision(),
                 torch.are_deterministic_algorithms_enabled(),
-                repr(vars(torch._tensor_str.PRINT_OPTS)),
+                repr(vars(torch._tensor_str.PRINT_OPTS)), torch.get_num_threads(),
+                torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic,
             )  # fmt: skip
     return out
 

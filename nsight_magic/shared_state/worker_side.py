@@ -296,8 +296,16 @@ class WorkerState:
                 now = look.describer.record(key, obj, [], False).print
             except Exception:
                 now = None
-            if now != record.print:
-                with contextlib.suppress(Exception):
+            if now == record.print:
+                continue
+            with contextlib.suppress(Exception):
+                if isinstance(record.print, tuple) and record.print[0] == "made" \
+                        and record.create:  # fmt: skip
+                    # its state is in how it is made (an enumerate, an islice, an
+                    # array.array): made again as it was, the names below bound to it
+                    factory, args = applier.load(record.create)
+                    graph.put(key, factory(*args))
+                else:
                     fill_in_place(obj, applier.load(record.fill))
         for name in [n for n in user_names(self.ns) if n not in before.bindings
                      and n not in before.cannot]:  # fmt: skip

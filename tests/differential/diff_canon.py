@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import inspect
+import logging
 import os
 import sys
 import types
@@ -111,6 +112,10 @@ class Describer:
         torch = sys.modules.get("torch")
         if torch is not None and type(obj) is torch.Size:  # a tuple: no identity either
             return repr(obj)
+        if isinstance(obj, logging.Logger):  # by its name (its manager lists every logger of
+            # the process: the profiled side's own too)
+            kinds = [type(h).__name__ for h in obj.handlers]
+            return f"Logger({obj.name!r}, level={obj.level}, handlers={kinds})"
         if product_result(obj):
             return f"{RESULT} {type(obj).__name__}>"
         tag, first = self.tag(obj, path)

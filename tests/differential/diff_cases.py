@@ -987,6 +987,128 @@ HUNT_AGAIN = [
     ),
 ]
 
+# --- a third hunt (helper's 338 probes): gradients, views made in a cell, remade objects ---------
+LINEAR_SGD = (
+    "import torch\ntorch.manual_seed(0)\nm = torch.nn.Linear(2, 1)\n"
+    "opt = torch.optim.SGD(m.parameters(), lr=1.0)"
+)
+LIST_HANDLER = (
+    "import logging\nrecords = []\nclass ListHandler(logging.Handler):\n"
+    "    def emit(self, r):\n        records.append(r.getMessage())\n"
+    "log = logging.getLogger('nb')\nlog.addHandler(ListHandler())\nlog.setLevel(logging.INFO)"
+)
+DROPS_CACHE = (
+    "class C:\n    def __init__(self):\n        self.v = 1\n        self.cache = {'k': 1}\n"
+    "    def __getstate__(self):\n        return {'v': self.v}\nc = C()"
+)
+
+HUNT_THIRD = [
+    # a gradient backward() made had no key: its tensor's print did not change, so it never
+    # came back, and the notebook's opt.step() did nothing
+    *across(
+        "grad-made-by-backward",
+        [LINEAR_SGD],
+        "loss = m(torch.ones(2)).sum()\nloss.backward()",
+        ["print(m.weight.grad)\nopt.step()\nprint(m.weight)"],
+        paths=("nsys", "ncu", "host", "drill"),
+        torch=True,
+        again=False,
+    ),
+    *across(
+        "grad-set",
+        ["import torch\nt = torch.zeros(3, requires_grad=True)"],
+        "t.grad = torch.ones(3)",
+        ["print(t.grad)"],
+        paths=("nsys", "warmup"),
+        torch=True,
+        again=False,
+    ),
+    # an inference tensor has no in-place counter (its print was an error: not brought back)
+    *across(
+        "inference-mode",
+        ["import torch\ntorch.manual_seed(0)\nm = torch.nn.Linear(2, 2)"],
+        "with torch.inference_mode():\n    y = m(torch.ones(2))",
+        ["print(y)"],
+        paths=("nsys", "warmup"),
+        torch=True,
+    ),
+    # two names of one memory written in one cell: both writes land (one was lost)
+    *across(
+        "two-aliases-one-cell",
+        ["import numpy as np\na = np.zeros(4)\nr = a[:2]"],
+        "a[3] = 1\nr[1] = 3",
+        ["print(a, r)"],
+        paths=("nsys", "warmup", "ncu"),
+    ),
+    *across(
+        "view-made-in-cell",
+        ["import numpy as np\na = np.zeros(4)"],
+        "v = a[:2]",
+        ["v[1] = 7\nprint(a)"],
+        paths=("nsys",),
+        again=False,
+    ),
+    # a repeat's object whose state is in how it is made is made again as it was
+    *across(
+        "enumerate-warm",
+        ["batches = [10, 20, 30]"],
+        "i, b = next(enumerate(batches))",
+        ["print(i, b)"],
+        paths=("warmup", "repeat"),
+    ),
+    # an array.array is filled in place (it came back as a new object, and a repeat's appends
+    # stayed)
+    *across(
+        "array-module-warm",
+        ["import array\narr = array.array('i', [1])"],
+        "arr.append(len(arr))",
+        ["print(arr)"],
+        paths=("warmup", "repeat", "drill"),
+        again=False,
+    ),
+    # torch's Module.__setstate__ updates: an attribute the worker deleted stayed
+    *across(
+        "module-del-attr",
+        ["import torch\nm = torch.nn.Linear(2, 1)\nm.tag = 'x'"],
+        "del m.tag",
+        ["print(hasattr(m, 'tag'))"],
+        paths=("nsys", "ncu"),
+        torch=True,
+        again=False,
+    ),
+    # what a class's __getstate__ leaves out (a cache) stays the notebook's
+    *across(
+        "getstate-drops-cache",
+        [DROPS_CACHE],
+        "c.v += 1",
+        ["print(c.v, c.__dict__.get('cache'))"],
+        paths=("nsys",),
+        again=False,
+    ),
+    # what stays in the worker, said
+    Case(
+        "logger-handlers",
+        (LIST_HANDLER, "%%nsys\nlog.info('step')"),
+        declared=(1, "a logger goes to the nsys worker by its name"),
+    ),
+    Case(
+        "logging-level",
+        ("import logging\nlog = logging.getLogger('nb2')", "%%nsys\nlog.setLevel(logging.ERROR)"),
+        declared=(1, "logging's levels and handlers"),
+    ),
+    Case(
+        "sys-path",
+        ("import sys", "%%nsys\nsys.path.append('/nonexistent-x')"),
+        declared=(1, "sys.path"),
+    ),
+    Case(
+        "cudnn-benchmark",
+        ("import torch", "%%nsys\ntorch.backends.cudnn.benchmark = True"),
+        declared=(1, "torch's options"),
+        torch=True,
+    ),
+]
+
 CASES: list[Case] = [*TRAINING, *DICT_SUBCLASS, *REBINDING, *READS, *OBJECTS, *STALE_COPIES,
                      *RNG_CASES, *REPEATS, *CRASHES, *SETUP_REPLAYS, *DECLARED,
-                     *DEFINITIONS, *HUNT, *HUNT_AGAIN]  # fmt: skip
+                     *DEFINITIONS, *HUNT, *HUNT_AGAIN, *HUNT_THIRD]  # fmt: skip

@@ -22,9 +22,10 @@ how it applies. A step that fails or is stopped raises ``StepFailed`` with the w
 
 from __future__ import annotations
 
+import logging
 import re
 import time
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -246,9 +247,23 @@ class StateExchange:
             text = "; ".join(f"{n}: {why}" for n, why in sorted(unsaid.items()))
             self.note(f"not sent to the {s.tool} worker (a cell there that reads them fails "
                       f"with NameError; bind them in a %%nsight_setup cell): {text}")  # fmt: skip
+        self._say_loggers(out.msg.names)
         if out.msg.deleted or out.msg.forget:  # what a worker let go of can be freed now
             gpu_memory.collect_ipc()
         s.names = frozenset(reply.data.get("names", s.names))
+
+    def _say_loggers(self, sent: Iterable[str]) -> None:
+        """A logger pickles as its name: the worker's logger of that name has none of the
+        notebook's handlers or level, and records sent to it go nowhere the notebook sees."""
+        ns, said = self.notebook.user_ns, self.mirror().said
+        names = sorted(n for n in sent if isinstance(ns.get(n), logging.Logger)
+                       and (ns[n].handlers or ns[n].level) and n not in said)  # fmt: skip
+        if names:
+            said.update(dict.fromkeys(names, "logger"))
+            self.note(f"a logger goes to the {self.session.tool} worker by its name: there it has "
+                      "none of the notebook's handlers or level, so what the cell logs is not "
+                      "where the notebook's handlers put it (set logging up in a %%nsight_setup "
+                      f"cell): {', '.join(names)}")  # fmt: skip
 
     def replay(self, plan: CellPlan) -> None:
         """Replay the setup cells whose names cannot be sent (none: nothing is asked), after
