@@ -36,6 +36,7 @@ from .objects import (
     _received_ptrs,
     _torch,
     array_view,
+    cached_function,
     cloudpickle,
     cuda_contents,
     empty_array,
@@ -44,10 +45,13 @@ from .objects import (
     keyable,
     make_empty,
     make_function,
+    new_exception,
     set_array,
     set_bytearray,
+    set_cached_property,
     set_cell,
     set_default_factory,
+    set_exception,
     set_function_state,
     set_optimizer,
     set_tensor,
@@ -145,6 +149,15 @@ class Describer:
             if "__slots__" in obj.__dict__:  # made with them (cloudpickle sets them after)
                 args = (*args[:3], {**args[3], "__slots__": obj.__dict__["__slots__"]}, *args[4:])
             return (rv[0], args), (rv[2], None, None, None, rv[5])
+        if isinstance(obj, functools.cached_property):  # (Python 3.11's holds a lock)
+            return (functools.cached_property, (obj.func,)), (
+                (obj.attrname, obj.__doc__), None, None, None, set_cached_property)  # fmt: skip
+        if isinstance(obj, functools._lru_cache_wrapper) and isinstance(
+                getattr(obj, "__wrapped__", None), types.FunctionType):  # fmt: skip
+            # a cached method (its reduce names it as a global its class's copy lacks)
+            parameters = obj.cache_parameters()
+            args = (obj.__wrapped__, parameters["maxsize"], parameters["typed"])
+            return (cached_function, args), (None, None, None, None, None)
         if type(obj) is array.array:  # its items in place (its reduce makes it anew)
             fill = (obj.tobytes(), None, None, None, set_typed_array)
             return (empty_typed_array, (obj.typecode,)), fill
@@ -378,6 +391,11 @@ def _reduced_parts(obj: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
     if torch is not None and isinstance(obj, torch.optim.Optimizer) and isinstance(state, dict):
         return (rv[0], rv[1]), (_optimizer_state(obj, state), listitems, dictitems, setitems,
                                 set_optimizer)  # fmt: skip
+    if isinstance(obj, BaseException) and setter is None and isinstance(state, dict | None) \
+            and rv[0] is type(obj):  # BaseException's own reduce  # fmt: skip
+        chain = (obj.__cause__, obj.__context__, obj.__suppress_context__)
+        made = (new_exception, (type(obj), tuple(obj.args)))
+        return made, ((state, *chain), listitems, dictitems, setitems, set_exception)
     if isinstance(obj, collections.defaultdict) and setter is None:  # its factory: its state
         fill = ((state, obj.default_factory), listitems, dictitems, setitems, set_default_factory)
         return (rv[0], rv[1]), fill

@@ -227,6 +227,37 @@ def set_bytearray(target: bytearray, data: bytes) -> None:
     target[:] = data
 
 
+def new_exception(kind: type, args: tuple[Any, ...]) -> Any:
+    """An exception of ``kind`` with ``args``, without its ``__init__`` (a subclass whose
+    ``__init__`` takes other arguments than it passes on, ``MyErr(msg, code)``, cannot be
+    remade from its ``args``: pickle's own way fails there)."""
+    exc = kind.__new__(kind, *args)
+    exc.args = args
+    return exc
+
+
+def set_exception(exc: BaseException, state: tuple[Any, ...]) -> None:
+    """An exception's attributes and chain (``raise ... from``): its pickle keeps only its
+    arguments and ``__dict__`` (its traceback's frames cannot go at all)."""
+    attributes, cause, context, suppress = state
+    if attributes:
+        exc.__dict__.update(attributes)
+    exc.__cause__, exc.__context__, exc.__suppress_context__ = cause, context, suppress
+
+
+def set_cached_property(prop: Any, state: tuple[Any, Any]) -> None:
+    """A ``functools.cached_property``'s name and doc (its lock, Python 3.11's, is its own)."""
+    prop.attrname, prop.__doc__ = state
+
+
+def cached_function(func: Any, maxsize: int | None, typed: bool) -> Any:
+    """``functools.lru_cache(maxsize, typed)(func)``: a cache of its own, empty (the other
+    side's entries cannot be read)."""
+    import functools
+
+    return functools.lru_cache(maxsize=maxsize, typed=typed)(func)
+
+
 def empty_typed_array(typecode: str) -> Any:
     """An empty ``array.array`` of ``typecode`` (filled next)."""
     import array

@@ -1085,6 +1085,36 @@ HUNT_THIRD = [
         paths=("nsys",),
         again=False,
     ),
+    # Python 3.11's cached_property holds a lock (the class could not go); a cached method's
+    # reduce names a global the class's copy lacks
+    *across(
+        "cached-property-and-method",
+        [
+            "import functools\nclass M:\n    def __init__(self):\n        self.n = 1\n"
+            "    @functools.cached_property\n    def big(self):\n        return [self.n]\n"
+            "    @functools.lru_cache(maxsize=8)\n    def enc(self, s):\n        return len(s)\n"
+            "m = M()"
+        ],
+        "v = m.big\nk = m.enc('abc')",
+        ["print(v, k, m.big is v, 'big' in vars(m))"],
+        paths=("nsys", "warmup"),
+        again=False,
+    ),
+    # an exception's chain comes back, and a subclass whose __init__ takes other arguments
+    # than it passes on (pickle's own way fails there); its traceback cannot (said)
+    *across(
+        "exception-chain",
+        [
+            "class MyErr(Exception):\n    def __init__(self, msg, code):\n"
+            "        super().__init__(msg)\n        self.code = code"
+        ],
+        "try:\n    try:\n        1 / 0\n    except ZeroDivisionError as z:\n"
+        "        raise MyErr('bad', 7) from z\nexcept MyErr as e:\n    err = e",
+        ["print(repr(err), err.code, repr(err.__cause__), err.__suppress_context__)"],
+        paths=("nsys", "ncu"),
+        again=False,
+        declared="came back without its traceback",
+    ),
     # what stays in the worker, said
     Case(
         "logger-handlers",
