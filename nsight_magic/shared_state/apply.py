@@ -175,7 +175,9 @@ class _Applier:
         self.graph.key_of.pop(id(old), None)
         new = self.msg.new.get(key)
         if new is None:
-            raise pickle.UnpicklingError(f"object {key} changed in a way it cannot take ({why})")
+            raise pickle.UnpicklingError(
+                f"its {type(old).__name__} cannot take the new state in place ({why})"
+            )
         self._creating.discard(key)
         self.replaced[id(old)] = old
         obj = self.object(key)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import array
 import collections
+import contextlib
 import copyreg
 import functools
 import io
+import mmap
 import pickle
 import sys
 import types
@@ -103,6 +105,7 @@ class Describer:
         self.graph = graph
         self.files = dict(files or {})
         self.sources: dict[str, str] = {}
+        self._owners: dict[int, Any] | None = None  # CPU storages both sides know, by pointer
 
     def by_source(self, obj: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]] | None:
         """A notebook definition that does not pickle (a Triton kernel), made on the other
@@ -124,14 +127,22 @@ class Describer:
         torch, np = _torch(), _numpy()
         if torch is not None and isinstance(obj, torch.Tensor):
             return self._tensor(obj)
+        if np is not None and isinstance(obj, np.memmap) and isinstance(obj.base, mmap.mmap) \
+                and obj.filename and obj.flags.c_contiguous:  # fmt: skip
+            # a file's memory (nanoGPT's dataset): the other side maps the same file (a copy
+            # would send the whole file; "w+" again would empty it)
+            mode = "r+" if obj.mode == "w+" else obj.mode
+            mapped = (obj.filename, obj.dtype, mode, obj.offset, obj.shape)
+            return (np.memmap, mapped), (None, None, None, None, None)
         if np is not None and isinstance(obj, np.ndarray):
             # an object array's bytes are pointers: its elements go instead (pandas' object
             # columns and indexes)
             data = list(obj.ravel()) if obj.dtype.hasobject else (
                 obj.tobytes() if obj.size else b"")  # fmt: skip
             base, view = obj.base, None
-            if type(base) is np.ndarray and not obj.dtype.hasobject \
-                    and base.flags.c_contiguous and self._shared(base):  # fmt: skip
+            # (a named view only: pandas' arrays are views its copy-on-write tracks)
+            if type(base) is np.ndarray and not obj.dtype.hasobject and base.flags.c_contiguous \
+                    and self._shared(base) and self._named(obj):  # fmt: skip
                 offset = obj.__array_interface__["data"][0] - base.__array_interface__["data"][0]
                 view = (base, offset, obj.shape, obj.strides, obj.dtype, type(obj))
             create: tuple[Any, Any] = (array_view, view) if view is not None else (
@@ -212,19 +223,40 @@ class Describer:
         # (keyed, they would look like new objects at every look)
         contents = pickle.dumps(t.detach().clone(), protocol=pickle.HIGHEST_PROTOCOL)
         kind = type(t) if type(t) in (torch.Tensor, torch.nn.Parameter) else torch.Tensor
-        base = t._base
+        base, detached = t._base, False
+        if base is None:  # its memory another tensor's the other side has (a state_dict())
+            base, detached = self._storage_owner(t), True
         if base is not None and base.layout == torch.strided and self._shared(base):
             # a view of a tensor the notebook has (``half = data[:n]``): a view there too
-            view = (base, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype, kind)
+            view = (base, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype, kind,
+                    detached)  # fmt: skip
             return (view_of, view), self.tensor_fill(t, contents)
         return (empty_tensor, (kind, t.dtype)), self.tensor_fill(t, contents)
+
+    def _storage_owner(self, t: Any) -> Any:
+        """A CPU tensor both sides know whose memory ``t``, new to the other side, shares
+        (``p.detach()``); None when there is none. Only for a new ``t``: a view is made once,
+        and two tensors made as views of each other would be a cycle."""
+        key = self.graph.key_of.get(id(t))
+        if key is not None and key in self.graph.prints:
+            return None
+        if self._owners is None:
+            self._owners = {}
+            for k, obj in self.graph.table.items():
+                if _is_tensor(obj) and not obj.is_cuda and obj._base is None \
+                        and k in self.graph.prints and obj.layout == t.layout:  # fmt: skip
+                    with contextlib.suppress(RuntimeError):  # (a storage it cannot give)
+                        self._owners.setdefault(obj.untyped_storage().data_ptr(), obj)
+        owner = self._owners.get(t.untyped_storage().data_ptr())
+        return owner if owner is not t else None
+
+    def _named(self, obj: Any) -> bool:
+        return any(v is obj for v in self.graph.namespace.values())
 
     def _shared(self, base: Any) -> bool:
         """Whether the memory a view is over goes too (a view of memory that goes for no
         other reason goes as memory of its own: ``row = big[0]`` does not send ``big``)."""
-        return id(base) in self.graph.key_of or any(
-            v is base for v in self.graph.namespace.values()
-        )
+        return id(base) in self.graph.key_of or self._named(base)
 
     @staticmethod
     def tensor_fill(t: Any, contents: Any = None) -> tuple[Any, ...]:
@@ -251,8 +283,12 @@ class Describer:
         """What a change to a tensor changes: torch's in-place counter (CPU), its memory and
         shape, its gradient's identity, its flag (the contents of CUDA memory are shared)."""
         grad = t.grad if t.is_leaf else None
-        # an inference tensor (``torch.inference_mode()``) has no in-place counter: its bytes
-        version = 0 if t.is_cuda else _bytes_print(t) if t.is_inference() else t._version
+        # an inference tensor (``torch.inference_mode()``) has no in-place counter, and a
+        # small one may be written by a kernel that does not count (GradScaler's tracker):
+        # its bytes
+        by_bytes = t.layout == sys.modules["torch"].strided and (
+            t.is_inference() or t.numel() <= _SMALL_TENSOR)  # fmt: skip
+        version = 0 if t.is_cuda else _bytes_print(t) if by_bytes else t._version
         return ("tensor", version, t.data_ptr(), tuple(t.shape), tuple(t.stride()),
                 t.storage_offset(), str(t.dtype), t.requires_grad,
                 # a gradient backward() just made has no key yet: it is a change too
@@ -388,6 +424,11 @@ def _reduced_parts(obj: Any) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
         # (``del a.v`` of its last attribute, ``del s.x`` of its last slot)
         state = _empty_state(obj)
     torch = _torch()
+    scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
+    if scaler is not None and isinstance(obj, scaler) and isinstance(state, dict):
+        # its pickle leaves out its scale and growth tracker ("pickled at the beginning of an
+        # iteration"): in place they go, or AMP's loss scale starts over at every cell
+        state = dict(vars(obj))
     if torch is not None and isinstance(obj, torch.optim.Optimizer) and isinstance(state, dict):
         return (rv[0], rv[1]), (_optimizer_state(obj, state), listitems, dictitems, setitems,
                                 set_optimizer)  # fmt: skip
@@ -447,6 +488,9 @@ def _array_print(a: Any) -> tuple[Any, ...]:
 
 def _attributes(obj: Any) -> dict[str, Any] | None:
     return dict(obj.__dict__) if getattr(obj, "__dict__", None) else None
+
+
+_SMALL_TENSOR = 4096  # elements: a CPU tensor this small is printed by its bytes
 
 
 def _bytes_print(t: Any) -> tuple[str, int]:
@@ -659,7 +703,10 @@ def made_for_the_occasion(
         out.append(state)
     elif isinstance(state, tuple):
         out.append(state)
-        out.extend(part for part in state if isinstance(part, dict | list))
+        # pickle's (attributes, slots) pair; any other tuple holds the object's real
+        # containers (a hook's handle: the module's hook dict, its id)
+        if len(state) == 2 and (state[1] is None or isinstance(state[1], dict)):
+            out.extend(part for part in state if isinstance(part, dict | list))
     return out
 
 

@@ -196,9 +196,14 @@ def set_default_factory(obj: Any, state: tuple[Any, Any]) -> None:
 
 
 def view_of(base: Any, offset: int, shape: tuple[int, ...], stride: tuple[int, ...], dtype: Any,
-            kind: Any) -> Any:  # fmt: skip
-    """A tensor over ``base``'s storage (the side that owns the memory makes the view)."""
+            kind: Any, detached: bool = False) -> Any:  # fmt: skip
+    """A tensor over ``base``'s storage (the side that owns the memory makes the view). On the
+    CPU a view torch knows as one (its ``_base``, its gradient's path), ``detached``: of
+    ``base.detach()`` (a ``state_dict()``'s tensors)."""
     torch = sys.modules["torch"]
+    if not base.is_cuda and dtype == base.dtype and kind is not torch.nn.Parameter:
+        with contextlib.suppress(RuntimeError):
+            return (base.detach() if detached else base).as_strided(shape, stride, offset)
     storage = base.untyped_storage()
     t = torch.empty(0, dtype=dtype, device=base.device).set_(storage, offset, shape, stride)
     return torch.nn.Parameter(t, requires_grad=False) if kind is torch.nn.Parameter else t

@@ -919,14 +919,16 @@ HUNT_AGAIN = [
         declared="came back without its traceback",
     ),
     # each warm-up starts where the notebook is: files renamed, directories made and removed,
-    # bytes written through os.open, a list popped
+    # bytes written through os.open, a list popped (a drill-down re-runs the cell from where it
+    # left the notebook: a cell that cannot run twice, os.replace of a file it moved, fails
+    # there with its own error)
     *across(
         "warmup-os-files",
         ["import os, pathlib\nopen('a.txt','w').write('1')\nos.mkdir('old')"],
         "os.replace('a.txt', 'c.txt')\nos.mkdir('out')\nos.rmdir('old')\n"
         "pathlib.Path('out/x').write_text('y')",
         ["print(sorted(os.listdir('.')), os.listdir('out'))"],
-        paths=("warmup", "drill"),
+        paths=("warmup",),
         again=False,
     ),
     *across(
@@ -1114,6 +1116,74 @@ HUNT_THIRD = [
         paths=("nsys", "ncu"),
         again=False,
         declared="came back without its traceback",
+    ),
+    # a view made in the cell is a view torch knows (its _base); a state_dict()'s tensors share
+    # their parameters' memory; pandas' arrays stay pandas' own (copy-on-write)
+    *across(
+        "torch-view-made-in-cell",
+        ["import torch\nt = torch.zeros(4)"],
+        "v = t[:2]\nv[0] = 9",
+        ["v[1] = 7\nprint(t, v, v._base is t)"],
+        paths=("nsys", "ncu"),
+        torch=True,
+        again=False,
+    ),
+    *across(
+        "state-dict-alias",
+        ["import torch\ntorch.manual_seed(0)\nm = torch.nn.Linear(2, 2)"],
+        "sd = m.state_dict()",
+        ["with torch.no_grad():\n    m.weight.fill_(3)\nprint(sd['weight'])"],
+        paths=("nsys", "warmup"),
+        torch=True,
+        again=False,
+    ),
+    *across(
+        "pandas-series-made-in-cell",
+        ["import pandas as pd\ndf = pd.DataFrame({'a': [1, 2]})"],
+        "s = df['a']",
+        ["s.iloc[0] = 100\nprint(df['a'].tolist(), s.tolist())"],
+        paths=("nsys",),
+        again=False,
+    ),
+    # a hook handle's state holds the module's own hook dict (it was copied: remove() in the
+    # worker left the hook on)
+    *across(
+        "hook-remove",
+        [
+            "import torch\nm = torch.nn.Linear(2, 2)\nseen = []\n"
+            "h = m.register_forward_hook(lambda mod, i, o: seen.append(1))"
+        ],
+        "h.remove()",
+        ["z = m(torch.ones(2))\nprint(seen, len(m._forward_hooks))"],
+        paths=("nsys", "ncu"),
+        torch=True,
+        again=False,
+    ),
+    # GradScaler's pickle leaves out its scale and growth tracker (AMP started over)
+    *across(
+        "gradscaler",
+        [
+            "import torch\ntorch.manual_seed(0)\n"
+            "scaler = torch.amp.GradScaler('cpu', init_scale=16.0)\n"
+            "m = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)"
+        ],
+        "loss = m(torch.ones(2)).sum()\nscaler.scale(loss).backward()\nscaler.step(opt)\n"
+        "scaler.update()\nopt.zero_grad()",
+        ["print(scaler.get_scale(), scaler._growth_tracker, m.weight)"],
+        paths=("nsys", "warmup", "ncu"),
+        torch=True,
+    ),
+    # a np.memmap (nanoGPT's dataset) is the same file mapped on the other side (it failed
+    # with RecursionError; a copy would send the whole file)
+    *across(
+        "numpy-memmap",
+        [
+            "import numpy as np\nmm = np.memmap('mm.bin', dtype='int8', mode='w+', shape=(4,))\n"
+            "mm[:] = 1\nmm.flush()"
+        ],
+        "s = int(mm.sum())\nmm[0] = 5\nmm.flush()",
+        ["print(s, mm[:], type(mm).__name__)"],
+        paths=("nsys", "ncu"),
     ),
     # what stays in the worker, said
     Case(

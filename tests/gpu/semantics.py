@@ -103,7 +103,7 @@ def _probe(result=None):
     ns = get_ipython().user_ns
     s = {"wall": round(time.perf_counter() - _t0.get("t", time.perf_counter()), 2),
          "src": _t0.get("src", "")}
-    for name in ("history", "step", "draw", "b", "tri_counters", "cast"):
+    for name in ("history", "step", "draw", "b", "tri_counters", "cast", "amp"):
         if name in ns:  # a copy: the list as it is after this cell
             s[name] = json.loads(json.dumps(ns[name], default=str))
     if "history" in ns:
@@ -283,6 +283,28 @@ CELLS: list[tuple[str, str | None]] = [
         "        float(small.weight.float().sum()), float(small(torch.ones(64, device='cuda',\n"
         "        dtype=torch.half)).float().sum()), str(host_m.weight.device),\n"
         "        float(host_m.weight.sum()), str(gpu_m.weight.device), float(gpu_m.weight.sum()))",
+        None,
+    ),
+    # mixed precision across cells: the gradients a profiled backward() makes (CUDA, new to the
+    # notebook), GradScaler's scale and tracker (its pickle leaves them out), an LR scheduler's
+    # wrapper of opt.step (torch's Optimizer pickle leaves it out), a warm-up put back
+    (
+        "amp_m = torch.nn.Linear(64, 64, device='cuda')\n"
+        "amp_opt = torch.optim.AdamW(amp_m.parameters(), lr=1e-3)\n"
+        "amp_sched = torch.optim.lr_scheduler.StepLR(amp_opt, 1, 0.5)\n"
+        "scaler = torch.amp.GradScaler('cuda', init_scale=1024.0)",
+        None,
+    ),
+    (
+        "%%nsys --warmup 1\nwith torch.autocast('cuda', dtype=torch.float16):\n"
+        "    amp_loss = amp_m(torch.ones(8, 64, device='cuda')).float().pow(2).mean()\n"
+        "scaler.scale(amp_loss).backward()",
+        None,
+    ),
+    ("%%nsys\nscaler.step(amp_opt)\nscaler.update()\namp_sched.step()\namp_opt.zero_grad()", None),
+    (
+        "amp = (scaler.get_scale(), int(scaler._growth_tracker), amp_sched.get_last_lr(),\n"
+        "       float(amp_m.weight.sum()), amp_m.weight.grad is None)",
         None,
     ),
     # last: a sweep (the first GPU run's notebook kernel died during it, 2026-12-06)
