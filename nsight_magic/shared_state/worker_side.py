@@ -288,7 +288,9 @@ class WorkerState:
     def _put_back(self, look: _Look, streams: Any) -> None:
         graph, before = self.graph, look.walk
         applier = _Applier(graph, _empty())
-        for key, record in [*before.records.items(), *look.inside.records.items()]:
+        records = {**before.records, **look.inside.records}
+        remade: set[Key] = set()
+        for key, record in records.items():
             obj = graph.table.get(key)
             if obj is None:
                 continue
@@ -296,17 +298,39 @@ class WorkerState:
                 now = look.describer.record(key, obj, [], False).print
             except Exception:
                 now = None
-            if now == record.print:
-                continue
-            with contextlib.suppress(Exception):
-                if isinstance(record.print, tuple) and record.print[0] == "made" \
-                        and record.create:  # fmt: skip
-                    # its state is in how it is made (an enumerate, an islice, an
-                    # array.array): made again as it was, the names below bound to it
-                    factory, args = applier.load(record.create)
-                    graph.put(key, factory(*args))
-                else:
-                    fill_in_place(obj, applier.load(record.fill))
+            if now != record.print:
+                self._restore(key, record, obj, applier, remade)
+        # what holds an object made again is given it back (a DataFrame its block manager,
+        # whose state is in how it is made): theirs is the changed one
+        holders = {**before.children, **look.inside.children}
+        todo = [k for k, kids in holders.items() if kids & remade and k not in remade]
+        while todo:
+            key = todo.pop()
+            held, obj = records.get(key), graph.table.get(key)
+            made_again = held is not None and obj is not None and key not in remade \
+                and self._restore(key, held, obj, applier, remade)  # fmt: skip
+            if made_again:
+                todo += [k for k, kids in holders.items() if key in kids and k not in remade]
+        self._names_back(look, applier)
+        rng.restore(streams)
+
+    @staticmethod
+    def _restore(key: Key, record: Any, obj: Any, applier: _Applier, remade: set[Key]) -> bool:
+        """``obj`` back to ``record``'s state: in place, or (its state in how it is made: an
+        enumerate, a block manager) made again, its key given the new one (True)."""
+        with contextlib.suppress(Exception):
+            if isinstance(record.print, tuple) and record.print[0] == "made" and record.create:
+                factory, args = applier.load(record.create)
+                applier.graph.put(key, factory(*args))
+                remade.add(key)
+                return True
+            fill_in_place(obj, applier.load(record.fill))
+        return False
+
+    def _names_back(self, look: _Look, applier: _Applier) -> None:
+        """The names as they were (bound to the objects put back), and the attributes of an
+        object that could only be kept attribute by attribute."""
+        before = look.walk
         for name in [n for n in user_names(self.ns) if n not in before.bindings
                      and n not in before.cannot]:  # fmt: skip
             del self.ns[name]
@@ -323,7 +347,6 @@ class WorkerState:
                 if attr not in now or now[attr] is not value:
                     with contextlib.suppress(Exception):
                         setattr(obj, attr, value)
-        rng.restore(streams)
 
 
 def _empty() -> Any:

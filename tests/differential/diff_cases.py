@@ -1185,6 +1185,16 @@ HUNT_THIRD = [
         ["print(s, mm[:], type(mm).__name__)"],
         paths=("nsys", "ncu"),
     ),
+    # pandas' block manager is made from its blocks: a repeat makes it again and gives it back
+    # to its frame (a column += 1 ran once per warm-up)
+    *across(
+        "pandas-column-warm",
+        ["import pandas as pd\ndf = pd.DataFrame({'a': [1]})"],
+        "df['b'] = df['a'] * 2\ndf['a'] += 1",
+        ["print(df.to_dict('list'))"],
+        paths=("warmup", "repeat", "drill"),
+        again=False,
+    ),
     # what stays in the worker, said
     Case(
         "logger-handlers",
