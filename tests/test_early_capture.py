@@ -59,15 +59,17 @@ def profile(manager: SessionManager, tmp_path: Path):
 
 def _waits_for_armed(armed: Path, log: Path, wait_s: float = ARM_WAIT_S) -> str:
     """A cell whose every run (the warm-up, then the captured run) waits for the armed file
-    and notes whether it saw it: a folder per run in ``log`` (a file the warm-up wrote would be
-    put back after it: a repeat leaves the files as they were), read by ``_runs``."""
+    and notes whether it saw it: a folder per run in ``log``, made by a child process (what the
+    warm-up's own process writes, files and folders, is put back after it: a repeat leaves the
+    files as they were), read by ``_runs``."""
     return f"""
-        import os, time
+        import os, subprocess, time
         t0 = time.monotonic()
         while not os.path.exists({str(armed)!r}) and time.monotonic() - t0 < {wait_s}:
             time.sleep(0.02)
         seen = "seen" if os.path.exists({str(armed)!r}) else "not-seen"
-        os.makedirs(os.path.join({str(log)!r}, f"{{time.monotonic_ns():020d}}-{{seen}}"))
+        run = os.path.join({str(log)!r}, f"{{time.monotonic_ns():020d}}-{{seen}}")
+        subprocess.run(["mkdir", "-p", run], check=True)
         """
 
 

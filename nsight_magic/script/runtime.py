@@ -6,16 +6,16 @@ the placeholders and the imports of what is pasted above). So this is real, test
 the script runs where nsight_magic cannot be imported (any ``--python``, a torchrun rank).
 
 One script serves both ways of running a cell. Fresh (``%%nsys --fresh``, the cold picker):
-``python script.py [status.json]`` replays ``HISTORY`` (setup cells; for a warm run also the
-cells the worker had run), loads the shipped variables, warms up, runs the cell once more gated,
-writes a status file (``main``). Warm: the session worker imports the file and calls
-``run_history``, ``prepare``, ``warmup``, ``capture`` (``user_traceback`` for an error).
+``python script.py [status.json]`` replays ``HISTORY`` (setup cells; warm: also the cells the
+worker ran), loads the shipped variables, warms up, runs the cell once more gated, writes a status
+file (``main``). Warm: the worker imports it and calls ``run_history``, ``prepare``, ``warmup``,
+``capture`` (``user_traceback`` for an error).
 
 The captured run is wrapped in ``nvtx.annotate(CELL_RANGE, domain=DOMAIN)`` with one range per
 top-level statement; for nsys it is gated with cudaProfilerStart/Stop (around the cell, or with
 ``NVTX_CAPTURE`` around one opening of the user's range: ``RangeWindow``). Under ncu the user's
 innermost open range is mirrored as a process-wide phase range (``RangeRecorder``). Standard
-library only at import time: ``nvtx``, ``torch`` and ``IPython`` are imported when first needed.
+library only at import time (``nvtx``, ``torch``, ``IPython`` when first needed).
 """
 
 import __future__
@@ -437,19 +437,15 @@ def kept_as_it_was(
 
 
 def warmup(ns: dict[str, Any]) -> None:
-    """Ungated runs before the captured one; they leave the notebook's shared memory and the
-    received objects' state as they were (only the captured run changes them, once, as the
-    notebook's own run would)."""
+    """Ungated runs before the captured one; each leaves the notebook's state as it was (only
+    the captured run changes it, once, as the notebook's own run would)."""
     if WARMUP:
-        # and its plain values: the captured run starts from the notebook's state
         kept = preserved(ns, CHANGES, replayed=GATE == "nvtx", skip_mapped=NOTEBOOK_KEEPS)
-        # a warm-up that raises ends the cell: that run is the notebook's (it comes back)
-        keep_on_error = not RERUN
+        keep_on_error = not RERUN  # one that raises ends the cell: it is the notebook's run
         with kept, annotate(WARMUP_RANGE, domain=DOMAIN):
             for _ in range(WARMUP):
-                # each warm-up starts from the notebook's Python state and files, as the
-                # counted run does (a second ``batch = queue.pop()`` or ``os.replace`` would
-                # fail where the notebook's one run does not); the GPU memory is put back once
+                # each from the notebook's Python state and files (a second ``queue.pop()``
+                # failed); its GPU memory is put back once, after the last
                 with kept_as_it_was(ns, True, keep_on_error=keep_on_error):
                     run_statements(ns)
 

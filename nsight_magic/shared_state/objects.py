@@ -404,3 +404,7 @@ class KeyedTable(Protocol):
 
 class NotInPlace(Exception):
     """A fill that cannot be applied to the object in place (the name is rebound)."""
+
+
+def _base_pickler() -> type:
+    return cloudpickle.Pickler if cloudpickle is not None else pickle.Pickler
