@@ -234,9 +234,9 @@ def set_state(obj: Any, state: Any) -> None:
     setstate = getattr(type(obj), "__setstate__", None)
     if setstate is not None and setstate is not getattr(object, "__setstate__", None):
         obj.__setstate__(state)  # an update (torch's Module): what the other side deleted goes
-        for name in gone:
+        for name in gone:  # (its __setstate__ may have dropped it already)
             with contextlib.suppress(AttributeError, TypeError):
-                del obj.__dict__[name]
+                obj.__dict__.pop(name, None)
         return
     slots = None
     if isinstance(state, tuple) and len(state) == 2:
