@@ -348,6 +348,12 @@ class Describer:
                       ("source", zlib.crc32(create_bytes)))  # fmt: skip
 
 
+def is_made(stamp: Any) -> bool:
+    """Whether a print says all of its object's state is in how it is made (a new object over
+    there when it changes, ``Describer._object_record``)."""
+    return isinstance(stamp, tuple) and stamp[:1] == ("made",)
+
+
 def _array_print(a: Any) -> tuple[Any, ...]:
     """What a change to a NumPy array of numbers changes: its shape, its dtype and a checksum
     of its bytes, read where they are (no copy when it is contiguous)."""

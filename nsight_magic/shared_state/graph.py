@@ -31,6 +31,7 @@ from .describe import (
     Describer,
     Walk,
     dumps_keyed,
+    is_made,
 )
 from .objects import Key, _is_tensor, _received_ptrs, keyable, too_big
 
@@ -194,8 +195,7 @@ class Graph:
         for key, record in walk.records.items():
             if key not in self.prints:
                 msg.new[key] = (record.create or b"", record.fill)
-            elif self.prints[key] != record.print and isinstance(record.print, tuple) \
-                    and record.print[0] == "made":  # fmt: skip
+            elif self.prints[key] != record.print and is_made(record.print):
                 msg.new[key] = (record.create or b"", record.fill)  # made anew over there
             elif self.prints[key] != record.print:
                 msg.changed[key] = record.fill
@@ -210,26 +210,8 @@ class Graph:
 
     def _holders_too(self, walk: Walk, msg: Message) -> None:
         """An object made anew over there (all its state is in how it is made: a pandas
-        manager after a column was added) is a new object: what holds it (the DataFrame) is
-        filled again there so that it holds the new one, and a holder itself only made is made
-        anew too, up the chain."""
-        remade = [k for k in msg.new if k in self.prints]
-        if not remade:
-            return
-        holders: dict[Key, list[Key]] = {}
-        for parent, kids in walk.children.items():
-            for kid in kids:
-                holders.setdefault(kid, []).append(parent)
-        while remade:
-            for parent in holders.get(remade.pop(), ()):
-                record = walk.records.get(parent)
-                if record is None or parent in msg.new or parent in msg.changed:
-                    continue
-                if isinstance(record.print, tuple) and record.print[:1] == ("made",):
-                    msg.new[parent] = (record.create or b"", record.fill)
-                    remade.append(parent)
-                elif record.fill:
-                    msg.changed[parent] = record.fill
+        manager after a column was added) is a new object: what holds it is given it there."""
+        holders_too(walk, msg, [k for k in msg.new if k in self.prints])
 
     def agree(self, walk: Walk, msg: Message) -> None:
         """The other side applied ``msg``: both now hold what ``walk`` saw."""
@@ -275,3 +257,23 @@ class Graph:
             self.bindings.pop(name, None)
         self.forget(msg.forget)
         return out
+
+
+def holders_too(walk: Walk, msg: Message, remade: list[Key]) -> None:
+    """Of ``remade``, objects ``msg`` makes anew where the other side (or a put-back) already
+    has one: what holds each (a DataFrame its block manager) is filled again so that it holds
+    the new one, and a holder itself only made is made anew too, up the chain."""
+    holders: dict[Key, list[Key]] = {}
+    for parent, kids in walk.children.items():
+        for kid in kids:
+            holders.setdefault(kid, []).append(parent)
+    while remade:
+        for parent in holders.get(remade.pop(), ()):
+            record = walk.records.get(parent)
+            if record is None or parent in msg.new or parent in msg.changed:
+                continue
+            if is_made(record.print):
+                msg.new[parent] = (record.create or b"", record.fill)
+                remade.append(parent)
+            elif record.fill:
+                msg.changed[parent] = record.fill

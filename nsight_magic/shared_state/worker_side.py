@@ -23,10 +23,10 @@ from typing import Any
 from ..processes import deadline
 from ..vocabulary.notebook_names import is_compiler_own
 from . import rng
-from .apply import Message, _Applier, dump_message, fill_in_place, load_message
-from .describe import Describer, Walk
+from .apply import Message, _Applier, dump_message, load_message
+from .describe import Describer, Walk, is_made
 from .files_kept import FileKeeper
-from .graph import Graph
+from .graph import Graph, holders_too
 from .objects import Key, _received_ptrs
 from .process import ProcessState, function_caches
 
@@ -286,10 +286,12 @@ class WorkerState:
         graph.forget([k for k in list(graph.table) if k not in graph.prints and k not in still])
 
     def _put_back(self, look: _Look, streams: Any) -> None:
+        """Every object the look saw back to its state then, as a message from the look
+        applied here: in place, or made anew when its state is in how it is made (an
+        enumerate, pandas' block manager, and then what holds it: ``graph.holders_too``)."""
         graph, before = self.graph, look.walk
-        applier = _Applier(graph, _empty())
         records = {**before.records, **look.inside.records}
-        remade: set[Key] = set()
+        msg = Message()
         for key, record in records.items():
             obj = graph.table.get(key)
             if obj is None:
@@ -298,34 +300,19 @@ class WorkerState:
                 now = look.describer.record(key, obj, [], False).print
             except Exception:
                 now = None
-            if now != record.print:
-                self._restore(key, record, obj, applier, remade)
-        # what holds an object made again is given it back (a DataFrame its block manager,
-        # whose state is in how it is made): theirs is the changed one
-        holders = {**before.children, **look.inside.children}
-        todo = [k for k, kids in holders.items() if kids & remade and k not in remade]
-        while todo:
-            key = todo.pop()
-            held, obj = records.get(key), graph.table.get(key)
-            made_again = held is not None and obj is not None and key not in remade \
-                and self._restore(key, held, obj, applier, remade)  # fmt: skip
-            if made_again:
-                todo += [k for k, kids in holders.items() if key in kids and k not in remade]
+            if now == record.print:
+                continue
+            if is_made(record.print) and record.create:
+                msg.new[key] = (record.create, record.fill)
+            else:
+                msg.changed[key] = record.fill
+        children = {**before.children, **look.inside.children}
+        holders_too(Walk(records=records, children=children), msg, list(msg.new))
+        applier = _Applier(graph, msg)
+        with contextlib.suppress(Exception):  # each object on its own: what fails stays
+            applier.run()
         self._names_back(look, applier)
         rng.restore(streams)
-
-    @staticmethod
-    def _restore(key: Key, record: Any, obj: Any, applier: _Applier, remade: set[Key]) -> bool:
-        """``obj`` back to ``record``'s state: in place, or (its state in how it is made: an
-        enumerate, a block manager) made again, its key given the new one (True)."""
-        with contextlib.suppress(Exception):
-            if isinstance(record.print, tuple) and record.print[0] == "made" and record.create:
-                factory, args = applier.load(record.create)
-                applier.graph.put(key, factory(*args))
-                remade.add(key)
-                return True
-            fill_in_place(obj, applier.load(record.fill))
-        return False
 
     def _names_back(self, look: _Look, applier: _Applier) -> None:
         """The names as they were (bound to the objects put back), and the attributes of an
@@ -347,9 +334,3 @@ class WorkerState:
                 if attr not in now or now[attr] is not value:
                     with contextlib.suppress(Exception):
                         setattr(obj, attr, value)
-
-
-def _empty() -> Any:
-    from .apply import Message
-
-    return Message()
