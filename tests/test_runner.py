@@ -54,7 +54,8 @@ def test_output_goes_to_log_and_callback_in_order(tmp_path: Path) -> None:
     )
     res = runner.run([PY, "-c", code], log_path=tmp_path / "log", on_line=lines.append)
     assert res.returncode == 0 and res.outcome == "exited" and res.signals == []
-    assert lines[0] == "one" and "bar 1%" in lines and "bar 99%" in lines and lines[-1] == "two"
+    # each line with its end: a bar's redraws end at "\r", a "\r\n" is one end
+    assert lines == ["one\n", "bar 1%\r", "bar 99%\n", "two\n"]
     assert (tmp_path / "log").read_bytes().startswith(b"one\nbar 1%\rbar 99%\r")
     assert res.wall_s > 0 and res.argv[0] == PY
 
@@ -90,7 +91,7 @@ def test_what_a_stopped_run_prints_while_dying_goes_to_the_log_only(tmp_path: Pa
     with pytest.raises(ProfileTimeout):
         runner.run([PY, "-c", code], log_path=tmp_path / "log", timeout=2.0,
                    on_line=lines.append, grace_s=GRACE)  # fmt: skip
-    assert lines == ["started"]
+    assert lines == ["started\n"]
     assert "SignalException" in (tmp_path / "log").read_text()
 
 
@@ -99,7 +100,7 @@ def test_cancel_event_escalates_to_sigkill(tmp_path: Path) -> None:
     seen = threading.Event()
 
     def on_line(line: str) -> None:
-        if line == "ready":
+        if line.strip() == "ready":
             seen.set()
             cancel.set()  # the picker's Cancel button
 
@@ -130,7 +131,7 @@ def test_keyboard_interrupt_stops_group_with_sigint_first(tmp_path: Path) -> Non
     )
 
     def on_line(line: str) -> None:
-        if line == "up":  # deliver Ctrl-C to the notebook's main thread
+        if line.strip() == "up":  # deliver Ctrl-C to the notebook's main thread
             os.kill(os.getpid(), signal.SIGINT)
 
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)

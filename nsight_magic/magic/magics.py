@@ -382,7 +382,7 @@ class NsightMagic(Magics):
 
     def _callbacks(self) -> RunCallbacks:
         view = ProgressLine()
-        return RunCallbacks(progress=view.progress, output=view.output)
+        return RunCallbacks(progress=view.progress, output=view.output, text=view.text)
 
     # --- magics -------------------------------------------------------------------------------
     @magic_arguments(name="nsight_nsys")

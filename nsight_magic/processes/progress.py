@@ -131,6 +131,8 @@ class ProgressLine:
     def __init__(self) -> None:
         self.handle: Any = None
         self.last = ""
+        # the cell's output left a line open (``print(x, end='')``): a line of ours starts a new one
+        self.open_line = False
 
     def progress(self, state: Progress) -> None:
         text = state.describe()
@@ -145,6 +147,12 @@ class ProgressLine:
         else:
             update_display(bundle, raw=True, display_id=self.handle.display_id)
 
-    @staticmethod
-    def output(line: str) -> None:
-        print(line, flush=True)
+    def output(self, line: str) -> None:
+        """A line of ours (or of the cell, where there is no ``text``)."""
+        print("\n" if self.open_line else "", line, sep="", flush=True)
+        self.open_line = False
+
+    def text(self, text: str) -> None:
+        """The cell's own output, as it was written (its line ends with it)."""
+        print(text, end="", flush=True)
+        self.open_line = not text.endswith("\n")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -147,9 +148,11 @@ class _Reader(threading.Thread):
 
 
 def output_lines(fd: int, on_chunk: Callable[[bytes], None] | None = None) -> Iterator[str]:
-    """The lines a process writes to ``fd`` until it closes, decoded; lines end at ``\\n`` or
-    ``\\r`` (nsys redraws its bars with ``\\r``). ``on_chunk`` sees the raw bytes first (a log
-    copy)."""
+    """The lines a process writes to ``fd`` until it closes, decoded, each with its end: ``\n``
+    (``\r\n`` read as one), or ``\r`` (a bar redrawn in place: nsys's, a cell's tqdm), or none
+    for a last line the process left open. The ends travel so that a cell's ``print()``, its
+    ``print(x, end='')`` and its bars show as they do in the plain notebook. ``on_chunk`` sees
+    the raw bytes first (a log copy)."""
     pending = b""
     while True:
         try:
@@ -160,12 +163,21 @@ def output_lines(fd: int, on_chunk: Callable[[bytes], None] | None = None) -> It
             break
         if on_chunk is not None:
             on_chunk(chunk)
-        pending += chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        *lines, pending = pending.split(b"\n")
+        pending += chunk
+        # a "\r" last may be the first half of a "\r\n" the next read brings
+        held = b"\r" if pending.endswith(b"\r") else b""
+        *lines, pending = _LINE_END.split(
+            pending[: len(pending) - len(held)].replace(b"\r\n", b"\n")
+        )
+        pending += held
         for raw in lines:
             yield raw.decode(errors="replace")
     if pending:
         yield pending.decode(errors="replace")
+
+
+# splits after each line end, keeping it with its line: [line + end, ..., the open rest]
+_LINE_END = re.compile(rb"(?<=[\r\n])")
 
 
 def run(

@@ -26,12 +26,16 @@ def now_utc() -> str:
 
 class Lines:
     """Where the run's output goes: progress state, the cell's own lines to the user, and
-    (``log``, when set: a warm worker's output) every line to the run's profiler.log."""
+    (``log``, when set: a warm worker's output) every line to the run's profiler.log. A line
+    comes with its end (``runner.output_lines``)."""
 
     def __init__(self, tool: tools.ToolName, callbacks: RunCallbacks, log: RunDir | None) -> None:
         self.parser = ProgressParser(tool)
         self.callbacks = callbacks
         self.log = log
+        # nsys follows some of its own lines with a blank one ("Generating ...", its bars):
+        # a blank line after those is nsys's, not the cell's
+        self._after_profiler = False
 
     def phase(self, phase: str, detail: str = "") -> None:
         self.parser.set_phase(phase, detail)
@@ -48,8 +52,21 @@ class Lines:
             self.log.append_log(line)
         if self.parser.feed(line) and self.callbacks.progress:
             self.callbacks.progress(self.parser.state)
-        if self.callbacks.output and line.strip() and not is_profiler_line(line):
-            self.callbacks.output(line)
+        if is_profiler_line(line):
+            self._after_profiler = not line.lstrip().startswith(CELL_OUTPUT_FOLLOWS)
+            return
+        blank = not line.strip()
+        if blank and self._after_profiler:
+            return
+        self._after_profiler = False
+        if self.callbacks.text:
+            self.callbacks.text(line)
+        elif self.callbacks.output and not blank:
+            self.callbacks.output(line.rstrip("\r\n"))
+
+
+# profiler lines the cell's own output may follow at once (a first line of it blank included)
+CELL_OUTPUT_FOLLOWS = ("Capture range started", "==PROF==")
 
 
 @dataclass

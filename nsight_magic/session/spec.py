@@ -96,12 +96,16 @@ class SweepLimits:
 
 @dataclass
 class RunCallbacks:
-    """Where a run reports: a progress state, the cell's own output lines, a cancel flag; and
-    ``workers``: the session's live workers by pid ({pid: "the ncu worker (pid N)"}), so an
-    out-of-memory message can name who held the memory (the manager sets it)."""
+    """Where a run reports: a progress state, lines to show (the cell's own, blank ones left
+    out, and ours), a cancel flag; and ``workers``: the session's live workers by pid ({pid:
+    "the ncu worker (pid N)"}), so an out-of-memory message can name who held the memory (the
+    manager sets it). ``text``, where given, gets the cell's own output instead of ``output``:
+    as it was written, each line with its end (blank lines, ``print(x, end='')``, a bar redrawn
+    by ``\r``), for a display that shows it as the plain notebook does."""
 
     progress: ProgressCallback | None = None
     output: OutputCallback | None = None
+    text: OutputCallback | None = None
     cancel: threading.Event | None = None
     workers: Callable[[], dict[int, str]] | None = None
 

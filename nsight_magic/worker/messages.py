@@ -39,8 +39,10 @@ def output_mark(number: int) -> bytes:
 
 def split_mark(line: str) -> tuple[str, int | None]:
     """``(text, number)`` of an output line that ends with a reply's mark (the text printed
-    before it on the same line, "" if none); ``(line, None)`` for any other line."""
+    before it on the same line, "" if none: a line the request left open); ``(line, None)`` for
+    any other line."""
     head, sep, tail = line.partition(OUTPUT_MARK)
+    tail = tail.rstrip("\r\n")
     if not sep or not tail.endswith("\x00") or not tail[:-1].isdigit():
         return line, None
     return head, int(tail[:-1])

@@ -343,7 +343,7 @@ class WorkerProcess:
                 self._sinks.remove(sink)
 
     def output_tail(self, n: int = 15) -> str:
-        lines = [ln for ln in list(self.tail)[-n:] if ln.strip()]
+        lines = [ln.rstrip("\r\n") for ln in list(self.tail)[-n:] if ln.strip()]
         return ("\nLast output:\n  " + "\n  ".join(lines)) if lines else ""
 
     # --- requests -----------------------------------------------------------------------------

@@ -1195,6 +1195,14 @@ HUNT_THIRD = [
         paths=("warmup", "repeat", "drill"),
         again=False,
     ),
+    # the cell's output as written: blank lines, an open line, a bar redrawn by "\r"
+    *across(
+        "output-as-written",
+        ["import sys"],
+        "print('a')\nprint()\nprint('b', end='')\nprint('c', end='\\r')\nprint('d')\n"
+        "sys.stdout.write('e')",
+        ["print('next')"],
+    ),
     # what stays in the worker, said
     Case(
         "logger-handlers",

@@ -46,7 +46,11 @@ DRILL = "#!drill"
 # the magics' progress line (``nsys: capturing``), shown while a cell runs: the product's UI
 PROGRESS = re.compile(r"^(nsys|ncu): [a-z]")
 NOTICE = "nsight_magic:"
-OUT_PROMPT = re.compile(r"^Out\[\d+\]: ", re.MULTILINE)
+PROGRESS_AFTER_OPEN_LINE = re.compile(
+    r"^(?P<open>.+?)(?P<status>(nsys|ncu): (waiting|starting|running|capturing|exporting|loading"
+    r"|done)\b.*\n?)$"
+)
+OUT_PROMPT = re.compile(r"Out\[\d+\]: ")  # at a line start, or after an open line
 # an object's address in its repr (``<torch._C.Generator at 0x7f...>``): each process its own
 ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
@@ -209,6 +213,11 @@ def split_output(text: str, side: str) -> tuple[str, list[str]]:
     for line in text.splitlines(keepends=True):
         if PROGRESS.match(line) or line.startswith(NOTICE):
             notices.append(line.rstrip("\n"))
+        elif glued := PROGRESS_AFTER_OPEN_LINE.match(line):
+            # a cell that left its last line open ('e', no end): the terminal shell prints the
+            # status line right after it (in Jupyter a display of its own)
+            kept.append(glued["open"])
+            notices.append(glued["status"].rstrip("\n"))
         else:
             kept.append(line)
     return "".join(kept), notices
