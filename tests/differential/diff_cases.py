@@ -1203,6 +1203,20 @@ HUNT_THIRD = [
         "sys.stdout.write('e')",
         ["print('next')"],
     ),
+    # a drill-down re-runs the cell from the notebook's state of now: a cell that uses up what
+    # it reads fails there, said as the re-run's (not "the profiled cell raised")
+    *(
+        Case(
+            f"drill-rerun-{name}",
+            (before, f"%%nsys\n{body}", "#!drill kernel gemm"),
+            declared=(2, "from the notebook's state as it is now"),
+        )
+        for name, before, body in (
+            ("next", "it = iter([1])", "v = next(it)"),
+            ("pop", "lst = [1]", "v = lst.pop()"),
+            ("del", "a = 1", "del a"),
+        )
+    ),
     # what stays in the worker, said
     Case(
         "logger-handlers",

@@ -17,6 +17,7 @@ from typing import Any
 from ...analysis.range_spec import NvtxRange, matches_spec, resolve_nvtx_range
 from ...errors import (
     AmbiguousNvtxRangeError,
+    CellFailedError,
     FolderSettingsIgnored,
     MissingVariableError,
     NsightMagicError,
@@ -333,6 +334,10 @@ class DrillDowns:
                           script=parent_folder.script if cold else None)  # fmt: skip
             child = self.profile(request, backend, callbacks=callbacks, rerun=rerun)
             return child
+        except CellFailedError as exc:
+            if before is None or repeat:
+                raise
+            raise _rerun_failed(exc) from None
         finally:
             # after an ncu worker crash the child is the fresh re-run beside the crashed folder
             ran_in = Path(getattr(child, "run_dir", None) or run_dir)
@@ -341,6 +346,26 @@ class DrillDowns:
                                      **record, "set": drill.ncu.set, "mode": mode,
                                      "wall_s": time.perf_counter() - t0,
                                      "started_utc": now_utc()})  # fmt: skip
+
+
+def _rerun_failed(exc: CellFailedError) -> CellFailedError:
+    """The cell raised in a drill-down's re-run, which runs it from the notebook's state of
+    now, after the cell ran (a copy in the ncu worker: the notebook keeps its own): say so,
+    since the cell did not raise in the notebook and "the profiled cell raised" alone reads as
+    if it had."""
+    said = str(exc).replace("The profiled cell raised", "The drill-down's re-run of the cell "
+                            "raised", 1)  # fmt: skip
+    said, sep, folder = said.rpartition("\n(run folder: ")
+    return CellFailedError(
+        f"{said}\nA drill-down runs the cell again under ncu, from the notebook's state as it is "
+        "now, after the cell ran; a cell that uses up what it reads (next(it), .pop(), del, a "
+        "file it moves) can fail there. Your notebook's state is unchanged. Profile the cell "
+        f"itself with {cell_magic('ncu')} (--kernel REGEX or --nvtx RANGE picks the kernels) "
+        f"instead, or make it able to run twice.{sep}{folder}",
+        traceback=exc.traceback,
+        exc_type=exc.exc_type,
+        run=exc.run,
+    )
 
 
 def _check_saved_values(folder: RunDir, meta: Any) -> None:
