@@ -4,6 +4,7 @@ named with the fix), and interrupts, timeouts, crashes and a dead notebook leave
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import os
 import signal
@@ -29,7 +30,7 @@ from nsight_magic.errors import (
 from nsight_magic.processes import runner
 from nsight_magic.run_folders.run_dir import RunDir
 from nsight_magic.run_folders.run_meta import SCHEMA_VERSION
-from nsight_magic.script import prepare_cell
+from nsight_magic.script import display_frames, prepare_cell
 from nsight_magic.session.manager import SessionManager
 from nsight_magic.session.spec import CellRequest, Notebook, RunCallbacks
 from nsight_magic.session.status import format_status
@@ -108,6 +109,58 @@ def test_every_line_a_cell_prints_is_shown_before_its_result(run, manager) -> No
         assert not any("nsight_magic-reply" in ln or "\x00" in ln for ln in out)
     (session,) = manager.workers.sessions_of("nsys")
     assert not session.worker._marks_lost  # every reply found its mark: none was waited out
+
+
+def test_a_cells_displays_come_as_the_notebook_shows_them(manager, tmp_path) -> None:
+    """``display(df)`` in a profiled cell: every format IPython made of it (HTML, an image's
+    bytes as base64, as a notebook file keeps them) reaches the notebook's display, in its
+    place among the printed lines; without a display, its text comes as a line."""
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    )
+    cell = textwrap.dedent(f"""
+        from IPython.display import HTML, Image
+        print("before", end="")
+        display(HTML("<b>bold</b>"))
+        display(Image(data={png!r}, format="png"))
+        print("after")
+    """)
+    seen: list[tuple[str, object]] = []
+    callbacks = RunCallbacks(text=lambda t: seen.append(("text", t)),
+                             display=lambda d: seen.append(("display", d)))  # fmt: skip
+    request = CellRequest(cell=cell, runs_root=tmp_path / "runs", cwd=str(tmp_path))
+    result = manager.profile(request, BareBackend(), notebook=Notebook(user_ns={}),
+                             callbacks=callbacks)  # fmt: skip
+    assert result.report["status"] == "ok"
+    kinds = [kind for kind, _ in seen]
+    assert kinds == ["text", "display", "display", "text"], seen
+    assert seen[0][1] == "before" and seen[3][1] == "after\n"
+    html, image = seen[1][1], seen[2][1]
+    assert isinstance(html, dict) and html["data"]["text/html"] == "<b>bold</b>"
+    assert isinstance(image, dict) and base64.b64decode(image["data"]["image/png"]) == png
+    # a run with no display (a sweep's lines, a test): the display's text as a line
+    lines: list[str] = []
+    request = CellRequest(cell="display(HTML('<i>x</i>'))", runs_root=tmp_path / "runs",
+                          cwd=str(tmp_path))  # fmt: skip
+    manager.profile(request, BareBackend(), notebook=Notebook(user_ns={}),
+                    callbacks=RunCallbacks(output=lines.append))  # fmt: skip
+    assert lines == ["<IPython.core.display.HTML object>"]
+
+
+def test_a_display_frame_reads_back_and_a_widget_view_does_not_travel() -> None:
+    frame = display_frames.display_frame({"text/plain": "t", "image/png": b"\x89PNG"},
+                                         transient={"display_id": "d1"}, update=True)  # fmt: skip
+    text, shown = display_frames.read_display("open line" + frame)
+    assert text == "open line" and shown is not None
+    assert shown["transient"] == {"display_id": "d1"} and shown["update"] is True
+    assert base64.b64decode(shown["data"]["image/png"]) == b"\x89PNG"
+    # a widget's model lives in the worker's kernel-less shell: its text instead
+    widget = {"text/plain": "IntSlider()", display_frames.WIDGET_VIEW: {"model_id": "m"}}
+    _, shown = display_frames.read_display(display_frames.display_frame(widget))
+    assert shown is not None and shown["data"] == {"text/plain": "IntSlider()"}
+    # a line that only looks like one is the cell's text
+    broken = display_frames.DISPLAY_MARK + "{not json\x00\n"
+    assert display_frames.read_display(broken) == (broken, None)
 
 
 def test_ipython_syntax_runs_as_in_the_notebook(run) -> None:

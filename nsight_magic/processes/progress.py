@@ -152,6 +152,16 @@ class ProgressLine:
         print("\n" if self.open_line else "", line, sep="", flush=True)
         self.open_line = False
 
+    def display(self, shown: dict[str, Any]) -> None:
+        """A display of the cell's, every format it has (the frontend picks, as for the plain
+        notebook's ``display``); ``transient`` and ``update`` keep a ``display_id`` redrawn."""
+        from IPython.display import publish_display_data
+
+        publish_display_data(shown["data"], shown.get("metadata") or None,
+                             transient=shown.get("transient") or None,
+                             update=bool(shown.get("update")))  # fmt: skip
+        self.open_line = False
+
     def text(self, text: str) -> None:
         """The cell's own output, as it was written (its line ends with it)."""
         print(text, end="", flush=True)

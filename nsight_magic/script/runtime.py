@@ -41,6 +41,7 @@ from typing import Any
 from ..run_folders.run_dir import RunDir
 from .cuda_gate import Gate, RangeWindow
 from .cuda_save import KEPT
+from .display_frames import forward_displays
 from .gpu_readings import gpu_reading
 from .range_recorder import RangeRecorder
 from .shared_objects import mapped_segments, names_kept, preserved
@@ -225,6 +226,7 @@ def use_ipython(ns: dict[str, Any]) -> None:
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance(user_ns=ns)
+    forward_displays(shell)  # display(df) shown in the notebook, as a frontend would
     # ``!cmd`` and ``x = !cmd`` through plain subprocesses, as ``system_raw`` does: IPython's
     # default runs them on a pseudo-terminal (pexpect, forkpty), and a process run that way
     # under ncu's injection (``--target-processes all``) took the profiled process down with
@@ -396,7 +398,9 @@ def prepare(ns: dict[str, Any]) -> None:
         ns.update(_LOADED_VARS)
     elif os.path.exists(VARS_FILE):
         load_vars(ns, VARS_FILE)
-    if NEEDS_IPYTHON:
+    # a cell that displays (display(df), IPython.display) gets the shell that sends displays
+    # to the notebook; without one IPython's display prints the text
+    if NEEDS_IPYTHON or "display" in CELL:
         use_ipython(ns)
 
 

@@ -36,6 +36,7 @@ from ..vocabulary.nvtx_names import (
 from . import (
     cuda_gate,
     cuda_save,
+    display_frames,
     gpu_readings,
     range_recorder,
     runtime,
@@ -61,6 +62,7 @@ SCRIPT_MODULES: tuple[ModuleType, ...] = (
     torch_memory,
     gpu_readings,
     status_file,
+    display_frames,
     runtime,
 )
 MODULE_ONLY = "# --- module only"

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from ..processes import deadline
 from ..processes import locate as tools
@@ -16,6 +17,7 @@ from ..run_folders import runs
 from ..run_folders.run_dir import RunDir
 from ..run_folders.run_meta import RunMeta
 from ..script import PreparedCell
+from ..script.display_frames import read_display
 from .backends import Backend
 from .spec import CellRequest, Notebook, RunCallbacks
 
@@ -48,6 +50,12 @@ class Lines:
             self.callbacks.output(f"nsight_magic: {text}")
 
     def __call__(self, line: str) -> None:
+        text, shown = read_display(line)
+        if shown is not None:
+            if text:  # what the cell left open before it
+                self(text)
+            self._display(shown)
+            return
         if self.log is not None:  # a fresh run's runner writes the log itself
             self.log.append_log(line)
         if self.parser.feed(line) and self.callbacks.progress:
@@ -63,6 +71,17 @@ class Lines:
             self.callbacks.text(line)
         elif self.callbacks.output and not blank:
             self.callbacks.output(line.rstrip("\r\n"))
+
+    def _display(self, shown: dict[str, Any]) -> None:
+        """A display of the cell's (``display(df)``): every format, where the display takes
+        them; else its text as a line."""
+        if self.log is not None:  # the formats (an image's base64) stay out of the log
+            self.log.append_log(f"[a display: {', '.join(shown['data'])}]")
+        self._after_profiler = False
+        if self.callbacks.display:
+            self.callbacks.display(shown)
+        elif self.callbacks.output and str(shown["data"].get("text/plain", "")).strip():
+            self.callbacks.output(str(shown["data"]["text/plain"]))
 
 
 # profiler lines the cell's own output may follow at once (a first line of it blank included)

@@ -101,11 +101,15 @@ class RunCallbacks:
     "the ncu worker (pid N)"}), so an out-of-memory message can name who held the memory (the
     manager sets it). ``text``, where given, gets the cell's own output instead of ``output``:
     as it was written, each line with its end (blank lines, ``print(x, end='')``, a bar redrawn
-    by ``\r``), for a display that shows it as the plain notebook does."""
+    by ``\r``), for a display that shows it as the plain notebook does; ``display`` its rich
+    output."""
 
     progress: ProgressCallback | None = None
     output: OutputCallback | None = None
     text: OutputCallback | None = None
+    # a display of the cell's (``display(df)``: ``data``, ``metadata``, ``transient``,
+    # ``update``, as ``script/display_frames.read_display`` reads it); without it, its text
+    display: Callable[[dict[str, Any]], None] | None = None
     cancel: threading.Event | None = None
     workers: Callable[[], dict[int, str]] | None = None
 

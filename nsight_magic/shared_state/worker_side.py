@@ -49,7 +49,15 @@ def user_names(ns: MutableMapping[str, Any]) -> dict[str, Any]:
         and not name.startswith("__nsight_magic")
         and name not in OWN
         and not is_compiler_own(name)
+        and not _shells_open(name, value)
     }
+
+
+def _shells_open(name: str, value: Any) -> bool:
+    """``open`` as IPython's shell binds it in its namespace (a wrapper refusing the standard
+    streams' descriptors), hidden in the notebook's: the worker's, not the cell's."""
+    shell = sys.modules.get("IPython.core.interactiveshell")
+    return name == "open" and shell is not None and value is getattr(shell, "_modified_open", 0)
 
 
 @dataclass
