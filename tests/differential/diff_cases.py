@@ -1203,6 +1203,21 @@ HUNT_THIRD = [
         "sys.stdout.write('e')",
         ["print('next')"],
     ),
+    # a cell with a magic runs with an IPython shell in the worker: the shell's own names
+    # (its 'open') stay there; a cell that displays gets one too
+    *across(
+        "magic-keeps-the-shells-names",
+        ["import os"],
+        "y = %pwd\nsame = y == os.getcwd()\ndel y",
+        ["print(same, sorted(k for k in dir() if k == 'open'))"],
+    ),
+    *across(
+        "display-keeps-the-shells-names",
+        ["x = 1"],
+        "display(x)",
+        ["print(dir().count('open'))"],
+        paths=ONE,
+    ),
     # a drill-down re-runs the cell from the notebook's state of now: a cell that uses up what
     # it reads fails there, said as the re-run's (not "the profiled cell raised")
     *(
