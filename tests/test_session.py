@@ -147,6 +147,34 @@ def test_a_cells_displays_come_as_the_notebook_shows_them(manager, tmp_path) -> 
     assert lines == ["<IPython.core.display.HTML object>"]
 
 
+def test_what_a_cell_writes_to_stderr_comes_as_stderr_in_its_place(manager, tmp_path) -> None:
+    """A warning, a bar redrawn by "\\r" and a log line go to the notebook's stderr (the
+    worker's stderr shares its stdout's pipe), between the printed lines as written."""
+    cell = textwrap.dedent("""
+        import logging, sys, warnings
+        print("one")
+        warnings.warn("careful")
+        sys.stderr.write("\\r 10%")
+        sys.stderr.write("\\r100%\\n")
+        logging.getLogger("nb").warning("logged")
+        print("two")
+    """)
+    seen: list[tuple[str, str]] = []
+    callbacks = RunCallbacks(text=lambda t: seen.append(("out", t)),
+                             stderr=lambda t: seen.append(("err", t)))  # fmt: skip
+    request = CellRequest(cell=cell, runs_root=tmp_path / "runs", cwd=str(tmp_path))
+    result = manager.profile(request, BareBackend(), notebook=Notebook(user_ns={}),
+                             callbacks=callbacks)  # fmt: skip
+    assert result.report["status"] == "ok"
+    assert seen[0] == ("out", "one\n") and seen[-1] == ("out", "two\n"), seen
+    errs = "".join(t for kind, t in seen if kind == "err")
+    assert "UserWarning: careful" in errs and "\r 10%\r100%\n" in errs and "logged\n" in errs
+    # a worker's last lines in an error read as text, not frames
+    (session,) = manager.workers.sessions_of("nsys")
+    assert "logged" in session.worker.output_tail(30)
+    assert "nsight_magic-stderr" not in session.worker.output_tail(30)
+
+
 def test_a_display_frame_reads_back_and_a_widget_view_does_not_travel() -> None:
     frame = display_frames.display_frame({"text/plain": "t", "image/png": b"\x89PNG"},
                                          transient={"display_id": "d1"}, update=True)  # fmt: skip

@@ -383,7 +383,7 @@ class NsightMagic(Magics):
     def _callbacks(self) -> RunCallbacks:
         view = ProgressLine()
         return RunCallbacks(progress=view.progress, output=view.output, text=view.text,
-                            display=view.display)  # fmt: skip
+                            stderr=view.stderr, display=view.display)  # fmt: skip
 
     # --- magics -------------------------------------------------------------------------------
     @magic_arguments(name="nsight_nsys")

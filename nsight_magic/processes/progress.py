@@ -162,6 +162,14 @@ class ProgressLine:
                              update=bool(shown.get("update")))  # fmt: skip
         self.open_line = False
 
+    @staticmethod
+    def stderr(text: str) -> None:
+        """What the cell wrote to its stderr (a warning, a bar), to the notebook's."""
+        import sys
+
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
     def text(self, text: str) -> None:
         """The cell's own output, as it was written (its line ends with it)."""
         print(text, end="", flush=True)

@@ -1,16 +1,23 @@
-"""A profiled cell's rich output (``display(df)``, ``display(HTML(...))``, an image) shown in
-the notebook as the plain notebook shows it, not as its text.
+"""What a profiled cell shows besides its printed lines, shown in the notebook as the plain
+notebook shows it: its rich output (``display(df)``, ``display(HTML(...))``, an image), not its
+text, and what it writes to ``sys.stderr`` (a warning, a tqdm bar, a log line) as stderr, not
+as stdout.
 
-The worker's IPython shell has no frontend: its ``display`` printed the object's ``text/plain``.
+The worker's IPython shell has no frontend: its ``display`` printed the object's
+``text/plain``; and the worker's stderr shares one pipe with its stdout (one stream, in order).
 ``forward_displays`` gives that shell a publisher that writes each display, every format IPython
 made of it, as one line on stdout between the cell's printed lines (so it keeps its place among
-them); the notebook's end (``session/run_context.Lines``) reads the line back with
-``read_display`` and displays the formats there. A real module pasted into the script by
-``build_script`` before ``runtime``. Standard library only (IPython when a shell is made).
+them); ``frame_stderr`` makes ``sys.stderr`` write each text the same way. The notebook's end
+(``session/run_context.Lines``) reads the lines back with ``read_display`` / ``read_stderr``.
+A real module pasted into the script by ``build_script`` before ``runtime``. Standard library
+only (IPython when a shell is made). What a library writes to descriptor 2 itself, under
+Python, stays in the stdout stream.
 """
 
 import base64
+import io
 import json
+import os
 import sys
 from typing import Any
 
@@ -18,6 +25,7 @@ from typing import Any
 # --- end module only ---
 
 DISPLAY_MARK = "\x00nsight_magic-display "
+STDERR_MARK = "\x00nsight_magic-stderr "
 # a widget's view names a model that lives in the worker's kernel-less shell: no frontend can
 # draw it, so its text goes instead
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -79,3 +87,82 @@ def forward_displays(shell: Any) -> None:
             sys.stdout.flush()
 
     shell.display_pub = ForwardingPublisher(shell=shell, parent=shell)
+
+
+def stderr_frame(text: str) -> str:
+    """One write to ``sys.stderr`` as a line of stdout (JSON: its line ends stay inside)."""
+    return f"{STDERR_MARK}{json.dumps(text)}\x00\n"
+
+
+def read_stderr(line: str) -> tuple[str, str | None]:
+    """``(text, written)``: the text printed before a stderr frame on the same line and what
+    was written to stderr; ``(line, None)`` for any other line."""
+    head, sep, tail = line.partition(STDERR_MARK)
+    tail = tail.rstrip("\r\n")
+    if not sep or not tail.endswith("\x00"):
+        return line, None
+    try:
+        written = json.loads(tail[:-1])
+    except ValueError:
+        return line, None
+    return (head, written) if isinstance(written, str) else (line, None)
+
+
+def readable(line: str) -> str:
+    """An output line as a person reads it (a worker's last lines in an error): a stderr
+    frame as its text, a display as its kinds."""
+    text, written = read_stderr(line)
+    if written is not None:
+        return text + written
+    text, shown = read_display(line)
+    return line if shown is None else f"{text}[a display: {', '.join(shown['data'])}]"
+
+
+class FramedStderr(io.TextIOBase):
+    """``sys.stderr`` of a profiled process: each write goes on descriptor 1 (the notebook's
+    pipe, whatever the cell did to ``sys.stdout``) as a frame, after what the cell printed
+    before it. Its descriptor is still 2 (``fileno``: what a subprocess inherits)."""
+
+    def __init__(self, original: Any) -> None:
+        self.original = original
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self.original, "encoding", None) or "utf-8")
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return getattr(self.original, "errors", None) or "backslashreplace"
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return int(self.original.fileno())
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        if text:
+            for stream in (sys.stdout, sys.__stdout__):
+                try:
+                    if stream is not None:
+                        stream.flush()
+                except Exception:  # a cell may have replaced or closed it
+                    pass
+            frame = stderr_frame(text).encode("utf-8", "backslashreplace")
+            try:
+                while frame:
+                    frame = frame[os.write(1, frame) :]
+            except OSError:  # no pipe to the notebook (closed by the cell): as it was
+                self.original.write(text)
+        return len(text)
+
+
+def frame_stderr() -> None:
+    """Make ``sys.stderr`` a ``FramedStderr`` (once)."""
+    if not isinstance(sys.stderr, FramedStderr) and sys.stderr is not None:
+        sys.stderr = FramedStderr(sys.stderr)

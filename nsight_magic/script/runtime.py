@@ -41,7 +41,7 @@ from typing import Any
 from ..run_folders.run_dir import RunDir
 from .cuda_gate import Gate, RangeWindow
 from .cuda_save import KEPT
-from .display_frames import forward_displays
+from .display_frames import forward_displays, frame_stderr
 from .gpu_readings import gpu_reading
 from .range_recorder import RangeRecorder
 from .shared_objects import mapped_segments, names_kept, preserved
@@ -313,6 +313,7 @@ def run_history(
     its own stops at it (``stop_on_error``), as the notebook's setup would have."""
     errors = []
     provide_display()
+    frame_stderr()  # the cell's stderr shown as stderr (display_frames.py)
     for entry in entries:
         try:
             if entry.get("vars_file") and os.path.exists(entry["vars_file"]):
@@ -394,6 +395,7 @@ def prepare(ns: dict[str, Any]) -> None:
     _CODES[:] = compile_statements(CODE, CELL_FILE, CELL)
     KEPT.clear()  # this cell's snapshots only
     provide_display()
+    frame_stderr()  # the cell's stderr shown as stderr (display_frames.py)
     if _LOADED_VARS:  # main() loaded them before the history: the notebook's values win again
         ns.update(_LOADED_VARS)
     elif os.path.exists(VARS_FILE):
@@ -407,6 +409,9 @@ def prepare(ns: dict[str, Any]) -> None:
 def run_statements(ns: dict[str, Any]) -> None:
     """The cell once, each top-level statement in its own NVTX range."""
     ns.pop(SHOWN, None)
+    # each run of the cell warns as a notebook cell run once does: Python's "once per place"
+    # would silence the captured run after a warm-up or an earlier run of the same cell
+    ns.pop("__warningregistry__", None)
     hook, sys.displayhook = sys.displayhook, keep_shown(ns)
     try:
         for label, code in zip(LABELS, _CODES, strict=False):

@@ -17,7 +17,7 @@ from ..run_folders import runs
 from ..run_folders.run_dir import RunDir
 from ..run_folders.run_meta import RunMeta
 from ..script import PreparedCell
-from ..script.display_frames import read_display
+from ..script.display_frames import read_display, read_stderr
 from .backends import Backend
 from .spec import CellRequest, Notebook, RunCallbacks
 
@@ -56,6 +56,12 @@ class Lines:
                 self(text)
             self._display(shown)
             return
+        text, written = read_stderr(line)
+        if written is not None:
+            if text:
+                self(text)
+            self._stderr(written)
+            return
         if self.log is not None:  # a fresh run's runner writes the log itself
             self.log.append_log(line)
         if self.parser.feed(line) and self.callbacks.progress:
@@ -71,6 +77,21 @@ class Lines:
             self.callbacks.text(line)
         elif self.callbacks.output and not blank:
             self.callbacks.output(line.rstrip("\r\n"))
+
+    def _stderr(self, written: str) -> None:
+        """What the cell wrote to ``sys.stderr``: to the notebook's stderr where the display
+        takes it, else as the cell's lines."""
+        if self.log is not None:
+            self.log.append_log(written)
+        self._after_profiler = False
+        if self.callbacks.stderr:
+            self.callbacks.stderr(written)
+        elif self.callbacks.text:
+            self.callbacks.text(written)
+        elif self.callbacks.output:
+            for line in written.splitlines():
+                if line.strip():
+                    self.callbacks.output(line)
 
     def _display(self, shown: dict[str, Any]) -> None:
         """A display of the cell's (``display(df)``): every format, where the display takes

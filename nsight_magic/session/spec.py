@@ -107,6 +107,7 @@ class RunCallbacks:
     progress: ProgressCallback | None = None
     output: OutputCallback | None = None
     text: OutputCallback | None = None
+    stderr: OutputCallback | None = None  # what the cell wrote to sys.stderr, as written
     # a display of the cell's (``display(df)``: ``data``, ``metadata``, ``transient``,
     # ``update``, as ``script/display_frames.read_display`` reads it); without it, its text
     display: Callable[[dict[str, Any]], None] | None = None

@@ -33,6 +33,7 @@ from ..errors import NsightMagicError, WorkerDiedError
 from ..package_info import pythonpath_with_package
 from ..processes import runner
 from ..processes.child_signals import start_child
+from ..script.display_frames import readable
 from . import messages
 from .serve import EXIT_CHANNEL_DAMAGED, EXIT_PARENT_GONE, process_start_ticks
 
@@ -319,7 +320,7 @@ class WorkerProcess:
         self._marks_lost = not seen
 
     def _emit(self, line: str) -> None:
-        self.tail.append(line)
+        self.tail.append(readable(line))
         with self._sinks_lock:
             sinks = list(self._sinks)
         for sink in sinks:

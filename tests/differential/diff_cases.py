@@ -1203,6 +1203,14 @@ HUNT_THIRD = [
         "sys.stdout.write('e')",
         ["print('next')"],
     ),
+    # what the cell writes to stderr stays stderr: a warning, a bar, a log line (the worker's
+    # stderr shares its stdout's pipe)
+    *across(
+        "stderr-as-written",
+        ["import logging, sys, warnings"],
+        "print('a')\nwarnings.warn('careful')\nsys.stderr.write('\\r 10%')\n"
+        "sys.stderr.write('\\r100%\\n')\nlogging.getLogger('z').warning('w')\nprint('b')",
+    ),
     # a cell with a magic runs with an IPython shell in the worker: the shell's own names
     # (its 'open') stay there; a cell that displays gets one too
     *across(

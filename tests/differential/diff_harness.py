@@ -20,7 +20,7 @@ SIDES = ("plain", "profiled")
 # a side's whole run: generous, for a loaded 2-core machine (a case takes ~1 s alone)
 SIDE_TIMEOUT_S = 240.0
 # what a dump holds, compared in this order
-FIELDS = ("error", "stdout", "names", "modules", "rng", "files", "cwd", "environ",
+FIELDS = ("error", "stdout", "stderr", "names", "modules", "rng", "files", "cwd", "environ",
           "print_options")  # fmt: skip
 
 
@@ -135,7 +135,7 @@ def cell_differences(plain: dict[str, Any], profiled: dict[str, Any], *, stdout:
     """What differs between the two dumps of one cell, one readable line (or block) each."""
     lines = []
     for key in FIELDS:
-        if key == "stdout" and not stdout:
+        if key in ("stdout", "stderr") and not stdout:
             continue
         a, b = plain.get(key), profiled.get(key)
         # the magic's own result as the cell's Out (a sweep): the product's output, not state

@@ -51,6 +51,9 @@ PROGRESS_AFTER_OPEN_LINE = re.compile(
     r"|done)\b.*\n?)$"
 )
 OUT_PROMPT = re.compile(r"Out\[\d+\]: ")  # at a line start, or after an open line
+# the file a warning names for a line of the cell: IPython's per-cell file, the worker's
+CELL_FILE = re.compile(r"^(<ipython-input-[^>]*>|\S*ipykernel_\d+/\d+\.py|<nsight_magic cell>)"
+                       r"(?=:\d+: )", re.MULTILINE)  # fmt: skip
 # an object's address in its repr (``<torch._C.Generator at 0x7f...>``): each process its own
 ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
@@ -292,10 +295,11 @@ def run_side(side: str, cells: list[str], base: str, runs_dir: str, out: str) ->
     dumps: list[dict[str, Any]] = []
     try:
         for number, cell in enumerate(cells, 1):
-            captured = io.StringIO()
-            with contextlib.redirect_stdout(captured):
+            captured, to_stderr = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(to_stderr):
                 exc, _ = run_cell(shell, side, cell)
             stdout, notices = split_output(captured.getvalue(), side)
+            stderr = CELL_FILE.sub("<cell>", ADDRESS.sub(" at 0x…", to_stderr.getvalue()))
             if exc is not None and side == "profiled":
                 notices.append(f"{type(exc).__name__}: {exc}")
             crash = classify(cell).crash
@@ -310,6 +314,7 @@ def run_side(side: str, cells: list[str], base: str, runs_dir: str, out: str) ->
                 "environ": environ_changes(start_env),
                 "print_options": print_options(),
                 "stdout": stdout,
+                "stderr": stderr,
                 "error": error,
                 "notices": notices,
             })  # fmt: skip
