@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from nsight_magic.shared_state.project_paths import project_paths
 from nsight_magic.worker.conversation import BOUNDS, Conversation
 from nsight_magic.worker.process import Reply
 
@@ -59,6 +60,10 @@ class _Transport:
         return Reply({"ok": True}, wall_s=0.25)
 
 
+def _without_path(message: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in message.items() if k != "sys_path"}
+
+
 def test_each_request_waits_under_the_deadline_or_its_own_bound() -> None:
     transport = _Transport()
     cancel = threading.Event()
@@ -71,7 +76,9 @@ def test_each_request_waits_under_the_deadline_or_its_own_bound() -> None:
     talk.send_back("/run/results.pkl", 7.5, 1000)  # its bound_s is the worker's, sent as a field
     left[0] = 400.0  # later in a long cell: the imports' own bound is the sooner
     talk.imports(["numpy"], {})
-    messages = [(m, t) for m, t, _ in transport.sent]
+    # every request carries the notebook's project folders on sys.path (project_paths.py)
+    assert all(m["sys_path"] == project_paths() for m, _, _ in transport.sent)
+    messages = [(_without_path(m), t) for m, t, _ in transport.sent]
     assert messages == [
         ({"op": "load", "script": "/run/script.py", "cwd": "/nb"}, 5.0),
         ({"op": "imports", "modules": ["torch"], "attributes": {}}, 5.0),
@@ -88,12 +95,12 @@ def test_after_a_stop_the_conversation_is_bound_by_state_timeout_and_not_cancell
     after = talk.after_stop(60.0)
     after.agreed(None)
     message, timeout, cancel = transport.sent[-1]
-    assert message == {"op": "agreed", "path": None}
+    assert _without_path(message) == {"op": "agreed", "path": None}
     assert timeout == 60.0 + BOUNDS.after_stop_margin_s and cancel is None
     # a prewarm's conversation: no deadline but the requests' own
     idle = Conversation(transport)
     idle.status()
     idle.receive("/run/shared.pkl", ["b", "a"])
     assert [t for _, t, _ in transport.sent[-2:]] == [BOUNDS.status_s, None]
-    assert transport.sent[-1][0] == {"op": "receive", "path": "/run/shared.pkl",
+    assert _without_path(transport.sent[-1][0]) == {"op": "receive", "path": "/run/shared.pkl",
                                      "theirs": ["b", "a"]}  # fmt: skip

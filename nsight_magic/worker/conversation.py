@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..shared_state.project_paths import project_paths
 from .process import LineSink, Reply
 
 __all__ = ["BOUNDS", "Conversation", "ConversationBounds", "Transport"]
@@ -85,7 +86,10 @@ class Conversation:
         timeout = self.timeout()
         if wait_s is not None:
             timeout = wait_s if timeout is None else min(timeout, wait_s)
-        reply = self.worker.request({"op": op, **fields}, timeout=timeout, cancel=self.cancel,
+        # the notebook's project folders on sys.path, with every request: what the worker
+        # unpickles or imports for it may come from them (shared_state/project_paths.py)
+        request = {"op": op, "sys_path": project_paths(), **fields}
+        reply = self.worker.request(request, timeout=timeout, cancel=self.cancel,
                                     on_line=self.on_line)  # fmt: skip
         if self.on_reply is not None:
             self.on_reply(op, reply)

@@ -45,6 +45,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from nsight_magic.processes.child_watchdog import stat_fields as _stat_fields  # stdlib only
+from nsight_magic.shared_state import project_paths
 from nsight_magic.shared_state.worker_side import WorkerState
 from nsight_magic.worker import messages
 
@@ -206,6 +207,8 @@ class Worker:
         handler = getattr(self, f"op_{op}", None)
         if handler is None:
             return {"ok": False, "error": f"unknown op {op!r}"}
+        with contextlib.suppress(Exception):  # a path it cannot take is the import's to say
+            project_paths.follow(msg.get("sys_path"))
         return handler(msg)
 
     def _notebook_keeps(self, msg: dict[str, Any]) -> None:

@@ -1203,6 +1203,29 @@ HUNT_THIRD = [
         "sys.stdout.write('e')",
         ["print('next')"],
     ),
+    # a project's modules on the notebook's sys.path (insert(0, ...) and append): the worker
+    # makes the notebook's functions of them and the cell imports them
+    *across(
+        "project-path-insert",
+        [
+            "import os, sys\nos.makedirs('src', exist_ok=True)\n"
+            "open('src/mylib.py', 'w').write('def helper(x):\\n    return x + 1\\n')\n"
+            "sys.path.insert(0, os.path.abspath('src'))\nfrom mylib import helper"
+        ],
+        "y = helper(1)\nimport mylib\nz = mylib.helper(y)",
+        ["print(y, z)"],
+        paths=("nsys", "ncu", "host", "drill"),
+    ),
+    *across(
+        "project-path-append",
+        [
+            "import os, sys\nos.makedirs('lib2', exist_ok=True)\n"
+            "open('lib2/mylib2.py', 'w').write('K = 5\\n')\nsys.path.append('lib2')\nimport mylib2"
+        ],
+        "y = mylib2.K + 1",
+        ["print(y)"],
+        paths=ONE,
+    ),
     # what the cell writes to stderr stays stderr: a warning, a bar, a log line (the worker's
     # stderr shares its stdout's pipe)
     *across(
