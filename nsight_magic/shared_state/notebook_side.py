@@ -146,6 +146,19 @@ class NotebookState:
             self.graph.bindings.pop(name, None)
         self.resend.clear()
 
+    def not_made(self, out: Outgoing, failed: Mapping[str, str]) -> None:
+        """The worker could not make these names of the message ``out`` (``agreed`` already):
+        their bindings, and the objects first sent with them that no name it made reaches,
+        are not the worker's (else the next message refers to an object it never made)."""
+        made = {key for name, keys in out.walk.binding_keys.items() if name not in failed
+                for key in keys}  # fmt: skip
+        new = set(out.msg.new)
+        lost = {key for name in failed for key in out.walk.binding_keys.get(name, ())
+                if key in new and key not in made}  # fmt: skip
+        for name in failed:
+            self.graph.bindings.pop(name, None)
+        self.graph.forget(lost)
+
     def incoming(self, data: bytes, cannot: Mapping[str, str]) -> Incoming:
         """Apply the worker's message: in place, aliases kept; its random streams taken."""
         msg, extra = load_message(data)

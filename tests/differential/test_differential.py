@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -37,3 +38,25 @@ def test_a_training_step_changes_no_process_state(zygote: Zygote, tmp_path: Path
     assert "y" in dumps["profiled"][-1]["names"]  # the cells ran
     said = [n for cell in dumps["profiled"] for n in cell.get("notices") or []]
     assert not [n for n in said if "process state" in n], said
+
+
+# a notebook object of a module only the notebook has (made at run time, or whose folder the
+# worker cannot see): the worker cannot make it
+GHOST = ("import types, sys\nm = types.ModuleType('ghost')\n"
+         "exec('class G:\\n    pass', m.__dict__)\n"
+         "m.G.__module__ = 'ghost'\nsys.modules['ghost'] = m\ng = m.G()")  # fmt: skip
+
+
+def test_a_name_the_worker_cannot_make_is_said_once_and_truly(zygote: Zygote, tmp_path: Path
+                                                              ) -> None:  # fmt: skip
+    """Said once per worker, with the real reason every time (the second message referred to
+    an object the worker never made: "the other side referred to object 1, not here"), and
+    again to a cell that reads it; the notebook's own value untouched."""
+    cells = [GHOST, "%%nsys\ny = 1", "%%nsys\ny = 2", "%%ncu\ny = 3", "%%nsys\nprint(type(g))"]
+    dumps = run_case(zygote, cells, {}, tmp_path)
+    said = [[n for n in cell.get("notices") or [] if "could not take" in n]
+            for cell in dumps["profiled"]]  # fmt: skip
+    assert [len(s) for s in said] == [0, 1, 0, 1, 1], said
+    assert all("No module named 'ghost'" in s[0] for s in said if s)
+    assert "referred to object" not in json.dumps(dumps["profiled"])
+    compare(cells[:4], {side: dumps[side][:4] for side in dumps})

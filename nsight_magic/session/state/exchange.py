@@ -232,11 +232,14 @@ class StateExchange:
         mirror.agreed(out)
         self.sent_summary = out.summary()
         if failed := dict(got.get("failed") or {}):  # the worker could not make them
-            for name in failed:  # not agreed: sent again next time
-                mirror.graph.bindings.pop(name, None)
-            text = "; ".join(f"{n}: {why}" for n, why in sorted(failed.items()))
-            self.note(f"the {s.tool} worker could not take these notebook names (a cell there "
-                      f"that reads them fails with NameError): {text}")  # fmt: skip
+            mirror.not_made(out, failed)  # not agreed: sent again, whole, next time
+            # said once per name and reason, and again to a cell that reads one
+            if unsaid := {n: why for n, why in failed.items()
+                          if mirror.said.get(n) != why or n in self.required_reads}:  # fmt: skip
+                mirror.said.update(unsaid)
+                text = "; ".join(f"{n}: {why}" for n, why in sorted(unsaid.items()))
+                self.note(f"the {s.tool} worker could not take these notebook names (a cell "
+                          f"there that reads them fails with NameError): {text}")  # fmt: skip
         # IPython's last results (``_``) are said nothing of: the user did not bind them
         # nor the package's own runs (``-o r1``): no cell expects them there (one that reads
         # them is told at once, ``setup_replay.check``)
