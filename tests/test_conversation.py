@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from nsight_magic.shared_state.project_paths import project_paths
+from nsight_magic.shared_state.project_code import project_paths
 from nsight_magic.worker.conversation import BOUNDS, Conversation
 from nsight_magic.worker.process import Reply
 
@@ -61,7 +61,8 @@ class _Transport:
 
 
 def _without_path(message: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in message.items() if k != "sys_path"}
+    """The request without the notebook's project code (sys.path, modules' prints)."""
+    return {k: v for k, v in message.items() if k not in ("sys_path", "project_modules")}
 
 
 def test_each_request_waits_under_the_deadline_or_its_own_bound() -> None:
@@ -78,6 +79,9 @@ def test_each_request_waits_under_the_deadline_or_its_own_bound() -> None:
     talk.imports(["numpy"], {})
     # every request carries the notebook's project folders on sys.path (project_paths.py)
     assert all(m["sys_path"] == project_paths() for m, _, _ in transport.sent)
+    # and before a cell (load, imports, receive) its project modules' code as loaded
+    assert [m["op"] for m, _, _ in transport.sent if "project_modules" in m] == ["load", "imports",
+                                                                         "imports"]  # fmt: skip
     messages = [(_without_path(m), t) for m, t, _ in transport.sent]
     assert messages == [
         ({"op": "load", "script": "/run/script.py", "cwd": "/nb"}, 5.0),

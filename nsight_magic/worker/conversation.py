@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..shared_state.project_paths import project_paths
+from ..shared_state.project_code import project_modules, project_paths
 from .process import LineSink, Reply
 
 __all__ = ["BOUNDS", "Conversation", "ConversationBounds", "Transport"]
@@ -32,6 +32,11 @@ class Transport(Protocol):
     def request(self, message: dict[str, Any], *, timeout: float | None = None,
                 cancel: threading.Event | None = None,
                 on_line: LineSink | None = None) -> Reply: ...  # fmt: skip
+
+
+# the requests before a cell runs or receives the notebook's objects: the worker's project
+# modules follow the notebook's first (a reload of an edited module)
+MODULES_WITH = frozenset({"load", "receive", "imports"})
 
 
 @dataclass(frozen=True)
@@ -87,8 +92,11 @@ class Conversation:
         if wait_s is not None:
             timeout = wait_s if timeout is None else min(timeout, wait_s)
         # the notebook's project folders on sys.path, with every request: what the worker
-        # unpickles or imports for it may come from them (shared_state/project_paths.py)
+        # unpickles or imports for it may come from them; before a cell, its project modules'
+        # code as the notebook loaded it (shared_state/project_code.py)
         request = {"op": op, "sys_path": project_paths(), **fields}
+        if op in MODULES_WITH:
+            request["project_modules"] = project_modules()
         reply = self.worker.request(request, timeout=timeout, cancel=self.cancel,
                                     on_line=self.on_line)  # fmt: skip
         if self.on_reply is not None:

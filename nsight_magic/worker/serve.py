@@ -45,7 +45,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from nsight_magic.processes.child_watchdog import stat_fields as _stat_fields  # stdlib only
-from nsight_magic.shared_state import project_paths
+from nsight_magic.shared_state import project_code
 from nsight_magic.shared_state.worker_side import WorkerState
 from nsight_magic.worker import messages
 
@@ -208,7 +208,8 @@ class Worker:
         if handler is None:
             return {"ok": False, "error": f"unknown op {op!r}"}
         with contextlib.suppress(Exception):  # a path it cannot take is the import's to say
-            project_paths.follow(msg.get("sys_path"))
+            project_code.follow(msg.get("sys_path"))
+            project_code.follow_modules(msg.get("project_modules"))
         return handler(msg)
 
     def _notebook_keeps(self, msg: dict[str, Any]) -> None:

@@ -1226,6 +1226,36 @@ HUNT_THIRD = [
         ["print(y)"],
         paths=ONE,
     ),
+    # a project module edited and reloaded in the notebook (importlib.reload, %autoreload):
+    # the worker, which imported it before, runs the notebook's new code too
+    *across(
+        "module-reloaded",
+        [
+            "open('modx.py', 'w').write('def f():\\n    return 1\\n')\nimport modx",
+            "%%nsys\ny = modx.f()",
+            "import importlib, os\nt = os.stat('modx.py').st_mtime\n"
+            "open('modx.py', 'w').write('def f():\\n    return 2\\n')\n"
+            "os.utime('modx.py', (t + 5, t + 5))\n_ = importlib.reload(modx)\ndel t",
+        ],
+        "z = modx.f()",
+        ["print(y, z)"],
+        paths=("nsys", "ncu", "warmup"),
+        again=False,
+    ),
+    Case(
+        "module-autoreloaded",
+        (
+            "%load_ext autoreload\n%autoreload 2",
+            "open('mody.py', 'w').write('def f():\\n    return 1\\n')\nimport mody",
+            "%%nsys\ny = mody.f()",
+            "import os\nt = os.stat('mody.py').st_mtime\n"
+            "open('mody.py', 'w').write('def f():\\n    return 22\\n')\n"
+            "os.utime('mody.py', (t + 5, t + 5))\ndel t",
+            "x = 0",
+            "%%nsys\nz = mody.f()",
+            "print(y, z)",
+        ),
+    ),
     # what the cell writes to stderr stays stderr: a warning, a bar, a log line (the worker's
     # stderr shares its stdout's pipe)
     *across(
