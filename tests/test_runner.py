@@ -253,3 +253,22 @@ def test_real_fixture_logs_parse(tmp_path: Path) -> None:
     for line in _lines(log.read_text()):
         p.feed(line)
     assert p.state.kernels_profiled == 3 and p.state.passes == 38
+
+
+def test_a_logs_frames_read_as_text_in_a_profilers_error(tmp_path: Path) -> None:
+    """A fresh script's stderr (a traceback) and displays are frames on its stdout, in the
+    log: a profiler's error shows them as the text they are (runner's marks are the script's)."""
+    from nsight_magic.script import display_frames
+
+    assert (runner.STDERR_MARK, runner.DISPLAY_MARK) == (display_frames.STDERR_MARK,
+                                                         display_frames.DISPLAY_MARK)  # fmt: skip
+    code = (
+        "import os\nfrom nsight_magic.script.display_frames import display_frame, stderr_frame\n"
+        "os.write(1, (stderr_frame('Traceback\\nValueError: \"bad\"\\n')"
+        " + display_frame({'text/plain': 'x'})).encode())\nraise SystemExit(3)"
+    )
+    res = runner.run([PY, "-c", code], log_path=tmp_path / "log")
+    with pytest.raises(ProfilerError) as info:
+        runner.raise_for_profiler(res, "nsys")
+    shown = str(info.value)
+    assert 'ValueError: "bad"' in shown and "[a display]" in shown and "nsight_magic-" not in shown

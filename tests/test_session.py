@@ -169,6 +169,27 @@ def test_what_a_cell_writes_to_stderr_comes_as_stderr_in_its_place(manager, tmp_
     assert seen[0] == ("out", "one\n") and seen[-1] == ("out", "two\n"), seen
     errs = "".join(t for kind, t in seen if kind == "err")
     assert "UserWarning: careful" in errs and "\r 10%\r100%\n" in errs and "logged\n" in errs
+    # the next cells: stderr wrapped once (each cell's script makes the class again), a lone
+    # surrogate shown as the descriptor shows it, the original's buffer still there; a display
+    # under redirect_stdout is the notebook's, not the redirect's
+    again = textwrap.dedent("""
+        import contextlib, io, sys
+        print(getattr(sys.stderr.original, "nsight_magic_frames", False))
+        sys.stderr.write("bad \\udcff\\n")
+        sys.stderr.buffer.flush()
+        with contextlib.redirect_stdout(io.StringIO()):
+            display("shown")
+    """)
+    for _ in range(2):
+        seen.clear()
+        request = CellRequest(cell=again, runs_root=tmp_path / "runs", cwd=str(tmp_path))
+        shown: list[dict] = []  # type: ignore[type-arg]
+        result = manager.profile(request, BareBackend(), notebook=Notebook(user_ns={}),
+                                 callbacks=dataclasses.replace(callbacks,
+                                                               display=shown.append))  # fmt: skip
+        assert result.report["status"] == "ok", result.report
+        assert seen[0] == ("out", "False\n") and ("err", "bad \\udcff\n") in seen, seen
+        assert [d["data"]["text/plain"] for d in shown] == ["'shown'"]
     # a worker's last lines in an error read as text, not frames
     (session,) = manager.workers.sessions_of("nsys")
     assert "logged" in session.worker.output_tail(30)

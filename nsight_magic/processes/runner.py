@@ -10,6 +10,7 @@ member of the group is left.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -153,7 +154,9 @@ def output_lines(fd: int, on_chunk: Callable[[bytes], None] | None = None) -> It
     for a last line the process left open. The ends travel so that a cell's ``print()``, its
     ``print(x, end='')`` and its bars show as they do in the plain notebook. ``on_chunk`` sees
     the raw bytes first (a log copy)."""
-    pending = b""
+    # the open line's chunks, joined once a line end comes (a long line, a display's frame of
+    # megabytes, is read in 64 KiB chunks: joined and split at each, it cost its length squared)
+    parts: list[bytes] = []
     while True:
         try:
             chunk = os.read(fd, 65536)
@@ -163,17 +166,18 @@ def output_lines(fd: int, on_chunk: Callable[[bytes], None] | None = None) -> It
             break
         if on_chunk is not None:
             on_chunk(chunk)
-        pending += chunk
+        if b"\n" not in chunk and b"\r" not in chunk:
+            parts.append(chunk)
+            continue
+        data = b"".join([*parts, chunk])
         # a "\r" last may be the first half of a "\r\n" the next read brings
-        held = b"\r" if pending.endswith(b"\r") else b""
-        *lines, pending = _LINE_END.split(
-            pending[: len(pending) - len(held)].replace(b"\r\n", b"\n")
-        )
-        pending += held
+        held = b"\r" if data.endswith(b"\r") else b""
+        *lines, rest = _LINE_END.split(data[: len(data) - len(held)].replace(b"\r\n", b"\n"))
+        parts = [rest + held] if rest or held else []
         for raw in lines:
             yield raw.decode(errors="replace")
-    if pending:
-        yield pending.decode(errors="replace")
+    if parts:
+        yield b"".join(parts).decode(errors="replace")
 
 
 # splits after each line end, keeping it with its line: [line + end, ..., the open rest]
@@ -273,10 +277,36 @@ def read_log(path: str | Path) -> str:
         return ""
 
 
+def readable_log(path: str | Path) -> str:
+    """A run's log as a person reads it: what the cell wrote to stderr as its text, a display
+    as a mark (the script writes both as frames on its stdout: script/display_frames.py)."""
+    text = read_log(path)
+    if FRAME_START not in text:
+        return text
+    text = _STDERR_FRAME.sub(lambda m: _json_text(m[1]), text)
+    return _DISPLAY_FRAME.sub("[a display]\n", text)
+
+
+# the frames' marks (script/display_frames.py's, which the script pastes: tests say they agree)
+FRAME_START = "\x00nsight_magic-"
+STDERR_MARK = "\x00nsight_magic-stderr "
+DISPLAY_MARK = "\x00nsight_magic-display "
+_STDERR_FRAME = re.compile(re.escape(STDERR_MARK) + r'("(?:[^"\\\n]|\\.)*")\x00\n?')
+_DISPLAY_FRAME = re.compile(re.escape(DISPLAY_MARK) + r"[^\n]*\x00\n?")
+
+
+def _json_text(quoted: str) -> str:
+    try:
+        text = json.loads(quoted)
+    except ValueError:
+        return quoted
+    return text if isinstance(text, str) else quoted
+
+
 def raise_for_profiler(result: RunResult, tool: str = "profiler") -> None:
     """Raise CounterPermissionError when the log shows ERR_NVGPUCTRPERM, ProfilerError on a
     non-zero exit; otherwise return."""
-    text = read_log(result.log_path)
+    text = readable_log(result.log_path)
     if "ERR_NVGPUCTRPERM" in text:
         raise CounterPermissionError(f"{COUNTER_PERMISSION_HELP} Log: {result.log_path}")
     if result.returncode not in (0, None):

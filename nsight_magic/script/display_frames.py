@@ -82,9 +82,7 @@ def forward_displays(shell: Any) -> None:
             update: bool = False,
             **kwargs: Any,
         ) -> None:
-            sys.stdout.flush()  # what the cell printed before it comes first
-            sys.stdout.write(display_frame(dict(data), metadata, transient, update))
-            sys.stdout.flush()
+            write_frame(display_frame(dict(data), metadata, transient, update))
 
     shell.display_pub = ForwardingPublisher(shell=shell, parent=shell)
 
@@ -118,13 +116,60 @@ def readable(line: str) -> str:
     return line if shown is None else f"{text}[a display: {', '.join(shown['data'])}]"
 
 
+def write_frame(frame: str) -> None:
+    """Write a frame on descriptor 1, the notebook's pipe (whatever the cell did to
+    ``sys.stdout``: a display under ``redirect_stdout`` is still the notebook's), after what
+    the cell printed before it, whole: one writer at a time (a thread's warning inside a
+    display's frame would spoil both), and a Ctrl-C half way through still finishes it (half a
+    frame reads as the cell's text)."""
+    for stream in (sys.stdout, sys.__stdout__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:  # a cell may have replaced or closed it
+            pass
+    data = frame.encode("utf-8", "backslashreplace")
+    stopped: BaseException | None = None
+    with _frame_lock():
+        while data:
+            try:
+                data = data[os.write(1, data) :]
+            except KeyboardInterrupt as exc:
+                stopped = exc
+    if stopped is not None:
+        raise stopped
+
+
+def _frame_lock() -> Any:
+    """One lock per process for every frame (this module is pasted into each cell's script
+    and run again: a lock of its own each time would not be one), new in a forked child."""
+    lock = getattr(sys, "_nsight_magic_frame_lock", None)
+    if lock is None:
+        import threading
+
+        lock = threading.Lock()
+        sys._nsight_magic_frame_lock = lock  # type: ignore[attr-defined]
+
+        def renew() -> None:
+            sys._nsight_magic_frame_lock = threading.Lock()  # type: ignore[attr-defined]
+
+        os.register_at_fork(after_in_child=renew)
+    return lock
+
+
 class FramedStderr(io.TextIOBase):
     """``sys.stderr`` of a profiled process: each write goes on descriptor 1 (the notebook's
-    pipe, whatever the cell did to ``sys.stdout``) as a frame, after what the cell printed
-    before it. Its descriptor is still 2 (``fileno``: what a subprocess inherits)."""
+    pipe) as a frame (``write_frame``), after what the cell printed before it. Its descriptor
+    is still 2 (``fileno``: what a subprocess inherits); what it lacks (``buffer``,
+    ``reconfigure``) is the original stream's."""
+
+    nsight_magic_frames = True  # the mark ``frame_stderr`` knows it by, whichever cell made it
 
     def __init__(self, original: Any) -> None:
         self.original = original
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.original, name)
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
@@ -147,22 +192,17 @@ class FramedStderr(io.TextIOBase):
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
         if text:
-            for stream in (sys.stdout, sys.__stdout__):
-                try:
-                    if stream is not None:
-                        stream.flush()
-                except Exception:  # a cell may have replaced or closed it
-                    pass
-            frame = stderr_frame(text).encode("utf-8", "backslashreplace")
+            # a lone surrogate (bytes decoded with surrogateescape) as the descriptor shows it
+            shown = text.encode("utf-8", "backslashreplace").decode("utf-8")
             try:
-                while frame:
-                    frame = frame[os.write(1, frame) :]
+                write_frame(stderr_frame(shown))
             except OSError:  # no pipe to the notebook (closed by the cell): as it was
                 self.original.write(text)
         return len(text)
 
 
 def frame_stderr() -> None:
-    """Make ``sys.stderr`` a ``FramedStderr`` (once)."""
-    if not isinstance(sys.stderr, FramedStderr) and sys.stderr is not None:
+    """Make ``sys.stderr`` a ``FramedStderr`` (once: the class is made again with each cell's
+    script, so it is known by its mark)."""
+    if sys.stderr is not None and not getattr(sys.stderr, "nsight_magic_frames", False):
         sys.stderr = FramedStderr(sys.stderr)

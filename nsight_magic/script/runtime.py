@@ -29,6 +29,7 @@ import json
 import linecache
 import os
 import pickle
+import re
 import sys
 import time
 import traceback
@@ -262,6 +263,11 @@ def notebook_display(*objs: Any, **kwargs: Any) -> None:
     display(*objs, **kwargs)
 
 
+# a cell that displays: a call of ``display`` (not ``pd.set_option("display.max_rows")``), or
+# IPython's display objects
+DISPLAYS = re.compile(r"(?<![\w.'\"])display\s*\(|\bIPython\b")
+
+
 def provide_display() -> None:
     """``display`` as a builtin, unless there is one (an IPython shell here puts its own)."""
     if not hasattr(builtins, "display"):
@@ -402,7 +408,7 @@ def prepare(ns: dict[str, Any]) -> None:
         load_vars(ns, VARS_FILE)
     # a cell that displays (display(df), IPython.display) gets the shell that sends displays
     # to the notebook; without one IPython's display prints the text
-    if NEEDS_IPYTHON or "display" in CELL:
+    if NEEDS_IPYTHON or DISPLAYS.search(CELL):
         use_ipython(ns)
 
 

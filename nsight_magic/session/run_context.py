@@ -4,6 +4,7 @@ executors, the worker pool (a worker starts for a run) and the prewarm (a run of
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -52,12 +53,14 @@ class Lines:
     def __call__(self, line: str) -> None:
         text, shown = read_display(line)
         if shown is not None:
-            if text:  # what the cell left open before it
+            if text and not RANK_PREFIX.match(text):  # what the cell left open before it
                 self(text)
             self._display(shown)
             return
         text, written = read_stderr(line)
         if written is not None:
+            if RANK_PREFIX.match(text):  # the rank's line, as torchrun shows it
+                written, text = text + written, ""
             if text:
                 self(text)
             self._stderr(written)
@@ -104,6 +107,9 @@ class Lines:
         elif self.callbacks.output and str(shown["data"].get("text/plain", "")).strip():
             self.callbacks.output(str(shown["data"]["text/plain"]))
 
+
+# what torchrun puts before each line of a rank (``--tee``): before a frame, the frame's own
+RANK_PREFIX = re.compile(r"\[(default|rank)\d+\]:$")
 
 # profiler lines the cell's own output may follow at once (a first line of it blank included)
 CELL_OUTPUT_FOLLOWS = ("Capture range started", "==PROF==")

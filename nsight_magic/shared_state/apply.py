@@ -90,20 +90,33 @@ class _Applier:
         if key not in self.msg.new or key in self._creating:
             raise pickle.UnpicklingError(f"the other side referred to object {key}, not here")
         self._creating.add(key)
-        create = self.load(self.msg.new[key][0])
-        if create is _Namespace.MARK:
-            obj: Any = self.graph.namespace
-        else:
-            factory, args = create
-            args = tuple(self.graph.namespace if a is _Namespace.MARK else a for a in args)
-            obj = factory(*args)
-            if factory is definitions.define:
-                self.graph.from_source.add(key)
-        self.graph.put(key, obj)
-        self.out.created[key] = obj
-        # filled at once: an object another one's creation takes as an argument (a frame's
-        # index its attributes) must be whole by then; a cycle meets a partial one
-        self._fill(key, obj, self.msg.new[key][1])
+        obj: Any = None
+        try:
+            create = self.load(self.msg.new[key][0])
+            if create is _Namespace.MARK:
+                obj = self.graph.namespace
+            else:
+                factory, args = create
+                args = tuple(self.graph.namespace if a is _Namespace.MARK else a for a in args)
+                obj = factory(*args)
+                if factory is definitions.define:
+                    self.graph.from_source.add(key)
+            self.graph.put(key, obj)
+            self.out.created[key] = obj
+            # filled at once: an object another one's creation takes as an argument (a
+            # frame's index its attributes) must be whole by then; a cycle meets a partial one
+            self._fill(key, obj, self.msg.new[key][1])
+        except BaseException as exc:
+            # not made: what reaches it fails with its reason (kept half-made, ``[G()]`` of a
+            # class this side cannot import was bound as ``[]`` without a word)
+            self._creating.discard(key)
+            if obj is not None and self.graph.table.get(key) is obj:
+                self.graph.table.pop(key, None)
+                self.graph.key_of.pop(id(obj), None)
+                self.out.created.pop(key, None)
+            if isinstance(exc, Exception | SystemExit):
+                self.broken.setdefault(key, str(exc) if isinstance(exc, _Broken) else _unmade(exc))
+            raise
         return obj
 
     def _fill(self, key: Key, obj: Any, data: bytes) -> None:
@@ -159,7 +172,7 @@ class _Applier:
         try:
             step()
         except (Exception, SystemExit) as exc:
-            self.broken[key] = _unmade(exc)
+            self.broken[key] = str(exc) if isinstance(exc, _Broken) else _unmade(exc)
             self._creating.discard(key)
             names = [n for n, v in self.graph.namespace.items() if obj is not None and v is obj]
             for name in names:  # the names bound to it

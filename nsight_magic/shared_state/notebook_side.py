@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import pickle
 import sys
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,6 +101,18 @@ class Incoming:
         return lines
 
 
+def _reached(walk: Walk, start: Iterable[Key]) -> set[Key]:
+    """The keys ``start`` reaches in ``walk``, themselves included."""
+    seen: set[Key] = set()
+    todo = list(start)
+    while todo:
+        key = todo.pop()
+        if key not in seen:
+            seen.add(key)
+            todo.extend(walk.children.get(key, ()))
+    return seen
+
+
 class NotebookState:
     """The notebook's graph of what one worker has (``graph``), and the names it must send
     again whatever their prints say (``resend``: a value bound for one run only)."""
@@ -150,10 +162,14 @@ class NotebookState:
         """The worker could not make these names of the message ``out`` (``agreed`` already):
         their bindings, and the objects first sent with them that no name it made reaches,
         are not the worker's (else the next message refers to an object it never made)."""
-        made = {key for name, keys in out.walk.binding_keys.items() if name not in failed
-                for key in keys}  # fmt: skip
+        walk = out.walk
+        made = _reached(walk, (k for n, keys in walk.binding_keys.items() if n not in failed
+                               for k in keys))  # fmt: skip
         new = set(out.msg.new)
-        lost = {key for name in failed for key in out.walk.binding_keys.get(name, ())
+        # what the failed names reach through their objects' own (g.h of a g it could not
+        # make), not only what they name
+        lost = {key for key in _reached(walk, (k for n in failed
+                                               for k in walk.binding_keys.get(n, ())))
                 if key in new and key not in made}  # fmt: skip
         for name in failed:
             self.graph.bindings.pop(name, None)

@@ -44,7 +44,8 @@ def test_a_training_step_changes_no_process_state(zygote: Zygote, tmp_path: Path
 # worker cannot see): the worker cannot make it
 GHOST = ("import types, sys\nm = types.ModuleType('ghost')\n"
          "exec('class G:\\n    pass', m.__dict__)\n"
-         "m.G.__module__ = 'ghost'\nsys.modules['ghost'] = m\ng = m.G()")  # fmt: skip
+         "m.G.__module__ = 'ghost'\nsys.modules['ghost'] = m\ng = m.G()\nclass H:\n    pass\n"
+         "g.h = H()\nholds = [m.G()]")  # fmt: skip
 
 
 def test_a_name_the_worker_cannot_make_is_said_once_and_truly(zygote: Zygote, tmp_path: Path
@@ -58,5 +59,18 @@ def test_a_name_the_worker_cannot_make_is_said_once_and_truly(zygote: Zygote, tm
             for cell in dumps["profiled"]]  # fmt: skip
     assert [len(s) for s in said] == [0, 1, 0, 1, 1], said
     assert all("No module named 'ghost'" in s[0] for s in said if s)
+    # a list of one (its item not made) is not bound as an empty list without a word
+    assert "holds:" in said[1][0] and "holds:" in said[3][0], said
     assert "referred to object" not in json.dumps(dumps["profiled"])
     compare(cells[:4], {side: dumps[side][:4] for side in dumps})
+
+
+def test_a_name_the_worker_could_not_make_comes_whole_later(zygote: Zygote, tmp_path: Path) -> None:
+    """What the name reaches through its object's own (``g.h``) was forgotten with it as the
+    worker's: once the worker can import the module, ``g`` arrives with ``g.h``."""
+    cells = [GHOST, "%%nsys\ny = 1",
+             "open('ghost.py', 'w').write('class G:\\n    pass\\n')",
+             "%%nsys\nprint(type(g.h).__name__, len(holds))"]  # fmt: skip
+    dumps = run_case(zygote, cells, {}, tmp_path)
+    assert dumps["profiled"][-1]["stdout"] == "H 1\n"
+    compare(cells, dumps)
