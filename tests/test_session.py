@@ -138,6 +138,14 @@ def test_a_cells_displays_come_as_the_notebook_shows_them(manager, tmp_path) -> 
     html, image = seen[1][1], seen[2][1]
     assert isinstance(html, dict) and html["data"]["text/html"] == "<b>bold</b>"
     assert isinstance(image, dict) and base64.b64decode(image["data"]["image/png"]) == png
+    # a live plot's loop: clear_output(wait=True) reaches the notebook's display too
+    seen.clear()
+    request = CellRequest(cell="from IPython.display import clear_output\nclear_output(wait=True)",
+                          runs_root=tmp_path / "runs", cwd=str(tmp_path))  # fmt: skip
+    manager.profile(request, BareBackend(), notebook=Notebook(user_ns={}), callbacks=callbacks)
+    assert [d for kind, d in seen if kind == "display"] == [
+        {"data": {}, "metadata": {}, "transient": {}, "update": False, "clear": True}
+    ]
     # a run with no display (a sweep's lines, a test): the display's text as a line
     lines: list[str] = []
     request = CellRequest(cell="display(HTML('<i>x</i>'))", runs_root=tmp_path / "runs",

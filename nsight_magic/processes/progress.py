@@ -155,8 +155,12 @@ class ProgressLine:
     def display(self, shown: dict[str, Any]) -> None:
         """A display of the cell's, every format it has (the frontend picks, as for the plain
         notebook's ``display``); ``transient`` and ``update`` keep a ``display_id`` redrawn."""
-        from IPython.display import publish_display_data
+        from IPython.display import clear_output, publish_display_data
 
+        if "clear" in shown:  # the cell's clear_output(wait=...)
+            clear_output(wait=bool(shown["clear"]))
+            self.handle, self.last, self.open_line = None, "", False  # its status line went too
+            return
         publish_display_data(shown["data"], shown.get("metadata") or None,
                              transient=shown.get("transient") or None,
                              update=bool(shown.get("update")))  # fmt: skip

@@ -49,6 +49,13 @@ def display_frame(
     return f"{DISPLAY_MARK}{json.dumps(body, default=str)}\x00\n"
 
 
+def clear_frame(wait: bool) -> str:
+    """``clear_output(wait=...)`` as a display frame with no formats (a live plot's loop
+    clears the cell's output before each new figure)."""
+    body = {"data": {}, "metadata": {}, "transient": {}, "update": False, "clear": bool(wait)}
+    return f"{DISPLAY_MARK}{json.dumps(body)}\x00\n"
+
+
 def read_display(line: str) -> tuple[str, dict[str, Any] | None]:
     """``(text, display)`` of an output line: the text printed before a display's frame on the
     same line and the display (``data``, ``metadata``, ``transient``, ``update``); ``(line,
@@ -83,6 +90,9 @@ def forward_displays(shell: Any) -> None:
             **kwargs: Any,
         ) -> None:
             write_frame(display_frame(dict(data), metadata, transient, update))
+
+        def clear_output(self, wait: bool = False) -> None:
+            write_frame(clear_frame(wait))
 
     shell.display_pub = ForwardingPublisher(shell=shell, parent=shell)
 

@@ -104,6 +104,8 @@ class Lines:
         self._after_profiler = False
         if self.callbacks.display:
             self.callbacks.display(shown)
+        elif "clear" in shown:  # clear_output(): no display to clear
+            return
         elif self.callbacks.output and str(shown["data"].get("text/plain", "")).strip():
             self.callbacks.output(str(shown["data"]["text/plain"]))
 
