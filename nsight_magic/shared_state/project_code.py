@@ -14,8 +14,10 @@ entries, or after.
 ``importlib.reload(model)`` (or has ``%autoreload``) runs the new code; the worker, which
 imported the module before, still ran the old one, silently. Each project module (a ``.py``
 file outside the interpreter's folders) goes as a print of the code it loaded; a worker whose
-copy prints otherwise reloads it (``follow_modules``). A module the notebook did not reload
-keeps its old code on both sides, as Python does.
+copy prints otherwise reloads it (``follow_modules``), as ``%autoreload`` does where the
+notebook has it on (the old classes and functions take the new code: an instance made before,
+a ``from model import f``). A module the notebook did not reload keeps its old code on both
+sides, as Python does.
 
 Both go with the requests before a cell (``worker/conversation.py``). Standard library only.
 """
@@ -101,7 +103,20 @@ def project_modules() -> dict[str, Any]:
             continue  # the interpreter's, or no file (torch.ops says '_ops.py')
         with contextlib.suppress(Exception):  # a module whose attributes cannot be read
             prints[name] = code_print(module)
-    return {"python": _python(), "modules": prints}
+    return {"python": _python(), "modules": prints, "superreload": _autoreloading()}
+
+
+def _autoreloading() -> bool:
+    """Whether the notebook has IPython's ``%autoreload`` on: it reloads a module's old
+    functions and classes in place (``from model import GPT`` and its instances take the new
+    code), which the worker then does too; ``importlib.reload`` makes new ones."""
+    ipython = sys.modules.get("IPython")
+    try:
+        shell = ipython.get_ipython() if ipython is not None else None
+        magics = shell.magics_manager.registry.get("AutoreloadMagics") if shell else None
+        return bool(magics is not None and magics._reloader.enabled)
+    except Exception:  # another IPython's insides
+        return False
 
 
 def code_print(module: types.ModuleType) -> int:
@@ -120,6 +135,24 @@ def code_print(module: types.ModuleType) -> int:
     return crc
 
 
+def _in_place(superreload: Any) -> Any:
+    """IPython's ``superreload`` as the notebook's ``%autoreload`` leaves the module: its
+    names bound to the old functions and classes, which took the new code (``model.f is f``
+    after a ``from model import f``, as in the notebook)."""
+
+    def reload(module: types.ModuleType) -> types.ModuleType:
+        old = dict(vars(module))
+        superreload(module)
+        for name, new in list(vars(module).items()):
+            was = old.get(name)
+            if was is not None and was is not new and type(was) is type(new) \
+                    and isinstance(was, types.FunctionType | type):  # fmt: skip
+                setattr(module, name, was)
+        return module
+
+    return reload
+
+
 # module name -> the print a reload did not reach (a file changed again): not tried again
 _UNREACHED: dict[str, int] = {}
 
@@ -129,6 +162,12 @@ def follow_modules(sent: Mapping[str, Any] | None) -> list[str]:
     imported with other code than the notebook's; returns their names."""
     if not sent or sent.get("python") != _python():
         return []
+    reload: Any = importlib.reload
+    if sent.get("superreload"):  # as %autoreload does: the old objects take the new code
+        with contextlib.suppress(Exception):
+            from IPython.extensions.autoreload import superreload
+
+            reload = _in_place(superreload)
     reloaded = []
     for name, want in dict(sent.get("modules") or {}).items():
         module = sys.modules.get(name)
@@ -137,7 +176,7 @@ def follow_modules(sent: Mapping[str, Any] | None) -> list[str]:
         try:
             if code_print(module) == want:
                 continue
-            importlib.reload(module)
+            reload(module)
         except Exception:  # the file gone or broken: the cell's import says so, not this
             _UNREACHED[name] = want
             continue

@@ -1246,13 +1246,16 @@ HUNT_THIRD = [
         "module-autoreloaded",
         (
             "%load_ext autoreload\n%autoreload 2",
-            "open('mody.py', 'w').write('def f():\\n    return 1\\n')\nimport mody",
+            "open('mody.py', 'w').write('def f():\\n    return 1\\n"
+            "class C:\\n    def m(self):\\n        return 1\\n')\nimport mody\n"
+            "from mody import f\nc = mody.C()",
             "%%nsys\ny = mody.f()",
             "import os\nt = os.stat('mody.py').st_mtime\n"
-            "open('mody.py', 'w').write('def f():\\n    return 22\\n')\n"
+            "open('mody.py', 'w').write('def f():\\n    return 22\\n"
+            "class C:\\n    def m(self):\\n        return 22\\n')\n"
             "os.utime('mody.py', (t + 5, t + 5))\ndel t",
             "x = 0",
-            "%%nsys\nz = mody.f()",
+            "%%nsys\nz = (mody.f(), f(), c.m())",
             "print(y, z)",
         ),
     ),
