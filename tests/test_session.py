@@ -111,6 +111,13 @@ def test_every_line_a_cell_prints_is_shown_before_its_result(run, manager) -> No
     assert not session.worker._marks_lost  # every reply found its mark: none was waited out
 
 
+def _profiled(manager, tmp_path, cell: str, callbacks: RunCallbacks):
+    """``cell`` profiled in the bare nsys-slot worker, these callbacks, a notebook of its own."""
+    request = CellRequest(cell=cell, runs_root=tmp_path / "runs", cwd=str(tmp_path))
+    return manager.profile(request, BareBackend(), notebook=Notebook(user_ns={}),
+                           callbacks=callbacks)  # fmt: skip
+
+
 def test_a_cells_displays_come_as_the_notebook_shows_them(manager, tmp_path) -> None:
     """``display(df)`` in a profiled cell: every format IPython made of it (HTML, an image's
     bytes as base64, as a notebook file keeps them) reaches the notebook's display, in its
@@ -128,9 +135,7 @@ def test_a_cells_displays_come_as_the_notebook_shows_them(manager, tmp_path) -> 
     seen: list[tuple[str, object]] = []
     callbacks = RunCallbacks(text=lambda t: seen.append(("text", t)),
                              display=lambda d: seen.append(("display", d)))  # fmt: skip
-    request = CellRequest(cell=cell, runs_root=tmp_path / "runs", cwd=str(tmp_path))
-    result = manager.profile(request, BareBackend(), notebook=Notebook(user_ns={}),
-                             callbacks=callbacks)  # fmt: skip
+    result = _profiled(manager, tmp_path, cell, callbacks)
     assert result.report["status"] == "ok"
     kinds = [kind for kind, _ in seen]
     assert kinds == ["text", "display", "display", "text"], seen
@@ -140,18 +145,18 @@ def test_a_cells_displays_come_as_the_notebook_shows_them(manager, tmp_path) -> 
     assert isinstance(image, dict) and base64.b64decode(image["data"]["image/png"]) == png
     # a live plot's loop: clear_output(wait=True) reaches the notebook's display too
     seen.clear()
-    request = CellRequest(cell="from IPython.display import clear_output\nclear_output(wait=True)",
-                          runs_root=tmp_path / "runs", cwd=str(tmp_path))  # fmt: skip
-    manager.profile(request, BareBackend(), notebook=Notebook(user_ns={}), callbacks=callbacks)
+    _profiled(
+        manager,
+        tmp_path,
+        "from IPython.display import clear_output\nclear_output(wait=True)",
+        callbacks,
+    )
     assert [d for kind, d in seen if kind == "display"] == [
         {"data": {}, "metadata": {}, "transient": {}, "update": False, "clear": True}
     ]
     # a run with no display (a sweep's lines, a test): the display's text as a line
     lines: list[str] = []
-    request = CellRequest(cell="display(HTML('<i>x</i>'))", runs_root=tmp_path / "runs",
-                          cwd=str(tmp_path))  # fmt: skip
-    manager.profile(request, BareBackend(), notebook=Notebook(user_ns={}),
-                    callbacks=RunCallbacks(output=lines.append))  # fmt: skip
+    _profiled(manager, tmp_path, "display(HTML('<i>x</i>'))", RunCallbacks(output=lines.append))
     assert lines == ["<IPython.core.display.HTML object>"]
 
 
@@ -170,9 +175,7 @@ def test_what_a_cell_writes_to_stderr_comes_as_stderr_in_its_place(manager, tmp_
     seen: list[tuple[str, str]] = []
     callbacks = RunCallbacks(text=lambda t: seen.append(("out", t)),
                              stderr=lambda t: seen.append(("err", t)))  # fmt: skip
-    request = CellRequest(cell=cell, runs_root=tmp_path / "runs", cwd=str(tmp_path))
-    result = manager.profile(request, BareBackend(), notebook=Notebook(user_ns={}),
-                             callbacks=callbacks)  # fmt: skip
+    result = _profiled(manager, tmp_path, cell, callbacks)
     assert result.report["status"] == "ok"
     assert seen[0] == ("out", "one\n") and seen[-1] == ("out", "two\n"), seen
     errs = "".join(t for kind, t in seen if kind == "err")
@@ -190,11 +193,9 @@ def test_what_a_cell_writes_to_stderr_comes_as_stderr_in_its_place(manager, tmp_
     """)
     for _ in range(2):
         seen.clear()
-        request = CellRequest(cell=again, runs_root=tmp_path / "runs", cwd=str(tmp_path))
         shown: list[dict] = []  # type: ignore[type-arg]
-        result = manager.profile(request, BareBackend(), notebook=Notebook(user_ns={}),
-                                 callbacks=dataclasses.replace(callbacks,
-                                                               display=shown.append))  # fmt: skip
+        result = _profiled(manager, tmp_path, again,
+                           dataclasses.replace(callbacks, display=shown.append))  # fmt: skip
         assert result.report["status"] == "ok", result.report
         assert seen[0] == ("out", "False\n") and ("err", "bad \\udcff\n") in seen, seen
         assert [d["data"]["text/plain"] for d in shown] == ["'shown'"]

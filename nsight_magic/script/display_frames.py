@@ -60,17 +60,23 @@ def read_display(line: str) -> tuple[str, dict[str, Any] | None]:
     """``(text, display)`` of an output line: the text printed before a display's frame on the
     same line and the display (``data``, ``metadata``, ``transient``, ``update``); ``(line,
     None)`` for any other line, or a frame that does not read."""
-    head, sep, tail = line.partition(DISPLAY_MARK)
+    head, body = _read_frame(line, DISPLAY_MARK)
+    if not isinstance(body, dict) or not isinstance(body.get("data"), dict):
+        return line, None
+    return head, body
+
+
+def _read_frame(line: str, mark: str) -> tuple[str, Any]:
+    """``(the text before it, its JSON value)`` of a line holding a frame of ``mark``;
+    ``(line, None)`` for any other line, or a frame that does not read."""
+    head, sep, tail = line.partition(mark)
     tail = tail.rstrip("\r\n")
     if not sep or not tail.endswith("\x00"):
         return line, None
     try:
-        body = json.loads(tail[:-1])
+        return head, json.loads(tail[:-1])
     except ValueError:
         return line, None
-    if not isinstance(body, dict) or not isinstance(body.get("data"), dict):
-        return line, None
-    return head, body
 
 
 def forward_displays(shell: Any) -> None:
@@ -105,14 +111,7 @@ def stderr_frame(text: str) -> str:
 def read_stderr(line: str) -> tuple[str, str | None]:
     """``(text, written)``: the text printed before a stderr frame on the same line and what
     was written to stderr; ``(line, None)`` for any other line."""
-    head, sep, tail = line.partition(STDERR_MARK)
-    tail = tail.rstrip("\r\n")
-    if not sep or not tail.endswith("\x00"):
-        return line, None
-    try:
-        written = json.loads(tail[:-1])
-    except ValueError:
-        return line, None
+    head, written = _read_frame(line, STDERR_MARK)
     return (head, written) if isinstance(written, str) else (line, None)
 
 
