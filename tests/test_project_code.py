@@ -4,6 +4,7 @@ notebook loaded it."""
 
 from __future__ import annotations
 
+import os
 import site
 import sys
 from pathlib import Path
@@ -88,4 +89,77 @@ def test_a_module_the_notebook_reloaded_is_reloaded_where_its_code_differs(
         assert project_paths.follow_modules(wanted) == []  # equal now: nothing to do
     finally:
         sys.modules.pop("proj_mod_v", None)
+        project_paths._UNREACHED.clear()
+
+
+MODULE = """
+import enum, functools
+def base():
+    return {"a": frozenset({"x", "y", "z"})}
+@functools.wraps(base)
+def wrapped():
+    return base()
+class K:
+    @property
+    def p(self):
+        return (3, 224, 224)
+    @staticmethod
+    def st():
+        return {RESULT}
+class Mode(enum.Enum):
+    TRAIN = 1
+"""
+
+
+def test_a_modules_print_is_its_code_alone(tmp_path: Path) -> None:
+    """The same file prints the same in every process (string hashing, how many hold a
+    constant: neither is the code), and an edit only inside a staticmethod prints otherwise."""
+    import subprocess
+
+    (tmp_path / "pm_same.py").write_text(MODULE.replace("{RESULT}", "1"))
+    show = ("import sys; sys.path.insert(0, sys.argv[1]); import pm_same\n"
+            "from nsight_magic.shared_state.project_code import code_print\n"
+            "keep = pm_same.K().p; print(code_print(pm_same))")  # fmt: skip
+    prints = {
+        subprocess.run(
+            [sys.executable, "-c", show, str(tmp_path)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert len(prints) == 1
+    (tmp_path / "pm_other.py").write_text(MODULE.replace("{RESULT}", "2"))
+    show_other = show.replace("pm_same", "pm_other")
+    other = subprocess.run([sys.executable, "-c", show_other, str(tmp_path)],
+                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert other != prints.pop()
+
+
+def test_autoreload_in_the_worker_keeps_an_enum_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """%autoreload's way (old functions take the new code, the module keeps them) leaves an
+    Enum the new one, as IPython does: its members are its own class's."""
+    import importlib
+
+    pytest.importorskip("IPython")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = tmp_path / "pm_enum.py"
+    source.write_text(MODULE.replace("{RESULT}", "1"))
+    module = importlib.import_module("pm_enum")
+    try:
+        old_base = module.base
+        stat = source.stat()
+        source.write_text(MODULE.replace("{RESULT}", "2"))
+        os.utime(source, (stat.st_mtime + 5, stat.st_mtime + 5))
+        wanted = {"python": project_paths._python(), "superreload": True,
+                  "modules": {"pm_enum": 0}}  # fmt: skip
+        assert project_paths.follow_modules(wanted) == ["pm_enum"]
+        assert module.K.st() == 2 and module.base is old_base  # the old function, new code
+        assert isinstance(module.Mode.TRAIN, module.Mode)
+    finally:
+        sys.modules.pop("pm_enum", None)
         project_paths._UNREACHED.clear()

@@ -166,7 +166,7 @@ def output_lines(fd: int, on_chunk: Callable[[bytes], None] | None = None) -> It
             break
         if on_chunk is not None:
             on_chunk(chunk)
-        if b"\n" not in chunk and b"\r" not in chunk:
+        if b"\n" not in chunk and b"\r" not in chunk and not (parts and parts[-1][-1:] == b"\r"):
             parts.append(chunk)
             continue
         data = b"".join([*parts, chunk])
@@ -176,8 +176,10 @@ def output_lines(fd: int, on_chunk: Callable[[bytes], None] | None = None) -> It
         parts = [rest + held] if rest or held else []
         for raw in lines:
             yield raw.decode(errors="replace")
-    if parts:
-        yield b"".join(parts).decode(errors="replace")
+    if parts:  # the rest, a held "\r" still ending its own line
+        for raw in _LINE_END.split(b"".join(parts).replace(b"\r\n", b"\n")):
+            if raw:
+                yield raw.decode(errors="replace")
 
 
 # splits after each line end, keeping it with its line: [line + end, ..., the open rest]

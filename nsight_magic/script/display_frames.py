@@ -137,33 +137,45 @@ def write_frame(frame: str) -> None:
                 stream.flush()
         except Exception:  # a cell may have replaced or closed it
             pass
-    data = frame.encode("utf-8", "backslashreplace")
+    lock, mine = _frame_state()
+    if getattr(mine, "writing", False):
+        # this thread is inside a frame's write (a signal handler that warns while a big
+        # display waits on a full pipe): its frame goes right after, not into the middle
+        mine.pending.append(frame)
+        return
     stopped: BaseException | None = None
-    with _frame_lock():
-        while data:
-            try:
-                data = data[os.write(1, data) :]
-            except KeyboardInterrupt as exc:
-                stopped = exc
+    with lock:
+        mine.writing, mine.pending = True, [frame]
+        try:
+            while mine.pending:
+                data = mine.pending.pop(0).encode("utf-8", "backslashreplace")
+                while data:
+                    try:
+                        data = data[os.write(1, data) :]
+                    except KeyboardInterrupt as exc:
+                        stopped = exc
+        finally:
+            mine.writing = False
     if stopped is not None:
         raise stopped
 
 
-def _frame_lock() -> Any:
-    """One lock per process for every frame (this module is pasted into each cell's script
-    and run again: a lock of its own each time would not be one), new in a forked child."""
-    lock = getattr(sys, "_nsight_magic_frame_lock", None)
-    if lock is None:
+def _frame_state() -> Any:
+    """One lock per process for every frame and each thread's own state (this module is
+    pasted into each cell's script and run again: a lock of its own each time would not be
+    one), new in a forked child."""
+    state = getattr(sys, "_nsight_magic_frames", None)
+    if state is None:
         import threading
 
-        lock = threading.Lock()
-        sys._nsight_magic_frame_lock = lock  # type: ignore[attr-defined]
+        state = (threading.Lock(), threading.local())
+        sys._nsight_magic_frames = state  # type: ignore[attr-defined]
 
         def renew() -> None:
-            sys._nsight_magic_frame_lock = threading.Lock()  # type: ignore[attr-defined]
+            sys._nsight_magic_frames = (threading.Lock(), threading.local())  # type: ignore[attr-defined]
 
         os.register_at_fork(after_in_child=renew)
-    return lock
+    return state
 
 
 class FramedStderr(io.TextIOBase):
@@ -178,6 +190,8 @@ class FramedStderr(io.TextIOBase):
         self.original = original
 
     def __getattr__(self, name: str) -> Any:
+        if name == "original" or name.startswith("__"):  # (copy.copy asks before __init__)
+            raise AttributeError(name)
         return getattr(self.original, name)
 
     @property

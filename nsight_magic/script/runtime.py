@@ -263,9 +263,9 @@ def notebook_display(*objs: Any, **kwargs: Any) -> None:
     display(*objs, **kwargs)
 
 
-# a cell that displays: a call of ``display`` (not ``pd.set_option("display.max_rows")``), or
-# IPython's display objects
-DISPLAYS = re.compile(r"(?<![\w.'\"])display\s*\(|\bIPython\b")
+# a cell that displays: the name ``display`` (a call, ``map(display, figs)``; not
+# ``pd.set_option("display.max_rows")``), or IPython's display objects
+DISPLAYS = re.compile(r"(?<![\w.'\"])display(?![\w.'\"])|\bIPython\b")
 
 
 def provide_display() -> None:

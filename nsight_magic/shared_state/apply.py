@@ -91,6 +91,7 @@ class _Applier:
             raise pickle.UnpicklingError(f"the other side referred to object {key}, not here")
         self._creating.add(key)
         obj: Any = None
+        since = len(self.out.created)  # what its making makes too (a cycle's other half)
         try:
             create = self.load(self.msg.new[key][0])
             if create is _Namespace.MARK:
@@ -110,10 +111,14 @@ class _Applier:
             # not made: what reaches it fails with its reason (kept half-made, ``[G()]`` of a
             # class this side cannot import was bound as ``[]`` without a word)
             self._creating.discard(key)
-            if obj is not None and self.graph.table.get(key) is obj:
-                self.graph.table.pop(key, None)
-                self.graph.key_of.pop(id(obj), None)
-                self.out.created.pop(key, None)
+            # it and what its making made (B of a cycle holds a half-made A): made again
+            # later, or failed with its reason
+            for made in list(self.out.created)[since:]:
+                self._creating.discard(made)
+                half = self.out.created.pop(made)
+                if self.graph.table.get(made) is half:
+                    self.graph.table.pop(made, None)
+                    self.graph.key_of.pop(id(half), None)
             if isinstance(exc, Exception | SystemExit):
                 self.broken.setdefault(key, str(exc) if isinstance(exc, _Broken) else _unmade(exc))
             raise

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import marshal
 import os
 import site
 import sys
@@ -120,19 +119,58 @@ def _autoreloading() -> bool:
 
 
 def code_print(module: types.ModuleType) -> int:
-    """A print of the code ``module`` holds: its own functions' and its classes' methods'
-    code objects as they were loaded (a reload of an edited file prints otherwise)."""
+    """A print of the code ``module`` holds: its own functions', its classes' methods' (and
+    what decorators, properties and nested classes hold) code as loaded: an edit of the file
+    reloaded prints otherwise. Of the code's contents only (``marshal`` marks a constant by
+    how many hold it, which changes without an edit; file names and lines are left out)."""
     crc = 0
     for key in sorted(k for k in vars(module) if isinstance(k, str)):
         value = vars(module)[key]
         if getattr(value, "__module__", None) != module.__name__:
             continue  # imported from elsewhere
-        members = vars(value).values() if isinstance(value, type) else (value,)
-        for member in members:
-            code = getattr(member, "__code__", None)
-            if isinstance(code, types.CodeType):
-                crc = zlib.crc32(marshal.dumps(code), crc)
+        for code in _codes(value, module.__name__, 0):
+            crc = zlib.crc32(_code_bytes(code), crc)
     return crc
+
+
+def _codes(value: Any, module: str, depth: int) -> list[types.CodeType]:
+    """The code objects ``value`` holds: a function's, through ``functools.wraps`` and
+    ``lru_cache`` (``__wrapped__``), a property's, a classmethod's or staticmethod's, and a
+    class's own members (a nested class's too)."""
+    if depth > 4:
+        return []
+    if isinstance(value, type):
+        if getattr(value, "__module__", None) != module:
+            return []
+        return [c for member in list(vars(value).values())
+                for c in _codes(member, module, depth + 1)]  # fmt: skip
+    found: list[types.CodeType] = []
+    code = getattr(value, "__code__", None)
+    if isinstance(code, types.CodeType):
+        found.append(code)
+    for inner in ("__wrapped__", "__func__", "fget", "fset", "fdel"):
+        held = getattr(value, inner, None) if not isinstance(value, types.ModuleType) else None
+        if held is not None and held is not value:
+            found += _codes(held, module, depth + 1)
+    return found
+
+
+def _code_bytes(code: types.CodeType) -> bytes:
+    """A code object's contents: its bytecode, names and constants (nested code too)."""
+    parts = [code.co_code, repr(code.co_names).encode(), repr(code.co_varnames).encode()]
+    parts += [_code_bytes(c) if isinstance(c, types.CodeType) else _const_bytes(c)
+              for c in code.co_consts]  # fmt: skip
+    return b"\x00".join(parts)
+
+
+def _const_bytes(value: Any) -> bytes:
+    """A constant as text the same in every process (a frozenset's order follows the
+    process's string hashing)."""
+    if isinstance(value, frozenset):
+        return repr(sorted(repr(v) for v in value)).encode()
+    if isinstance(value, tuple):
+        return b"(" + b",".join(_const_bytes(v) for v in value) + b")"
+    return repr(value).encode()
 
 
 def _in_place(superreload: Any) -> Any:
@@ -145,8 +183,9 @@ def _in_place(superreload: Any) -> Any:
         superreload(module)
         for name, new in list(vars(module).items()):
             was = old.get(name)
+            # (a plain function or class only: an Enum's members are its new class's)
             if was is not None and was is not new and type(was) is type(new) \
-                    and isinstance(was, types.FunctionType | type):  # fmt: skip
+                    and type(was) in (types.FunctionType, type):  # fmt: skip
                 setattr(module, name, was)
         return module
 

@@ -45,7 +45,8 @@ def test_a_training_step_changes_no_process_state(zygote: Zygote, tmp_path: Path
 GHOST = ("import types, sys\nm = types.ModuleType('ghost')\n"
          "exec('class G:\\n    pass', m.__dict__)\n"
          "m.G.__module__ = 'ghost'\nsys.modules['ghost'] = m\ng = m.G()\nclass H:\n    pass\n"
-         "g.h = H()\nholds = [m.G()]")  # fmt: skip
+         "g.h = H()\nholds = [m.G()]\nclass B:\n    pass\nb = B()\ng2 = m.G()\ng2.b = b\n"
+         "b.parent = g2")  # fmt: skip
 
 
 def test_a_name_the_worker_cannot_make_is_said_once_and_truly(zygote: Zygote, tmp_path: Path
@@ -61,6 +62,8 @@ def test_a_name_the_worker_cannot_make_is_said_once_and_truly(zygote: Zygote, tm
     assert all("No module named 'ghost'" in s[0] for s in said if s)
     # a list of one (its item not made) is not bound as an empty list without a word
     assert "holds:" in said[1][0] and "holds:" in said[3][0], said
+    # nor one whose making made the other half of a cycle (b.parent is g2): b fails for g2
+    assert "b: it could not be made here (ModuleNotFoundError" in said[1][0], said
     assert "referred to object" not in json.dumps(dumps["profiled"])
     compare(cells[:4], {side: dumps[side][:4] for side in dumps})
 
@@ -70,7 +73,7 @@ def test_a_name_the_worker_could_not_make_comes_whole_later(zygote: Zygote, tmp_
     worker's: once the worker can import the module, ``g`` arrives with ``g.h``."""
     cells = [GHOST, "%%nsys\ny = 1",
              "open('ghost.py', 'w').write('class G:\\n    pass\\n')",
-             "%%nsys\nprint(type(g.h).__name__, len(holds))"]  # fmt: skip
+             "%%nsys\nprint(type(g.h).__name__, len(holds), b.parent.b is b)"]  # fmt: skip
     dumps = run_case(zygote, cells, {}, tmp_path)
-    assert dumps["profiled"][-1]["stdout"] == "H 1\n"
+    assert dumps["profiled"][-1]["stdout"] == "H 1 True\n"
     compare(cells, dumps)
