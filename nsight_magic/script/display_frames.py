@@ -15,20 +15,44 @@ Python, stays in the stdout stream.
 """
 
 import base64
+import builtins
 import io
 import json
 import os
+import re
 import sys
 from typing import Any
 
 # --- module only: nothing of the header is used here; the script pastes the rest as it is ---
 # --- end module only ---
 
+FRAMES_ENV = "NSIGHT_MAGIC_FRAMES"
 DISPLAY_MARK = "\x00nsight_magic-display "
 STDERR_MARK = "\x00nsight_magic-stderr "
 # a widget's view names a model that lives in the worker's kernel-less shell: no frontend can
 # draw it, so its text goes instead
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def notebook_display(*objs: Any, **kwargs: Any) -> None:
+    """``display``, a builtin in the notebook (IPython's; printed here, as outside one)."""
+    try:
+        from IPython.display import display
+    except ImportError:
+        print(*objs)
+        return
+    display(*objs, **kwargs)
+
+
+# a cell that displays: the name ``display`` (a call, ``map(display, figs)``; not
+# ``pd.set_option("display.max_rows")``), or IPython's display objects
+DISPLAYS = re.compile(r"(?<![\w.'\"])display(?![\w.'\"])|\bIPython\b")
+
+
+def provide_display() -> None:
+    """``display`` as a builtin, unless there is one (an IPython shell here puts its own)."""
+    if not hasattr(builtins, "display"):
+        builtins.display = notebook_display  # type: ignore[attr-defined]
 
 
 def display_frame(
@@ -79,9 +103,18 @@ def _read_frame(line: str, mark: str) -> tuple[str, Any]:
         return line, None
 
 
+def frames_read() -> bool:
+    """Whether the session started this process and reads its frames (``FRAMES_ENV``, set by
+    ``session/backends.process_env``): a run folder's ``script.py`` run by hand keeps its
+    plain stderr and displays."""
+    return os.environ.get(FRAMES_ENV) == "1"
+
+
 def forward_displays(shell: Any) -> None:
     """Give ``shell`` (the worker's IPython shell) a publisher that writes each display on
     stdout as a frame (``display_frame``) for the notebook to show."""
+    if not frames_read():
+        return
     from IPython.core.displaypub import DisplayPublisher
 
     class ForwardingPublisher(DisplayPublisher):
@@ -226,6 +259,8 @@ class FramedStderr(io.TextIOBase):
 
 def frame_stderr() -> None:
     """Make ``sys.stderr`` a ``FramedStderr`` (once: the class is made again with each cell's
-    script, so it is known by its mark)."""
+    script, so it is known by its mark), where the session reads the frames back."""
+    if not frames_read():
+        return
     if sys.stderr is not None and not getattr(sys.stderr, "nsight_magic_frames", False):
         sys.stderr = FramedStderr(sys.stderr)

@@ -29,7 +29,6 @@ import json
 import linecache
 import os
 import pickle
-import re
 import sys
 import time
 import traceback
@@ -42,7 +41,7 @@ from typing import Any
 from ..run_folders.run_dir import RunDir
 from .cuda_gate import Gate, RangeWindow
 from .cuda_save import KEPT
-from .display_frames import forward_displays, frame_stderr
+from .display_frames import DISPLAYS, forward_displays, frame_stderr, provide_display
 from .gpu_readings import gpu_reading
 from .range_recorder import RangeRecorder
 from .shared_objects import mapped_segments, names_kept, preserved
@@ -251,27 +250,6 @@ def command_output(shell: Any, cmd: str, split: bool = True, depth: int = 0) -> 
     shell.user_ns["_exit_code"] = done.returncode
     text = done.stdout + done.stderr
     return SList(text.splitlines()) if split else LSString(text)
-
-
-def notebook_display(*objs: Any, **kwargs: Any) -> None:
-    """``display``, a builtin in the notebook (IPython's; printed here, as outside one)."""
-    try:
-        from IPython.display import display
-    except ImportError:
-        print(*objs)
-        return
-    display(*objs, **kwargs)
-
-
-# a cell that displays: the name ``display`` (a call, ``map(display, figs)``; not
-# ``pd.set_option("display.max_rows")``), or IPython's display objects
-DISPLAYS = re.compile(r"(?<![\w.'\"])display(?![\w.'\"])|\bIPython\b")
-
-
-def provide_display() -> None:
-    """``display`` as a builtin, unless there is one (an IPython shell here puts its own)."""
-    if not hasattr(builtins, "display"):
-        builtins.display = notebook_display  # type: ignore[attr-defined]
 
 
 _LOADED_VARS: dict[str, Any] = {}  # vars.pkl as main() loaded it before the history

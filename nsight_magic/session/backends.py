@@ -53,6 +53,7 @@ from ..profilers.env import without_notebook_backend
 from ..profilers.options import options_meta
 from ..run_folders.run_dir import RunDir
 from ..script import Gate
+from ..script.display_frames import FRAMES_ENV
 from ..worker.conversation import Conversation
 from ..worker.process import Launch, WorkerProcess
 from .spec import CellRequest
@@ -115,7 +116,8 @@ def process_env(request: CellRequest, extra: dict[str, str] | None = None) -> di
     """The profiled process's environment: ours plus the user's ``--env``, no injection
     variables nor the notebook's inline matplotlib backend; with several ranks the package is
     importable (the per-rank shim)."""
-    env = clean_env({**(extra or {}), "PYTHONUNBUFFERED": "1", **request.env},
+    # FRAMES_ENV: the cell's displays and stderr come as frames the session reads back
+    env = clean_env({**(extra or {}), "PYTHONUNBUFFERED": "1", FRAMES_ENV: "1", **request.env},
                     base=without_notebook_backend(os.environ))  # fmt: skip
     if request.nproc > 1:
         env["PYTHONPATH"] = pythonpath_with_package(env)
