@@ -134,13 +134,7 @@ class Graph:
     def _reached_only(walk: Walk) -> None:
         """Drop what no name reaches any more (what a definition held before it was
         described by its statement instead)."""
-        reached: set[Key] = set()
-        todo = [k for keys in walk.binding_keys.values() for k in keys]
-        while todo:
-            key = todo.pop()
-            if key not in reached:
-                reached.add(key)
-                todo.extend(walk.children.get(key, ()))
+        reached = reached_keys(walk, (k for keys in walk.binding_keys.values() for k in keys))
         for key in [k for k in walk.records if k not in reached]:
             del walk.records[key]
 
@@ -277,3 +271,15 @@ def holders_too(walk: Walk, msg: Message, remade: list[Key]) -> None:
                 remade.append(parent)
             elif record.fill:
                 msg.changed[parent] = record.fill
+
+
+def reached_keys(walk: Walk, start: Iterable[Key]) -> set[Key]:
+    """The keys ``start`` reaches in ``walk`` through each object's own, themselves included."""
+    seen: set[Key] = set()
+    todo = list(start)
+    while todo:
+        key = todo.pop()
+        if key not in seen:
+            seen.add(key)
+            todo.extend(walk.children.get(key, ()))
+    return seen

@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import pickle
 import sys
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,7 @@ from ..vocabulary.notebook_names import is_compiler_own, is_ipython_own
 from . import rng
 from .apply import Applied, Message, dump_message, load_message
 from .describe import Describer, Walk
-from .graph import Graph
+from .graph import Graph, reached_keys
 from .objects import Key, _copied_anew, _is_tensor, _received_ptrs
 
 # IPython's last results travel (``prev = _``); its other names are its own
@@ -101,18 +101,6 @@ class Incoming:
         return lines
 
 
-def _reached(walk: Walk, start: Iterable[Key]) -> set[Key]:
-    """The keys ``start`` reaches in ``walk``, themselves included."""
-    seen: set[Key] = set()
-    todo = list(start)
-    while todo:
-        key = todo.pop()
-        if key not in seen:
-            seen.add(key)
-            todo.extend(walk.children.get(key, ()))
-    return seen
-
-
 class NotebookState:
     """The notebook's graph of what one worker has (``graph``), and the names it must send
     again whatever their prints say (``resend``: a value bound for one run only)."""
@@ -163,12 +151,12 @@ class NotebookState:
         their bindings, and the objects first sent with them that no name it made reaches,
         are not the worker's (else the next message refers to an object it never made)."""
         walk = out.walk
-        made = _reached(walk, (k for n, keys in walk.binding_keys.items() if n not in failed
+        made = reached_keys(walk, (k for n, keys in walk.binding_keys.items() if n not in failed
                                for k in keys))  # fmt: skip
         new = set(out.msg.new)
         # what the failed names reach through their objects' own (g.h of a g it could not
         # make), not only what they name
-        lost = {key for key in _reached(walk, (k for n in failed
+        lost = {key for key in reached_keys(walk, (k for n in failed
                                                for k in walk.binding_keys.get(n, ())))
                 if key in new and key not in made}  # fmt: skip
         for name in failed:
